@@ -1,0 +1,3 @@
+// The renderer lands with the charts issue.
+import RichPushCore
+

@@ -1,0 +1,267 @@
+import Foundation
+
+/// Checks a ``PushMessage`` against APNs', FCM's and Apple's attachment rules and reports every problem.
+///
+/// ```swift
+/// let report = MessageValidator().validate(message)
+/// for issue in report.issues { print(issue) }   // error: media[0].url: must use https [https-required]
+/// ```
+public struct MessageValidator: Sendable {
+    public struct Options: Sendable {
+        /// Allow `http:` media URLs (the sandbox, or apps that opted out of App Transport Security).
+        public var allowInsecureMedia: Bool
+        /// Require at least one target (off when the server supplies targets from its registry).
+        public var requireTargets: Bool
+        /// Require APNs tokens to be exactly 64 hex characters (today's length); Apple says not to assume it.
+        public var strictAPNsTokenLength: Bool
+        /// The time an absolute `expiration` is compared with.
+        public var now: @Sendable () -> Date
+
+        public init(allowInsecureMedia: Bool = false, requireTargets: Bool = true, strictAPNsTokenLength: Bool = false, now: @escaping @Sendable () -> Date = { Date() }) {
+            self.allowInsecureMedia = allowInsecureMedia
+            self.requireTargets = requireTargets
+            self.strictAPNsTokenLength = strictAPNsTokenLength
+            self.now = now
+        }
+    }
+
+    public var options: Options
+
+    public init(options: Options = Options()) { self.options = options }
+
+    /// FCM's longest TTL, 28 days; APNs keeps notifications for up to 30, so the shorter one rules.
+    public static let maxTTL = 2_419_200
+    public static let maxMediaCount = 8
+    /// Keys of the payload root that APNs, FCM or RichPush own.
+    public static let reservedDataKeys: Set<String> = ["aps", RichPushKey.name, "from", "message_type", "collapse_key", "notification"]
+
+    /// Reads JSON and validates it: shape problems and rule problems come back in one report.
+    public func validate(json: JSONValue) -> ValidationReport {
+        let (message, report) = PushMessage.read(json)
+        var all = report
+        all.merge(validate(message))
+        return all
+    }
+
+    public func validate(_ m: PushMessage) -> ValidationReport {
+        var r = ValidationReport()
+        checkAlertAndType(m, &r)
+        checkDelivery(m, &r)
+        checkTargets(m.targets, &r)
+        checkData(m, &r)
+        checkMedia(m, &r)
+        if let chart = m.chart { r.merge(chart.validate(at: "chart")) }
+        checkSizes(m, &r)
+        return r
+    }
+
+    private func checkAlertAndType(_ m: PushMessage, _ r: inout ValidationReport) {
+        let visible = m.alert.isVisible
+        if m.needsServiceExtension && !visible {
+            r.add("alert", "media-needs-alert", "media, a chart or a content override need a title or body: the service extension only runs for notifications that show an alert")
+        }
+        if m.needsServiceExtension && m.pushType != .alert {
+            r.add("push_type", "media-needs-alert-push", "media and charts are only processed for push type 'alert', not '\(m.pushType.rawValue)'")
+        }
+        if m.pushType == .background {
+            if let p = m.priority, p != .normal {
+                r.add("priority", "background-priority", "background pushes must be sent with priority normal (5); APNs refuses \(p.apnsValue)")
+            }
+            if visible || m.sound != nil || m.badge != nil {
+                r.add("push_type", "background-content", "a background push may only carry content_available and data: remove the alert, sound and badge, or use push type 'alert'")
+            }
+        }
+        if m.priority == .high && !visible && m.sound == nil && m.badge == nil && m.pushType == .alert {
+            r.add("priority", "high-priority-needs-alert", "priority high needs an alert, a sound or a badge; a silent push must use priority normal")
+        }
+        if !visible && m.sound == nil && m.badge == nil && !m.contentAvailable && m.pushType == .alert {
+            r.add("alert", "empty-notification", "the notification has nothing to show: add a title or body (or a sound, a badge, or content_available)")
+        }
+        let a = m.alert
+        if a.titleLocArgs != nil && a.titleLocKey == nil { r.add("alert.title_loc_args", "loc-args-need-key", "title_loc_args need title_loc_key") }
+        if a.subtitleLocArgs != nil && a.subtitleLocKey == nil { r.add("alert.subtitle_loc_args", "loc-args-need-key", "subtitle_loc_args need subtitle_loc_key") }
+        if a.locArgs != nil && a.locKey == nil { r.add("alert.loc_args", "loc-args-need-key", "loc_args need loc_key") }
+        if let b = m.badge, b < 0 { r.add("badge", "range", "badge must be 0 or more (0 clears it)") }
+        if let s = m.sound {
+            if s.name.isEmpty { r.add("sound.name", "empty", "sound name must not be empty") }
+            if let v = s.volume, !(0...1).contains(v) { r.add("sound.volume", "range", "volume must be between 0 and 1") }
+        }
+        if let score = m.relevanceScore, m.pushType != .liveactivity, !(0...1).contains(score) {
+            r.add("relevance_score", "range", "relevance_score must be between 0 and 1")
+        }
+        if let id = m.id, UUID(uuidString: id) == nil {
+            r.add("id", "not-a-uuid", "id is not a UUID, so it is not sent as apns-id and APNs assigns its own", .warning)
+        }
+        if let link = m.deepLink {
+            if URL(string: link)?.scheme == nil { r.add("deep_link", "url", "deep_link must be a URL with a scheme, such as myapp://orders/42 or https://…") }
+        }
+        if let label = m.analyticsLabel, !Self.isValidAnalyticsLabel(label) {
+            r.add("analytics_label", "analytics-label", "analytics_label must be 1 to 50 characters of letters, digits and - _ . ~ %")
+        }
+    }
+
+    private func checkDelivery(_ m: PushMessage, _ r: inout ValidationReport) {
+        if m.ttl != nil && m.expiration != nil { r.add("ttl", "exclusive", "give either ttl or expiration, not both") }
+        if let ttl = m.ttl, !(0...Self.maxTTL).contains(ttl) {
+            r.add("ttl", "range", "ttl must be 0...\(Self.maxTTL) seconds (28 days)")
+        }
+        if let e = m.expiration {
+            let now = Int64(options.now().timeIntervalSince1970)
+            if e != 0 && e < now { r.add("expiration", "in-past", "expiration \(e) is in the past") }
+            if e > now + Int64(Self.maxTTL) { r.add("expiration", "range", "expiration is more than 28 days away") }
+        }
+        if let c = m.collapseID, c.utf8.count > 64 {
+            r.add("collapse_id", "max-bytes", "collapse_id is \(c.utf8.count) bytes; APNs allows 64")
+        }
+    }
+
+    private func checkTargets(_ t: PushMessage.Targets, _ r: inout ValidationReport) {
+        if options.requireTargets && t.isEmpty {
+            r.add("targets", "required", "give at least one of apns_tokens, fcm_tokens, topic or condition")
+        }
+        if t.topic != nil && t.condition != nil {
+            r.add("targets", "exclusive", "give either a topic or a condition, not both (write the topic into the condition)")
+        }
+        var seen = Set<String>()
+        for (i, token) in t.apnsTokens.enumerated() {
+            let path = "targets.apns_tokens[\(i)]"
+            if let problem = Self.apnsTokenProblem(token, strict: options.strictAPNsTokenLength) {
+                r.add(path, "apns-token", problem)
+            } else if !seen.insert(token.lowercased()).inserted {
+                r.add(path, "duplicate", "this token is listed twice; it will be sent once", .warning)
+            }
+        }
+        seen.removeAll()
+        for (i, token) in t.fcmTokens.enumerated() {
+            let path = "targets.fcm_tokens[\(i)]"
+            if let problem = Self.fcmTokenProblem(token) {
+                r.add(path, "fcm-token", problem)
+            } else if !seen.insert(token).inserted {
+                r.add(path, "duplicate", "this token is listed twice; it will be sent once", .warning)
+            }
+        }
+        if let topic = t.topic {
+            let name = topic.hasPrefix("/topics/") ? String(topic.dropFirst(8)) : topic
+            if !Self.isValidTopicName(name) {
+                r.add("targets.topic", "topic-name", "topic names use only letters, digits and - _ . ~ %")
+            }
+        }
+        if let c = t.condition {
+            do {
+                let parsed = try FCMCondition.parse(c)
+                if parsed.topics.count > FCMCondition.maxTopics {
+                    r.add("targets.condition", "condition-topics", "the condition names \(parsed.topics.count) topics; FCM allows \(FCMCondition.maxTopics)")
+                }
+            } catch {
+                r.add("targets.condition", "condition-syntax", "\(error)")
+            }
+        }
+    }
+
+    private func checkData(_ m: PushMessage, _ r: inout ValidationReport) {
+        for key in m.data.keys.sorted() {
+            let lower = key.lowercased()
+            if Self.reservedDataKeys.contains(key) || lower.hasPrefix("google.") || lower.hasPrefix("gcm.") || lower == "google" || lower == "gcm" {
+                r.add("data.\(key)", "reserved-key", "'\(key)' is reserved by APNs, FCM or RichPush")
+            }
+            if key.isEmpty { r.add("data", "empty-key", "data keys must not be empty") }
+        }
+    }
+
+    private func checkMedia(_ m: PushMessage, _ r: inout ValidationReport) {
+        if m.media.count > Self.maxMediaCount {
+            r.add("media", "max-media", "at most \(Self.maxMediaCount) media per notification")
+        }
+        for (i, media) in m.media.enumerated() {
+            let path = "media[\(i)]"
+            if let problem = urlProblem(media.url) {
+                r.add("\(path).url", problem.rule, problem.message)
+                continue
+            }
+            let byURL = MediaType(urlString: media.url)
+            let byHint = media.mimeType.flatMap(MediaType.init(mimeType:))
+            if let hint = media.mimeType, byHint == nil {
+                r.add("\(path).type", "unknown-type", "'\(hint)' is not a media type RichPush knows", .warning)
+            }
+            if let type = byURL ?? byHint {
+                if !type.isAppleAttachable {
+                    r.add("\(path).url", "apple-unsupported-type", "\(type.displayName) cannot be attached on Apple devices; use JPEG, PNG, GIF, MP3, M4A, WAV, AIFF, MP4, MPEG or AVI")
+                } else if let kind = media.kind, type.kind != kind {
+                    r.add("\(path).kind", "kind-mismatch", "kind says \(kind.rawValue) but the URL names a \(type.displayName)", .warning)
+                }
+            } else if media.kind == nil {
+                r.add("\(path).url", "no-file-type", "the URL has no file extension and no type is given: RichPush's device library decides from the bytes, but other extensions and FCM's helper drop such attachments; add an extension or a type", .warning)
+            }
+            if let t = media.thumbnail {
+                if let c = t.crop, !c.isInsideUnitSquare {
+                    r.add("\(path).thumbnail.crop", "unit-rect", "crop is in unit coordinates: x, y ≥ 0, width, height > 0, x + width ≤ 1, y + height ≤ 1")
+                }
+                if let time = t.time, !(time >= 0 && time.isFinite) {
+                    r.add("\(path).thumbnail.time", "range", "time must be 0 or more")
+                }
+            }
+        }
+    }
+
+    private func urlProblem(_ s: String) -> (rule: String, message: String)? {
+        guard let url = URL(string: s), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
+            return ("url", "'\(s.prefix(80))' is not an absolute URL")
+        }
+        if scheme == "https" { return nil }
+        if scheme == "http" {
+            return options.allowInsecureMedia ? nil : ("https-required", "must use https (iOS App Transport Security blocks plain http)")
+        }
+        return ("url-scheme", "scheme '\(scheme)' is not fetchable; use https")
+    }
+
+    private func checkSizes(_ m: PushMessage, _ r: inout ValidationReport) {
+        let apnsSize = APNsRenderer.payload(for: m).serializedSize
+        let apnsLimit = m.pushType.payloadLimit
+        if apnsSize > apnsLimit {
+            r.add("", "payload-too-large", "the APNs payload is \(apnsSize) bytes; the limit for push type \(m.pushType.rawValue) is \(apnsLimit)")
+        }
+        let fcm = FCMRenderer(projectID: "p", now: options.now)
+        let targets: [FCMTarget] = (m.targets.topic.map { [.topic($0)] } ?? []) + (m.targets.condition.map { [.condition($0)] } ?? [])
+            + (m.targets.fcmTokens.isEmpty ? [] : [.token("t")])
+        for target in targets {
+            let size = fcm.render(m, to: target).payloadSize
+            if size > target.payloadLimit {
+                let what = target.payloadLimit == 2048 ? "messages to topics" : "messages to tokens"
+                r.add("", "payload-too-large", "the FCM message is \(size) bytes; FCM allows \(target.payloadLimit) for \(what)")
+            }
+        }
+    }
+
+    // MARK: - Shapes
+
+    public static func apnsTokenProblem(_ token: String, strict: Bool = false) -> String? {
+        if token.isEmpty { return "APNs token is empty" }
+        if !token.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 70) || ($0 >= 97 && $0 <= 102) }) {
+            return "APNs tokens are hexadecimal (0-9, a-f); this one is not"
+        }
+        if token.utf8.count % 2 != 0 { return "APNs tokens are whole bytes in hex, so an even number of characters" }
+        if strict && token.utf8.count != 64 { return "APNs tokens are 64 hex characters; this one has \(token.utf8.count)" }
+        if token.utf8.count < 16 || token.utf8.count > 400 { return "APNs token length \(token.utf8.count) is implausible" }
+        return nil
+    }
+
+    public static func fcmTokenProblem(_ token: String) -> String? {
+        if token.isEmpty { return "FCM token is empty" }
+        if token.utf8.count > 4096 { return "FCM token is longer than 4096 characters" }
+        let allowed = token.utf8.allSatisfy { b in
+            (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122) || b == 45 || b == 95 || b == 58 || b == 46
+        }
+        if !allowed { return "FCM tokens contain only letters, digits and - _ : ." }
+        return nil
+    }
+
+    public static func isValidTopicName(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 900 && name.utf8.allSatisfy { b in
+            (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122) || b == 45 || b == 95 || b == 46 || b == 126 || b == 37
+        }
+    }
+
+    public static func isValidAnalyticsLabel(_ label: String) -> Bool {
+        (1...50).contains(label.utf8.count) && isValidTopicName(label)
+    }
+}

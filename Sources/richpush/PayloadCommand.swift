@@ -1,0 +1,108 @@
+import ArgumentParser
+import Foundation
+import RichPushCore
+
+struct PayloadCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "payload",
+        abstract: "Print the exact provider request (headers and body) for a message.",
+        discussion: "The target is taken from --token, --topic or --condition, else from the message's targets."
+    )
+
+    enum Provider: String, ExpressibleByArgument, CaseIterable {
+        case apns, fcm
+    }
+
+    @Option(help: "apns or fcm.")
+    var provider: Provider
+
+    @Option(help: "A device token (APNs) or registration token (FCM).")
+    var token: String?
+
+    @Option(help: "An FCM topic.")
+    var topic: String?
+
+    @Option(help: "An FCM condition.")
+    var condition: String?
+
+    @Option(name: .customLong("bundle-id"), help: "The app's bundle id, for apns-topic.")
+    var bundleID = "com.example.app"
+
+    @Option(help: "The Firebase project id, for the FCM path.")
+    var project = "richpush-sandbox"
+
+    @Option(name: .customLong("chart-image"), help: "URL of the server-rendered chart PNG, for Android and the web.")
+    var chartImage: String?
+
+    @Option(help: "Seconds since 1970 to compute apns-expiration from (default: now).")
+    var now: Int64?
+
+    @Flag(help: "Print method, path, headers and body as one JSON object.")
+    var json = false
+
+    @Flag(help: "Print the request even if the message has errors.")
+    var force = false
+
+    @Flag(name: .customLong("allow-http"), help: "Accept http: media URLs.")
+    var allowHTTP = false
+
+    @Argument(help: "The message JSON file, or - for standard input.")
+    var message: String
+
+    func validate() throws {
+        let given = [token, topic, condition].compactMap { $0 }.count
+        if given > 1 { throw ValidationError("give at most one of --token, --topic, --condition") }
+        if provider == .apns && (topic != nil || condition != nil) {
+            throw ValidationError("APNs sends to device tokens only; use --token")
+        }
+    }
+
+    func run() throws {
+        let value: JSONValue
+        do { value = try MessageFile.readJSON(message) } catch {
+            printError("error: \(error)")
+            throw ExitCode(2)
+        }
+        let clock: @Sendable () -> Date = { [now] in now.map { Date(timeIntervalSince1970: TimeInterval($0)) } ?? Date() }
+        let overridesTarget = token != nil || topic != nil || condition != nil
+        let report = MessageValidator(options: .init(allowInsecureMedia: allowHTTP, requireTargets: !overridesTarget, now: clock)).validate(json: value)
+        for issue in report.issues { printError(issue.description) }
+        if !report.isValid && !force { throw ExitCode(1) }
+        let (m, _) = PushMessage.read(value)
+
+        switch provider {
+        case .apns:
+            guard let device = token ?? m.targets.apnsTokens.first else {
+                printError("error: no APNs token: give --token or targets.apns_tokens")
+                throw ExitCode(2)
+            }
+            let request = APNsRenderer(bundleID: bundleID, now: clock).render(m, deviceToken: device)
+            emit(method: "POST", path: request.path, headers: request.headers, body: request.payload)
+        case .fcm:
+            let target: FCMTarget
+            if let token { target = .token(token) } else if let topic { target = .topic(topic) } else if let condition {
+                target = .condition(condition)
+            } else if let t = m.targets.topic { target = .topic(t) } else if let c = m.targets.condition {
+                target = .condition(c)
+            } else if let t = m.targets.fcmTokens.first { target = .token(t) } else {
+                printError("error: no FCM target: give --token, --topic, --condition or targets in the message")
+                throw ExitCode(2)
+            }
+            let request = FCMRenderer(projectID: project, chartImageURL: chartImage, now: clock).render(m, to: target)
+            emit(method: "POST", path: request.path, headers: [("content-type", "application/json; charset=utf-8")], body: request.body)
+        }
+    }
+
+    private func emit(method: String, path: String, headers: [(name: String, value: String)], body: JSONValue) {
+        if json {
+            let h = JSONValue.object(Dictionary(headers.map { ($0.name, JSONValue.string($0.value)) }, uniquingKeysWith: { $1 }))
+            let out: JSONValue = ["method": .string(method), "path": .string(path), "headers": h, "body": body, "body_bytes": .int(Int64(body.serializedSize))]
+            print(out.prettyPrinted())
+        } else {
+            print("\(method) \(path)")
+            for h in headers { print("\(h.name): \(h.value)") }
+            print("")
+            print(body.prettyPrinted())
+        }
+    }
+}
