@@ -1,1 +1,109 @@
+import Foundation
 import Testing
+
+@testable import RichPushCore
+
+/// Runs the built `richpush` binary as a user would.
+@Suite struct CLITests {
+    static var binary: URL {
+        // The test bundle sits in the build folder next to the executables it depends on.
+        let dir = Bundle.main.bundleURL.hasDirectoryPath && Bundle.main.bundleURL.lastPathComponent.hasSuffix(".xctest")
+            ? Bundle.main.bundleURL.deletingLastPathComponent() : URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        return dir.appendingPathComponent("richpush")
+    }
+
+    static let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../examples").standardized
+
+    struct Run {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+    }
+
+    func run(_ args: [String], stdin: String? = nil) throws -> Run {
+        let p = Process()
+        p.executableURL = Self.binary
+        p.arguments = args
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        let input = Pipe()
+        p.standardInput = input
+        try p.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try input.fileHandleForWriting.close()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return Run(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+    }
+
+    func example(_ name: String) -> String { Self.examples.appendingPathComponent(name).path }
+
+    @Test func payloadOnTheFCMExamplePrintsTheDocumentedBody() throws {
+        let r = try run(["payload", "--provider", "fcm", "--json", example("fcm-documented-example.json")])
+        #expect(r.status == 0, "\(r.stderr)")
+        let out = try JSONValue.parse(r.stdout)
+        #expect(out["method"] == "POST")
+        #expect(out["path"] == "/v1/projects/richpush-sandbox/messages:send")
+        let message = try #require(out["body"]?["message"])
+        let image: JSONValue = "https://foo.bar.pizza-monster.png"
+        #expect(message["topic"] == "industry-tech")
+        #expect(message["notification"] == ["title": "Sparky says hello!", "image": image])
+        #expect(message["android"] == ["notification": ["image": image]])
+        #expect(message["apns"]?["payload"]?["aps"] == ["mutable-content": 1])
+        #expect(message["apns"]?["fcm_options"] == ["image": image])
+        #expect(message["webpush"] == ["headers": ["image": image]])
+    }
+
+    @Test func validateListsAllFiveMistakes() throws {
+        let r = try run(["validate", example("five-mistakes.json")])
+        #expect(r.status == 1)
+        let errors = r.stdout.split(separator: "\n").filter { $0.hasPrefix("error:") }
+        #expect(errors.count == 5, "\(r.stdout)")
+        for rule in ["https-required", "apple-unsupported-type", "range", "apns-token", "condition-topics"] {
+            #expect(r.stdout.contains("[\(rule)]"))
+        }
+        let json = try run(["validate", "--json", example("five-mistakes.json")])
+        #expect(json.status == 1)
+        let report = try JSONValue.parse(json.stdout)
+        #expect(report["valid"] == false)
+        #expect(report["issues"]?.arrayValue?.count == 5)
+        #expect(report["issues"]?.arrayValue?.first?["path"] != nil)
+    }
+
+    @Test func validateAcceptsEveryExample() throws {
+        for name in ["rich-image.json", "stock-chart.json", "silent-refresh.json", "fcm-documented-example.json"] {
+            let r = try run(["validate", example(name)])
+            #expect(r.status == 0, "\(name): \(r.stdout)")
+        }
+    }
+
+    @Test func apnsPayloadWithHeaders() throws {
+        let r = try run(["payload", "--provider", "apns", "--now", "1700000000", "--bundle-id", "com.shop.app", example("rich-image.json")])
+        #expect(r.status == 0)
+        let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.first == "POST /3/device/5a4e1c0f9d8b7a6e5d4c3b2a19080706f5e4d3c2b1a09f8e7d6c5b4a39281706")
+        #expect(lines.contains("apns-topic: com.shop.app"))
+        #expect(lines.contains("apns-expiration: 1700086400"))
+        let bodyStart = try #require(lines.firstIndex(of: ""))
+        let body = try JSONValue.parse(lines[(bodyStart + 1)...].joined(separator: "\n"))
+        #expect(body["aps"]?["mutable-content"] == 1)
+    }
+
+    @Test func readsStandardInputAndReportsBadJSON() throws {
+        let ok = try run(["payload", "--provider", "apns", "--token", "aabbccddeeff00112233", "-"], stdin: #"{"body":"hi"}"#)
+        #expect(ok.status == 0 && ok.stdout.contains("\"alert\": \"hi\""))
+        let bad = try run(["validate", "-"], stdin: #"{"body": }"#)
+        #expect(bad.status == 2 && bad.stderr.contains("invalid JSON at byte"))
+        let missing = try run(["validate", "/nonexistent.json"])
+        #expect(missing.status == 2)
+        let wrongFlags = try run(["payload", "--provider", "apns", "--topic", "x", example("rich-image.json")])
+        #expect(wrongFlags.status != 0 && wrongFlags.stderr.contains("APNs sends to device tokens only"))
+    }
+
+    @Test func payloadRefusesAnInvalidMessageUnlessForced() throws {
+        let r = try run(["payload", "--provider", "fcm", example("five-mistakes.json")])
+        #expect(r.status == 1 && r.stderr.contains("[https-required]"))
+    }
+}

@@ -64,6 +64,11 @@ public enum MediaSniffer {
             i += 4
         }
         let major = brands[0]
+        // A generic image-file brand (mif1) says little: a compatible brand such as heic or avif says more.
+        if let t = brandType(major), t != .heif { return t }
+        for brand in brands.dropFirst() {
+            if let t = brandType(brand), [.heic, .avif].contains(t) { return t }
+        }
         if let t = brandType(major) { return t }
         // An unfamiliar major brand: the compatible brands say what a reader may treat it as.
         for brand in brands.dropFirst() { if let t = brandType(brand), t != .mp4 { return t } }

@@ -259,7 +259,7 @@ extension MediaType {
         for item in query.split(separator: "&") {
             let parts = item.split(separator: "=", maxSplits: 1)
             guard parts.count == 2, ["filename", "file", "name", "fn"].contains(parts[0].lowercased()) else { continue }
-            if let type = Self.fromFileName(Substring(parts[1].removingPercentEncodingIfPossible)) {
+            if let type = Self.fromFileName(parts[1]) {
                 self = type
                 return
             }
@@ -267,9 +267,10 @@ extension MediaType {
         return nil
     }
 
-    static func fromFileName(_ name: Substring) -> MediaType? {
+    static func fromFileName(_ encoded: Substring) -> MediaType? {
+        let name = encoded.removingPercentEncodingIfPossible
         guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return nil }
-        return MediaType(fileExtension: name[name.index(after: dot)...].removingPercentEncodingIfPossible)
+        return MediaType(fileExtension: String(name[name.index(after: dot)...]))
     }
 }
 
