@@ -25,6 +25,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "RichPushCoreTests", dependencies: ["RichPushCore"]),
+        .testTarget(name: "RichPushChartsTests", dependencies: ["RichPushCharts", "RichPushCore"]),
         .testTarget(name: "richpushTests", dependencies: ["richpush", "RichPushCore"]),
     ]
 )

@@ -140,7 +140,13 @@ enum Deflate {
                         }
                         symbols.match(length: len, distance: dist)
                         // Positions inside a long match are skipped: flat image areas would only lengthen chains.
-                        if len <= 32 { for k in 1..<len { insert(pos + k) } }
+                        if len <= 32 {
+                            for k in 1..<len { insert(pos + k) }
+                        } else {
+                            // Index the match's last bytes so that a run continues at distance 1, which has the
+                            // cheapest code.
+                            for k in (len - 3)..<len { insert(pos + k) }
+                        }
                         pos += len
                     }
                     if symbols.count >= symbolsPerBlock {
