@@ -8,6 +8,7 @@ let package = Package(
         .library(name: "RichPushCore", targets: ["RichPushCore"]),
         .library(name: "RichPushCharts", targets: ["RichPushCharts"]),
         .executable(name: "richpush", targets: ["richpush"]),
+        .executable(name: "richpush-bench", targets: ["richpush-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -18,6 +19,14 @@ let package = Package(
         .target(name: "RichPushCharts", dependencies: ["RichPushCore"]),
         .executableTarget(
             name: "richpush",
+            dependencies: [
+                "RichPushCore",
+                "RichPushCharts",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "richpush-bench",
             dependencies: [
                 "RichPushCore",
                 "RichPushCharts",

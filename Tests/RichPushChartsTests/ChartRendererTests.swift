@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import RichPushCharts
+@_spi(Benchmark) @testable import RichPushCharts
 @testable import RichPushCore
 
 @Suite struct ChartRendererTests {
@@ -67,6 +67,16 @@ import Testing
         """
         let r = try ExternalTools.python(check, [dir.path] + expected)
         #expect(r.status == 0 && r.output == "done\n", "\(r.output)")
+    }
+
+    /// The gallery's committed PNGs were written by this renderer; they must still be what it writes.
+    @Test func galleryPNGsMatchTheRenderer() throws {
+        let docs = Self.examplesDir.appendingPathComponent("../../docs/charts").standardized
+        for (name, spec) in try Self.exampleSpecs() {
+            let file = docs.appendingPathComponent(name.replacingOccurrences(of: ".json", with: ".png"))
+            let committed = try [UInt8](Data(contentsOf: file))
+            #expect(committed == ChartRenderer.render(spec).png, "\(name): run Scripts/render-gallery.sh")
+        }
     }
 
     @Test func theSameSpecGivesTheSameBytesEveryTime() throws {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@testable import RichPushCharts
+@_spi(Benchmark) @testable import RichPushCharts
 
 @Suite struct DeflateTests {
     static func samples() -> [(String, [UInt8])] {

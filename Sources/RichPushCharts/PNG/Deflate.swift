@@ -2,7 +2,7 @@
 ///
 /// Written here rather than calling the system zlib so that the same input gives the same bytes on every
 /// platform and library version: device and server must produce identical PNGs.
-enum Deflate {
+@_spi(Benchmark) public enum Deflate {
     static let windowSize = 32768
     static let minMatch = 3
     static let maxMatch = 258
@@ -38,7 +38,7 @@ enum Deflate {
     }
 
     /// A zlib stream of `data`.
-    static func zlib(_ data: UnsafeBufferPointer<UInt8>) -> [UInt8] {
+    public static func zlib(_ data: UnsafeBufferPointer<UInt8>) -> [UInt8] {
         var w = BitWriter(capacity: data.count / 8 + 64)
         w.write(0x78, bits: 8)
         w.write(0xDA, bits: 8)  // 32K window, "best compression" flag; (0x78 << 8 | 0xDA) % 31 == 0

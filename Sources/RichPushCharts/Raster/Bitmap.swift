@@ -66,3 +66,10 @@ public struct Bitmap: Sendable {
         storage[i + 2] = UInt8((UInt32(storage[i + 2]) * ia + UInt32(color.b) * a + 127) / 255)
     }
 }
+
+extension Bitmap {
+    /// The raw rows (each led by its spare filter byte), for the benchmark's profile of the encoder.
+    @_spi(Benchmark) public func withRawRows<R>(_ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        storage.withUnsafeBufferPointer(body)
+    }
+}

@@ -71,7 +71,7 @@ public struct ChartSpec: Sendable, Hashable {
     public var gridLines: Int
     /// Line width in points.
     public var lineWidth: Double
-    /// Fill under lines and areas with a fading gradient.
+    /// For area charts: the fill fades towards the baseline (true) or is flat (false).
     public var gradient: Bool
 
     public static let defaultWidth = 320

@@ -1,0 +1,64 @@
+import Foundation
+
+/// Wall-clock and memory readings for the benchmarks.
+enum Measure {
+    static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+    static func milliseconds(_ start: UInt64, _ end: UInt64) -> Double { Double(end - start) / 1_000_000 }
+
+    static func median(_ values: [Double]) -> Double {
+        let s = values.sorted()
+        return s.isEmpty ? 0 : (s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2)
+    }
+
+    static func percentile(_ values: [Double], _ p: Double) -> Double {
+        let s = values.sorted()
+        guard !s.isEmpty else { return 0 }
+        return s[min(s.count - 1, Int((Double(s.count - 1) * p).rounded()))]
+    }
+
+    /// The process's peak resident memory so far (VmHWM), in bytes; Linux only, 0 elsewhere.
+    static func peakResidentBytes() -> Int { procStatus("VmHWM") }
+
+    static func residentBytes() -> Int { procStatus("VmRSS") }
+
+    private static func procStatus(_ key: String) -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+        for line in text.split(separator: "\n") where line.hasPrefix(key + ":") {
+            let digits = line.split(separator: " ").dropFirst().first { Int($0) != nil }
+            return (digits.flatMap { Int($0) } ?? 0) * 1024
+        }
+        return 0
+    }
+
+    /// Runs this executable again with `arguments` and returns its standard output.
+    static func runSelf(_ arguments: [String]) throws -> String {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
+        if !FileManager.default.isExecutableFile(atPath: p.executableURL!.path) {
+            p.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        }
+        p.arguments = arguments
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func runProcess(_ executable: String, _ arguments: [String]) throws -> (Int32, String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = [executable] + arguments
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = FileHandle.standardError
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: data, as: UTF8.self))
+    }
+
+    static func mb(_ bytes: Int) -> String { String(format: "%.2f MB", Double(bytes) / 1_000_000) }
+}
