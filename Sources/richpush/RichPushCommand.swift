@@ -1,10 +1,10 @@
 import ArgumentParser
 
 @main
-struct RichPushCommand: ParsableCommand {
+struct RichPushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "richpush",
         abstract: "Rich push notifications: render, validate, simulate and send.",
-        subcommands: [PayloadCommand.self, ValidateCommand.self, ChartCommand.self]
+        subcommands: [PayloadCommand.self, ValidateCommand.self, ChartCommand.self, SimulateCommand.self]
     )
 }

@@ -1,6 +1,7 @@
 import Testing
 
 @testable import RichPushCore
+import RichPushTestSupport
 
 @Suite struct MediaSnifferTests {
     typealias S = MediaSamples

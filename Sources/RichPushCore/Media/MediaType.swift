@@ -124,6 +124,16 @@ public enum MediaType: String, Sendable, Hashable, CaseIterable {
         }
     }
 
+    /// True for types whose files always start with a signature the sniffer knows: when the bytes do not
+    /// show it, the file is not of this type, whatever its name or Content-Type says. MP3 and MPEG streams
+    /// may start mid-frame or after junk, so a label is worth something for them.
+    public var hasMandatorySignature: Bool {
+        switch self {
+        case .mp3, .mpeg, .mpeg2Video, .aac, .mpegTransportStream: return false
+        default: return true
+        }
+    }
+
     /// True for the image types Android's notification image (FCM `android.notification.image`) shows.
     public var isAndroidImage: Bool {
         switch self {

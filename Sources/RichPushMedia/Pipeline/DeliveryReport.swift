@@ -1,0 +1,27 @@
+import RichPushCore
+
+/// What the device did with a notification: attached, skipped and why, timings. An app can post it to the
+/// server as a receipt (`json`).
+public struct DeliveryReport: Sendable {
+    public var notificationID: String?
+    public var sources: [PayloadSource]
+    public var attached: [StagedAttachment]
+    public var skipped: [SkippedMedia]
+    public var payloadProblems: [PayloadProblem]
+    public var elapsedMilliseconds: Int
+    /// True when the deadline (or the system's expiry call) ended processing before everything finished.
+    public var deadlineHit: Bool
+
+    public var json: JSONValue {
+        var o: [String: JSONValue] = [
+            "attachments": .array(attached.map(\.json)), "skipped": .array(skipped.map(\.json)),
+            "elapsed_ms": .int(Int64(elapsedMilliseconds)), "deadline_hit": .bool(deadlineHit),
+            "sources": .array(sources.map { .string($0.rawValue) }),
+        ]
+        if let id = notificationID { o["notification_id"] = .string(id) }
+        if !payloadProblems.isEmpty {
+            o["payload_problems"] = .array(payloadProblems.map { ["path": .string($0.path), "code": .string($0.code), "message": .string($0.message)] })
+        }
+        return .object(o)
+    }
+}

@@ -1,0 +1,234 @@
+import Foundation
+import RichPushCharts
+import RichPushCore
+
+/// Turns a received payload into the notification to show: fetches every provider's media in parallel
+/// within a deadline, stages files Apple will attach, draws the payload's chart, applies text overrides, and
+/// always delivers a best attempt exactly once.
+///
+/// ```swift
+/// let processor = RichNotificationProcessor()
+/// let session = processor.start(payload: userInfo, text: original, deadline: .now + 25) { enriched in
+///     contentHandler(makeContent(enriched))          // called exactly once
+/// }
+/// // from serviceExtensionTimeWillExpire(): session.expire()
+/// ```
+public struct RichNotificationProcessor: Sendable {
+    public struct Configuration: Sendable {
+        public var fetch: FetchPolicy
+        /// Seconds kept back from Apple's ~30 s so that staging and the hand-over finish in time.
+        public var safetyMargin: TimeInterval
+        /// The folder attachments are staged under (each notification gets a folder of its own in it).
+        public var stagingBase: URL
+        /// Stage straight into this folder instead (the simulator's `--out`).
+        public var stagingDirectory: URL?
+        /// At most this many attachments per notification.
+        public var maxAttachments: Int
+        /// Draw the payload's chart as an image attachment.
+        public var rendersCharts: Bool
+
+        public init(fetch: FetchPolicy = FetchPolicy(), safetyMargin: TimeInterval = 5, stagingBase: URL = FileManager.default.temporaryDirectory, maxAttachments: Int = 8, rendersCharts: Bool = true) {
+            self.fetch = fetch
+            self.safetyMargin = safetyMargin
+            self.stagingBase = stagingBase
+            self.maxAttachments = maxAttachments
+            self.rendersCharts = rendersCharts
+        }
+    }
+
+    /// Apple's budget for a service extension.
+    public static let systemBudget: TimeInterval = 30
+
+    public var configuration: Configuration
+
+    public init(configuration: Configuration = Configuration()) { self.configuration = configuration }
+
+    /// The default deadline for a notification received now.
+    public func defaultDeadline(from start: Date = Date()) -> Date {
+        start.addingTimeInterval(Self.systemBudget - configuration.safetyMargin)
+    }
+
+    /// Starts processing; `deliver` is called exactly once, when everything is done, at the deadline, or on
+    /// ``ProcessingSession/expire()``, whichever comes first.
+    public func start(payload: JSONValue, text: NotificationText, deadline: Date? = nil, deliver: @escaping @Sendable (EnrichedNotification) -> Void) -> ProcessingSession {
+        let session = ProcessingSession(configuration: configuration, payload: payload, text: text, deadline: deadline ?? defaultDeadline(), deliver: deliver)
+        session.begin()
+        return session
+    }
+
+    /// Processes and waits for the result (the simulator and tests use this).
+    public func process(payload: JSONValue, text: NotificationText? = nil, deadline: Date? = nil) async -> EnrichedNotification {
+        let original = text ?? NotificationText(aps: payload)
+        let box = ResultBox()
+        return await withCheckedContinuation { continuation in
+            box.continuation = continuation
+            _ = start(payload: payload, text: original, deadline: deadline) { box.resume($0) }
+        }
+    }
+}
+
+private final class ResultBox: @unchecked Sendable {
+    // Set once before the session starts; resumed once (the gate guarantees a single call).
+    var continuation: CheckedContinuation<EnrichedNotification, Never>?
+    func resume(_ n: EnrichedNotification) { continuation?.resume(returning: n) }
+}
+
+/// One notification being processed.
+public final class ProcessingSession: Sendable {
+    let configuration: RichNotificationProcessor.Configuration
+    let payload: JSONValue
+    let text: NotificationText
+    let deadline: Date
+    let started = Date()
+    let gate: DeliveryGate
+    let content: ReceivedRichContent
+    private let work = TaskHolder()
+
+    init(configuration: RichNotificationProcessor.Configuration, payload: JSONValue, text: NotificationText, deadline: Date, deliver: @escaping @Sendable (EnrichedNotification) -> Void) {
+        self.configuration = configuration
+        self.payload = payload
+        self.text = text
+        self.deadline = deadline
+        gate = DeliveryGate(handler: deliver)
+        content = ReceivedPayloadDecoder.decode(payload)
+    }
+
+    /// Delivers what is staged now and cancels the rest: for `serviceExtensionTimeWillExpire()`.
+    public func expire() {
+        work.cancel()
+        finish(deadlineHit: true)
+    }
+
+    /// True once the content has been handed over.
+    public var isDelivered: Bool { gate.isDelivered }
+
+    /// How many attachments are staged so far.
+    public var stagedCount: Int { gate.snapshot.attached.count }
+
+    func milliseconds() -> Int { Int(Date().timeIntervalSince(started) * 1000) }
+
+    func begin() {
+        let task = Task { [self] in
+            await run()
+        }
+        work.set(task)
+    }
+
+    private func run() async {
+        let media = content.media
+        let limit = configuration.maxAttachments
+        let staging: StagingDirectory
+        do {
+            if let exact = configuration.stagingDirectory {
+                try FileManager.default.createDirectory(at: exact, withIntermediateDirectories: true)
+                staging = StagingDirectory(root: exact)
+            } else {
+                staging = try StagingDirectory.create(under: configuration.stagingBase)
+            }
+        } catch {
+            for (i, m) in media.enumerated() { gate.record(SkippedMedia(url: m.url, reason: .stagingFailed("\(error)")), at: i) }
+            finish(deadlineHit: false)
+            return
+        }
+        for (i, m) in media.enumerated() where i >= limit { gate.record(SkippedMedia(url: m.url, reason: .limitReached(limit)), at: i) }
+        let downloader = MediaDownloader(policy: configuration.fetch)
+        defer { downloader.invalidate() }
+
+        let deadlineHit = await withTaskGroup(of: Bool.self) { group -> Bool in
+            // The deadline watcher: when it wins, everything else is cancelled.
+            group.addTask { [deadline] in
+                let wait = deadline.timeIntervalSinceNow
+                if wait > 0 { try? await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000)) }
+                return !Task.isCancelled
+            }
+            group.addTask { [self] in
+                await fetchAll(Array(media.prefix(limit)), staging: staging, downloader: downloader)
+                if let chart = content.chart, configuration.rendersCharts {
+                    stageChart(chart, index: media.count, staging: staging)
+                }
+                return false
+            }
+            let first = await group.next() ?? false
+            // At the deadline, hand over what is staged now; cancelled downloads unwind afterwards.
+            if first { finish(deadlineHit: true) }
+            group.cancelAll()
+            return first
+        }
+        finish(deadlineHit: deadlineHit || Date() >= deadline)
+    }
+
+    private func fetchAll(_ media: [ReceivedMedia], staging: StagingDirectory, downloader: MediaDownloader) async {
+        await withTaskGroup(of: Void.self) { group in
+            var next = 0
+            func add() {
+                guard next < media.count else { return }
+                let index = next
+                next += 1
+                group.addTask { [self] in await fetchOne(media[index], index: index, staging: staging, downloader: downloader) }
+            }
+            for _ in 0..<max(1, configuration.fetch.maxConcurrentDownloads) { add() }
+            while await group.next() != nil { add() }
+        }
+    }
+
+    private func fetchOne(_ media: ReceivedMedia, index: Int, staging: StagingDirectory, downloader: MediaDownloader) async {
+        guard let url = URL(string: media.url), let scheme = url.scheme?.lowercased() else {
+            return gate.record(SkippedMedia(url: media.url, reason: .badURL), at: index)
+        }
+        if scheme == "http" && !configuration.fetch.allowInsecureHTTP {
+            return gate.record(SkippedMedia(url: media.url, reason: .insecureURL), at: index)
+        }
+        guard scheme == "http" || scheme == "https" else {
+            return gate.record(SkippedMedia(url: media.url, reason: .unsupportedScheme(scheme)), at: index)
+        }
+        let result = await downloader.download(url, to: staging.partialFile(index: index), hint: media.hintedType, kindHint: media.kindHint)
+        switch result {
+        case .failure(let reason):
+            gate.record(SkippedMedia(url: media.url, reason: Task.isCancelled && reason.code == "network" ? .deadline : reason), at: index)
+        case .success(let file):
+            let final = staging.finalFile(index: index, sourceURL: media.url, fileExtension: file.type.fileExtension)
+            do {
+                try FileManager.default.moveItem(at: file.file, to: final)
+                gate.record(
+                    StagedAttachment(identifier: "media-\(index)", file: final, type: file.type, bytes: file.bytes, sourceURL: media.url, typeSource: file.typeSource, thumbnail: media.thumbnail, stagedAfterMilliseconds: milliseconds()),
+                    at: index)
+            } catch {
+                gate.record(SkippedMedia(url: media.url, reason: .stagingFailed(error.localizedDescription)), at: index)
+            }
+        }
+    }
+
+    private func stageChart(_ chart: ChartSpec, index: Int, staging: StagingDirectory) {
+        let png = ChartRenderer.render(chart).png
+        let file = staging.root.appendingPathComponent("\(index)-chart.png")
+        do {
+            try Data(png).write(to: file)
+            gate.record(StagedAttachment(identifier: "chart", file: file, type: .png, bytes: png.count, sourceURL: "chart:", typeSource: "rendered", thumbnail: nil, stagedAfterMilliseconds: milliseconds()), at: index)
+        } catch {
+            gate.record(SkippedMedia(url: "chart:", reason: .stagingFailed(error.localizedDescription)), at: index)
+        }
+    }
+
+    private func finish(deadlineHit: Bool) {
+        gate.deliver { attached, skippedByIndex in
+            var skipped = skippedByIndex.sorted { $0.key < $1.key }.map(\.value)
+            // Media neither staged nor skipped when time ran out.
+            let done = Set(attached.map(\.sourceURL)).union(skipped.map(\.url))
+            for m in content.media where !done.contains(m.url) { skipped.append(SkippedMedia(url: m.url, reason: .deadline)) }
+            if let _ = content.chart, configuration.rendersCharts, !done.contains("chart:") {
+                skipped.append(SkippedMedia(url: "chart:", reason: .deadline))
+            }
+            let report = DeliveryReport(notificationID: content.notificationID, sources: content.sources, attached: attached, skipped: skipped, payloadProblems: content.problems, elapsedMilliseconds: milliseconds(), deadlineHit: deadlineHit)
+            return EnrichedNotification(text: text.applying(content.contentOverride), attachments: attached, report: report)
+        }
+    }
+}
+
+/// Holds the processing task so that `expire()` can cancel it from any thread.
+private final class TaskHolder: @unchecked Sendable {
+    // @unchecked: `task` is read and written under `lock`.
+    private let lock = NSLock()
+    private var task: Task<Void, Never>?
+    func set(_ t: Task<Void, Never>) { lock.withLock { task = t } }
+    func cancel() { lock.withLock { task }?.cancel() }
+}

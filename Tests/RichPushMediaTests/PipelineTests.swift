@@ -1,0 +1,195 @@
+import Foundation
+import RichPushCore
+import RichPushMedia
+import RichPushSandbox
+import Testing
+
+/// The device pipeline against a real HTTP server on 127.0.0.1 serving hostile media.
+@Suite(.serialized) struct PipelineTests {
+    static func withServer(_ body: (String) async throws -> Void) async throws {
+        let server = MediaTestServer(routes: HostileMedia.routes)
+        let port = try await server.start()
+        do { try await body("http://127.0.0.1:\(port)") } catch {
+            try? await server.shutdown()
+            throw error
+        }
+        try await server.shutdown()
+    }
+
+    static func processor(allowHTTP: Bool = true, folder: URL? = nil) -> RichNotificationProcessor {
+        var c = RichNotificationProcessor.Configuration(fetch: FetchPolicy(allowInsecureHTTP: allowHTTP, idleTimeout: 5))
+        c.stagingBase = folder ?? FileManager.default.temporaryDirectory
+        return RichNotificationProcessor(configuration: c)
+    }
+
+    /// A payload of ours naming these URLs.
+    static func payload(_ urls: [String], extra: [String: JSONValue] = [:]) -> JSONValue {
+        var rp: [String: JSONValue] = ["v": 1, "m": .array(urls.map { ["u": .string($0)] })]
+        for (k, v) in extra { rp[k] = v }
+        return ["aps": ["alert": ["title": "T", "body": "B"], "mutable-content": 1], "rp": .object(rp)]
+    }
+
+    static func single(_ base: String, _ path: String, deadline: TimeInterval = 20) async -> EnrichedNotification {
+        await processor().process(payload: payload([base + path]), deadline: Date().addingTimeInterval(deadline))
+    }
+
+    @Test(arguments: [
+        ("/photo.png", MediaType.jpeg, "bytes"), ("/image", .jpeg, "bytes"), ("/IMG_0042.JPG", .jpeg, "bytes"),
+        ("/get?filename=photo.png", .png, "bytes"), ("/clip.mp4", .mp4, "bytes"), ("/song.mp3", .mp3, "bytes"), ("/r1", .gif, "bytes"),
+        ("/radio.mp3", .mp3, "content-type"),
+    ])
+    func attachesTheRealType(_ path: String, _ type: MediaType, _ source: String) async throws {
+        try await Self.withServer { base in
+            let n = await Self.single(base, path)
+            #expect(n.report.skipped.isEmpty, "\(n.report.skipped)")
+            let a = try #require(n.attachments.first)
+            #expect(a.type == type && a.typeSource == source)
+            #expect(a.file.pathExtension == type.fileExtension)
+            #expect(a.uti == type.uti)
+            let size = try FileManager.default.attributesOfItem(atPath: a.file.path)[.size] as? Int
+            #expect(size == a.bytes && a.bytes > 0)
+            // The staged file is the served file, byte for byte.
+            let head = try FileHandle(forReadingFrom: a.file).read(upToCount: 16) ?? Data()
+            #expect(MediaSniffer.sniff(head) == type || type == .mp3)
+        }
+    }
+
+    @Test(arguments: [
+        ("/missing.jpg", "http-status"), ("/loop1", "redirect-loop"), ("/c1", "too-many-redirects"), ("/big.jpg", "too-large"),
+        ("/big-nolength.jpg", "too-large"), ("/long.mp3", "too-large"), ("/reset.jpg", "network"), ("/photo.webp", "unsupported-type"),
+        ("/photo.heic", "unsupported-type"), ("/page.jpg", "unsupported-type"), ("/empty.jpg", "empty-body"), ("/garbage.jpg", "unknown-type"),
+        ("/to-http-elsewhere", "unsupported-scheme"),
+    ])
+    func refusesWithTheRightReason(_ path: String, _ code: String) async throws {
+        try await Self.withServer { base in
+            let started = Date()
+            let n = await Self.single(base, path)
+            #expect(n.attachments.isEmpty)
+            #expect(n.report.skipped.map(\.reason.code) == [code], "\(n.report.skipped)")
+            #expect(n.text == NotificationText(title: "T", body: "B"))
+            #expect(Date().timeIntervalSince(started) < 10)
+        }
+    }
+
+    @Test func oversizeDownloadsStopAtTheLimitNotAtTheEnd() async throws {
+        try await Self.withServer { base in
+            let n = await Self.single(base, "/big-nolength.jpg")
+            guard case let .tooLarge(kind, bytes, limit)? = n.report.skipped.first?.reason else {
+                Issue.record("expected too-large, got \(n.report.skipped)")
+                return
+            }
+            #expect(kind == .image && limit == 10_000_000)
+            // Stopped within a few network reads of the limit, long before the 11 MB end.
+            #expect(bytes > limit && bytes < limit + 1_000_000)
+            let audio = await Self.single(base, "/long.mp3")
+            if case let .tooLarge(kind, _, limit)? = audio.report.skipped.first?.reason {
+                #expect(kind == .audio && limit == 5_000_000)
+            } else {
+                Issue.record("expected too-large audio")
+            }
+        }
+    }
+
+    @Test func plainHTTPIsRefusedUnlessAllowed() async throws {
+        try await Self.withServer { base in
+            let n = await Self.processor(allowHTTP: false).process(payload: Self.payload([base + "/image"]))
+            #expect(n.report.skipped.map(\.reason.code) == ["insecure-url"])
+        }
+    }
+
+    @Test func theDeadlineDeliversWhatIsStagedAndCancelsTheRest() async throws {
+        try await Self.withServer { base in
+            let started = Date()
+            let n = await Self.processor().process(payload: Self.payload([base + "/photo.png", base + "/drip.jpg"]), deadline: Date().addingTimeInterval(2))
+            let elapsed = Date().timeIntervalSince(started)
+            #expect(elapsed >= 1.9 && elapsed < 3.5, "\(elapsed)")
+            #expect(n.report.deadlineHit)
+            #expect(n.attachments.map(\.type) == [.jpeg])
+            #expect(n.report.skipped.map(\.reason.code) == ["deadline"])
+        }
+    }
+
+    @Test func expiryDeliversOnceWithThePartialResult() async throws {
+        try await Self.withServer { base in
+            let calls = Counter()
+            let session = Self.processor().start(payload: Self.payload([base + "/IMG_0042.JPG", base + "/drip.jpg"]), text: NotificationText(title: "x"), deadline: Date().addingTimeInterval(20)) { n in
+                calls.add(n)
+            }
+            // Wait until the quick image is staged, then expire as the system would.
+            for _ in 0..<100 where calls.count == 0 {
+                try await Task.sleep(nanoseconds: 50_000_000)
+                if session.stagedCount >= 1 { break }
+            }
+            session.expire()
+            session.expire()
+            try await Task.sleep(nanoseconds: 500_000_000)
+            #expect(calls.count == 1)
+            let n = try #require(calls.first)
+            #expect(n.report.deadlineHit)
+            #expect(n.attachments.count == 1 && n.attachments.first?.type == .jpeg)
+            #expect(n.report.skipped.first?.reason == .deadline)
+            #expect(session.isDelivered)
+        }
+    }
+
+    @Test func completionDeliversExactlyOnce() async throws {
+        try await Self.withServer { base in
+            let calls = Counter()
+            let session = Self.processor().start(payload: Self.payload([base + "/image"]), text: NotificationText(), deadline: nil) { calls.add($0) }
+            for _ in 0..<100 where calls.count == 0 { try await Task.sleep(nanoseconds: 20_000_000) }
+            session.expire()  // too late: already delivered
+            try await Task.sleep(nanoseconds: 100_000_000)
+            #expect(calls.count == 1)
+            #expect(calls.first?.report.deadlineHit == false)
+        }
+    }
+
+    @Test func manyMediaInParallelKeepPayloadOrder() async throws {
+        try await Self.withServer { base in
+            let urls = ["/final.gif", "/missing.jpg", "/image", "/clip.mp4", "/song.mp3", "/photo.webp"].map { base + $0 }
+            let n = await Self.processor().process(payload: Self.payload(urls))
+            #expect(n.attachments.map(\.type) == [.gif, .jpeg, .mp4, .mp3])
+            #expect(n.attachments.map(\.identifier) == ["media-0", "media-2", "media-3", "media-4"])
+            #expect(n.report.skipped.map(\.reason.code) == ["http-status", "unsupported-type"])
+        }
+    }
+
+    @Test func chartIsDrawnAndOverridesApplied() async throws {
+        try await Self.withServer { base in
+            let payload = Self.payload([base + "/image"], extra: ["c": ["values": [1, 3, 2], "title": "Up"], "o": ["b": "new body"], "id": "n-7"])
+            let n = await Self.processor().process(payload: payload)
+            #expect(n.attachments.map(\.identifier) == ["media-0", "chart"])
+            let chart = try #require(n.attachments.last)
+            #expect(chart.type == .png && chart.typeSource == "rendered")
+            let bytes = try Data(contentsOf: chart.file)
+            #expect(MediaSniffer.sniff(bytes) == .png && bytes.count == chart.bytes)
+            #expect(n.text == NotificationText(title: "T", subtitle: "", body: "new body"))
+            #expect(n.report.notificationID == "n-7")
+        }
+    }
+
+    @Test func thumbnailOptionsTravelToTheAttachment() async throws {
+        try await Self.withServer { base in
+            let payload: JSONValue = ["aps": ["alert": "x"], "rp": ["v": 1, "m": [["u": .string(base + "/final.gif"), "c": [0.1, 0.1, 0.5, 0.5], "f": 3, "h": 0]]]]
+            let n = await Self.processor().process(payload: payload)
+            #expect(n.attachments.first?.thumbnail == PushMedia.Thumbnail(crop: UnitRect(x: 0.1, y: 0.1, width: 0.5, height: 0.5), time: 3, hidden: false))
+        }
+    }
+
+    @Test func aPayloadWithNothingToFetchDeliversAtOnce() async {
+        let started = Date()
+        let n = await Self.processor().process(payload: ["aps": ["alert": ["body": "plain"]]])
+        #expect(n.attachments.isEmpty && n.report.skipped.isEmpty && n.text.body == "plain")
+        #expect(Date().timeIntervalSince(started) < 1)
+    }
+}
+
+/// Counts content-handler calls from any thread.
+final class Counter: @unchecked Sendable {
+    // @unchecked: guarded by `lock`.
+    private let lock = NSLock()
+    private var items: [EnrichedNotification] = []
+    func add(_ n: EnrichedNotification) { lock.withLock { items.append(n) } }
+    var count: Int { lock.withLock { items.count } }
+    var first: EnrichedNotification? { lock.withLock { items.first } }
+}
