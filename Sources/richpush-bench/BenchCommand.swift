@@ -1,10 +1,10 @@
 import ArgumentParser
 
 @main
-struct BenchCommand: ParsableCommand {
+struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "richpush-bench",
         abstract: "RichPush benchmarks. Run them in a release build: swift run -c release richpush-bench …",
-        subcommands: [ChartBench.self, ChartMemoryProbe.self, ChartProfile.self]
+        subcommands: [ChartBench.self, DeviceBench.self, ChartMemoryProbe.self, ChartProfile.self, DeviceMemoryProbe.self, ServeMedia.self]
     )
 }
