@@ -10,12 +10,19 @@ let package = Package(
         .library(name: "RichPushMedia", targets: ["RichPushMedia"]),
         .library(name: "RichPushNotificationService", targets: ["RichPushNotificationService"]),
         .library(name: "RichPushSandbox", targets: ["RichPushSandbox"]),
+        .library(name: "RichPushAPNs", targets: ["RichPushAPNs"]),
+        .library(name: "RichPushFCM", targets: ["RichPushFCM"]),
         .executable(name: "richpush", targets: ["richpush"]),
         .executable(name: "richpush-bench", targets: ["richpush-bench"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
     ],
     targets: [
         // Foundation only: must keep building for iOS extensions.
@@ -25,14 +32,37 @@ let package = Package(
         .target(name: "RichPushMedia", dependencies: ["RichPushCore", "RichPushCharts"]),
         // The thin Apple adapter; every file is inside `#if canImport(UserNotifications)`.
         .target(name: "RichPushNotificationService", dependencies: ["RichPushMedia"]),
+        // What both provider clients share: HTTP/2 connections, the retry classification, JWT helpers.
+        .target(
+            name: "RichPushTransport",
+            dependencies: [
+                "RichPushCore",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
+        .target(name: "RichPushAPNs", dependencies: ["RichPushCore", "RichPushTransport"]),
+        .target(name: "RichPushFCM", dependencies: ["RichPushCore", "RichPushTransport"]),
         .target(
             name: "RichPushSandbox",
             dependencies: [
                 "RichPushCore",
                 "RichPushMedia",
+                "RichPushTransport",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "SwiftASN1", package: "swift-asn1"),
             ]
         ),
         .executableTarget(
@@ -42,6 +72,8 @@ let package = Package(
                 "RichPushCharts",
                 "RichPushMedia",
                 "RichPushSandbox",
+                "RichPushAPNs",
+                "RichPushFCM",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -53,6 +85,8 @@ let package = Package(
                 "RichPushMedia",
                 "RichPushSandbox",
                 "RichPushTestSupport",
+                "RichPushAPNs",
+                "RichPushFCM",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -61,6 +95,7 @@ let package = Package(
         .testTarget(name: "RichPushCoreTests", dependencies: ["RichPushCore", "RichPushTestSupport"]),
         .testTarget(name: "RichPushChartsTests", dependencies: ["RichPushCharts", "RichPushCore"]),
         .testTarget(name: "RichPushMediaTests", dependencies: ["RichPushMedia", "RichPushSandbox", "RichPushCore", "RichPushTestSupport"]),
+        .testTarget(name: "RichPushProvidersTests", dependencies: ["RichPushAPNs", "RichPushFCM", "RichPushSandbox", "RichPushCore", "RichPushTransport"]),
         .testTarget(name: "richpushTests", dependencies: ["richpush", "RichPushCore", "RichPushSandbox", "RichPushTestSupport"]),
     ]
 )

@@ -1,0 +1,2 @@
+import X509
+import SwiftASN1

@@ -1,0 +1,4 @@
+import NIOHTTP2
+import NIOSSL
+import Crypto
+import _CryptoExtras
