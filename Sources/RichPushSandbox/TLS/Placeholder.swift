@@ -1,2 +1,0 @@
-import X509
-import SwiftASN1

@@ -1,0 +1,317 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+
+/// One long-lived HTTP/2 connection, as APNs and FCM want them: it follows the server's live stream limit,
+/// notices GOAWAY and tells which in-flight requests were not processed, answers health-check pings, and
+/// bounds every request by a timeout.
+public final class HTTP2ClientConnection: Sendable {
+    public struct Target: Sendable {
+        public var host: String
+        public var port: Int
+        public var trust: TLSTrust
+        public var identity: ClientIdentity?
+
+        public init(host: String, port: Int, trust: TLSTrust = .system, identity: ClientIdentity? = nil) {
+            self.host = host
+            self.port = port
+            self.trust = trust
+            self.identity = identity
+        }
+    }
+
+    struct State {
+        var remoteMaxStreams = 100
+        var inFlight = 0
+        var goAway: (lastStreamID: Int, reason: String?)?
+        var closed = false
+        var lastActivity = NIODeadline.now()
+    }
+
+    let channel: Channel
+    let multiplexer: NIOHTTP2Handler.StreamMultiplexer
+    let state: NIOLockedValueBox<State>
+    let authority: String
+    /// Set once the server's first SETTINGS frame has arrived.
+    let ready: EventLoopFuture<Void>
+
+    init(channel: Channel, multiplexer: NIOHTTP2Handler.StreamMultiplexer, state: NIOLockedValueBox<State>, authority: String, ready: EventLoopFuture<Void>) {
+        self.channel = channel
+        self.multiplexer = multiplexer
+        self.state = state
+        self.authority = authority
+        self.ready = ready
+    }
+
+    /// Connects, negotiates `h2` and waits for the server's SETTINGS.
+    public static func connect(to target: Target, group: EventLoopGroup, timeout: TimeAmount = .seconds(10)) async throws -> HTTP2ClientConnection {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        tls.applicationProtocols = ["h2"]
+        try target.trust.apply(to: &tls)
+        if let id = target.identity {
+            tls.certificateChain = try NIOSSLCertificate.fromPEMBytes(Array(id.certificateChainPEM.utf8)).map { .certificate($0) }
+            tls.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(id.privateKeyPEM.utf8), format: .pem))
+        }
+        let context = try NIOSSLContext(configuration: tls)
+        let isIP = target.host.allSatisfy { $0.isNumber || $0 == "." } || target.host.contains(":")
+        let state = NIOLockedValueBox(State())
+        let authority = target.port == 443 ? target.host : "\(target.host):\(target.port)"
+        do {
+            let (channel, multiplexer, ready) = try await ClientBootstrap(group: group)
+                .connectTimeout(timeout)
+                .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+                .connect(host: target.host, port: target.port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let ssl = try NIOSSLClientHandler(context: context, serverHostname: isIP ? nil : target.host)
+                        try channel.pipeline.syncOperations.addHandler(ssl)
+                        let readyPromise = channel.eventLoop.makePromise(of: Void.self)
+                        let mux = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+                            mode: .client,
+                            connectionConfiguration: .init(),
+                            streamConfiguration: .init(),
+                            inboundStreamInitializer: { $0.eventLoop.makeSucceededVoidFuture() })
+                        try channel.pipeline.syncOperations.addHandler(ConnectionObserver(state: state, ready: readyPromise))
+                        return (channel, mux, readyPromise.futureResult)
+                    }
+                }
+            let connection = HTTP2ClientConnection(channel: channel, multiplexer: multiplexer, state: state, authority: authority, ready: ready)
+            let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+            defer { deadline.cancel() }
+            try await ready.get()
+            return connection
+        } catch let error as TransportError {
+            throw error
+        } catch {
+            throw TransportError.connectFailed("\(target.host):\(target.port): \(error)")
+        }
+    }
+
+    /// True while new requests may be sent.
+    public var isUsable: Bool { state.withLockedValue { !$0.closed && $0.goAway == nil } }
+
+    /// Streams that may still be opened before the server's limit.
+    public var availableStreams: Int { state.withLockedValue { max(0, $0.remoteMaxStreams - $0.inFlight) } }
+
+    public var inFlight: Int { state.withLockedValue { $0.inFlight } }
+
+    /// The server's current MAX_CONCURRENT_STREAMS.
+    public var remoteMaxStreams: Int { state.withLockedValue { $0.remoteMaxStreams } }
+
+    public var idleTime: TimeAmount { state.withLockedValue { NIODeadline.now() - $0.lastActivity } }
+
+    /// Sends one request and waits for its whole response.
+    public func send(_ request: H2Request, timeout: TimeAmount) -> EventLoopFuture<H2Response> {
+        let loop = channel.eventLoop
+        let promise = loop.makePromise(of: H2Response.self)
+        let accepted: Bool = state.withLockedValue {
+            guard !$0.closed else { return false }
+            if let g = $0.goAway { promise.fail(TransportError.goingAway(reason: g.reason, processed: false)); return false }
+            $0.inFlight += 1
+            $0.lastActivity = .now()
+            return true
+        }
+        guard accepted else {
+            promise.fail(TransportError.connectionClosed)
+            return promise.futureResult
+        }
+        let state = self.state
+        promise.futureResult.whenComplete { _ in state.withLockedValue { $0.inFlight -= 1; $0.lastActivity = .now() } }
+
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(request.headers.count + 4)
+        headers.add(name: ":method", value: request.method)
+        headers.add(name: ":scheme", value: "https")
+        headers.add(name: ":path", value: request.path)
+        headers.add(name: ":authority", value: authority)
+        for (n, v) in request.headers { headers.add(name: n, value: v) }
+        let requestHeaders = headers
+        let body = request.body
+        let multiplexer = self.multiplexer
+
+        loop.execute {
+            multiplexer.createStreamChannel(promise: nil) { stream in
+                let handler = ResponseCollector(promise: promise, connectionState: state)
+                do {
+                    try stream.pipeline.syncOperations.addHandler(handler)
+                } catch {
+                    promise.fail(error)
+                    return stream.eventLoop.makeFailedFuture(error)
+                }
+                let timer = stream.eventLoop.scheduleTask(in: timeout) {
+                    promise.fail(TransportError.timedOut)
+                    stream.close(promise: nil)
+                }
+                promise.futureResult.whenComplete { _ in timer.cancel() }
+                let hasBody = body.map { $0.readableBytes > 0 } ?? false
+                stream.write(HTTP2Frame.FramePayload.headers(.init(headers: requestHeaders, endStream: !hasBody)), promise: nil)
+                if let body, hasBody { stream.write(HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(body), endStream: true)), promise: nil) }
+                stream.flush()
+                return stream.eventLoop.makeSucceededVoidFuture()
+            }
+        }
+        return promise.futureResult
+    }
+
+    public func send(_ request: H2Request, timeout: TimeAmount) async throws -> H2Response {
+        try await send(request, timeout: timeout).get()
+    }
+
+    /// Sends a PING and waits for its acknowledgement: a health check for an idle connection.
+    public func ping(timeout: TimeAmount = .seconds(5)) -> EventLoopFuture<Void> {
+        let loop = channel.eventLoop
+        let channel = self.channel
+        return loop.flatSubmit {
+            guard let observer = try? channel.pipeline.syncOperations.handler(type: ConnectionObserver.self) else {
+                return loop.makeFailedFuture(TransportError.connectionClosed)
+            }
+            let promise = loop.makePromise(of: Void.self)
+            observer.pendingPings.append(promise)
+            let timer = loop.scheduleTask(in: timeout) { promise.fail(TransportError.timedOut) }
+            promise.futureResult.whenComplete { _ in timer.cancel() }
+            channel.writeAndFlush(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 0x5250), ack: false)), promise: nil)
+            return promise.futureResult
+        }
+    }
+
+    /// Closes the connection; requests in flight fail with ``TransportError/connectionClosed``.
+    public func close() {
+        state.withLockedValue { $0.closed = true }
+        channel.close(promise: nil)
+    }
+
+    public var closeFuture: EventLoopFuture<Void> { channel.closeFuture }
+}
+
+/// Watches the connection-level frames: SETTINGS (the live stream limit), GOAWAY, PING acknowledgements.
+final class ConnectionObserver: ChannelInboundHandler, @unchecked Sendable {
+    // @unchecked: lives on its channel's event loop; shared state goes through the locked box.
+    typealias InboundIn = HTTP2Frame
+
+    let state: NIOLockedValueBox<HTTP2ClientConnection.State>
+    let ready: EventLoopPromise<Void>
+    var pendingPings: [EventLoopPromise<Void>] = []
+    var isReady = false
+
+    init(state: NIOLockedValueBox<HTTP2ClientConnection.State>, ready: EventLoopPromise<Void>) {
+        self.state = state
+        self.ready = ready
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        switch frame.payload {
+        case .settings(.settings(let settings)):
+            for s in settings where s.parameter == .maxConcurrentStreams {
+                state.withLockedValue { $0.remoteMaxStreams = s.value }
+            }
+            if !isReady {
+                isReady = true
+                ready.succeed(())
+            }
+        case .goAway(let last, _, let opaque):
+            var reason: String?
+            if var data = opaque, let bytes = data.readBytes(length: data.readableBytes),
+                let json = try? JSONSerialization.jsonObject(with: Data(bytes)) as? [String: Any]
+            {
+                reason = json["reason"] as? String
+            }
+            state.withLockedValue { $0.goAway = (Int(last.description) ?? 0, reason) }
+        case .ping(_, ack: true):
+            if !pendingPings.isEmpty { pendingPings.removeFirst().succeed(()) }
+        default:
+            break
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        state.withLockedValue { $0.closed = true }
+        if !isReady { ready.fail(TransportError.connectionClosed) }
+        for p in pendingPings { p.fail(TransportError.connectionClosed) }
+        pendingPings.removeAll()
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if !isReady { ready.fail(TransportError.connectFailed("\(error)")) }
+        context.close(promise: nil)
+    }
+}
+
+/// Collects one stream's response.
+final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
+    // @unchecked: lives on its stream channel's event loop.
+    typealias InboundIn = HTTP2Frame.FramePayload
+
+    let promise: EventLoopPromise<H2Response>
+    let connectionState: NIOLockedValueBox<HTTP2ClientConnection.State>
+    var status = 0
+    var headers = HPACKHeaders()
+    var body: ByteBuffer?
+    var done = false
+
+    init(promise: EventLoopPromise<H2Response>, connectionState: NIOLockedValueBox<HTTP2ClientConnection.State>) {
+        self.promise = promise
+        self.connectionState = connectionState
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .headers(let h):
+            if let s = h.headers.first(name: ":status"), let code = Int(s) {
+                if code >= 200 || status == 0 { status = code }
+                headers = h.headers
+            } else {
+                headers.add(contentsOf: h.headers)  // trailers
+            }
+            if h.endStream { complete() }
+        case .data(let d):
+            if case .byteBuffer(var b) = d.data {
+                if body == nil { body = b } else { body!.writeBuffer(&b) }
+            }
+            if d.endStream { complete() }
+        case .rstStream(let code):
+            fail(code == .refusedStream ? .streamRefused : .streamReset(code: Int(code.networkCode)))
+        default:
+            break
+        }
+    }
+
+    private func complete() {
+        guard !done else { return }
+        done = true
+        promise.succeed(H2Response(status: status, headers: headers, body: body))
+    }
+
+    private func fail(_ error: TransportError) {
+        guard !done else { return }
+        done = true
+        promise.fail(error)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        if let closed = error as? NIOHTTP2Errors.StreamClosed {
+            fail(closed.errorCode == .refusedStream ? .streamRefused : .streamReset(code: Int(closed.errorCode.networkCode)))
+        } else {
+            fail(.connectionClosed)
+        }
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if !done {
+            // A stream the server never saw (above GOAWAY's last stream id) was not processed.
+            let streamID = (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)).map { Int($0.description) ?? 0 }
+            let goAway = connectionState.withLockedValue { $0.goAway }
+            if let g = goAway {
+                fail(.goingAway(reason: g.reason, processed: (streamID ?? 0) <= g.lastStreamID && streamID != nil))
+            } else {
+                fail(.connectionClosed)
+            }
+        }
+        context.fireChannelInactive()
+    }
+}

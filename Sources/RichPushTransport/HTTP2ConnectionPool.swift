@@ -1,0 +1,204 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// A fixed number of HTTP/2 connections to one server, each with state of the caller's own (`Extra`: an
+/// APNs connection keeps its provider token there).
+///
+/// Requests go to the least loaded usable connection. A closed or GOAWAY'd connection is replaced on demand,
+/// with exponential backoff and jitter after failed attempts. Requests the server cannot have processed
+/// (refused streams, streams above GOAWAY's last id, failed connects) are sent again, up to `maxAttempts`.
+public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
+    public struct Configuration: Sendable {
+        public var target: HTTP2ClientConnection.Target
+        public var connections: Int
+        public var connectTimeout: TimeAmount
+        public var requestTimeout: TimeAmount
+        public var maxAttempts: Int
+        /// A connection idle this long is pinged; one that does not answer is replaced.
+        public var pingInterval: TimeAmount
+        public var backoffBase: TimeAmount
+        public var backoffCap: TimeAmount
+
+        public init(target: HTTP2ClientConnection.Target, connections: Int = 2, connectTimeout: TimeAmount = .seconds(10), requestTimeout: TimeAmount = .seconds(10), maxAttempts: Int = 3, pingInterval: TimeAmount = .seconds(60), backoffBase: TimeAmount = .milliseconds(100), backoffCap: TimeAmount = .seconds(10)) {
+            self.target = target
+            self.connections = connections
+            self.connectTimeout = connectTimeout
+            self.requestTimeout = requestTimeout
+            self.maxAttempts = maxAttempts
+            self.pingInterval = pingInterval
+            self.backoffBase = backoffBase
+            self.backoffCap = backoffCap
+        }
+    }
+
+    /// A connection with its caller state.
+    public struct Pooled: Sendable {
+        public let connection: HTTP2ClientConnection
+        public let extra: Extra
+        public let id: Int
+    }
+
+    enum Slot {
+        case empty(failures: Int, notBefore: NIODeadline)
+        case connecting(Task<Pooled, Error>)
+        case ready(Pooled)
+    }
+
+    struct State {
+        var slots: [Slot]
+        var nextID = 0
+        var shutDown = false
+    }
+
+    public let configuration: Configuration
+    let group: EventLoopGroup
+    let makeExtra: @Sendable () -> Extra
+    let state: NIOLockedValueBox<State>
+    private let pinger: NIOLockedValueBox<RepeatedTask?> = NIOLockedValueBox(nil)
+
+    public init(configuration: Configuration, group: EventLoopGroup, makeExtra: @escaping @Sendable () -> Extra) {
+        self.configuration = configuration
+        self.group = group
+        self.makeExtra = makeExtra
+        state = NIOLockedValueBox(State(slots: Array(repeating: .empty(failures: 0, notBefore: .uptimeNanoseconds(0)), count: max(1, configuration.connections))))
+        let interval = configuration.pingInterval
+        let task = group.next().scheduleRepeatedAsyncTask(initialDelay: interval, delay: interval) { [weak self] task in
+            self?.pingIdle() ?? group.next().makeSucceededVoidFuture()
+        }
+        pinger.withLockedValue { $0 = task }
+    }
+
+    /// Sends a request built for the chosen connection, retrying what the server did not process.
+    public func execute(_ build: @Sendable (Pooled) throws -> H2Request) async throws -> (H2Response, Pooled) {
+        var attempt = 0
+        while true {
+            attempt += 1
+            let pooled = try await acquire()
+            do {
+                let response = try await pooled.connection.send(try build(pooled), timeout: configuration.requestTimeout).get()
+                return (response, pooled)
+            } catch let error as TransportError {
+                if case .goingAway = error { retire(pooled) }
+                if case .connectionClosed = error { retire(pooled) }
+                if error.safeToRetry && attempt < configuration.maxAttempts { continue }
+                throw error
+            }
+        }
+    }
+
+    /// Closes a connection and frees its slot (after an error that leaves it unusable).
+    public func retire(_ pooled: Pooled) {
+        pooled.connection.close()
+        state.withLockedValue { s in
+            for i in s.slots.indices {
+                if case .ready(let p) = s.slots[i], p.id == pooled.id { s.slots[i] = .empty(failures: 0, notBefore: .now()) }
+            }
+        }
+    }
+
+    /// The connections that are open now.
+    public var openConnections: [Pooled] {
+        state.withLockedValue { s in s.slots.compactMap { if case .ready(let p) = $0 { return p } else { return nil } } }
+    }
+
+    func acquire() async throws -> Pooled {
+        while true {
+            let next: AcquireStep = try state.withLockedValue { s in
+                if s.shutDown { throw TransportError.shutDown }
+                // Forget connections that closed or are going away.
+                for i in s.slots.indices {
+                    if case .ready(let p) = s.slots[i], !p.connection.isUsable { s.slots[i] = .empty(failures: 0, notBefore: .now()) }
+                }
+                let ready = s.slots.compactMap { slot -> Pooled? in if case .ready(let p) = slot { return p } else { return nil } }
+                let best = ready.max { a, b in a.connection.availableStreams < b.connection.availableStreams }
+                if let best, best.connection.availableStreams > 0 { return .use(best) }
+                // Open another connection when a slot is free to try.
+                let now = NIODeadline.now()
+                for i in s.slots.indices {
+                    if case .empty(let failures, let notBefore) = s.slots[i], notBefore <= now {
+                        let task = startConnect(slot: i, failures: failures, id: s.nextID)
+                        s.nextID += 1
+                        s.slots[i] = .connecting(task)
+                        if best == nil { return .wait(task) }
+                    }
+                }
+                if let best { return .use(best) }  // all busy: the HTTP/2 layer queues the stream
+                for slot in s.slots { if case .connecting(let t) = slot { return .wait(t) } }
+                let earliest = s.slots.compactMap { slot -> NIODeadline? in if case .empty(_, let nb) = slot { return nb } else { return nil } }.min() ?? now
+                return .sleep(earliest - now)
+            }
+            switch next {
+            case .use(let p): return p
+            case .wait(let task): _ = try? await task.value
+            case .sleep(let t): try await Task.sleep(nanoseconds: UInt64(max(1_000_000, t.nanoseconds)))
+            }
+        }
+    }
+
+    private func startConnect(slot: Int, failures: Int, id: Int) -> Task<Pooled, Error> {
+        let config = configuration
+        let group = self.group
+        let makeExtra = self.makeExtra
+        return Task { [state] in
+            do {
+                let connection = try await HTTP2ClientConnection.connect(to: config.target, group: group, timeout: config.connectTimeout)
+                let pooled = Pooled(connection: connection, extra: makeExtra(), id: id)
+                let keep = state.withLockedValue { s -> Bool in
+                    guard !s.shutDown else { return false }
+                    s.slots[slot] = .ready(pooled)
+                    return true
+                }
+                if !keep {
+                    connection.close()
+                    throw TransportError.shutDown
+                }
+                return pooled
+            } catch {
+                // Exponential backoff with jitter before this slot tries again.
+                let exponent = min(failures, 16)
+                let base = config.backoffBase.nanoseconds * Int64(1 << exponent)
+                let delay = min(base, config.backoffCap.nanoseconds)
+                let jittered = delay / 2 + Int64.random(in: 0...max(1, delay / 2))
+                state.withLockedValue { s in s.slots[slot] = .empty(failures: failures + 1, notBefore: .now() + .nanoseconds(jittered)) }
+                throw error
+            }
+        }
+    }
+
+    private func pingIdle() -> EventLoopFuture<Void> {
+        let loop = group.next()
+        let idle = openConnections.filter { $0.connection.inFlight == 0 && $0.connection.idleTime >= configuration.pingInterval }
+        let pings = idle.map { p in
+            p.connection.ping().flatMapErrorThrowing { [weak self] _ in self?.retire(p) }
+        }
+        return EventLoopFuture.andAllComplete(pings, on: loop)
+    }
+
+    /// Closes every connection; later requests fail with ``TransportError/shutDown``.
+    enum AcquireStep {
+        case use(Pooled)
+        case wait(Task<Pooled, Error>)
+        case sleep(TimeAmount)
+    }
+
+    public func shutdown() async {
+        pinger.withLockedValue { $0?.cancel(); $0 = nil }
+        let slots = state.withLockedValue { s -> [Slot] in
+            s.shutDown = true
+            let old = s.slots
+            s.slots = []
+            return old
+        }
+        for slot in slots {
+            switch slot {
+            case .ready(let p):
+                p.connection.close()
+                try? await p.connection.closeFuture.get()
+            case .connecting(let t): t.cancel()
+            case .empty: break
+            }
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import NIOCore
+import NIOHPACK
+
+/// One HTTP/2 request.
+public struct H2Request: Sendable {
+    public var method: String
+    public var path: String
+    public var headers: [(String, String)]
+    public var body: ByteBuffer?
+
+    public init(method: String = "POST", path: String, headers: [(String, String)], body: ByteBuffer?) {
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// One HTTP/2 response.
+public struct H2Response: Sendable {
+    public var status: Int
+    public var headers: HPACKHeaders
+    public var body: ByteBuffer?
+
+    public var bodyBytes: [UInt8] { body.map { Array($0.readableBytesView) } ?? [] }
+}
+
+/// Failures below HTTP: the request may be retried when `retryable` says the server did not process it.
+public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The server refused the stream before processing it (RST_STREAM REFUSED_STREAM).
+    case streamRefused
+    /// The connection is going away; the request was not processed when `processed` is false.
+    case goingAway(reason: String?, processed: Bool)
+    /// The connection closed while the request was in flight: it may or may not have been processed.
+    case connectionClosed
+    /// No complete response within the request timeout.
+    case timedOut
+    /// The stream was reset by the server with this HTTP/2 error code.
+    case streamReset(code: Int)
+    /// A connection could not be made.
+    case connectFailed(String)
+    /// The client was shut down.
+    case shutDown
+
+    /// True when the server cannot have acted on the request, so sending it again cannot duplicate it.
+    public var safeToRetry: Bool {
+        switch self {
+        case .streamRefused, .connectFailed: return true
+        case .goingAway(_, let processed): return !processed
+        default: return false
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .streamRefused: return "stream refused by the server"
+        case let .goingAway(reason, processed): return "connection going away (\(reason ?? "no reason"))\(processed ? "" : ", request not processed")"
+        case .connectionClosed: return "connection closed with the request in flight"
+        case .timedOut: return "no response before the request timeout"
+        case .streamReset(let code): return "stream reset by the server (HTTP/2 error \(code))"
+        case .connectFailed(let m): return "could not connect: \(m)"
+        case .shutDown: return "the client was shut down"
+        }
+    }
+}

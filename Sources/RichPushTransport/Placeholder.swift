@@ -1,4 +1,0 @@
-import NIOHTTP2
-import NIOSSL
-import Crypto
-import _CryptoExtras
