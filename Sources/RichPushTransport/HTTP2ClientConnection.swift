@@ -274,7 +274,7 @@ final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
             }
             if d.endStream { complete() }
         case .rstStream(let code):
-            fail(code == .refusedStream ? .streamRefused : .streamReset(code: Int(code.networkCode)))
+            fail(closureError(code, context: context))
         default:
             break
         }
@@ -294,24 +294,27 @@ final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if let closed = error as? NIOHTTP2Errors.StreamClosed {
-            fail(closed.errorCode == .refusedStream ? .streamRefused : .streamReset(code: Int(closed.errorCode.networkCode)))
+            fail(closureError(closed.errorCode, context: context))
         } else {
-            fail(.connectionClosed)
+            fail(goAwayError(context) ?? .connectionClosed)
         }
         context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if !done {
-            // A stream the server never saw (above GOAWAY's last stream id) was not processed.
-            let streamID = (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)).map { Int($0.description) ?? 0 }
-            let goAway = connectionState.withLockedValue { $0.goAway }
-            if let g = goAway {
-                fail(.goingAway(reason: g.reason, processed: (streamID ?? 0) <= g.lastStreamID && streamID != nil))
-            } else {
-                fail(.connectionClosed)
-            }
-        }
+        if !done { fail(goAwayError(context) ?? .connectionClosed) }
         context.fireChannelInactive()
+    }
+
+    /// After GOAWAY, a stream above the server's last processed id was not processed, whatever closed it.
+    private func goAwayError(_ context: ChannelHandlerContext) -> TransportError? {
+        guard let g = connectionState.withLockedValue({ $0.goAway }) else { return nil }
+        let streamID = (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)).flatMap { Int($0.description) }
+        return .goingAway(reason: g.reason, processed: streamID.map { $0 <= g.lastStreamID } ?? false)
+    }
+
+    private func closureError(_ code: HTTP2ErrorCode, context: ChannelHandlerContext) -> TransportError {
+        if code == .refusedStream { return .streamRefused }
+        return goAwayError(context) ?? .streamReset(code: Int(code.networkCode))
     }
 }

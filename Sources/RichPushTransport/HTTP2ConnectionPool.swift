@@ -104,7 +104,12 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
     }
 
     func acquire() async throws -> Pooled {
+        var failedConnects = 0
+        var lastError: Error?
         while true {
+            if failedConnects >= configuration.maxAttempts {
+                throw (lastError as? TransportError) ?? TransportError.connectFailed(lastError.map { "\($0)" } ?? "no connection")
+            }
             let next: AcquireStep = try state.withLockedValue { s in
                 if s.shutDown { throw TransportError.shutDown }
                 // Forget connections that closed or are going away.
@@ -131,8 +136,14 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
             }
             switch next {
             case .use(let p): return p
-            case .wait(let task): _ = try? await task.value
-            case .sleep(let t): try await Task.sleep(nanoseconds: UInt64(max(1_000_000, t.nanoseconds)))
+            case .wait(let task):
+                do { _ = try await task.value } catch {
+                    failedConnects += 1
+                    lastError = error
+                }
+            case .sleep(let t):
+                failedConnects += 1
+                try await Task.sleep(nanoseconds: UInt64(max(1_000_000, t.nanoseconds)))
             }
         }
     }

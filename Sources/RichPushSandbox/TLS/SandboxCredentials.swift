@@ -11,6 +11,9 @@ public struct SandboxCredentials: Sendable {
     public var caCertificatePEM: String
     public var serverCertificatePEM: String
     public var serverKeyPEM: String
+    /// A client certificate for APNs certificate authentication against the emulator.
+    public var apnsClientCertificatePEM: String
+    public var apnsClientKeyPEM: String
     public var apnsKeyPEM: String
     public var apnsKeyID: String
     public var apnsTeamID: String
@@ -46,6 +49,17 @@ public struct SandboxCredentials: Sendable {
                 try ExtendedKeyUsage([.serverAuth])
                 SubjectAlternativeNames([.dnsName("localhost"), .ipAddress(ASN1OctetString(contentBytes: [127, 0, 0, 1])), .ipAddress(ASN1OctetString(contentBytes: ArraySlice(Array(repeating: 0, count: 15) + [1])))])
             }, issuerPrivateKey: .init(caKey))
+        let clientKey = P256.Signing.PrivateKey()
+        let client = try Certificate(
+            version: .v3, serialNumber: .init(), publicKey: .init(clientKey.publicKey), notValidBefore: now.addingTimeInterval(-3600),
+            notValidAfter: now.addingTimeInterval(365 * 86400), issuer: caName,
+            subject: try DistinguishedName { CommonName("Apple Push Services: com.example.app"); OrganizationName("RichPush sandbox") },
+            signatureAlgorithm: .ecdsaWithSHA256,
+            extensions: try Certificate.Extensions {
+                Critical(BasicConstraints.notCertificateAuthority)
+                Critical(KeyUsage(digitalSignature: true))
+                try ExtendedKeyUsage([.clientAuth])
+            }, issuerPrivateKey: .init(caKey))
         let rsa = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         func pem(_ c: Certificate) throws -> String {
             var s = DER.Serializer()
@@ -54,7 +68,7 @@ public struct SandboxCredentials: Sendable {
         }
         return SandboxCredentials(
             caCertificatePEM: try pem(ca), serverCertificatePEM: try pem(server), serverKeyPEM: serverKey.pemRepresentation,
-            apnsKeyPEM: P256.Signing.PrivateKey().pemRepresentation, apnsKeyID: randomID(10), apnsTeamID: randomID(10), fcmProjectID: projectID,
+            apnsClientCertificatePEM: try pem(client), apnsClientKeyPEM: clientKey.pemRepresentation, apnsKeyPEM: P256.Signing.PrivateKey().pemRepresentation, apnsKeyID: randomID(10), apnsTeamID: randomID(10), fcmProjectID: projectID,
             fcmClientEmail: "firebase-adminsdk@\(projectID).iam.gserviceaccount.com", fcmPrivateKeyID: randomHex(40),
             fcmPrivateKeyPEM: rsa.pkcs8PEMRepresentation)
     }
@@ -92,6 +106,7 @@ public struct SandboxCredentials: Sendable {
         return [
             "ca": try put("ca.pem", caCertificatePEM), "server": try put("server.pem", serverCertificatePEM),
             "server-key": try put("server-key.pem", serverKeyPEM), "apns-key": try put("apns-key.p8", apnsKeyPEM),
+            "apns-client-certificate": try put("apns-client.pem", apnsClientCertificatePEM), "apns-client-key": try put("apns-client-key.pem", apnsClientKeyPEM),
             "apns": try put("apns.json", apnsMeta), "fcm-key": try put("fcm-private-key.pem", fcmPrivateKeyPEM),
             "service-account": try put("service-account.json", serviceAccountJSON(tokenURI: tokenURI)),
         ]
@@ -104,7 +119,7 @@ public struct SandboxCredentials: Sendable {
         let sa = try JSONSerialization.jsonObject(with: Data(try get("service-account.json").utf8)) as? [String: String] ?? [:]
         return SandboxCredentials(
             caCertificatePEM: try get("ca.pem"), serverCertificatePEM: try get("server.pem"), serverKeyPEM: try get("server-key.pem"),
-            apnsKeyPEM: try get("apns-key.p8"), apnsKeyID: apns["key_id"] ?? "", apnsTeamID: apns["team_id"] ?? "", fcmProjectID: sa["project_id"] ?? "",
+            apnsClientCertificatePEM: try get("apns-client.pem"), apnsClientKeyPEM: try get("apns-client-key.pem"), apnsKeyPEM: try get("apns-key.p8"), apnsKeyID: apns["key_id"] ?? "", apnsTeamID: apns["team_id"] ?? "", fcmProjectID: sa["project_id"] ?? "",
             fcmClientEmail: sa["client_email"] ?? "", fcmPrivateKeyID: sa["private_key_id"] ?? "", fcmPrivateKeyPEM: try get("fcm-private-key.pem"))
     }
 }

@@ -1,0 +1,147 @@
+import Crypto
+import Foundation
+import NIOCore
+import NIOPosix
+import RichPushCore
+
+/// A local APNs: HTTP/2 over TLS on loopback, validating requests the way Apple's service does, with a device
+/// registry, a record of every accepted notification, and faults on demand.
+///
+/// ```swift
+/// let creds = try SandboxCredentials.generate()
+/// let apns = try APNsEmulator(credentials: creds)
+/// let port = try await apns.start()
+/// // point an APNsClient at .custom(host: "127.0.0.1", port: port), trusting creds.caCertificatePEM
+/// apns.inject(.status(503, reason: "ServiceUnavailable"), count: 2)
+/// print(apns.recorded(token: token))
+/// ```
+public final class APNsEmulator: Sendable {
+    public enum Environment: String, Sendable, Hashable { case sandbox, production }
+
+    public struct Configuration: Sendable {
+        public var environment: Environment
+        /// The stream limit announced after the first verified provider token (1 until then).
+        public var maxConcurrentStreams: Int
+        /// Accept a device token the first time it is used (for its topic and this environment).
+        public var autoRegisterTokens: Bool
+        /// Require 64-hex-character tokens.
+        public var strictTokenLength: Bool
+        /// Certificate authentication: no provider tokens; clients present a certificate.
+        public var certificateMode: Bool
+        /// Bundle ids each team may push to; teams not listed may push to any.
+        public var teamTopics: [String: Set<String>]
+        /// How many accepted notifications are kept for inspection (older ones are dropped; the count is not).
+        public var recordLimit: Int
+        public var now: @Sendable () -> Date
+
+        public init(environment: Environment = .sandbox, maxConcurrentStreams: Int = 1000, autoRegisterTokens: Bool = true, strictTokenLength: Bool = false, certificateMode: Bool = false, teamTopics: [String: Set<String>] = [:], recordLimit: Int = 100_000, now: @escaping @Sendable () -> Date = { Date() }) {
+            self.environment = environment
+            self.maxConcurrentStreams = maxConcurrentStreams
+            self.autoRegisterTokens = autoRegisterTokens
+            self.strictTokenLength = strictTokenLength
+            self.certificateMode = certificateMode
+            self.teamTopics = teamTopics
+            self.recordLimit = recordLimit
+            self.now = now
+        }
+    }
+
+    /// APNs refuses a new provider token on a connection within this many seconds of the last.
+    public static let minimumTokenInterval: TimeInterval = 20 * 60
+
+    public let configuration: Configuration
+    let state: APNsEmulatorState
+    let server: EmulatorServer<APNsEmulatorLogic>
+    let group: EventLoopGroup
+    private let ownsGroup: Bool
+    private let boundPort = NIOLockedBox<Int>(0)
+
+    public init(credentials: SandboxCredentials, configuration: Configuration = Configuration(), eventLoopGroup: EventLoopGroup? = nil) throws {
+        self.configuration = configuration
+        state = APNsEmulatorState(recordLimit: configuration.recordLimit)
+        ownsGroup = eventLoopGroup == nil
+        group = eventLoopGroup ?? MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        server = try EmulatorServer(
+            logic: APNsEmulatorLogic(state: state, configuration: configuration), certificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM,
+            clientCertificateAuthorityPEM: configuration.certificateMode ? credentials.caCertificatePEM : nil, allowHTTP1: false, group: group)
+        registerKey(id: credentials.apnsKeyID, teamID: credentials.apnsTeamID, publicKey: credentials.apnsPublicKey)
+    }
+
+    /// Listens on 127.0.0.1; 0 picks a free port. Returns the port.
+    @discardableResult
+    public func start(port: Int = 0) async throws -> Int {
+        let p = try await server.start(port: port)
+        boundPort.value = p
+        return p
+    }
+
+    public var port: Int { boundPort.value }
+
+    public func stop() async {
+        await server.stop()
+        if ownsGroup { try? await group.shutdownGracefully() }
+    }
+
+    // MARK: Keys and devices
+
+    /// Accepts provider tokens signed by this key for this team (nil environment: both).
+    public func registerKey(id: String, teamID: String, publicKey: P256.Signing.PublicKey, environment: Environment? = nil) {
+        state.data.withLockedValue { $0.keys[id] = .init(teamID: teamID, publicKey: publicKey, environment: environment) }
+    }
+
+    public func registerDevice(_ token: String, topic: String, environment: Environment? = nil) {
+        state.data.withLockedValue { $0.devices[token.lowercased()] = .init(topic: topic, environment: environment ?? configuration.environment) }
+    }
+
+    /// Marks a token as no longer valid for its topic: later sends get `410 Unregistered` with this time.
+    public func unregisterDevice(_ token: String, at date: Date? = nil) {
+        let when = date ?? configuration.now()
+        state.data.withLockedValue { d in
+            if var dev = d.devices[token.lowercased()] {
+                dev.unregisteredAt = when
+                d.devices[token.lowercased()] = dev
+            } else {
+                d.devices[token.lowercased()] = .init(topic: "", environment: configuration.environment, unregisteredAt: when)
+            }
+        }
+    }
+
+    // MARK: Faults
+
+    /// The next `count` requests show this fault.
+    public func inject(_ fault: APNsFault, count: Int = 1) {
+        state.data.withLockedValue { $0.faults.append(.init(fault: fault, remaining: count, rate: nil)) }
+    }
+
+    /// This share of requests (0...1) show this fault, until cleared.
+    public func inject(_ fault: APNsFault, rate: Double) {
+        state.data.withLockedValue { $0.faults.append(.init(fault: fault, remaining: nil, rate: rate)) }
+    }
+
+    public func clearFaults() { state.data.withLockedValue { $0.faults.removeAll() } }
+
+    // MARK: What was received
+
+    /// Accepted notifications, oldest first (at most `recordLimit`), optionally for one token.
+    public func recorded(token: String? = nil) -> [RecordedAPNsNotification] {
+        state.data.withLockedValue { d in
+            let ordered = Array(d.recorded[d.recordedStart...] + d.recorded[..<d.recordedStart])
+            guard let token else { return ordered }
+            return ordered.filter { $0.deviceToken == token.lowercased() }
+        }
+    }
+
+    public var acceptedCount: Int { state.data.withLockedValue { $0.acceptedCount } }
+
+    /// Rejections by reason.
+    public var rejectedCounts: [String: Int] { state.data.withLockedValue { $0.rejected } }
+
+    public func resetRecords() {
+        state.data.withLockedValue { d in
+            d.recorded.removeAll()
+            d.recordedStart = 0
+            d.acceptedCount = 0
+            d.rejected.removeAll()
+        }
+    }
+}

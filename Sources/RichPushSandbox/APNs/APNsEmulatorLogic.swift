@@ -1,0 +1,179 @@
+import Crypto
+import Foundation
+import RichPushCore
+import RichPushTransport
+
+/// One client connection's authentication state, as APNs keeps it.
+final class APNsConnectionState {
+    var boundTeam: String?
+    var boundKey: String?
+    var currentToken: String?
+    var currentTokenSince: Date?
+    var verified: Set<String> = []
+    var limitRaised = false
+    let hasClientCertificate: Bool
+
+    init(hasClientCertificate: Bool) { self.hasClientCertificate = hasClientCertificate }
+}
+
+/// The request rules of APNs' provider API: method, path, headers, push type and topic, JWT and its
+/// connection binding, device registry, payload size.
+struct APNsEmulatorLogic: EmulatorLogic {
+    let state: APNsEmulatorState
+    let configuration: APNsEmulator.Configuration
+
+    var initialMaxConcurrentStreams: Int { configuration.certificateMode ? configuration.maxConcurrentStreams : 1 }
+
+    func makeConnection(hasClientCertificate: Bool) -> APNsConnectionState { APNsConnectionState(hasClientCertificate: hasClientCertificate) }
+
+    func handle(_ request: EmulatorRequest, connection: APNsConnectionState, control: ConnectionControl) -> EmulatorAction {
+        let apnsID = request.header("apns-id").flatMap { UUID(uuidString: $0) != nil ? $0.lowercased() : nil } ?? UUID().uuidString.lowercased()
+        func reject(_ status: Int, _ reason: String, timestamp: Date? = nil) -> EmulatorAction {
+            state.reject(reason)
+            var body: [String: Any] = ["reason": reason]
+            if let timestamp { body["timestamp"] = Int64(timestamp.timeIntervalSince1970 * 1000) }
+            return .respond(.json(status, body, headers: idHeaders(apnsID)))
+        }
+
+        if let fault = state.nextFault() {
+            switch fault {
+            case let .status(status, reason, retryAfter):
+                state.reject(reason)
+                var h = idHeaders(apnsID)
+                if let r = retryAfter { h.append(("retry-after", String(r))) }
+                return .respond(.json(status, ["reason": reason], headers: h))
+            case .goAway(let reason): return .goAway(debugReason: reason)
+            case .reset: return .resetConnection
+            case .stall: return .stall
+            case .refuseStream: return .refuseStream
+            case .lowerStreamLimit(let n):
+                control.announceMaxConcurrentStreams(n)
+                connection.limitRaised = false
+            }
+        }
+
+        // Request line and headers.
+        guard request.method == "POST" else { return reject(405, "MethodNotAllowed") }
+        guard request.path.hasPrefix("/3/device/") else { return reject(404, "BadPath") }
+        let token = String(request.path.dropFirst("/3/device/".count))
+        guard !token.isEmpty else { return reject(400, "MissingDeviceToken") }
+        for name in ["apns-id", "apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id", "authorization"]
+        where request.count(name) > 1 {
+            return reject(400, "DuplicateHeaders")
+        }
+        if let id = request.header("apns-id"), UUID(uuidString: id) == nil { return reject(400, "BadMessageId") }
+        let pushTypeName = request.header("apns-push-type") ?? "alert"
+        guard let pushType = PushType(rawValue: pushTypeName) else { return reject(400, "InvalidPushType") }
+        guard let topic = request.header("apns-topic"), !topic.isEmpty else {
+            return reject(400, "MissingTopic")
+        }
+        if !pushType.topicSuffix.isEmpty && !topic.hasSuffix(pushType.topicSuffix) { return reject(400, "TopicDisallowed") }
+        let bundle = String(topic.dropLast(pushType.topicSuffix.count))
+        var priority = 10
+        if let p = request.header("apns-priority") {
+            guard let v = Int(p), [1, 5, 10].contains(v) else { return reject(400, "BadPriority") }
+            priority = v
+        }
+        if pushType == .background && priority == 10 { return reject(400, "BadPriority") }
+        var expiration: Int64?
+        if let e = request.header("apns-expiration") {
+            guard let v = Int64(e), v >= 0 else { return reject(400, "BadExpirationDate") }
+            expiration = v
+        }
+        if let c = request.header("apns-collapse-id"), c.utf8.count > 64 { return reject(400, "BadCollapseId") }
+        if MessageValidator.apnsTokenProblem(token, strict: configuration.strictTokenLength) != nil { return reject(400, "BadDeviceToken") }
+
+        // Authentication.
+        if !configuration.certificateMode {
+            if let problem = checkToken(request.header("authorization"), bundle: bundle, connection: connection) {
+                return reject(problem.0, problem.1)
+            }
+            if !connection.limitRaised {
+                connection.limitRaised = true
+                control.announceMaxConcurrentStreams(configuration.maxConcurrentStreams)
+            }
+        } else if !connection.hasClientCertificate {
+            return reject(403, "MissingProviderToken")
+        }
+
+        // The device registry.
+        let lower = token.lowercased()
+        let now = configuration.now()
+        let device: APNsEmulatorState.Device? = state.data.withLockedValue { d in
+            if let existing = d.devices[lower] { return existing }
+            guard configuration.autoRegisterTokens else { return nil }
+            let new = APNsEmulatorState.Device(topic: bundle, environment: configuration.environment)
+            d.devices[lower] = new
+            return new
+        }
+        guard let device else { return reject(400, "BadDeviceToken") }
+        if device.environment != configuration.environment { return reject(400, "BadDeviceToken") }
+        if device.topic != bundle { return reject(400, "DeviceTokenNotForTopic") }
+        if let gone = device.unregisteredAt { return reject(410, "Unregistered", timestamp: gone) }
+
+        // The payload.
+        guard !request.body.isEmpty else { return reject(400, "PayloadEmpty") }
+        if request.body.count > pushType.payloadLimit { return reject(413, "PayloadTooLarge") }
+        guard case .object? = try? JSONValue.parse(request.body) else { return reject(400, "PayloadEmpty") }
+
+        state.record(RecordedAPNsNotification(apnsID: apnsID, deviceToken: lower, topic: topic, pushType: pushType.rawValue, priority: priority, expiration: expiration, collapseID: request.header("apns-collapse-id"), payload: request.body, receivedAt: now))
+        var headers = idHeaders(apnsID)
+        if configuration.environment == .sandbox { headers.append(("apns-unique-id", UUID().uuidString.lowercased())) }
+        return .respond(EmulatorResponse(status: 200, headers: headers))
+    }
+
+    private func idHeaders(_ id: String) -> [(String, String)] { [("apns-id", id)] }
+
+    /// The provider-token rules; nil when the token may be used.
+    private func checkToken(_ header: String?, bundle: String, connection: APNsConnectionState) -> (Int, String)? {
+        guard let header, !header.isEmpty else { return (403, "MissingProviderToken") }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else { return (403, "MissingProviderToken") }
+        let token = String(parts[1])
+        let now = configuration.now()
+        if token == connection.currentToken, connection.verified.contains(token) {
+            return ageProblem(token, now: now)
+        }
+        guard let jwt = JWT.Parts(token) else { return (403, "InvalidProviderToken") }
+        let jose = jwt.header, claims = jwt.claims
+        guard jose["alg"] as? String == "ES256", let kid = jose["kid"] as? String, let iss = claims["iss"] as? String else {
+            return (403, "InvalidProviderToken")
+        }
+        let key: APNsEmulatorState.Key? = state.data.withLockedValue { $0.keys[kid] }
+        guard let key, key.teamID == iss, jwt.verifiesES256(with: key.publicKey) else { return (403, "InvalidProviderToken") }
+        if let env = key.environment, env != configuration.environment { return (403, "BadEnvironmentKeyIdInToken") }
+        if let teams = configuration.teamTopics[iss], !teams.contains(bundle) { return (403, "InvalidProviderToken") }
+        guard let iat = Self.issuedAt(claims["iat"]) else { return (403, "InvalidProviderToken") }
+        if now.timeIntervalSince1970 - iat > 3600 { return (403, "ExpiredProviderToken") }
+        if iat - now.timeIntervalSince1970 > 3600 { return (403, "InvalidProviderToken") }
+        // One connection, one team and one key.
+        if let team = connection.boundTeam, team != iss { return (403, "InvalidProviderToken") }
+        if let bound = connection.boundKey, bound != kid { return (403, "UnrelatedKeyIdInToken") }
+        if let current = connection.currentToken, current != token, let since = connection.currentTokenSince,
+            now.timeIntervalSince(since) < APNsEmulator.minimumTokenInterval
+        {
+            return (429, "TooManyProviderTokenUpdates")
+        }
+        connection.boundTeam = iss
+        connection.boundKey = kid
+        if connection.currentToken != token {
+            connection.currentToken = token
+            connection.currentTokenSince = now
+        }
+        connection.verified = [token]
+        return nil
+    }
+
+    private func ageProblem(_ token: String, now: Date) -> (Int, String)? {
+        guard let claims = JWT.Parts(token)?.claims, let iat = Self.issuedAt(claims["iat"]) else { return nil }
+        return now.timeIntervalSince1970 - iat > 3600 ? (403, "ExpiredProviderToken") : nil
+    }
+
+    /// `iat` as seconds: a number or a numeric string, and a millisecond value read as milliseconds.
+    static func issuedAt(_ value: Any?) -> Double? {
+        var v: Double?
+        if let n = value as? NSNumber { v = n.doubleValue } else if let s = value as? String { v = Double(s) }
+        guard let raw = v else { return nil }
+        return raw > 1e12 ? raw / 1000 : raw
+    }
+}

@@ -1,0 +1,194 @@
+import Foundation
+import NIOCore
+import NIOHPACK
+import NIOHTTP1
+import NIOHTTP2
+
+/// A request as an emulator sees it, whether it came over HTTP/2 or HTTP/1.1.
+public struct EmulatorRequest: Sendable {
+    public var method: String
+    public var path: String
+    /// Header names in lowercase, in arrival order, repeats kept (APNs answers repeats with DuplicateHeaders).
+    public var headers: [(name: String, value: String)]
+    public var body: [UInt8]
+    public var isHTTP2: Bool
+
+    public func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
+    public func count(_ name: String) -> Int { headers.filter { $0.name == name }.count }
+}
+
+public struct EmulatorResponse: Sendable {
+    public var status: Int
+    public var headers: [(String, String)]
+    public var body: [UInt8]
+
+    public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public static func json(_ status: Int, _ value: Any, headers: [(String, String)] = []) -> EmulatorResponse {
+        let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
+        return EmulatorResponse(status: status, headers: headers + [("content-type", "application/json; charset=UTF-8")], body: Array(data))
+    }
+}
+
+/// What to do with a request: answer it, or misbehave like a real service under stress.
+public enum EmulatorAction: Sendable {
+    case respond(EmulatorResponse)
+    /// Never answer.
+    case stall
+    /// Reset the whole connection (TCP RST).
+    case resetConnection
+    /// Send GOAWAY with this debug JSON; the request is left unprocessed and the connection closes.
+    case goAway(debugReason: String)
+    /// Reset the stream with REFUSED_STREAM: the request was not processed.
+    case refuseStream
+}
+
+/// Lets a handler act on the connection a request came on (HTTP/2 only; no-ops on HTTP/1.1).
+public struct ConnectionControl: Sendable {
+    let setMaxStreams: @Sendable (Int) -> Void
+
+    /// Announces a new MAX_CONCURRENT_STREAMS to the client.
+    public func announceMaxConcurrentStreams(_ n: Int) { setMaxStreams(n) }
+}
+
+/// An emulator's request logic; `Connection` is its per-connection state, used on one event loop only.
+public protocol EmulatorLogic: Sendable {
+    associatedtype Connection: AnyObject
+    func makeConnection(hasClientCertificate: Bool) -> Connection
+    func handle(_ request: EmulatorRequest, connection: Connection, control: ConnectionControl) -> EmulatorAction
+    /// MAX_CONCURRENT_STREAMS in the server's first SETTINGS.
+    var initialMaxConcurrentStreams: Int { get }
+}
+
+/// Collects one HTTP/2 stream's request and writes the logic's answer.
+final class HTTP2EmulatorStreamHandler<Logic: EmulatorLogic>: ChannelInboundHandler, @unchecked Sendable {
+    // @unchecked: lives on the stream channel's event loop (the connection's), as does `connection`.
+    typealias InboundIn = HTTP2Frame.FramePayload
+    typealias OutboundOut = HTTP2Frame.FramePayload
+
+    let logic: Logic
+    let connection: Logic.Connection
+    let parent: Channel
+    var headers: [(name: String, value: String)] = []
+    var method = ""
+    var path = ""
+    var body: [UInt8] = []
+
+    init(logic: Logic, connection: Logic.Connection, parent: Channel) {
+        self.logic = logic
+        self.connection = connection
+        self.parent = parent
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .headers(let h):
+            for (name, value, _) in h.headers {
+                switch name {
+                case ":method": method = value
+                case ":path": path = value
+                case _ where name.hasPrefix(":"): break
+                default: headers.append((name, value))
+                }
+            }
+            if h.endStream { respond(context) }
+        case .data(let d):
+            if case .byteBuffer(var b) = d.data, let bytes = b.readBytes(length: b.readableBytes) { body += bytes }
+            if d.endStream { respond(context) }
+        default: break
+        }
+    }
+
+    private func respond(_ context: ChannelHandlerContext) {
+        let parent = self.parent
+        let control = ConnectionControl { n in
+            parent.eventLoop.execute {
+                parent.writeAndFlush(HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: n)]))), promise: nil)
+            }
+        }
+        let request = EmulatorRequest(method: method, path: path, headers: headers, body: body, isHTTP2: true)
+        switch logic.handle(request, connection: connection, control: control) {
+        case .respond(let r):
+            var h = HPACKHeaders([(":status", String(r.status))])
+            for (n, v) in r.headers { h.add(name: n, value: v) }
+            context.write(wrapOutboundOut(.headers(.init(headers: h, endStream: r.body.isEmpty))), promise: nil)
+            if !r.body.isEmpty {
+                context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(context.channel.allocator.buffer(bytes: r.body)), endStream: true))), promise: nil)
+            }
+            context.flush()
+        case .stall:
+            break
+        case .refuseStream:
+            context.writeAndFlush(wrapOutboundOut(.rstStream(.refusedStream)), promise: nil)
+        case .resetConnection:
+            EmulatorSockets.reset(parent)
+        case .goAway(let reason):
+            let streamID = (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) ?? .rootStream
+            // The last stream the server says it processed is the one before this: this request was not.
+            let last = Int(streamID.description).map { HTTP2StreamID(max(0, $0 - 2)) } ?? .rootStream
+            let debug = parent.allocator.buffer(string: #"{"reason":"\#(reason)"}"#)
+            parent.writeAndFlush(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: debug)))
+                .whenComplete { _ in parent.eventLoop.scheduleTask(in: .milliseconds(50)) { parent.close(promise: nil) } }
+        }
+    }
+}
+
+/// Serves HTTP/1.1 requests with the same logic (the FCM emulator's Python and curl clients).
+final class HTTP1EmulatorHandler<Logic: EmulatorLogic>: ChannelInboundHandler, @unchecked Sendable {
+    // @unchecked: lives on its channel's event loop.
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    let logic: Logic
+    let connection: Logic.Connection
+    var head: HTTPRequestHead?
+    var body: [UInt8] = []
+
+    init(logic: Logic, connection: Logic.Connection) {
+        self.logic = logic
+        self.connection = connection
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let h):
+            head = h
+            body = []
+        case .body(var b):
+            if let bytes = b.readBytes(length: b.readableBytes) { body += bytes }
+        case .end:
+            guard let head else { return }
+            let request = EmulatorRequest(method: head.method.rawValue, path: head.uri, headers: head.headers.map { ($0.name.lowercased(), $0.value) }, body: body, isHTTP2: false)
+            switch logic.handle(request, connection: connection, control: ConnectionControl { _ in }) {
+            case .respond(let r):
+                var h = HTTPHeaders(r.headers)
+                h.replaceOrAdd(name: "content-length", value: String(r.body.count))
+                if !head.isKeepAlive { h.replaceOrAdd(name: "connection", value: "close") }
+                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .init(statusCode: r.status), headers: h))), promise: nil)
+                if !r.body.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: r.body)))), promise: nil) }
+                let keepAlive = head.isKeepAlive
+                let channel = context.channel
+                context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in if !keepAlive { channel.close(promise: nil) } }
+            case .stall: break
+            case .resetConnection, .goAway, .refuseStream: EmulatorSockets.reset(context.channel)
+            }
+        }
+    }
+}
+
+enum EmulatorSockets {
+    /// Closes with SO_LINGER 0, so that the peer sees a reset rather than an orderly close.
+    static func reset(_ channel: Channel) {
+        let f: EventLoopFuture<Void>
+        if let socket = channel as? SocketOptionProvider {
+            f = socket.setSoLinger(linger(l_onoff: 1, l_linger: 0))
+        } else {
+            f = channel.eventLoop.makeSucceededVoidFuture()
+        }
+        f.whenComplete { _ in channel.close(promise: nil) }
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import NIOTLS
+
+/// A TLS listener on loopback that speaks HTTP/2 (negotiated with ALPN `h2`, or by prior knowledge when the
+/// client offers no ALPN) and, when allowed, HTTP/1.1, handing every request to an emulator's logic.
+public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
+    let logic: Logic
+    let tls: TLSConfiguration
+    let allowHTTP1: Bool
+    let group: EventLoopGroup
+    private let channel: NIOLockedBox<Channel?> = NIOLockedBox(nil)
+
+    init(logic: Logic, certificatePEM: String, keyPEM: String, clientCertificateAuthorityPEM: String? = nil, allowHTTP1: Bool, group: EventLoopGroup) throws {
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(certificatePEM.utf8)).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem)))
+        tls.applicationProtocols = allowHTTP1 ? ["h2", "http/1.1"] : ["h2"]
+        if let ca = clientCertificateAuthorityPEM {
+            tls.certificateVerification = .noHostnameVerification
+            tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(ca.utf8)))
+        }
+        self.tls = tls
+        self.logic = logic
+        self.allowHTTP1 = allowHTTP1
+        self.group = group
+    }
+
+    func start(host: String = "127.0.0.1", port: Int) async throws -> Int {
+        let context = try NIOSSLContext(configuration: tls)
+        let logic = self.logic
+        let allowHTTP1 = self.allowHTTP1
+        let ch = try await ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
+            .serverChannelOption(ChannelOptions.backlog, value: 1024)
+            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelInitializer { channel in
+                let ssl = NIOSSLServerHandler(context: context)
+                return channel.pipeline.addHandler(ssl).flatMap {
+                    channel.pipeline.addHandler(ProtocolSwitch(logic: logic, allowHTTP1: allowHTTP1))
+                }
+            }
+            .bind(host: host, port: port).get()
+        channel.value = ch
+        return ch.localAddress?.port ?? 0
+    }
+
+    func stop() async {
+        try? await channel.value?.close().get()
+    }
+}
+
+/// After the TLS handshake: HTTP/2 for `h2` or no ALPN at all, HTTP/1.1 for `http/1.1` when allowed.
+final class ProtocolSwitch<Logic: EmulatorLogic>: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+    // @unchecked: lives on its channel's event loop.
+    typealias InboundIn = NIOAny
+
+    let logic: Logic
+    let allowHTTP1: Bool
+    var buffered: [NIOAny] = []
+    var configured = false
+
+    init(logic: Logic, allowHTTP1: Bool) {
+        self.logic = logic
+        self.allowHTTP1 = allowHTTP1
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case let TLSUserEvent.handshakeCompleted(negotiatedProtocol) = event {
+            configure(context: context, protocol: negotiatedProtocol)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if configured { context.fireChannelRead(data) } else { buffered.append(data) }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        context.close(promise: nil)
+    }
+
+    private func configure(context: ChannelHandlerContext, protocol negotiated: String?) {
+        let channel = context.channel
+        let hasCertificate = (try? channel.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate) != nil
+        let connection = logic.makeConnection(hasClientCertificate: hasCertificate)
+        do {
+            if negotiated == "http/1.1" && allowHTTP1 {
+                try channel.pipeline.syncOperations.configureHTTPServerPipeline(position: .after(self))
+                try channel.pipeline.syncOperations.addHandler(HTTP1EmulatorHandler(logic: logic, connection: connection))
+            } else {
+                let logic = self.logic
+                var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
+                connectionConfiguration.initialSettings = [
+                    HTTP2Setting(parameter: .maxConcurrentStreams, value: logic.initialMaxConcurrentStreams),
+                    HTTP2Setting(parameter: .maxHeaderListSize, value: 8000),
+                ]
+                connectionConfiguration.maximumBufferedControlFrames = 100_000
+                // Streams run on the connection's event loop, the only place the connection state is touched.
+                let bound = NIOLoopBound(connection, eventLoop: channel.eventLoop)
+                _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+                    mode: .server,
+                    connectionConfiguration: connectionConfiguration,
+                    streamConfiguration: .init(),
+                    position: .after(self)
+                ) { stream in
+                    stream.eventLoop.makeCompletedFuture {
+                        try stream.pipeline.syncOperations.addHandler(HTTP2EmulatorStreamHandler(logic: logic, connection: bound.value, parent: channel))
+                    }
+                }
+            }
+        } catch {
+            context.close(promise: nil)
+            return
+        }
+        configured = true
+        for data in buffered { context.fireChannelRead(data) }
+        buffered.removeAll()
+        context.pipeline.syncOperations.removeHandler(self, promise: nil)
+    }
+}
+
+/// A lock-protected box for a value set once at start and read at stop.
+final class NIOLockedBox<T>: @unchecked Sendable {
+    // @unchecked: every access goes through `lock`.
+    private let lock = NSLock()
+    private var _value: T
+    init(_ v: T) { _value = v }
+    var value: T {
+        get { lock.withLock { _value } }
+        set { lock.withLock { _value = newValue } }
+    }
+}

@@ -1,0 +1,325 @@
+import Foundation
+import NIOCore
+import RichPushAPNs
+import RichPushCore
+import RichPushSandbox
+import RichPushTransport
+import Testing
+
+/// RichPushAPNs against the APNs emulator over real TLS HTTP/2 on 127.0.0.1.
+@Suite struct APNsClientTests {
+    static let token = "5a4e1c0f9d8b7a6e5d4c3b2a19080706f5e4d3c2b1a09f8e7d6c5b4a39281706"
+    let creds = SandboxFixture.credentials
+
+    func withSandbox(_ emulatorConfig: APNsEmulator.Configuration = .init(), client clientChange: (inout APNsConfiguration) -> Void = { _ in }, _ body: (APNsEmulator, APNsClient) async throws -> Void) async throws {
+        let emulator = try APNsEmulator(credentials: creds, configuration: emulatorConfig)
+        let port = try await emulator.start()
+        var config = APNsConfiguration(
+            endpoint: .custom(host: "127.0.0.1", port: port),
+            authentication: .token(try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)),
+            trust: .certificateAuthority(pem: creds.caCertificatePEM), connections: 2, requestTimeout: 2)
+        clientChange(&config)
+        let client = APNsClient(configuration: config)
+        do { try await body(emulator, client) } catch {
+            await client.shutdown()
+            await emulator.stop()
+            throw error
+        }
+        await client.shutdown()
+        await emulator.stop()
+    }
+
+    func request(_ json: String = #"{"title":"Hi","media":"https://x.test/a.jpg"}"#, token: String = token, bundle: String = "com.example.app") throws -> APNsRequest {
+        APNsRenderer(bundleID: bundle).render(try PushMessage.decode(JSONValue.parse(json)), deviceToken: token)
+    }
+
+    @Test func deliversAndTheEmulatorRecordsThePayload() async throws {
+        try await withSandbox { emulator, client in
+            let r = try request()
+            let delivery = try await client.send(r)
+            #expect(delivery.apnsID != nil && delivery.uniqueID != nil)
+            let recorded = emulator.recorded(token: Self.token)
+            #expect(recorded.count == 1)
+            #expect(recorded.first?.payloadJSON == r.payload)
+            #expect(recorded.first?.topic == "com.example.app" && recorded.first?.pushType == "alert")
+        }
+    }
+
+    @Test func theStreamLimitStartsAtOneAndRisesAfterTheFirstVerifiedToken() async throws {
+        try await withSandbox(.init(maxConcurrentStreams: 700), client: { $0.connections = 1; $0.requestTimeout = 30 }) { emulator, client in
+            _ = try await client.send(try request())
+            try await Task.sleep(nanoseconds: 100_000_000)
+            #expect(client.connectionStates.first?.maxStreams == 700)
+            // Many at once on one connection, within the live limit.
+            try await withThrowingTaskGroup(of: Void.self) { g in
+                for i in 0..<1500 {
+                    g.addTask { _ = try await client.send(try self.request(#"{"body":"n\#(i)"}"#)) }
+                }
+                try await g.waitForAll()
+            }
+            #expect(emulator.acceptedCount == 1501)
+        }
+    }
+
+    @Test(arguments: [
+        (#"{"body":"x","priority":"high","push_type":"background","content_available":true}"#, "BadPriority", RetryDecision.fixRequest),
+        (#"{"body":"x","collapse_id":"\#(String(repeating: "c", count: 65))"}"#, "BadCollapseId", .fixRequest),
+        (#"{"body":"\#(String(repeating: "b", count: 4100))"}"#, "PayloadTooLarge", .fixRequest),
+        (#"{"body":"x","push_type":"voip"}"#, "TopicDisallowed", .fixRequest),
+    ])
+    func rejectionsMapToReasonsAndRetryDecisions(_ json: String, _ reason: String, _ retry: RetryDecision) async throws {
+        try await withSandbox { _, client in
+            var r = try request(json)
+            if reason == "TopicDisallowed" { r.headers = r.headers.map { $0.name == "apns-topic" ? ("apns-topic", "com.example.app") : $0 } }
+            await #expect(throws: APNsFailure.self) { _ = try await client.send(r) }
+            do throws(APNsFailure) { _ = try await client.send(r) } catch {
+                #expect(error.reason?.rawValue == reason && error.retry == retry, "\(error)")
+                #expect(error.apnsID != nil)
+            }
+        }
+    }
+
+    @Test func badTokensAndHeaders() async throws {
+        try await withSandbox { emulator, client in
+            func fail(_ r: APNsRequest) async -> APNsFailure? {
+                do throws(APNsFailure) { _ = try await client.send(r); return nil } catch { return error }
+            }
+            #expect(await fail(try request(token: "zz-not-hex"))?.reason == .badDeviceToken)
+            var r = try request()
+            r.headers.removeAll { $0.name == "apns-topic" }
+            #expect(await fail(r)?.reason == .missingTopic)
+            r = try request()
+            r.headers = r.headers.map { $0.name == "apns-push-type" ? ("apns-push-type", "banner") : $0 }
+            #expect(await fail(r)?.reason == .invalidPushType)
+            r = try request()
+            r.headers.append(("apns-id", "not-a-uuid"))
+            #expect(await fail(r)?.reason == .badMessageId)
+            r = try request()
+            r.headers.append(("apns-expiration", "soon"))
+            #expect(await fail(r)?.reason == .badExpirationDate)
+            r = try request()
+            r.headers.append(("apns-priority", "7"))
+            #expect(await fail(r)?.reason == .badPriority)
+            r = try request()
+            r.headers.append(("apns-topic", "com.example.app"))
+            #expect(await fail(r)?.reason == .duplicateHeaders)
+            r = try request()
+            r.body = []
+            #expect(await fail(r)?.reason == .payloadEmpty)
+            r = try request()
+            r.path = "/2/device/\(Self.token)"
+            #expect(await fail(r)?.reason == .badPath)
+            r.path = "/3/device/"
+            #expect(await fail(r)?.reason == .missingDeviceToken)
+            // A token registered to another app.
+            emulator.registerDevice("aa" + String(Self.token.dropFirst(2)), topic: "com.other.app")
+            let f = await fail(try request(token: "aa" + String(Self.token.dropFirst(2))))
+            #expect(f?.reason == .deviceTokenNotForTopic && f?.retry == .never)
+            #expect(emulator.rejectedCounts["DeviceTokenNotForTopic"] == 1)
+        }
+    }
+
+    @Test func anUnregisteredTokenIs410WithItsTimestampAndMeansDrop() async throws {
+        try await withSandbox { emulator, client in
+            let when = Date(timeIntervalSince1970: 1_700_000_123)
+            emulator.registerDevice(Self.token, topic: "com.example.app")
+            emulator.unregisterDevice(Self.token, at: when)
+            let req = try request()
+            do throws(APNsFailure) {
+                _ = try await client.send(req)
+                Issue.record("should fail")
+            } catch {
+                #expect(error.status == 410 && error.reason == .unregistered && error.retry == .dropToken)
+                #expect(error.timestamp.map { abs($0.timeIntervalSince(when)) < 0.01 } == true)
+            }
+        }
+    }
+
+    @Test func aKeyTheServerDoesNotKnowIsInvalidProviderToken() async throws {
+        let stranger = APNsSigningKey(privateKey: .init(), keyID: "ZZZZZZZZZZ", teamID: "YYYYYYYYYY")
+        try await withSandbox(client: { $0.authentication = .token(stranger) }) { _, client in
+            let req = try request()
+            do throws(APNsFailure) {
+                _ = try await client.send(req)
+                Issue.record("should fail")
+            } catch {
+                #expect(error.reason == .invalidProviderToken && error.retry == .fixCredentials)
+            }
+        }
+    }
+
+    @Test func aSkewedClockGivesExpiredProviderTokenAfterOneFreshTry() async throws {
+        try await withSandbox(client: { $0.now = { Date().addingTimeInterval(-7200) } }) { emulator, client in
+            let req = try request()
+            do throws(APNsFailure) {
+                _ = try await client.send(req)
+                Issue.record("should fail")
+            } catch {
+                #expect(error.reason == .expiredProviderToken && error.retry == .fixCredentials)
+            }
+            #expect(emulator.rejectedCounts["ExpiredProviderToken"] == 2)  // the first answer and the one retry
+        }
+    }
+
+    @Test func tokensAreRefreshedOnTheSameConnectionOnlyAfterTwentyMinutes() async throws {
+        let clock = TestClock()
+        try await withSandbox(.init(now: clock.now), client: { $0.now = clock.now; $0.connections = 1; $0.pingInterval = 3600; $0.requestTimeout = 5 }) { emulator, client in
+            _ = try await client.send(try request())
+            clock.advance(30 * 60)  // younger than the 50-minute refresh: same token
+            _ = try await client.send(try request())
+            clock.advance(25 * 60)  // 55 minutes: a new token on the same connection, accepted (over 20 minutes)
+            _ = try await client.send(try request())
+            clock.advance(50 * 60)
+            _ = try await client.send(try request())
+            #expect(emulator.acceptedCount == 4)
+            #expect(emulator.rejectedCounts.isEmpty)
+            #expect(client.connectionStates.count == 1)
+        }
+    }
+
+    @Test func theEmulatorRefusesASecondTokenWithinTwentyMinutes() async throws {
+        // A client that rotates too fast: two different tokens on one connection.
+        let emulator = try APNsEmulator(credentials: creds)
+        let port = try await emulator.start()
+        let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
+        let group = NIOSingletons.posixEventLoopGroup
+        let conn = try await HTTP2ClientConnection.connect(to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)), group: group)
+        func jwt(_ iat: Int) throws -> String {
+            try JWT.es256(header: #"{"alg":"ES256","kid":"\#(key.keyID)"}"#, claims: #"{"iss":"\#(key.teamID)","iat":\#(iat)}"#, key: key.privateKey)
+        }
+        let r = try request()
+        func send(_ token: String) async throws -> H2Response {
+            var body = ByteBufferAllocator().buffer(capacity: r.body.count)
+            body.writeBytes(r.body)
+            return try await conn.send(H2Request(path: r.path, headers: r.headers.map { ($0.name, $0.value) } + [("authorization", "bearer " + token)], body: body), timeout: .seconds(5))
+        }
+        let now = Int(Date().timeIntervalSince1970)
+        #expect(try await send(try jwt(now)).status == 200)
+        let second = try await send(try jwt(now - 60))
+        #expect(second.status == 429)
+        #expect(String(decoding: second.bodyBytes, as: UTF8.self).contains("TooManyProviderTokenUpdates"))
+        // Another key of another team on the same connection.
+        let other = APNsSigningKey(privateKey: .init(), keyID: "KEY2222222", teamID: key.teamID)
+        emulator.registerKey(id: other.keyID, teamID: other.teamID, publicKey: other.privateKey.publicKey)
+        let third = try await send(try JWT.es256(header: #"{"alg":"ES256","kid":"KEY2222222"}"#, claims: #"{"iss":"\#(key.teamID)","iat":\#(now)}"#, key: other.privateKey))
+        #expect(String(decoding: third.bodyBytes, as: UTF8.self).contains("UnrelatedKeyIdInToken"))
+        // A DER signature is accepted like a raw one (on a fresh connection).
+        let conn2 = try await HTTP2ClientConnection.connect(to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)), group: group)
+        let input = JWT.base64URL(Data(#"{"alg":"ES256","kid":"\#(key.keyID)"}"#.utf8)) + "." + JWT.base64URL(Data(#"{"iss":"\#(key.teamID)","iat":"\#(now)"}"#.utf8))
+        let der = try key.privateKey.signature(for: Data(input.utf8)).derRepresentation
+        var body = ByteBufferAllocator().buffer(capacity: r.body.count)
+        body.writeBytes(r.body)
+        let derResponse = try await conn2.send(H2Request(path: r.path, headers: r.headers.map { ($0.name, $0.value) } + [("authorization", "bearer " + input + "." + JWT.base64URL(der))], body: body), timeout: .seconds(5))
+        #expect(derResponse.status == 200)
+        conn.close()
+        conn2.close()
+        await emulator.stop()
+    }
+
+    // MARK: Faults
+
+    @Test func statusFaultsCarryTheirRetryDecision() async throws {
+        try await withSandbox { emulator, client in
+            emulator.inject(.status(429, reason: "TooManyRequests", retryAfter: 7))
+            emulator.inject(.status(500, reason: "InternalServerError"))
+            emulator.inject(.status(503, reason: "ServiceUnavailable"))
+            var decisions: [RetryDecision] = []
+            let req = try request()
+            for _ in 0..<3 {
+                do throws(APNsFailure) { _ = try await client.send(req) } catch { decisions.append(error.retry) }
+            }
+            #expect(decisions == [.retryAfter(7), .retry, .retry])
+            _ = try await client.send(try request())
+        }
+    }
+
+    @Test func goAwayIsRetriedOnAFreshConnection() async throws {
+        try await withSandbox(client: { $0.connections = 1 }) { emulator, client in
+            _ = try await client.send(try request())
+            let first = client.connectionStates.first?.id
+            emulator.inject(.goAway(reason: "Shutdown"))
+            let delivery = try await client.send(try request())
+            #expect(delivery.apnsID != nil)
+            #expect(client.connectionStates.first?.id != first)
+            #expect(emulator.acceptedCount == 2)
+        }
+    }
+
+    @Test func refusedStreamsAreSentAgain() async throws {
+        try await withSandbox { emulator, client in
+            emulator.inject(.refuseStream, count: 2)
+            _ = try await client.send(try request())
+            #expect(emulator.acceptedCount == 1)
+        }
+    }
+
+    @Test func aResetConnectionFailsTheRequestAsRetryableAndTheNextOneReconnects() async throws {
+        try await withSandbox(client: { $0.connections = 1 }) { emulator, client in
+            _ = try await client.send(try request())
+            emulator.inject(.reset)
+            let req = try request()
+            do throws(APNsFailure) {
+                _ = try await client.send(req)
+                Issue.record("should fail")
+            } catch {
+                #expect(error.transport == .connectionClosed && error.retry == .retry)
+            }
+            _ = try await client.send(try request())
+            #expect(emulator.acceptedCount == 2)
+        }
+    }
+
+    @Test func aStalledRequestTimesOut() async throws {
+        try await withSandbox(client: { $0.requestTimeout = 0.5 }) { emulator, client in
+            emulator.inject(.stall)
+            let started = Date()
+            let req = try request()
+            do throws(APNsFailure) {
+                _ = try await client.send(req)
+                Issue.record("should time out")
+            } catch {
+                #expect(error.transport == .timedOut && error.retry == .retry)
+            }
+            #expect(Date().timeIntervalSince(started) < 2)
+        }
+    }
+
+    @Test func aLoweredStreamLimitIsFollowed() async throws {
+        try await withSandbox(client: { $0.connections = 1 }) { emulator, client in
+            _ = try await client.send(try request())
+            emulator.inject(.lowerStreamLimit(1))
+            _ = try await client.send(try request())
+            try await withThrowingTaskGroup(of: Void.self) { g in
+                for _ in 0..<200 { g.addTask { _ = try await client.send(try self.request()) } }
+                try await g.waitForAll()
+            }
+            #expect(emulator.acceptedCount == 202)
+        }
+    }
+
+    @Test func certificateAuthentication() async throws {
+        let emulatorConfig = APNsEmulator.Configuration(certificateMode: true)
+        try await withSandbox(emulatorConfig, client: { $0.authentication = .certificate(ClientIdentity(certificateChainPEM: creds.apnsClientCertificatePEM, privateKeyPEM: creds.apnsClientKeyPEM)) }) { emulator, client in
+            _ = try await client.send(try request())
+            #expect(emulator.acceptedCount == 1)
+        }
+        // Without a certificate the connection cannot authenticate: the send fails instead of hanging.
+        try await withSandbox(emulatorConfig, client: { $0.maxAttempts = 2 }) { emulator, client in
+            let req = try request()
+            do throws(APNsFailure) {
+                _ = try await client.send(req)
+                Issue.record("should fail")
+            } catch {
+                #expect(error.transport != nil || error.reason == .missingProviderToken, "\(error)")
+            }
+        }
+    }
+
+    @Test func everyReasonStringRoundTripsAndUnknownOnesStayReadable() {
+        for reason in APNsReason.known { #expect(APNsReason(rawValue: reason.rawValue) == reason) }
+        #expect(APNsReason.known.count == 32)
+        let new = APNsReason(rawValue: "SomethingNew")
+        #expect(new == .unknown("SomethingNew") && new.metricLabel == "unknown" && new.retryDecision(status: 503, retryAfter: nil) == .retry)
+        #expect(new.retryDecision(status: 400, retryAfter: nil) == .never)
+    }
+}
