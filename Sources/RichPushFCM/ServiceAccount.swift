@@ -1,0 +1,36 @@
+import Foundation
+import RichPushCore
+import _CryptoExtras
+
+/// A Google service account, as the JSON file from the Firebase console holds it.
+public struct ServiceAccount: Sendable {
+    public var projectID: String
+    public var clientEmail: String
+    public var privateKeyID: String?
+    public var privateKey: _RSA.Signing.PrivateKey
+    public var tokenURI: String
+
+    public struct Problem: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    /// Reads the JSON; the private key never appears in errors.
+    public init(json data: Data) throws {
+        guard case .object(let o)? = try? JSONValue.parse(data) else { throw Problem(description: "service account: not a JSON object") }
+        func field(_ name: String) throws -> String {
+            guard let v = o[name]?.stringValue, !v.isEmpty else { throw Problem(description: "service account: missing \(name)") }
+            return v
+        }
+        projectID = try field("project_id")
+        clientEmail = try field("client_email")
+        privateKeyID = o["private_key_id"]?.stringValue
+        tokenURI = o["token_uri"]?.stringValue ?? "https://oauth2.googleapis.com/token"
+        do { privateKey = try _RSA.Signing.PrivateKey(pemRepresentation: try field("private_key")) } catch is Problem {
+            throw Problem(description: "service account: missing private_key")
+        } catch {
+            throw Problem(description: "service account: private_key is not an RSA key in PEM")
+        }
+    }
+
+    public init(contentsOf url: URL) throws { try self.init(json: try Data(contentsOf: url)) }
+}

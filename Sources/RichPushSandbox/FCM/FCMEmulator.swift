@@ -1,0 +1,109 @@
+import Foundation
+import NIOCore
+import NIOPosix
+import RichPushCore
+import _CryptoExtras
+
+/// A local FCM: Google's service-account token endpoint and FCM HTTP v1 `messages:send`, over TLS with
+/// HTTP/2 or HTTP/1.1, validating what the real service validates, with a token registry, quotas, a record
+/// of every accepted message, and faults on demand.
+///
+/// ```swift
+/// let fcm = try FCMEmulator(credentials: creds)
+/// let port = try await fcm.start()
+/// // service account token_uri: https://127.0.0.1:\(port)/token; messages at https://127.0.0.1:\(port)/v1/...
+/// fcm.unregister(token: "…")                 // later sends: 404 UNREGISTERED
+/// fcm.inject(.unavailable(retryAfter: 3))    // the next send: 503 with Retry-After
+/// ```
+public final class FCMEmulator: Sendable {
+    public struct Configuration: Sendable {
+        public var accessTokenLifetime: TimeInterval
+        public var autoRegisterTokens: Bool
+        /// Shorter registration tokens are answered `INVALID_ARGUMENT`.
+        public var minimumTokenLength: Int
+        public var projectMessagesPerMinute: Int
+        public var deviceMessagesPerMinute: Int
+        public var recordLimit: Int
+        public var now: @Sendable () -> Date
+
+        public init(accessTokenLifetime: TimeInterval = 3600, autoRegisterTokens: Bool = true, minimumTokenLength: Int = 8, projectMessagesPerMinute: Int = 600_000, deviceMessagesPerMinute: Int = 240, recordLimit: Int = 100_000, now: @escaping @Sendable () -> Date = { Date() }) {
+            self.accessTokenLifetime = accessTokenLifetime
+            self.autoRegisterTokens = autoRegisterTokens
+            self.minimumTokenLength = minimumTokenLength
+            self.projectMessagesPerMinute = projectMessagesPerMinute
+            self.deviceMessagesPerMinute = deviceMessagesPerMinute
+            self.recordLimit = recordLimit
+            self.now = now
+        }
+    }
+
+    public let configuration: Configuration
+    let state: FCMEmulatorState
+    let server: EmulatorServer<FCMEmulatorLogic>
+    let group: EventLoopGroup
+    private let ownsGroup: Bool
+    private let boundPort = NIOLockedBox<Int>(0)
+
+    public init(credentials: SandboxCredentials, configuration: Configuration = Configuration(), eventLoopGroup: EventLoopGroup? = nil) throws {
+        self.configuration = configuration
+        state = FCMEmulatorState(recordLimit: configuration.recordLimit)
+        ownsGroup = eventLoopGroup == nil
+        group = eventLoopGroup ?? MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        server = try EmulatorServer(logic: FCMEmulatorLogic(state: state, configuration: configuration), certificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM, allowHTTP1: true, group: group)
+        registerServiceAccount(email: credentials.fcmClientEmail, publicKey: credentials.fcmPublicKey, projects: [credentials.fcmProjectID])
+    }
+
+    @discardableResult
+    public func start(port: Int = 0) async throws -> Int {
+        let p = try await server.start(port: port)
+        boundPort.value = p
+        return p
+    }
+
+    public var port: Int { boundPort.value }
+    public var tokenURI: String { "https://127.0.0.1:\(port)/token" }
+
+    public func stop() async {
+        await server.stop()
+        if ownsGroup { try? await group.shutdownGracefully() }
+    }
+
+    /// Accepts assertions signed by this account, for messages to these projects.
+    public func registerServiceAccount(email: String, publicKey: _RSA.Signing.PublicKey, projects: Set<String>) {
+        state.data.withLockedValue { $0.accounts[email] = .init(publicKey: publicKey, projects: projects) }
+    }
+
+    public func registerDevice(_ token: String, project: String) {
+        state.data.withLockedValue { $0.devices[token] = .init(project: project, removed: false) }
+    }
+
+    /// Later sends to this token get `404 UNREGISTERED`.
+    public func unregister(token: String) {
+        state.data.withLockedValue { d in
+            var dev = d.devices[token] ?? .init(project: "", removed: true)
+            dev.removed = true
+            d.devices[token] = dev
+        }
+    }
+
+    public func inject(_ fault: FCMFault, count: Int = 1) { state.data.withLockedValue { $0.faults.append((fault, count, nil)) } }
+    public func inject(_ fault: FCMFault, rate: Double) { state.data.withLockedValue { $0.faults.append((fault, nil, rate)) } }
+    public func clearFaults() { state.data.withLockedValue { $0.faults.removeAll() } }
+
+    public func recorded() -> [RecordedFCMMessage] {
+        state.data.withLockedValue { d in Array(d.recorded[d.recordedStart...] + d.recorded[..<d.recordedStart]) }
+    }
+
+    public var acceptedCount: Int { state.data.withLockedValue { $0.acceptedCount } }
+    public var tokenExchangeCount: Int { state.data.withLockedValue { $0.tokenExchanges } }
+    public var errorCounts: [String: Int] { state.data.withLockedValue { $0.errors } }
+
+    public func resetRecords() {
+        state.data.withLockedValue { d in
+            d.recorded.removeAll()
+            d.recordedStart = 0
+            d.acceptedCount = 0
+            d.errors.removeAll()
+        }
+    }
+}
