@@ -1,0 +1,63 @@
+import ArgumentParser
+import Foundation
+import RichPushCore
+import RichPushSandbox
+
+struct SandboxCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sandbox",
+        abstract: "Run local APNs and FCM emulators with their own CA, APNs key and FCM service account, until stopped.",
+        discussion: """
+            Credentials are written to --dir (and reused on the next start). Point clients at the printed endpoints and
+            trust ca.pem. The admin API lists what was received and injects faults:
+              GET  /apns/notifications?token=…   GET /fcm/messages   GET /apns/stats   GET /fcm/stats
+              POST /apns/faults {"kind":"status","status":503,"reason":"ServiceUnavailable","count":2}
+              POST /fcm/faults  {"kind":"quota","retry_after":30,"rate":0.1}
+              POST /apns/devices/unregister {"token":"…"}   POST /fcm/devices/unregister {"token":"…"}
+            """
+    )
+
+    @Option(help: "Folder for the generated credentials.")
+    var dir = ".richpush-sandbox"
+
+    @Option(name: .customLong("apns-port"), help: "APNs emulator port (0: any free port).")
+    var apnsPort = 0
+
+    @Option(name: .customLong("fcm-port"), help: "FCM emulator port (0: any free port).")
+    var fcmPort = 0
+
+    @Option(name: .customLong("admin-port"), help: "Admin API port (0: any free port).")
+    var adminPort = 0
+
+    @Option(name: .customLong("max-streams"), help: "APNs stream limit after the first verified token.")
+    var maxStreams = 1000
+
+    @Option(help: "Event-loop threads.")
+    var threads = 2
+
+    @Flag(name: .customLong("record-limit-small"), help: "Keep only the last 10,000 notifications (for long load tests).")
+    var smallRecords = false
+
+    func run() async throws {
+        let ports = Sandbox.Ports(apns: apnsPort, fcm: fcmPort, admin: adminPort)
+        let limit = smallRecords ? 10_000 : 100_000
+        let sandbox = try await Sandbox.start(
+            directory: URL(fileURLWithPath: dir, isDirectory: true), ports: ports,
+            apnsConfiguration: .init(maxConcurrentStreams: maxStreams, recordLimit: limit), fcmConfiguration: .init(recordLimit: limit), threads: threads)
+        FileHandle.standardOutput.write(Data((sandbox.summary.prettyPrinted() + "\n").utf8))
+        FileHandle.standardOutput.write(Data("sandbox: serving; stop with Ctrl-C or SIGTERM\n".utf8))
+        // Serve until interrupted.
+        let (signals, continuation) = AsyncStream<Int32>.makeStream()
+        var sources: [DispatchSourceSignal] = []
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+            source.setEventHandler { continuation.yield(sig) }
+            source.resume()
+            sources.append(source)
+        }
+        for await _ in signals { break }
+        for source in sources { source.cancel() }
+        await sandbox.stop()
+    }
+}
