@@ -90,7 +90,8 @@ public final class FCMClient: Sendable {
         return try await send(path: "/v1/projects/\(projectID ?? configuration.serviceAccount.projectID)/messages:send", body: body)
     }
 
-    func send(path: String, body: ByteBuffer) async throws(FCMFailure) -> String {
+    /// Sends a prepared body to a `messages:send` path.
+    public func send(path: String, body: ByteBuffer) async throws(FCMFailure) -> String {
         var refreshed = false
         while true {
             let token = try await accessToken(forceRefresh: false)

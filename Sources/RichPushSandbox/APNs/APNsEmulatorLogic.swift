@@ -9,7 +9,9 @@ final class APNsConnectionState {
     var boundKey: String?
     var currentToken: String?
     var currentTokenSince: Date?
+    /// The verified token and its issue time, so that later requests with it skip decoding.
     var verified: Set<String> = []
+    var verifiedIssuedAt: Double = 0
     var limitRaised = false
     let hasClientCertificate: Bool
 
@@ -132,7 +134,7 @@ struct APNsEmulatorLogic: EmulatorLogic {
         let token = String(parts[1])
         let now = configuration.now()
         if token == connection.currentToken, connection.verified.contains(token) {
-            return ageProblem(token, now: now)
+            return now.timeIntervalSince1970 - connection.verifiedIssuedAt > 3600 ? (403, "ExpiredProviderToken") : nil
         }
         guard let jwt = JWT.Parts(token) else { return (403, "InvalidProviderToken") }
         let jose = jwt.header, claims = jwt.claims
@@ -161,12 +163,8 @@ struct APNsEmulatorLogic: EmulatorLogic {
             connection.currentTokenSince = now
         }
         connection.verified = [token]
+        connection.verifiedIssuedAt = iat
         return nil
-    }
-
-    private func ageProblem(_ token: String, now: Date) -> (Int, String)? {
-        guard let claims = JWT.Parts(token)?.claims, let iat = Self.issuedAt(claims["iat"]) else { return nil }
-        return now.timeIntervalSince1970 - iat > 3600 ? (403, "ExpiredProviderToken") : nil
     }
 
     /// `iat` as seconds: a number or a numeric string, and a millisecond value read as milliseconds.

@@ -1,0 +1,206 @@
+import ArgumentParser
+import Foundation
+import NIOCore
+import NIOPosix
+import RichPushAPNs
+import RichPushCore
+import RichPushFCM
+import RichPushSandbox
+import RichPushTransport
+
+/// The emulators in a child process, so that the client measured runs alone in this one.
+final class SandboxProcess {
+    let process = Process()
+    let input = Pipe()
+    let directory: URL
+    let apnsPort: Int
+    let fcmPort: Int
+
+    init(threads: Int) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("richpush-bench-sandbox-\(getpid())")
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = ["sandbox-server", directory.path, String(threads)]
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardInput = input
+        try process.run()
+        var line = Data()
+        while let byte = try out.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
+        let ports = String(decoding: line, as: UTF8.self).split(separator: " ").compactMap { Int($0) }
+        guard ports.count == 2 else { throw ExitCode(1) }
+        (apnsPort, fcmPort) = (ports[0], ports[1])
+    }
+
+    func stop() {
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
+/// Hidden: runs the sandbox until standard input closes; prints "APNS_PORT FCM_PORT" first.
+struct SandboxServer: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "sandbox-server", shouldDisplay: false)
+    @Argument var directory: String
+    @Argument var threads: Int = 1
+
+    func run() async throws {
+        let sandbox = try await Sandbox.start(
+            directory: URL(fileURLWithPath: directory), apnsConfiguration: .init(recordLimit: 1000), fcmConfiguration: .init(projectMessagesPerMinute: 100_000_000, deviceMessagesPerMinute: 100_000_000, recordLimit: 1000), threads: threads)
+        FileHandle.standardOutput.write(Data("\(sandbox.apns.port) \(sandbox.fcm.port)\n".utf8))
+        _ = FileHandle.standardInput.readDataToEndOfFile()
+        await sandbox.stop()
+    }
+}
+
+enum Peers {
+    static let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Benchmarks/peers").standardized
+
+    static func python(_ script: String, _ args: [String]) -> JSONValue? {
+        guard let (status, out) = try? Measure.runProcess("python3", [dir.appendingPathComponent(script).path] + args), status == 0 else { return nil }
+        return out.split(separator: "\n").last.flatMap { try? JSONValue.parse(String($0)) }
+    }
+}
+
+struct APNsBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "apns",
+        abstract: "Send notifications through RichPushAPNs to the APNs emulator; aioapns and h2load against the same emulator; ratios."
+    )
+
+    @Option(help: "Notifications RichPushAPNs sends.") var count = 200_000
+    @Option(help: "Notifications aioapns sends (it is slower).") var peerCount = 20_000
+    /// Fewer streams in flight per connection are faster: HTTP/2 stream bookkeeping grows with open streams.
+    @Option(help: "Requests in flight (the same for every client measured).") var concurrency = 200
+    @Option(help: "Connections.") var connections = 2
+    @Option(help: "Emulator event-loop threads.") var serverThreads = 1
+    @Option(help: "Client event-loop threads.") var clientThreads = 1
+
+    func run() async throws {
+        let sandbox = try SandboxProcess(threads: serverThreads)
+        defer { sandbox.stop() }
+        let creds = try SandboxCredentials.read(from: sandbox.directory)
+        let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: clientThreads)
+        let client = APNsClient(configuration: .init(endpoint: .custom(host: "127.0.0.1", port: sandbox.apnsPort), authentication: .token(key), trust: .certificateAuthority(pem: creds.caCertificatePEM), connections: connections, requestTimeout: 30), eventLoopGroup: group)
+        let message = try PushMessage.decode(JSONValue.parse(#"{"title":"Flash sale","body":"40% off until midnight","media":"https://cdn.example.com/sale.jpg"}"#))
+        let renderer = APNsRenderer(bundleID: "com.example.app")
+        let sample = renderer.render(message, deviceToken: "00")
+        var buffer = ByteBufferAllocator().buffer(capacity: sample.body.count)
+        buffer.writeBytes(sample.body)
+        let body = buffer
+        let headers = sample.headers.map { ($0.name, $0.value) }
+        let tokens = (0..<1000).map { String(format: "%064x", $0 + 1) }
+        _ = try await client.send(path: "/3/device/" + tokens[0], headers: headers, body: body)
+
+        let rssBefore = Measure.residentBytes()
+        let start = Measure.now()
+        let failures = try await Self.drive(count: count, concurrency: concurrency) { i in
+            do { _ = try await client.send(path: "/3/device/" + tokens[i % tokens.count], headers: headers, body: body); return true } catch { return false }
+        }
+        let seconds = Double(Measure.now() - start) / 1e9
+        let ours = Double(count) / seconds
+        let peak = Measure.peakResidentBytes()
+        await client.shutdown()
+        try await group.shutdownGracefully()
+        print("apns: \(count) notifications, \(concurrency) in flight, \(connections) connections, emulator on \(serverThreads) thread(s) in another process")
+        print(String(format: "  RichPushAPNs: %.0f notifications/s (%.2f s), %d failed", ours, seconds, failures))
+        print("  peak memory of the sending process: \(Measure.mb(peak)) (resident before the run: \(Measure.mb(rssBefore)))")
+
+        if let r = Peers.python("aioapns_peer.py", ["bench", sandbox.directory.path, String(sandbox.apnsPort), tokens[0], String(peerCount), String(concurrency)]), let rate = r["rate"]?.doubleValue {
+            print(String(format: "  aioapns: %.0f notifications/s (%d sent, %d ok)", rate, Int(r["sent"]?.intValue ?? 0), Int(r["ok"]?.intValue ?? 0)))
+            print(String(format: "  ratio RichPushAPNs / aioapns: %.1fx", ours / rate))
+        } else {
+            print("  aioapns: not run (python3 -m pip install aioapns)")
+        }
+        let jwt = try JWT.es256(header: #"{"alg":"ES256","kid":"\#(key.keyID)"}"#, claims: #"{"iss":"\#(key.teamID)","iat":\#(Int(Date().timeIntervalSince1970))}"#, key: key.privateKey)
+        let payloadFile = sandbox.directory.appendingPathComponent("payload.json")
+        try Data(sample.body).write(to: payloadFile)
+        var h2args = ["-n", String(count), "-c", String(connections), "-m", String(concurrency / max(1, connections)), "-t", "1", "-d", payloadFile.path]
+        for (n, v) in headers { h2args += ["-H", "\(n): \(v)"] }
+        h2args += ["-H", "authorization: bearer \(jwt)", "https://127.0.0.1:\(sandbox.apnsPort)/3/device/\(tokens[0])"]
+        if let (status, out) = try? Measure.runProcess("h2load", h2args), status == 0, let rate = Self.h2loadRate(out) {
+            let ok = out.split(separator: "\n").first { $0.contains("status codes:") }.map(String.init) ?? ""
+            print(String(format: "  h2load: %.0f requests/s (%@)", rate, ok.trimmingCharacters(in: .whitespaces)))
+            print(String(format: "  ratio RichPushAPNs / h2load: %.2f", ours / rate))
+        } else {
+            print("  h2load: not run (apt-get install nghttp2-client)")
+        }
+    }
+
+    static func h2loadRate(_ out: String) -> Double? {
+        // "finished in 2.01s, 99502.35 req/s, 4.41MB/s"
+        guard let line = out.split(separator: "\n").first(where: { $0.hasPrefix("finished in") }) else { return nil }
+        let parts = line.split(separator: ",")
+        guard parts.count > 1 else { return nil }
+        return Double(parts[1].trimmingCharacters(in: .whitespaces).split(separator: " ").first ?? "")
+    }
+
+    /// Runs `count` operations with at most `concurrency` at once; returns how many failed.
+    static func drive(count: Int, concurrency: Int, _ op: @escaping @Sendable (Int) async -> Bool) async throws -> Int {
+        await withTaskGroup(of: Bool.self) { group in
+            var next = 0, failed = 0
+            while next < min(concurrency, count) {
+                let i = next
+                group.addTask { await op(i) }
+                next += 1
+            }
+            while let ok = await group.next() {
+                if !ok { failed += 1 }
+                if next < count {
+                    let i = next
+                    group.addTask { await op(i) }
+                    next += 1
+                }
+            }
+            return failed
+        }
+    }
+}
+
+struct FCMBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fcm",
+        abstract: "Send messages through RichPushFCM to the FCM emulator; firebase-admin's send_each_async against the same emulator; ratio."
+    )
+
+    @Option(help: "Messages RichPushFCM sends.") var count = 100_000
+    @Option(help: "Messages firebase-admin sends.") var peerCount = 10_000
+    @Option(help: "Requests in flight.") var concurrency = 200
+    @Option(help: "Emulator event-loop threads.") var serverThreads = 1
+
+    func run() async throws {
+        let sandbox = try SandboxProcess(threads: serverThreads)
+        defer { sandbox.stop() }
+        let account = try ServiceAccount(contentsOf: sandbox.directory.appendingPathComponent("service-account.json"))
+        let creds = try SandboxCredentials.read(from: sandbox.directory)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let client = FCMClient(configuration: .init(serviceAccount: account, endpoint: .custom(host: "127.0.0.1", port: sandbox.fcmPort), trust: .certificateAuthority(pem: creds.caCertificatePEM), connections: 2, requestTimeout: 30), eventLoopGroup: group)
+        let message = try PushMessage.decode(JSONValue.parse(#"{"title":"Flash sale","body":"40% off until midnight","media":"https://cdn.example.com/sale.jpg"}"#))
+        let renderer = FCMRenderer(projectID: account.projectID)
+        let bodies = (0..<1000).map { i -> ByteBuffer in
+            let r = renderer.render(message, to: .token("bench-device-token-\(i)"))
+            var b = ByteBufferAllocator().buffer(capacity: r.bodyBytes.count)
+            b.writeBytes(r.bodyBytes)
+            return b
+        }
+        let path = "/v1/projects/\(account.projectID)/messages:send"
+        _ = try await client.send(path: path, body: bodies[0])
+        let start = Measure.now()
+        let failures = try await APNsBench.drive(count: count, concurrency: concurrency) { i in
+            do { _ = try await client.send(path: path, body: bodies[i % bodies.count]); return true } catch { return false }
+        }
+        let seconds = Double(Measure.now() - start) / 1e9
+        let ours = Double(count) / seconds
+        await client.shutdown()
+        try await group.shutdownGracefully()
+        print("fcm: \(count) messages, \(concurrency) in flight, emulator on \(serverThreads) thread(s) in another process")
+        print(String(format: "  RichPushFCM: %.0f messages/s (%.2f s), %d failed; peak memory %@", ours, seconds, failures, Measure.mb(Measure.peakResidentBytes())))
+        if let r = Peers.python("firebase_admin_peer.py", ["bench", sandbox.directory.path, String(sandbox.fcmPort), "bench-device-token-0", String(peerCount)]), let rate = r["rate"]?.doubleValue {
+            print(String(format: "  firebase-admin send_each_async: %.0f messages/s (%d sent, %d ok)", rate, Int(r["sent"]?.intValue ?? 0), Int(r["ok"]?.intValue ?? 0)))
+            print(String(format: "  ratio RichPushFCM / firebase-admin: %.1fx", ours / rate))
+        } else {
+            print("  firebase-admin: not run (python3 -m pip install firebase-admin)")
+        }
+    }
+}
