@@ -39,14 +39,7 @@ struct SandboxCommand: AsyncParsableCommand {
     var smallRecords = false
 
     func run() async throws {
-        let ports = Sandbox.Ports(apns: apnsPort, fcm: fcmPort, admin: adminPort)
-        let limit = smallRecords ? 10_000 : 100_000
-        let sandbox = try await Sandbox.start(
-            directory: URL(fileURLWithPath: dir, isDirectory: true), ports: ports,
-            apnsConfiguration: .init(maxConcurrentStreams: maxStreams, recordLimit: limit), fcmConfiguration: .init(recordLimit: limit), threads: threads)
-        FileHandle.standardOutput.write(Data((sandbox.summary.prettyPrinted() + "\n").utf8))
-        FileHandle.standardOutput.write(Data("sandbox: serving; stop with Ctrl-C or SIGTERM\n".utf8))
-        // Serve until interrupted.
+        // Signals are caught before anything is announced, so that a stop right after start is clean too.
         let (signals, continuation) = AsyncStream<Int32>.makeStream()
         var sources: [DispatchSourceSignal] = []
         for sig in [SIGINT, SIGTERM] {
@@ -56,6 +49,13 @@ struct SandboxCommand: AsyncParsableCommand {
             source.resume()
             sources.append(source)
         }
+        let ports = Sandbox.Ports(apns: apnsPort, fcm: fcmPort, admin: adminPort)
+        let limit = smallRecords ? 10_000 : 100_000
+        let sandbox = try await Sandbox.start(
+            directory: URL(fileURLWithPath: dir, isDirectory: true), ports: ports,
+            apnsConfiguration: .init(maxConcurrentStreams: maxStreams, recordLimit: limit), fcmConfiguration: .init(recordLimit: limit), threads: threads)
+        FileHandle.standardOutput.write(Data((sandbox.summary.prettyPrinted() + "\n").utf8))
+        FileHandle.standardOutput.write(Data("sandbox: serving; stop with Ctrl-C or SIGTERM\n".utf8))
         for await _ in signals { break }
         for source in sources { source.cancel() }
         await sandbox.stop()

@@ -52,7 +52,7 @@ import Testing
 
     @Test func oneTokenFetchServesManyConcurrentSendsUntilItNearsExpiry() async throws {
         let clock = TestClock()
-        try await withSandbox(.init(now: clock.now), client: { $0.now = clock.now }) { emulator, client in
+        try await withSandbox(.init(now: clock.now), client: { $0.now = clock.now; $0.requestTimeout = 30 }) { emulator, client in
             try await withThrowingTaskGroup(of: Void.self) { g in
                 for i in 0..<300 { g.addTask { _ = try await client.send(try self.request(#"{"body":"n\#(i)"}"#, to: .token("device-token-\(i % 50)-abcdefgh"))) } }
                 try await g.waitForAll()

@@ -95,8 +95,9 @@ public final class ProcessingSession: Sendable {
 
     /// Delivers what is staged now and cancels the rest: for `serviceExtensionTimeWillExpire()`.
     public func expire() {
-        work.cancel()
+        // Deliver first: cancelling first would let the unwinding pipeline deliver its own, later answer.
         finish(deadlineHit: true)
+        work.cancel()
     }
 
     /// True once the content has been handed over.
@@ -154,7 +155,7 @@ public final class ProcessingSession: Sendable {
             group.cancelAll()
             return first
         }
-        finish(deadlineHit: deadlineHit || Date() >= deadline)
+        finish(deadlineHit: deadlineHit || Task.isCancelled || Date() >= deadline)
     }
 
     private func fetchAll(_ media: [ReceivedMedia], staging: StagingDirectory, downloader: MediaDownloader) async {
