@@ -116,25 +116,14 @@ struct ServeMedia: AsyncParsableCommand {
 
 /// `serve-media` in a child process.
 final class MediaServerProcess {
-    let process = Process()
-    let input = Pipe()
+    let helper: HelperProcess
     let port: Int
 
     init(directory: URL) throws {
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = ["serve-media", directory.path]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardInput = input
-        try process.run()
-        var line = Data()
-        while let byte = try out.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
-        guard let p = Int(String(decoding: line, as: UTF8.self)) else { throw ExitCode(1) }
+        helper = try HelperProcess(["serve-media", directory.path])
+        guard let p = Int(helper.readyLine) else { throw ExitCode(1) }
         port = p
     }
 
-    func stop() {
-        try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
-    }
+    func stop() { helper.stop() }
 }

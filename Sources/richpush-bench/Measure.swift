@@ -62,3 +62,29 @@ enum Measure {
 
     static func mb(_ bytes: Int) -> String { String(format: "%.2f MB", Double(bytes) / 1_000_000) }
 }
+
+/// This executable again, as a helper (a server the measured code must not share a process with). It prints
+/// one line when ready and runs until its standard input closes.
+final class HelperProcess {
+    let process = Process()
+    let input = Pipe()
+    /// The helper's first line of output.
+    let readyLine: String
+
+    init(_ arguments: [String]) throws {
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardInput = input
+        try process.run()
+        var line = Data()
+        while let byte = try out.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
+        readyLine = String(decoding: line, as: UTF8.self)
+    }
+
+    func stop() {
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+}

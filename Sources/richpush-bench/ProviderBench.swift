@@ -10,30 +10,21 @@ import RichPushTransport
 
 /// The emulators in a child process, so that the client measured runs alone in this one.
 final class SandboxProcess {
-    let process = Process()
-    let input = Pipe()
+    let helper: HelperProcess
     let directory: URL
     let apnsPort: Int
     let fcmPort: Int
 
     init(threads: Int) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("richpush-bench-sandbox-\(getpid())")
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = ["sandbox-server", directory.path, String(threads)]
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardInput = input
-        try process.run()
-        var line = Data()
-        while let byte = try out.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
-        let ports = String(decoding: line, as: UTF8.self).split(separator: " ").compactMap { Int($0) }
+        helper = try HelperProcess(["sandbox-server", directory.path, String(threads)])
+        let ports = helper.readyLine.split(separator: " ").compactMap { Int($0) }
         guard ports.count == 2 else { throw ExitCode(1) }
         (apnsPort, fcmPort) = (ports[0], ports[1])
     }
 
     func stop() {
-        try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
+        helper.stop()
         try? FileManager.default.removeItem(at: directory)
     }
 }

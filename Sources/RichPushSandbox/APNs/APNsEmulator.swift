@@ -110,37 +110,33 @@ public final class APNsEmulator: Sendable {
 
     /// The next `count` requests show this fault.
     public func inject(_ fault: APNsFault, count: Int = 1) {
-        state.data.withLockedValue { $0.faults.append(.init(fault: fault, remaining: count, rate: nil)) }
+        state.data.withLockedValue { $0.faults.add(fault, count: count) }
     }
 
     /// This share of requests (0...1) show this fault, until cleared.
     public func inject(_ fault: APNsFault, rate: Double) {
-        state.data.withLockedValue { $0.faults.append(.init(fault: fault, remaining: nil, rate: rate)) }
+        state.data.withLockedValue { $0.faults.add(fault, rate: rate) }
     }
 
-    public func clearFaults() { state.data.withLockedValue { $0.faults.removeAll() } }
+    public func clearFaults() { state.data.withLockedValue { $0.faults.clear() } }
 
     // MARK: What was received
 
     /// Accepted notifications, oldest first (at most `recordLimit`), optionally for one token.
     public func recorded(token: String? = nil) -> [RecordedAPNsNotification] {
-        state.data.withLockedValue { d in
-            let ordered = Array(d.recorded[d.recordedStart...] + d.recorded[..<d.recordedStart])
-            guard let token else { return ordered }
-            return ordered.filter { $0.deviceToken == token.lowercased() }
-        }
+        let ordered = state.data.withLockedValue { $0.records.ordered }
+        guard let token else { return ordered }
+        return ordered.filter { $0.deviceToken == token.lowercased() }
     }
 
-    public var acceptedCount: Int { state.data.withLockedValue { $0.acceptedCount } }
+    public var acceptedCount: Int { state.data.withLockedValue { $0.records.total } }
 
     /// Rejections by reason.
     public var rejectedCounts: [String: Int] { state.data.withLockedValue { $0.rejected } }
 
     public func resetRecords() {
         state.data.withLockedValue { d in
-            d.recorded.removeAll()
-            d.recordedStart = 0
-            d.acceptedCount = 0
+            d.records.removeAll()
             d.rejected.removeAll()
         }
     }

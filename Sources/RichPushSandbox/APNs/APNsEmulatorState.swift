@@ -59,71 +59,21 @@ final class APNsEmulatorState: Sendable {
         var unregisteredAt: Date?
     }
 
-    struct FaultRule {
-        var fault: APNsFault
-        var remaining: Int?
-        var rate: Double?
-    }
-
     struct Data {
         var keys: [String: Key] = [:]
         var devices: [String: Device] = [:]
-        var recorded: [RecordedAPNsNotification] = []
-        var recordedStart = 0
-        var acceptedCount = 0
+        var records: RecordRing<RecordedAPNsNotification>
         var rejected: [String: Int] = [:]
-        var faults: [FaultRule] = []
-        var rng = SplitMix(seed: 0x5EED)
+        var faults = FaultPlan<APNsFault>()
     }
 
-    let data = NIOLockedValueBox(Data())
-    let recordLimit: Int
+    let data: NIOLockedValueBox<Data>
 
-    init(recordLimit: Int) { self.recordLimit = recordLimit }
+    init(recordLimit: Int) { data = NIOLockedValueBox(Data(records: RecordRing(capacity: recordLimit))) }
 
-    func nextFault() -> APNsFault? {
-        data.withLockedValue { d in
-            for i in d.faults.indices {
-                if let rate = d.faults[i].rate {
-                    if d.rng.nextDouble() < rate { return d.faults[i].fault }
-                    continue
-                }
-                if let n = d.faults[i].remaining, n > 0 {
-                    d.faults[i].remaining = n - 1
-                    let f = d.faults[i].fault
-                    if n == 1 { d.faults.remove(at: i) }
-                    return f
-                }
-            }
-            return nil
-        }
-    }
+    func nextFault() -> APNsFault? { data.withLockedValue { $0.faults.next() } }
 
-    func record(_ n: RecordedAPNsNotification) {
-        data.withLockedValue { d in
-            d.acceptedCount += 1
-            if d.recorded.count < recordLimit {
-                d.recorded.append(n)
-            } else {
-                d.recorded[d.recordedStart] = n  // a ring: the newest replace the oldest
-                d.recordedStart = (d.recordedStart + 1) % recordLimit
-            }
-        }
-    }
+    func record(_ n: RecordedAPNsNotification) { data.withLockedValue { $0.records.append(n) } }
 
     func reject(_ reason: String) { data.withLockedValue { $0.rejected[reason, default: 0] += 1 } }
-}
-
-/// A small deterministic generator for fault rates.
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    mutating func nextDouble() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }

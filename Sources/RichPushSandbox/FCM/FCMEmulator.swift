@@ -86,23 +86,22 @@ public final class FCMEmulator: Sendable {
         }
     }
 
-    public func inject(_ fault: FCMFault, count: Int = 1) { state.data.withLockedValue { $0.faults.append((fault, count, nil)) } }
-    public func inject(_ fault: FCMFault, rate: Double) { state.data.withLockedValue { $0.faults.append((fault, nil, rate)) } }
-    public func clearFaults() { state.data.withLockedValue { $0.faults.removeAll() } }
+    /// The next `count` sends show this fault.
+    public func inject(_ fault: FCMFault, count: Int = 1) { state.data.withLockedValue { $0.faults.add(fault, count: count) } }
+    /// This share of sends (0...1) show this fault, until cleared.
+    public func inject(_ fault: FCMFault, rate: Double) { state.data.withLockedValue { $0.faults.add(fault, rate: rate) } }
+    public func clearFaults() { state.data.withLockedValue { $0.faults.clear() } }
 
-    public func recorded() -> [RecordedFCMMessage] {
-        state.data.withLockedValue { d in Array(d.recorded[d.recordedStart...] + d.recorded[..<d.recordedStart]) }
-    }
+    /// Accepted messages, oldest first (at most `recordLimit`).
+    public func recorded() -> [RecordedFCMMessage] { state.data.withLockedValue { $0.records.ordered } }
 
-    public var acceptedCount: Int { state.data.withLockedValue { $0.acceptedCount } }
+    public var acceptedCount: Int { state.data.withLockedValue { $0.records.total } }
     public var tokenExchangeCount: Int { state.data.withLockedValue { $0.tokenExchanges } }
     public var errorCounts: [String: Int] { state.data.withLockedValue { $0.errors } }
 
     public func resetRecords() {
         state.data.withLockedValue { d in
-            d.recorded.removeAll()
-            d.recordedStart = 0
-            d.acceptedCount = 0
+            d.records.removeAll()
             d.errors.removeAll()
         }
     }

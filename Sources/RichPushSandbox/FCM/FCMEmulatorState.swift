@@ -50,50 +50,22 @@ final class FCMEmulatorState: Sendable {
         var accounts: [String: Account] = [:]
         var accessTokens: [String: (email: String, expires: Date)] = [:]
         var devices: [String: Device] = [:]
-        var recorded: [RecordedFCMMessage] = []
-        var recordedStart = 0
-        var acceptedCount = 0
+        var records: RecordRing<RecordedFCMMessage>
         var tokenExchanges = 0
         var errors: [String: Int] = [:]
-        var faults: [(fault: FCMFault, remaining: Int?, rate: Double?)] = []
-        var rng = SplitMix(seed: 0xFC3)
+        var faults = FaultPlan<FCMFault>()
         var minute: Int64 = 0
         var projectCount: [String: Int] = [:]
         var deviceCount: [String: Int] = [:]
     }
 
-    let data = NIOLockedValueBox(Data())
-    let recordLimit: Int
+    let data: NIOLockedValueBox<Data>
 
-    init(recordLimit: Int) { self.recordLimit = recordLimit }
+    init(recordLimit: Int) { data = NIOLockedValueBox(Data(records: RecordRing(capacity: recordLimit))) }
 
-    func nextFault() -> FCMFault? {
-        data.withLockedValue { d in
-            for i in d.faults.indices {
-                if let rate = d.faults[i].rate {
-                    if d.rng.nextDouble() < rate { return d.faults[i].fault }
-                    continue
-                }
-                if let n = d.faults[i].remaining, n > 0 {
-                    d.faults[i].remaining = n - 1
-                    let f = d.faults[i].fault
-                    if n == 1 { d.faults.remove(at: i) }
-                    return f
-                }
-            }
-            return nil
-        }
-    }
+    func nextFault() -> FCMFault? { data.withLockedValue { $0.faults.next() } }
 
-    func record(_ m: RecordedFCMMessage) {
-        data.withLockedValue { d in
-            d.acceptedCount += 1
-            if d.recorded.count < recordLimit { d.recorded.append(m) } else {
-                d.recorded[d.recordedStart] = m
-                d.recordedStart = (d.recordedStart + 1) % recordLimit
-            }
-        }
-    }
+    func record(_ m: RecordedFCMMessage) { data.withLockedValue { $0.records.append(m) } }
 
     func count(error: String) { data.withLockedValue { $0.errors[error, default: 0] += 1 } }
 }
