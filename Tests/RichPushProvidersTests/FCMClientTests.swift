@@ -136,7 +136,7 @@ import Testing
     }
 
     @Test func transportFaults() async throws {
-        try await withSandbox(client: { $0.requestTimeout = 0.5; $0.connections = 1 }) { emulator, client in
+        try await withSandbox(client: { $0.requestTimeout = 1.5; $0.connections = 1 }) { emulator, client in
             _ = try await client.send(try request())
             emulator.inject(.stall)
             #expect(await failure(client, try request())?.transport == .timedOut)

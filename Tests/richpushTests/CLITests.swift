@@ -137,3 +137,17 @@ import Testing
         #expect(p.terminationReason == .exit && p.terminationStatus == 0)
     }
 }
+
+@Suite struct DemoCommandTests {
+    @Test func theDemoRunsEndToEnd() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("demo-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let r = try CLITests().run(["demo", "--dir", dir.path])
+        #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
+        #expect(r.stdout.contains("3. APNs: accepted"))
+        #expect(r.stdout.contains("4. FCM: accepted as projects/"))
+        #expect(r.stdout.contains("attachment media-0: PNG image"))
+        #expect(r.stdout.contains("attachment chart: PNG image"))
+        #expect(r.stdout.contains("2,778 signups on Sunday"))
+    }
+}
