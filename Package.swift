@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "RichPushSandbox", targets: ["RichPushSandbox"]),
         .library(name: "RichPushAPNs", targets: ["RichPushAPNs"]),
         .library(name: "RichPushFCM", targets: ["RichPushFCM"]),
+        .library(name: "RichPushServer", targets: ["RichPushServer"]),
         .executable(name: "richpush", targets: ["richpush"]),
         .executable(name: "richpush-bench", targets: ["richpush-bench"]),
     ],
@@ -23,6 +24,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     ],
     targets: [
         // Foundation only: must keep building for iOS extensions.
@@ -48,6 +50,15 @@ let package = Package(
         ),
         .target(name: "RichPushAPNs", dependencies: ["RichPushCore", "RichPushTransport"]),
         .target(name: "RichPushFCM", dependencies: ["RichPushCore", "RichPushTransport"]),
+        // The service: storage, queue and workers (the HTTP API is still to come).
+        .target(
+            name: "RichPushServer",
+            dependencies: [
+                "RichPushCore",
+                "RichPushTransport",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
         .target(
             name: "RichPushSandbox",
             dependencies: [
@@ -97,6 +108,7 @@ let package = Package(
         .testTarget(name: "RichPushChartsTests", dependencies: ["RichPushCharts", "RichPushCore"]),
         .testTarget(name: "RichPushMediaTests", dependencies: ["RichPushMedia", "RichPushSandbox", "RichPushCore", "RichPushTestSupport"]),
         .testTarget(name: "RichPushProvidersTests", dependencies: ["RichPushAPNs", "RichPushFCM", "RichPushSandbox", "RichPushCore", "RichPushTransport"]),
+        .testTarget(name: "RichPushServerTests", dependencies: ["RichPushServer", "RichPushCore", "RichPushTransport"]),
         .testTarget(name: "richpushTests", dependencies: ["richpush", "RichPushCore", "RichPushSandbox", "RichPushTestSupport"]),
     ]
 )

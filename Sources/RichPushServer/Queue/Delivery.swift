@@ -1,0 +1,106 @@
+import Foundation
+
+/// Which provider a delivery goes through.
+public enum DeliveryProvider: String, Sendable, Hashable, CaseIterable {
+    case apns, fcm
+}
+
+/// Where a delivery stands. Every accepted notification ends in one of the final states.
+public enum DeliveryState: String, Sendable, Hashable, CaseIterable {
+    /// Waiting for its time (`notBefore`).
+    case queued
+    /// Claimed by a worker until its lease runs out.
+    case leased
+    case delivered
+    /// The provider refused it for good, or retries ran out.
+    case failed
+    /// Its time to live passed before it could be delivered.
+    case expired
+    /// The provider said the token is gone; the token was pruned.
+    case pruned
+
+    public var isFinal: Bool { self != .queued && self != .leased }
+}
+
+/// One delivery to add: a notification to one target through one provider.
+public struct NewDelivery: Sendable, Hashable {
+    public var notificationID: String
+    public var appID: String
+    public var provider: DeliveryProvider
+    /// A device token, an FCM topic or an FCM condition.
+    public var target: String
+    /// Not before this time (a scheduled send, or spreading a large send).
+    public var notBefore: Date
+    /// Give up after this time (the message's TTL).
+    public var expiresAt: Date?
+
+    public init(notificationID: String, appID: String, provider: DeliveryProvider, target: String, notBefore: Date = Date(), expiresAt: Date? = nil) {
+        self.notificationID = notificationID
+        self.appID = appID
+        self.provider = provider
+        self.target = target
+        self.notBefore = notBefore
+        self.expiresAt = expiresAt
+    }
+}
+
+/// A delivery as stored.
+public struct DeliveryRecord: Sendable, Hashable {
+    public var id: Int64
+    public var notificationID: String
+    public var appID: String
+    public var provider: DeliveryProvider
+    public var target: String
+    public var state: DeliveryState
+    /// Attempts started (claims).
+    public var attempts: Int
+    public var notBefore: Date
+    public var expiresAt: Date?
+    public var leaseOwner: String?
+    public var leaseUntil: Date?
+    /// The provider's reason or a transport label, for failed, expired, pruned and rescheduled deliveries.
+    public var reason: String?
+    /// The provider's id for a delivered notification (`apns-id`, FCM message name).
+    public var providerID: String?
+    public var updatedAt: Date
+}
+
+/// How a claimed delivery ended.
+public struct DeliveryOutcome: Sendable, Hashable {
+    public var state: DeliveryState
+    public var reason: String?
+    public var providerID: String?
+
+    public static func delivered(providerID: String?) -> DeliveryOutcome { .init(state: .delivered, reason: nil, providerID: providerID) }
+    public static func failed(_ reason: String) -> DeliveryOutcome { .init(state: .failed, reason: reason, providerID: nil) }
+    public static func pruned(_ reason: String) -> DeliveryOutcome { .init(state: .pruned, reason: reason, providerID: nil) }
+    public static func expired(_ reason: String = "ttl") -> DeliveryOutcome { .init(state: .expired, reason: reason, providerID: nil) }
+}
+
+/// A durable queue of deliveries: workers claim batches under a lease, and every claim ends in a final outcome or
+/// a new time. A worker that dies leaves its leases to run out; the deliveries are then claimed again.
+///
+/// `SQLiteDeliveryQueue` is the embedded default; `MemoryDeliveryQueue` is its twin for fast tests.
+public protocol DeliveryQueue: Sendable {
+    /// Adds deliveries; returns how many were added.
+    @discardableResult
+    func enqueue(_ deliveries: [NewDelivery]) async throws -> Int
+
+    /// Leases up to `limit` deliveries that are due (or whose lease ran out) to `owner` until `now + lease`,
+    /// earliest first. Deliveries whose time to live has passed are marked expired instead of being handed out.
+    func claim(owner: String, limit: Int, now: Date, lease: TimeInterval) async throws -> [DeliveryRecord]
+
+    /// Records the outcome of a claimed delivery; false when `owner` no longer holds the lease.
+    @discardableResult
+    func finish(id: Int64, owner: String, outcome: DeliveryOutcome, now: Date) async throws -> Bool
+
+    /// Puts a claimed delivery back, due at `notBefore`, remembering why; false when the lease was lost.
+    @discardableResult
+    func reschedule(id: Int64, owner: String, notBefore: Date, reason: String, now: Date) async throws -> Bool
+
+    /// Deliveries per state.
+    func counts() async throws -> [DeliveryState: Int]
+
+    /// The deliveries of one notification.
+    func deliveries(notificationID: String) async throws -> [DeliveryRecord]
+}

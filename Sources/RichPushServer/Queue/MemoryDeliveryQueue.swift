@@ -1,0 +1,83 @@
+import Foundation
+
+/// The in-memory twin of ``SQLiteDeliveryQueue``, for fast unit tests: same rules, nothing survives a restart.
+public actor MemoryDeliveryQueue: DeliveryQueue {
+    private var records: [Int64: DeliveryRecord] = [:]
+    private var nextID: Int64 = 1
+
+    public init() {}
+
+    @discardableResult
+    public func enqueue(_ deliveries: [NewDelivery]) -> Int {
+        for d in deliveries {
+            records[nextID] = DeliveryRecord(
+                id: nextID, notificationID: d.notificationID, appID: d.appID, provider: d.provider, target: d.target, state: .queued, attempts: 0,
+                notBefore: d.notBefore, expiresAt: d.expiresAt, leaseOwner: nil, leaseUntil: nil, reason: nil, providerID: nil, updatedAt: Date())
+            nextID += 1
+        }
+        return deliveries.count
+    }
+
+    public func claim(owner: String, limit: Int, now: Date, lease: TimeInterval) -> [DeliveryRecord] {
+        let due = records.values.filter { r in
+            (r.state == .queued && r.notBefore <= now) || (r.state == .leased && (r.leaseUntil ?? .distantPast) < now)
+        }.sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) }
+        var out: [DeliveryRecord] = []
+        for var r in due {
+            if let e = r.expiresAt, e < now {
+                r.state = .expired
+                r.reason = "ttl"
+                r.leaseOwner = nil
+                r.leaseUntil = nil
+                r.updatedAt = now
+                records[r.id] = r
+                continue
+            }
+            guard out.count < limit else { break }
+            r.state = .leased
+            r.leaseOwner = owner
+            r.leaseUntil = now.addingTimeInterval(lease)
+            r.attempts += 1
+            r.updatedAt = now
+            records[r.id] = r
+            out.append(r)
+        }
+        return out
+    }
+
+    @discardableResult
+    public func finish(id: Int64, owner: String, outcome: DeliveryOutcome, now: Date) -> Bool {
+        guard var r = records[id], r.state == .leased, r.leaseOwner == owner else { return false }
+        r.state = outcome.state
+        r.reason = outcome.reason
+        r.providerID = outcome.providerID
+        r.leaseOwner = nil
+        r.leaseUntil = nil
+        r.updatedAt = now
+        records[id] = r
+        return true
+    }
+
+    @discardableResult
+    public func reschedule(id: Int64, owner: String, notBefore: Date, reason: String, now: Date) -> Bool {
+        guard var r = records[id], r.state == .leased, r.leaseOwner == owner else { return false }
+        r.state = .queued
+        r.notBefore = notBefore
+        r.reason = reason
+        r.leaseOwner = nil
+        r.leaseUntil = nil
+        r.updatedAt = now
+        records[id] = r
+        return true
+    }
+
+    public func counts() -> [DeliveryState: Int] {
+        var c: [DeliveryState: Int] = [:]
+        for r in records.values { c[r.state, default: 0] += 1 }
+        return c
+    }
+
+    public func deliveries(notificationID: String) -> [DeliveryRecord] {
+        records.values.filter { $0.notificationID == notificationID }.sorted { $0.id < $1.id }
+    }
+}

@@ -1,0 +1,142 @@
+import Foundation
+import GRDB
+
+/// The delivery queue in an embedded SQLite file (WAL): durable across crashes and restarts, claimed in
+/// transactions so that two workers never hold the same delivery.
+///
+/// ```swift
+/// let queue = try SQLiteDeliveryQueue(path: "richpush.sqlite")
+/// try await queue.enqueue([NewDelivery(notificationID: id, appID: app, provider: .apns, target: token)])
+/// let batch = try await queue.claim(owner: "worker-1", limit: 100, now: Date(), lease: 30)
+/// ```
+public final class SQLiteDeliveryQueue: DeliveryQueue {
+    let pool: DatabasePool
+
+    /// Opens (and creates or migrates) the database at `path`.
+    public init(path: String) throws {
+        var config = Configuration()
+        config.busyMode = .timeout(10)
+        config.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        pool = try DatabasePool(path: path, configuration: config)
+        try Self.migrator.migrate(pool)
+    }
+
+    static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("deliveries-v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE deliveries (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    notification_id TEXT NOT NULL,
+                    app_id TEXT NOT NULL,
+                    provider TEXT NOT NULL,
+                    target TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    not_before REAL NOT NULL,
+                    expires_at REAL,
+                    lease_owner TEXT,
+                    lease_until REAL,
+                    reason TEXT,
+                    provider_id TEXT,
+                    updated_at REAL NOT NULL
+                );
+                CREATE INDEX deliveries_due ON deliveries(state, not_before);
+                CREATE INDEX deliveries_lease ON deliveries(state, lease_until);
+                CREATE INDEX deliveries_notification ON deliveries(notification_id);
+                """)
+        }
+        return m
+    }
+
+    /// The journal mode in use (`wal`).
+    public func journalMode() throws -> String {
+        try pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
+    }
+
+    @discardableResult
+    public func enqueue(_ deliveries: [NewDelivery]) async throws -> Int {
+        let now = Date().timeIntervalSince1970
+        return try await pool.write { db in
+            let statement = try db.makeStatement(sql: """
+                INSERT INTO deliveries (notification_id, app_id, provider, target, state, not_before, expires_at, updated_at)
+                VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)
+                """)
+            for d in deliveries {
+                try statement.execute(arguments: [d.notificationID, d.appID, d.provider.rawValue, d.target, d.notBefore.timeIntervalSince1970, d.expiresAt?.timeIntervalSince1970, now])
+            }
+            return deliveries.count
+        }
+    }
+
+    public func claim(owner: String, limit: Int, now: Date, lease: TimeInterval) async throws -> [DeliveryRecord] {
+        let t = now.timeIntervalSince1970
+        return try await pool.write { db in
+            // Deliveries past their time to live end as expired rather than being sent late.
+            try db.execute(sql: """
+                UPDATE deliveries SET state = 'expired', reason = 'ttl', lease_owner = NULL, lease_until = NULL, updated_at = ?
+                WHERE expires_at IS NOT NULL AND expires_at < ?
+                  AND ((state = 'queued' AND not_before <= ?) OR (state = 'leased' AND lease_until < ?))
+                """, arguments: [t, t, t, t])
+            let rows = try Row.fetchAll(db, sql: """
+                UPDATE deliveries SET state = 'leased', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
+                WHERE id IN (
+                    SELECT id FROM deliveries WHERE state = 'queued' AND not_before <= ?
+                    UNION ALL
+                    SELECT id FROM deliveries WHERE state = 'leased' AND lease_until < ?
+                    ORDER BY id LIMIT ?)
+                RETURNING *
+                """, arguments: [owner, t + lease, t, t, t, limit])
+            return rows.map(Self.record).sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) }
+        }
+    }
+
+    @discardableResult
+    public func finish(id: Int64, owner: String, outcome: DeliveryOutcome, now: Date) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: """
+                UPDATE deliveries SET state = ?, reason = ?, provider_id = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?
+                WHERE id = ? AND state = 'leased' AND lease_owner = ?
+                """, arguments: [outcome.state.rawValue, outcome.reason, outcome.providerID, now.timeIntervalSince1970, id, owner])
+            return db.changesCount == 1
+        }
+    }
+
+    @discardableResult
+    public func reschedule(id: Int64, owner: String, notBefore: Date, reason: String, now: Date) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(sql: """
+                UPDATE deliveries SET state = 'queued', not_before = ?, reason = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?
+                WHERE id = ? AND state = 'leased' AND lease_owner = ?
+                """, arguments: [notBefore.timeIntervalSince1970, reason, now.timeIntervalSince1970, id, owner])
+            return db.changesCount == 1
+        }
+    }
+
+    public func counts() async throws -> [DeliveryState: Int] {
+        try await pool.read { db in
+            var c: [DeliveryState: Int] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM deliveries GROUP BY state") {
+                if let s = DeliveryState(rawValue: row["state"]) { c[s] = row["n"] }
+            }
+            return c
+        }
+    }
+
+    public func deliveries(notificationID: String) async throws -> [DeliveryRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM deliveries WHERE notification_id = ? ORDER BY id", arguments: [notificationID]).map(Self.record)
+        }
+    }
+
+    static func record(_ row: Row) -> DeliveryRecord {
+        func date(_ column: String) -> Date? { (row[column] as Double?).map { Date(timeIntervalSince1970: $0) } }
+        return DeliveryRecord(
+            id: row["id"], notificationID: row["notification_id"], appID: row["app_id"], provider: DeliveryProvider(rawValue: row["provider"]) ?? .apns,
+            target: row["target"], state: DeliveryState(rawValue: row["state"]) ?? .queued, attempts: row["attempts"], notBefore: date("not_before") ?? .distantPast,
+            expiresAt: date("expires_at"), leaseOwner: row["lease_owner"], leaseUntil: date("lease_until"), reason: row["reason"], providerID: row["provider_id"],
+            updatedAt: date("updated_at") ?? .distantPast)
+    }
+}
