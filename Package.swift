@@ -56,6 +56,10 @@ let package = Package(
             dependencies: [
                 "RichPushCore",
                 "RichPushTransport",
+                "RichPushAPNs",
+                "RichPushFCM",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
             ]
         ),
@@ -108,7 +112,7 @@ let package = Package(
         .testTarget(name: "RichPushChartsTests", dependencies: ["RichPushCharts", "RichPushCore"]),
         .testTarget(name: "RichPushMediaTests", dependencies: ["RichPushMedia", "RichPushSandbox", "RichPushCore", "RichPushTestSupport"]),
         .testTarget(name: "RichPushProvidersTests", dependencies: ["RichPushAPNs", "RichPushFCM", "RichPushSandbox", "RichPushCore", "RichPushTransport"]),
-        .testTarget(name: "RichPushServerTests", dependencies: ["RichPushServer", "RichPushCore", "RichPushTransport"]),
+        .testTarget(name: "RichPushServerTests", dependencies: ["RichPushServer", "RichPushCore", "RichPushTransport", "RichPushAPNs", "RichPushFCM", "RichPushSandbox"]),
         .testTarget(name: "richpushTests", dependencies: ["richpush", "RichPushCore", "RichPushSandbox", "RichPushTestSupport"]),
     ]
 )

@@ -1,0 +1,92 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import RichPushAPNs
+import RichPushCore
+import RichPushFCM
+import RichPushTransport
+
+/// The result of one attempt.
+public enum SendResult: Sendable, Hashable {
+    case delivered(providerID: String?)
+    case failed(RetryDecision, reason: String)
+}
+
+/// Sends one delivery; a worker calls it for each claimed delivery.
+public protocol DeliverySender: Sendable {
+    func send(_ delivery: DeliveryRecord) async -> SendResult
+}
+
+/// Sends through RichPushAPNs and RichPushFCM, rendering each notification once per provider.
+public final class ProviderDeliverySender: DeliverySender {
+    public struct App: Sendable {
+        public var apns: APNsClient?
+        public var bundleID: String
+        public var fcm: FCMClient?
+        public var fcmProjectID: String
+        public var chartImageURL: String?
+
+        public init(apns: APNsClient?, bundleID: String, fcm: FCMClient?, fcmProjectID: String, chartImageURL: String? = nil) {
+            self.apns = apns
+            self.bundleID = bundleID
+            self.fcm = fcm
+            self.fcmProjectID = fcmProjectID
+            self.chartImageURL = chartImageURL
+        }
+    }
+
+    let apps: [String: App]
+    /// The message of a notification id (the server's notification store).
+    let message: @Sendable (String) async -> PushMessage?
+    let rendered = RenderCache()
+
+    public init(apps: [String: App], message: @escaping @Sendable (String) async -> PushMessage?) {
+        self.apps = apps
+        self.message = message
+    }
+
+    public func send(_ d: DeliveryRecord) async -> SendResult {
+        guard let app = apps[d.appID] else { return .failed(.fixCredentials, reason: "unknown_app") }
+        guard let m = await message(d.notificationID) else { return .failed(.never, reason: "notification_missing") }
+        switch d.provider {
+        case .apns:
+            guard let client = app.apns else { return .failed(.fixCredentials, reason: "apns_not_configured") }
+            let (headers, body) = rendered.apns(d.notificationID) {
+                let r = APNsRenderer(bundleID: app.bundleID).render(m, deviceToken: "")
+                var b = ByteBufferAllocator().buffer(capacity: r.body.count)
+                b.writeBytes(r.body)
+                return (r.headers.map { ($0.name, $0.value) }, b)
+            }
+            do {
+                let delivery = try await client.send(path: "/3/device/" + d.target, headers: headers, body: body)
+                return .delivered(providerID: delivery.apnsID)
+            } catch {
+                return .failed(error.retry, reason: error.label)
+            }
+        case .fcm:
+            guard let client = app.fcm else { return .failed(.fixCredentials, reason: "fcm_not_configured") }
+            let target: FCMTarget = d.target.hasPrefix("topic:") ? .topic(String(d.target.dropFirst(6))) : d.target.hasPrefix("condition:") ? .condition(String(d.target.dropFirst(10))) : .token(d.target)
+            let request = FCMRenderer(projectID: app.fcmProjectID, chartImageURL: app.chartImageURL).render(m, to: target)
+            do {
+                return .delivered(providerID: try await client.send(request))
+            } catch {
+                return .failed(error.retry, reason: error.label)
+            }
+        }
+    }
+}
+
+/// Rendered APNs requests by notification, so that a fan-out renders once.
+final class RenderCache: Sendable {
+    private let apnsCache = NIOLockedValueBox<[String: ([(String, String)], ByteBuffer)]>([:])
+
+    func apns(_ id: String, render: () -> ([(String, String)], ByteBuffer)) -> ([(String, String)], ByteBuffer) {
+        if let hit = apnsCache.withLockedValue({ $0[id] }) { return hit }
+        let value = render()
+        apnsCache.withLockedValue { cache in
+            if cache.count > 10_000 { cache.removeAll() }
+            cache[id] = value
+        }
+        return value
+    }
+}

@@ -1,0 +1,67 @@
+import Foundation
+import NIOConcurrencyHelpers
+import RichPushAPNs
+import RichPushCore
+import RichPushFCM
+import RichPushSandbox
+import RichPushServer
+import RichPushTransport
+import Testing
+
+/// The worker against the APNs and FCM emulators over real TLS HTTP/2, with faults injected.
+@Suite struct DeliveryWorkerTests {
+    @Test func everyDeliveryEndsInAnOutcomeThroughFaults() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("worker-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sandbox = try await Sandbox.start(directory: dir, threads: 1)
+        let creds = sandbox.credentials
+        let apns = APNsClient(configuration: .init(
+            endpoint: .custom(host: "127.0.0.1", port: sandbox.apns.port),
+            authentication: .token(try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)),
+            trust: .certificateAuthority(pem: creds.caCertificatePEM), requestTimeout: 20))
+        let account = try ServiceAccount(contentsOf: sandbox.files["service-account"]!)
+        let fcm = FCMClient(configuration: .init(serviceAccount: account, endpoint: .custom(host: "127.0.0.1", port: sandbox.fcm.port), trust: .certificateAuthority(pem: creds.caCertificatePEM), requestTimeout: 20))
+
+        let message = try PushMessage.decode(JSONValue.parse(#"{"title":"Worker","body":"through faults","media":"https://x.test/a.jpg"}"#))
+        let sender = ProviderDeliverySender(apps: ["app": .init(apns: apns, bundleID: "com.example.app", fcm: fcm, fcmProjectID: account.projectID)]) { id in
+            id == "n1" ? message : nil
+        }
+        let queue = try SQLiteDeliveryQueue(path: dir.appendingPathComponent("queue.sqlite").path)
+        let apnsTokens = (0..<300).map { String(format: "%064x", $0 + 1) }
+        let fcmTokens = (0..<300).map { "fcm-device-token-\($0)" }
+        try await queue.enqueue(apnsTokens.map { NewDelivery(notificationID: "n1", appID: "app", provider: .apns, target: $0) })
+        try await queue.enqueue(fcmTokens.map { NewDelivery(notificationID: "n1", appID: "app", provider: .fcm, target: $0) })
+        try await queue.enqueue([NewDelivery(notificationID: "missing", appID: "app", provider: .apns, target: apnsTokens[0])])
+        for t in apnsTokens.prefix(10) {
+            sandbox.apns.registerDevice(t, topic: "com.example.app")
+            sandbox.apns.unregisterDevice(t)
+        }
+        for t in fcmTokens.prefix(10) { sandbox.fcm.unregister(token: t) }
+        sandbox.apns.inject(.status(503, reason: "ServiceUnavailable"), rate: 0.2)
+        sandbox.fcm.inject(.unavailable(retryAfter: nil), rate: 0.2)
+
+        let pruned = NIOLockedValueBox<[String]>([])
+        let worker = DeliveryWorker(configuration: .init(batchSize: 100, concurrency: 100, lease: 30, retry: RetryPolicy(baseDelay: 0.01, maxDelay: 0.05, maxAttempts: 20)), queue: queue, sender: sender, prune: { d, _ in
+            pruned.withLockedValue { $0.append(d.target) }
+        })
+        let started = Date()
+        while Date().timeIntervalSince(started) < 60 {
+            let c = try await queue.counts()
+            if (c[.queued] ?? 0) + (c[.leased] ?? 0) == 0 { break }
+            if try await worker.runOnce() == 0 { try await Task.sleep(nanoseconds: 20_000_000) }
+        }
+        let counts = try await queue.counts()
+        #expect(counts == [.delivered: 580, .pruned: 20, .failed: 1], "\(counts)")
+        #expect(Set(pruned.withLockedValue { $0 }) == Set(apnsTokens.prefix(10) + fcmTokens.prefix(10)))
+        // Each accepted once: the 503s were answered before processing, so the retries duplicated nothing.
+        #expect(sandbox.apns.acceptedCount == 290 && sandbox.fcm.acceptedCount == 290)
+        #expect((sandbox.apns.rejectedCounts["ServiceUnavailable"] ?? 0) > 20)
+        let failed = try await queue.deliveries(notificationID: "missing")
+        #expect(failed.first?.reason == "notification_missing")
+        let retried = try await queue.deliveries(notificationID: "n1").filter { $0.attempts > 1 }
+        #expect(!retried.isEmpty && retried.allSatisfy { $0.state.isFinal })
+        await apns.shutdown()
+        await fcm.shutdown()
+        await sandbox.stop()
+    }
+}
