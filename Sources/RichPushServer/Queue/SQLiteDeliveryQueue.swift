@@ -13,14 +13,24 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
     let pool: DatabasePool
 
     /// Opens (and creates or migrates) the database at `path`.
-    public init(path: String) throws {
+    public convenience init(path: String) throws {
+        try self.init(pool: try Self.openPool(path: path))
+    }
+
+    /// Uses a database the server already opened (one pool per file: registry and queue share it).
+    public init(pool: DatabasePool) throws {
+        self.pool = pool
+        try Self.migrator.migrate(pool)
+    }
+
+    /// The server's database: WAL, a busy timeout, NORMAL synchronous (durable at each checkpoint).
+    public static func openPool(path: String) throws -> DatabasePool {
         var config = Configuration()
         config.busyMode = .timeout(10)
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
-        pool = try DatabasePool(path: path, configuration: config)
-        try Self.migrator.migrate(pool)
+        return try DatabasePool(path: path, configuration: config)
     }
 
     static var migrator: DatabaseMigrator {

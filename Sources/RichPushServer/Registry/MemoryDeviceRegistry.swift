@@ -1,0 +1,54 @@
+import Foundation
+
+/// The in-memory twin of ``SQLiteDeviceRegistry``.
+public actor MemoryDeviceRegistry: DeviceRegistry {
+    private var rows: [Int64: Device] = [:]
+    private var byKey: [String: Int64] = [:]
+    private var nextID: Int64 = 1
+
+    public init() {}
+
+    private func key(_ app: String, _ token: String) -> String { app + "\u{0}" + token }
+
+    public func upsert(_ device: Device) {
+        if let id = byKey[key(device.appID, device.token)] {
+            rows[id] = device
+        } else {
+            rows[nextID] = device
+            byKey[key(device.appID, device.token)] = nextID
+            nextID += 1
+        }
+    }
+
+    @discardableResult
+    public func remove(appID: String, token: String) -> Bool {
+        guard let id = byKey.removeValue(forKey: key(appID, token)) else { return false }
+        rows[id] = nil
+        return true
+    }
+
+    public func device(appID: String, token: String) -> Device? { byKey[key(appID, token)].flatMap { rows[$0] } }
+
+    public func page(appID: String, audience: Audience, after cursor: Int64, limit: Int) -> (devices: [Device], next: Int64?) {
+        let matching = rows.filter { id, d in
+            guard id > cursor, d.appID == appID else { return false }
+            switch audience {
+            case .all: return true
+            case .user(let u): return d.userID == u
+            case .tag(let t): return d.tags.contains(t)
+            case .topic(let t): return d.topics.contains(t)
+            case .tokens(let ts): return ts.contains(d.token)
+            }
+        }.sorted { $0.key < $1.key }.prefix(limit)
+        return (matching.map(\.value), matching.count == limit ? matching.last?.key : nil)
+    }
+
+    @discardableResult
+    public func prune(appID: String, token: String, invalidSince: Date?) -> Bool {
+        guard let d = device(appID: appID, token: token) else { return false }
+        if let since = invalidSince, d.updatedAt > since { return false }
+        return remove(appID: appID, token: token)
+    }
+
+    public func count(appID: String) -> Int { rows.values.filter { $0.appID == appID }.count }
+}

@@ -1,0 +1,149 @@
+import Foundation
+import GRDB
+
+/// The device registry in the embedded SQLite database, with tags and topics in their own indexed tables.
+public final class SQLiteDeviceRegistry: DeviceRegistry {
+    let pool: DatabasePool
+
+    public init(pool: DatabasePool) throws {
+        self.pool = pool
+        try Self.migrator.migrate(pool)
+    }
+
+    /// Opens its own database file.
+    public convenience init(path: String) throws {
+        try self.init(pool: try SQLiteDeliveryQueue.openPool(path: path))
+    }
+
+    static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("devices-v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE devices (
+                    id INTEGER PRIMARY KEY AUTOINCREMENT,
+                    app_id TEXT NOT NULL,
+                    token TEXT NOT NULL,
+                    platform TEXT NOT NULL,
+                    provider TEXT NOT NULL,
+                    user_id TEXT,
+                    locale TEXT,
+                    time_zone TEXT,
+                    app_version TEXT,
+                    updated_at REAL NOT NULL,
+                    UNIQUE(app_id, token)
+                );
+                CREATE INDEX devices_user ON devices(app_id, user_id, id);
+                CREATE TABLE device_tags (device_id INTEGER NOT NULL REFERENCES devices(id) ON DELETE CASCADE, tag TEXT NOT NULL, PRIMARY KEY (tag, device_id)) WITHOUT ROWID;
+                CREATE TABLE device_topics (device_id INTEGER NOT NULL REFERENCES devices(id) ON DELETE CASCADE, topic TEXT NOT NULL, PRIMARY KEY (topic, device_id)) WITHOUT ROWID;
+                CREATE INDEX device_tags_device ON device_tags(device_id);
+                CREATE INDEX device_topics_device ON device_topics(device_id);
+                """)
+        }
+        return m
+    }
+
+    public func upsert(_ d: Device) async throws {
+        try await pool.write { db in try Self.upsert(d, in: db) }
+    }
+
+    /// Many devices in one transaction (imports, benchmarks).
+    public func upsert(contentsOf devices: [Device]) async throws {
+        try await pool.write { db in
+            for d in devices { try Self.upsert(d, in: db) }
+        }
+    }
+
+    static func upsert(_ d: Device, in db: Database) throws {
+        let id = try Int64.fetchOne(db, sql: """
+            INSERT INTO devices (app_id, token, platform, provider, user_id, locale, time_zone, app_version, updated_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            ON CONFLICT(app_id, token) DO UPDATE SET platform = excluded.platform, provider = excluded.provider, user_id = excluded.user_id,
+                locale = excluded.locale, time_zone = excluded.time_zone, app_version = excluded.app_version, updated_at = excluded.updated_at
+            RETURNING id
+            """, arguments: [d.appID, d.token, d.platform.rawValue, d.provider.rawValue, d.userID, d.locale, d.timeZone, d.appVersion, d.updatedAt.timeIntervalSince1970])!
+        try db.execute(sql: "DELETE FROM device_tags WHERE device_id = ?", arguments: [id])
+        try db.execute(sql: "DELETE FROM device_topics WHERE device_id = ?", arguments: [id])
+        for tag in Set(d.tags) { try db.execute(sql: "INSERT INTO device_tags (device_id, tag) VALUES (?, ?)", arguments: [id, tag]) }
+        for topic in Set(d.topics) { try db.execute(sql: "INSERT INTO device_topics (device_id, topic) VALUES (?, ?)", arguments: [id, topic]) }
+    }
+
+    @discardableResult
+    public func remove(appID: String, token: String) async throws -> Bool {
+        try await pool.write { db in
+            guard let id = try Int64.fetchOne(db, sql: "SELECT id FROM devices WHERE app_id = ? AND token = ?", arguments: [appID, token]) else { return false }
+            try db.execute(sql: "DELETE FROM device_tags WHERE device_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM device_topics WHERE device_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM devices WHERE id = ?", arguments: [id])
+            return true
+        }
+    }
+
+    public func device(appID: String, token: String) async throws -> Device? {
+        try await pool.read { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE app_id = ? AND token = ?", arguments: [appID, token]) else { return nil }
+            return try Self.device(row, db: db)
+        }
+    }
+
+    public func page(appID: String, audience: Audience, after cursor: Int64, limit: Int) async throws -> (devices: [Device], next: Int64?) {
+        try await pool.read { db in
+            let rows: [Row]
+            switch audience {
+            case .all:
+                rows = try Row.fetchAll(db, sql: "SELECT * FROM devices WHERE app_id = ? AND id > ? ORDER BY id LIMIT ?", arguments: [appID, cursor, limit])
+            case .user(let u):
+                rows = try Row.fetchAll(db, sql: "SELECT * FROM devices WHERE app_id = ? AND user_id = ? AND id > ? ORDER BY id LIMIT ?", arguments: [appID, u, cursor, limit])
+            case .tag(let t):
+                rows = try Row.fetchAll(db, sql: """
+                    SELECT d.* FROM device_tags g JOIN devices d ON d.id = g.device_id
+                    WHERE g.tag = ? AND g.device_id > ? AND d.app_id = ? ORDER BY g.device_id LIMIT ?
+                    """, arguments: [t, cursor, appID, limit])
+            case .topic(let t):
+                rows = try Row.fetchAll(db, sql: """
+                    SELECT d.* FROM device_topics g JOIN devices d ON d.id = g.device_id
+                    WHERE g.topic = ? AND g.device_id > ? AND d.app_id = ? ORDER BY g.device_id LIMIT ?
+                    """, arguments: [t, cursor, appID, limit])
+            case .tokens(let tokens):
+                let wanted = Array(Set(tokens)).sorted()
+                guard !wanted.isEmpty else { return ([], nil) }
+                let marks = Array(repeating: "?", count: wanted.count).joined(separator: ",")
+                var args: [any DatabaseValueConvertible] = [appID]
+                args += wanted
+                args += [cursor, limit]
+                rows = try Row.fetchAll(db, sql: "SELECT * FROM devices WHERE app_id = ? AND token IN (\(marks)) AND id > ? ORDER BY id LIMIT ?", arguments: StatementArguments(args))
+            }
+            let devices = try rows.map { try Self.device($0, db: db, withLists: false) }
+            let next: Int64? = rows.count == limit ? rows.last?["id"] : nil
+            return (devices, next)
+        }
+    }
+
+    @discardableResult
+    public func prune(appID: String, token: String, invalidSince: Date?) async throws -> Bool {
+        try await pool.write { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT id, updated_at FROM devices WHERE app_id = ? AND token = ?", arguments: [appID, token]) else { return false }
+            let updated: Double = row["updated_at"]
+            if let since = invalidSince, updated > since.timeIntervalSince1970 { return false }  // registered again since
+            let id: Int64 = row["id"]
+            try db.execute(sql: "DELETE FROM device_tags WHERE device_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM device_topics WHERE device_id = ?", arguments: [id])
+            try db.execute(sql: "DELETE FROM devices WHERE id = ?", arguments: [id])
+            return true
+        }
+    }
+
+    public func count(appID: String) async throws -> Int {
+        try await pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM devices WHERE app_id = ?", arguments: [appID]) ?? 0 }
+    }
+
+    /// A device from its row; tags and topics are read only when asked (a fan-out needs neither).
+    static func device(_ row: Row, db: Database, withLists: Bool = true) throws -> Device {
+        let id: Int64 = row["id"]
+        let tags = withLists ? try String.fetchAll(db, sql: "SELECT tag FROM device_tags WHERE device_id = ? ORDER BY tag", arguments: [id]) : []
+        let topics = withLists ? try String.fetchAll(db, sql: "SELECT topic FROM device_topics WHERE device_id = ? ORDER BY topic", arguments: [id]) : []
+        return Device(
+            appID: row["app_id"], token: row["token"], platform: Device.Platform(rawValue: row["platform"]) ?? .ios, provider: DeliveryProvider(rawValue: row["provider"]),
+            userID: row["user_id"], tags: tags, topics: topics, locale: row["locale"], timeZone: row["time_zone"], appVersion: row["app_version"],
+            updatedAt: Date(timeIntervalSince1970: row["updated_at"]))
+    }
+}
