@@ -103,6 +103,7 @@ let package = Package(
                 "RichPushTestSupport",
                 "RichPushAPNs",
                 "RichPushFCM",
+                "RichPushServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),

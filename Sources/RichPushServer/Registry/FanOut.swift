@@ -9,6 +9,11 @@ public struct FanOut: Sendable {
 
     /// Enqueues a delivery for every device of the audience; returns how many.
     public func enqueue(notificationID: String, appID: String, audience: Audience, registry: DeviceRegistry, queue: DeliveryQueue, notBefore: Date = Date(), expiresAt: Date? = nil) async throws -> Int {
+        if let r = registry as? SQLiteDeviceRegistry, let q = queue as? SQLiteDeliveryQueue, r.pool === q.pool,
+            let n = try await r.fanOutInDatabase(notificationID: notificationID, appID: appID, audience: audience, notBefore: notBefore, expiresAt: expiresAt, chunk: 50_000)
+        {
+            return n
+        }
         var cursor: Int64 = 0
         var total = 0
         while true {

@@ -54,17 +54,21 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
     }
 
     static func upsert(_ d: Device, in db: Database) throws {
-        let id = try Int64.fetchOne(db, sql: """
+        // Cached statements: a bulk import parses each SQL once.
+        let insert = try db.cachedStatement(sql: """
             INSERT INTO devices (app_id, token, platform, provider, user_id, locale, time_zone, app_version, updated_at)
             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             ON CONFLICT(app_id, token) DO UPDATE SET platform = excluded.platform, provider = excluded.provider, user_id = excluded.user_id,
                 locale = excluded.locale, time_zone = excluded.time_zone, app_version = excluded.app_version, updated_at = excluded.updated_at
             RETURNING id
-            """, arguments: [d.appID, d.token, d.platform.rawValue, d.provider.rawValue, d.userID, d.locale, d.timeZone, d.appVersion, d.updatedAt.timeIntervalSince1970])!
-        try db.execute(sql: "DELETE FROM device_tags WHERE device_id = ?", arguments: [id])
-        try db.execute(sql: "DELETE FROM device_topics WHERE device_id = ?", arguments: [id])
-        for tag in Set(d.tags) { try db.execute(sql: "INSERT INTO device_tags (device_id, tag) VALUES (?, ?)", arguments: [id, tag]) }
-        for topic in Set(d.topics) { try db.execute(sql: "INSERT INTO device_topics (device_id, topic) VALUES (?, ?)", arguments: [id, topic]) }
+            """)
+        let id = try Int64.fetchOne(insert, arguments: [d.appID, d.token, d.platform.rawValue, d.provider.rawValue, d.userID, d.locale, d.timeZone, d.appVersion, d.updatedAt.timeIntervalSince1970])!
+        try db.cachedStatement(sql: "DELETE FROM device_tags WHERE device_id = ?").execute(arguments: [id])
+        try db.cachedStatement(sql: "DELETE FROM device_topics WHERE device_id = ?").execute(arguments: [id])
+        let tag = try db.cachedStatement(sql: "INSERT INTO device_tags (device_id, tag) VALUES (?, ?)")
+        for t in Set(d.tags) { try tag.execute(arguments: [id, t]) }
+        let topic = try db.cachedStatement(sql: "INSERT INTO device_topics (device_id, topic) VALUES (?, ?)")
+        for t in Set(d.topics) { try topic.execute(arguments: [id, t]) }
     }
 
     @discardableResult
@@ -129,6 +133,49 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
             try db.execute(sql: "DELETE FROM device_topics WHERE device_id = ?", arguments: [id])
             try db.execute(sql: "DELETE FROM devices WHERE id = ?", arguments: [id])
             return true
+        }
+    }
+
+    /// The devices of an audience as SQL: the FROM clause, the WHERE clause on `d`, and its arguments.
+    /// nil for token lists, which the generic fan-out handles.
+    static func audienceSQL(_ audience: Audience, appID: String) -> (from: String, where: String, args: [DatabaseValue])? {
+        switch audience {
+        case .all: return ("devices d", "d.app_id = ?", [appID.databaseValue])
+        case .user(let u): return ("devices d", "d.app_id = ? AND d.user_id = ?", [appID.databaseValue, u.databaseValue])
+        case .tag(let t): return ("device_tags g JOIN devices d ON d.id = g.device_id", "g.tag = ? AND d.app_id = ?", [t.databaseValue, appID.databaseValue])
+        case .topic(let t): return ("device_topics g JOIN devices d ON d.id = g.device_id", "g.topic = ? AND d.app_id = ?", [t.databaseValue, appID.databaseValue])
+        case .tokens: return nil
+        }
+    }
+
+    /// Fan-out inside SQLite when the queue lives in the same database: `INSERT … SELECT` in chunks, each its
+    /// own transaction, so that no row passes through Swift and writers are never blocked for long.
+    func fanOutInDatabase(notificationID: String, appID: String, audience: Audience, notBefore: Date, expiresAt: Date?, chunk: Int) async throws -> Int? {
+        guard let sql = Self.audienceSQL(audience, appID: appID) else { return nil }
+        var cursor: Int64 = 0
+        var total = 0
+        let (from, condition, audienceArgs) = sql
+        while true {
+            let after = cursor
+            let (inserted, last): (Int, Int64?) = try await pool.write { db in
+                var args = StatementArguments(audienceArgs)
+                args += [after, chunk]
+                guard let last = try Int64.fetchOne(db, sql: "SELECT MAX(id) FROM (SELECT d.id AS id FROM \(from) WHERE \(condition) AND d.id > ? ORDER BY d.id LIMIT ?)", arguments: args) else {
+                    return (0, nil)
+                }
+                var insertArgs: StatementArguments = [notificationID, notBefore.timeIntervalSince1970, expiresAt?.timeIntervalSince1970, Date().timeIntervalSince1970]
+                insertArgs += StatementArguments(audienceArgs)
+                insertArgs += [after, last]
+                try db.execute(sql: """
+                    INSERT INTO deliveries (notification_id, app_id, provider, target, state, not_before, expires_at, updated_at)
+                    SELECT ?, d.app_id, d.provider, d.token, 'queued', ?, ?, ? FROM \(from)
+                    WHERE \(condition) AND d.id > ? AND d.id <= ? ORDER BY d.id
+                    """, arguments: insertArgs)
+                return (db.changesCount, last)
+            }
+            total += inserted
+            guard let last else { return total }
+            cursor = last
         }
     }
 
