@@ -25,6 +25,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-certificates", from: "1.21.1"),
         .package(url: "https://github.com/apple/swift-asn1", from: "1.7.4"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
     ],
     targets: [
         // Foundation only: must keep building for iOS extensions.
@@ -61,6 +63,8 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
         .target(
@@ -113,7 +117,7 @@ let package = Package(
         .testTarget(name: "RichPushChartsTests", dependencies: ["RichPushCharts", "RichPushCore"]),
         .testTarget(name: "RichPushMediaTests", dependencies: ["RichPushMedia", "RichPushSandbox", "RichPushCore", "RichPushTestSupport"]),
         .testTarget(name: "RichPushProvidersTests", dependencies: ["RichPushAPNs", "RichPushFCM", "RichPushSandbox", "RichPushCore", "RichPushTransport"]),
-        .testTarget(name: "RichPushServerTests", dependencies: ["RichPushServer", "RichPushCore", "RichPushTransport", "RichPushAPNs", "RichPushFCM", "RichPushSandbox"]),
+        .testTarget(name: "RichPushServerTests", dependencies: ["RichPushServer", "RichPushCore", "RichPushTransport", "RichPushAPNs", "RichPushFCM", "RichPushSandbox", .product(name: "HummingbirdTesting", package: "hummingbird"), .product(name: "HTTPTypes", package: "swift-http-types")]),
         .testTarget(name: "richpushTests", dependencies: ["richpush", "RichPushCore", "RichPushSandbox", "RichPushTestSupport"]),
     ]
 )

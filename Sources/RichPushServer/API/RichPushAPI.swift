@@ -1,0 +1,210 @@
+import Crypto
+import Foundation
+import Hummingbird
+import NIOCore
+import RichPushCore
+
+/// The versioned JSON API. Every request but `/health` needs `Authorization: Bearer <key>`: the admin key from
+/// the configuration, or an app's key with the scope the route needs.
+public struct RichPushAPI: Sendable {
+    public var store: ServerStore
+    public var registry: DeviceRegistry
+    public var queue: DeliveryQueue
+    /// SHA-256 of the admin key (the key itself is never kept).
+    public var adminKeyHash: String
+    public var validation: MessageValidator.Options
+    public var maxBodyBytes: Int
+
+    public init(store: ServerStore, registry: DeviceRegistry, queue: DeliveryQueue, adminKey: String, validation: MessageValidator.Options = .init(requireTargets: false), maxBodyBytes: Int = 256 * 1024) {
+        self.store = store
+        self.registry = registry
+        self.queue = queue
+        adminKeyHash = ServerStore.hash(adminKey)
+        self.validation = validation
+        self.maxBodyBytes = maxBodyBytes
+    }
+
+    public func router() -> Router<BasicRequestContext> {
+        let router = Router(context: BasicRequestContext.self)
+        let api = self
+        router.get("/health") { _, _ in Self.json(200, ["ok": true]) }
+        router.post("/v1/apps") { request, _ in await api.handle { try await api.createApp(request) } }
+        router.post("/v1/apps/:app/devices") { request, context in await api.handle { try await api.registerDevice(request, context) } }
+        router.delete("/v1/apps/:app/devices/:token") { request, context in await api.handle { try await api.removeDevice(request, context) } }
+        router.post("/v1/apps/:app/notifications") { request, context in await api.handle { try await api.send(request, context) } }
+        router.get("/v1/apps/:app/notifications/:id") { request, context in await api.handle { try await api.outcomes(request, context) } }
+        return router
+    }
+
+    // MARK: Errors and JSON
+
+    /// A failed request: status, a stable code, a message, and the validation issues when there are some.
+    struct Failure: Error {
+        var status: Int
+        var code: String
+        var message: String
+        var issues: [ValidationIssue] = []
+    }
+
+    func handle(_ body: () async throws -> Response) async -> Response {
+        do { return try await body() } catch let f as Failure {
+            var error: [String: JSONValue] = ["code": .string(f.code), "message": .string(f.message)]
+            if !f.issues.isEmpty { error["issues"] = .array(f.issues.map(\.json)) }
+            return Self.json(f.status, ["error": .object(error)])
+        } catch is NIOTooManyBytesError {
+            return Self.json(413, ["error": ["code": "body-too-large", "message": .string("the body is over \(maxBodyBytes) bytes")]])
+        } catch {
+            return Self.json(500, ["error": ["code": "internal", "message": "internal error"]])
+        }
+    }
+
+    static func json(_ status: Int, _ value: JSONValue) -> Response {
+        Response(status: .init(code: status), headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: value.serialized())))
+    }
+
+    func bodyJSON(_ request: Request) async throws -> JSONValue {
+        var request = request
+        let buffer = try await request.collectBody(upTo: maxBodyBytes)
+        do { return try JSONValue.parse(Array(buffer.readableBytesView)) } catch {
+            throw Failure(status: 400, code: "invalid-json", message: "\(error)")
+        }
+    }
+
+    // MARK: Authentication
+
+    func bearer(_ request: Request) -> String? {
+        guard let value = request.headers[.authorization] else { return nil }
+        let parts = value.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        return String(parts[1])
+    }
+
+    func isAdmin(_ key: String) -> Bool {
+        // Compared as fixed-length hashes, in constant time.
+        let a = Array(ServerStore.hash(key).utf8), b = Array(adminKeyHash.utf8)
+        guard a.count == b.count else { return false }
+        return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
+    }
+
+    func requireAdmin(_ request: Request) throws {
+        guard let key = bearer(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
+        guard isAdmin(key) else { throw Failure(status: 403, code: "forbidden", message: "this route needs the admin key") }
+    }
+
+    /// The app of the route, when the key may use it with this scope.
+    func requireApp(_ request: Request, _ context: BasicRequestContext, _ scope: APIScope) async throws -> ServerApp {
+        guard let appID = context.parameters.get("app") else { throw Failure(status: 404, code: "not-found", message: "no app in the path") }
+        guard let key = bearer(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
+        if !isAdmin(key) {
+            guard let grant = try await store.authorize(key: key) else { throw Failure(status: 401, code: "unauthenticated", message: "unknown API key") }
+            guard grant.appID == appID else { throw Failure(status: 403, code: "forbidden", message: "this key belongs to another app") }
+            guard grant.scopes.contains(scope) else { throw Failure(status: 403, code: "forbidden", message: "this key lacks the '\(scope.rawValue)' scope") }
+        }
+        guard let app = try await store.app(id: appID) else { throw Failure(status: 404, code: "not-found", message: "no app '\(appID)'") }
+        return app
+    }
+
+    // MARK: Routes
+
+    func createApp(_ request: Request) async throws -> Response {
+        try requireAdmin(request)
+        let body = try await bodyJSON(request)
+        var issues: [ValidationIssue] = []
+        let name = body["name"]?.stringValue ?? ""
+        let bundle = body["bundle_id"]?.stringValue ?? ""
+        if name.isEmpty { issues.append(.init(path: "name", rule: "required", message: "an app needs a name")) }
+        if bundle.isEmpty { issues.append(.init(path: "bundle_id", rule: "required", message: "an app needs the iOS bundle id (apns-topic)")) }
+        guard issues.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the app is not valid", issues: issues) }
+        let (app, key) = try await store.createApp(name: name, bundleID: bundle, fcmProjectID: body["fcm_project_id"]?.stringValue)
+        return Self.json(201, ["app": app.json, "api_key": .string(key), "note": "the key is shown once; RichPush keeps only its hash"])
+    }
+
+    func registerDevice(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let app = try await requireApp(request, context, .manage)
+        let body = try await bodyJSON(request)
+        var issues: [ValidationIssue] = []
+        let token = body["token"]?.stringValue ?? ""
+        let platform = body["platform"]?.stringValue.flatMap(Device.Platform.init(rawValue:))
+        if platform == nil { issues.append(.init(path: "platform", rule: "enum", message: "platform must be ios, android or web")) }
+        let provider = body["provider"]?.stringValue.flatMap(DeliveryProvider.init(rawValue:)) ?? (platform == .ios ? .apns : .fcm)
+        if token.isEmpty {
+            issues.append(.init(path: "token", rule: "required", message: "a device needs its token"))
+        } else if let problem = provider == .apns ? MessageValidator.apnsTokenProblem(token) : MessageValidator.fcmTokenProblem(token) {
+            issues.append(.init(path: "token", rule: provider == .apns ? "apns-token" : "fcm-token", message: problem))
+        }
+        guard issues.isEmpty, let platform else { throw Failure(status: 422, code: "invalid", message: "the device is not valid", issues: issues) }
+        let device = Device(
+            appID: app.id, token: token, platform: platform, provider: provider, userID: body["user_id"]?.stringValue,
+            tags: body["tags"]?.arrayValue?.compactMap(\.stringValue) ?? [], topics: body["topics"]?.arrayValue?.compactMap(\.stringValue) ?? [],
+            locale: body["locale"]?.stringValue, timeZone: body["time_zone"]?.stringValue, appVersion: body["app_version"]?.stringValue)
+        try await registry.upsert(device)
+        return Self.json(200, ["token": .string(token), "provider": .string(provider.rawValue)])
+    }
+
+    func removeDevice(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let app = try await requireApp(request, context, .manage)
+        let token = context.parameters.get("token") ?? ""
+        guard try await registry.remove(appID: app.id, token: token) else { throw Failure(status: 404, code: "not-found", message: "no such device") }
+        return Self.json(200, ["removed": .string(token)])
+    }
+
+    /// Accepts a notification: validates it, stores it, fans it out to the queue, and answers 202 at once.
+    func send(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let app = try await requireApp(request, context, .send)
+        let idempotencyKey = request.headers.first { $0.name.canonicalName == "idempotency-key" }?.value
+        if let key = idempotencyKey, key.isEmpty || key.count > 255 {
+            throw Failure(status: 400, code: "invalid-idempotency-key", message: "Idempotency-Key must be 1 to 255 characters")
+        }
+        let body = try await bodyJSON(request)
+        guard case .object(var fields) = body else { throw Failure(status: 422, code: "invalid", message: "the body must be a message object") }
+        let audienceJSON = fields.removeValue(forKey: "audience")
+        let sendAt = fields.removeValue(forKey: "send_at")
+        var (message, report) = PushMessage.read(.object(fields))
+        report.merge(MessageValidator(options: validation).validate(message))
+        var audience: Audience?
+        switch audienceJSON {
+        case .object(let a)?:
+            if a["all"]?.boolValue == true { audience = .all }
+            else if let t = a["tag"]?.stringValue { audience = .tag(t) }
+            else if let t = a["topic"]?.stringValue { audience = .topic(t) }
+            else if let u = a["user"]?.stringValue { audience = .user(u) }
+            else if let ts = a["tokens"]?.arrayValue { audience = .tokens(ts.compactMap(\.stringValue)) }
+        case nil:
+            let tokens = message.targets.apnsTokens + message.targets.fcmTokens
+            if !tokens.isEmpty { audience = .tokens(tokens) }
+        default: break
+        }
+        if audience == nil { report.add("audience", "required", "give audience {all|tag|topic|user|tokens}, or tokens in targets") }
+        var notBefore = Date()
+        if let s = sendAt {
+            if let t = s.doubleValue { notBefore = Date(timeIntervalSince1970: t) } else { report.add("send_at", "type", "send_at is seconds since 1970") }
+        }
+        guard report.isValid, let audience else { throw Failure(status: 422, code: "invalid", message: "the notification is not valid", issues: report.errors) }
+
+        let id = UUID().uuidString.lowercased()
+        message.id = id
+        let expiresAt = message.ttl.map { notBefore.addingTimeInterval(TimeInterval($0)) }
+        let response: JSONValue = ["id": .string(id), "status": "accepted", "warnings": .array(report.warnings.map(\.json))]
+        let (stored, created) = try await store.insertNotification(.init(id: id, appID: app.id, message: message.json, response: response, createdAt: Date()), idempotencyKey: idempotencyKey)
+        guard created else { return Self.json(202, stored.response) }  // a replay answers as the first time did
+        _ = try await FanOut().enqueue(notificationID: id, appID: app.id, audience: audience, registry: registry, queue: queue, notBefore: notBefore, expiresAt: expiresAt)
+        return Self.json(202, response)
+    }
+
+    func outcomes(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let app = try await requireApp(request, context, .read)
+        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id else {
+            throw Failure(status: 404, code: "not-found", message: "no such notification")
+        }
+        let deliveries = try await queue.deliveries(notificationID: id)
+        var counts: [String: JSONValue] = [:]
+        for d in deliveries { counts[d.state.rawValue] = .int((counts[d.state.rawValue]?.intValue ?? 0) + 1) }
+        let list: [JSONValue] = deliveries.prefix(1000).map { d in
+            var o: [String: JSONValue] = ["target": .string(d.target), "provider": .string(d.provider.rawValue), "state": .string(d.state.rawValue), "attempts": .int(Int64(d.attempts))]
+            if let r = d.reason { o["reason"] = .string(r) }
+            if let p = d.providerID { o["provider_id"] = .string(p) }
+            return .object(o)
+        }
+        return Self.json(200, ["id": .string(id), "total": .int(Int64(deliveries.count)), "counts": .object(counts), "deliveries": .array(list)])
+    }
+}

@@ -1,0 +1,155 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import RichPushAPNs
+import RichPushCore
+import RichPushFCM
+import RichPushSandbox
+import RichPushServer
+import Testing
+
+/// The HTTP API over a real SQLite database.
+@Suite struct APITests {
+    struct Fixture {
+        let api: RichPushAPI
+        let queue: SQLiteDeliveryQueue
+        let store: ServerStore
+        let registry: SQLiteDeviceRegistry
+    }
+
+    static func fixture() throws -> Fixture {
+        let pool = try SQLiteDeliveryQueue.openPool(path: FileManager.default.temporaryDirectory.appendingPathComponent("api-\(UUID().uuidString).sqlite").path)
+        let queue = try SQLiteDeliveryQueue(pool: pool)
+        let registry = try SQLiteDeviceRegistry(pool: pool)
+        let store = try ServerStore(pool: pool)
+        return Fixture(api: RichPushAPI(store: store, registry: registry, queue: queue, adminKey: "admin-secret", validation: .init(allowInsecureMedia: true, requireTargets: false)), queue: queue, store: store, registry: registry)
+    }
+
+    typealias Client = any TestClientProtocol
+
+    static func call(_ client: Client, _ method: HTTPRequest.Method, _ uri: String, key: String?, body: JSONValue? = nil, headers extra: [(String, String)] = []) async throws -> (Int, JSONValue) {
+        var headers = HTTPFields()
+        if let key { headers[.authorization] = "Bearer \(key)" }
+        for (n, v) in extra { headers[HTTPField.Name(n)!] = v }
+        return try await client.execute(uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(bytes: $0.serialized()) }) { response in
+            (Int(response.status.code), (try? JSONValue.parse(Array(response.body.readableBytesView))) ?? .null)
+        }
+    }
+
+    static func createApp(_ client: Client) async throws -> (String, String) {
+        let (status, body) = try await call(client, .post, "/v1/apps", key: "admin-secret", body: ["name": "Shop", "bundle_id": "com.example.app", "fcm_project_id": "richpush-sandbox"])
+        #expect(status == 201)
+        return (try #require(body["app"]?["id"]?.stringValue), try #require(body["api_key"]?.stringValue))
+    }
+
+    @Test func keysAreRequiredScopedAndStoredHashed() async throws {
+        let f = try Self.fixture()
+        let app = Application(router: f.api.router())
+        try await app.test(.router) { client in
+            #expect(try await Self.call(client, .get, "/health", key: nil).0 == 200)
+            #expect(try await Self.call(client, .post, "/v1/apps", key: nil, body: ["name": "x"]).0 == 401)
+            #expect(try await Self.call(client, .post, "/v1/apps", key: "wrong", body: ["name": "x"]).0 == 403)
+            let (appID, key) = try await Self.createApp(client)
+            #expect(key.hasPrefix("rp_") && key.count > 40)
+            // Only the hash is stored.
+            #expect(try await f.store.authorize(key: key)?.appID == appID)
+            #expect(try await f.store.authorize(key: ServerStore.hash(key)) == nil)
+            let (otherApp, otherKey) = try await Self.createApp(client)
+            #expect(try await Self.call(client, .get, "/v1/apps/\(appID)/notifications/x", key: otherKey).0 == 403)
+            #expect(try await Self.call(client, .get, "/v1/apps/\(otherApp)/notifications/x", key: otherKey).0 == 404)
+            #expect(try await Self.call(client, .get, "/v1/apps/\(appID)/notifications/x", key: "rp_unknown").0 == 401)
+            #expect(try await Self.call(client, .get, "/v1/nowhere", key: key).0 == 404)
+        }
+    }
+
+    @Test func badInputIsAnsweredWithEveryProblemNamed() async throws {
+        let f = try Self.fixture()
+        let app = Application(router: f.api.router())
+        try await app.test(.router) { client in
+            let (appID, key) = try await Self.createApp(client)
+            let (s1, b1) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: ["title": 5, "media": "ftp://x/a.webp", "ttl": -1])
+            #expect(s1 == 422)
+            let rules = Set((b1["error"]?["issues"]?.arrayValue ?? []).compactMap { $0["path"]?.stringValue })
+            #expect(rules.isSuperset(of: ["title", "media[0].url", "ttl", "audience"]), "\(b1)")
+            let raw = try await client.execute(uri: "/v1/apps/\(appID)/notifications", method: .post, headers: [.authorization: "Bearer \(key)"], body: ByteBuffer(string: "{not json")) { Int($0.status.code) }
+            #expect(raw == 400)
+            let big = JSONValue.object(["body": .string(String(repeating: "x", count: 300_000))])
+            let (bigStatus, bigBody) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: big)
+            #expect(bigStatus == 413, "\(bigStatus) \(bigBody)")
+            let (s2, b2) = try await Self.call(client, .post, "/v1/apps/\(appID)/devices", key: key, body: ["token": "not-hex", "platform": "ios"])
+            #expect(s2 == 422 && b2["error"]?["issues"]?.arrayValue?.first?["rule"] == "apns-token")
+        }
+    }
+
+    @Test func aSendIsAcceptedAtOnceFannedOutAndReplayedByIdempotencyKey() async throws {
+        let f = try Self.fixture()
+        let app = Application(router: f.api.router())
+        try await app.test(.router) { client in
+            let (appID, key) = try await Self.createApp(client)
+            for i in 0..<30 {
+                let ios = i % 3 != 0
+                let (s, _) = try await Self.call(client, .post, "/v1/apps/\(appID)/devices", key: key, body: [
+                    "token": .string(ios ? String(format: "%064x", i + 1) : "fcm-token-\(i)"), "platform": .string(ios ? "ios" : "android"),
+                    "tags": i % 2 == 0 ? ["even"] : [], "user_id": .string("u\(i % 5)"),
+                ])
+                #expect(s == 200)
+            }
+            let message: JSONValue = ["title": "Sale", "media": "https://cdn.example.com/a.jpg", "audience": ["tag": "even"]]
+            let (s1, b1) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: message, headers: [("Idempotency-Key", "order-42")])
+            #expect(s1 == 202)
+            let id = try #require(b1["id"]?.stringValue)
+            let (s2, b2) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: message, headers: [("Idempotency-Key", "order-42")])
+            #expect(s2 == 202 && b2 == b1)
+            #expect(try await f.queue.deliveries(notificationID: id).count == 15)
+            let (s3, b3) = try await Self.call(client, .get, "/v1/apps/\(appID)/notifications/\(id)", key: key)
+            #expect(s3 == 200 && b3["total"] == 15 && b3["counts"]?["queued"] == 15)
+            // A scheduled send waits in the queue until its time.
+            let later = Date().addingTimeInterval(3600).timeIntervalSince1970
+            let (_, b4) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: ["body": "later", "audience": ["user": "u1"], "send_at": .double(later)])
+            let scheduled = try await f.queue.deliveries(notificationID: try #require(b4["id"]?.stringValue))
+            #expect(scheduled.count == 6 && scheduled.allSatisfy { abs($0.notBefore.timeIntervalSince1970 - later) < 0.01 })
+            #expect(try await f.queue.claim(owner: "w", limit: 100, now: Date(), lease: 30).count == 15)
+        }
+    }
+
+    @Test func endToEndThroughTheWorkerToTheEmulators() async throws {
+        let f = try Self.fixture()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("e2e-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sandbox = try await Sandbox.start(directory: dir, threads: 1)
+        let creds = sandbox.credentials
+        let apns = APNsClient(configuration: .init(
+            endpoint: .custom(host: "127.0.0.1", port: sandbox.apns.port),
+            authentication: .token(try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)),
+            trust: .certificateAuthority(pem: creds.caCertificatePEM), requestTimeout: 10))
+        let account = try ServiceAccount(contentsOf: sandbox.files["service-account"]!)
+        let fcm = FCMClient(configuration: .init(serviceAccount: account, endpoint: .custom(host: "127.0.0.1", port: sandbox.fcm.port), trust: .certificateAuthority(pem: creds.caCertificatePEM), requestTimeout: 10))
+        let app = Application(router: f.api.router())
+        try await app.test(.router) { client in
+            let (appID, key) = try await Self.createApp(client)
+            let tokens = [String(repeating: "ab", count: 32), String(repeating: "cd", count: 32)]
+            for t in tokens { _ = try await Self.call(client, .post, "/v1/apps/\(appID)/devices", key: key, body: ["token": .string(t), "platform": "ios"]) }
+            _ = try await Self.call(client, .post, "/v1/apps/\(appID)/devices", key: key, body: ["token": "fcm-e2e-token-1", "platform": "android"])
+            sandbox.apns.registerDevice(tokens[1], topic: "com.example.app")
+            sandbox.apns.unregisterDevice(tokens[1])
+            let (_, accepted) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: ["title": "E2E", "media": "https://cdn.example.com/a.jpg", "audience": ["all": true]])
+            let id = try #require(accepted["id"]?.stringValue)
+
+            let sender = ProviderDeliverySender(apps: [appID: .init(apns: apns, bundleID: "com.example.app", fcm: fcm, fcmProjectID: account.projectID)]) { id in
+                try? await f.store.message(id: id)
+            }
+            let registry = f.registry
+            let worker = DeliveryWorker(queue: f.queue, sender: sender, prune: { d, _ in _ = try? await registry.prune(appID: d.appID, token: d.target, invalidSince: nil) })
+            try await worker.runOnce()
+            let (_, outcome) = try await Self.call(client, .get, "/v1/apps/\(appID)/notifications/\(id)", key: key)
+            #expect(outcome["counts"] == ["delivered": 2, "pruned": 1], "\(outcome)")
+            #expect(try await f.registry.device(appID: appID, token: tokens[1]) == nil)
+            #expect(sandbox.apns.recorded(token: tokens[0]).first?.payloadJSON?["rp"]?["id"] == .string(id))
+            #expect(sandbox.fcm.acceptedCount == 1)
+        }
+        await apns.shutdown()
+        await fcm.shutdown()
+        await sandbox.stop()
+    }
+}
