@@ -35,18 +35,23 @@ public final class ProviderDeliverySender: DeliverySender {
         }
     }
 
-    let apps: [String: App]
+    /// The provider setup of an app id (apps are created while the server runs).
+    let app: @Sendable (String) async -> App?
     /// The message of a notification id (the server's notification store).
     let message: @Sendable (String) async -> PushMessage?
     let rendered = RenderCache()
 
-    public init(apps: [String: App], message: @escaping @Sendable (String) async -> PushMessage?) {
-        self.apps = apps
+    public init(app: @escaping @Sendable (String) async -> App?, message: @escaping @Sendable (String) async -> PushMessage?) {
+        self.app = app
         self.message = message
     }
 
+    public convenience init(apps: [String: App], message: @escaping @Sendable (String) async -> PushMessage?) {
+        self.init(app: { apps[$0] }, message: message)
+    }
+
     public func send(_ d: DeliveryRecord) async -> SendResult {
-        guard let app = apps[d.appID] else { return .failed(.fixCredentials, reason: "unknown_app") }
+        guard let app = await app(d.appID) else { return .failed(.fixCredentials, reason: "unknown_app") }
         guard let m = await message(d.notificationID) else { return .failed(.never, reason: "notification_missing") }
         switch d.provider {
         case .apns:
