@@ -45,10 +45,11 @@ struct ServeCommand: AsyncParsableCommand {
                 return .init(apns: apns, bundleID: app.bundleID, fcm: fcm, fcmProjectID: account.projectID)
             },
             message: { id in try? await store.message(id: id) })
-        let worker = DeliveryWorker(queue: queue, sender: sender, prune: { d, _ in _ = try? await registry.prune(appID: d.appID, token: d.target, invalidSince: nil) })
+        let metrics = ServerMetrics()
+        let worker = DeliveryWorker(queue: queue, sender: sender, metrics: metrics, prune: { d, _ in _ = try? await registry.prune(appID: d.appID, token: d.target, invalidSince: nil) })
 
         // Media in tests and the demo is often on loopback over http: the sandbox allows it.
-        let api = RichPushAPI(store: store, registry: registry, queue: queue, adminKey: admin, validation: .init(allowInsecureMedia: true, requireTargets: false))
+        let api = RichPushAPI(store: store, registry: registry, queue: queue, adminKey: admin, validation: .init(allowInsecureMedia: true, requireTargets: false), metrics: metrics)
         let announce: @Sendable (String) -> Void = { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) }
         let app = Application(
             router: api.router(), configuration: .init(address: .hostname(host, port: port), serverName: "richpush"),

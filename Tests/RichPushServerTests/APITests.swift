@@ -140,13 +140,19 @@ import Testing
                 try? await f.store.message(id: id)
             }
             let registry = f.registry
-            let worker = DeliveryWorker(queue: f.queue, sender: sender, prune: { d, _ in _ = try? await registry.prune(appID: d.appID, token: d.target, invalidSince: nil) })
+            let worker = DeliveryWorker(queue: f.queue, sender: sender, metrics: f.api.metrics, prune: { d, _ in _ = try? await registry.prune(appID: d.appID, token: d.target, invalidSince: nil) })
             try await worker.runOnce()
             let (_, outcome) = try await Self.call(client, .get, "/v1/apps/\(appID)/notifications/\(id)", key: key)
             #expect(outcome["counts"] == ["delivered": 2, "pruned": 1], "\(outcome)")
             #expect(try await f.registry.device(appID: appID, token: tokens[1]) == nil)
             #expect(sandbox.apns.recorded(token: tokens[0]).first?.payloadJSON?["rp"]?["id"] == .string(id))
             #expect(sandbox.fcm.acceptedCount == 1)
+            let metrics = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
+            #expect(metrics.contains(#"richpush_delivery_attempts_total{provider="apns",state="delivered",reason="none"} 1"#), "\(metrics)")
+            #expect(metrics.contains(#"richpush_delivery_attempts_total{provider="apns",state="pruned",reason="Unregistered"} 1"#))
+            #expect(metrics.contains(#"richpush_queue_deliveries{state="delivered"} 2"#))
+            #expect(metrics.contains("richpush_notifications_accepted_total 1"))
+            #expect(metrics.contains(#"richpush_delivery_latency_seconds_count{provider="fcm"} 1"#))
         }
         await apns.shutdown()
         await fcm.shutdown()

@@ -14,20 +14,27 @@ public struct RichPushAPI: Sendable {
     public var adminKeyHash: String
     public var validation: MessageValidator.Options
     public var maxBodyBytes: Int
+    public var metrics: ServerMetrics
 
-    public init(store: ServerStore, registry: DeviceRegistry, queue: DeliveryQueue, adminKey: String, validation: MessageValidator.Options = .init(requireTargets: false), maxBodyBytes: Int = 256 * 1024) {
+    public init(store: ServerStore, registry: DeviceRegistry, queue: DeliveryQueue, adminKey: String, validation: MessageValidator.Options = .init(requireTargets: false), maxBodyBytes: Int = 256 * 1024, metrics: ServerMetrics = ServerMetrics()) {
         self.store = store
         self.registry = registry
         self.queue = queue
         adminKeyHash = ServerStore.hash(adminKey)
         self.validation = validation
         self.maxBodyBytes = maxBodyBytes
+        self.metrics = metrics
     }
 
     public func router() -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
         let api = self
         router.get("/health") { _, _ in Self.json(200, ["ok": true]) }
+        // Metrics carry no secrets and no tokens; keep the listener off the public internet all the same.
+        router.get("/metrics") { _, _ -> Response in
+            if let counts = try? await api.queue.counts() { api.metrics.queueDepth(counts) }
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(string: api.metrics.render())))
+        }
         router.post("/v1/apps") { request, _ in await api.handle { try await api.createApp(request) } }
         router.post("/v1/apps/:app/devices") { request, context in await api.handle { try await api.registerDevice(request, context) } }
         router.delete("/v1/apps/:app/devices/:token") { request, context in await api.handle { try await api.removeDevice(request, context) } }
@@ -187,7 +194,8 @@ public struct RichPushAPI: Sendable {
         let response: JSONValue = ["id": .string(id), "status": "accepted", "warnings": .array(report.warnings.map(\.json))]
         let (stored, created) = try await store.insertNotification(.init(id: id, appID: app.id, message: message.json, response: response, createdAt: Date()), idempotencyKey: idempotencyKey)
         guard created else { return Self.json(202, stored.response) }  // a replay answers as the first time did
-        _ = try await FanOut().enqueue(notificationID: id, appID: app.id, audience: audience, registry: registry, queue: queue, notBefore: notBefore, expiresAt: expiresAt)
+        let deliveries = try await FanOut().enqueue(notificationID: id, appID: app.id, audience: audience, registry: registry, queue: queue, notBefore: notBefore, expiresAt: expiresAt)
+        metrics.notificationAccepted(deliveries: deliveries)
         return Self.json(202, response)
     }
 

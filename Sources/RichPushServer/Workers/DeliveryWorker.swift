@@ -29,11 +29,13 @@ public final class DeliveryWorker: Sendable {
     let sender: DeliverySender
     let prune: @Sendable (DeliveryRecord, String) async -> Void
     let now: @Sendable () -> Date
+    let metrics: ServerMetrics?
 
-    public init(configuration: Configuration = .init(), queue: DeliveryQueue, sender: DeliverySender, now: @escaping @Sendable () -> Date = { Date() }, prune: @escaping @Sendable (DeliveryRecord, String) async -> Void = { _, _ in }) {
+    public init(configuration: Configuration = .init(), queue: DeliveryQueue, sender: DeliverySender, metrics: ServerMetrics? = nil, now: @escaping @Sendable () -> Date = { Date() }, prune: @escaping @Sendable (DeliveryRecord, String) async -> Void = { _, _ in }) {
         self.configuration = configuration
         self.queue = queue
         self.sender = sender
+        self.metrics = metrics
         self.now = now
         self.prune = prune
     }
@@ -70,11 +72,15 @@ public final class DeliveryWorker: Sendable {
         switch await sender.send(d) {
         case .delivered(let id):
             try await queue.finish(id: d.id, owner: owner, outcome: .delivered(providerID: id), now: now())
+            metrics?.attempt(provider: d.provider, state: "delivered", reason: nil)
+            metrics?.delivered(provider: d.provider, secondsSinceDue: now().timeIntervalSince(d.notBefore))
         case let .failed(decision, reason):
             switch configuration.retry.action(after: decision, reason: reason, attempts: d.attempts, expiresAt: d.expiresAt, now: now(), random: { Double.random(in: 0..<1) }) {
             case .retry(let at):
                 try await queue.reschedule(id: d.id, owner: owner, notBefore: at, reason: reason, now: now())
+                metrics?.attempt(provider: d.provider, state: "retry", reason: reason)
             case .final(let outcome):
+                metrics?.attempt(provider: d.provider, state: outcome.state.rawValue, reason: reason)
                 if try await queue.finish(id: d.id, owner: owner, outcome: outcome, now: now()), outcome.state == .pruned {
                     await prune(d, reason)
                 }

@@ -1,0 +1,44 @@
+import Foundation
+import Prometheus
+
+/// What `/metrics` shows: notifications accepted, delivery attempts by provider, outcome and reason, the time from
+/// due to delivered, and the queue's depth per state. Every label value comes from a bounded set.
+public final class ServerMetrics: Sendable {
+    public let registry = PrometheusCollectorRegistry()
+    let accepted: Counter
+    let latencyBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
+
+    public init() {
+        accepted = registry.makeCounter(name: "richpush_notifications_accepted_total", help: "Notifications accepted by the API")
+    }
+
+    func notificationAccepted(deliveries: Int) {
+        accepted.increment()
+        registry.makeCounter(name: "richpush_deliveries_enqueued_total", help: "Deliveries created by fan-out").increment(by: Int64(deliveries))
+    }
+
+    /// One attempt's result: `state` is delivered, failed, pruned, expired or retry.
+    func attempt(provider: DeliveryProvider, state: String, reason: String?) {
+        registry.makeCounter(
+            name: "richpush_delivery_attempts_total", labels: [("provider", provider.rawValue), ("state", state), ("reason", reason ?? "none")],
+            help: "Delivery attempts by provider, outcome and reason"
+        ).increment()
+    }
+
+    func delivered(provider: DeliveryProvider, secondsSinceDue: Double) {
+        registry.makeValueHistogram(
+            name: "richpush_delivery_latency_seconds", labels: [("provider", provider.rawValue)], buckets: latencyBuckets,
+            help: "Seconds from a delivery being due to its acceptance by the provider"
+        ).record(max(0, secondsSinceDue))
+    }
+
+    func queueDepth(_ counts: [DeliveryState: Int]) {
+        for state in DeliveryState.allCases {
+            registry.makeGauge(name: "richpush_queue_deliveries", labels: [("state", state.rawValue)], help: "Deliveries in the queue by state")
+                .set(Double(counts[state] ?? 0))
+        }
+    }
+
+    /// The Prometheus text exposition.
+    public func render() -> String { registry.emitToString() }
+}
