@@ -159,3 +159,38 @@ import Testing
         await sandbox.stop()
     }
 }
+
+@Suite struct OpenAPITests {
+    /// Every route is described, the document is served, and it parses as OpenAPI 3 (checked by Python's YAML parser).
+    @Test func theDocumentDescribesEveryRouteAndIsServed() async throws {
+        let doc = RichPushAPI.openAPIDocument
+        #expect(doc.hasPrefix("openapi: 3"))
+        let script = """
+        import sys, yaml, json
+        from openapi_spec_validator import validate
+        d = yaml.safe_load(sys.stdin.read())
+        validate(d)
+        print(json.dumps(sorted([m + ' ' + p for p, ops in d['paths'].items() for m in ops if m in ('get','post','put','delete','patch')])))
+        """
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = ["python3", "-c", script]
+        let input = Pipe(), output = Pipe()
+        p.standardInput = input
+        p.standardOutput = output
+        try p.run()
+        input.fileHandleForWriting.write(Data(doc.utf8))
+        try input.fileHandleForWriting.close()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0, "the document is not valid OpenAPI (or python3 -m pip install pyyaml openapi-spec-validator)")
+        let documented = try JSONValue.parse(data).arrayValue?.compactMap(\.stringValue) ?? []
+        #expect(documented == RichPushAPI.routes.map { "\($0.0) \($0.1)" }.sorted())
+        let f = try APITests.fixture()
+        let app = Application(router: f.api.router())
+        try await app.test(.router) { client in
+            let served = try await client.execute(uri: "/openapi.yaml", method: .get) { String(buffer: $0.body) }
+            #expect(served == doc)
+        }
+    }
+}

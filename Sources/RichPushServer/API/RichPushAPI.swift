@@ -35,6 +35,9 @@ public struct RichPushAPI: Sendable {
             if let counts = try? await api.queue.counts() { api.metrics.queueDepth(counts) }
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(string: api.metrics.render())))
         }
+        router.get("/openapi.yaml") { _, _ -> Response in
+            Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(string: Self.openAPIDocument)))
+        }
         router.post("/v1/apps") { request, _ in await api.handle { try await api.createApp(request) } }
         router.post("/v1/apps/:app/devices") { request, context in await api.handle { try await api.registerDevice(request, context) } }
         router.delete("/v1/apps/:app/devices/:token") { request, context in await api.handle { try await api.removeDevice(request, context) } }
@@ -42,6 +45,20 @@ public struct RichPushAPI: Sendable {
         router.get("/v1/apps/:app/notifications/:id") { request, context in await api.handle { try await api.outcomes(request, context) } }
         return router
     }
+
+    /// `docs/openapi.yaml`, shipped as a resource.
+    public static let openAPIDocument: String = {
+        guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"), let text = try? String(contentsOf: url, encoding: .utf8) else {
+            return "openapi: 3.0.3\ninfo: {title: RichPush API, version: '1'}\npaths: {}\n"
+        }
+        return text
+    }()
+
+    /// The routes the router serves, as (method, OpenAPI path), for keeping the document honest.
+    public static let routes: [(String, String)] = [
+        ("get", "/health"), ("get", "/metrics"), ("get", "/openapi.yaml"), ("post", "/v1/apps"), ("post", "/v1/apps/{app}/devices"),
+        ("delete", "/v1/apps/{app}/devices/{token}"), ("post", "/v1/apps/{app}/notifications"), ("get", "/v1/apps/{app}/notifications/{id}"),
+    ]
 
     // MARK: Errors and JSON
 
