@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
@@ -193,4 +194,47 @@ import Testing
             #expect(served == doc)
         }
     }
+}
+
+@Suite struct APILimitsTests {
+    @Test func wrongMethodsAre405WithAllow() async throws {
+        let f = try APITests.fixture()
+        let app = Application(router: f.api.router())
+        try await app.test(.router) { client in
+            try await client.execute(uri: "/v1/apps", method: .get) { r in
+                #expect(r.status.code == 405 && r.headers[.allow] == "POST")
+            }
+            try await client.execute(uri: "/v1/apps/x/notifications/y", method: .delete) { r in
+                #expect(r.status.code == 405 && r.headers[.allow] == "GET")
+            }
+            try await client.execute(uri: "/v1/apps/x/devices/t", method: .get) { r in #expect(r.status.code == 405 && r.headers[.allow] == "DELETE") }
+            try await client.execute(uri: "/v1/unknown", method: .get) { r in #expect(r.status.code == 404) }
+        }
+    }
+
+    @Test func aKeyOverItsRateGets429WithRetryAfter() async throws {
+        var f = try APITests.fixture()
+        let clock = ManualClock()
+        var api = f.api
+        api.limiter = RateLimiter(rate: 2, burst: 3, now: { clock.now })
+        f = APITests.Fixture(api: api, queue: f.queue, store: f.store, registry: f.registry)
+        let app = Application(router: f.api.router())
+        try await app.test(.router) { client in
+            var statuses: [Int] = []
+            for _ in 0..<5 { statuses.append(try await APITests.call(client, .get, "/v1/apps/a/notifications/b", key: "k1").0) }
+            #expect(statuses == [401, 401, 401, 429, 429])  // unknown key, but counted: the limit comes first
+            try await client.execute(uri: "/v1/apps/a/notifications/b", method: .get, headers: [.authorization: "Bearer k1"]) { r in
+                #expect(r.status.code == 429 && r.headers[.retryAfter] == "1")
+            }
+            #expect(try await APITests.call(client, .get, "/v1/apps/a/notifications/b", key: "another").0 == 401)  // per key
+            clock.advance(1)
+            #expect(try await APITests.call(client, .get, "/v1/apps/a/notifications/b", key: "k1").0 == 401)  // refilled
+        }
+    }
+}
+
+final class ManualClock: Sendable {
+    private let box = NIOConcurrencyHelpers.NIOLockedValueBox(Date(timeIntervalSince1970: 1_800_000_000))
+    var now: Date { box.withLockedValue { $0 } }
+    func advance(_ s: TimeInterval) { box.withLockedValue { $0 = $0.addingTimeInterval(s) } }
 }

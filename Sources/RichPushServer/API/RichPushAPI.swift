@@ -15,8 +15,9 @@ public struct RichPushAPI: Sendable {
     public var validation: MessageValidator.Options
     public var maxBodyBytes: Int
     public var metrics: ServerMetrics
+    public var limiter: RateLimiter
 
-    public init(store: ServerStore, registry: DeviceRegistry, queue: DeliveryQueue, adminKey: String, validation: MessageValidator.Options = .init(requireTargets: false), maxBodyBytes: Int = 256 * 1024, metrics: ServerMetrics = ServerMetrics()) {
+    public init(store: ServerStore, registry: DeviceRegistry, queue: DeliveryQueue, adminKey: String, validation: MessageValidator.Options = .init(requireTargets: false), maxBodyBytes: Int = 256 * 1024, metrics: ServerMetrics = ServerMetrics(), limiter: RateLimiter = RateLimiter()) {
         self.store = store
         self.registry = registry
         self.queue = queue
@@ -24,6 +25,7 @@ public struct RichPushAPI: Sendable {
         self.validation = validation
         self.maxBodyBytes = maxBodyBytes
         self.metrics = metrics
+        self.limiter = limiter
     }
 
     public func router() -> Router<BasicRequestContext> {
@@ -43,6 +45,19 @@ public struct RichPushAPI: Sendable {
         router.delete("/v1/apps/:app/devices/:token") { request, context in await api.handle { try await api.removeDevice(request, context) } }
         router.post("/v1/apps/:app/notifications") { request, context in await api.handle { try await api.send(request, context) } }
         router.get("/v1/apps/:app/notifications/:id") { request, context in await api.handle { try await api.outcomes(request, context) } }
+        // A known path with another method is 405 with the methods it takes, not 404.
+        var allowed: [String: [String]] = [:]
+        for (method, path) in Self.routes { allowed[path, default: []].append(method.uppercased()) }
+        for (path, methods) in allowed {
+            let hbPath = path.replacingOccurrences(of: "{", with: ":").replacingOccurrences(of: "}", with: "")
+            for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] where !methods.contains(method) {
+                router.on(RouterPath(hbPath), method: HTTPRequest.Method(method)!) { _, _ -> Response in
+                    var r = Self.json(405, ["error": ["code": "method-not-allowed", "message": .string("\(path) takes \(methods.joined(separator: ", "))")]])
+                    r.headers[.allow] = methods.joined(separator: ", ")
+                    return r
+                }
+            }
+        }
         return router
     }
 
@@ -75,6 +90,10 @@ public struct RichPushAPI: Sendable {
             var error: [String: JSONValue] = ["code": .string(f.code), "message": .string(f.message)]
             if !f.issues.isEmpty { error["issues"] = .array(f.issues.map(\.json)) }
             return Self.json(f.status, ["error": .object(error)])
+        } catch let limited as RateLimited {
+            var r = Self.json(429, ["error": ["code": "rate-limited", "message": .string("too many requests for this key; retry after \(limited.retryAfter) s")]])
+            r.headers[.retryAfter] = String(limited.retryAfter)
+            return r
         } catch is NIOTooManyBytesError {
             return Self.json(413, ["error": ["code": "body-too-large", "message": .string("the body is over \(maxBodyBytes) bytes")]])
         } catch {
@@ -94,13 +113,20 @@ public struct RichPushAPI: Sendable {
         }
     }
 
+    struct RateLimited: Error {
+        var retryAfter: Int
+    }
+
     // MARK: Authentication
 
-    func bearer(_ request: Request) -> String? {
+    /// The bearer key, counted against its rate limit (by hash: the key itself is not kept).
+    func bearer(_ request: Request) throws -> String? {
         guard let value = request.headers[.authorization] else { return nil }
         let parts = value.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        return String(parts[1])
+        let key = String(parts[1])
+        if let wait = limiter.check(ServerStore.hash(key)) { throw RateLimited(retryAfter: max(1, Int(wait.rounded(.up)))) }
+        return key
     }
 
     func isAdmin(_ key: String) -> Bool {
@@ -111,14 +137,14 @@ public struct RichPushAPI: Sendable {
     }
 
     func requireAdmin(_ request: Request) throws {
-        guard let key = bearer(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
+        guard let key = try bearer(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
         guard isAdmin(key) else { throw Failure(status: 403, code: "forbidden", message: "this route needs the admin key") }
     }
 
     /// The app of the route, when the key may use it with this scope.
     func requireApp(_ request: Request, _ context: BasicRequestContext, _ scope: APIScope) async throws -> ServerApp {
         guard let appID = context.parameters.get("app") else { throw Failure(status: 404, code: "not-found", message: "no app in the path") }
-        guard let key = bearer(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
+        guard let key = try bearer(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
         if !isAdmin(key) {
             guard let grant = try await store.authorize(key: key) else { throw Failure(status: 401, code: "unauthenticated", message: "unknown API key") }
             guard grant.appID == appID else { throw Failure(status: 403, code: "forbidden", message: "this key belongs to another app") }
