@@ -111,6 +111,14 @@ import Testing
             let scheduled = try await f.queue.deliveries(notificationID: try #require(b4["id"]?.stringValue))
             #expect(scheduled.count == 6 && scheduled.allSatisfy { abs($0.notBefore.timeIntervalSince1970 - later) < 0.01 })
             #expect(try await f.queue.claim(owner: "w", limit: 100, now: Date(), lease: 30).count == 15)
+            // Receipts from devices, as the device library reports them.
+            let report: JSONValue = ["attachments": [["uti": "public.jpeg"]], "skipped": [["url": "https://x/b.webp", "reason": "unsupported-type"]], "elapsed_ms": 40, "deadline_hit": false]
+            #expect(try await Self.call(client, .post, "/v1/apps/\(appID)/notifications/\(id)/receipts", key: key, body: ["token": "t1", "report": report]).0 == 201)
+            #expect(try await Self.call(client, .post, "/v1/apps/\(appID)/notifications/\(id)/receipts", key: key, body: ["token": "t2", "report": ["attachments": [], "skipped": [["reason": "too-large"]]]]).0 == 201)
+            #expect(try await Self.call(client, .post, "/v1/apps/\(appID)/notifications/\(id)/receipts", key: key, body: ["report": 5]).0 == 422)
+            #expect(try await Self.call(client, .post, "/v1/apps/\(appID)/notifications/nope/receipts", key: key, body: ["token": "t", "report": [:]]).0 == 404)
+            let (_, withReceipts) = try await Self.call(client, .get, "/v1/apps/\(appID)/notifications/\(id)", key: key)
+            #expect(withReceipts["receipts"] == ["count": 2, "with_media": 1, "skipped_reasons": ["unsupported-type": 1, "too-large": 1]])
         }
     }
 

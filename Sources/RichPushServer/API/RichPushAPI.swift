@@ -45,6 +45,7 @@ public struct RichPushAPI: Sendable {
         router.delete("/v1/apps/:app/devices/:token") { request, context in await api.handle { try await api.removeDevice(request, context) } }
         router.post("/v1/apps/:app/notifications") { request, context in await api.handle { try await api.send(request, context) } }
         router.get("/v1/apps/:app/notifications/:id") { request, context in await api.handle { try await api.outcomes(request, context) } }
+        router.post("/v1/apps/:app/notifications/:id/receipts") { request, context in await api.handle { try await api.receipt(request, context) } }
         // A known path with another method is 405 with the methods it takes, not 404.
         var allowed: [String: [String]] = [:]
         for (method, path) in Self.routes { allowed[path, default: []].append(method.uppercased()) }
@@ -73,6 +74,7 @@ public struct RichPushAPI: Sendable {
     public static let routes: [(String, String)] = [
         ("get", "/health"), ("get", "/metrics"), ("get", "/openapi.yaml"), ("post", "/v1/apps"), ("post", "/v1/apps/{app}/devices"),
         ("delete", "/v1/apps/{app}/devices/{token}"), ("post", "/v1/apps/{app}/notifications"), ("get", "/v1/apps/{app}/notifications/{id}"),
+        ("post", "/v1/apps/{app}/notifications/{id}/receipts"),
     ]
 
     // MARK: Errors and JSON
@@ -256,6 +258,34 @@ public struct RichPushAPI: Sendable {
             if let p = d.providerID { o["provider_id"] = .string(p) }
             return .object(o)
         }
-        return Self.json(200, ["id": .string(id), "total": .int(Int64(deliveries.count)), "counts": .object(counts), "deliveries": .array(list)])
+        // What devices reported: how many showed media, and why media was skipped.
+        let receipts = try await store.receipts(notificationID: id)
+        var skippedReasons: [String: JSONValue] = [:]
+        var withMedia = 0
+        for report in receipts.values {
+            if !(report["attachments"]?.arrayValue ?? []).isEmpty { withMedia += 1 }
+            for s in report["skipped"]?.arrayValue ?? [] {
+                let reason = s["reason"]?.stringValue ?? "unknown"
+                skippedReasons[reason] = .int((skippedReasons[reason]?.intValue ?? 0) + 1)
+            }
+        }
+        let receiptSummary: JSONValue = ["count": .int(Int64(receipts.count)), "with_media": .int(Int64(withMedia)), "skipped_reasons": .object(skippedReasons)]
+        return Self.json(200, ["id": .string(id), "total": .int(Int64(deliveries.count)), "counts": .object(counts), "deliveries": .array(list), "receipts": receiptSummary])
+    }
+
+    /// A device's delivery report (RichPushMedia's `DeliveryReport.json`), posted by the app.
+    func receipt(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let app = try await requireApp(request, context, .send)
+        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id else {
+            throw Failure(status: 404, code: "not-found", message: "no such notification")
+        }
+        let body = try await bodyJSON(request)
+        var issues: [ValidationIssue] = []
+        let token = body["token"]?.stringValue ?? ""
+        if token.isEmpty { issues.append(.init(path: "token", rule: "required", message: "the device token the report is from")) }
+        if body["report"]?.objectValue == nil { issues.append(.init(path: "report", rule: "type", message: "report must be the device library's delivery report object")) }
+        guard issues.isEmpty, let report = body["report"] else { throw Failure(status: 422, code: "invalid", message: "the receipt is not valid", issues: issues) }
+        try await store.saveReceipt(notificationID: id, token: token, report: report)
+        return Self.json(201, ["recorded": true])
     }
 }

@@ -48,7 +48,34 @@ public final class ServerStore: Sendable {
                     UNIQUE (app_id, idempotency_key));
                 """)
         }
+        m.registerMigration("receipts-v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE receipts (
+                    notification_id TEXT NOT NULL, token TEXT NOT NULL, report TEXT NOT NULL, received_at REAL NOT NULL,
+                    PRIMARY KEY (notification_id, token));
+                """)
+        }
         try m.migrate(pool)
+    }
+
+    /// Stores what a device reported for a notification (the device library's delivery report); a later report
+    /// from the same device replaces the earlier.
+    public func saveReceipt(notificationID: String, token: String, report: JSONValue) async throws {
+        try await pool.write { db in
+            try db.execute(sql: "INSERT OR REPLACE INTO receipts (notification_id, token, report, received_at) VALUES (?, ?, ?, ?)",
+                arguments: [notificationID, token, report.jsonString, Date().timeIntervalSince1970])
+        }
+    }
+
+    /// The receipts of a notification by device token.
+    public func receipts(notificationID: String) async throws -> [String: JSONValue] {
+        try await pool.read { db in
+            var out: [String: JSONValue] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT token, report FROM receipts WHERE notification_id = ?", arguments: [notificationID]) {
+                out[row["token"]] = (try? JSONValue.parse(row["report"] as String)) ?? .null
+            }
+            return out
+        }
     }
 
     /// SHA-256 of a key, in hex.
