@@ -1,20 +1,23 @@
 import ArgumentParser
 import Foundation
-import RichPushAPNs
 import RichPushCharts
 import RichPushCore
-import RichPushFCM
 import RichPushMedia
 import RichPushSandbox
+import RichPushServer
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "One rich push end to end on this machine: validate, send to the APNs and FCM emulators, and show what the device displays.",
-        discussion: "Starts the sandbox and a media server on loopback, so it needs no network and no Apple or Google account."
+        abstract: "One rich push end to end on this machine, through the server: register devices, send, watch the outcome, and see what the device shows.",
+        discussion: "Starts the server (embedded SQLite), its sandbox APNs and FCM emulators and a media server on loopback: no network and no Apple or Google account needed."
     )
 
-    @Option(help: "Folder for the sandbox credentials and the staged attachments.")
+    @Option(help: "Folder for the database, the sandbox credentials and the staged attachments.")
     var dir = ".richpush-demo"
 
     @Flag(help: "Print the full JSON of each step.")
@@ -22,68 +25,92 @@ struct DemoCommand: AsyncParsableCommand {
 
     func run() async throws {
         let root = URL(fileURLWithPath: dir, isDirectory: true)
-        let sandbox = try await Sandbox.start(directory: root.appendingPathComponent("sandbox"), threads: 1)
-        defer { Task { await sandbox.stop() } }
+        try? FileManager.default.removeItem(at: root.appendingPathComponent("richpush.sqlite"))
+        try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
+
         // The picture the push carries: a PNG drawn by the chart renderer, served over HTTP on loopback.
         let banner = ChartRenderer.render(ChartSpec(kind: .area, series: [.init(values: [3, 5, 4, 7, 6, 9, 8, 12])], title: "Weekly active", value: "12,408", change: "▲ 18%"))
         let media = MediaTestServer(routes: ["/banner": .bytes(banner.png, contentType: "application/octet-stream")])
         let mediaPort = try await media.start()
-        defer { Task { try? await media.shutdown() } }
 
-        let apnsToken = String(repeating: "a1", count: 32)
-        let fcmToken = "demo-device:APA91b-sandbox-token"
-        let messageJSON: JSONValue = [
+        let admin = ServerStore.newKey()
+        let (ports, portSink) = AsyncStream<Int>.makeStream()
+        let server = try await LocalServer.make(db: root.appendingPathComponent("richpush.sqlite").path, host: "127.0.0.1", port: 0, adminKey: admin, sandboxDir: root.appendingPathComponent("sandbox").path, logLevel: .warning) { port, _ in
+            portSink.yield(port)
+        }
+        let running = Task { try await server.run(signals: []) }
+        var port = 0
+        for await p in ports { port = p; break }
+        let http = HTTPClient(base: "http://127.0.0.1:\(port)")
+        defer { running.cancel() }
+
+        let (_, created) = try await http.call("POST", "/v1/apps", key: admin, ["name": "Demo", "bundle_id": "com.example.app"])
+        guard let app = created["app"]?["id"]?.stringValue, let key = created["api_key"]?.stringValue else { throw ExitCode(1) }
+        print("1. server on http://127.0.0.1:\(port), app \(app) created; its API key is stored only as a hash")
+        let iosToken = String(repeating: "a1", count: 32)
+        _ = try await http.call("POST", "/v1/apps/\(app)/devices", key: key, ["token": .string(iosToken), "platform": "ios", "tags": ["weekly"]])
+        _ = try await http.call("POST", "/v1/apps/\(app)/devices", key: key, ["token": "demo-android:APA91b-sandbox", "platform": "android", "tags": ["weekly"]])
+        print("2. two devices registered (iOS through APNs, Android through FCM), tagged 'weekly'")
+
+        let message: JSONValue = [
             "title": "Your week in numbers", "body": "12,408 active users, up 18%",
             "media": [["url": .string("http://127.0.0.1:\(mediaPort)/banner"), "kind": "image"]],
             "chart": ["type": "bar", "values": [1200, 1450, 1320, 1800, 1760, 2100, 2778], "labels": ["M", "T", "W", "T", "F", "S", "S"], "title": "Signups"],
             "content_override": ["body": "12,408 active users (+18%), 2,778 signups on Sunday"],
-            "targets": ["apns_tokens": [.string(apnsToken)], "fcm_tokens": [.string(fcmToken)]],
+            "audience": ["tag": "weekly"],
         ]
-        print("1. message: \(messageJSON.serializedSize) bytes of JSON")
-        let report = MessageValidator(options: .init(allowInsecureMedia: true)).validate(json: messageJSON)
-        print("2. validation: \(report.errors.count) errors, \(report.warnings.count) warnings")
-        for issue in report.issues { print("   \(issue)") }
-        guard report.isValid else { throw ExitCode(1) }
-        let message = try PushMessage.decode(messageJSON)
-
-        let creds = sandbox.credentials
-        let apns = APNsClient(configuration: .init(
-            endpoint: .custom(host: "127.0.0.1", port: sandbox.apns.port),
-            authentication: .token(try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)),
-            trust: .certificateAuthority(pem: creds.caCertificatePEM)))
-        let request = APNsRenderer(bundleID: "com.example.app").render(message, deviceToken: apnsToken)
-        do {
-            let delivery = try await apns.send(request)
-            print("3. APNs: accepted, apns-id \(delivery.apnsID ?? "-"), payload \(request.body.count) bytes")
-        } catch {
-            print("3. APNs: \(error) (\(error.retry.label))")
+        let (status, accepted) = try await http.call("POST", "/v1/apps/\(app)/notifications", key: key, message, idempotencyKey: "demo-1")
+        guard status == 202, let id = accepted["id"]?.stringValue else {
+            print("send refused (\(status)): \(accepted.prettyPrinted())")
+            throw ExitCode(1)
         }
-        await apns.shutdown()
+        print("3. notification accepted (202) as \(id)")
 
-        let account = try ServiceAccount(contentsOf: sandbox.files["service-account"]!)
-        let fcm = FCMClient(configuration: .init(serviceAccount: account, endpoint: .custom(host: "127.0.0.1", port: sandbox.fcm.port), trust: .certificateAuthority(pem: creds.caCertificatePEM)))
-        let fcmRequest = FCMRenderer(projectID: account.projectID).render(message, to: .token(fcmToken))
-        do {
-            let name = try await fcm.send(fcmRequest)
-            print("4. FCM: accepted as \(name)")
-        } catch {
-            print("4. FCM: \(error) (\(error.retry.label))")
+        var outcome: JSONValue = .null
+        for _ in 0..<100 {
+            outcome = try await http.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1
+            let counts = outcome["counts"]?.objectValue ?? [:]
+            if counts["queued"] == nil && counts["leased"] == nil && !counts.isEmpty { break }
+            try await Task.sleep(nanoseconds: 50_000_000)
         }
-        await fcm.shutdown()
-        if verbose { print(fcmRequest.body.prettyPrinted()) }
+        print("4. outcome: \(outcome["counts"]?.jsonString ?? "?")")
+        for d in outcome["deliveries"]?.arrayValue ?? [] {
+            print("   \(d["provider"]?.stringValue ?? "") \(d["state"]?.stringValue ?? "") \(d["provider_id"]?.stringValue ?? d["reason"]?.stringValue ?? "")")
+        }
 
-        // The device: what the APNs emulator delivered, through the service-extension pipeline.
-        guard let received = sandbox.apns.recorded(token: apnsToken).last?.payloadJSON else { throw ExitCode(1) }
+        // The iPhone: what the APNs emulator delivered, through the service-extension pipeline.
+        guard let received = server.sandbox.apns.recorded(token: iosToken).last?.payloadJSON else { throw ExitCode(1) }
         var config = RichNotificationProcessor.Configuration(fetch: FetchPolicy(allowInsecureHTTP: true))
         config.stagingDirectory = root.appendingPathComponent("staged")
         let shown = await RichNotificationProcessor(configuration: config).process(payload: received)
-        print("5. device shows: \"\(shown.text.title)\" — \"\(shown.text.body)\"")
+        print("5. the iPhone shows: \"\(shown.text.title)\" — \"\(shown.text.body)\"")
         for a in shown.attachments {
-            print("   attachment \(a.identifier): \(a.type.displayName), \(a.bytes) bytes, \(a.uti), \(a.file.path)")
+            print("   attachment \(a.identifier): \(a.type.displayName), \(a.bytes) bytes, \(a.file.path)")
         }
         for s in shown.report.skipped { print("   skipped \(s.url): \(s.reason)") }
-        print("   in \(shown.report.elapsedMilliseconds) ms, deadline hit: \(shown.report.deadlineHit)")
-        if verbose { print(shown.report.json.prettyPrinted()) }
-        guard shown.attachments.count == 2 else { throw ExitCode(1) }
+        _ = try await http.call("POST", "/v1/apps/\(app)/notifications/\(id)/receipts", key: key, ["token": .string(iosToken), "report": shown.report.json])
+        let final = try await http.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1
+        print("6. receipts: \(final["receipts"]?.jsonString ?? "?")")
+        if verbose { print(final.prettyPrinted()) }
+        try? await media.shutdown()
+        running.cancel()
+        _ = try? await running.value
+        let delivered = final["counts"]?["delivered"]?.intValue ?? 0
+        guard delivered == 2, shown.attachments.count == 2 else { throw ExitCode(1) }
+    }
+}
+
+/// A few JSON calls to the server.
+struct HTTPClient {
+    let base: String
+
+    func call(_ method: String, _ path: String, key: String, _ body: JSONValue? = nil, idempotencyKey: String? = nil) async throws -> (Int, JSONValue) {
+        var request = URLRequest(url: URL(string: base + path)!)
+        request.httpMethod = method
+        request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
+        if let idempotencyKey { request.setValue(idempotencyKey, forHTTPHeaderField: "Idempotency-Key") }
+        if let body { request.httpBody = Data(body.serialized()) }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONValue.parse(data)) ?? .null)
     }
 }

@@ -144,10 +144,13 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         let r = try CLITests().run(["demo", "--dir", dir.path])
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
-        #expect(r.stdout.contains("3. APNs: accepted"))
-        #expect(r.stdout.contains("4. FCM: accepted as projects/"))
+        #expect(r.stdout.contains("accepted (202)"))
+        #expect(r.stdout.contains(#"4. outcome: {"delivered":2}"#))
+        #expect(r.stdout.contains("fcm delivered projects/"))
         #expect(r.stdout.contains("attachment media-0: PNG image"))
         #expect(r.stdout.contains("attachment chart: PNG image"))
+        #expect(r.stdout.contains(#"receipts: {"count":1,"skipped_reasons":{},"with_media":1}"#))
+        #expect(!r.stdout.contains("[HummingbirdCore]"))
         #expect(r.stdout.contains("2,778 signups on Sunday"))
     }
 }
