@@ -35,7 +35,7 @@ struct DemoCommand: AsyncParsableCommand {
 
         let admin = ServerStore.newKey()
         let (ports, portSink) = AsyncStream<Int>.makeStream()
-        let server = try await LocalServer.make(db: root.appendingPathComponent("richpush.sqlite").path, host: "127.0.0.1", port: 0, adminKey: admin, sandboxDir: root.appendingPathComponent("sandbox").path, logLevel: .warning) { port, _ in
+        let server = try await LocalServer.make(db: root.appendingPathComponent("richpush.sqlite").path, host: "127.0.0.1", port: 0, adminKey: admin, providers: .inProcessSandbox(directory: root.appendingPathComponent("sandbox").path), logLevel: .warning) { port, _ in
             portSink.yield(port)
         }
         let running = Task { try await server.run(signals: []) }
@@ -79,7 +79,7 @@ struct DemoCommand: AsyncParsableCommand {
         }
 
         // The iPhone: what the APNs emulator delivered, through the service-extension pipeline.
-        guard let received = server.sandbox.apns.recorded(token: iosToken).last?.payloadJSON else { throw ExitCode(1) }
+        guard let received = server.sandbox?.apns.recorded(token: iosToken).last?.payloadJSON else { throw ExitCode(1) }
         var config = RichNotificationProcessor.Configuration(fetch: FetchPolicy(allowInsecureHTTP: true))
         config.stagingDirectory = root.appendingPathComponent("staged")
         let shown = await RichNotificationProcessor(configuration: config).process(payload: received)

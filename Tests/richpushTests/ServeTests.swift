@@ -12,9 +12,9 @@ import FoundationNetworking
         let process = Process()
         let base: String
 
-        init(db: String, sandboxDir: String) throws {
+        init(db: String, sandboxDir: String, extra: [String] = []) throws {
             process.executableURL = CLITests.binary
-            process.arguments = ["serve", "--port", "0", "--db", db, "--sandbox-dir", sandboxDir, "--admin-key", "test-admin"]
+            process.arguments = ["serve", "--port", "0", "--db", db, "--sandbox-dir", sandboxDir, "--admin-key", "test-admin"] + extra
             let out = Pipe()
             process.standardOutput = out
             process.standardError = FileHandle.nullDevice
@@ -67,5 +67,76 @@ import FoundationNetworking
         second.process.terminate()
         second.process.waitUntilExit()
         #expect(second.process.terminationReason == .exit && second.process.terminationStatus == 0)
+    }
+
+    /// The crash test: SIGKILL the server three times during a 10,000-delivery send, restart it each time on
+    /// the same database, and check that every delivery reaches an outcome. The emulators run in their own process
+    /// (`richpush sandbox`), so that they count what arrived twice.
+    @Test func tenThousandDeliveriesSurviveRepeatedKills() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("crash-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sbxDir = dir.appendingPathComponent("sandbox").path, db = dir.appendingPathComponent("rp.sqlite").path
+        let sandbox = Process()
+        sandbox.executableURL = CLITests.binary
+        sandbox.arguments = ["sandbox", "--dir", sbxDir, "--threads", "1"]
+        let out = Pipe()
+        sandbox.standardOutput = out
+        try sandbox.run()
+        defer { sandbox.terminate(); sandbox.waitUntilExit() }
+        var text = ""
+        while !text.contains("sandbox: serving") {
+            guard let chunk = try out.fileHandleForReading.read(upToCount: 1), !chunk.isEmpty else { break }
+            text += String(decoding: chunk, as: UTF8.self)
+        }
+        let summary = try JSONValue.parse(String(text[..<text.range(of: "sandbox: serving")!.lowerBound]))
+        let apnsPort = Int(summary["apns"]?["port"]?.intValue ?? 0)
+        let fcmPort = Int(URL(string: summary["fcm"]?["url"]?.stringValue ?? "")?.port ?? 0)
+        let sandboxAdmin = try #require(summary["admin"]?.stringValue)
+        // A short lease, so that deliveries a killed server held are sent again within seconds.
+        let external = ["--external-apns-port", String(apnsPort), "--external-fcm-port", String(fcmPort), "--lease", "10"]
+
+        var server = try Server(db: db, sandboxDir: sbxDir, extra: external)
+        let (_, created) = try await server.call("POST", "/v1/apps", key: "test-admin", body: ["name": "Crash", "bundle_id": "com.example.app"])
+        let app = try #require(created["app"]?["id"]?.stringValue), key = try #require(created["api_key"]?.stringValue)
+        for i in 0..<100 {
+            let ios = i % 2 == 0
+            let token: JSONValue = .string(ios ? String(format: "%064x", i + 1) : "crash-android-token-\(i)")
+            #expect(try await server.call("POST", "/v1/apps/\(app)/devices", key: key, body: ["token": token, "platform": .string(ios ? "ios" : "android")]).0 == 200)
+        }
+        var ids: [String] = []
+        for i in 0..<100 {
+            let (status, accepted) = try await server.call("POST", "/v1/apps/\(app)/notifications", key: key, body: ["title": .string("n\(i)"), "audience": ["all": true]])
+            #expect(status == 202)
+            ids.append(try #require(accepted["id"]?.stringValue))
+        }
+        for _ in 0..<3 {
+            try await Task.sleep(nanoseconds: 400_000_000)
+            kill(server.process.processIdentifier, SIGKILL)
+            server.process.waitUntilExit()
+            server = try Server(db: db, sandboxDir: sbxDir, extra: external)
+        }
+        var totals: [String: Int64] = [:]
+        let deadline = Date().addingTimeInterval(120)
+        while Date() < deadline {
+            totals = [:]
+            for id in ids {
+                for (state, n) in try await server.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1["counts"]?.objectValue ?? [:] {
+                    totals[state, default: 0] += n.intValue ?? 0
+                }
+            }
+            if totals["queued"] == nil && totals["leased"] == nil && totals.values.reduce(0, +) == 10_000 { break }
+            try await Task.sleep(nanoseconds: 500_000_000)
+        }
+        #expect(totals == ["delivered": 10_000], "\(totals)")
+        var request = URLRequest(url: URL(string: sandboxAdmin + "/apns/stats")!)
+        let apnsAccepted = try JSONValue.parse(try await URLSession.shared.data(for: request).0)["accepted"]?.intValue ?? 0
+        request = URLRequest(url: URL(string: sandboxAdmin + "/fcm/stats")!)
+        let fcmAccepted = try JSONValue.parse(try await URLSession.shared.data(for: request).0)["accepted"]?.intValue ?? 0
+        let duplicates = apnsAccepted + fcmAccepted - 10_000
+        print("crash test: 3 SIGKILLs during 10,000 deliveries; all delivered; the emulators accepted \(apnsAccepted + fcmAccepted): \(duplicates) duplicates")
+        #expect(duplicates >= 0 && duplicates < 1000)
+        server.process.terminate()
+        server.process.waitUntilExit()
     }
 }
