@@ -22,7 +22,7 @@ struct LocalServer {
     let fcm: FCMClient
     let application: Application<RouterResponder<BasicRequestContext>>
 
-    static func make(db: String, host: String, port: Int, adminKey: String, providers: Providers, lease: TimeInterval = 60, logLevel: Logger.Level = .info, onRunning: @escaping @Sendable (_ port: Int, _ sandboxAdminPort: Int) -> Void) async throws -> LocalServer {
+    static func make(db: String, host: String, port: Int, adminKey: String, providers: Providers, lease: TimeInterval = 60, rateLimit: Double = 200, logLevel: Logger.Level = .info, onRunning: @escaping @Sendable (_ port: Int, _ sandboxAdminPort: Int) -> Void) async throws -> LocalServer {
         let pool = try SQLiteDeliveryQueue.openPool(path: db)
         let queue = try SQLiteDeliveryQueue(pool: pool)
         let registry = try SQLiteDeviceRegistry(pool: pool)
@@ -57,7 +57,7 @@ struct LocalServer {
         let metrics = ServerMetrics()
         let worker = DeliveryWorker(configuration: .init(lease: lease), queue: queue, sender: sender, metrics: metrics, prune: { d, _ in _ = try? await registry.prune(appID: d.appID, token: d.target, invalidSince: nil) })
         // Media in the sandbox is often on loopback over http: allowed here.
-        let api = RichPushAPI(store: store, registry: registry, queue: queue, adminKey: adminKey, validation: .init(allowInsecureMedia: true, requireTargets: false), metrics: metrics)
+        let api = RichPushAPI(store: store, registry: registry, queue: queue, adminKey: adminKey, validation: .init(allowInsecureMedia: true, requireTargets: false), metrics: metrics, limiter: RateLimiter(rate: rateLimit, burst: rateLimit * 2))
         var logger = Logger(label: "richpush")
         logger.logLevel = logLevel
         let application = Application(

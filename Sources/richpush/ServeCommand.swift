@@ -27,6 +27,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("external-apns-port"), help: "Use a running `richpush sandbox` (its --dir is --sandbox-dir): its APNs port.") var externalAPNsPort: Int?
     @Option(name: .customLong("external-fcm-port"), help: "The running sandbox's FCM port.") var externalFCMPort: Int?
     @Option(help: "Seconds a worker holds claimed deliveries; after a crash they are sent again once it runs out.") var lease: Double = 60
+    @Option(name: .customLong("rate-limit"), help: "Requests a second per API key (bursts of twice that).") var rateLimit: Double = 200
 
     func validate() throws {
         if (externalAPNsPort == nil) != (externalFCMPort == nil) { throw ValidationError("give both --external-apns-port and --external-fcm-port, or neither") }
@@ -39,7 +40,7 @@ struct ServeCommand: AsyncParsableCommand {
         let (host, db) = (self.host, self.db)
         let announce: @Sendable (String) -> Void = { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) }
         let providers: LocalServer.Providers = externalAPNsPort.map { .externalSandbox(directory: sandboxDir, apnsPort: $0, fcmPort: externalFCMPort ?? 0) } ?? .inProcessSandbox(directory: sandboxDir)
-        let server = try await LocalServer.make(db: db, host: host, port: port, adminKey: admin, providers: providers, lease: lease) { port, sandboxAdmin in
+        let server = try await LocalServer.make(db: db, host: host, port: port, adminKey: admin, providers: providers, lease: lease, rateLimit: rateLimit) { port, sandboxAdmin in
             announce(#"{"listening":"http://\#(host):\#(port)","database":"\#(db)","admin_key_source":"\#(source)","sandbox_admin":"http://127.0.0.1:\#(sandboxAdmin)"}"#)
             if source == "generated" { announce("admin key (shown once): \(admin)") }
         }

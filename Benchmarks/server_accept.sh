@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The server's accept rate: wrk POSTs notifications (one target each) to a release `richpush serve` for 10 s, then
+# waits for the workers to deliver them all to the sandbox emulators. Prints wrk's rate and latency distribution and
+# the end-to-end delivery rate. Needs wrk (apt-get install wrk).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+command -v wrk >/dev/null || { echo "wrk is missing: apt-get install wrk"; exit 1; }
+swift build -c release --product richpush >/dev/null
+dir=$(mktemp -d)
+trap 'kill $server 2>/dev/null || true; rm -rf "$dir"' EXIT
+admin=bench-admin
+# The rate limit is per key; the benchmark measures the server, so it is raised out of the way.
+.build/release/richpush serve --port 0 --db "$dir/rp.sqlite" --sandbox-dir "$dir/sandbox" --admin-key "$admin" --rate-limit 1000000 > "$dir/serve.log" 2>&1 &
+server=$!
+for _ in $(seq 100); do grep -q listening "$dir/serve.log" 2>/dev/null && break; sleep 0.1; done
+base=$(grep -m1 '"listening"' "$dir/serve.log" | python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['listening'])")
+created=$(curl -s -XPOST "$base/v1/apps" -H "Authorization: Bearer $admin" -d '{"name":"Bench","bundle_id":"com.example.app"}')
+app=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['app']['id'])" "$created")
+key=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['api_key'])" "$created")
+token=$(printf 'ab%.0s' $(seq 32))
+curl -s -o /dev/null -XPOST "$base/v1/apps/$app/devices" -H "Authorization: Bearer $key" -d "{\"token\":\"$token\",\"platform\":\"ios\"}"
+cat > "$dir/post.lua" <<LUA
+wrk.method = "POST"
+wrk.headers["Authorization"] = "Bearer $key"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = '{"title":"Flash sale","body":"40% off","media":"https://cdn.example.com/sale.jpg","audience":{"tokens":["$token"]}}'
+done = function(summary, latency, requests)
+  io.write(string.format("accepted: %d requests in %.1f s = %.0f/s, non-2xx %d\n", summary.requests, summary.duration / 1e6,
+    summary.requests / (summary.duration / 1e6), summary.errors.status))
+  io.write(string.format("latency: p50 %.2f ms, p99 %.2f ms, max %.2f ms\n", latency:percentile(50) / 1000, latency:percentile(99) / 1000, latency.max / 1000))
+end
+LUA
+echo "server_accept: wrk -t1 -c32 -d10s, one target per request, 2 cores shared by wrk, the server, its workers and the emulators"
+start=$(date +%s.%N)
+wrk -t1 -c32 -d10s -s "$dir/post.lua" "$base/v1/apps/$app/notifications" | grep -E "^(accepted|latency)"
+# Wait for the queue to drain: the metrics show the queue depth by state.
+for _ in $(seq 600); do
+  left=$(curl -s "$base/metrics" | awk '/^richpush_queue_deliveries\{state="(queued|leased)"\}/ {s += $2} END {print s + 0}')
+  [ "$left" = "0" ] && break
+  sleep 0.2
+done
+end=$(date +%s.%N)
+delivered=$(curl -s "$base/metrics" | awk '/^richpush_queue_deliveries\{state="delivered"\}/ {print $2}')
+python3 -c "print('end to end: %d delivered to the APNs emulator in %.1f s from the first request = %.0f/s' % ($delivered, $end - $start, $delivered / ($end - $start)))"
