@@ -85,6 +85,7 @@ import Testing
         (#"{"body":"b","data":{"gcm.notification.x":"x"}}"#, "data.gcm.notification.x|reserved-key"),
         (#"{"body":"b","data":{"aps":"x"}}"#, "data.aps|reserved-key"),
         (#"{"body":"b","data":{"rp":"x"}}"#, "data.rp|reserved-key"),
+        (#"{"body":"b","data":{"":"x"}}"#, "data|empty-key"),
         (#"{"body":"b","media":"http://x.test/a.jpg"}"#, "media[0].url|https-required"),
         (#"{"body":"b","media":"ftp://x.test/a.jpg"}"#, "media[0].url|url-scheme"),
         (#"{"body":"b","media":"/relative/a.jpg"}"#, "media[0].url|url"),
