@@ -52,35 +52,25 @@ public final class APNsEmulator: Sendable {
     public let configuration: Configuration
     let state: APNsEmulatorState
     let server: EmulatorServer<APNsEmulatorLogic>
-    let group: EventLoopGroup
-    private let ownsGroup: Bool
-    private let boundPort = NIOLockedBox<Int>(0)
 
     public init(credentials: SandboxCredentials, configuration: Configuration = Configuration(), eventLoopGroup: EventLoopGroup? = nil) throws {
         self.configuration = configuration
         state = APNsEmulatorState(recordLimit: configuration.recordLimit)
-        ownsGroup = eventLoopGroup == nil
-        group = eventLoopGroup ?? MultiThreadedEventLoopGroup(numberOfThreads: 1)
         server = try EmulatorServer(
             logic: APNsEmulatorLogic(state: state, configuration: configuration), certificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM,
-            clientCertificateAuthorityPEM: configuration.certificateMode ? credentials.caCertificatePEM : nil, allowHTTP1: false, group: group)
+            clientCertificateAuthorityPEM: configuration.certificateMode ? credentials.caCertificatePEM : nil, allowHTTP1: false, group: eventLoopGroup)
         registerKey(id: credentials.apnsKeyID, teamID: credentials.apnsTeamID, publicKey: credentials.apnsPublicKey)
     }
 
     /// Listens on 127.0.0.1; 0 picks a free port. Returns the port.
     @discardableResult
     public func start(port: Int = 0) async throws -> Int {
-        let p = try await server.start(port: port)
-        boundPort.value = p
-        return p
+        try await server.start(port: port)
     }
 
-    public var port: Int { boundPort.value }
+    public var port: Int { server.port }
 
-    public func stop() async {
-        await server.stop()
-        if ownsGroup { try? await group.shutdownGracefully() }
-    }
+    public func stop() async { await server.stop() }
 
     // MARK: Keys and devices
 

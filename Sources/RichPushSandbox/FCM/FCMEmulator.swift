@@ -40,33 +40,23 @@ public final class FCMEmulator: Sendable {
     public let configuration: Configuration
     let state: FCMEmulatorState
     let server: EmulatorServer<FCMEmulatorLogic>
-    let group: EventLoopGroup
-    private let ownsGroup: Bool
-    private let boundPort = NIOLockedBox<Int>(0)
 
     public init(credentials: SandboxCredentials, configuration: Configuration = Configuration(), eventLoopGroup: EventLoopGroup? = nil) throws {
         self.configuration = configuration
         state = FCMEmulatorState(recordLimit: configuration.recordLimit)
-        ownsGroup = eventLoopGroup == nil
-        group = eventLoopGroup ?? MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        server = try EmulatorServer(logic: FCMEmulatorLogic(state: state, configuration: configuration), certificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM, allowHTTP1: true, group: group)
+        server = try EmulatorServer(logic: FCMEmulatorLogic(state: state, configuration: configuration), certificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM, allowHTTP1: true, group: eventLoopGroup)
         registerServiceAccount(email: credentials.fcmClientEmail, publicKey: credentials.fcmPublicKey, projects: [credentials.fcmProjectID])
     }
 
     @discardableResult
     public func start(port: Int = 0) async throws -> Int {
-        let p = try await server.start(port: port)
-        boundPort.value = p
-        return p
+        try await server.start(port: port)
     }
 
-    public var port: Int { boundPort.value }
+    public var port: Int { server.port }
     public var tokenURI: String { "https://127.0.0.1:\(port)/token" }
 
-    public func stop() async {
-        await server.stop()
-        if ownsGroup { try? await group.shutdownGracefully() }
-    }
+    public func stop() async { await server.stop() }
 
     /// Accepts assertions signed by this account, for messages to these projects.
     public func registerServiceAccount(email: String, publicKey: _RSA.Signing.PublicKey, projects: Set<String>) {

@@ -13,9 +13,12 @@ public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
     let tls: TLSConfiguration
     let allowHTTP1: Bool
     let group: EventLoopGroup
+    /// True when the server made its own event-loop group (and so shuts it down).
+    private let ownsGroup: Bool
     private let channel: NIOLockedBox<Channel?> = NIOLockedBox(nil)
 
-    init(logic: Logic, certificatePEM: String, keyPEM: String, clientCertificateAuthorityPEM: String? = nil, allowHTTP1: Bool, group: EventLoopGroup) throws {
+    /// With no group given, the server runs its own one-thread group.
+    init(logic: Logic, certificatePEM: String, keyPEM: String, clientCertificateAuthorityPEM: String? = nil, allowHTTP1: Bool, group: EventLoopGroup?) throws {
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(certificatePEM.utf8)).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem)))
@@ -27,7 +30,8 @@ public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
         self.tls = tls
         self.logic = logic
         self.allowHTTP1 = allowHTTP1
-        self.group = group
+        ownsGroup = group == nil
+        self.group = group ?? MultiThreadedEventLoopGroup(numberOfThreads: 1)
     }
 
     func start(host: String = "127.0.0.1", port: Int) async throws -> Int {
@@ -49,8 +53,12 @@ public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
         return ch.localAddress?.port ?? 0
     }
 
+    /// The port listened on, 0 before ``start(host:port:)``.
+    var port: Int { channel.value?.localAddress?.port ?? 0 }
+
     func stop() async {
         try? await channel.value?.close().get()
+        if ownsGroup { try? await group.shutdownGracefully() }
     }
 }
 
