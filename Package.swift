@@ -122,12 +122,12 @@ let package = Package(
             ]
         ),
         // Sample media built from the formats' specifications, for tests and benchmarks only.
-        .target(name: "RichPushTestSupport"),
+        .target(name: "RichPushTestSupport", dependencies: ["RichPushSandbox", "RichPushAPNs", "RichPushFCM"]),
         .testTarget(name: "RichPushCoreTests", dependencies: ["RichPushCore", "RichPushTestSupport"]),
         .testTarget(name: "RichPushChartsTests", dependencies: ["RichPushCharts", "RichPushCore"]),
         .testTarget(name: "RichPushMediaTests", dependencies: ["RichPushMedia", "RichPushSandbox", "RichPushCore", "RichPushTestSupport"]),
-        .testTarget(name: "RichPushProvidersTests", dependencies: ["RichPushAPNs", "RichPushFCM", "RichPushSandbox", "RichPushCore", "RichPushTransport"]),
-        .testTarget(name: "RichPushServerTests", dependencies: ["RichPushServer", "RichPushCore", "RichPushTransport", "RichPushAPNs", "RichPushFCM", "RichPushSandbox", .product(name: "HummingbirdTesting", package: "hummingbird"), .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
+        .testTarget(name: "RichPushProvidersTests", dependencies: ["RichPushTestSupport", "RichPushAPNs", "RichPushFCM", "RichPushSandbox", "RichPushCore", "RichPushTransport"]),
+        .testTarget(name: "RichPushServerTests", dependencies: ["RichPushServer", "RichPushTestSupport", "RichPushCore", "RichPushTransport", "RichPushAPNs", "RichPushFCM", "RichPushSandbox", .product(name: "HummingbirdTesting", package: "hummingbird"), .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         .testTarget(name: "richpushTests", dependencies: ["richpush", "RichPushCore", "RichPushSandbox", "RichPushTestSupport"]),
     ]
 )

@@ -3,6 +3,7 @@ import NIOCore
 import RichPushAPNs
 import RichPushCore
 import RichPushSandbox
+import RichPushTestSupport
 import RichPushTransport
 import Testing
 
@@ -24,11 +25,7 @@ import FoundationNetworking
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sandbox-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
         let sandbox = try await Sandbox.start(directory: dir, threads: 1)
-        let creds = sandbox.credentials
-        let client = APNsClient(configuration: .init(
-            endpoint: .custom(host: "127.0.0.1", port: sandbox.apns.port),
-            authentication: .token(try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)),
-            trust: .certificateAuthority(pem: creds.caCertificatePEM), requestTimeout: 2))
+        let client = try sandbox.apnsClient(requestTimeout: 2)
         let token = String(repeating: "c4", count: 32)
         let request = APNsRenderer(bundleID: "com.example.app").render(PushMessage(alert: .init(title: "admin")), deviceToken: token)
         _ = try await client.send(request)

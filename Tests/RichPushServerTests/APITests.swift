@@ -7,6 +7,7 @@ import RichPushAPNs
 import RichPushCore
 import RichPushFCM
 import RichPushSandbox
+import RichPushTestSupport
 import RichPushServer
 import Testing
 
@@ -127,13 +128,8 @@ import Testing
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("e2e-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
         let sandbox = try await Sandbox.start(directory: dir, threads: 1)
-        let creds = sandbox.credentials
-        let apns = APNsClient(configuration: .init(
-            endpoint: .custom(host: "127.0.0.1", port: sandbox.apns.port),
-            authentication: .token(try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)),
-            trust: .certificateAuthority(pem: creds.caCertificatePEM), requestTimeout: 10))
-        let account = try ServiceAccount(contentsOf: sandbox.files["service-account"]!)
-        let fcm = FCMClient(configuration: .init(serviceAccount: account, endpoint: .custom(host: "127.0.0.1", port: sandbox.fcm.port), trust: .certificateAuthority(pem: creds.caCertificatePEM), requestTimeout: 10))
+        let apns = try sandbox.apnsClient(requestTimeout: 10)
+        let fcm = try sandbox.fcmClient(requestTimeout: 10)
         let app = Application(router: f.api.router())
         try await app.test(.router) { client in
             let (appID, key) = try await Self.createApp(client)
@@ -145,7 +141,7 @@ import Testing
             let (_, accepted) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: ["title": "E2E", "media": "https://cdn.example.com/a.jpg", "audience": ["all": true]])
             let id = try #require(accepted["id"]?.stringValue)
 
-            let sender = ProviderDeliverySender(apps: [appID: .init(apns: apns, bundleID: "com.example.app", fcm: fcm, fcmProjectID: account.projectID)]) { id in
+            let sender = ProviderDeliverySender(apps: [appID: .init(apns: apns, bundleID: "com.example.app", fcm: fcm, fcmProjectID: sandbox.credentials.fcmProjectID)]) { id in
                 try? await f.store.message(id: id)
             }
             let registry = f.registry

@@ -4,6 +4,7 @@ import RichPushAPNs
 import RichPushCore
 import RichPushFCM
 import RichPushSandbox
+import RichPushTestSupport
 import RichPushServer
 import RichPushTransport
 import Testing
@@ -14,16 +15,11 @@ import Testing
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("worker-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
         let sandbox = try await Sandbox.start(directory: dir, threads: 1)
-        let creds = sandbox.credentials
-        let apns = APNsClient(configuration: .init(
-            endpoint: .custom(host: "127.0.0.1", port: sandbox.apns.port),
-            authentication: .token(try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)),
-            trust: .certificateAuthority(pem: creds.caCertificatePEM), requestTimeout: 20))
-        let account = try ServiceAccount(contentsOf: sandbox.files["service-account"]!)
-        let fcm = FCMClient(configuration: .init(serviceAccount: account, endpoint: .custom(host: "127.0.0.1", port: sandbox.fcm.port), trust: .certificateAuthority(pem: creds.caCertificatePEM), requestTimeout: 20))
+        let apns = try sandbox.apnsClient(requestTimeout: 20)
+        let fcm = try sandbox.fcmClient(requestTimeout: 20)
 
         let message = try PushMessage.decode(JSONValue.parse(#"{"title":"Worker","body":"through faults","media":"https://x.test/a.jpg"}"#))
-        let sender = ProviderDeliverySender(apps: ["app": .init(apns: apns, bundleID: "com.example.app", fcm: fcm, fcmProjectID: account.projectID)]) { id in
+        let sender = ProviderDeliverySender(apps: ["app": .init(apns: apns, bundleID: "com.example.app", fcm: fcm, fcmProjectID: sandbox.credentials.fcmProjectID)]) { id in
             id == "n1" ? message : nil
         }
         let queue = try SQLiteDeliveryQueue(path: dir.appendingPathComponent("queue.sqlite").path)
