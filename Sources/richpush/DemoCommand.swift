@@ -33,9 +33,14 @@ struct DemoCommand: AsyncParsableCommand {
         let media = MediaTestServer(routes: ["/banner": .bytes(banner.png, contentType: "application/octet-stream")])
         let mediaPort = try await media.start()
 
-        let admin = ServerStore.newKey()
+        let admin = APIKeys.newKey()
         let (ports, portSink) = AsyncStream<Int>.makeStream()
-        let server = try await LocalServer.make(db: root.appendingPathComponent("richpush.sqlite").path, host: "127.0.0.1", port: 0, adminKey: admin, providers: .inProcessSandbox(directory: root.appendingPathComponent("sandbox").path), logLevel: .warning) { port, _ in
+        var serverConfig = ServerConfiguration()
+        serverConfig.database = root.appendingPathComponent("richpush.sqlite").path
+        serverConfig.port = 0
+        serverConfig.sandboxDirectory = root.appendingPathComponent("sandbox").path
+        serverConfig.mediaDirectory = root.appendingPathComponent("media").path
+        let server = try await LocalServer.make(serverConfig, adminKey: admin, logLevel: .warning) { port, _ in
             portSink.yield(port)
         }
         let running = Task { try await server.run(signals: []) }

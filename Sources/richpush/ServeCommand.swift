@@ -1,10 +1,6 @@
 import ArgumentParser
 import Foundation
 import Hummingbird
-import RichPushAPNs
-import RichPushCore
-import RichPushFCM
-import RichPushSandbox
 import RichPushServer
 import UnixSignals
 
@@ -13,37 +9,68 @@ struct ServeCommand: AsyncParsableCommand {
         commandName: "serve",
         abstract: "Run the RichPush server: HTTP API, device registry and durable queue in one SQLite file, and delivery workers.",
         discussion: """
-            This version sends through the built-in sandbox (APNs and FCM emulators started in this process); uploading real
-            provider credentials per app is still to come. The admin key comes from --admin-key or RICHPUSH_ADMIN_KEY; without
-            either, one is generated and printed once.
+            Settings come from --config (a JSON file), then RICHPUSH_* environment variables, then flags. With none, the
+            server uses richpush.sqlite and sandbox mode: the APNs and FCM emulators run in this process and every send goes
+            to them. Turn sandbox mode off ("sandbox": {"enabled": false} or RICHPUSH_SANDBOX=0) to send to Apple and
+            Google with each app's own credentials. The admin key comes from the file, RICHPUSH_ADMIN_KEY or --admin-key;
+            without one, a key is generated and printed once.
             """
     )
 
-    @Option(help: "The SQLite database file.") var db = "richpush.sqlite"
-    @Option(help: "Address to listen on.") var host = "127.0.0.1"
-    @Option(help: "Port (0: any free port).") var port = 8080
-    @Option(name: .customLong("admin-key"), help: "The admin API key.") var adminKey: String?
-    @Option(name: .customLong("sandbox-dir"), help: "Folder for the sandbox credentials.") var sandboxDir = ".richpush-sandbox"
+    @Option(help: "A JSON configuration file.") var config: String?
+    @Option(help: "The SQLite database file.") var db: String?
+    @Option(help: "Address to listen on.") var host: String?
+    @Option(help: "Port (0: any free port).") var port: Int?
+    @Option(name: .customLong("admin-key"), help: "The admin API key (16 characters or more).") var adminKey: String?
+    @Option(name: .customLong("public-url"), help: "The address devices reach this server at (hosted media).") var publicURL: String?
+    @Option(name: .customLong("sandbox-dir"), help: "Folder for the sandbox credentials.") var sandboxDir: String?
     @Option(name: .customLong("external-apns-port"), help: "Use a running `richpush sandbox` (its --dir is --sandbox-dir): its APNs port.") var externalAPNsPort: Int?
     @Option(name: .customLong("external-fcm-port"), help: "The running sandbox's FCM port.") var externalFCMPort: Int?
-    @Option(help: "Seconds a worker holds claimed deliveries; after a crash they are sent again once it runs out.") var lease: Double = 60
-    @Option(name: .customLong("rate-limit"), help: "Requests a second per API key (bursts of twice that).") var rateLimit: Double = 200
+    @Option(help: "Seconds a worker holds claimed deliveries; after a crash they are sent again once it runs out.") var lease: Double?
+    @Option(name: .customLong("rate-limit"), help: "Requests a second per API key (bursts of twice that).") var rateLimit: Double?
 
-    func validate() throws {
-        if (externalAPNsPort == nil) != (externalFCMPort == nil) { throw ValidationError("give both --external-apns-port and --external-fcm-port, or neither") }
+    /// File, then environment, then flags.
+    func resolved() throws -> ServerConfiguration {
+        var c = ServerConfiguration()
+        if let path = config {
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw ValidationError("cannot read the configuration file \(path)") }
+            try c.apply(json: text)
+        }
+        try c.apply(environment: ProcessInfo.processInfo.environment)
+        if let v = db { c.database = v }
+        if let v = host { c.host = v }
+        if let v = port { c.port = v }
+        if let v = adminKey { c.adminKey = v }
+        if let v = publicURL { c.publicURL = v }
+        if let v = sandboxDir { c.sandboxDirectory = v }
+        if let v = externalAPNsPort { c.externalSandboxAPNsPort = v }
+        if let v = externalFCMPort { c.externalSandboxFCMPort = v }
+        if let v = lease { c.leaseSeconds = v }
+        if let v = rateLimit { c.rateLimit = v }
+        try c.check()
+        return c
     }
 
     func run() async throws {
-        let environmentKey = ProcessInfo.processInfo.environment["RICHPUSH_ADMIN_KEY"]
-        let admin = adminKey ?? environmentKey ?? ServerStore.newKey()
-        let source = adminKey != nil ? "flag" : environmentKey != nil ? "environment" : "generated"
-        let (host, db) = (self.host, self.db)
+        let c: ServerConfiguration
+        do { c = try resolved() } catch let p as ServerConfiguration.Problem { throw ValidationError(p.description) }
+        let admin = c.adminKey ?? APIKeys.newKey()
+        let generated = c.adminKey == nil
         let announce: @Sendable (String) -> Void = { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) }
-        let providers: LocalServer.Providers = externalAPNsPort.map { .externalSandbox(directory: sandboxDir, apnsPort: $0, fcmPort: externalFCMPort ?? 0) } ?? .inProcessSandbox(directory: sandboxDir)
-        let server = try await LocalServer.make(db: db, host: host, port: port, adminKey: admin, providers: providers, lease: lease, rateLimit: rateLimit) { port, sandboxAdmin in
-            announce(#"{"listening":"http://\#(host):\#(port)","database":"\#(db)","admin_key_source":"\#(source)","sandbox_admin":"http://127.0.0.1:\#(sandboxAdmin)"}"#)
-            if source == "generated" { announce("admin key (shown once): \(admin)") }
+        let server = try await LocalServer.make(c, adminKey: admin) { port, sandboxAdmin in
+            var line: JSONValueLine = ["listening": "http://\(c.host):\(port)", "database": c.database, "sandbox": c.sandbox ? "on" : "off", "admin_key_source": generated ? "generated" : "configured"]
+            if sandboxAdmin > 0 { line["sandbox_admin"] = "http://127.0.0.1:\(sandboxAdmin)" }
+            announce(line.text)
+            if generated { announce("admin key (shown once): \(admin)") }
         }
         try await server.run(signals: [.sigterm, .sigint])
+    }
+}
+
+/// One line of JSON with string values, for the announcements.
+typealias JSONValueLine = [String: String]
+extension Dictionary where Key == String, Value == String {
+    var text: String {
+        "{" + keys.sorted().map { k in "\"\(k)\":\"\(self[k]!.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\""))\"" }.joined(separator: ",") + "}"
     }
 }

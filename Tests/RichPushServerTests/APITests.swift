@@ -16,7 +16,7 @@ import Testing
     struct Fixture {
         let api: RichPushAPI
         let queue: SQLiteDeliveryQueue
-        let store: ServerStore
+        let store: SQLiteServerStore
         let registry: SQLiteDeviceRegistry
     }
 
@@ -24,7 +24,7 @@ import Testing
         let pool = try SQLiteDeliveryQueue.openPool(path: FileManager.default.temporaryDirectory.appendingPathComponent("api-\(UUID().uuidString).sqlite").path)
         let queue = try SQLiteDeliveryQueue(pool: pool)
         let registry = try SQLiteDeviceRegistry(pool: pool)
-        let store = try ServerStore(pool: pool)
+        let store = try SQLiteServerStore(pool: pool)
         return Fixture(api: RichPushAPI(store: store, registry: registry, queue: queue, adminKey: "admin-secret", validation: .init(allowInsecureMedia: true, requireTargets: false)), queue: queue, store: store, registry: registry)
     }
 
@@ -56,7 +56,7 @@ import Testing
             #expect(key.hasPrefix("rp_") && key.count > 40)
             // Only the hash is stored.
             #expect(try await f.store.authorize(key: key)?.appID == appID)
-            #expect(try await f.store.authorize(key: ServerStore.hash(key)) == nil)
+            #expect(try await f.store.authorize(key: APIKeys.hash(key)) == nil)
             let (otherApp, otherKey) = try await Self.createApp(client)
             #expect(try await Self.call(client, .get, "/v1/apps/\(appID)/notifications/x", key: otherKey).0 == 403)
             #expect(try await Self.call(client, .get, "/v1/apps/\(otherApp)/notifications/x", key: otherKey).0 == 404)
@@ -103,12 +103,14 @@ import Testing
             let id = try #require(b1["id"]?.stringValue)
             let (s2, b2) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: message, headers: [("Idempotency-Key", "order-42")])
             #expect(s2 == 202 && b2 == b1)
+            await f.api.fanOuts.idle()
             #expect(try await f.queue.deliveries(notificationID: id).count == 15)
             let (s3, b3) = try await Self.call(client, .get, "/v1/apps/\(appID)/notifications/\(id)", key: key)
             #expect(s3 == 200 && b3["total"] == 15 && b3["counts"]?["queued"] == 15)
             // A scheduled send waits in the queue until its time.
             let later = Date().addingTimeInterval(3600).timeIntervalSince1970
             let (_, b4) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: ["body": "later", "audience": ["user": "u1"], "send_at": .double(later)])
+            await f.api.fanOuts.idle()
             let scheduled = try await f.queue.deliveries(notificationID: try #require(b4["id"]?.stringValue))
             #expect(scheduled.count == 6 && scheduled.allSatisfy { abs($0.notBefore.timeIntervalSince1970 - later) < 0.01 })
             #expect(try await f.queue.claim(owner: "w", limit: 100, now: Date(), lease: 30).count == 15)
@@ -140,6 +142,7 @@ import Testing
             sandbox.apns.unregisterDevice(tokens[1])
             let (_, accepted) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: ["title": "E2E", "media": "https://cdn.example.com/a.jpg", "audience": ["all": true]])
             let id = try #require(accepted["id"]?.stringValue)
+            await f.api.fanOuts.idle()
 
             let sender = ProviderDeliverySender(apps: [appID: .init(apns: apns, bundleID: "com.example.app", fcm: fcm, fcmProjectID: sandbox.credentials.fcmProjectID)]) { id in
                 try? await f.store.message(id: id)

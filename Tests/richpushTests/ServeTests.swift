@@ -14,7 +14,7 @@ import FoundationNetworking
 
         init(db: String, sandboxDir: String, extra: [String] = []) throws {
             process.executableURL = CLITests.binary
-            process.arguments = ["serve", "--port", "0", "--db", db, "--sandbox-dir", sandboxDir, "--admin-key", "test-admin"] + extra
+            process.arguments = ["serve", "--port", "0", "--db", db, "--sandbox-dir", sandboxDir, "--admin-key", "test-admin-key-0001"] + extra
             let out = Pipe()
             process.standardOutput = out
             process.standardError = FileHandle.nullDevice
@@ -44,7 +44,7 @@ import FoundationNetworking
         let db = dir.appendingPathComponent("rp.sqlite").path, sbx = dir.appendingPathComponent("sandbox").path
         let first = try Server(db: db, sandboxDir: sbx)
         #expect(first.base.hasPrefix("http://127.0.0.1:"))
-        let (s1, created) = try await first.call("POST", "/v1/apps", key: "test-admin", body: ["name": "Shop", "bundle_id": "com.example.app"])
+        let (s1, created) = try await first.call("POST", "/v1/apps", key: "test-admin-key-0001", body: ["name": "Shop", "bundle_id": "com.example.app"])
         #expect(s1 == 201)
         let app = try #require(created["app"]?["id"]?.stringValue), key = try #require(created["api_key"]?.stringValue)
         let token = String(repeating: "be", count: 32)
@@ -97,7 +97,7 @@ import FoundationNetworking
         let external = ["--external-apns-port", String(apnsPort), "--external-fcm-port", String(fcmPort), "--lease", "10"]
 
         var server = try Server(db: db, sandboxDir: sbxDir, extra: external)
-        let (_, created) = try await server.call("POST", "/v1/apps", key: "test-admin", body: ["name": "Crash", "bundle_id": "com.example.app"])
+        let (_, created) = try await server.call("POST", "/v1/apps", key: "test-admin-key-0001", body: ["name": "Crash", "bundle_id": "com.example.app"])
         let app = try #require(created["app"]?["id"]?.stringValue), key = try #require(created["api_key"]?.stringValue)
         for i in 0..<100 {
             let ios = i % 2 == 0

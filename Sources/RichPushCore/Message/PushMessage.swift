@@ -39,6 +39,9 @@ public struct PushMessage: Sendable, Hashable {
     public var data: [String: JSONValue]
     /// Where a tap leads, as a URL.
     public var deepLink: String?
+    /// A hosted PNG of ``chart`` for platforms that cannot draw it (Android, the web): the server renders and
+    /// hosts it and sets this; a sender may give its own.
+    public var chartImageURL: String?
     public var analyticsLabel: String?
     public var targets: Targets
 

@@ -72,7 +72,7 @@ public struct FCMRenderer: Sendable {
                 return media.url  // no type in the URL: an image by the sender's word or by default
             }
         }
-        return chartImageURL
+        return chartImageURL ?? (m.chart != nil ? m.chartImageURL : nil)
     }
 
     func messageBody(for m: PushMessage) -> [String: JSONValue] {

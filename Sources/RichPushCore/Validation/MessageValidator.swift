@@ -92,6 +92,12 @@ public struct MessageValidator: Sendable {
         if let id = m.id, UUID(uuidString: id) == nil {
             r.add("id", "not-a-uuid", "id is not a UUID, so it is not sent as apns-id and APNs assigns its own", .warning)
         }
+        if let chartURL = m.chartImageURL {
+            let scheme = URL(string: chartURL)?.scheme?.lowercased()
+            if scheme != "https" && !(scheme == "http" && options.allowInsecureMedia) {
+                r.add("chart_image_url", "https-required", "chart_image_url must be an https URL")
+            }
+        }
         if let link = m.deepLink {
             if URL(string: link)?.scheme == nil { r.add("deep_link", "url", "deep_link must be a URL with a scheme, such as myapp://orders/42 or https://…") }
         }

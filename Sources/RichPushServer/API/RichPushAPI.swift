@@ -7,25 +7,55 @@ import RichPushCore
 /// The versioned JSON API. Every request but `/health` needs `Authorization: Bearer <key>`: the admin key from
 /// the configuration, or an app's key with the scope the route needs.
 public struct RichPushAPI: Sendable {
-    public var store: ServerStore
+    public var store: any ServerStore
     public var registry: DeviceRegistry
     public var queue: DeliveryQueue
+    public var intake: NotificationIntake
     /// SHA-256 of the admin key (the key itself is never kept).
     public var adminKeyHash: String
     public var validation: MessageValidator.Options
     public var maxBodyBytes: Int
     public var metrics: ServerMetrics
     public var limiter: RateLimiter
+    /// Registry fan-outs run after the answer; tests and shutdown wait for them here.
+    public let fanOuts = BackgroundWork()
+    /// Called when deliveries were queued (the worker looks at once instead of at its next poll).
+    public var onQueued: @Sendable () -> Void
+    /// Called with each new notification's message before its deliveries are queued (the sender keeps it, rather
+    /// than reading it back from the store for the first delivery).
+    public var onAccepted: @Sendable (_ id: String, _ message: PushMessage) -> Void = { _, _ in }
+    /// Most tokens in one `audience.tokens` (or `apns_tokens` + `fcm_tokens`) list.
+    public var maxTokensPerRequest = 10_000
 
-    public init(store: ServerStore, registry: DeviceRegistry, queue: DeliveryQueue, adminKey: String, validation: MessageValidator.Options = .init(requireTargets: false), maxBodyBytes: Int = 256 * 1024, metrics: ServerMetrics = ServerMetrics(), limiter: RateLimiter = RateLimiter()) {
+    public init(
+        store: any ServerStore, registry: DeviceRegistry, queue: DeliveryQueue, intake: NotificationIntake? = nil, adminKey: String,
+        validation: MessageValidator.Options = .init(requireTargets: false), maxBodyBytes: Int = 256 * 1024, metrics: ServerMetrics = ServerMetrics(),
+        limiter: RateLimiter = RateLimiter(), onQueued: @escaping @Sendable () -> Void = {}
+    ) {
         self.store = store
         self.registry = registry
         self.queue = queue
-        adminKeyHash = ServerStore.hash(adminKey)
+        if let intake {
+            self.intake = intake
+        } else if let s = store as? SQLiteServerStore, let r = registry as? SQLiteDeviceRegistry, let q = queue as? SQLiteDeliveryQueue, let direct = try? SQLiteIntake(store: s, registry: r, queue: q) {
+            self.intake = direct
+        } else {
+            self.intake = SequentialIntake(store: store, registry: registry, queue: queue)
+        }
+        adminKeyHash = APIKeys.hash(adminKey)
         self.validation = validation
         self.maxBodyBytes = maxBodyBytes
         self.metrics = metrics
         self.limiter = limiter
+        self.onQueued = onQueued
+    }
+
+    /// Resumes fan-outs a crash cut short (call once at start, before serving).
+    public func resumeFanOuts() async throws -> Int {
+        var total = 0
+        for id in try await intake.pendingFanOuts() { total += try await intake.completeFanOut(notificationID: id) }
+        if total > 0 { onQueued() }
+        return total
     }
 
     public func router() -> Router<BasicRequestContext> {
@@ -41,6 +71,10 @@ public struct RichPushAPI: Sendable {
             Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(string: Self.openAPIDocument)))
         }
         router.post("/v1/apps") { request, _ in await api.handle { try await api.createApp(request) } }
+        router.get("/v1/apps/:app") { request, context in await api.handle { try await api.showApp(request, context) } }
+        router.patch("/v1/apps/:app") { request, context in await api.handle { try await api.updateApp(request, context) } }
+        router.post("/v1/apps/:app/keys") { request, context in await api.handle { try await api.createKey(request, context) } }
+        router.delete("/v1/apps/:app/keys/:key") { request, context in await api.handle { try await api.revokeKey(request, context) } }
         router.post("/v1/apps/:app/devices") { request, context in await api.handle { try await api.registerDevice(request, context) } }
         router.delete("/v1/apps/:app/devices/:token") { request, context in await api.handle { try await api.removeDevice(request, context) } }
         router.post("/v1/apps/:app/notifications") { request, context in await api.handle { try await api.send(request, context) } }
@@ -72,7 +106,8 @@ public struct RichPushAPI: Sendable {
 
     /// The routes the router serves, as (method, OpenAPI path), for keeping the document honest.
     public static let routes: [(String, String)] = [
-        ("get", "/health"), ("get", "/metrics"), ("get", "/openapi.yaml"), ("post", "/v1/apps"), ("post", "/v1/apps/{app}/devices"),
+        ("get", "/health"), ("get", "/metrics"), ("get", "/openapi.yaml"), ("post", "/v1/apps"), ("get", "/v1/apps/{app}"), ("patch", "/v1/apps/{app}"),
+        ("post", "/v1/apps/{app}/keys"), ("delete", "/v1/apps/{app}/keys/{key}"), ("post", "/v1/apps/{app}/devices"),
         ("delete", "/v1/apps/{app}/devices/{token}"), ("post", "/v1/apps/{app}/notifications"), ("get", "/v1/apps/{app}/notifications/{id}"),
         ("post", "/v1/apps/{app}/notifications/{id}/receipts"),
     ]
@@ -127,13 +162,13 @@ public struct RichPushAPI: Sendable {
         let parts = value.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
         let key = String(parts[1])
-        if let wait = limiter.check(ServerStore.hash(key)) { throw RateLimited(retryAfter: max(1, Int(wait.rounded(.up)))) }
+        if let wait = limiter.check(APIKeys.hash(key)) { throw RateLimited(retryAfter: max(1, Int(wait.rounded(.up)))) }
         return key
     }
 
     func isAdmin(_ key: String) -> Bool {
         // Compared as fixed-length hashes, in constant time.
-        let a = Array(ServerStore.hash(key).utf8), b = Array(adminKeyHash.utf8)
+        let a = Array(APIKeys.hash(key).utf8), b = Array(adminKeyHash.utf8)
         guard a.count == b.count else { return false }
         return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
@@ -166,9 +201,50 @@ public struct RichPushAPI: Sendable {
         let bundle = body["bundle_id"]?.stringValue ?? ""
         if name.isEmpty { issues.append(.init(path: "name", rule: "required", message: "an app needs a name")) }
         if bundle.isEmpty { issues.append(.init(path: "bundle_id", rule: "required", message: "an app needs the iOS bundle id (apns-topic)")) }
+        var app = ServerApp(id: "", name: name, bundleID: bundle, fcmProjectID: body["fcm_project_id"]?.stringValue)
+        Credentials.apply(body, to: &app, issues: &issues)
         guard issues.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the app is not valid", issues: issues) }
-        let (app, key) = try await store.createApp(name: name, bundleID: bundle, fcmProjectID: body["fcm_project_id"]?.stringValue)
-        return Self.json(201, ["app": app.json, "api_key": .string(key), "note": "the key is shown once; RichPush keeps only its hash"])
+        let (created, key) = try await store.createApp(app)
+        return Self.json(201, ["app": created.json, "api_key": .string(key), "note": "the key is shown once; RichPush keeps only its hash"])
+    }
+
+    func showApp(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let app = try await requireApp(request, context, .read)
+        return Self.json(200, ["app": app.json])
+    }
+
+    /// Changes the name, bundle id or credentials (`"apns": null` removes them).
+    func updateApp(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        var app = try await requireApp(request, context, .manage)
+        let body = try await bodyJSON(request)
+        guard case .object = body else { throw Failure(status: 422, code: "invalid", message: "the body must be an object") }
+        var issues: [ValidationIssue] = []
+        if let n = body["name"] { if let s = n.stringValue, !s.isEmpty { app.name = s } else { issues.append(.init(path: "name", rule: "type", message: "name must be a non-empty string")) } }
+        if let b = body["bundle_id"] { if let s = b.stringValue, !s.isEmpty { app.bundleID = s } else { issues.append(.init(path: "bundle_id", rule: "type", message: "bundle_id must be a non-empty string")) } }
+        if let p = body["fcm_project_id"] { app.fcmProjectID = p.stringValue }
+        Credentials.apply(body, to: &app, issues: &issues)
+        guard issues.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the change is not valid", issues: issues) }
+        guard let updated = try await store.updateApp(app) else { throw Failure(status: 404, code: "not-found", message: "no app '\(app.id)'") }
+        return Self.json(200, ["app": updated.json])
+    }
+
+    func createKey(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let app = try await requireApp(request, context, .manage)
+        let body = try await bodyJSON(request)
+        let names = body["scopes"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        let scopes = Set(names.compactMap(APIScope.init(rawValue:)))
+        guard !names.isEmpty, scopes.count == Set(names).count else {
+            throw Failure(status: 422, code: "invalid", message: "the key is not valid", issues: [.init(path: "scopes", rule: "enum", message: "scopes must list one or more of send, manage, read")])
+        }
+        let (grant, key) = try await store.createKey(appID: app.id, scopes: scopes)
+        return Self.json(201, ["id": .string(grant.keyID), "api_key": .string(key), "scopes": .array(APIScope.allCases.filter(scopes.contains).map { .string($0.rawValue) }), "note": "the key is shown once; RichPush keeps only its hash"])
+    }
+
+    func revokeKey(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let app = try await requireApp(request, context, .manage)
+        let keyID = context.parameters.get("key") ?? ""
+        guard try await store.revokeKey(appID: app.id, keyID: keyID) else { throw Failure(status: 404, code: "not-found", message: "no key '\(keyID)' for this app") }
+        return Self.json(200, ["revoked": .string(keyID)])
     }
 
     func registerDevice(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
@@ -200,7 +276,8 @@ public struct RichPushAPI: Sendable {
         return Self.json(200, ["removed": .string(token)])
     }
 
-    /// Accepts a notification: validates it, stores it, fans it out to the queue, and answers 202 at once.
+    /// Accepts a notification: validates it, stores it with its deliveries (or a pending fan-out), and answers 202
+    /// at once. A registry fan-out (all, user, tag, topic) runs after the answer and resumes after a crash.
     func send(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let app = try await requireApp(request, context, .send)
         let idempotencyKey = request.headers.first { $0.name.canonicalName == "idempotency-key" }?.value
@@ -211,37 +288,68 @@ public struct RichPushAPI: Sendable {
         guard case .object(var fields) = body else { throw Failure(status: 422, code: "invalid", message: "the body must be a message object") }
         let audienceJSON = fields.removeValue(forKey: "audience")
         let sendAt = fields.removeValue(forKey: "send_at")
+        let spreadJSON = fields.removeValue(forKey: "spread_seconds")
         var (message, report) = PushMessage.read(.object(fields))
         report.merge(MessageValidator(options: validation).validate(message))
         var audience: Audience?
-        switch audienceJSON {
-        case .object(let a)?:
-            if a["all"]?.boolValue == true { audience = .all }
-            else if let t = a["tag"]?.stringValue { audience = .tag(t) }
-            else if let t = a["topic"]?.stringValue { audience = .topic(t) }
-            else if let u = a["user"]?.stringValue { audience = .user(u) }
-            else if let ts = a["tokens"]?.arrayValue { audience = .tokens(ts.compactMap(\.stringValue)) }
-        case nil:
-            let tokens = message.targets.apnsTokens + message.targets.fcmTokens
-            if !tokens.isEmpty { audience = .tokens(tokens) }
+        if let a = audienceJSON {
+            let (read, problem) = Audience.read(a)
+            audience = read
+            if let problem { report.add("audience", "audience", problem) }
+        } else {
+            let t = message.targets
+            if !t.apnsTokens.isEmpty || !t.fcmTokens.isEmpty { audience = .providerTokens(apns: t.apnsTokens, fcm: t.fcmTokens) }
+            else if let topic = t.topic { audience = .fcmTopic(topic) }
+            else if let condition = t.condition { audience = .fcmCondition(condition) }
+            else { report.add("audience", "required", "give audience {all|user|tag|topic|tokens|apns_tokens/fcm_tokens|fcm_topic|fcm_condition}, or targets in the message") }
+        }
+        switch audience {
+        case .tokens(let ts)? where ts.count > maxTokensPerRequest:
+            report.add("audience.tokens", "max-tokens", "at most \(maxTokensPerRequest) tokens per request; register devices and use a tag or topic for more")
+        case .providerTokens(let a, let f)? where a.count + f.count > maxTokensPerRequest:
+            report.add("audience", "max-tokens", "at most \(maxTokensPerRequest) tokens per request; register devices and use a tag or topic for more")
+        case .providerTokens(let a, let f)?:
+            for (i, t) in a.enumerated() { if let p = MessageValidator.apnsTokenProblem(t) { report.add("audience.apns_tokens[\(i)]", "apns-token", p) } }
+            for (i, t) in f.enumerated() { if let p = MessageValidator.fcmTokenProblem(t) { report.add("audience.fcm_tokens[\(i)]", "fcm-token", p) } }
         default: break
         }
-        if audience == nil { report.add("audience", "required", "give audience {all|tag|topic|user|tokens}, or tokens in targets") }
         var notBefore = Date()
         if let s = sendAt {
             if let t = s.doubleValue { notBefore = Date(timeIntervalSince1970: t) } else { report.add("send_at", "type", "send_at is seconds since 1970") }
+        }
+        var spread: TimeInterval = 0
+        if let s = spreadJSON {
+            if let v = s.doubleValue, v >= 0, v <= 86_400 { spread = v } else { report.add("spread_seconds", "range", "spread_seconds is a number of seconds from 0 to 86400") }
         }
         guard report.isValid, let audience else { throw Failure(status: 422, code: "invalid", message: "the notification is not valid", issues: report.errors) }
 
         let id = UUID().uuidString.lowercased()
         message.id = id
-        let expiresAt = message.ttl.map { notBefore.addingTimeInterval(TimeInterval($0)) }
-        let response: JSONValue = ["id": .string(id), "status": "accepted", "warnings": .array(report.warnings.map(\.json))]
-        let (stored, created) = try await store.insertNotification(.init(id: id, appID: app.id, message: message.json, response: response, createdAt: Date()), idempotencyKey: idempotencyKey)
-        guard created else { return Self.json(202, stored.response) }  // a replay answers as the first time did
-        let deliveries = try await FanOut().enqueue(notificationID: id, appID: app.id, audience: audience, registry: registry, queue: queue, notBefore: notBefore, expiresAt: expiresAt)
-        metrics.notificationAccepted(deliveries: deliveries)
-        return Self.json(202, response)
+        let expiresAt = message.ttl.map { notBefore.addingTimeInterval(TimeInterval($0) + spread) }
+        let warnings = JSONValue.array(report.warnings.map(\.json))
+        let plan = AcceptPlan(
+            notification: .init(id: id, appID: app.id, message: message.json, response: .null, createdAt: Date()), idempotencyKey: idempotencyKey,
+            audience: audience, notBefore: notBefore, expiresAt: expiresAt, spread: spread)
+        onAccepted(id, message)
+        let accepted = try await intake.accept(plan) { queued in
+            var o: [String: JSONValue] = ["id": .string(id), "status": "accepted", "warnings": warnings]
+            o["deliveries"] = queued.map { .int(Int64($0)) } ?? .null
+            return .object(o)
+        }
+        guard accepted.created else { return Self.json(202, accepted.notification.response) }  // a replay answers as the first time did
+        if accepted.fanOutPending {
+            let (intake, metrics, onQueued) = (intake, metrics, onQueued)
+            metrics.notificationAccepted(deliveries: 0)
+            fanOuts.run {
+                let n = try await intake.completeFanOut(notificationID: id)
+                metrics.deliveriesEnqueued(n)
+                onQueued()
+            }
+        } else {
+            metrics.notificationAccepted(deliveries: accepted.queued)
+            if accepted.queued > 0 { onQueued() }
+        }
+        return Self.json(202, accepted.notification.response)
     }
 
     func outcomes(_ request: Request, _ context: BasicRequestContext) async throws -> Response {

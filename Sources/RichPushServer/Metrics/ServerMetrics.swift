@@ -6,7 +6,7 @@ import Prometheus
 public final class ServerMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
     let accepted: Counter
-    let latencyBuckets: [Double] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
+    let latencyBuckets: [Double] = [0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
 
     public init() {
         accepted = registry.makeCounter(name: "richpush_notifications_accepted_total", help: "Notifications accepted by the API")
@@ -14,7 +14,11 @@ public final class ServerMetrics: Sendable {
 
     func notificationAccepted(deliveries: Int) {
         accepted.increment()
-        registry.makeCounter(name: "richpush_deliveries_enqueued_total", help: "Deliveries created by fan-out").increment(by: Int64(deliveries))
+        deliveriesEnqueued(deliveries)
+    }
+
+    func deliveriesEnqueued(_ n: Int) {
+        registry.makeCounter(name: "richpush_deliveries_enqueued_total", help: "Deliveries created by fan-out").increment(by: Int64(n))
     }
 
     /// One attempt's result: `state` is delivered, failed, pruned, expired or retry.

@@ -98,9 +98,44 @@ public protocol DeliveryQueue: Sendable {
     @discardableResult
     func reschedule(id: Int64, owner: String, notBefore: Date, reason: String, now: Date) async throws -> Bool
 
+    /// Records many outcomes and reschedules at once (one transaction where the store has them); returns the
+    /// ids whose lease `owner` still held, which are the ones recorded.
+    func settle(_ items: [Settlement], owner: String, now: Date) async throws -> Set<Int64>
+
     /// Deliveries per state.
     func counts() async throws -> [DeliveryState: Int]
 
     /// The deliveries of one notification.
     func deliveries(notificationID: String) async throws -> [DeliveryRecord]
+}
+
+/// What becomes of a claimed delivery: a final outcome, or another try later.
+public struct Settlement: Sendable, Hashable {
+    public enum Action: Sendable, Hashable {
+        case finish(DeliveryOutcome)
+        case reschedule(notBefore: Date, reason: String)
+    }
+    public var id: Int64
+    public var action: Action
+
+    public init(id: Int64, _ action: Action) {
+        self.id = id
+        self.action = action
+    }
+}
+
+extension DeliveryQueue {
+    /// One at a time, for queues without a batch form.
+    public func settle(_ items: [Settlement], owner: String, now: Date) async throws -> Set<Int64> {
+        var held = Set<Int64>()
+        for item in items {
+            let ok: Bool
+            switch item.action {
+            case .finish(let outcome): ok = try await finish(id: item.id, owner: owner, outcome: outcome, now: now)
+            case let .reschedule(at, reason): ok = try await reschedule(id: item.id, owner: owner, notBefore: at, reason: reason, now: now)
+            }
+            if ok { held.insert(item.id) }
+        }
+        return held
+    }
 }

@@ -24,11 +24,14 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
     }
 
     /// The server's database: WAL, a busy timeout, NORMAL synchronous (durable at each checkpoint).
-    public static func openPool(path: String) throws -> DatabasePool {
+    /// With `backgroundCheckpoints` no commit runs a checkpoint itself: run a ``WALCheckpointer`` beside it
+    /// (a checkpoint inside a commit made every request behind it wait: p99 accept latency 160 ms against 24 ms).
+    public static func openPool(path: String, backgroundCheckpoints: Bool = false) throws -> DatabasePool {
         var config = Configuration()
         config.busyMode = .timeout(10)
         config.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
+            if backgroundCheckpoints { try db.execute(sql: "PRAGMA wal_autocheckpoint = 0") }
         }
         return try DatabasePool(path: path, configuration: config)
     }
@@ -122,6 +125,30 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
                 WHERE id = ? AND state = 'leased' AND lease_owner = ?
                 """, arguments: [notBefore.timeIntervalSince1970, reason, now.timeIntervalSince1970, id, owner])
             return db.changesCount == 1
+        }
+    }
+
+    public func settle(_ items: [Settlement], owner: String, now: Date) async throws -> Set<Int64> {
+        guard !items.isEmpty else { return [] }
+        let t = now.timeIntervalSince1970
+        return try await pool.write { db in
+            let finish = try db.cachedStatement(sql: """
+                UPDATE deliveries SET state = ?, reason = ?, provider_id = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?
+                WHERE id = ? AND state = 'leased' AND lease_owner = ?
+                """)
+            let reschedule = try db.cachedStatement(sql: """
+                UPDATE deliveries SET state = 'queued', not_before = ?, reason = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?
+                WHERE id = ? AND state = 'leased' AND lease_owner = ?
+                """)
+            var held = Set<Int64>()
+            for item in items {
+                switch item.action {
+                case .finish(let o): try finish.execute(arguments: [o.state.rawValue, o.reason, o.providerID, t, item.id, owner])
+                case let .reschedule(at, reason): try reschedule.execute(arguments: [at.timeIntervalSince1970, reason, t, item.id, owner])
+                }
+                if db.changesCount == 1 { held.insert(item.id) }
+            }
+            return held
         }
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import RichPushCore
 
 /// A registered device of an app.
 public struct Device: Sendable, Hashable {
@@ -34,13 +35,82 @@ public struct Device: Sendable, Hashable {
     }
 }
 
-/// Whom a notification goes to, among an app's registered devices.
+/// Whom a notification goes to: an app's registered devices (all, a user's, a tag's, a topic's, or registered
+/// tokens), tokens given with their provider whether registered or not, or an FCM topic or condition, which FCM
+/// fans out itself (one request).
 public enum Audience: Sendable, Hashable {
     case all
     case user(String)
     case tag(String)
     case topic(String)
     case tokens([String])
+    /// Tokens sent to as given, registered or not.
+    case providerTokens(apns: [String], fcm: [String])
+    case fcmTopic(String)
+    case fcmCondition(String)
+
+    /// Whether the deliveries are known without reading the registry page by page (a handful of rows).
+    public var isSmall: Bool {
+        switch self {
+        case .tokens, .providerTokens, .fcmTopic, .fcmCondition: return true
+        case .all, .user, .tag, .topic: return false
+        }
+    }
+
+    /// The deliveries of an audience that needs no registry lookup; nil for the others.
+    public var directTargets: [(DeliveryProvider, String)]? {
+        switch self {
+        case let .providerTokens(apns, fcm): return apns.map { (.apns, $0) } + fcm.map { (.fcm, $0) }
+        case .fcmTopic(let t): return [(.fcm, "topic:" + t)]
+        case .fcmCondition(let c): return [(.fcm, "condition:" + c)]
+        default: return nil
+        }
+    }
+
+    /// As stored with the notification (so that an interrupted fan-out resumes).
+    public var json: JSONValue {
+        switch self {
+        case .all: return ["all": true]
+        case .user(let u): return ["user": .string(u)]
+        case .tag(let t): return ["tag": .string(t)]
+        case .topic(let t): return ["topic": .string(t)]
+        case .tokens(let ts): return ["tokens": .array(ts.map { .string($0) })]
+        case let .providerTokens(a, f): return ["apns_tokens": .array(a.map { .string($0) }), "fcm_tokens": .array(f.map { .string($0) })]
+        case .fcmTopic(let t): return ["fcm_topic": .string(t)]
+        case .fcmCondition(let c): return ["fcm_condition": .string(c)]
+        }
+    }
+
+    /// Reads the API's `audience` object; the second value names the problem when it is not one.
+    public static func read(_ value: JSONValue) -> (Audience?, String?) {
+        guard case .object(let a) = value else { return (nil, "audience must be an object") }
+        let kinds = a.keys.filter { ["all", "user", "tag", "topic", "tokens", "apns_tokens", "fcm_tokens", "fcm_topic", "fcm_condition"].contains($0) }
+        let direct = Set(kinds).isSubset(of: ["apns_tokens", "fcm_tokens"]) && !kinds.isEmpty
+        guard kinds.count == 1 || direct else {
+            return (nil, kinds.isEmpty ? "give one of all, user, tag, topic, tokens, apns_tokens/fcm_tokens, fcm_topic, fcm_condition" : "give only one of \(kinds.sorted().joined(separator: ", "))")
+        }
+        func string(_ k: String) -> (Audience?, String?)? {
+            guard let v = a[k] else { return nil }
+            guard let s = v.stringValue, !s.isEmpty else { return (nil, "audience.\(k) must be a non-empty string") }
+            switch k {
+            case "user": return (.user(s), nil)
+            case "tag": return (.tag(s), nil)
+            case "topic": return (.topic(s), nil)
+            case "fcm_topic": return (.fcmTopic(s), nil)
+            default: return (.fcmCondition(s), nil)
+            }
+        }
+        func list(_ k: String) -> [String]? { a[k]?.arrayValue?.compactMap(\.stringValue) }
+        if let all = a["all"] { return all.boolValue == true ? (.all, nil) : (nil, "audience.all must be true") }
+        for k in ["user", "tag", "topic", "fcm_topic", "fcm_condition"] { if let r = string(k) { return r } }
+        if a["tokens"] != nil {
+            guard let ts = list("tokens"), !ts.isEmpty, ts.count == a["tokens"]?.arrayValue?.count else { return (nil, "audience.tokens must be a non-empty array of strings") }
+            return (.tokens(ts), nil)
+        }
+        let apns = list("apns_tokens") ?? [], fcm = list("fcm_tokens") ?? []
+        guard !(apns.isEmpty && fcm.isEmpty) else { return (nil, "audience.apns_tokens/fcm_tokens must hold at least one token") }
+        return (.providerTokens(apns: apns, fcm: fcm), nil)
+    }
 }
 
 /// The devices of every app. Reads are pages in a stable order (a cursor of row ids) so that a fan-out to

@@ -7,23 +7,41 @@ public struct FanOut: Sendable {
 
     public init(pageSize: Int = 2000) { self.pageSize = pageSize }
 
-    /// Enqueues a delivery for every device of the audience; returns how many.
-    public func enqueue(notificationID: String, appID: String, audience: Audience, registry: DeviceRegistry, queue: DeliveryQueue, notBefore: Date = Date(), expiresAt: Date? = nil) async throws -> Int {
-        if let r = registry as? SQLiteDeviceRegistry, let q = queue as? SQLiteDeliveryQueue, r.pool === q.pool,
-            let n = try await r.fanOutInDatabase(notificationID: notificationID, appID: appID, audience: audience, notBefore: notBefore, expiresAt: expiresAt, chunk: 50_000)
-        {
-            return n
+    /// Enqueues a delivery for every device of the audience; returns how many. With `spread` > 0 the deliveries'
+    /// times run evenly from `notBefore` to `notBefore + spread` (so that the media downloads they cause spread too).
+    public func enqueue(notificationID: String, appID: String, audience: Audience, registry: DeviceRegistry, queue: DeliveryQueue, notBefore: Date = Date(), expiresAt: Date? = nil, spread: TimeInterval = 0) async throws -> Int {
+        if let direct = audience.directTargets {
+            let step = spread > 0 && direct.count > 1 ? spread / Double(direct.count - 1) : 0
+            return try await queue.enqueue(direct.enumerated().map { i, t in
+                NewDelivery(notificationID: notificationID, appID: appID, provider: t.0, target: t.1, notBefore: notBefore.addingTimeInterval(step * Double(i)), expiresAt: expiresAt)
+            })
         }
-        var cursor: Int64 = 0
+        if let r = registry as? SQLiteDeviceRegistry, let q = queue as? SQLiteDeliveryQueue, r.pool === q.pool {
+            let total = spread > 0 ? try await r.countInDatabase(appID: appID, audience: audience) ?? 0 : 0
+            if let n = try await r.fanOutInDatabase(notificationID: notificationID, appID: appID, audience: audience, notBefore: notBefore, expiresAt: expiresAt, chunk: 50_000, spread: spread, total: total) {
+                return n
+            }
+        }
+        // The generic path: pages of devices through Swift (a first pass counts them when the send is spread).
         var total = 0
+        if spread > 0 { try await pages(appID: appID, audience: audience, registry: registry) { total += $0.count } }
+        let step = spread > 0 && total > 1 ? spread / Double(total - 1) : 0
+        var done = 0
+        try await pages(appID: appID, audience: audience, registry: registry) { devices in
+            let batch = devices.enumerated().map { i, d in
+                NewDelivery(notificationID: notificationID, appID: appID, provider: d.provider, target: d.token, notBefore: notBefore.addingTimeInterval(step * Double(done + i)), expiresAt: expiresAt)
+            }
+            done += try await queue.enqueue(batch)
+        }
+        return done
+    }
+
+    func pages(appID: String, audience: Audience, registry: DeviceRegistry, _ body: ([Device]) async throws -> Void) async throws {
+        var cursor: Int64 = 0
         while true {
             let (devices, next) = try await registry.page(appID: appID, audience: audience, after: cursor, limit: pageSize)
-            if !devices.isEmpty {
-                total += try await queue.enqueue(devices.map {
-                    NewDelivery(notificationID: notificationID, appID: appID, provider: $0.provider, target: $0.token, notBefore: notBefore, expiresAt: expiresAt)
-                })
-            }
-            guard let next else { return total }
+            if !devices.isEmpty { try await body(devices) }
+            guard let next else { return }
             cursor = next
         }
     }

@@ -115,6 +115,8 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
                 args += wanted
                 args += [cursor, limit]
                 rows = try Row.fetchAll(db, sql: "SELECT * FROM devices WHERE app_id = ? AND token IN (\(marks)) AND id > ? ORDER BY id LIMIT ?", arguments: StatementArguments(args))
+            case .providerTokens, .fcmTopic, .fcmCondition:
+                return ([], nil)  // not registry audiences
             }
             let devices = try rows.map { try Self.device($0, db: db, withLists: false) }
             let next: Int64? = rows.count == limit ? rows.last?["id"] : nil
@@ -144,38 +146,69 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
         case .user(let u): return ("devices d", "d.app_id = ? AND d.user_id = ?", [appID.databaseValue, u.databaseValue])
         case .tag(let t): return ("device_tags g JOIN devices d ON d.id = g.device_id", "g.tag = ? AND d.app_id = ?", [t.databaseValue, appID.databaseValue])
         case .topic(let t): return ("device_topics g JOIN devices d ON d.id = g.device_id", "g.topic = ? AND d.app_id = ?", [t.databaseValue, appID.databaseValue])
-        case .tokens: return nil
+        case .tokens, .providerTokens, .fcmTopic, .fcmCondition: return nil
+        }
+    }
+
+    /// Where an in-database fan-out stands: the last device row id done and how many deliveries so far.
+    public struct FanOutProgress: Sendable, Hashable {
+        public var cursor: Int64
+        public var inserted: Int
+        public init(cursor: Int64 = 0, inserted: Int = 0) {
+            self.cursor = cursor
+            self.inserted = inserted
+        }
+    }
+
+    /// How many devices an audience matches (for spreading a send).
+    func countInDatabase(appID: String, audience: Audience, after cursor: Int64 = 0) async throws -> Int? {
+        guard let (from, condition, args) = Self.audienceSQL(audience, appID: appID) else { return nil }
+        return try await pool.read { db in
+            var a = StatementArguments(args)
+            a += [cursor]
+            return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(from) WHERE \(condition) AND d.id > ?", arguments: a) ?? 0
         }
     }
 
     /// Fan-out inside SQLite when the queue lives in the same database: `INSERT … SELECT` in chunks, each its
     /// own transaction, so that no row passes through Swift and writers are never blocked for long.
-    func fanOutInDatabase(notificationID: String, appID: String, audience: Audience, notBefore: Date, expiresAt: Date?, chunk: Int) async throws -> Int? {
+    ///
+    /// With `spread` > 0 the deliveries' times run evenly from `notBefore` to `notBefore + spread` over the
+    /// `total` devices, in row order. `checkpoint` runs inside each chunk's transaction with the progress after
+    /// it (the server stores it with the notification, so that a fan-out cut short by a crash resumes exactly).
+    func fanOutInDatabase(
+        notificationID: String, appID: String, audience: Audience, notBefore: Date, expiresAt: Date?, chunk: Int,
+        spread: TimeInterval = 0, total: Int = 0, from start: FanOutProgress = .init(),
+        checkpoint: @escaping @Sendable (Database, FanOutProgress, _ finished: Bool) throws -> Void = { _, _, _ in }
+    ) async throws -> Int? {
         guard let sql = Self.audienceSQL(audience, appID: appID) else { return nil }
-        var cursor: Int64 = 0
-        var total = 0
+        var progress = start
         let (from, condition, audienceArgs) = sql
+        let step = spread > 0 && total > 1 ? spread / Double(total - 1) : 0
         while true {
-            let after = cursor
-            let (inserted, last): (Int, Int64?) = try await pool.write { db in
+            let before = progress
+            let (after, finished): (FanOutProgress, Bool) = try await pool.write { db in
                 var args = StatementArguments(audienceArgs)
-                args += [after, chunk]
+                args += [before.cursor, chunk]
                 guard let last = try Int64.fetchOne(db, sql: "SELECT MAX(id) FROM (SELECT d.id AS id FROM \(from) WHERE \(condition) AND d.id > ? ORDER BY d.id LIMIT ?)", arguments: args) else {
-                    return (0, nil)
+                    try checkpoint(db, before, true)
+                    return (before, true)
                 }
-                var insertArgs: StatementArguments = [notificationID, notBefore.timeIntervalSince1970, expiresAt?.timeIntervalSince1970, Date().timeIntervalSince1970]
+                var insertArgs: StatementArguments = [notificationID, notBefore.timeIntervalSince1970, Double(before.inserted), step, expiresAt?.timeIntervalSince1970, Date().timeIntervalSince1970]
                 insertArgs += StatementArguments(audienceArgs)
-                insertArgs += [after, last]
+                insertArgs += [before.cursor, last]
                 try db.execute(sql: """
                     INSERT INTO deliveries (notification_id, app_id, provider, target, state, not_before, expires_at, updated_at)
-                    SELECT ?, d.app_id, d.provider, d.token, 'queued', ?, ?, ? FROM \(from)
-                    WHERE \(condition) AND d.id > ? AND d.id <= ? ORDER BY d.id
+                    SELECT ?1, app_id, provider, token, 'queued', ?2 + (?3 + n - 1) * ?4, ?5, ?6 FROM (
+                        SELECT d.app_id AS app_id, d.provider AS provider, d.token AS token, ROW_NUMBER() OVER (ORDER BY d.id) AS n FROM \(from)
+                        WHERE \(condition) AND d.id > ? AND d.id <= ?)
                     """, arguments: insertArgs)
-                return (db.changesCount, last)
+                let next = FanOutProgress(cursor: last, inserted: before.inserted + db.changesCount)
+                try checkpoint(db, next, false)
+                return (next, false)
             }
-            total += inserted
-            guard let last else { return total }
-            cursor = last
+            progress = after
+            if finished { return progress.inserted - start.inserted }
         }
     }
 

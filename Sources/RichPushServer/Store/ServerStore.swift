@@ -1,25 +1,86 @@
 import Crypto
 import Foundation
-import GRDB
 import RichPushCore
+
+/// An app's APNs token-auth credentials: the `.p8` key, its key id, the team, and which APNs environment.
+public struct APNsCredentials: Sendable, Hashable {
+    public enum Environment: String, Sendable, Hashable, CaseIterable { case production, development }
+    public var keyPEM: String
+    public var keyID: String
+    public var teamID: String
+    public var environment: Environment
+
+    public init(keyPEM: String, keyID: String, teamID: String, environment: Environment) {
+        self.keyPEM = keyPEM
+        self.keyID = keyID
+        self.teamID = teamID
+        self.environment = environment
+    }
+
+    /// What responses show: never the key.
+    public var publicJSON: JSONValue { ["key_id": .string(keyID), "team_id": .string(teamID), "environment": .string(environment.rawValue)] }
+}
+
+/// An app's FCM credentials: a Google service account (JSON, with its private key).
+public struct FCMCredentials: Sendable, Hashable {
+    public var serviceAccountJSON: String
+    public var projectID: String
+    public var clientEmail: String
+
+    public init(serviceAccountJSON: String, projectID: String, clientEmail: String) {
+        self.serviceAccountJSON = serviceAccountJSON
+        self.projectID = projectID
+        self.clientEmail = clientEmail
+    }
+
+    /// What responses show: never the private key.
+    public var publicJSON: JSONValue { ["project_id": .string(projectID), "client_email": .string(clientEmail)] }
+}
 
 /// An app that sends through RichPush.
 public struct ServerApp: Sendable, Hashable {
     public var id: String
     public var name: String
     public var bundleID: String
+    /// The FCM project: the service account's, or one named without credentials (sandbox).
     public var fcmProjectID: String?
+    public var apns: APNsCredentials?
+    public var fcm: FCMCredentials?
+    /// Bumped on every change, so that provider clients built from old credentials are replaced.
+    public var revision: Int
 
+    public init(id: String, name: String, bundleID: String, fcmProjectID: String? = nil, apns: APNsCredentials? = nil, fcm: FCMCredentials? = nil, revision: Int = 1) {
+        self.id = id
+        self.name = name
+        self.bundleID = bundleID
+        self.fcmProjectID = fcm?.projectID ?? fcmProjectID
+        self.apns = apns
+        self.fcm = fcm
+        self.revision = revision
+    }
+
+    /// The app as responses show it: credentials are described, never returned.
     public var json: JSONValue {
-        var o: [String: JSONValue] = ["id": .string(id), "name": .string(name), "bundle_id": .string(bundleID)]
+        var o: [String: JSONValue] = ["id": .string(id), "name": .string(name), "bundle_id": .string(bundleID), "revision": .int(Int64(revision))]
         if let p = fcmProjectID { o["fcm_project_id"] = .string(p) }
+        o["apns"] = apns?.publicJSON ?? .null
+        o["fcm"] = fcm?.publicJSON ?? .null
         return .object(o)
     }
+
+    static func newID() -> String { "app_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16) }
 }
 
 /// What an API key may do.
 public enum APIScope: String, Sendable, Hashable, CaseIterable {
     case send, manage, read
+}
+
+/// What a key grants: its app and scopes. `keyID` names the key in the API (it is a prefix of the key's hash).
+public struct APIGrant: Sendable, Hashable {
+    public var keyID: String
+    public var appID: String
+    public var scopes: Set<APIScope>
 }
 
 /// A notification as accepted: its message, audience and the answer given (replayed for its idempotency key).
@@ -29,122 +90,72 @@ public struct StoredNotification: Sendable {
     public var message: JSONValue
     public var response: JSONValue
     public var createdAt: Date
+
+    public init(id: String, appID: String, message: JSONValue, response: JSONValue, createdAt: Date) {
+        self.id = id
+        self.appID = appID
+        self.message = message
+        self.response = response
+        self.createdAt = createdAt
+    }
 }
 
-/// Apps, API keys and notifications in the server's SQLite database. API keys are stored as SHA-256 hashes;
-/// the key itself is shown once, when it is created.
-public final class ServerStore: Sendable {
-    let pool: DatabasePool
-
-    public init(pool: DatabasePool) throws {
-        self.pool = pool
-        var m = DatabaseMigrator()
-        m.registerMigration("server-v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE apps (id TEXT PRIMARY KEY, name TEXT NOT NULL, bundle_id TEXT NOT NULL, fcm_project_id TEXT, created_at REAL NOT NULL);
-                CREATE TABLE api_keys (key_hash TEXT PRIMARY KEY, app_id TEXT NOT NULL REFERENCES apps(id), scopes TEXT NOT NULL, created_at REAL NOT NULL);
-                CREATE TABLE notifications (
-                    id TEXT PRIMARY KEY, app_id TEXT NOT NULL, idempotency_key TEXT, message TEXT NOT NULL, response TEXT NOT NULL, created_at REAL NOT NULL,
-                    UNIQUE (app_id, idempotency_key));
-                """)
-        }
-        m.registerMigration("receipts-v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE receipts (
-                    notification_id TEXT NOT NULL, token TEXT NOT NULL, report TEXT NOT NULL, received_at REAL NOT NULL,
-                    PRIMARY KEY (notification_id, token));
-                """)
-        }
-        try m.migrate(pool)
-    }
-
-    /// Stores what a device reported for a notification (the device library's delivery report); a later report
-    /// from the same device replaces the earlier.
-    public func saveReceipt(notificationID: String, token: String, report: JSONValue) async throws {
-        try await pool.write { db in
-            try db.execute(sql: "INSERT OR REPLACE INTO receipts (notification_id, token, report, received_at) VALUES (?, ?, ?, ?)",
-                arguments: [notificationID, token, report.jsonString, Date().timeIntervalSince1970])
-        }
-    }
-
-    /// The receipts of a notification by device token.
-    public func receipts(notificationID: String) async throws -> [String: JSONValue] {
-        try await pool.read { db in
-            var out: [String: JSONValue] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT token, report FROM receipts WHERE notification_id = ?", arguments: [notificationID]) {
-                out[row["token"]] = (try? JSONValue.parse(row["report"] as String)) ?? .null
-            }
-            return out
-        }
-    }
-
-    /// SHA-256 of a key, in hex.
-    public static func hash(_ key: String) -> String {
-        SHA256.hash(data: Data(key.utf8)).map { String(format: "%02x", $0) }.joined()
-    }
-
-    /// A new random API key: `rp_` and 32 random bytes in base64url.
-    public static func newKey() -> String {
-        var bytes = [UInt8](repeating: 0, count: 32)
-        for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
-        return "rp_" + Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-    }
-
+/// Apps, API keys, notifications and device receipts. `SQLiteServerStore` is the embedded default;
+/// `MemoryServerStore` its twin for fast tests.
+public protocol ServerStore: Sendable {
     /// Creates an app and its first key (all scopes); returns the key, which is not stored.
-    public func createApp(name: String, bundleID: String, fcmProjectID: String?) async throws -> (ServerApp, String) {
-        let app = ServerApp(id: "app_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16), name: name, bundleID: bundleID, fcmProjectID: fcmProjectID)
-        let key = Self.newKey()
-        try await pool.write { db in
-            try db.execute(sql: "INSERT INTO apps (id, name, bundle_id, fcm_project_id, created_at) VALUES (?, ?, ?, ?, ?)", arguments: [app.id, app.name, app.bundleID, app.fcmProjectID, Date().timeIntervalSince1970])
-            try db.execute(sql: "INSERT INTO api_keys (key_hash, app_id, scopes, created_at) VALUES (?, ?, ?, ?)", arguments: [Self.hash(key), app.id, APIScope.allCases.map(\.rawValue).joined(separator: ","), Date().timeIntervalSince1970])
-        }
-        return (app, key)
-    }
+    func createApp(_ app: ServerApp) async throws -> (ServerApp, key: String)
+    /// Replaces an app's name, bundle id and credentials; bumps its revision. nil when there is no such app.
+    func updateApp(_ app: ServerApp) async throws -> ServerApp?
+    func app(id: String) async throws -> ServerApp?
 
-    public func app(id: String) async throws -> ServerApp? {
-        try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE id = ?", arguments: [id]).map { ServerApp(id: $0["id"], name: $0["name"], bundleID: $0["bundle_id"], fcmProjectID: $0["fcm_project_id"]) }
-        }
-    }
+    /// A new key for an app with these scopes; returns its grant and the key, which is not stored.
+    func createKey(appID: String, scopes: Set<APIScope>) async throws -> (APIGrant, key: String)
+    /// Revokes a key by its id; false when the app has no such key.
+    func revokeKey(appID: String, keyID: String) async throws -> Bool
+    /// The grant of a key, looked up by its hash.
+    func authorize(key: String) async throws -> APIGrant?
 
-    /// The app and scopes of a key, looked up by its hash.
-    public func authorize(key: String) async throws -> (appID: String, scopes: Set<APIScope>)? {
-        let h = Self.hash(key)
-        return try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT app_id, scopes FROM api_keys WHERE key_hash = ?", arguments: [h]).map { row in
-                (row["app_id"], Set((row["scopes"] as String).split(separator: ",").compactMap { APIScope(rawValue: String($0)) }))
-            }
-        }
-    }
+    /// Stores a notification unless the app already sent one with this idempotency key; returns the stored one
+    /// and whether it is new.
+    func insertNotification(_ n: StoredNotification, idempotencyKey: String?) async throws -> (StoredNotification, created: Bool)
+    func notification(id: String) async throws -> StoredNotification?
 
-    /// Stores a notification unless the app already sent one with this idempotency key; returns the stored one and
-    /// whether it is new.
-    public func insertNotification(_ n: StoredNotification, idempotencyKey: String?) async throws -> (StoredNotification, created: Bool) {
-        try await pool.write { db in
-            if let key = idempotencyKey,
-                let row = try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE app_id = ? AND idempotency_key = ?", arguments: [n.appID, key])
-            {
-                return (try Self.notification(row), false)
-            }
-            try db.execute(sql: "INSERT INTO notifications (id, app_id, idempotency_key, message, response, created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                arguments: [n.id, n.appID, idempotencyKey, n.message.jsonString, n.response.jsonString, n.createdAt.timeIntervalSince1970])
-            return (n, true)
-        }
-    }
+    /// Stores what a device reported for a notification; a later report from the same device replaces it.
+    func saveReceipt(notificationID: String, token: String, report: JSONValue) async throws
+    /// The receipts of a notification by device token.
+    func receipts(notificationID: String) async throws -> [String: JSONValue]
+}
 
-    public func notification(id: String) async throws -> StoredNotification? {
-        try await pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE id = ?", arguments: [id]).map(Self.notification) }
-    }
-
+extension ServerStore {
     /// The message of a notification, for the workers.
     public func message(id: String) async throws -> PushMessage? {
         guard let n = try await notification(id: id) else { return nil }
         return try? PushMessage.decode(n.message)
     }
+}
 
-    static func notification(_ row: Row) throws -> StoredNotification {
-        StoredNotification(
-            id: row["id"], appID: row["app_id"], message: try JSONValue.parse(row["message"] as String), response: try JSONValue.parse(row["response"] as String),
-            createdAt: Date(timeIntervalSince1970: row["created_at"]))
+/// Keys: how they are made and hashed.
+public enum APIKeys {
+    /// SHA-256 of a key, in lowercase hex.
+    public static func hash(_ key: String) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(64)
+        for b in SHA256.hash(data: Data(key.utf8)) {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The id a key is known by: the first 12 hex digits of its hash.
+    public static func id(ofHash hash: String) -> String { "key_" + hash.prefix(12) }
+
+    /// A new random API key: `rp_` and 32 random bytes in base64url.
+    public static func newKey() -> String {
+        var generator = SystemRandomNumberGenerator()
+        let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
+        return "rp_" + Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
 }

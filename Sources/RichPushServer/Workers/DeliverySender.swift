@@ -40,6 +40,26 @@ public final class ProviderDeliverySender: DeliverySender {
     /// The message of a notification id (the server's notification store).
     let message: @Sendable (String) async -> PushMessage?
     let rendered = RenderCache()
+    let messages = NIOLockedValueBox<[String: PushMessage]>([:])
+
+    /// Keeps a message the API just accepted (it need not be read back for its first delivery).
+    public func remember(_ id: String, _ message: PushMessage) {
+        messages.withLockedValue { cache in
+            if cache.count > 10_000 { cache.removeAll() }
+            cache[id] = message
+        }
+    }
+
+    /// Messages do not change once accepted: each is read and decoded once per fan-out, not once per delivery.
+    func cachedMessage(_ id: String) async -> PushMessage? {
+        if let hit = messages.withLockedValue({ $0[id] }) { return hit }
+        guard let m = await message(id) else { return nil }
+        messages.withLockedValue { cache in
+            if cache.count > 10_000 { cache.removeAll() }
+            cache[id] = m
+        }
+        return m
+    }
 
     public init(app: @escaping @Sendable (String) async -> App?, message: @escaping @Sendable (String) async -> PushMessage?) {
         self.app = app
@@ -52,7 +72,7 @@ public final class ProviderDeliverySender: DeliverySender {
 
     public func send(_ d: DeliveryRecord) async -> SendResult {
         guard let app = await app(d.appID) else { return .failed(.fixCredentials, reason: "unknown_app") }
-        guard let m = await message(d.notificationID) else { return .failed(.never, reason: "notification_missing") }
+        guard let m = await cachedMessage(d.notificationID) else { return .failed(.never, reason: "notification_missing") }
         switch d.provider {
         case .apns:
             guard let client = app.apns else { return .failed(.fixCredentials, reason: "apns_not_configured") }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import RichPushTransport
 
 /// Drains the queue: claims batches under a lease, sends with bounded concurrency, and records every outcome or
@@ -30,6 +31,7 @@ public final class DeliveryWorker: Sendable {
     let prune: @Sendable (DeliveryRecord, String) async -> Void
     let now: @Sendable () -> Date
     let metrics: ServerMetrics?
+    let signal = WakeSignal()
 
     public init(configuration: Configuration = .init(), queue: DeliveryQueue, sender: DeliverySender, metrics: ServerMetrics? = nil, now: @escaping @Sendable () -> Date = { Date() }, prune: @escaping @Sendable (DeliveryRecord, String) async -> Void = { _, _ in }) {
         self.configuration = configuration
@@ -40,50 +42,108 @@ public final class DeliveryWorker: Sendable {
         self.prune = prune
     }
 
-    /// Claims and processes one batch; returns how many deliveries it handled.
+    /// Claims and processes one batch; returns how many deliveries it handled. Outcomes are recorded together
+    /// when the batch is done (one transaction), then tokens reported gone are pruned.
     @discardableResult
     public func runOnce() async throws -> Int {
         let batch = try await queue.claim(owner: configuration.owner, limit: configuration.batchSize, now: now(), lease: configuration.lease)
         guard !batch.isEmpty else { return 0 }
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        var settlements: [Settlement] = []
+        settlements.reserveCapacity(batch.count)
+        await withTaskGroup(of: Settlement.self) { group in
             var next = 0
             func add() {
                 guard next < batch.count else { return }
                 let d = batch[next]
                 next += 1
-                group.addTask { try await self.process(d) }
+                group.addTask { await self.process(d) }
             }
             for _ in 0..<min(configuration.concurrency, batch.count) { add() }
-            while try await group.next() != nil { add() }
+            while let s = await group.next() {
+                settlements.append(s)
+                add()
+            }
+        }
+        let held = try await queue.settle(settlements, owner: configuration.owner, now: now())
+        let byID = Dictionary(batch.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        for s in settlements where held.contains(s.id) {
+            if case .finish(let o) = s.action, o.state == .pruned, let d = byID[s.id] { await prune(d, o.reason ?? "") }
         }
         return batch.count
     }
 
-    /// Runs until the task is cancelled; a cancelled worker finishes its current batch first.
+    /// Runs until the task is cancelled; a cancelled worker finishes its current batch first. When nothing is
+    /// due it waits up to `idleWait`, or until ``wake()`` says there is new work.
     public func run() async throws {
         while !Task.isCancelled {
             let handled = try await withTaskCancellationHandler { try await runOnce() } onCancel: {}
-            if handled == 0 { try? await Task.sleep(nanoseconds: UInt64(configuration.idleWait * 1e9)) }
+            if handled == 0 { await signal.wait(upTo: configuration.idleWait) }
         }
     }
 
-    func process(_ d: DeliveryRecord) async throws {
-        let owner = configuration.owner
+    /// New deliveries were queued: an idle worker looks at once.
+    public func wake() { signal.signal() }
+
+    func process(_ d: DeliveryRecord) async -> Settlement {
         switch await sender.send(d) {
         case .delivered(let id):
-            try await queue.finish(id: d.id, owner: owner, outcome: .delivered(providerID: id), now: now())
             metrics?.attempt(provider: d.provider, state: "delivered", reason: nil)
             metrics?.delivered(provider: d.provider, secondsSinceDue: now().timeIntervalSince(d.notBefore))
+            return Settlement(id: d.id, .finish(.delivered(providerID: id)))
         case let .failed(decision, reason):
             switch configuration.retry.action(after: decision, reason: reason, attempts: d.attempts, expiresAt: d.expiresAt, now: now(), random: { Double.random(in: 0..<1) }) {
             case .retry(let at):
-                try await queue.reschedule(id: d.id, owner: owner, notBefore: at, reason: reason, now: now())
                 metrics?.attempt(provider: d.provider, state: "retry", reason: reason)
+                return Settlement(id: d.id, .reschedule(notBefore: at, reason: reason))
             case .final(let outcome):
                 metrics?.attempt(provider: d.provider, state: outcome.state.rawValue, reason: reason)
-                if try await queue.finish(id: d.id, owner: owner, outcome: outcome, now: now()), outcome.state == .pruned {
-                    await prune(d, reason)
+                return Settlement(id: d.id, .finish(outcome))
+            }
+        }
+    }
+}
+
+/// Wakes a waiting worker early; a signal given while nobody waits is kept for the next wait.
+final class WakeSignal: Sendable {
+    private struct State {
+        var waiter: CheckedContinuation<Void, Never>?
+        var pending = false
+        var generation = 0
+    }
+    private let state = NIOLockedValueBox(State())
+
+    func signal() {
+        let waiter = state.withLockedValue { s -> CheckedContinuation<Void, Never>? in
+            if let w = s.waiter {
+                s.waiter = nil
+                return w
+            }
+            s.pending = true
+            return nil
+        }
+        waiter?.resume()
+    }
+
+    func wait(upTo seconds: TimeInterval) async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let generation = state.withLockedValue { s -> Int? in
+                if s.pending {
+                    s.pending = false
+                    return nil
                 }
+                s.generation += 1
+                s.waiter = c
+                return s.generation
+            }
+            guard let generation else { return c.resume() }
+            Task {
+                try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
+                let w = self.state.withLockedValue { s -> CheckedContinuation<Void, Never>? in
+                    guard s.generation == generation, let w = s.waiter else { return nil }
+                    s.waiter = nil
+                    return w
+                }
+                w?.resume()
             }
         }
     }

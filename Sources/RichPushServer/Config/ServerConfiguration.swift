@@ -1,0 +1,144 @@
+import Foundation
+import RichPushCore
+
+/// How `richpush serve` runs: from a JSON file, then `RICHPUSH_*` environment variables, then flags, each
+/// overriding the one before. With nothing given it runs on `richpush.sqlite` with the sandbox on.
+///
+/// ```json
+/// {"database": "richpush.sqlite", "host": "0.0.0.0", "port": 8080, "public_url": "https://push.example.com",
+///  "rate_limit": 200, "lease_seconds": 60, "workers": {"batch_size": 200, "concurrency": 200},
+///  "sandbox": {"enabled": false}, "media": {"directory": "richpush-media", "cache_megabytes": 64}}
+/// ```
+public struct ServerConfiguration: Sendable, Equatable {
+    public var database = "richpush.sqlite"
+    public var host = "127.0.0.1"
+    public var port = 8080
+    /// Read from the file, `RICHPUSH_ADMIN_KEY` or `--admin-key`; generated and printed once when none is given.
+    public var adminKey: String?
+    /// The address devices reach this server at (for hosted media and chart images); default `http://host:port`.
+    public var publicURL: String?
+    public var rateLimit: Double = 200
+    public var leaseSeconds: Double = 60
+    public var batchSize = 200
+    public var concurrency = 200
+    /// In sandbox mode every provider request goes to the emulators (started in this process, or a running
+    /// `richpush sandbox` when the ports are given), and apps without credentials use the sandbox's.
+    public var sandbox = true
+    public var sandboxDirectory = ".richpush-sandbox"
+    public var externalSandboxAPNsPort: Int?
+    public var externalSandboxFCMPort: Int?
+    public var mediaDirectory = "richpush-media"
+    public var mediaCacheMegabytes = 64
+
+    public init() {}
+
+    /// A configuration problem, naming the key and the rule.
+    public struct Problem: Error, CustomStringConvertible {
+        public var key: String
+        public var rule: String
+        public var description: String { "configuration: \(key): \(rule)" }
+    }
+
+    static let keys: [String: Set<String>] = [
+        "": ["database", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers", "sandbox", "media"],
+        "workers": ["batch_size", "concurrency"],
+        "sandbox": ["enabled", "directory", "apns_port", "fcm_port"],
+        "media": ["directory", "cache_megabytes"],
+    ]
+
+    /// Applies a JSON configuration file's text; unknown keys and wrong types are errors.
+    public mutating func apply(json text: String) throws {
+        let root: JSONValue
+        do { root = try JSONValue.parse(text) } catch { throw Problem(key: "(file)", rule: "not JSON: \(error)") }
+        guard case .object(let o) = root else { throw Problem(key: "(file)", rule: "the file must hold one JSON object") }
+        try Self.checkKeys(o, section: "")
+        func string(_ v: JSONValue?, _ key: String) throws -> String? {
+            guard let v else { return nil }
+            guard let s = v.stringValue, !s.isEmpty else { throw Problem(key: key, rule: "must be a non-empty string") }
+            return s
+        }
+        func number(_ v: JSONValue?, _ key: String, _ range: ClosedRange<Double>) throws -> Double? {
+            guard let v else { return nil }
+            guard let d = v.doubleValue, range.contains(d) else { throw Problem(key: key, rule: "must be a number from \(range.lowerBound) to \(range.upperBound)") }
+            return d
+        }
+        if let s = try string(o["database"], "database") { database = s }
+        if let s = try string(o["host"], "host") { host = s }
+        if let p = try number(o["port"], "port", 0...65535) { port = Int(p) }
+        if let s = try string(o["admin_key"], "admin_key") { adminKey = s }
+        if let s = try string(o["public_url"], "public_url") { publicURL = s }
+        if let r = try number(o["rate_limit"], "rate_limit", 0.001...10_000_000) { rateLimit = r }
+        if let l = try number(o["lease_seconds"], "lease_seconds", 1...3600) { leaseSeconds = l }
+        if let w = o["workers"] {
+            guard case .object(let wo) = w else { throw Problem(key: "workers", rule: "must be an object") }
+            try Self.checkKeys(wo, section: "workers")
+            if let b = try number(wo["batch_size"], "workers.batch_size", 1...10_000) { batchSize = Int(b) }
+            if let c = try number(wo["concurrency"], "workers.concurrency", 1...10_000) { concurrency = Int(c) }
+        }
+        if let sb = o["sandbox"] {
+            guard case .object(let so) = sb else { throw Problem(key: "sandbox", rule: "must be an object") }
+            try Self.checkKeys(so, section: "sandbox")
+            if let e = so["enabled"] {
+                guard let b = e.boolValue else { throw Problem(key: "sandbox.enabled", rule: "must be true or false") }
+                sandbox = b
+            }
+            if let d = try string(so["directory"], "sandbox.directory") { sandboxDirectory = d }
+            if let p = try number(so["apns_port"], "sandbox.apns_port", 1...65535) { externalSandboxAPNsPort = Int(p) }
+            if let p = try number(so["fcm_port"], "sandbox.fcm_port", 1...65535) { externalSandboxFCMPort = Int(p) }
+        }
+        if let m = o["media"] {
+            guard case .object(let mo) = m else { throw Problem(key: "media", rule: "must be an object") }
+            try Self.checkKeys(mo, section: "media")
+            if let d = try string(mo["directory"], "media.directory") { mediaDirectory = d }
+            if let c = try number(mo["cache_megabytes"], "media.cache_megabytes", 0...65536) { mediaCacheMegabytes = Int(c) }
+        }
+        try check()
+    }
+
+    static func checkKeys(_ o: [String: JSONValue], section: String) throws {
+        let known = keys[section] ?? []
+        if let unknown = o.keys.sorted().first(where: { !known.contains($0) }) {
+            throw Problem(key: section.isEmpty ? unknown : section + "." + unknown, rule: "unknown key (known: \(known.sorted().joined(separator: ", ")))")
+        }
+    }
+
+    /// Applies `RICHPUSH_DATABASE`, `_HOST`, `_PORT`, `_ADMIN_KEY`, `_PUBLIC_URL`, `_RATE_LIMIT`, `_SANDBOX` (1/0).
+    public mutating func apply(environment env: [String: String]) throws {
+        if let v = env["RICHPUSH_DATABASE"], !v.isEmpty { database = v }
+        if let v = env["RICHPUSH_HOST"], !v.isEmpty { host = v }
+        if let v = env["RICHPUSH_PORT"] {
+            guard let p = Int(v), (0...65535).contains(p) else { throw Problem(key: "RICHPUSH_PORT", rule: "must be a port number") }
+            port = p
+        }
+        if let v = env["RICHPUSH_ADMIN_KEY"], !v.isEmpty { adminKey = v }
+        if let v = env["RICHPUSH_PUBLIC_URL"], !v.isEmpty { publicURL = v }
+        if let v = env["RICHPUSH_RATE_LIMIT"] {
+            guard let r = Double(v), r > 0 else { throw Problem(key: "RICHPUSH_RATE_LIMIT", rule: "must be a positive number") }
+            rateLimit = r
+        }
+        if let v = env["RICHPUSH_SANDBOX"] {
+            switch v.lowercased() {
+            case "1", "true", "on", "yes": sandbox = true
+            case "0", "false", "off", "no": sandbox = false
+            default: throw Problem(key: "RICHPUSH_SANDBOX", rule: "must be 1 or 0")
+            }
+        }
+        try check()
+    }
+
+    /// Rules across keys.
+    public func check() throws {
+        if (externalSandboxAPNsPort == nil) != (externalSandboxFCMPort == nil) { throw Problem(key: "sandbox", rule: "give both apns_port and fcm_port, or neither") }
+        if let u = publicURL {
+            guard let url = URL(string: u), url.scheme == "http" || url.scheme == "https", url.host != nil else { throw Problem(key: "public_url", rule: "must be an http(s) URL") }
+        }
+        if adminKey.map({ $0.count < 16 }) == true { throw Problem(key: "admin_key", rule: "must be at least 16 characters") }
+    }
+
+    /// The address devices reach this server at.
+    public func publicBase(boundPort: Int) -> String {
+        if let u = publicURL { return u.hasSuffix("/") ? String(u.dropLast()) : u }
+        let h = host == "0.0.0.0" || host == "::" ? "127.0.0.1" : host
+        return "http://\(h):\(boundPort)"
+    }
+}

@@ -1,0 +1,63 @@
+import Foundation
+import RichPushCore
+
+/// The in-memory twin of ``SQLiteServerStore``, for fast unit tests: same rules, nothing survives a restart.
+public actor MemoryServerStore: ServerStore {
+    private var apps: [String: ServerApp] = [:]
+    private var keys: [String: APIGrant] = [:]  // by hash
+    private var notifications: [String: StoredNotification] = [:]
+    private var idempotency: [String: String] = [:]  // "app\0key" → notification id
+    private var receipts: [String: [String: JSONValue]] = [:]
+
+    public init() {}
+
+    public func createApp(_ app: ServerApp) -> (ServerApp, key: String) {
+        var app = app
+        if app.id.isEmpty { app.id = ServerApp.newID() }
+        app.revision = 1
+        apps[app.id] = app
+        let key = APIKeys.newKey()
+        let hash = APIKeys.hash(key)
+        keys[hash] = APIGrant(keyID: APIKeys.id(ofHash: hash), appID: app.id, scopes: Set(APIScope.allCases))
+        return (app, key)
+    }
+
+    public func updateApp(_ app: ServerApp) -> ServerApp? {
+        guard let old = apps[app.id] else { return nil }
+        var app = app
+        app.revision = old.revision + 1
+        apps[app.id] = app
+        return app
+    }
+
+    public func app(id: String) -> ServerApp? { apps[id] }
+
+    public func createKey(appID: String, scopes: Set<APIScope>) -> (APIGrant, key: String) {
+        let key = APIKeys.newKey()
+        let hash = APIKeys.hash(key)
+        let grant = APIGrant(keyID: APIKeys.id(ofHash: hash), appID: appID, scopes: scopes)
+        keys[hash] = grant
+        return (grant, key)
+    }
+
+    public func revokeKey(appID: String, keyID: String) -> Bool {
+        guard let hash = keys.first(where: { $0.value.appID == appID && $0.value.keyID == keyID })?.key else { return false }
+        keys[hash] = nil
+        return true
+    }
+
+    public func authorize(key: String) -> APIGrant? { keys[APIKeys.hash(key)] }
+
+    public func insertNotification(_ n: StoredNotification, idempotencyKey: String?) -> (StoredNotification, created: Bool) {
+        if let key = idempotencyKey, let id = idempotency[n.appID + "\u{0}" + key], let first = notifications[id] { return (first, false) }
+        notifications[n.id] = n
+        if let key = idempotencyKey { idempotency[n.appID + "\u{0}" + key] = n.id }
+        return (n, true)
+    }
+
+    public func notification(id: String) -> StoredNotification? { notifications[id] }
+
+    public func saveReceipt(notificationID: String, token: String, report: JSONValue) { receipts[notificationID, default: [:]][token] = report }
+
+    public func receipts(notificationID: String) -> [String: JSONValue] { receipts[notificationID] ?? [:] }
+}

@@ -1,0 +1,169 @@
+import Foundation
+import GRDB
+import RichPushCore
+
+/// A notification to accept: the stored notification, its idempotency key, and whom and when to send it to.
+public struct AcceptPlan: Sendable {
+    public var notification: StoredNotification
+    public var idempotencyKey: String?
+    public var audience: Audience
+    public var notBefore: Date
+    public var expiresAt: Date?
+    /// Spread the deliveries evenly over this many seconds from `notBefore` (0: all at once).
+    public var spread: TimeInterval
+
+    public init(notification: StoredNotification, idempotencyKey: String?, audience: Audience, notBefore: Date, expiresAt: Date?, spread: TimeInterval = 0) {
+        self.notification = notification
+        self.idempotencyKey = idempotencyKey
+        self.audience = audience
+        self.notBefore = notBefore
+        self.expiresAt = expiresAt
+        self.spread = spread
+    }
+}
+
+/// What accepting did.
+public struct Accepted: Sendable {
+    /// The notification as stored (for a replayed idempotency key: the first one, with its first answer).
+    public var notification: StoredNotification
+    public var created: Bool
+    /// Deliveries queued with it (every one of them for a token, FCM topic or condition audience).
+    public var queued: Int
+    /// A registry fan-out (all, user, tag, topic) still to run with ``NotificationIntake/completeFanOut(notificationID:)``.
+    public var fanOutPending: Bool
+}
+
+/// Takes notifications in: stores each with its deliveries so that none is lost between the answer and the
+/// queue. `respond` makes the answer stored with the notification (replayed for its idempotency key) from the
+/// number of deliveries when it is known at once.
+public protocol NotificationIntake: Sendable {
+    func accept(_ plan: AcceptPlan, respond: @escaping @Sendable (_ queued: Int?) -> JSONValue) async throws -> Accepted
+    /// Runs (or resumes) the fan-out of an accepted notification; returns the deliveries it added.
+    @discardableResult
+    func completeFanOut(notificationID: String) async throws -> Int
+    /// Notifications whose fan-out has not finished (after a crash), oldest first.
+    func pendingFanOuts() async throws -> [String]
+}
+
+/// The intake over any store, registry and queue (the in-memory twins): the notification, then its fan-out.
+/// Not crash-safe between the two; the SQLite intake is.
+public struct SequentialIntake: NotificationIntake {
+    let store: ServerStore
+    let registry: DeviceRegistry
+    let queue: DeliveryQueue
+
+    public init(store: ServerStore, registry: DeviceRegistry, queue: DeliveryQueue) {
+        self.store = store
+        self.registry = registry
+        self.queue = queue
+    }
+
+    public func accept(_ plan: AcceptPlan, respond: @escaping @Sendable (Int?) -> JSONValue) async throws -> Accepted {
+        var n = plan.notification
+        var count: Int?
+        if let direct = plan.audience.directTargets { count = direct.count }
+        if case .tokens(let ts) = plan.audience {
+            count = 0
+            for t in Set(ts) where try await registry.device(appID: n.appID, token: t) != nil { count! += 1 }
+        }
+        n.response = respond(count)
+        let (stored, created) = try await store.insertNotification(n, idempotencyKey: plan.idempotencyKey)
+        guard created else { return Accepted(notification: stored, created: false, queued: 0, fanOutPending: false) }
+        let queued = try await FanOut().enqueue(
+            notificationID: n.id, appID: n.appID, audience: plan.audience, registry: registry, queue: queue, notBefore: plan.notBefore, expiresAt: plan.expiresAt, spread: plan.spread)
+        return Accepted(notification: stored, created: true, queued: queued, fanOutPending: false)
+    }
+
+    public func completeFanOut(notificationID: String) async throws -> Int { 0 }
+    public func pendingFanOuts() async throws -> [String] { [] }
+}
+
+/// The intake when store, registry and queue share one SQLite database: a token, FCM topic or condition send is
+/// stored with its deliveries in one transaction (shared with concurrent requests: group commit); a registry
+/// fan-out is recorded as pending with the notification and then run in chunks, each chunk committing its
+/// progress, so that a crash at any point resumes exactly where it stopped.
+public final class SQLiteIntake: NotificationIntake {
+    let store: SQLiteServerStore
+    let registry: SQLiteDeviceRegistry
+    let queue: SQLiteDeliveryQueue
+    let chunk: Int
+
+    public struct NotShared: Error, CustomStringConvertible {
+        public var description: String { "the store, registry and queue must share one database" }
+    }
+
+    public init(store: SQLiteServerStore, registry: SQLiteDeviceRegistry, queue: SQLiteDeliveryQueue, chunk: Int = 50_000) throws {
+        guard store.pool === registry.pool, registry.pool === queue.pool else { throw NotShared() }
+        self.store = store
+        self.registry = registry
+        self.queue = queue
+        self.chunk = chunk
+    }
+
+    public func accept(_ plan: AcceptPlan, respond: @escaping @Sendable (Int?) -> JSONValue) async throws -> Accepted {
+        try await store.commits.write { db in
+            var n = plan.notification
+            var targets: [(DeliveryProvider, String)]? = plan.audience.directTargets
+            if case .tokens(let tokens) = plan.audience {
+                var seen = Set<String>()
+                let wanted = tokens.filter { seen.insert($0).inserted }
+                if wanted.count <= 32 {
+                    // One cached statement per token: no SQL compiled per request.
+                    let one = try db.cachedStatement(sql: "SELECT id, provider FROM devices WHERE app_id = ? AND token = ?")
+                    targets = try wanted.compactMap { t in
+                        try Row.fetchOne(one, arguments: [n.appID, t]).map { (Int64($0["id"] as Int64), DeliveryProvider(rawValue: $0["provider"]) ?? .apns, t) }
+                    }.sorted { $0.0 < $1.0 }.map { ($0.1, $0.2) }
+                } else {
+                    let marks = Array(repeating: "?", count: wanted.count).joined(separator: ",")
+                    var args: [any DatabaseValueConvertible] = [n.appID]
+                    args += wanted
+                    targets = try Row.fetchAll(db, sql: "SELECT provider, token FROM devices WHERE app_id = ? AND token IN (\(marks)) ORDER BY id", arguments: StatementArguments(args)).map {
+                        (DeliveryProvider(rawValue: $0["provider"]) ?? .apns, $0["token"])
+                    }
+                }
+            }
+            n.response = respond(targets?.count)
+            let (stored, created) = try SQLiteServerStore.insert(n, idempotencyKey: plan.idempotencyKey, fanOut: targets == nil ? plan : nil, in: db)
+            guard created else { return Accepted(notification: stored, created: false, queued: 0, fanOutPending: false) }
+            guard let targets else { return Accepted(notification: stored, created: true, queued: 0, fanOutPending: true) }
+            let insert = try db.cachedStatement(sql: """
+                INSERT INTO deliveries (notification_id, app_id, provider, target, state, not_before, expires_at, updated_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)
+                """)
+            let step = plan.spread > 0 && targets.count > 1 ? plan.spread / Double(targets.count - 1) : 0
+            let now = Date().timeIntervalSince1970
+            for (i, (provider, target)) in targets.enumerated() {
+                try insert.execute(arguments: [n.id, n.appID, provider.rawValue, target, plan.notBefore.timeIntervalSince1970 + step * Double(i), plan.expiresAt?.timeIntervalSince1970, now])
+            }
+            return Accepted(notification: stored, created: true, queued: targets.count, fanOutPending: false)
+        }
+    }
+
+    public func completeFanOut(notificationID: String) async throws -> Int {
+        guard let row = try await store.pool.read({ db in try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE id = ?", arguments: [notificationID]) }),
+            (row["fanout_state"] as String) == "pending",
+            let audienceText = row["audience"] as String?, let (audience, _) = Optional(Audience.read(try JSONValue.parse(audienceText))), let audience
+        else { return 0 }
+        let appID: String = row["app_id"]
+        let notBefore = Date(timeIntervalSince1970: row["not_before"] ?? Date().timeIntervalSince1970)
+        let expiresAt = (row["expires_at"] as Double?).map(Date.init(timeIntervalSince1970:))
+        let spread: Double = row["spread"]
+        var total: Int = row["fanout_total"]
+        let start = SQLiteDeviceRegistry.FanOutProgress(cursor: row["fanout_cursor"], inserted: row["fanout_inserted"])
+        if spread > 0 && total == 0 {
+            // Counted once and stored, so that a resumed fan-out keeps the same spacing.
+            total = start.inserted + (try await registry.countInDatabase(appID: appID, audience: audience, after: start.cursor) ?? 0)
+            let t = total
+            try await store.pool.write { db in try db.execute(sql: "UPDATE notifications SET fanout_total = ? WHERE id = ?", arguments: [t, notificationID]) }
+        }
+        return try await registry.fanOutInDatabase(
+            notificationID: notificationID, appID: appID, audience: audience, notBefore: notBefore, expiresAt: expiresAt, chunk: chunk, spread: spread, total: total, from: start
+        ) { db, progress, finished in
+            try db.execute(sql: "UPDATE notifications SET fanout_cursor = ?, fanout_inserted = ?, fanout_state = ? WHERE id = ?",
+                arguments: [progress.cursor, progress.inserted, finished ? "done" : "pending", notificationID])
+        } ?? 0
+    }
+
+    public func pendingFanOuts() async throws -> [String] {
+        try await store.pool.read { db in try String.fetchAll(db, sql: "SELECT id FROM notifications WHERE fanout_state = 'pending' ORDER BY created_at") }
+    }
+}

@@ -1,0 +1,218 @@
+import Foundation
+import GRDB
+import NIOConcurrencyHelpers
+import RichPushCore
+
+/// Apps, API keys, notifications and receipts in the server's SQLite database. API keys are stored as SHA-256
+/// hashes; the key itself is shown once, when it is created. Key grants and apps are cached for a few seconds
+/// (every request needs both); changes made through this store take effect at once.
+public final class SQLiteServerStore: ServerStore {
+    let pool: DatabasePool
+    let commits: GroupCommit
+    /// How long a cached grant or app is trusted (a change made by another node shows after at most this).
+    let cacheLifetime: TimeInterval
+    private let grants = NIOLockedValueBox<[String: (APIGrant?, Date)]>([:])
+    private let apps = NIOLockedValueBox<[String: (ServerApp?, Date)]>([:])
+
+    public init(pool: DatabasePool, cacheLifetime: TimeInterval = 5) throws {
+        self.pool = pool
+        self.cacheLifetime = cacheLifetime
+        commits = GroupCommit(pool: pool)
+        try Self.migrator.migrate(pool)
+    }
+
+    static var migrator: DatabaseMigrator {
+        var m = DatabaseMigrator()
+        m.registerMigration("server-v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE apps (id TEXT PRIMARY KEY, name TEXT NOT NULL, bundle_id TEXT NOT NULL, fcm_project_id TEXT, created_at REAL NOT NULL);
+                CREATE TABLE api_keys (key_hash TEXT PRIMARY KEY, app_id TEXT NOT NULL REFERENCES apps(id), scopes TEXT NOT NULL, created_at REAL NOT NULL);
+                CREATE TABLE notifications (
+                    id TEXT PRIMARY KEY, app_id TEXT NOT NULL, idempotency_key TEXT, message TEXT NOT NULL, response TEXT NOT NULL, created_at REAL NOT NULL,
+                    UNIQUE (app_id, idempotency_key));
+                """)
+        }
+        m.registerMigration("receipts-v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE receipts (
+                    notification_id TEXT NOT NULL, token TEXT NOT NULL, report TEXT NOT NULL, received_at REAL NOT NULL,
+                    PRIMARY KEY (notification_id, token));
+                """)
+        }
+        m.registerMigration("server-v2") { db in
+            // Provider credentials per app; key ids; notifications remember their audience and fan-out progress.
+            try db.execute(sql: """
+                ALTER TABLE apps ADD COLUMN apns TEXT;
+                ALTER TABLE apps ADD COLUMN fcm TEXT;
+                ALTER TABLE apps ADD COLUMN revision INTEGER NOT NULL DEFAULT 1;
+                ALTER TABLE api_keys ADD COLUMN key_id TEXT;
+                UPDATE api_keys SET key_id = 'key_' || substr(key_hash, 1, 12);
+                CREATE INDEX api_keys_app ON api_keys(app_id);
+                ALTER TABLE notifications ADD COLUMN audience TEXT;
+                ALTER TABLE notifications ADD COLUMN not_before REAL;
+                ALTER TABLE notifications ADD COLUMN expires_at REAL;
+                ALTER TABLE notifications ADD COLUMN spread REAL NOT NULL DEFAULT 0;
+                ALTER TABLE notifications ADD COLUMN fanout_state TEXT NOT NULL DEFAULT 'done';
+                ALTER TABLE notifications ADD COLUMN fanout_cursor INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE notifications ADD COLUMN fanout_inserted INTEGER NOT NULL DEFAULT 0;
+                ALTER TABLE notifications ADD COLUMN fanout_total INTEGER NOT NULL DEFAULT 0;
+                CREATE INDEX notifications_fanout ON notifications(fanout_state) WHERE fanout_state = 'pending';
+                """)
+        }
+        return m
+    }
+
+    // MARK: Apps
+
+    static func credentialsJSON(_ app: ServerApp) -> (String?, String?) {
+        let apns: String? = app.apns.map {
+            JSONValue.object(["key": .string($0.keyPEM), "key_id": .string($0.keyID), "team_id": .string($0.teamID), "environment": .string($0.environment.rawValue)]).jsonString
+        }
+        let fcm: String? = app.fcm.map { JSONValue.object(["service_account": .string($0.serviceAccountJSON), "project_id": .string($0.projectID), "client_email": .string($0.clientEmail)]).jsonString }
+        return (apns, fcm)
+    }
+
+    static func app(_ row: Row) -> ServerApp {
+        let apns = (row["apns"] as String?).flatMap { try? JSONValue.parse($0) }.flatMap { j -> APNsCredentials? in
+            guard let key = j["key"]?.stringValue, let id = j["key_id"]?.stringValue, let team = j["team_id"]?.stringValue else { return nil }
+            return APNsCredentials(keyPEM: key, keyID: id, teamID: team, environment: j["environment"]?.stringValue.flatMap(APNsCredentials.Environment.init(rawValue:)) ?? .production)
+        }
+        let fcm = (row["fcm"] as String?).flatMap { try? JSONValue.parse($0) }.flatMap { j -> FCMCredentials? in
+            guard let sa = j["service_account"]?.stringValue, let p = j["project_id"]?.stringValue else { return nil }
+            return FCMCredentials(serviceAccountJSON: sa, projectID: p, clientEmail: j["client_email"]?.stringValue ?? "")
+        }
+        return ServerApp(id: row["id"], name: row["name"], bundleID: row["bundle_id"], fcmProjectID: row["fcm_project_id"], apns: apns, fcm: fcm, revision: row["revision"])
+    }
+
+    public func createApp(_ app: ServerApp) async throws -> (ServerApp, key: String) {
+        var app = app
+        if app.id.isEmpty { app.id = ServerApp.newID() }
+        app.revision = 1
+        let key = APIKeys.newKey()
+        let (apns, fcm) = Self.credentialsJSON(app)
+        let stored = app
+        try await pool.write { db in
+            try db.execute(sql: "INSERT INTO apps (id, name, bundle_id, fcm_project_id, apns, fcm, revision, created_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
+                arguments: [stored.id, stored.name, stored.bundleID, stored.fcmProjectID, apns, fcm, Date().timeIntervalSince1970])
+            let hash = APIKeys.hash(key)
+            try db.execute(sql: "INSERT INTO api_keys (key_hash, key_id, app_id, scopes, created_at) VALUES (?, ?, ?, ?, ?)",
+                arguments: [hash, APIKeys.id(ofHash: hash), stored.id, APIScope.allCases.map(\.rawValue).joined(separator: ","), Date().timeIntervalSince1970])
+        }
+        apps.withLockedValue { $0[app.id] = (app, Date()) }
+        return (app, key)
+    }
+
+    public func updateApp(_ app: ServerApp) async throws -> ServerApp? {
+        let (apns, fcm) = Self.credentialsJSON(app)
+        let updated: ServerApp? = try await pool.write { db in
+            try db.execute(sql: "UPDATE apps SET name = ?, bundle_id = ?, fcm_project_id = ?, apns = ?, fcm = ?, revision = revision + 1 WHERE id = ?",
+                arguments: [app.name, app.bundleID, app.fcmProjectID, apns, fcm, app.id])
+            guard db.changesCount == 1 else { return nil }
+            return try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE id = ?", arguments: [app.id]).map(Self.app)
+        }
+        apps.withLockedValue { $0[app.id] = (updated, Date()) }
+        return updated
+    }
+
+    public func app(id: String) async throws -> ServerApp? {
+        if let (hit, at) = apps.withLockedValue({ $0[id] }), Date().timeIntervalSince(at) < cacheLifetime { return hit }
+        let app = try await pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE id = ?", arguments: [id]).map(Self.app) }
+        apps.withLockedValue { cache in
+            if cache.count > 10_000 { cache.removeAll() }
+            cache[id] = (app, Date())
+        }
+        return app
+    }
+
+    // MARK: Keys
+
+    public func createKey(appID: String, scopes: Set<APIScope>) async throws -> (APIGrant, key: String) {
+        let key = APIKeys.newKey()
+        let hash = APIKeys.hash(key)
+        let grant = APIGrant(keyID: APIKeys.id(ofHash: hash), appID: appID, scopes: scopes)
+        try await pool.write { db in
+            try db.execute(sql: "INSERT INTO api_keys (key_hash, key_id, app_id, scopes, created_at) VALUES (?, ?, ?, ?, ?)",
+                arguments: [hash, grant.keyID, appID, APIScope.allCases.filter(scopes.contains).map(\.rawValue).joined(separator: ","), Date().timeIntervalSince1970])
+        }
+        return (grant, key)
+    }
+
+    public func revokeKey(appID: String, keyID: String) async throws -> Bool {
+        let removed: String? = try await pool.write { db in
+            guard let hash = try String.fetchOne(db, sql: "SELECT key_hash FROM api_keys WHERE app_id = ? AND key_id = ?", arguments: [appID, keyID]) else { return nil }
+            try db.execute(sql: "DELETE FROM api_keys WHERE key_hash = ?", arguments: [hash])
+            return hash
+        }
+        guard let removed else { return false }
+        grants.withLockedValue { $0[removed] = nil }
+        return true
+    }
+
+    public func authorize(key: String) async throws -> APIGrant? {
+        let h = APIKeys.hash(key)
+        if let (hit, at) = grants.withLockedValue({ $0[h] }), Date().timeIntervalSince(at) < cacheLifetime { return hit }
+        let grant = try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT key_id, app_id, scopes FROM api_keys WHERE key_hash = ?", arguments: [h]).map { row in
+                APIGrant(keyID: row["key_id"], appID: row["app_id"], scopes: Set((row["scopes"] as String).split(separator: ",").compactMap { APIScope(rawValue: String($0)) }))
+            }
+        }
+        grants.withLockedValue { cache in
+            if cache.count > 100_000 { cache.removeAll() }
+            cache[h] = (grant, Date())
+        }
+        return grant
+    }
+
+    // MARK: Notifications
+
+    public func insertNotification(_ n: StoredNotification, idempotencyKey: String?) async throws -> (StoredNotification, created: Bool) {
+        try await commits.write { db in try Self.insert(n, idempotencyKey: idempotencyKey, fanOut: nil, in: db) }
+    }
+
+    /// Inserts unless the idempotency key was used; `fanOut` is the audience and times of a fan-out still to run.
+    static func insert(_ n: StoredNotification, idempotencyKey: String?, fanOut: AcceptPlan?, in db: Database) throws -> (StoredNotification, created: Bool) {
+        if let key = idempotencyKey,
+            let row = try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE app_id = ? AND idempotency_key = ?", arguments: [n.appID, key])
+        {
+            return (try Self.notification(row), false)
+        }
+        try db.cachedStatement(sql: """
+            INSERT INTO notifications (id, app_id, idempotency_key, message, response, created_at, audience, not_before, expires_at, spread, fanout_state)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """).execute(arguments: [
+                n.id, n.appID, idempotencyKey, n.message.jsonString, n.response.jsonString, n.createdAt.timeIntervalSince1970,
+                fanOut?.audience.json.jsonString, fanOut?.notBefore.timeIntervalSince1970, fanOut?.expiresAt?.timeIntervalSince1970, fanOut?.spread ?? 0,
+                fanOut == nil ? "done" : "pending",
+            ])
+        return (n, true)
+    }
+
+    public func notification(id: String) async throws -> StoredNotification? {
+        try await pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE id = ?", arguments: [id]).map(Self.notification) }
+    }
+
+    static func notification(_ row: Row) throws -> StoredNotification {
+        StoredNotification(
+            id: row["id"], appID: row["app_id"], message: try JSONValue.parse(row["message"] as String), response: try JSONValue.parse(row["response"] as String),
+            createdAt: Date(timeIntervalSince1970: row["created_at"]))
+    }
+
+    // MARK: Receipts
+
+    public func saveReceipt(notificationID: String, token: String, report: JSONValue) async throws {
+        try await commits.write { db in
+            try db.cachedStatement(sql: "INSERT OR REPLACE INTO receipts (notification_id, token, report, received_at) VALUES (?, ?, ?, ?)")
+                .execute(arguments: [notificationID, token, report.jsonString, Date().timeIntervalSince1970])
+        }
+    }
+
+    public func receipts(notificationID: String) async throws -> [String: JSONValue] {
+        try await pool.read { db in
+            var out: [String: JSONValue] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT token, report FROM receipts WHERE notification_id = ?", arguments: [notificationID]) {
+                out[row["token"]] = (try? JSONValue.parse(row["report"] as String)) ?? .null
+            }
+            return out
+        }
+    }
+}
