@@ -40,7 +40,7 @@ struct DemoCommand: AsyncParsableCommand {
         serverConfig.port = 0
         serverConfig.sandboxDirectory = root.appendingPathComponent("sandbox").path
         serverConfig.mediaDirectory = root.appendingPathComponent("media").path
-        let server = try await LocalServer.make(serverConfig, adminKey: admin, logLevel: .warning) { port, _ in
+        let server = try await LocalServer.make(serverConfig, adminKey: admin, logLevel: .critical) { port, _ in
             portSink.yield(port)
         }
         let running = Task { try await server.run(signals: []) }
@@ -70,6 +70,9 @@ struct DemoCommand: AsyncParsableCommand {
             throw ExitCode(1)
         }
         print("3. notification accepted (202) as \(id)")
+        for w in accepted["warnings"]?.arrayValue ?? [] where w["rule"] == "rehosted" {
+            print("   preflight: \(w["message"]?.stringValue ?? "")")
+        }
 
         var outcome: JSONValue = .null
         for _ in 0..<100 {
@@ -93,6 +96,9 @@ struct DemoCommand: AsyncParsableCommand {
             print("   attachment \(a.identifier): \(a.type.displayName), \(a.bytes) bytes, \(a.file.path)")
         }
         for s in shown.report.skipped { print("   skipped \(s.url): \(s.reason)") }
+        if let android = server.sandbox?.fcm.recorded().last?.message {
+            print("   the Android phone gets the image \(android["android"]?["notification"]?["image"]?.stringValue ?? "(none)") (the chart as a PNG hosted by the server: \(android["apns"]?["payload"]?["rp"] != nil ? "in" : "not in") the FCM request's APNs part)")
+        }
         _ = try await http.call("POST", "/v1/apps/\(app)/notifications/\(id)/receipts", key: key, ["token": .string(iosToken), "report": shown.report.json])
         let final = try await http.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1
         print("6. receipts: \(final["receipts"]?.jsonString ?? "?")")

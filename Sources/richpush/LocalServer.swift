@@ -68,6 +68,11 @@ struct LocalServer {
             validation: .init(allowInsecureMedia: config.sandbox, requireTargets: false), metrics: metrics,
             limiter: RateLimiter(rate: config.rateLimit, burst: config.rateLimit * 2), onQueued: { worker.wake() })
         api.onAccepted = { id, message in sender.remember(id, message) }
+        // Media preflight and hosting. Outside the sandbox, fetches refuse every internal address.
+        let mediaStore = try MediaStore(directory: URL(fileURLWithPath: config.mediaDirectory, isDirectory: true), cacheBytes: config.mediaCacheMegabytes << 20)
+        let fetcher = try SafeFetcher(policy: AddressPolicy(allowAll: config.sandbox), limits: .init(allowHTTP: config.sandbox))
+        let media = MediaService(store: mediaStore, fetcher: fetcher, publicBase: config.publicBase(boundPort: config.port))
+        api.media = media
         // Fan-outs a crash cut short are finished before serving.
         _ = try await api.resumeFanOuts()
         var logger = Logger(label: "richpush")
@@ -75,7 +80,11 @@ struct LocalServer {
         let application = Application(
             router: api.router(), configuration: .init(address: .hostname(config.host, port: config.port), serverName: "richpush"),
             services: [WorkerService(worker: worker), checkpointer],
-            onServerRunning: { [adminPort = sandbox?.adminPort ?? 0] channel in onRunning(channel.localAddress?.port ?? 0, adminPort) }, logger: logger)
+            onServerRunning: { [adminPort = sandbox?.adminPort ?? 0] channel in
+                let port = channel.localAddress?.port ?? 0
+                media.publicBase = config.publicBase(boundPort: port)
+                onRunning(port, adminPort)
+            }, logger: logger)
         return LocalServer(sandbox: sandbox, clients: clients, api: api, application: application)
     }
 

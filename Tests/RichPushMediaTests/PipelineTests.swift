@@ -90,6 +90,18 @@ import Testing
         }
     }
 
+    /// A fixed staging folder (simulators, tests) that already holds the same file from an earlier notification.
+    @Test func theSamePayloadTwiceIntoOneFolderAttachesBothTimes() async throws {
+        try await Self.withServer { base in
+            var c = RichNotificationProcessor.Configuration(fetch: FetchPolicy(allowInsecureHTTP: true, idleTimeout: 5))
+            c.stagingDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("same-\(UUID().uuidString)")
+            for _ in 0..<2 {
+                let n = await RichNotificationProcessor(configuration: c).process(payload: Self.payload([base + "/photo.png"]), deadline: Date().addingTimeInterval(20))
+                #expect(n.report.skipped.isEmpty && n.attachments.count == 1, "\(n.report.skipped)")
+            }
+        }
+    }
+
     @Test func plainHTTPIsRefusedUnlessAllowed() async throws {
         try await Self.withServer { base in
             let n = await Self.processor(allowHTTP: false).process(payload: Self.payload([base + "/image"]))

@@ -189,6 +189,8 @@ public final class ProcessingSession: Sendable {
         case .success(let file):
             let final = staging.finalFile(index: index, sourceURL: media.url, fileExtension: file.type.fileExtension)
             do {
+                // An exact staging folder may hold the same file from an earlier notification: replace it.
+                if FileManager.default.fileExists(atPath: final.path) { try FileManager.default.removeItem(at: final) }
                 try FileManager.default.moveItem(at: file.file, to: final)
                 gate.record(
                     StagedAttachment(identifier: "media-\(index)", file: final, type: file.type, bytes: file.bytes, sourceURL: media.url, typeSource: file.typeSource, thumbnail: media.thumbnail, stagedAfterMilliseconds: milliseconds()),

@@ -26,6 +26,8 @@ public struct RichPushAPI: Sendable {
     public var onAccepted: @Sendable (_ id: String, _ message: PushMessage) -> Void = { _, _ in }
     /// Most tokens in one `audience.tokens` (or `apns_tokens` + `fcm_tokens`) list.
     public var maxTokensPerRequest = 10_000
+    /// Preflight, hosting and charts; nil turns media checks and `/media` off.
+    public var media: MediaService?
 
     public init(
         store: any ServerStore, registry: DeviceRegistry, queue: DeliveryQueue, intake: NotificationIntake? = nil, adminKey: String,
@@ -70,6 +72,10 @@ public struct RichPushAPI: Sendable {
         router.get("/openapi.yaml") { _, _ -> Response in
             Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(string: Self.openAPIDocument)))
         }
+        router.get("/media/:name") { request, context in api.serveMedia(request, context, head: false) }
+        router.head("/media/:name") { request, context in api.serveMedia(request, context, head: true) }
+        router.post("/v1/media") { request, _ in await api.handle { try await api.uploadMedia(request) } }
+        router.post("/v1/media/check") { request, _ in await api.handle { try await api.checkMedia(request) } }
         router.post("/v1/apps") { request, _ in await api.handle { try await api.createApp(request) } }
         router.get("/v1/apps/:app") { request, context in await api.handle { try await api.showApp(request, context) } }
         router.patch("/v1/apps/:app") { request, context in await api.handle { try await api.updateApp(request, context) } }
@@ -85,7 +91,7 @@ public struct RichPushAPI: Sendable {
         for (method, path) in Self.routes { allowed[path, default: []].append(method.uppercased()) }
         for (path, methods) in allowed {
             let hbPath = path.replacingOccurrences(of: "{", with: ":").replacingOccurrences(of: "}", with: "")
-            for method in ["GET", "POST", "PUT", "PATCH", "DELETE"] where !methods.contains(method) {
+            for method in ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] where !methods.contains(method) {
                 router.on(RouterPath(hbPath), method: HTTPRequest.Method(method)!) { _, _ -> Response in
                     var r = Self.json(405, ["error": ["code": "method-not-allowed", "message": .string("\(path) takes \(methods.joined(separator: ", "))")]])
                     r.headers[.allow] = methods.joined(separator: ", ")
@@ -106,7 +112,8 @@ public struct RichPushAPI: Sendable {
 
     /// The routes the router serves, as (method, OpenAPI path), for keeping the document honest.
     public static let routes: [(String, String)] = [
-        ("get", "/health"), ("get", "/metrics"), ("get", "/openapi.yaml"), ("post", "/v1/apps"), ("get", "/v1/apps/{app}"), ("patch", "/v1/apps/{app}"),
+        ("get", "/health"), ("get", "/metrics"), ("get", "/openapi.yaml"), ("get", "/media/{name}"), ("head", "/media/{name}"), ("post", "/v1/media"),
+        ("post", "/v1/media/check"), ("post", "/v1/apps"), ("get", "/v1/apps/{app}"), ("patch", "/v1/apps/{app}"),
         ("post", "/v1/apps/{app}/keys"), ("delete", "/v1/apps/{app}/keys/{key}"), ("post", "/v1/apps/{app}/devices"),
         ("delete", "/v1/apps/{app}/devices/{token}"), ("post", "/v1/apps/{app}/notifications"), ("get", "/v1/apps/{app}/notifications/{id}"),
         ("post", "/v1/apps/{app}/notifications/{id}/receipts"),
@@ -289,6 +296,8 @@ public struct RichPushAPI: Sendable {
         let audienceJSON = fields.removeValue(forKey: "audience")
         let sendAt = fields.removeValue(forKey: "send_at")
         let spreadJSON = fields.removeValue(forKey: "spread_seconds")
+        let checkJSON = fields.removeValue(forKey: "media_check")
+        let rehostJSON = fields.removeValue(forKey: "rehost")
         var (message, report) = PushMessage.read(.object(fields))
         report.merge(MessageValidator(options: validation).validate(message))
         var audience: Audience?
@@ -321,7 +330,16 @@ public struct RichPushAPI: Sendable {
         if let s = spreadJSON {
             if let v = s.doubleValue, v >= 0, v <= 86_400 { spread = v } else { report.add("spread_seconds", "range", "spread_seconds is a number of seconds from 0 to 86400") }
         }
+        var onFailure = MediaService.OnFailure.reject, rehost = MediaService.Rehost.auto
+        if let c = checkJSON { if let v = c.stringValue.flatMap(MediaService.OnFailure.init(rawValue:)) { onFailure = v } else { report.add("media_check", "enum", "media_check is reject, drop or off") } }
+        if let r = rehostJSON { if let v = r.stringValue.flatMap(MediaService.Rehost.init(rawValue:)) { rehost = v } else { report.add("rehost", "enum", "rehost is auto, always or never") } }
         guard report.isValid, let audience else { throw Failure(status: 422, code: "invalid", message: "the notification is not valid", issues: report.errors) }
+        // Media is fetched and judged before anything is stored: a refused media answers 422 naming it.
+        if let media {
+            let (errors, notes) = await media.prepare(&message, onFailure: onFailure, rehost: rehost)
+            guard errors.isEmpty else { throw Failure(status: 422, code: "media-refused", message: "media failed the preflight check", issues: errors) }
+            for n in notes { report.add(n.path, n.rule, n.message, .warning) }
+        }
 
         let id = UUID().uuidString.lowercased()
         message.id = id

@@ -1,0 +1,125 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import RichPushCore
+
+extension RichPushAPI {
+    /// `/media/<hash>.<ext>`: public, immutable, with the true Content-Type, a strong ETag, Range and HEAD.
+    func serveMedia(_ request: Request, _ context: BasicRequestContext, head: Bool) -> Response {
+        guard let media, let name = context.parameters.get("name"), let (buffer, type) = media.store.get(name) else {
+            return Self.json(404, ["error": ["code": "not-found", "message": "no such media"]])
+        }
+        let size = buffer.readableBytes
+        let etag = "\"" + name.prefix(64) + "\""
+        var headers: HTTPFields = [
+            .contentType: type.mimeType, .eTag: etag, .cacheControl: "public, max-age=31536000, immutable", .acceptRanges: "bytes",
+        ]
+        if let match = request.headers[.ifNoneMatch], match == "*" || match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0.trimmingCharacters(in: .whitespaces) == "W/" + etag }) {
+            return Response(status: .notModified, headers: headers)
+        }
+        var range: ClosedRange<Int>?
+        if let value = request.headers[.range], request.headers[.ifRange].map({ $0 == etag }) ?? true {
+            switch Self.byteRange(value, size: size) {
+            case .whole: break
+            case .part(let r): range = r
+            case .unsatisfiable:
+                headers[.contentRange] = "bytes */\(size)"
+                return Response(status: .rangeNotSatisfiable, headers: headers)
+            }
+        }
+        let body: ByteBuffer
+        let status: HTTPResponse.Status
+        if let r = range {
+            body = buffer.getSlice(at: buffer.readerIndex + r.lowerBound, length: r.count) ?? buffer
+            headers[.contentRange] = "bytes \(r.lowerBound)-\(r.upperBound)/\(size)"
+            status = .partialContent
+        } else {
+            body = buffer
+            status = .ok
+        }
+        headers[.contentLength] = String(body.readableBytes)
+        if head { return Response(status: status, headers: headers, body: .init()) }
+        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+    }
+
+    enum ByteRange: Equatable {
+        case whole
+        case part(ClosedRange<Int>)
+        case unsatisfiable
+    }
+
+    /// One `bytes=` range (RFC 9110): `a-b`, `a-`, `-n`. Several ranges, or another unit, get the whole body.
+    static func byteRange(_ header: String, size: Int) -> ByteRange {
+        let h = header.trimmingCharacters(in: .whitespaces)
+        guard h.lowercased().hasPrefix("bytes="), !h.contains(",") else { return .whole }
+        let spec = h.dropFirst(6).trimmingCharacters(in: .whitespaces)
+        let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        guard parts.count == 2 else { return .whole }
+        if parts[0].isEmpty {
+            guard let n = Int(parts[1]), n > 0, size > 0 else { return .unsatisfiable }
+            return .part(max(0, size - n)...(size - 1))
+        }
+        guard let start = Int(parts[0]), start >= 0 else { return .whole }
+        guard start < size else { return .unsatisfiable }
+        if parts[1].isEmpty { return .part(start...(size - 1)) }
+        guard let end = Int(parts[1]), end >= start else { return .whole }
+        return .part(start...min(end, size - 1))
+    }
+
+    /// A key of any app with this scope, or the admin key.
+    func requireAnyKey(_ request: Request, _ scope: APIScope) async throws {
+        guard let key = try bearer(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
+        if isAdmin(key) { return }
+        guard let grant = try await store.authorize(key: key) else { throw Failure(status: 401, code: "unauthenticated", message: "unknown API key") }
+        guard grant.scopes.contains(scope) else { throw Failure(status: 403, code: "forbidden", message: "this key lacks the '\(scope.rawValue)' scope") }
+    }
+
+    /// `POST /v1/media`: the body is the file; answered with its hosted URL and what each platform makes of it.
+    func uploadMedia(_ request: Request) async throws -> Response {
+        try await requireAnyKey(request, .send)
+        guard let media else { throw Failure(status: 404, code: "not-found", message: "media hosting is off") }
+        var request = request
+        let buffer = try await request.collectBody(upTo: MediaRules.largestAppleLimit)
+        let bytes = Array(buffer.readableBytesView)
+        guard !bytes.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the body is empty", issues: [.init(path: "body", rule: "required", message: "send the file as the body")]) }
+        guard let type = MediaSniffer.sniff(bytes), type.kind != nil else {
+            throw Failure(status: 422, code: "invalid", message: "not media", issues: [.init(path: "body", rule: "unknown-type", message: "the bytes are not a recognisable image, audio or video file")])
+        }
+        var check = MediaCheck(url: "")
+        check.type = type
+        check.bytes = bytes.count
+        media.judge(&check)
+        let item = try media.store.put(bytes, type: type)
+        check.url = media.url(for: item)
+        var o = check.json.objectValue ?? [:]
+        o["name"] = .string(item.name)
+        return Self.json(201, .object(o))
+    }
+
+    /// `POST /v1/media/check`: `{"url": …, "kind": …}` or `{"media": [ {url, kind}… ]}`; one result per URL.
+    func checkMedia(_ request: Request) async throws -> Response {
+        try await requireAnyKey(request, .send)
+        guard let media else { throw Failure(status: 404, code: "not-found", message: "media checks are off") }
+        let body = try await bodyJSON(request)
+        var items: [(String, MediaKind?)] = []
+        if let url = body["url"]?.stringValue {
+            items = [(url, body["kind"]?.stringValue.flatMap(MediaKind.init(hint:)))]
+        } else if let list = body["media"]?.arrayValue {
+            for m in list {
+                if let u = m.stringValue { items.append((u, nil)) } else if let u = m["url"]?.stringValue { items.append((u, m["kind"]?.stringValue.flatMap(MediaKind.init(hint:)))) }
+            }
+        }
+        guard !items.isEmpty, items.count <= 10 else {
+            throw Failure(status: 422, code: "invalid", message: "nothing to check", issues: [.init(path: "url", rule: "required", message: "give url, or media: a list of 1 to 10 URLs")])
+        }
+        let results = await withTaskGroup(of: (Int, MediaCheck).self) { group in
+            for (i, (u, k)) in items.enumerated() { group.addTask { (i, await media.check(u, kind: k)) } }
+            var out = [JSONValue](repeating: .null, count: items.count)
+            for await (i, r) in group { out[i] = r.json }
+            return out
+        }
+        let ok = results.allSatisfy { $0["ok"] == true }
+        return Self.json(200, ["ok": .bool(ok), "results": .array(results)])
+    }
+}

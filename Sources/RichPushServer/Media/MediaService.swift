@@ -1,0 +1,218 @@
+import Crypto
+import Foundation
+import NIOConcurrencyHelpers
+import RichPushCharts
+import RichPushCore
+
+/// What the server found when it fetched one piece of media.
+public struct MediaCheck: Sendable {
+    public var url: String
+    /// Why it cannot be sent: a stable rule and a sentence.
+    public var failure: (rule: String, message: String)?
+    public var type: MediaType?
+    public var bytes: Int?
+    public var ios: MediaVerdict?
+    public var android: MediaVerdict?
+    /// Why the URL should be re-hosted (no extension, an extension or Content-Type that lies), if it should.
+    public var rehostReason: String?
+    /// The hosted URL when the media was re-hosted.
+    public var hostedURL: String?
+    /// The bytes, kept for re-hosting (not cached).
+    var body: [UInt8]?
+
+    public var isOK: Bool { failure == nil }
+
+    public var json: JSONValue {
+        var o: [String: JSONValue] = ["url": .string(url), "ok": .bool(isOK)]
+        if let f = failure {
+            o["rule"] = .string(f.rule)
+            o["message"] = .string(f.message)
+        }
+        if let t = type {
+            o["type"] = .string(t.rawValue)
+            o["mime_type"] = .string(t.mimeType)
+        }
+        if let b = bytes { o["bytes"] = .int(Int64(b)) }
+        func verdict(_ v: MediaVerdict?) -> JSONValue {
+            switch v {
+            case .accepted?: return "ok"
+            case .refused(let r)?: return ["rule": .string(r.code), "message": .string(r.description)]
+            case nil: return .null
+            }
+        }
+        o["ios"] = verdict(ios)
+        o["android"] = verdict(android)
+        if let r = rehostReason { o["rehost_reason"] = .string(r) }
+        if let h = hostedURL { o["hosted_url"] = .string(h) }
+        return .object(o)
+    }
+}
+
+/// Preflight, hosting and server-side charts. Before a push with media goes out, each URL is fetched once through
+/// the ``SafeFetcher`` and judged from its bytes by the core's rules (Apple's types and limits, Android's);
+/// media whose URL has no usable extension or lies about its type is re-hosted at a content-addressed URL on
+/// this server; a chart gets a PNG rendered by the same renderer as the device, for FCM/Android and the web.
+public final class MediaService: Sendable {
+    /// What to do with media that fails the check.
+    public enum OnFailure: String, Sendable { case reject, drop, off }
+    /// When to re-host: when needed (the URL hides or misstates the type), always (spike shaping), never.
+    public enum Rehost: String, Sendable { case auto, always, never }
+
+    public let store: MediaStore
+    let fetcher: SafeFetcher
+    private let base: NIOLockedValueBox<String>
+    private let checks = NIOLockedValueBox<[String: (MediaCheck, Date)]>([:])
+    private let charts = NIOLockedValueBox<[String: MediaStore.Item]>([:])
+    /// How long a successful check is trusted for later sends of the same URL.
+    let checkLifetime: TimeInterval
+
+    public init(store: MediaStore, fetcher: SafeFetcher, publicBase: String, checkLifetime: TimeInterval = 600) {
+        self.store = store
+        self.fetcher = fetcher
+        base = NIOLockedValueBox(publicBase)
+        self.checkLifetime = checkLifetime
+    }
+
+    /// The address devices reach this server at (known once it listens).
+    public var publicBase: String {
+        get { base.withLockedValue { $0 } }
+        set { base.withLockedValue { $0 = newValue } }
+    }
+
+    public func url(for item: MediaStore.Item) -> String { publicBase + "/media/" + item.name }
+
+    /// The stored name behind a URL on this server, if it is one.
+    func hostedName(_ url: String) -> String? {
+        let prefix = publicBase + "/media/"
+        guard url.hasPrefix(prefix) else { return nil }
+        let name = String(url.dropFirst(prefix.count))
+        return MediaStore.parse(name) != nil ? name : nil
+    }
+
+    /// Checks one URL (a kind hint picks the limit for bytes that do not say what they are).
+    public func check(_ url: String, kind: MediaKind? = nil, keepBody: Bool = false) async -> MediaCheck {
+        var result = MediaCheck(url: url)
+        if let name = hostedName(url), let (buffer, type) = store.get(name) {
+            result.type = type
+            result.bytes = buffer.readableBytes
+            judge(&result)
+            return result
+        }
+        if !keepBody, let (hit, at) = checks.withLockedValue({ $0[url] }), Date().timeIntervalSince(at) < checkLifetime { return hit }
+        do {
+            let fetched = try await fetcher.fetch(url) { first in
+                if let t = MediaSniffer.sniff(first), let k = t.kind { return MediaRules.appleLimit(for: k) }
+                return kind.map(MediaRules.appleLimit(for:)) ?? MediaRules.appleImageLimit
+            }
+            guard (200...299).contains(fetched.status) else {
+                result.failure = ("http-status", "the server answered \(fetched.status)")
+                return result
+            }
+            guard !fetched.body.isEmpty else {
+                result.failure = ("empty", "the answer has no body")
+                return result
+            }
+            result.bytes = fetched.body.count
+            guard let type = MediaSniffer.sniff(fetched.body) else {
+                let declared = fetched.contentType?.lowercased() ?? ""
+                let looksHTML = declared.contains("html") || fetched.body.prefix(1) == [UInt8(ascii: "<")]
+                result.failure = looksHTML ? ("not-media", "the URL gives a web page, not media") : ("unknown-type", "the bytes are not a recognisable image, audio or video file")
+                return result
+            }
+            result.type = type
+            if [.html, .xml, .json, .pdf].contains(type) {
+                result.failure = ("not-media", "the URL gives \(type.displayName), not media")
+                return result
+            }
+            judge(&result)
+            // A URL that hides or misstates the type is re-hosted where the name says the truth.
+            let finalURL = fetched.finalURL.absoluteString
+            if let byName = MediaType(urlString: finalURL) ?? MediaType(urlString: url) {
+                if byName != type { result.rehostReason = "extension-mismatch" }
+            } else {
+                result.rehostReason = "no-extension"
+            }
+            if result.rehostReason == nil, let declared = fetched.contentType.flatMap(MediaType.init(mimeType:)), declared != type {
+                result.rehostReason = "content-type-mismatch"
+            }
+            if keepBody { result.body = fetched.body }
+        } catch {
+            result.failure = (error.rule, error.description)
+            return result
+        }
+        if result.isOK {
+            var cached = result
+            cached.body = nil
+            checks.withLockedValue { all in
+                if all.count > 10_000 { all.removeAll() }
+                all[url] = (cached, Date())
+            }
+        }
+        return result
+    }
+
+    /// Apple's and Android's verdicts; Apple refusing is a failure (the device would drop the media).
+    func judge(_ r: inout MediaCheck) {
+        guard let type = r.type else { return }
+        r.ios = MediaRules.appleDecision(type: type, size: r.bytes)
+        if type.kind == .image { r.android = MediaRules.androidDecision(type: type, size: r.bytes) }
+        if case .refused(let why)? = r.ios { r.failure = ("ios-" + why.code, why.description) }
+    }
+
+    /// Checks, re-hosts and charts a message before it is accepted. Returns the problems (errors under
+    /// `reject`) and what was changed or dropped (warnings).
+    public func prepare(_ message: inout PushMessage, onFailure: OnFailure, rehost: Rehost) async -> (errors: [ValidationIssue], warnings: [ValidationIssue]) {
+        var errors: [ValidationIssue] = [], warnings: [ValidationIssue] = []
+        if onFailure != .off || rehost == .always, !message.media.isEmpty {
+            let media = message.media
+            let wantBody = rehost != .never
+            let results = await withTaskGroup(of: (Int, MediaCheck).self) { group in
+                for (i, m) in media.enumerated() { group.addTask { (i, await self.check(m.url, kind: m.kind, keepBody: wantBody)) } }
+                var out = [MediaCheck?](repeating: nil, count: media.count)
+                for await (i, r) in group { out[i] = r }
+                return out.compactMap { $0 }
+            }
+            var kept: [PushMedia] = []
+            for (i, (m, r)) in zip(media, results).enumerated() {
+                let path = "media[\(i)].url"
+                if let f = r.failure, onFailure != .off {
+                    if onFailure == .reject {
+                        errors.append(.init(path: path, rule: f.rule, message: "\(m.url): \(f.message)"))
+                    } else {
+                        warnings.append(.init(path: path, rule: f.rule, message: "dropped \(m.url): \(f.message)", severity: .warning))
+                    }
+                    continue
+                }
+                var m = m
+                if r.isOK, hostedName(m.url) == nil, let type = r.type, let body = r.body, rehost == .always || (rehost == .auto && r.rehostReason != nil) {
+                    if let item = try? store.put(body, type: type) {
+                        warnings.append(.init(path: path, rule: "rehosted", message: "\(m.url) is served from \(url(for: item))\(r.rehostReason.map { " (\($0))" } ?? "")", severity: .warning))
+                        m.url = url(for: item)
+                        m.mimeType = type.mimeType
+                    }
+                }
+                if case .refused(let why)? = r.android, m.kind == .image || r.type?.kind == .image {
+                    warnings.append(.init(path: path, rule: "android-" + why.code, message: "Android will not show it: \(why.description)", severity: .warning))
+                }
+                kept.append(m)
+            }
+            message.media = kept
+        }
+        if let spec = message.chart, message.chartImageURL == nil {
+            if let item = try? chartImage(spec) { message.chartImageURL = url(for: item) }
+        }
+        return (errors, warnings)
+    }
+
+    /// The chart as a PNG on this server (rendered once per distinct spec).
+    public func chartImage(_ spec: ChartSpec) throws -> MediaStore.Item {
+        let key = MediaStore.hex(SHA256.hash(data: spec.json.serialized()))
+        if let hit = charts.withLockedValue({ $0[key] }) { return hit }
+        let item = try store.put(ChartRenderer.render(spec).png, type: .png)
+        charts.withLockedValue { all in
+            if all.count > 10_000 { all.removeAll() }
+            all[key] = item
+        }
+        return item
+    }
+}

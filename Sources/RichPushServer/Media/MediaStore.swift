@@ -1,0 +1,123 @@
+import Crypto
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import RichPushCore
+
+/// Media stored by content: the SHA-256 of the bytes names the file (`<hash>.<ext>`, the extension from the
+/// sniffed type), so the same bytes are stored once, a URL never changes meaning, and it can be cached forever.
+/// Files live on the local filesystem; the most used are kept in a bounded in-memory cache, so a burst of
+/// downloads after a large send is served from memory.
+public final class MediaStore: Sendable {
+    public struct Item: Sendable, Hashable {
+        public var hash: String
+        public var type: MediaType
+        public var size: Int
+        /// `<hash>.<ext>`, the last part of the URL.
+        public var name: String { hash + "." + type.fileExtension }
+    }
+
+    public let directory: URL
+    let cache: HotCache
+
+    public init(directory: URL, cacheBytes: Int = 64 << 20) throws {
+        self.directory = directory
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        cache = HotCache(budget: cacheBytes)
+    }
+
+    static func hex(_ digest: SHA256.Digest) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(64)
+        for b in digest {
+            out.append(digits[Int(b >> 4)])
+            out.append(digits[Int(b & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    func path(_ name: String) -> URL { directory.appendingPathComponent(String(name.prefix(2))).appendingPathComponent(name) }
+
+    /// Stores bytes of a known type; storing the same bytes again is free.
+    @discardableResult
+    public func put(_ bytes: [UInt8], type: MediaType) throws -> Item {
+        let item = Item(hash: Self.hex(SHA256.hash(data: bytes)), type: type, size: bytes.count)
+        let file = path(item.name)
+        if !FileManager.default.fileExists(atPath: file.path) {
+            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            // Written aside, then renamed: a reader never sees half a file.
+            let temp = file.deletingLastPathComponent().appendingPathComponent(".\(UUID().uuidString).part")
+            try Data(bytes).write(to: temp)
+            try? FileManager.default.removeItem(at: file)
+            try FileManager.default.moveItem(at: temp, to: file)
+        }
+        cache.insert(item.name, ByteBuffer(bytes: bytes), type: type)
+        return item
+    }
+
+    /// The bytes and type of a stored name, from memory or disk; nil for a name that is not well formed or not stored.
+    public func get(_ name: String) -> (ByteBuffer, MediaType)? {
+        guard let type = Self.parse(name) else { return nil }
+        if let hit = cache.get(name) { return (hit, type) }
+        guard let data = FileManager.default.contents(atPath: path(name).path) else { return nil }
+        let buffer = ByteBuffer(bytes: data)
+        cache.insert(name, buffer, type: type)
+        return (buffer, type)
+    }
+
+    /// The type of a well-formed name (64 lowercase hex digits, a dot, the extension of a known type).
+    public static func parse(_ name: String) -> MediaType? {
+        let parts = name.split(separator: ".", maxSplits: 1)
+        guard parts.count == 2, parts[0].count == 64, parts[0].utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) else { return nil }
+        return MediaType.allCases.first { $0.fileExtension == parts[1] }
+    }
+
+    /// Bytes held in memory now.
+    public var cachedBytes: Int { cache.used }
+}
+
+/// A least-recently-used cache of byte buffers within a byte budget.
+final class HotCache: Sendable {
+    struct Entry {
+        var buffer: ByteBuffer
+        var type: MediaType
+        var lastUse: UInt64
+    }
+    struct State {
+        var entries: [String: Entry] = [:]
+        var used = 0
+        var clock: UInt64 = 0
+    }
+    let budget: Int
+    private let state = NIOLockedValueBox(State())
+
+    init(budget: Int) { self.budget = budget }
+
+    var used: Int { state.withLockedValue { $0.used } }
+
+    func get(_ key: String) -> ByteBuffer? {
+        state.withLockedValue { s in
+            guard var e = s.entries[key] else { return nil }
+            s.clock += 1
+            e.lastUse = s.clock
+            s.entries[key] = e
+            return e.buffer
+        }
+    }
+
+    func insert(_ key: String, _ buffer: ByteBuffer, type: MediaType) {
+        let size = buffer.readableBytes
+        guard size <= budget / 2 else { return }  // one item never takes most of the cache
+        state.withLockedValue { s in
+            s.clock += 1
+            if let old = s.entries[key] { s.used -= old.buffer.readableBytes }
+            s.entries[key] = Entry(buffer: buffer, type: type, lastUse: s.clock)
+            s.used += size
+            while s.used > budget, let victim = s.entries.min(by: { $0.value.lastUse < $1.value.lastUse }) {
+                s.used -= victim.value.buffer.readableBytes
+                s.entries[victim.key] = nil
+            }
+        }
+    }
+}

@@ -1,0 +1,289 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import NIOSSL
+import RichPushCore
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Turns a host name into addresses. The system resolver by default; tests give their own.
+public protocol HostResolver: Sendable {
+    func resolve(_ host: String, port: Int) async throws -> [IPAddress]
+}
+
+/// `getaddrinfo`, on a thread of its own (it blocks).
+public struct SystemResolver: HostResolver {
+    public init() {}
+
+    public func resolve(_ host: String, port: Int) async throws -> [IPAddress] {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                var hints = addrinfo()
+                hints.ai_family = AF_UNSPEC
+                hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+                var result: UnsafeMutablePointer<addrinfo>?
+                let status = getaddrinfo(host, String(port), &hints, &result)
+                guard status == 0, let first = result else {
+                    continuation.resume(throwing: FetchFailure.dns(host: host))
+                    return
+                }
+                defer { freeaddrinfo(first) }
+                var out: [IPAddress] = []
+                var p: UnsafeMutablePointer<addrinfo>? = first
+                while let ai = p {
+                    if ai.pointee.ai_family == AF_INET, let sa = ai.pointee.ai_addr {
+                        let v = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
+                        out.append(.v4(v))
+                    } else if ai.pointee.ai_family == AF_INET6, let sa = ai.pointee.ai_addr {
+                        var a = sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
+                        out.append(.v6(withUnsafeBytes(of: &a) { Array($0) }))
+                    }
+                    p = ai.pointee.ai_next
+                }
+                var seen = Set<IPAddress>()
+                continuation.resume(returning: out.filter { seen.insert($0).inserted })
+            }
+        }
+    }
+}
+
+/// Why a fetch of a user-supplied URL failed; `rule` is stable (API answers and metrics).
+public enum FetchFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    case invalidURL(String)
+    case scheme(String)
+    case refusedAddress(host: String, address: String, reason: String)
+    case dns(host: String)
+    case connect(String)
+    case timeout(seconds: Double)
+    case redirectLimit(Int)
+    case redirectInvalid(String)
+    case tooLarge(limit: Int)
+    case protocolError(String)
+
+    public var rule: String {
+        switch self {
+        case .invalidURL: return "url"
+        case .scheme: return "scheme"
+        case .refusedAddress: return "address-refused"
+        case .dns: return "dns-failed"
+        case .connect: return "connect-failed"
+        case .timeout: return "timeout"
+        case .redirectLimit: return "redirect-limit"
+        case .redirectInvalid: return "redirect-invalid"
+        case .tooLarge: return "too-large"
+        case .protocolError: return "http-error"
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .invalidURL(let u): return "not a usable URL: \(u)"
+        case .scheme(let s): return "the scheme '\(s)' is not allowed (https\(s == "http" ? " only outside the sandbox" : ""))"
+        case let .refusedAddress(host, address, reason): return "\(host) is \(address), a \(reason) address: refused"
+        case .dns(let h): return "\(h) does not resolve"
+        case .connect(let e): return "could not connect: \(e)"
+        case .timeout(let s): return "no complete answer within \(s) s"
+        case .redirectLimit(let n): return "more than \(n) redirects"
+        case .redirectInvalid(let l): return "a redirect to an unusable location: \(l)"
+        case .tooLarge(let limit): return "larger than \(limit) bytes"
+        case .protocolError(let e): return "the HTTP answer could not be read: \(e)"
+        }
+    }
+}
+
+/// A fetched URL: the final status and headers, and the body up to the cap.
+public struct FetchedResource: Sendable {
+    public var finalURL: URL
+    public var status: Int
+    public var contentType: String?
+    public var contentLength: Int?
+    public var body: [UInt8]
+    /// The redirects followed, in order.
+    public var redirects: [String]
+    /// The address the final answer came from.
+    public var address: String
+}
+
+/// Fetches user-supplied URLs without letting them reach inside the network: every host is resolved first and
+/// each address checked by the ``AddressPolicy`` (every spelling of loopback, private, link-local, metadata…),
+/// the connection goes to the checked address itself (no second lookup to rebind), and each redirect is checked
+/// the same way. Bounded redirects, one deadline for the whole fetch (a slow drip ends with `timeout`), and a
+/// byte cap decided by a closure once the first bytes are seen.
+public final class SafeFetcher: Sendable {
+    public struct Limits: Sendable {
+        public var maxRedirects = 5
+        public var connectTimeout: TimeAmount = .seconds(5)
+        /// For the whole fetch, redirects included.
+        public var deadline: TimeInterval = 10
+        public var allowHTTP = false
+        public init(maxRedirects: Int = 5, deadline: TimeInterval = 10, allowHTTP: Bool = false) {
+            self.maxRedirects = maxRedirects
+            self.deadline = deadline
+            self.allowHTTP = allowHTTP
+        }
+    }
+
+    public let policy: AddressPolicy
+    public let limits: Limits
+    let resolver: HostResolver
+    let group: EventLoopGroup
+    let tls: NIOSSLContext
+
+    public init(policy: AddressPolicy, limits: Limits = .init(), resolver: HostResolver = SystemResolver(), group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, extraTrustRootsPEM: String? = nil) throws {
+        self.policy = policy
+        self.limits = limits
+        self.resolver = resolver
+        self.group = group
+        var config = TLSConfiguration.makeClientConfiguration()
+        if let pem = extraTrustRootsPEM {
+            config.additionalTrustRoots = [.certificates(try NIOSSLCertificate.fromPEMBytes(Array(pem.utf8)))]
+        }
+        tls = try NIOSSLContext(configuration: config)
+    }
+
+    /// GETs `url`, following redirects. `cap` gives the most bytes to read once the first bytes (up to 64) are
+    /// known; more is `tooLarge`. A non-2xx final status is returned, not thrown.
+    public func fetch(_ url: String, cap: @escaping @Sendable (_ firstBytes: [UInt8]) -> Int) async throws(FetchFailure) -> FetchedResource {
+        let deadline = limits.deadline
+        do {
+            return try await withThrowingTaskGroup(of: FetchedResource.self) { group in
+                group.addTask { try await self.follow(url, cap: cap) }
+                group.addTask {
+                    try await Task.sleep(nanoseconds: UInt64(deadline * 1e9))
+                    throw FetchFailure.timeout(seconds: deadline)
+                }
+                defer { group.cancelAll() }
+                return try await group.next()!
+            }
+        } catch let f as FetchFailure {
+            throw f
+        } catch is CancellationError {
+            throw .timeout(seconds: deadline)
+        } catch {
+            throw .protocolError("\(error)")
+        }
+    }
+
+    func follow(_ start: String, cap: @escaping @Sendable ([UInt8]) -> Int) async throws -> FetchedResource {
+        guard var url = URL(string: start), url.host != nil else { throw FetchFailure.invalidURL(start) }
+        var redirects: [String] = []
+        while true {
+            var r = try await once(url, cap: cap)
+            if (300...399).contains(r.status), r.status != 304 {
+                guard redirects.count < limits.maxRedirects else { throw FetchFailure.redirectLimit(limits.maxRedirects) }
+                guard let location = r.redirectLocation, let next = URL(string: location, relativeTo: url)?.absoluteURL, next.host != nil else {
+                    throw FetchFailure.redirectInvalid(r.redirectLocation ?? "(no Location)")
+                }
+                redirects.append(next.absoluteString)
+                url = next
+                continue
+            }
+            r.resource.redirects = redirects
+            return r.resource
+        }
+    }
+
+    struct Answer {
+        var resource: FetchedResource
+        var redirectLocation: String?
+        var status: Int { resource.status }
+    }
+
+    /// One request to one URL, at a checked address.
+    func once(_ url: URL, cap: @escaping @Sendable ([UInt8]) -> Int) async throws -> Answer {
+        let scheme = url.scheme?.lowercased() ?? ""
+        guard scheme == "https" || (scheme == "http" && limits.allowHTTP) else { throw FetchFailure.scheme(scheme) }
+        guard var host = url.host, !host.isEmpty else { throw FetchFailure.invalidURL(url.absoluteString) }
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        // The host: an address in some spelling, or a name to resolve; every address is checked.
+        let addresses: [IPAddress]
+        let literal = IPAddress(host: host)
+        if let literal {
+            addresses = [literal]
+        } else {
+            if case .refused(let why) = policy.check(hostName: host) { throw FetchFailure.refusedAddress(host: host, address: host, reason: why) }
+            addresses = try await resolver.resolve(host, port: port)
+            guard !addresses.isEmpty else { throw FetchFailure.dns(host: host) }
+        }
+        // One refused address refuses the name: a name that answers both ways is not trusted with either.
+        for a in addresses {
+            if case .refused(let why) = policy.check(a, port: port) { throw FetchFailure.refusedAddress(host: host, address: a.description, reason: why) }
+        }
+        var lastError = "no address"
+        for a in addresses {
+            let socket: SocketAddress
+            do {
+                switch a {
+                case .v4: socket = try SocketAddress(ipAddress: a.description, port: port)
+                case .v6: socket = try SocketAddress(ipAddress: a.description, port: port)
+                }
+            } catch { continue }
+            do {
+                return try await request(url, host: host, literal: literal != nil, socket: socket, tls: scheme == "https", port: port, cap: cap, address: a.description)
+            } catch let f as FetchFailure {
+                throw f
+            } catch is CancellationError {
+                throw CancellationError()
+            } catch {
+                lastError = "\(error)"
+            }
+        }
+        throw FetchFailure.connect(lastError)
+    }
+
+    func request(_ url: URL, host: String, literal: Bool, socket: SocketAddress, tls useTLS: Bool, port: Int, cap: @escaping @Sendable ([UInt8]) -> Int, address: String) async throws -> Answer {
+        let context = tls
+        let channel = try await ClientBootstrap(group: group)
+            .connectTimeout(limits.connectTimeout)
+            .connect(to: socket) { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    if useTLS {
+                        try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: context, serverHostname: literal ? nil : host))
+                    }
+                    try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                    return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+                }
+            }
+        let defaultPort = useTLS ? 443 : 80
+        let hostHeader = (host.contains(":") ? "[\(host)]" : host) + (port == defaultPort ? "" : ":\(port)")
+        var path = url.path.isEmpty ? "/" : url.path
+        if let q = url.query { path += "?" + q }
+        return try await channel.executeThenClose { inbound, outbound in
+            var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path)
+            head.headers = ["Host": hostHeader, "User-Agent": "RichPush-Preflight/1", "Accept": "*/*", "Accept-Encoding": "identity", "Connection": "close"]
+            // Head and end in one write; a server that answers and closes as soon as it has the head may make the
+            // write fail, and its answer is still there to read.
+            try? await outbound.write(contentsOf: [.head(head), .end(nil)])
+            var status = 0
+            var headers = HTTPHeaders()
+            var body: [UInt8] = []
+            var limit: Int?
+            for try await part in inbound {
+                switch part {
+                case .head(let h):
+                    status = Int(h.status.code)
+                    headers = h.headers
+                    if (300...399).contains(status) {
+                        return Answer(resource: FetchedResource(finalURL: url, status: status, contentType: nil, contentLength: nil, body: [], redirects: [], address: address), redirectLocation: headers.first(name: "location"))
+                    }
+                case .body(var buffer):
+                    guard (200...299).contains(status) else { continue }  // an error page is not kept
+                    body += buffer.readBytes(length: buffer.readableBytes) ?? []
+                    if limit == nil && body.count >= 64 { limit = cap(Array(body.prefix(64))) }
+                    if let limit, body.count > limit { throw FetchFailure.tooLarge(limit: limit) }
+                    // A declared length over the cap ends the fetch before the rest is read.
+                    if let limit, let declared = headers.first(name: "content-length").flatMap({ Int($0) }), declared > limit { throw FetchFailure.tooLarge(limit: limit) }
+                    if body.count > MediaRules.largestAppleLimit { throw FetchFailure.tooLarge(limit: MediaRules.largestAppleLimit) }
+                case .end:
+                    if let limit = limit ?? (body.isEmpty ? nil : cap(body)), body.count > limit { throw FetchFailure.tooLarge(limit: limit) }
+                    let length = headers.first(name: "content-length").flatMap { Int($0) }
+                    return Answer(resource: FetchedResource(finalURL: url, status: status, contentType: headers.first(name: "content-type"), contentLength: length, body: body, redirects: [], address: address), redirectLocation: nil)
+                }
+            }
+            throw FetchFailure.protocolError("the connection closed before the answer ended")
+        }
+    }
+}
