@@ -40,7 +40,7 @@ struct DemoCommand: AsyncParsableCommand {
         serverConfig.port = 0
         serverConfig.sandboxDirectory = root.appendingPathComponent("sandbox").path
         serverConfig.mediaDirectory = root.appendingPathComponent("media").path
-        let server = try await LocalServer.make(serverConfig, adminKey: admin, logLevel: .critical) { port, _ in
+        let server = try await LocalServer.make(serverConfig, adminKey: admin, logLevel: .critical) { port, _, _ in
             portSink.yield(port)
         }
         let running = Task { try await server.run(signals: []) }

@@ -17,7 +17,7 @@ struct LocalServer {
     let api: RichPushAPI
     let application: Application<RouterResponder<BasicRequestContext>>
 
-    static func make(_ config: ServerConfiguration, adminKey: String, logLevel: Logger.Level = .info, onRunning: @escaping @Sendable (_ port: Int, _ sandboxAdminPort: Int) -> Void) async throws -> LocalServer {
+    static func make(_ config: ServerConfiguration, adminKey: String, logLevel: Logger.Level = .info, onRunning: @escaping @Sendable (_ port: Int, _ sandboxAdminPort: Int, _ mediaBase: String) -> Void) async throws -> LocalServer {
         let pool = try SQLiteDeliveryQueue.openPool(path: config.database, backgroundCheckpoints: true)
         let checkpointer = try WALCheckpointer(path: config.database)
         let queue = try SQLiteDeliveryQueue(pool: pool)
@@ -69,21 +69,23 @@ struct LocalServer {
             limiter: RateLimiter(rate: config.rateLimit, burst: config.rateLimit * 2), onQueued: { worker.wake() })
         api.onAccepted = { id, message in sender.remember(id, message) }
         // Media preflight and hosting. Outside the sandbox, fetches refuse every internal address.
-        let mediaStore = try MediaStore(directory: URL(fileURLWithPath: config.mediaDirectory, isDirectory: true), cacheBytes: config.mediaCacheMegabytes << 20)
+        let mediaStore = try MediaStore(directory: URL(fileURLWithPath: config.resolvedMediaDirectory, isDirectory: true), cacheBytes: config.mediaCacheMegabytes << 20)
         let fetcher = try SafeFetcher(policy: AddressPolicy(allowAll: config.sandbox), limits: .init(allowHTTP: config.sandbox))
         let media = MediaService(store: mediaStore, fetcher: fetcher, publicBase: config.publicBase(boundPort: config.port))
         api.media = media
+
         // Fan-outs a crash cut short are finished before serving.
         _ = try await api.resumeFanOuts()
         var logger = Logger(label: "richpush")
         logger.logLevel = logLevel
         let application = Application(
-            router: api.router(), configuration: .init(address: .hostname(config.host, port: config.port), serverName: "richpush"),
+            router: api.router(), server: .http1(configuration: .init(additionalChannelHandlers: [MediaFastPath(store: mediaStore)])),
+            configuration: .init(address: .hostname(config.host, port: config.port), serverName: "richpush", backlog: 4096),
             services: [WorkerService(worker: worker), checkpointer],
             onServerRunning: { [adminPort = sandbox?.adminPort ?? 0] channel in
                 let port = channel.localAddress?.port ?? 0
-                media.publicBase = config.publicBase(boundPort: port)
-                onRunning(port, adminPort)
+                media.publicBase = config.mediaBase(boundPort: port)
+                onRunning(port, adminPort, media.publicBase)
             }, logger: logger)
         return LocalServer(sandbox: sandbox, clients: clients, api: api, application: application)
     }

@@ -57,8 +57,8 @@ struct ServeCommand: AsyncParsableCommand {
         let admin = c.adminKey ?? APIKeys.newKey()
         let generated = c.adminKey == nil
         let announce: @Sendable (String) -> Void = { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) }
-        let server = try await LocalServer.make(c, adminKey: admin) { port, sandboxAdmin in
-            var line: JSONValueLine = ["listening": "http://\(c.host):\(port)", "database": c.database, "sandbox": c.sandbox ? "on" : "off", "admin_key_source": generated ? "generated" : "configured"]
+        let server = try await LocalServer.make(c, adminKey: admin) { port, sandboxAdmin, mediaBase in
+            var line: JSONValueLine = ["listening": "http://\(c.host):\(port)", "database": c.database, "sandbox": c.sandbox ? "on" : "off", "admin_key_source": generated ? "generated" : "configured", "media": mediaBase + "/media/"]
             if sandboxAdmin > 0 { line["sandbox_admin"] = "http://127.0.0.1:\(sandboxAdmin)" }
             announce(line.text)
             if generated { announce("admin key (shown once): \(admin)") }

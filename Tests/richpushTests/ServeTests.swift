@@ -69,6 +69,41 @@ import FoundationNetworking
         #expect(second.process.terminationReason == .exit && second.process.terminationStatus == 0)
     }
 
+    /// Hosted media over the server's real listener (answered before the router), with HEAD and Range.
+    @Test func hostedMediaIsServedOnTheMainPort() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("serve-media-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let server = try Server(db: dir.appendingPathComponent("rp.sqlite").path, sandboxDir: dir.appendingPathComponent("sandbox").path)
+        defer { server.process.terminate() }
+        let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10] + Array("JFIF".utf8) + [0, 1, 1, 0, 0, 1, 0, 1, 0, 0] + Array(repeating: 9, count: 5000)
+        var upload = URLRequest(url: URL(string: server.base + "/v1/media")!)
+        upload.httpMethod = "POST"
+        upload.setValue("Bearer test-admin-key-0001", forHTTPHeaderField: "Authorization")
+        upload.httpBody = Data(jpeg)
+        let (data, response) = try await URLSession.shared.data(for: upload)
+        #expect((response as? HTTPURLResponse)?.statusCode == 201)
+        let url = try #require(try JSONValue.parse(data)["url"]?.stringValue)
+        #expect(url.hasPrefix(server.base + "/media/") && url.hasSuffix(".jpg"))
+        #expect(FileManager.default.fileExists(atPath: dir.appendingPathComponent("richpush-media").path))
+        for _ in 0..<3 {  // several requests on one kept-alive connection
+            let (body, r) = try await URLSession.shared.data(from: URL(string: url)!)
+            let http = try #require(r as? HTTPURLResponse)
+            #expect(http.statusCode == 200 && Array(body) == jpeg && http.value(forHTTPHeaderField: "Content-Type") == "image/jpeg")
+            #expect(http.value(forHTTPHeaderField: "Cache-Control") == "public, max-age=31536000, immutable")
+        }
+        var ranged = URLRequest(url: URL(string: url)!)
+        ranged.setValue("bytes=0-9", forHTTPHeaderField: "Range")
+        let (part, pr) = try await URLSession.shared.data(for: ranged)
+        #expect((pr as? HTTPURLResponse)?.statusCode == 206 && Array(part) == Array(jpeg[0...9]))
+        var head = URLRequest(url: URL(string: url)!)
+        head.httpMethod = "HEAD"
+        let (headBody, hr) = try await URLSession.shared.data(for: head)
+        #expect((hr as? HTTPURLResponse)?.statusCode == 200 && headBody.isEmpty && (hr as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Length") == String(jpeg.count))
+        // The API still answers on the same connection pool after media requests.
+        #expect(try await server.call("GET", "/v1/apps/none", key: "test-admin-key-0001").0 == 404)
+    }
+
     /// The crash test: SIGKILL the server three times during a 10,000-delivery send, restart it each time on
     /// the same database, and check that every delivery reaches an outcome. The emulators run in their own process
     /// (`richpush sandbox`), so that they count what arrived twice.

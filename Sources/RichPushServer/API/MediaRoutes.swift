@@ -6,41 +6,53 @@ import RichPushCore
 
 extension RichPushAPI {
     /// `/media/<hash>.<ext>`: public, immutable, with the true Content-Type, a strong ETag, Range and HEAD.
+    /// (Most requests are answered by ``MediaFastPath`` before they reach the router.)
     func serveMedia(_ request: Request, _ context: BasicRequestContext, head: Bool) -> Response {
-        guard let media, let name = context.parameters.get("name"), let (buffer, type) = media.store.get(name) else {
-            return Self.json(404, ["error": ["code": "not-found", "message": "no such media"]])
-        }
-        let size = buffer.readableBytes
+        guard let media, let name = context.parameters.get("name") else { return Self.json(404, ["error": ["code": "not-found", "message": "no such media"]]) }
+        let (response, body) = Self.mediaResponse(media.store, name: name, head: head, headers: request.headers)
+        return Response(status: response.status, headers: response.headerFields, body: body.map { .init(byteBuffer: $0) } ?? .init())
+    }
+
+    /// The answer for a stored name: status, headers and body (nil for none).
+    static func mediaResponse(_ store: MediaStore, name: String, head: Bool, headers requestHeaders: HTTPFields) -> (HTTPResponse, ByteBuffer?) {
+        guard let (buffer, type) = store.get(name) else { return notFound(head: head) }
+        let (response, range) = mediaAnswer(name: name, type: type, size: buffer.readableBytes, headers: requestHeaders)
+        guard let range, !head else { return (response, nil) }
+        return (response, buffer.getSlice(at: buffer.readerIndex + range.lowerBound, length: range.count) ?? buffer)
+    }
+
+    static func notFound(head: Bool) -> (HTTPResponse, ByteBuffer?) {
+        let body = ByteBuffer(bytes: (["error": ["code": "not-found", "message": "no such media"]] as JSONValue).serialized())
+        return (HTTPResponse(status: .notFound, headerFields: [.contentType: "application/json", .contentLength: String(body.readableBytes)]), head ? nil : body)
+    }
+
+    /// Status and headers for stored media of this size, and the bytes to send (nil: none).
+    static func mediaAnswer(name: String, type: RichPushCore.MediaType, size: Int, headers requestHeaders: HTTPFields) -> (HTTPResponse, ClosedRange<Int>?) {
         let etag = "\"" + name.prefix(64) + "\""
         var headers: HTTPFields = [
             .contentType: type.mimeType, .eTag: etag, .cacheControl: "public, max-age=31536000, immutable", .acceptRanges: "bytes",
         ]
-        if let match = request.headers[.ifNoneMatch], match == "*" || match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0.trimmingCharacters(in: .whitespaces) == "W/" + etag }) {
-            return Response(status: .notModified, headers: headers)
+        if let match = requestHeaders[.ifNoneMatch], match == "*" || match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0.trimmingCharacters(in: .whitespaces) == "W/" + etag }) {
+            return (HTTPResponse(status: .notModified, headerFields: headers), nil)
         }
         var range: ClosedRange<Int>?
-        if let value = request.headers[.range], request.headers[.ifRange].map({ $0 == etag }) ?? true {
-            switch Self.byteRange(value, size: size) {
+        if let value = requestHeaders[.range], requestHeaders[.ifRange].map({ $0 == etag }) ?? true {
+            switch byteRange(value, size: size) {
             case .whole: break
             case .part(let r): range = r
             case .unsatisfiable:
                 headers[.contentRange] = "bytes */\(size)"
-                return Response(status: .rangeNotSatisfiable, headers: headers)
+                headers[.contentLength] = "0"
+                return (HTTPResponse(status: .rangeNotSatisfiable, headerFields: headers), nil)
             }
         }
-        let body: ByteBuffer
-        let status: HTTPResponse.Status
         if let r = range {
-            body = buffer.getSlice(at: buffer.readerIndex + r.lowerBound, length: r.count) ?? buffer
             headers[.contentRange] = "bytes \(r.lowerBound)-\(r.upperBound)/\(size)"
-            status = .partialContent
-        } else {
-            body = buffer
-            status = .ok
+            headers[.contentLength] = String(r.count)
+            return (HTTPResponse(status: .partialContent, headerFields: headers), r)
         }
-        headers[.contentLength] = String(body.readableBytes)
-        if head { return Response(status: status, headers: headers, body: .init()) }
-        return Response(status: status, headers: headers, body: .init(byteBuffer: body))
+        headers[.contentLength] = String(size)
+        return (HTTPResponse(status: .ok, headerFields: headers), size > 0 ? 0...(size - 1) : nil)
     }
 
     enum ByteRange: Equatable {

@@ -27,8 +27,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var sandboxDirectory = ".richpush-sandbox"
     public var externalSandboxAPNsPort: Int?
     public var externalSandboxFCMPort: Int?
-    public var mediaDirectory = "richpush-media"
+    /// Where hosted media is stored; default `richpush-media` beside the database.
+    public var mediaDirectory: String?
     public var mediaCacheMegabytes = 64
+    /// The address devices fetch hosted media from (a CDN in front of `/media/`); default the public URL.
+    public var mediaPublicURL: String?
 
     public init() {}
 
@@ -43,7 +46,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         "": ["database", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers", "sandbox", "media"],
         "workers": ["batch_size", "concurrency"],
         "sandbox": ["enabled", "directory", "apns_port", "fcm_port"],
-        "media": ["directory", "cache_megabytes"],
+        "media": ["directory", "cache_megabytes", "public_url"],
     ]
 
     /// Applies a JSON configuration file's text; unknown keys and wrong types are errors.
@@ -91,6 +94,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             try Self.checkKeys(mo, section: "media")
             if let d = try string(mo["directory"], "media.directory") { mediaDirectory = d }
             if let c = try number(mo["cache_megabytes"], "media.cache_megabytes", 0...65536) { mediaCacheMegabytes = Int(c) }
+            if let u = try string(mo["public_url"], "media.public_url") { mediaPublicURL = u }
         }
         try check()
     }
@@ -132,7 +136,21 @@ public struct ServerConfiguration: Sendable, Equatable {
         if let u = publicURL {
             guard let url = URL(string: u), url.scheme == "http" || url.scheme == "https", url.host != nil else { throw Problem(key: "public_url", rule: "must be an http(s) URL") }
         }
+        if let u = mediaPublicURL {
+            guard let url = URL(string: u), url.scheme == "http" || url.scheme == "https", url.host != nil else { throw Problem(key: "media.public_url", rule: "must be an http(s) URL") }
+        }
         if adminKey.map({ $0.count < 16 }) == true { throw Problem(key: "admin_key", rule: "must be at least 16 characters") }
+    }
+
+    /// The media folder in use.
+    public var resolvedMediaDirectory: String {
+        mediaDirectory ?? URL(fileURLWithPath: database).deletingLastPathComponent().appendingPathComponent("richpush-media").path
+    }
+
+    /// The address devices fetch hosted media from.
+    public func mediaBase(boundPort: Int) -> String {
+        if let u = mediaPublicURL { return u.hasSuffix("/") ? String(u.dropLast()) : u }
+        return publicBase(boundPort: boundPort)
     }
 
     /// The address devices reach this server at.
