@@ -18,13 +18,16 @@ created=$(curl -s -XPOST "$base/v1/apps" -H "Authorization: Bearer $admin" -d '{
 app=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['app']['id'])" "$created")
 key=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['api_key'])" "$created")
 token=$(printf 'ab%.0s' $(seq 32))
+# The picture the sends carry, hosted by the server itself (a hosted URL is judged without a fetch).
+python3 -c "import sys; sys.stdout.buffer.write(bytes([0xFF,0xD8,0xFF,0xE0,0,16]) + b'JFIF' + bytes([0,1,1,0,0,1,0,1,0,0]) + bytes(20000))" > "$dir/sale.jpg"
+media=$(curl -s -XPOST "$base/v1/media" -H "Authorization: Bearer $key" --data-binary @"$dir/sale.jpg" | python3 -c "import json,sys; print(json.load(sys.stdin)['url'])")
 curl -s -o /dev/null -XPOST "$base/v1/apps/$app/devices" -H "Authorization: Bearer $key" -d "{\"token\":\"$token\",\"platform\":\"ios\"}"
 lua() {  # $1: extra JSON members of the message
 cat > "$dir/post.lua" <<LUA
 wrk.method = "POST"
 wrk.headers["Authorization"] = "Bearer $key"
 wrk.headers["Content-Type"] = "application/json"
-wrk.body = '{"title":"Flash sale","body":"40% off","media":"https://cdn.example.com/sale.jpg","audience":{"tokens":["$token"]}$1}'
+wrk.body = '{"title":"Flash sale","body":"40% off","media":"$media","audience":{"tokens":["$token"]}$1}'
 done = function(summary, latency, requests)
   io.write(string.format("accepted: %d requests in %.1f s = %.0f/s, non-2xx %d\n", summary.requests, summary.duration / 1e6,
     summary.requests / (summary.duration / 1e6), summary.errors.status))

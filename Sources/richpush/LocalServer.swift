@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import NIOCore
 import Logging
 import RichPushAPNs
 import RichPushCore
@@ -84,6 +85,8 @@ struct LocalServer {
             services: [WorkerService(worker: worker), checkpointer],
             onServerRunning: { [adminPort = sandbox?.adminPort ?? 0] channel in
                 let port = channel.localAddress?.port ?? 0
+                // Accept a burst of connections (the downloads after a large send) in few loop turns, not four a turn.
+                channel.setOption(ChannelOptions.maxMessagesPerRead, value: 256).whenFailure { _ in }
                 media.publicBase = config.mediaBase(boundPort: port)
                 onRunning(port, adminPort, media.publicBase)
             }, logger: logger)
