@@ -197,11 +197,12 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
                 var insertArgs: StatementArguments = [notificationID, notBefore.timeIntervalSince1970, Double(before.inserted), step, expiresAt?.timeIntervalSince1970, Date().timeIntervalSince1970]
                 insertArgs += StatementArguments(audienceArgs)
                 insertArgs += [before.cursor, last]
+                // Spread sends number the rows to space them; others need no window function.
+                let times = step > 0 ? "?2 + (?3 + ROW_NUMBER() OVER (ORDER BY d.id) - 1) * ?4" : "?2 + 0 * ?3 * ?4"
                 try db.execute(sql: """
                     INSERT INTO deliveries (notification_id, app_id, provider, target, state, not_before, expires_at, updated_at)
-                    SELECT ?1, app_id, provider, token, 'queued', ?2 + (?3 + n - 1) * ?4, ?5, ?6 FROM (
-                        SELECT d.app_id AS app_id, d.provider AS provider, d.token AS token, ROW_NUMBER() OVER (ORDER BY d.id) AS n FROM \(from)
-                        WHERE \(condition) AND d.id > ? AND d.id <= ?)
+                    SELECT ?1, d.app_id, d.provider, d.token, 'queued', \(times), ?5, ?6 FROM \(from)
+                    WHERE \(condition) AND d.id > ? AND d.id <= ?
                     """, arguments: insertArgs)
                 let next = FanOutProgress(cursor: last, inserted: before.inserted + db.changesCount)
                 try checkpoint(db, next, false)
