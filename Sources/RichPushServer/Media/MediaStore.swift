@@ -26,16 +26,7 @@ public final class MediaStore: Sendable {
         cache = HotCache(budget: cacheBytes)
     }
 
-    static func hex(_ digest: SHA256.Digest) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(64)
-        for b in digest {
-            out.append(digits[Int(b >> 4)])
-            out.append(digits[Int(b & 15)])
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    static func hex(_ digest: SHA256.Digest) -> String { APIKeys.lowercaseHex(digest) }
 
     func path(_ name: String) -> URL { directory.appendingPathComponent(String(name.prefix(2))).appendingPathComponent(name) }
 

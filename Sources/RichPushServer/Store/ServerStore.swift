@@ -138,11 +138,13 @@ extension ServerStore {
 /// Keys: how they are made and hashed.
 public enum APIKeys {
     /// SHA-256 of a key, in lowercase hex.
-    public static func hash(_ key: String) -> String {
+    public static func hash(_ key: String) -> String { lowercaseHex(SHA256.hash(data: Data(key.utf8))) }
+
+    static func lowercaseHex(_ bytes: some Sequence<UInt8>) -> String {
         let digits = Array("0123456789abcdef".utf8)
         var out = [UInt8]()
         out.reserveCapacity(64)
-        for b in SHA256.hash(data: Data(key.utf8)) {
+        for b in bytes {
             out.append(digits[Int(b >> 4)])
             out.append(digits[Int(b & 15)])
         }

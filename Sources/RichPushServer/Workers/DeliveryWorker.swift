@@ -13,6 +13,8 @@ public final class DeliveryWorker: Sendable {
         public var lease: TimeInterval
         /// How long to wait when nothing is due.
         public var idleWait: TimeInterval
+        /// Outcomes recorded per transaction while a batch is being sent.
+        public var settleEvery = 50
         public var retry: RetryPolicy
 
         public init(owner: String = "worker-\(UUID().uuidString.prefix(8))", batchSize: Int = 200, concurrency: Int = 200, lease: TimeInterval = 60, idleWait: TimeInterval = 0.2, retry: RetryPolicy = RetryPolicy()) {
@@ -42,15 +44,25 @@ public final class DeliveryWorker: Sendable {
         self.prune = prune
     }
 
-    /// Claims and processes one batch; returns how many deliveries it handled. Outcomes are recorded together
-    /// when the batch is done (one transaction), then tokens reported gone are pruned.
+    /// Claims and processes one batch; returns how many deliveries it handled. Outcomes are recorded in groups
+    /// (one transaction per `settleEvery` finished sends, and the rest at the end), then tokens reported gone are
+    /// pruned. The groups bound what a crash can leave unrecorded (and so resent) to a few dozen sends.
     @discardableResult
     public func runOnce() async throws -> Int {
         let batch = try await queue.claim(owner: configuration.owner, limit: configuration.batchSize, now: now(), lease: configuration.lease)
         guard !batch.isEmpty else { return 0 }
-        var settlements: [Settlement] = []
-        settlements.reserveCapacity(batch.count)
-        await withTaskGroup(of: Settlement.self) { group in
+        let byID = Dictionary(batch.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        var pending: [Settlement] = []
+        func flush() async throws {
+            guard !pending.isEmpty else { return }
+            let settled = pending
+            pending.removeAll(keepingCapacity: true)
+            let held = try await queue.settle(settled, owner: configuration.owner, now: now())
+            for s in settled where held.contains(s.id) {
+                if case .finish(let o) = s.action, o.state == .pruned, let d = byID[s.id] { await prune(d, o.reason ?? "") }
+            }
+        }
+        try await withThrowingTaskGroup(of: Settlement.self) { group in
             var next = 0
             func add() {
                 guard next < batch.count else { return }
@@ -59,16 +71,13 @@ public final class DeliveryWorker: Sendable {
                 group.addTask { await self.process(d) }
             }
             for _ in 0..<min(configuration.concurrency, batch.count) { add() }
-            while let s = await group.next() {
-                settlements.append(s)
+            while let s = try await group.next() {
+                pending.append(s)
                 add()
+                if pending.count >= configuration.settleEvery { try await flush() }
             }
         }
-        let held = try await queue.settle(settlements, owner: configuration.owner, now: now())
-        let byID = Dictionary(batch.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
-        for s in settlements where held.contains(s.id) {
-            if case .finish(let o) = s.action, o.state == .pruned, let d = byID[s.id] { await prune(d, o.reason ?? "") }
-        }
+        try await flush()
         return batch.count
     }
 
