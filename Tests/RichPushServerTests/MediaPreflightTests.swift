@@ -76,7 +76,7 @@ struct FixedResolver: HostResolver {
     static let jpeg = MediaSamples.jpeg(marker: 0xE0) + Array(repeating: 7, count: 4000)
     static let png = ChartRenderer.render(ChartSpec(kind: .line, series: [.init(values: [1, 3, 2])])).png
 
-    static func service(routes: [String: MediaRoute], deadline: TimeInterval = 3) async throws -> (MediaService, String, MediaTestServer) {
+    static func service(routes: [String: MediaRoute], deadline: TimeInterval = 15) async throws -> (MediaService, String, MediaTestServer) {
         let server = MediaTestServer(routes: routes)
         let port = try await server.start()
         let resolver = FixedResolver(answers: [
@@ -97,7 +97,6 @@ struct FixedResolver: HostResolver {
             "/photo.webp": .bytes(MediaSamples.riff("WEBP") + Array(repeating: 0, count: 100), contentType: "image/webp"),
             "/huge.jpg": .bytes(big, contentType: "image/jpeg"),
             "/huge-unannounced.jpg": .bytes(big, contentType: "image/jpeg", sendLength: false),
-            "/drip.jpg": .drip(total: 200_000, chunk: 100, interval: 0.05, contentType: "image/jpeg"),
             "/loop": .redirect(to: "/loop"),
             "/to-other-port": .redirect(to: "http://127.0.0.1:1/a.jpg"),
             "/to-metadata": .redirect(to: "http://169.254.169.254/latest/meta-data/"),
@@ -105,15 +104,24 @@ struct FixedResolver: HostResolver {
             "/to-ipv6-loopback": .redirect(to: "http://[::1]/a.jpg"),
             "/to-private-name": .redirect(to: "http://evil.test/a.jpg"),
             "/to-ftp": .redirect(to: "ftp://files.example.com/a.jpg"),
-        ], deadline: 2)
-        func rule(_ url: String) async -> String? { await media.check(url).failure?.rule }
+        ])
+        func rule(_ url: String) async -> String? {
+            let r = await media.check(url)
+            if r.failure == nil { Issue.record("\(url) passed: \(r.json)") }
+            return r.failure?.rule
+        }
         #expect(await rule("\(base)/missing.jpg") == "http-status")
         #expect(await rule("\(base)/page.jpg") == "not-media")
         #expect(await rule("\(base)/photo.heic") == "ios-unsupported-type")
         #expect(await rule("\(base)/photo.webp") == "ios-unsupported-type")
         #expect(await rule("\(base)/huge.jpg") == "too-large")
         #expect(await rule("\(base)/huge-unannounced.jpg") == "too-large")
-        #expect(await rule("\(base)/drip.jpg") == "timeout")
+        // A slow drip ends at the deadline, whatever it has sent.
+        let (slow, slowBase, slowServer) = try await Self.service(routes: ["/drip.jpg": .drip(total: 200_000, chunk: 100, interval: 0.05, contentType: "image/jpeg")], deadline: 1.5)
+        let started = Date()
+        #expect(await slow.check("\(slowBase)/drip.jpg").failure?.rule == "timeout")
+        #expect(Date().timeIntervalSince(started) < 5)
+        try? await slowServer.shutdown()
         #expect(await rule("\(base)/loop") == "redirect-limit")
         #expect(await rule("\(base)/to-ftp") == "scheme")
         for path in ["/to-other-port", "/to-metadata", "/to-hex-loopback", "/to-ipv6-loopback", "/to-private-name"] {
@@ -142,6 +150,7 @@ struct FixedResolver: HostResolver {
             "/big-for-android.jpg": .bytes(MediaSamples.jpeg(marker: 0xE0) + Array(repeating: 1, count: 2_000_000), contentType: "image/jpeg"),
         ])
         let ok = await media.check("\(base)/a.jpg")
+        #expect(ok.isOK, "\(ok.json)")
         #expect(ok.isOK && ok.type == .jpeg && ok.bytes == Self.jpeg.count && ok.rehostReason == nil && ok.android == .accepted(.jpeg))
         #expect(await media.check("\(base)/photo").rehostReason == "no-extension")
         #expect(await media.check("\(base)/chart.jpg").rehostReason == "extension-mismatch")
