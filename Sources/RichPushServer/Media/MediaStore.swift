@@ -1,5 +1,8 @@
 import Crypto
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOConcurrencyHelpers
 import NIOCore
 import RichPushCore
@@ -55,6 +58,15 @@ public final class MediaStore: Sendable {
         let buffer = ByteBuffer(bytes: data)
         cache.insert(name, buffer, type: type)
         return (buffer, type)
+    }
+
+    /// The file of a stored name, its size and type, without reading it.
+    public func file(_ name: String) -> (path: String, size: Int, type: MediaType)? {
+        guard let type = Self.parse(name) else { return nil }
+        let p = path(name).path
+        var st = stat()
+        guard stat(p, &st) == 0 else { return nil }
+        return (p, Int(st.st_size), type)
     }
 
     /// The type of a well-formed name (64 lowercase hex digits, a dot, the extension of a known type).
