@@ -261,10 +261,15 @@ extension MediaType {
             query = s[s.index(after: q)...]
             s = s[..<q]
         }
-        if let scheme = s.range(of: "://") { s = s[scheme.upperBound...] }
-        if let slash = s.firstIndex(of: "/"), let type = Self.fromFileName(s[slash...].split(separator: "/").last ?? "") {
-            self = type
-            return
+        // Past "scheme://", then the last path segment (no Foundation calls: this runs for every media of every send).
+        if let colon = s.firstIndex(of: ":"), s[colon...].hasPrefix("://") { s = s[s.index(colon, offsetBy: 3)...] }
+        if let slash = s.firstIndex(of: "/") {
+            let path = s[slash...]
+            let last = path.lastIndex(of: "/").map { path[path.index(after: $0)...] } ?? path
+            if let type = Self.fromFileName(last) {
+                self = type
+                return
+            }
         }
         for item in query.split(separator: "&") {
             let parts = item.split(separator: "=", maxSplits: 1)
@@ -286,6 +291,7 @@ extension MediaType {
 
 extension Substring {
     fileprivate var removingPercentEncodingIfPossible: String {
-        String(self).removingPercentEncoding ?? String(self)
+        guard contains("%") else { return String(self) }
+        return String(self).removingPercentEncoding ?? String(self)
     }
 }

@@ -73,8 +73,10 @@ public final class MediaStore: Sendable {
     public static func parse(_ name: String) -> MediaType? {
         let parts = name.split(separator: ".", maxSplits: 1)
         guard parts.count == 2, parts[0].count == 64, parts[0].utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) else { return nil }
-        return MediaType.allCases.first { $0.fileExtension == parts[1] }
+        return byExtension[String(parts[1])]
     }
+
+    static let byExtension = Dictionary(MediaType.allCases.map { ($0.fileExtension, $0) }, uniquingKeysWith: { first, _ in first })
 
     /// Bytes held in memory now.
     public var cachedBytes: Int { cache.used }
