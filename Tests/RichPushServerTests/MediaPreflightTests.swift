@@ -162,6 +162,23 @@ struct FixedResolver: HostResolver {
         try? await server.shutdown()
     }
 
+    /// What the system resolver answers is checked by address: with the name rules off, `localhost` goes through
+    /// getaddrinfo and is refused for the loopback address it resolves to, before any connection.
+    @Test func namesResolvedByTheSystemAreCheckedByAddress() async throws {
+        var policy = AddressPolicy()
+        policy.nameRules = false
+        let fetcher = try SafeFetcher(policy: policy, limits: .init(deadline: 5, allowHTTP: true))
+        do {
+            _ = try await fetcher.fetch("http://localhost:9/a.jpg") { _ in 1 << 20 }
+            Issue.record("localhost was fetched")
+        } catch {
+            #expect(error.rule == "address-refused", "\(error)")
+            #expect(error.description.contains("loopback"))
+        }
+        let resolved = try await SystemResolver().resolve("localhost", port: 80)
+        #expect(!resolved.isEmpty && resolved.allSatisfy { AddressPolicy.classify($0) == .refused("loopback") })
+    }
+
     @Test func redirectsAreFollowedAndEachHopChecked() async throws {
         let server = MediaTestServer(routes: ["/a.jpg": .bytes(Self.jpeg, contentType: "image/jpeg"), "/hop1": .redirect(to: "/hop2"), "/hop2": .redirect(to: "/a.jpg")])
         let port = try await server.start()

@@ -90,6 +90,9 @@ public struct AddressPolicy: Sendable {
     public var allowAll: Bool
     /// Endpoints allowed in spite of the rules ("10.0.0.7" or "10.0.0.7:8443"), for an operator's own media hosts.
     public var exceptions: Set<String>
+    /// Refuse names known to point inside (localhost, metadata services) before looking them up; off only to
+    /// test that what the lookup returns is refused by itself.
+    public var nameRules = true
 
     public init(allowAll: Bool = false, exceptions: Set<String> = []) {
         self.allowAll = allowAll
@@ -100,7 +103,7 @@ public struct AddressPolicy: Sendable {
     static let metadataNames: Set<String> = ["metadata.google.internal", "metadata", "metadata.goog", "instance-data", "instance-data.ec2.internal", "metadata.azure.internal"]
 
     public func check(hostName: String) -> Verdict {
-        if allowAll { return .allowed }
+        if allowAll || !nameRules { return .allowed }
         var h = hostName.lowercased()
         if h.hasSuffix(".") { h.removeLast() }
         if Self.metadataNames.contains(h) { return .refused("metadata") }
