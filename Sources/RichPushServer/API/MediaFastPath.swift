@@ -2,7 +2,9 @@ import HTTPTypes
 #if canImport(Glibc)
 import Glibc
 #endif
+import NIOConcurrencyHelpers
 import NIOCore
+import RichPushCore
 import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
@@ -31,6 +33,65 @@ public final class MediaFastPath: ChannelInboundHandler, RemovableChannelHandler
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.fireChannelRead(data) }
+}
+
+/// Open descriptors of hot files for the connections of one event loop, used only on that loop (no lock): an
+/// answer borrows one and gives it back when written; a file pushed out is closed when its last answer is done.
+final class LoopFiles {
+    final class File {
+        let handle: NIOFileHandle
+        let size: Int
+        let type: RichPushCore.MediaType
+        var users = 0
+        var evicted = false
+        var lastUse: UInt64 = 0
+        init(handle: NIOFileHandle, size: Int, type: RichPushCore.MediaType) {
+            self.handle = handle
+            self.size = size
+            self.type = type
+        }
+    }
+    var files: [String: File] = [:]
+    var clock: UInt64 = 0
+    let capacity = 64
+
+    /// One table per event loop.
+    static func forLoop(_ loop: EventLoop) -> LoopFiles {
+        let key = ObjectIdentifier(loop)
+        if let t = tables.withLockedValue({ $0[key] }) { return t }
+        let t = LoopFiles()
+        return tables.withLockedValue { all in
+            if let existing = all[key] { return existing }
+            all[key] = t
+            return t
+        }
+    }
+    nonisolated(unsafe) static let tables = NIOLockedValueBox<[ObjectIdentifier: LoopFiles]>([:])
+
+    func acquire(_ name: String, store: MediaStore) -> File? {
+        clock += 1
+        if let f = files[name] {
+            f.users += 1
+            f.lastUse = clock
+            return f
+        }
+        guard let (path, size, type) = store.file(name), let handle = try? NIOFileHandle(_deprecatedPath: path) else { return nil }
+        let f = File(handle: handle, size: size, type: type)
+        f.users = 1
+        f.lastUse = clock
+        files[name] = f
+        while files.count > capacity, let victim = files.min(by: { $0.value.lastUse < $1.value.lastUse }) {
+            files[victim.key] = nil
+            victim.value.evicted = true
+            if victim.value.users == 0 { try? victim.value.handle.close() }
+        }
+        return f
+    }
+
+    func release(_ f: File) {
+        f.users -= 1
+        if f.evicted && f.users == 0 { try? f.handle.close() }
+    }
 }
 
 /// The HTTP/1 side of ``MediaFastPath``.
@@ -72,14 +133,15 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         for h in r.headers { if let n = HTTPField.Name(h.name) { request.append(HTTPField(name: n, value: h.value)) } }
         var response: HTTPResponse
         var body: IOData?
-        var file: NIOFileHandle?
-        if let (p, size, type) = store.file(name) {
-            let (answer, range) = RichPushAPI.mediaAnswer(name: name, type: type, size: size, headers: request)
+        let table = LoopFiles.forLoop(context.eventLoop)
+        var file: LoopFiles.File?
+        if let f = table.acquire(name, store: store) {
+            let (answer, range) = RichPushAPI.mediaAnswer(name: name, type: f.type, size: f.size, headers: request)
             response = answer
-            if let range, r.method == .GET, let handle = try? NIOFileHandle(_deprecatedPath: p) {
-                file = handle
-                body = .fileRegion(FileRegion(fileHandle: handle, readerIndex: range.lowerBound, endIndex: range.upperBound + 1))
+            if let range, r.method == .GET {
+                body = .fileRegion(FileRegion(fileHandle: f.handle, readerIndex: range.lowerBound, endIndex: range.upperBound + 1))
             }
+            file = f
         } else {
             let (answer, buffer) = RichPushAPI.notFound(head: r.method == .HEAD)
             response = answer
@@ -98,7 +160,7 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         let corked = body != nil
         done.futureResult.whenComplete { [channel = context.channel] _ in
             if corked { channel.setOption(cork, value: 0).whenFailure { _ in } }
-            try? file?.close()
+            if let file { table.release(file) }
             if !keepAlive { channel.close(promise: nil) }
         }
         // The router's side reads only when it wants a request; it never saw this one, so ask for the next.
