@@ -130,7 +130,10 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         let path = r.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? r.uri
         let name = String(path.dropFirst("/media/".count))
         var request = HTTPFields()
-        for h in r.headers { if let n = HTTPField.Name(h.name) { request.append(HTTPField(name: n, value: h.value)) } }
+        // Only the headers an answer depends on.
+        for (name, field) in [("if-none-match", HTTPField.Name.ifNoneMatch), ("range", .range), ("if-range", .ifRange)] {
+            if let v = r.headers.first(name: name) { request[field] = v }
+        }
         var response: HTTPResponse
         var body: IOData?
         let table = LoopFiles.forLoop(context.eventLoop)

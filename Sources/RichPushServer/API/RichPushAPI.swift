@@ -348,13 +348,13 @@ public struct RichPushAPI: Sendable {
         let plan = AcceptPlan(
             notification: .init(id: id, appID: app.id, message: message.json, response: .null, createdAt: Date()), idempotencyKey: idempotencyKey,
             audience: audience, notBefore: notBefore, expiresAt: expiresAt, spread: spread)
-        onAccepted(id, message)
         let accepted = try await intake.accept(plan) { queued in
             var o: [String: JSONValue] = ["id": .string(id), "status": "accepted", "warnings": warnings]
             o["deliveries"] = queued.map { .int(Int64($0)) } ?? .null
             return .object(o)
         }
         guard accepted.created else { return Self.json(202, accepted.notification.response) }  // a replay answers as the first time did
+        onAccepted(id, message)
         if accepted.fanOutPending {
             let (intake, metrics, onQueued) = (intake, metrics, onQueued)
             metrics.notificationAccepted(deliveries: 0)
