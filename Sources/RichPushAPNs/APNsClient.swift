@@ -37,6 +37,7 @@ extension TransportError {
         case .streamRefused: return "stream_refused"
         case .goingAway: return "going_away"
         case .connectionClosed: return "connection_closed"
+        case .notSent: return "not_sent"
         case .timedOut: return "timed_out"
         case .streamReset: return "stream_reset"
         case .connectFailed: return "connect_failed"

@@ -133,7 +133,16 @@ public final class HTTP2ClientConnection: Sendable {
         let multiplexer = self.multiplexer
 
         loop.execute {
-            multiplexer.createStreamChannel(promise: nil) { stream in
+            // The timeout runs from here, not from the stream's opening: a stream that never opens (the
+            // connection closed between the check above and this turn of the loop) still ends the request.
+            let timer = loop.scheduleTask(in: timeout) { promise.fail(TransportError.timedOut) }
+            promise.futureResult.whenComplete { _ in timer.cancel() }
+            let opened = loop.makePromise(of: Channel.self)
+            opened.futureResult.whenFailure { _ in
+                // The multiplexer could not open the stream (the connection closed or is closing): nothing was sent.
+                promise.fail(state.withLockedValue { $0.goAway }.map { .goingAway(reason: $0.reason, processed: false) } ?? TransportError.notSent)
+            }
+            multiplexer.createStreamChannel(promise: opened) { stream in
                 let handler = ResponseCollector(promise: promise, connectionState: state)
                 do {
                     try stream.pipeline.syncOperations.addHandler(handler)
@@ -141,11 +150,9 @@ public final class HTTP2ClientConnection: Sendable {
                     promise.fail(error)
                     return stream.eventLoop.makeFailedFuture(error)
                 }
-                let timer = stream.eventLoop.scheduleTask(in: timeout) {
-                    promise.fail(TransportError.timedOut)
-                    stream.close(promise: nil)
+                promise.futureResult.whenFailure { error in
+                    if case TransportError.timedOut = error { stream.close(promise: nil) }
                 }
-                promise.futureResult.whenComplete { _ in timer.cancel() }
                 let hasBody = body.map { $0.readableBytes > 0 } ?? false
                 stream.write(HTTP2Frame.FramePayload.headers(.init(headers: requestHeaders, endStream: !hasBody)), promise: nil)
                 if let body, hasBody { stream.write(HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(body), endStream: true)), promise: nil) }

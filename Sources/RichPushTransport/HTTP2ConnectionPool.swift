@@ -82,6 +82,7 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
             } catch let error as TransportError {
                 if case .goingAway = error { retire(pooled) }
                 if case .connectionClosed = error { retire(pooled) }
+                if case .notSent = error { retire(pooled) }
                 if error.safeToRetry && attempt < configuration.maxAttempts { continue }
                 throw error
             }

@@ -33,6 +33,8 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
     case goingAway(reason: String?, processed: Bool)
     /// The connection closed while the request was in flight: it may or may not have been processed.
     case connectionClosed
+    /// The connection closed before the request's stream opened: nothing was sent.
+    case notSent
     /// No complete response within the request timeout.
     case timedOut
     /// The stream was reset by the server with this HTTP/2 error code.
@@ -45,7 +47,7 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
     /// True when the server cannot have acted on the request, so sending it again cannot duplicate it.
     public var safeToRetry: Bool {
         switch self {
-        case .streamRefused, .connectFailed: return true
+        case .streamRefused, .connectFailed, .notSent: return true
         case .goingAway(_, let processed): return !processed
         default: return false
         }
@@ -56,6 +58,7 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
         case .streamRefused: return "stream refused by the server"
         case let .goingAway(reason, processed): return "connection going away (\(reason ?? "no reason"))\(processed ? "" : ", request not processed")"
         case .connectionClosed: return "connection closed with the request in flight"
+        case .notSent: return "connection closed before the request was sent"
         case .timedOut: return "no response before the request timeout"
         case .streamReset(let code): return "stream reset by the server (HTTP/2 error \(code))"
         case .connectFailed(let m): return "could not connect: \(m)"

@@ -60,4 +60,36 @@ import Testing
         await fcm.shutdown()
         await sandbox.stop()
     }
+
+    /// A send that never ends (it ignores cancellation) is given up at the deadline and rescheduled; the rest of
+    /// its batch is recorded and the batch ends.
+    @Test func aSendThatNeverEndsIsRescheduledAtTheDeadline() async throws {
+        struct Sender: DeliverySender {
+            let stuck: NIOLockedValueBox<[CheckedContinuation<Void, Never>]>
+            func send(_ d: DeliveryRecord) async -> SendResult {
+                if d.target == "stuck" {
+                    await withCheckedContinuation { c in stuck.withLockedValue { $0.append(c) } }
+                    return .delivered(providerID: "late")
+                }
+                return .delivered(providerID: "p-" + d.target)
+            }
+        }
+        let stuck = NIOLockedValueBox<[CheckedContinuation<Void, Never>]>([])
+        let queue = MemoryDeliveryQueue()
+        _ = await queue.enqueue(["a", "stuck", "b", "c"].map { NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: $0) })
+        var config = DeliveryWorker.Configuration(batchSize: 10, concurrency: 10, lease: 60, retry: RetryPolicy(baseDelay: 0.01, maxDelay: 0.05, maxAttempts: 5))
+        config.sendDeadline = 0.3
+        let worker = DeliveryWorker(configuration: config, queue: queue, sender: Sender(stuck: stuck))
+        let started = Date()
+        #expect(try await worker.runOnce() == 4)
+        let took = Date().timeIntervalSince(started)
+        // Without the deadline the batch would never end; with it, it ends once the deadline passes (later than 0.3 s
+        // when the whole suite shares the two cores).
+        #expect(took >= 0.29 && took < 30, "\(took)")
+        let records = Dictionary(uniqueKeysWithValues: await queue.deliveries(notificationID: "n").map { ($0.target, $0) })
+        #expect(records["a"]?.state == .delivered && records["b"]?.state == .delivered && records["c"]?.state == .delivered)
+        #expect(records["stuck"]?.state == .queued && records["stuck"]?.reason == "send_deadline", "\(String(describing: records["stuck"]))")
+        // The abandoned send was cancelled; let it end so that nothing is left waiting.
+        for c in stuck.withLockedValue({ $0 }) { c.resume() }
+    }
 }

@@ -11,7 +11,7 @@ import RichPushTestSupport
 import Testing
 
 /// The API, the queue, the worker and the provider clients against both emulators over real TLS HTTP/2, with
-/// 429 and 503 injected at both: sends to a device, a registry tag, a registry topic and an FCM topic, a
+/// 429, 503, GOAWAY and connection resets injected at both: sends to a device, a registry tag, a registry topic and an FCM topic, a
 /// scheduled send, and a token the emulator says is gone. Every delivery must end delivered or pruned.
 @Suite struct ServerThroughFaultsTests {
     @Test func sendsOfEveryAudienceEndDeliveredThroughFaults() async throws {
@@ -53,12 +53,10 @@ import Testing
             // The first iOS device is gone at Apple: its delivery is pruned, with the device.
             sandbox.apns.registerDevice(ios[0], topic: "com.example.app")
             sandbox.apns.unregisterDevice(ios[0])
-            // GOAWAY and connection resets are left out: with them this test hung now and then (a send that never
-            // ended inside the worker's batch); open in the server issue.
-            for (fault, count) in [(APNsFault.status(429, reason: "TooManyRequests", retryAfter: 1), 3), (.status(503, reason: "ServiceUnavailable"), 3)] {
+            for (fault, count) in [(APNsFault.status(429, reason: "TooManyRequests", retryAfter: 1), 3), (.status(503, reason: "ServiceUnavailable"), 3), (.goAway(reason: "Shutdown"), 2), (.reset, 2)] {
                 sandbox.apns.inject(fault, count: count)
             }
-            for (fault, count) in [(FCMFault.quotaExceeded(retryAfter: 1), 3), (.unavailable(retryAfter: nil), 3)] {
+            for (fault, count) in [(FCMFault.quotaExceeded(retryAfter: 1), 3), (.unavailable(retryAfter: nil), 3), (.goAway, 2), (.reset, 2)] {
                 sandbox.fcm.inject(fault, count: count)
             }
             let sends: [(String, JSONValue)] = [
@@ -100,6 +98,7 @@ import Testing
         let indices: [Int] = (1..<20).filter { $0 % 2 == 0 || $0 < 5 }
         let expected: Set<String> = Set(indices.map { ios[$0] })
         #expect(reached == expected, "\(expected.subtracting(reached))")
+        #expect(sandbox.apns.pendingFaults == 0 && sandbox.fcm.pendingFaults == 0)
         #expect((sandbox.apns.rejectedCounts["TooManyRequests"] ?? 0) == 3 && (sandbox.apns.rejectedCounts["ServiceUnavailable"] ?? 0) == 3)
         await clients.shutdown()
         await sandbox.stop()

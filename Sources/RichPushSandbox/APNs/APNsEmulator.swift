@@ -109,6 +109,8 @@ public final class APNsEmulator: Sendable {
     }
 
     public func clearFaults() { state.data.withLockedValue { $0.faults.clear() } }
+    /// Faults injected with a count that requests have not met yet.
+    public var pendingFaults: Int { state.data.withLockedValue { $0.faults.pending } }
 
     // MARK: What was received
 

@@ -81,6 +81,8 @@ public final class FCMEmulator: Sendable {
     /// This share of sends (0...1) show this fault, until cleared.
     public func inject(_ fault: FCMFault, rate: Double) { state.data.withLockedValue { $0.faults.add(fault, rate: rate) } }
     public func clearFaults() { state.data.withLockedValue { $0.faults.clear() } }
+    /// Faults injected with a count that requests have not met yet.
+    public var pendingFaults: Int { state.data.withLockedValue { $0.faults.pending } }
 
     /// Accepted messages, oldest first (at most `recordLimit`).
     public func recorded() -> [RecordedFCMMessage] { state.data.withLockedValue { $0.records.ordered } }

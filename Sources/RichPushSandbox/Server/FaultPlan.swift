@@ -6,6 +6,8 @@ struct FaultPlan<Fault: Sendable>: Sendable {
     mutating func add(_ fault: Fault, count: Int) { rules.append((fault, count, nil)) }
     mutating func add(_ fault: Fault, rate: Double) { rules.append((fault, nil, rate)) }
     mutating func clear() { rules.removeAll() }
+    /// Counted faults not yet met.
+    var pending: Int { rules.reduce(0) { $0 + ($1.remaining ?? 0) } }
 
     /// The fault for the request now being handled, if any.
     mutating func next() -> Fault? {

@@ -1,5 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
 import RichPushTransport
 
 /// Drains the queue: claims batches under a lease, sends with bounded concurrency, and records every outcome or
@@ -16,6 +18,10 @@ public final class DeliveryWorker: Sendable {
         /// Outcomes recorded per transaction while a batch is being sent.
         public var settleEvery = 50
         public var retry: RetryPolicy
+        /// The longest one send may take before the worker stops waiting for it and reschedules the delivery
+        /// (reason `send_deadline`), so a send that never ends cannot hold its batch. Half the lease unless
+        /// set, so the outcome is recorded while this worker still holds the delivery.
+        public var sendDeadline: TimeInterval?
 
         public init(owner: String = "worker-\(UUID().uuidString.prefix(8))", batchSize: Int = 200, concurrency: Int = 200, lease: TimeInterval = 60, idleWait: TimeInterval = 0.2, retry: RetryPolicy = RetryPolicy()) {
             self.owner = owner
@@ -90,11 +96,37 @@ public final class DeliveryWorker: Sendable {
         }
     }
 
+    /// The sender's answer, or a retryable `send_deadline` failure once the deadline passes. The send is
+    /// cancelled then and left to end on its own; should it still reach the provider, the delivery is sent again
+    /// later (at least once, as after a crash).
+    func sendWithinDeadline(_ d: DeliveryRecord) async -> SendResult {
+        let limit = TimeAmount.nanoseconds(Int64(max(0.001, configuration.sendDeadline ?? configuration.lease / 2) * 1_000_000_000))
+        let sender = self.sender
+        let waiting = NIOLockedValueBox<CheckedContinuation<SendResult, Never>?>(nil)
+        let sending = NIOLockedValueBox<Task<Void, Never>?>(nil)
+        return await withCheckedContinuation { (continuation: CheckedContinuation<SendResult, Never>) in
+            waiting.withLockedValue { $0 = continuation }
+            let task = Task {
+                // The clock starts with the send itself, not when the task was asked for: a busy process delays
+                // both alike. A timer on an event loop is far cheaper than a sleeping task per send.
+                let timer = MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: limit) {
+                    guard let c = waiting.withLockedValue({ $0.take() }) else { return }
+                    sending.withLockedValue { $0?.cancel() }
+                    c.resume(returning: .failed(.retry, reason: "send_deadline"))
+                }
+                let result = await sender.send(d)
+                timer.cancel()
+                waiting.withLockedValue { $0.take() }?.resume(returning: result)
+            }
+            sending.withLockedValue { $0 = task }
+        }
+    }
+
     /// New deliveries were queued: an idle worker looks at once.
     public func wake() { signal.signal() }
 
     func process(_ d: DeliveryRecord) async -> Settlement {
-        switch await sender.send(d) {
+        switch await sendWithinDeadline(d) {
         case .delivered(let id):
             metrics?.attempt(provider: d.provider, state: "delivered", reason: nil)
             metrics?.delivered(provider: d.provider, secondsSinceDue: now().timeIntervalSince(d.notBefore))

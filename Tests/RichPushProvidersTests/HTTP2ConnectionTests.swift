@@ -1,0 +1,83 @@
+import Foundation
+import NIOCore
+import RichPushAPNs
+import RichPushSandbox
+@testable import RichPushTransport
+import Testing
+
+/// The connection and the pool at the moment a connection dies: a request must end, never wait forever.
+@Suite struct HTTP2ConnectionTests {
+    let creds = SandboxFixture.credentials
+
+    func apnsRequest(_ conn: HTTP2ClientConnection, key: APNsSigningKey) throws -> H2Request {
+        let jwt = try JWT.es256(header: #"{"alg":"ES256","kid":"\#(key.keyID)"}"#, claims: #"{"iss":"\#(key.teamID)","iat":\#(Int(Date().timeIntervalSince1970))}"#, key: key.privateKey)
+        var body = ByteBufferAllocator().buffer(capacity: 64)
+        body.writeString(#"{"aps":{"alert":"hi"}}"#)
+        return H2Request(path: "/3/device/" + String(repeating: "ab", count: 32), headers: [("apns-topic", "com.example.app"), ("authorization", "bearer " + jwt)], body: body)
+    }
+
+    /// Closes the connection, then marks it open again, as if the close had not been noticed yet when the next
+    /// request checked it. The mark is set on the event loop, after the close and its notifications ran there.
+    func closeUnnoticed(_ conn: HTTP2ClientConnection) async throws {
+        try await conn.channel.close()
+        try await conn.channel.eventLoop.submit { conn.state.withLockedValue { $0.closed = false } }.get()
+    }
+
+    /// The connection closed after the caller saw it open and before its event loop opened the stream (the
+    /// window the server's fault test fell into now and then): the request fails at once as not sent.
+    @Test func aStreamThatCannotOpenFailsAsNotSent() async throws {
+        let emulator = try APNsEmulator(credentials: creds)
+        let port = try await emulator.start()
+        let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
+        let conn = try await HTTP2ClientConnection.connect(to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)), group: NIOSingletons.posixEventLoopGroup)
+        #expect(try await conn.send(try apnsRequest(conn, key: key), timeout: .seconds(5)).status == 200)
+        try await closeUnnoticed(conn)
+        let started = Date()
+        do {
+            _ = try await conn.send(try apnsRequest(conn, key: key), timeout: .seconds(30))
+            Issue.record("a request on a closed connection succeeded")
+        } catch let error as TransportError {
+            #expect(error == .notSent && error.safeToRetry)
+        }
+        #expect(Date().timeIntervalSince(started) < 10)  // far below the 30 s timeout
+        #expect(conn.inFlight == 0)
+        #expect(emulator.acceptedCount == 1)
+        await emulator.stop()
+    }
+
+    /// The pool sends such a request again on a new connection: it was never sent, so nothing is duplicated.
+    @Test func thePoolSendsANotSentRequestAgainOnANewConnection() async throws {
+        let emulator = try APNsEmulator(credentials: creds)
+        let port = try await emulator.start()
+        let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
+        let pool = HTTP2ConnectionPool<Void>(
+            configuration: .init(target: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)), connections: 1, requestTimeout: .seconds(30)),
+            group: NIOSingletons.posixEventLoopGroup, makeExtra: {})
+        let (first, used) = try await pool.execute { try apnsRequest($0.connection, key: key) }
+        #expect(first.status == 200)
+        try await closeUnnoticed(used.connection)
+        let started = Date()
+        let (second, next) = try await pool.execute { try apnsRequest($0.connection, key: key) }
+        #expect(second.status == 200 && next.id != used.id)
+        #expect(Date().timeIntervalSince(started) < 10)  // far below the 30 s timeout
+        #expect(emulator.acceptedCount == 2)
+        await pool.shutdown()
+        await emulator.stop()
+    }
+
+    /// The request timeout counts from the call, so it holds whatever happens before the stream opens.
+    @Test func theTimeoutHoldsForARequestTheServerNeverAnswers() async throws {
+        let emulator = try APNsEmulator(credentials: creds)
+        let port = try await emulator.start()
+        let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
+        let conn = try await HTTP2ClientConnection.connect(to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)), group: NIOSingletons.posixEventLoopGroup)
+        emulator.inject(.stall)
+        let started = Date()
+        await #expect(throws: TransportError.timedOut) { _ = try await conn.send(try apnsRequest(conn, key: key), timeout: .milliseconds(300)) }
+        let took = Date().timeIntervalSince(started)
+        #expect(took >= 0.29 && took < 10, "\(took)")
+        #expect(conn.inFlight == 0)
+        conn.close()
+        await emulator.stop()
+    }
+}
