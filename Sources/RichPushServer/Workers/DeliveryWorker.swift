@@ -91,8 +91,13 @@ public final class DeliveryWorker: Sendable {
     /// due it waits up to `idleWait`, or until ``wake()`` says there is new work.
     public func run() async throws {
         while !Task.isCancelled {
-            let handled = try await withTaskCancellationHandler { try await runOnce() } onCancel: {}
-            if handled == 0 { await signal.wait(upTo: configuration.idleWait) }
+            // The batch runs in a task of its own, which the worker's cancellation does not reach: its sends end
+            // and their outcomes are recorded (a cancelled database write would leave them leased until the
+            // lease runs out, and send them twice).
+            let handled = try await Task { try await self.runOnce() }.value
+            if handled == 0 {
+                await withTaskCancellationHandler { await signal.wait(upTo: configuration.idleWait) } onCancel: { signal.signal() }
+            }
         }
     }
 
