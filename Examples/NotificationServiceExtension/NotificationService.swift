@@ -8,13 +8,16 @@ import RichPushNotificationService
 
 final class NotificationService: RichPushServiceExtension {
     // Optional: fetch plain http media too (the app must also allow it in App Transport Security).
+    // Receipts: a RichPush server puts a receipt address in the payload and the report is posted there before the
+    // notification is shown (at most 2 s); the device id files repeats under one device (here one the app saved).
     override var configuration: RichNotificationProcessor.Configuration {
         var c = RichNotificationProcessor.Configuration()
         c.fetch.allowInsecureHTTP = false
+        c.receipts.deviceID = UserDefaults(suiteName: "group.com.example.app")?.string(forKey: "richpush.deviceID")
         return c
     }
 
-    // Optional: keep the delivery report for the app to post to the RichPush server as a receipt.
+    // Optional: keep the delivery report (report.receipt says whether the receipt was posted).
     override func didDeliver(_ report: DeliveryReport) {
         let defaults = UserDefaults(suiteName: "group.com.example.app")
         defaults?.set(report.json.jsonString, forKey: "richpush.lastReport")

@@ -90,6 +90,8 @@ struct DemoCommand: AsyncParsableCommand {
         guard let received = server.sandbox?.apns.recorded(token: iosToken).last?.payloadJSON else { throw ExitCode(1) }
         var config = RichNotificationProcessor.Configuration(fetch: FetchPolicy(allowInsecureHTTP: true))
         config.stagingDirectory = root.appendingPathComponent("staged")
+        // The device library posts its report to the receipt address in the payload (no API key on the device).
+        config.receipts = ReceiptPolicy(deviceID: iosToken)
         let shown = await RichNotificationProcessor(configuration: config).process(payload: received)
         print("5. the iPhone shows: \"\(shown.text.title)\" — \"\(shown.text.body)\"")
         for a in shown.attachments {
@@ -99,15 +101,14 @@ struct DemoCommand: AsyncParsableCommand {
         if let android = server.sandbox?.fcm.recorded().last?.message {
             print("   the Android phone gets the image \(android["android"]?["notification"]?["image"]?.stringValue ?? "(none)") (the chart as a PNG hosted by the server: \(android["apns"]?["payload"]?["rp"] != nil ? "in" : "not in") the FCM request's APNs part)")
         }
-        _ = try await http.call("POST", "/v1/apps/\(app)/notifications/\(id)/receipts", key: key, ["token": .string(iosToken), "report": shown.report.json])
         let final = try await http.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1
-        print("6. receipts: \(final["receipts"]?.jsonString ?? "?")")
+        print("6. the iPhone's receipt, \(shown.report.receipt?.description ?? "none"); the server's receipts: \(final["receipts"]?.jsonString ?? "?")")
         if verbose { print(final.prettyPrinted()) }
         try? await media.shutdown()
         running.cancel()
         _ = try? await running.value
         let delivered = final["counts"]?["delivered"]?.intValue ?? 0
-        guard delivered == 2, shown.attachments.count == 2 else { throw ExitCode(1) }
+        guard delivered == 2, shown.attachments.count == 2, final["receipts"]?["count"] == 1 else { throw ExitCode(1) }
     }
 }
 

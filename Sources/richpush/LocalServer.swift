@@ -74,6 +74,8 @@ struct LocalServer {
         let fetcher = try SafeFetcher(policy: AddressPolicy(allowAll: config.sandbox), limits: .init(allowHTTP: config.sandbox))
         let media = MediaService(store: mediaStore, fetcher: fetcher, publicBase: config.publicBase(boundPort: config.port))
         api.media = media
+        let receipts: DeviceReceipts? = config.receiptsEnabled ? DeviceReceipts(secret: try await store.secret(named: "receipts"), base: config.publicURL) : nil
+        api.receipts = receipts
 
         // Fan-outs a crash cut short are finished before serving.
         _ = try await api.resumeFanOuts()
@@ -88,6 +90,7 @@ struct LocalServer {
                 // Accept a burst of connections (the downloads after a large send) in few loop turns, not four a turn.
                 channel.setOption(ChannelOptions.maxMessagesPerRead, value: 256).whenFailure { _ in }
                 media.publicBase = config.mediaBase(boundPort: port)
+                receipts?.base = config.publicBase(boundPort: port)
                 onRunning(port, adminPort, media.publicBase)
             }, logger: logger)
         return LocalServer(sandbox: sandbox, clients: clients, api: api, application: application)

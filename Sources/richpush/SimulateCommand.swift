@@ -19,8 +19,14 @@ struct SimulateCommand: AsyncParsableCommand {
     @Option(help: "Seconds until the deadline (default: Apple's 30 s less the safety margin).")
     var deadline: Double?
 
-    @Flag(name: .customLong("allow-http"), help: "Fetch plain http: URLs.")
+    @Flag(name: .customLong("allow-http"), help: "Fetch plain http: URLs (and post receipts to them).")
     var allowHTTP = false
+
+    @Flag(name: .customLong("no-receipt"), help: "Do not post the delivery report to the payload's receipt address.")
+    var noReceipt = false
+
+    @Option(name: .customLong("device-id"), help: "The device id a posted receipt is filed under.")
+    var deviceID: String?
 
     func run() async throws {
         let value: JSONValue
@@ -30,6 +36,7 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         var config = RichNotificationProcessor.Configuration(fetch: FetchPolicy(allowInsecureHTTP: allowHTTP))
         config.stagingDirectory = URL(fileURLWithPath: out, isDirectory: true)
+        config.receipts = ReceiptPolicy(enabled: !noReceipt, deviceID: deviceID)
         let processor = RichNotificationProcessor(configuration: config)
         let result = await processor.process(payload: value, deadline: deadline.map { Date().addingTimeInterval($0) })
         guard case .object(var report) = result.report.json else { return }

@@ -45,6 +45,24 @@ import Testing
         #expect(viaFCM.media.count == 1)  // the same URL from both keys is fetched once
     }
 
+    @Test func theReceiptAddressIsCarriedWithRichContentOnly() throws {
+        var m = try Fixtures.message(#"{"title":"t","id":"n","media":"https://x.test/a.jpg","receipt_url":"https://push.example.com/v1/receipts/n.sig"}"#)
+        #expect(m.receiptURL == "https://push.example.com/v1/receipts/n.sig")
+        #expect(try PushMessage.decode(m.json).receiptURL == m.receiptURL)  // kept when the server stores the message
+        let payload = APNsRenderer.payload(for: m)
+        #expect(payload["rp"]?["r"] == "https://push.example.com/v1/receipts/n.sig")
+        #expect(ReceivedPayloadDecoder.decode(payload).receiptURL == m.receiptURL)
+        // Through FCM too (in the APNs part, which is what an iPhone receives).
+        let fcm = FCMRenderer(projectID: "p").render(m, to: .token("t")).body
+        #expect(fcm["message"]?["apns"]?["payload"]?["rp"]?["r"] == "https://push.example.com/v1/receipts/n.sig")
+        // Nothing for the extension to do, no `rp`, no receipt.
+        m.media = []
+        #expect(APNsRenderer.payload(for: m)["rp"] == nil)
+        // A receipt address that is not http(s) is a problem, not an address.
+        let bad = ReceivedPayloadDecoder.decode(["aps": ["alert": "x"], "rp": ["v": 1, "m": ["https://x.test/a.jpg"], "r": "javascript:alert(1)"]])
+        #expect(bad.receiptURL == nil && bad.problems.contains { $0.path == "rp.r" && $0.code == "url" })
+    }
+
     @Test func fcm() throws {
         let c = try decode(#"{"aps":{"alert":{"title":"t"},"mutable-content":1},"fcm_options":{"image":"https://x.test/p.png"},"gcm.message_id":"1"}"#)
         #expect(c.media == [ReceivedMedia(url: "https://x.test/p.png", kindHint: .image, source: .fcm)])

@@ -17,6 +17,13 @@ import Testing
         #expect(try check(#"{"title":"t","media":"https://x.test/a.jpg",\#(target)}"#).isEmpty)
     }
 
+    @Test func aReceiptAddressMustBeHTTPS() throws {
+        #expect(try check(#"{"title":"t","media":"https://x.test/a.jpg","receipt_url":"https://push.example.com/v1/receipts/n.s",\#(target)}"#).isEmpty)
+        #expect(try check(#"{"title":"t","receipt_url":"http://push.example.com/v1/receipts/n.s",\#(target)}"#) == ["receipt_url|https-required"])
+        #expect(try check(#"{"title":"t","receipt_url":"/v1/receipts/n.s",\#(target)}"#) == ["receipt_url|https-required"])
+        #expect(try check(#"{"title":"t","receipt_url":"http://127.0.0.1:8080/v1/receipts/n.s",\#(target)}"#, .init(allowInsecureMedia: true, now: Fixtures.fixedNow)).isEmpty)
+    }
+
     @Test func fiveMistakesAreAllReportedAtOnce() throws {
         let rules = try check(#"""
         {"title":"Sale","media":[{"url":"http://x.test/a.jpg"},{"url":"https://x.test/b.webp"}],"ttl":3000000,

@@ -194,6 +194,50 @@ import Testing
         #expect(n.attachments.isEmpty && n.report.skipped.isEmpty && n.text.body == "plain")
         #expect(Date().timeIntervalSince(started) < 1)
     }
+
+    // MARK: Receipts
+
+    /// A chart-only payload (nothing to download) whose receipt goes to `address`.
+    static func receiptPayload(_ address: String) -> JSONValue {
+        ["aps": ["alert": ["title": "T", "body": "B"], "mutable-content": 1], "rp": ["v": 1, "id": "n1", "c": ["type": "bar", "values": [1, 3, 2]], "r": .string(address)]]
+    }
+
+    static func receiptProcessor(allowHTTP: Bool = true, timeout: TimeInterval = 2) -> RichNotificationProcessor {
+        var c = RichNotificationProcessor.Configuration(fetch: FetchPolicy(allowInsecureHTTP: allowHTTP))
+        c.receipts = ReceiptPolicy(timeout: timeout)
+        return RichNotificationProcessor(configuration: c)
+    }
+
+    /// A receipt that fails never costs the notification: it is delivered with its chart, and the report says why.
+    @Test func aFailedReceiptStillDelivers() async throws {
+        try await Self.withServer { base in
+            let refused = await Self.receiptProcessor().process(payload: Self.receiptPayload(base + "/missing.jpg"), deadline: Date().addingTimeInterval(10))
+            #expect(refused.attachments.count == 1)
+            #expect(refused.report.receipt == .failed("HTTP 404"))
+
+            // A server that answers too slowly holds delivery up to the receipt's timeout, not longer.
+            let started = Date()
+            let slow = await Self.receiptProcessor(timeout: 0.5).process(payload: Self.receiptPayload(base + "/drip.jpg"), deadline: Date().addingTimeInterval(10))
+            let took = Date().timeIntervalSince(started)
+            #expect(slow.attachments.count == 1 && !slow.report.deadlineHit)
+            if case .failed = slow.report.receipt {} else { Issue.record("a slow receipt should fail: \(String(describing: slow.report.receipt))") }
+            #expect(took >= 0.45 && took < 3, "\(took) \(String(describing: slow.report.receipt))")
+
+            // Near the deadline the receipt gets only the time left.
+            let nearStart = Date()
+            let near = await Self.receiptProcessor(timeout: 20).process(payload: Self.receiptPayload(base + "/drip.jpg"), deadline: Date().addingTimeInterval(1))
+            #expect(near.attachments.count == 1)
+            #expect(Date().timeIntervalSince(nearStart) < 4)
+
+            // Plain http is refused unless media may use it too; other schemes are not read from the payload.
+            let insecure = await Self.receiptProcessor(allowHTTP: false).process(payload: Self.receiptPayload(base + "/missing.jpg"), deadline: Date().addingTimeInterval(10))
+            #expect(insecure.report.receipt == .notSent("the receipt address is not https"))
+            let ftp = await Self.receiptProcessor().process(payload: Self.receiptPayload("ftp://example.com/r"), deadline: Date().addingTimeInterval(10))
+            #expect(ftp.report.receipt == nil)
+            #expect(ftp.report.payloadProblems.contains { $0.path == "rp.r" && $0.code == "url" })
+        }
+    }
+
 }
 
 /// Counts content-handler calls from any thread.

@@ -185,6 +185,10 @@ private struct Decoding {
             if co != PushMessage.ContentOverride() { content.contentOverride = co }
         }
         if let l = string(rp["l"], "\(p).l") { content.deepLink = l }
+        if let r = string(rp["r"], "\(p).r") {
+            let scheme = URL(string: r)?.scheme?.lowercased()
+            if scheme == "https" || scheme == "http" { content.receiptURL = r } else { problem("\(p).r", "url", "the receipt address is not an http(s) URL") }
+        }
     }
 
     mutating func readFCM(_ root: [String: JSONValue]) {

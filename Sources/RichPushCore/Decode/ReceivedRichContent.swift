@@ -47,6 +47,8 @@ public struct ReceivedRichContent: Sendable, Hashable {
     public var deepLink: String?
     /// The sender's notification id, for delivery receipts.
     public var notificationID: String?
+    /// Where to post the delivery report (`rp.r`, set by the server).
+    public var receiptURL: String?
     /// Providers whose keys were present.
     public var sources: [PayloadSource] = []
     public var problems: [PayloadProblem] = []

@@ -2,7 +2,7 @@ extension PushMessage {
     static let knownKeys: Set<String> = [
         "id", "alert", "title", "subtitle", "body", "media", "chart", "sound", "badge", "category", "thread_id",
         "collapse_id", "push_type", "priority", "ttl", "expiration", "interruption_level", "relevance_score",
-        "content_available", "content_override", "data", "deep_link", "chart_image_url", "analytics_label", "targets",
+        "content_available", "content_override", "data", "deep_link", "chart_image_url", "receipt_url", "analytics_label", "targets",
     ]
 
     /// Reads a message from its JSON form (see `docs/payload-format.md`), throwing every problem found in
@@ -96,6 +96,7 @@ extension PushMessage {
         m.data = r.object(o["data"], at: "data") ?? [:]
         m.deepLink = r.string(o, "deep_link", at: "")
         m.chartImageURL = r.string(o, "chart_image_url", at: "")
+        m.receiptURL = r.string(o, "receipt_url", at: "")
         m.analyticsLabel = r.string(o, "analytics_label", at: "")
         if let t = r.object(o["targets"], at: "targets") {
             r.rejectUnknown(t, known: ["apns_tokens", "fcm_tokens", "topic", "condition"], at: "targets")
@@ -218,6 +219,7 @@ extension PushMessage {
         if !data.isEmpty { o["data"] = .object(data) }
         put("deep_link", deepLink)
         put("chart_image_url", chartImageURL)
+        put("receipt_url", receiptURL)
         put("analytics_label", analyticsLabel)
         if !targets.isEmpty {
             var t: [String: JSONValue] = [:]

@@ -42,6 +42,9 @@ public struct PushMessage: Sendable, Hashable {
     /// A hosted PNG of ``chart`` for platforms that cannot draw it (Android, the web): the server renders and
     /// hosts it and sets this; a sender may give its own.
     public var chartImageURL: String?
+    /// Where the device library posts its delivery report (what it attached, what it skipped and why): a
+    /// server sets it, with a signature that admits receipts for this notification only.
+    public var receiptURL: String?
     public var analyticsLabel: String?
     public var targets: Targets
 

@@ -36,6 +36,8 @@ public enum RichPushKey {
         }
         if let link = m.deepLink { o["l"] = .string(link) }
         guard !o.isEmpty else { return nil }
+        // Only with something for the extension to do: a receipt reports what it did.
+        if let receipt = m.receiptURL { o["r"] = .string(receipt) }
         if let id = m.id { o["id"] = .string(id) }
         o["v"] = .int(version)
         return .object(o)

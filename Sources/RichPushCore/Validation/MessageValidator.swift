@@ -98,6 +98,13 @@ public struct MessageValidator: Sendable {
                 r.add("chart_image_url", "https-required", "chart_image_url must be an https URL")
             }
         }
+        if let receipt = m.receiptURL {
+            let url = URL(string: receipt)
+            let scheme = url?.scheme?.lowercased()
+            if url?.host == nil || !(scheme == "https" || (scheme == "http" && options.allowInsecureMedia)) {
+                r.add("receipt_url", "https-required", "receipt_url must be an https URL")
+            }
+        }
         if let link = m.deepLink {
             if URL(string: link)?.scheme == nil { r.add("deep_link", "url", "deep_link must be a URL with a scheme, such as myapp://orders/42 or https://…") }
         }
@@ -218,6 +225,14 @@ public struct MessageValidator: Sendable {
             return options.allowInsecureMedia ? nil : ("https-required", "must use https (iOS App Transport Security blocks plain http)")
         }
         return ("url-scheme", "scheme '\(scheme)' is not fetchable; use https")
+    }
+
+    /// Whether the message's APNs payload (when `apns`) and its FCM message (when `fcm` names the kind of target)
+    /// are within the providers' limits: for a server adding something to an already valid message.
+    public static func payloadsFit(_ m: PushMessage, apns: Bool, fcm: FCMTarget?) -> Bool {
+        if apns && APNsRenderer.payload(for: m).serializedSize > m.pushType.payloadLimit { return false }
+        guard let fcm else { return true }
+        return FCMRenderer(projectID: "p").render(m, to: fcm).payloadSize <= fcm.payloadLimit
     }
 
     private func checkSizes(_ m: PushMessage, _ r: inout ValidationReport) {

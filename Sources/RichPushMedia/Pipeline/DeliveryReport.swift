@@ -11,6 +11,9 @@ public struct DeliveryReport: Sendable {
     public var elapsedMilliseconds: Int
     /// True when the deadline (or the system's expiry call) ended processing before everything finished.
     public var deadlineHit: Bool
+    /// What became of the receipt posted to the payload's receipt address (nil: there was none). A receipt is
+    /// posted before the content is handed over, so the report it carries does not know its own outcome.
+    public var receipt: ReceiptOutcome?
 
     public var json: JSONValue {
         var o: [String: JSONValue] = [
@@ -19,6 +22,7 @@ public struct DeliveryReport: Sendable {
             "sources": .array(sources.map { .string($0.rawValue) }),
         ]
         if let id = notificationID { o["notification_id"] = .string(id) }
+        if let receipt { o["receipt"] = .string(receipt.description) }
         if !payloadProblems.isEmpty {
             o["payload_problems"] = .array(payloadProblems.map { ["path": .string($0.path), "code": .string($0.code), "message": .string($0.message)] })
         }

@@ -26,6 +26,8 @@ public struct RichNotificationProcessor: Sendable {
         public var maxAttachments: Int
         /// Draw the payload's chart as an image attachment.
         public var rendersCharts: Bool
+        /// Post the delivery report to the payload's receipt address before handing the content over.
+        public var receipts = ReceiptPolicy()
 
         public init(fetch: FetchPolicy = FetchPolicy(), safetyMargin: TimeInterval = 5, stagingBase: URL = FileManager.default.temporaryDirectory, maxAttachments: Int = 8, rendersCharts: Bool = true) {
             self.fetch = fetch
@@ -155,7 +157,19 @@ public final class ProcessingSession: Sendable {
             group.cancelAll()
             return first
         }
-        finish(deadlineHit: deadlineHit || Task.isCancelled || Date() >= deadline)
+        let late = deadlineHit || Task.isCancelled || Date() >= deadline
+        guard let address = content.receiptURL, configuration.receipts.enabled else { return finish(deadlineHit: late) }
+        if late {
+            // Delivered already (or now): the receipt follows on a best-effort basis, as the system may end the
+            // extension as soon as the content is handed over.
+            finish(deadlineHit: true, receipt: .notSent("the deadline came first; posted after the hand-over, best effort"))
+            _ = await ReceiptPoster.post(gate.report(of: self, deadlineHit: true), to: address, policy: configuration.receipts, allowInsecureHTTP: configuration.fetch.allowInsecureHTTP, timeout: configuration.receipts.timeout)
+            return
+        }
+        // The receipt goes before the hand-over, so it is not lost when the system ends the extension after it.
+        let remaining = deadline.timeIntervalSinceNow
+        let outcome = await ReceiptPoster.post(gate.report(of: self, deadlineHit: false), to: address, policy: configuration.receipts, allowInsecureHTTP: configuration.fetch.allowInsecureHTTP, timeout: min(configuration.receipts.timeout, remaining))
+        finish(deadlineHit: Date() >= deadline, receipt: outcome)
     }
 
     private func fetchAll(_ media: [ReceivedMedia], staging: StagingDirectory, downloader: MediaDownloader) async {
@@ -212,18 +226,23 @@ public final class ProcessingSession: Sendable {
         }
     }
 
-    private func finish(deadlineHit: Bool) {
+    private func finish(deadlineHit: Bool, receipt: ReceiptOutcome? = nil) {
         gate.deliver { attached, skippedByIndex in
-            var skipped = skippedByIndex.sorted { $0.key < $1.key }.map(\.value)
-            // Media neither staged nor skipped when time ran out.
-            let done = Set(attached.map(\.sourceURL)).union(skipped.map(\.url))
-            for m in content.media where !done.contains(m.url) { skipped.append(SkippedMedia(url: m.url, reason: .deadline)) }
-            if let _ = content.chart, configuration.rendersCharts, !done.contains("chart:") {
-                skipped.append(SkippedMedia(url: "chart:", reason: .deadline))
-            }
-            let report = DeliveryReport(notificationID: content.notificationID, sources: content.sources, attached: attached, skipped: skipped, payloadProblems: content.problems, elapsedMilliseconds: milliseconds(), deadlineHit: deadlineHit)
+            var report = makeReport(attached: attached, skippedByIndex: skippedByIndex, deadlineHit: deadlineHit)
+            report.receipt = receipt ?? (content.receiptURL == nil ? nil : .notSent(configuration.receipts.enabled ? "the deadline came first" : "receipts are off"))
             return EnrichedNotification(text: text.applying(content.contentOverride), attachments: attached, report: report)
         }
+    }
+
+    func makeReport(attached: [StagedAttachment], skippedByIndex: [Int: SkippedMedia], deadlineHit: Bool) -> DeliveryReport {
+        var skipped = skippedByIndex.sorted { $0.key < $1.key }.map(\.value)
+        // Media neither staged nor skipped when time ran out.
+        let done = Set(attached.map(\.sourceURL)).union(skipped.map(\.url))
+        for m in content.media where !done.contains(m.url) { skipped.append(SkippedMedia(url: m.url, reason: .deadline)) }
+        if let _ = content.chart, configuration.rendersCharts, !done.contains("chart:") {
+            skipped.append(SkippedMedia(url: "chart:", reason: .deadline))
+        }
+        return DeliveryReport(notificationID: content.notificationID, sources: content.sources, attached: attached, skipped: skipped, payloadProblems: content.problems, elapsedMilliseconds: milliseconds(), deadlineHit: deadlineHit)
     }
 }
 

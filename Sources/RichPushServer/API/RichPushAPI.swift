@@ -28,6 +28,8 @@ public struct RichPushAPI: Sendable {
     public var maxTokensPerRequest = 10_000
     /// Preflight, hosting and charts; nil turns media checks and `/media` off.
     public var media: MediaService?
+    /// Receipt addresses for devices (`rp.r`) and `POST /v1/receipts/{token}`; nil turns both off.
+    public var receipts: DeviceReceipts?
 
     public init(
         store: any ServerStore, registry: DeviceRegistry, queue: DeliveryQueue, intake: NotificationIntake? = nil, adminKey: String,
@@ -86,6 +88,7 @@ public struct RichPushAPI: Sendable {
         router.post("/v1/apps/:app/notifications") { request, context in await api.handle { try await api.send(request, context) } }
         router.get("/v1/apps/:app/notifications/:id") { request, context in await api.handle { try await api.outcomes(request, context) } }
         router.post("/v1/apps/:app/notifications/:id/receipts") { request, context in await api.handle { try await api.receipt(request, context) } }
+        router.post("/v1/receipts/:token") { request, context in await api.handle { try await api.deviceReceipt(request, context) } }
         // A known path with another method is 405 with the methods it takes, not 404.
         var allowed: [String: [String]] = [:]
         for (method, path) in Self.routes { allowed[path, default: []].append(method.uppercased()) }
@@ -116,7 +119,7 @@ public struct RichPushAPI: Sendable {
         ("post", "/v1/media/check"), ("post", "/v1/apps"), ("get", "/v1/apps/{app}"), ("patch", "/v1/apps/{app}"),
         ("post", "/v1/apps/{app}/keys"), ("delete", "/v1/apps/{app}/keys/{key}"), ("post", "/v1/apps/{app}/devices"),
         ("delete", "/v1/apps/{app}/devices/{token}"), ("post", "/v1/apps/{app}/notifications"), ("get", "/v1/apps/{app}/notifications/{id}"),
-        ("post", "/v1/apps/{app}/notifications/{id}/receipts"),
+        ("post", "/v1/apps/{app}/notifications/{id}/receipts"), ("post", "/v1/receipts/{token}"),
     ]
 
     // MARK: Errors and JSON
@@ -298,6 +301,7 @@ public struct RichPushAPI: Sendable {
         let spreadJSON = fields.removeValue(forKey: "spread_seconds")
         let checkJSON = fields.removeValue(forKey: "media_check")
         let rehostJSON = fields.removeValue(forKey: "rehost")
+        let receiptsJSON = fields.removeValue(forKey: "receipts")
         var (message, report) = PushMessage.read(.object(fields))
         report.merge(MessageValidator(options: validation).validate(message))
         var audience: Audience?
@@ -333,6 +337,8 @@ public struct RichPushAPI: Sendable {
         var onFailure = MediaService.OnFailure.reject, rehost = MediaService.Rehost.auto
         if let c = checkJSON { if let v = c.stringValue.flatMap(MediaService.OnFailure.init(rawValue:)) { onFailure = v } else { report.add("media_check", "enum", "media_check is reject, drop or off") } }
         if let r = rehostJSON { if let v = r.stringValue.flatMap(MediaService.Rehost.init(rawValue:)) { rehost = v } else { report.add("rehost", "enum", "rehost is auto, always or never") } }
+        var wantsReceipts = true
+        if let r = receiptsJSON { if case .bool(let b) = r { wantsReceipts = b } else { report.add("receipts", "type", "receipts is true or false") } }
         guard report.isValid, let audience else { throw Failure(status: 422, code: "invalid", message: "the notification is not valid", issues: report.errors) }
         // Media is fetched and judged before anything is stored: a refused media answers 422 naming it.
         if let media {
@@ -343,6 +349,14 @@ public struct RichPushAPI: Sendable {
 
         let id = UUID().uuidString.lowercased()
         message.id = id
+        // The device reports what it attached to the address in `rp.r`, when the payload has room for it.
+        if wantsReceipts, message.receiptURL == nil, let receipts, let url = receipts.url(for: id), RichPushKey.encode(message) != nil {
+            message.receiptURL = url
+            if !MessageValidator.payloadsFit(message, apns: audience.mayUseAPNs, fcm: audience.fcmTargetKind) {
+                message.receiptURL = nil
+                report.add("receipt_url", "no-room", "the payload has no room for the receipt address; this notification is sent without receipts", .warning)
+            }
+        }
         let expiresAt = message.ttl.map { notBefore.addingTimeInterval(TimeInterval($0) + spread) }
         let warnings = JSONValue.array(report.warnings.map(\.json))
         let plan = AcceptPlan(
@@ -400,6 +414,29 @@ public struct RichPushAPI: Sendable {
     }
 
     /// A device's delivery report (RichPushMedia's `DeliveryReport.json`), posted by the app.
+    /// A device's delivery report, posted to the address its payload carried (no API key: the address's signature
+    /// admits reports for its notification only). A later report from the same `device` replaces the earlier.
+    func deviceReceipt(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        guard let receipts else { throw Failure(status: 404, code: "not-found", message: "receipts are off on this server") }
+        guard let id = receipts.notificationID(fromToken: context.parameters.get("token") ?? "") else {
+            throw Failure(status: 403, code: "bad-receipt-token", message: "the receipt address is not one this server gave out")
+        }
+        if let wait = receipts.limiter.check(id) { throw RateLimited(retryAfter: max(1, Int(wait.rounded(.up)))) }
+        var request = request
+        let buffer = try await request.collectBody(upTo: receipts.maxReportBytes)
+        let body: JSONValue
+        do { body = try JSONValue.parse(Array(buffer.readableBytesView)) } catch { throw Failure(status: 400, code: "invalid-json", message: "\(error)") }
+        var issues = DeviceReceipts.problems(in: body["report"], at: "report")
+        let device = body["device"]
+        if let d = device, !(d.stringValue.map { !$0.isEmpty && $0.utf8.count <= 200 } ?? false) {
+            issues.append(.init(path: "device", rule: "type", message: "device is an id of the device of 1 to 200 characters"))
+        }
+        guard issues.isEmpty, let report = body["report"] else { throw Failure(status: 422, code: "invalid", message: "the receipt is not valid", issues: issues) }
+        guard try await store.notification(id: id) != nil else { throw Failure(status: 404, code: "not-found", message: "no such notification") }
+        try await store.saveReceipt(notificationID: id, token: device?.stringValue ?? "device-" + UUID().uuidString.lowercased(), report: report)
+        return Self.json(201, ["recorded": true])
+    }
+
     func receipt(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
         let app = try await requireApp(request, context, .send)
         guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id else {

@@ -32,8 +32,14 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var mediaCacheMegabytes = 64
     /// The address devices fetch hosted media from (a CDN in front of `/media/`); default the public URL.
     public var mediaPublicURL: String?
+    /// Give each rich notification a receipt address (`rp.r`) the device library posts its report to. On by
+    /// default, but only used where devices can reach the server: in sandbox mode, or with a `public_url`.
+    public var receipts = true
 
     public init() {}
+
+    /// Whether notifications carry receipt addresses.
+    public var receiptsEnabled: Bool { receipts && (sandbox || publicURL != nil) }
 
     /// A configuration problem, naming the key and the rule.
     public struct Problem: Error, CustomStringConvertible {
@@ -43,7 +49,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     }
 
     static let keys: [String: Set<String>] = [
-        "": ["database", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers", "sandbox", "media"],
+        "": ["database", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers", "sandbox", "media", "receipts"],
         "workers": ["batch_size", "concurrency"],
         "sandbox": ["enabled", "directory", "apns_port", "fcm_port"],
         "media": ["directory", "cache_megabytes", "public_url"],
@@ -72,6 +78,10 @@ public struct ServerConfiguration: Sendable, Equatable {
         if let s = try string(o["public_url"], "public_url") { publicURL = s }
         if let r = try number(o["rate_limit"], "rate_limit", 0.001...10_000_000) { rateLimit = r }
         if let l = try number(o["lease_seconds"], "lease_seconds", 1...3600) { leaseSeconds = l }
+        if let r = o["receipts"] {
+            guard case .bool(let b) = r else { throw Problem(key: "receipts", rule: "must be true or false") }
+            receipts = b
+        }
         if let w = o["workers"] {
             guard case .object(let wo) = w else { throw Problem(key: "workers", rule: "must be an object") }
             try Self.checkKeys(wo, section: "workers")
@@ -106,7 +116,8 @@ public struct ServerConfiguration: Sendable, Equatable {
         }
     }
 
-    /// Applies `RICHPUSH_DATABASE`, `_HOST`, `_PORT`, `_ADMIN_KEY`, `_PUBLIC_URL`, `_RATE_LIMIT`, `_SANDBOX` (1/0).
+    /// Applies `RICHPUSH_DATABASE`, `_HOST`, `_PORT`, `_ADMIN_KEY`, `_PUBLIC_URL`, `_RATE_LIMIT`, `_SANDBOX` (1/0),
+    /// `_RECEIPTS` (1/0).
     public mutating func apply(environment env: [String: String]) throws {
         if let v = env["RICHPUSH_DATABASE"], !v.isEmpty { database = v }
         if let v = env["RICHPUSH_HOST"], !v.isEmpty { host = v }
@@ -119,6 +130,13 @@ public struct ServerConfiguration: Sendable, Equatable {
         if let v = env["RICHPUSH_RATE_LIMIT"] {
             guard let r = Double(v), r > 0 else { throw Problem(key: "RICHPUSH_RATE_LIMIT", rule: "must be a positive number") }
             rateLimit = r
+        }
+        if let v = env["RICHPUSH_RECEIPTS"] {
+            switch v.lowercased() {
+            case "1", "true", "on", "yes": receipts = true
+            case "0", "false", "off", "no": receipts = false
+            default: throw Problem(key: "RICHPUSH_RECEIPTS", rule: "must be 1 or 0")
+            }
         }
         if let v = env["RICHPUSH_SANDBOX"] {
             switch v.lowercased() {

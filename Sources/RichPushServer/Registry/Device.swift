@@ -49,6 +49,26 @@ public enum Audience: Sendable, Hashable {
     case fcmTopic(String)
     case fcmCondition(String)
 
+    /// Whether deliveries may go through APNs.
+    public var mayUseAPNs: Bool {
+        switch self {
+        case .fcmTopic, .fcmCondition: return false
+        case .providerTokens(let apns, _): return !apns.isEmpty
+        default: return true
+        }
+    }
+
+    /// The kind of FCM target deliveries may use (a topic message is held to 2,048 bytes, a token's to 4,096);
+    /// nil when none goes through FCM.
+    public var fcmTargetKind: FCMTarget? {
+        switch self {
+        case .fcmTopic(let t): return .topic(t)
+        case .fcmCondition(let c): return .condition(c)
+        case .providerTokens(_, let fcm): return fcm.isEmpty ? nil : .token("t")
+        default: return .token("t")
+        }
+    }
+
     /// Whether the deliveries are known without reading the registry page by page (a handful of rows).
     public var isSmall: Bool {
         switch self {

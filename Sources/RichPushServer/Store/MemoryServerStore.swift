@@ -60,4 +60,12 @@ public actor MemoryServerStore: ServerStore {
     public func saveReceipt(notificationID: String, token: String, report: JSONValue) { receipts[notificationID, default: [:]][token] = report }
 
     public func receipts(notificationID: String) -> [String: JSONValue] { receipts[notificationID] ?? [:] }
+
+    private var secrets: [String: [UInt8]] = [:]
+    public func secret(named name: String) -> [UInt8] {
+        if let s = secrets[name] { return s }
+        let fresh = (0..<32).map { _ in UInt8.random(in: 0...255) }
+        secrets[name] = fresh
+        return fresh
+    }
 }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import GRDB
 import NIOConcurrencyHelpers
@@ -58,6 +59,9 @@ public final class SQLiteServerStore: ServerStore {
                 ALTER TABLE notifications ADD COLUMN fanout_total INTEGER NOT NULL DEFAULT 0;
                 CREATE INDEX notifications_fanout ON notifications(fanout_state) WHERE fanout_state = 'pending';
                 """)
+        }
+        m.registerMigration("secrets-v1") { db in
+            try db.execute(sql: "CREATE TABLE secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL)")
         }
         return m
     }
@@ -203,6 +207,15 @@ public final class SQLiteServerStore: ServerStore {
         try await commits.write { db in
             try db.cachedStatement(sql: "INSERT OR REPLACE INTO receipts (notification_id, token, report, received_at) VALUES (?, ?, ?, ?)")
                 .execute(arguments: [notificationID, token, report.jsonString, Date().timeIntervalSince1970])
+        }
+    }
+
+    public func secret(named name: String) async throws -> [UInt8] {
+        try await pool.write { db in
+            if let existing = try Data.fetchOne(db, sql: "SELECT value FROM secrets WHERE name = ?", arguments: [name]) { return Array(existing) }
+            let fresh = SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }
+            try db.execute(sql: "INSERT INTO secrets (name, value) VALUES (?, ?)", arguments: [name, Data(fresh)])
+            return fresh
         }
     }
 

@@ -125,6 +125,10 @@ public protocol ServerStore: Sendable {
     func saveReceipt(notificationID: String, token: String, report: JSONValue) async throws
     /// The receipts of a notification by device token.
     func receipts(notificationID: String) async throws -> [String: JSONValue]
+
+    /// A random 32-byte secret of the server's, made on first use and the same ever after (receipt tokens are
+    /// signed with one, so they stay valid across restarts).
+    func secret(named name: String) async throws -> [UInt8]
 }
 
 extension ServerStore {

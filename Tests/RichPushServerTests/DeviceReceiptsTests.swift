@@ -1,0 +1,163 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import RichPushCore
+import RichPushMedia
+import RichPushServer
+import Testing
+
+/// Receipts from devices: the server signs a receipt address into each rich payload, the device library posts its
+/// report there with no API key, and the server admits reports for that notification only.
+@Suite struct DeviceReceiptsTests {
+    static func token(_ client: APITests.Client) async throws -> (String, String) { try await APITests.createApp(client) }
+
+    @Test func tokensAdmitTheirNotificationOnly() {
+        let receipts = DeviceReceipts(secret: Array(repeating: 7, count: 32), base: "https://push.example.com/")
+        let id = "1d259275-c295-4862-a90c-8c107bbd80e1"
+        let token = receipts.token(for: id)
+        #expect(token.hasPrefix(id + ".") && token.count == id.count + 1 + 22)
+        #expect(receipts.url(for: id) == "https://push.example.com/v1/receipts/" + token)
+        #expect(receipts.notificationID(fromToken: token) == id)
+        let signature = String(token.split(separator: ".").last!)
+        // The signature of one notification does not admit another, and a changed signature admits nothing.
+        #expect(receipts.notificationID(fromToken: "2d259275-c295-4862-a90c-8c107bbd80e1." + signature) == nil)
+        var flipped = Array(signature)
+        flipped[3] = flipped[3] == "A" ? "B" : "A"
+        #expect(receipts.notificationID(fromToken: id + "." + String(flipped)) == nil)
+        let short = String(signature.dropLast(2))
+        let bads: [String] = ["", ".", id, id + ".", "." + signature, id + "." + signature + "A", id + ".!!!!!!!!!!!!!!!!!!!!!!", id + "." + short]
+        for bad in bads {
+            #expect(receipts.notificationID(fromToken: bad) == nil, "\(bad)")
+        }
+        // Another server's secret makes other signatures.
+        #expect(DeviceReceipts(secret: Array(repeating: 8, count: 32)).notificationID(fromToken: token) == nil)
+    }
+
+    @Test func theSecretOutlivesARestart() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("secret-\(UUID().uuidString).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let first = try await SQLiteServerStore(pool: SQLiteDeliveryQueue.openPool(path: path)).secret(named: "receipts")
+        let second = try await SQLiteServerStore(pool: SQLiteDeliveryQueue.openPool(path: path)).secret(named: "receipts")
+        #expect(first.count == 32 && first == second)
+        #expect(try await SQLiteServerStore(pool: SQLiteDeliveryQueue.openPool(path: path)).secret(named: "other") != first)
+        let token = DeviceReceipts(secret: first).token(for: "n1")
+        #expect(DeviceReceipts(secret: second).notificationID(fromToken: token) == "n1")
+    }
+
+    /// The whole loop over a real socket: accepted message → payload with `rp.r` → the device pipeline posts its
+    /// report → the server counts it.
+    @Test func theDeviceLibraryPostsItsReportToTheAddressInThePayload() async throws {
+        let f = try APITests.fixture()
+        let receipts = DeviceReceipts(secret: try await f.store.secret(named: "receipts"))
+        var api = f.api
+        api.receipts = receipts
+        try await Application(router: api.router()).test(.live) { client in
+            receipts.base = "http://127.0.0.1:\(try #require(client.port))"
+            let (app, key) = try await Self.token(client)
+            let token = String(repeating: "ab", count: 32)
+            let chart: JSONValue = ["type": "bar", "values": [3, 5, 4, 6], "title": "Signups"]
+            let (status, accepted) = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: ["title": "Week", "chart": chart, "audience": ["apns_tokens": [.string(token)]]])
+            #expect(status == 202)
+            let id = try #require(accepted["id"]?.stringValue)
+            let stored = try await f.store.message(id: id)
+            let message = try #require(stored)
+            let address = try #require(message.receiptURL)
+            #expect(address == receipts.url(for: id))
+            let payload = APNsRenderer.payload(for: message)
+            #expect(payload["rp"]?["r"]?.stringValue == address)
+
+            var config = RichNotificationProcessor.Configuration(fetch: FetchPolicy(allowInsecureHTTP: true))
+            config.stagingBase = FileManager.default.temporaryDirectory
+            config.receipts = ReceiptPolicy(deviceID: "iphone-1")
+            let shown = await RichNotificationProcessor(configuration: config).process(payload: payload, deadline: Date().addingTimeInterval(10))
+            #expect(shown.attachments.count == 1)
+            #expect(shown.report.receipt == .posted(status: 201))
+            var outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
+            #expect(outcome["receipts"] == ["count": 1, "with_media": 1, "skipped_reasons": [:]])
+            // The same device again replaces its receipt; another device adds one.
+            _ = await RichNotificationProcessor(configuration: config).process(payload: payload, deadline: Date().addingTimeInterval(10))
+            config.receipts = ReceiptPolicy(deviceID: nil)
+            #expect(await RichNotificationProcessor(configuration: config).process(payload: payload, deadline: Date().addingTimeInterval(10)).report.receipt == .posted(status: 201))
+            outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
+            #expect(outcome["receipts"]?["count"] == 2)
+            // With receipts off on the device nothing is posted.
+            config.receipts.enabled = false
+            #expect(await RichNotificationProcessor(configuration: config).process(payload: payload, deadline: Date().addingTimeInterval(10)).report.receipt == .notSent("receipts are off"))
+            outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
+            #expect(outcome["receipts"]?["count"] == 2)
+        }
+    }
+
+    @Test func receiptsAreRefusedWithTheReason() async throws {
+        let f = try APITests.fixture()
+        let receipts = DeviceReceipts(secret: try await f.store.secret(named: "receipts"), base: "https://push.example.com", rate: 1, burst: 2)
+        var api = f.api
+        api.receipts = receipts
+        try await Application(router: api.router()).test(.router) { client in
+            let (app, key) = try await Self.token(client)
+            let (_, accepted) = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: ["title": "T", "media": "https://cdn.example.com/a.jpg", "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]]])
+            let id = try #require(accepted["id"]?.stringValue)
+            let path = "/v1/receipts/" + receipts.token(for: id)
+            let good: JSONValue = ["device": "d1", "report": ["attachments": [], "skipped": [["url": "https://cdn.example.com/a.jpg", "reason": "too-large"]]]]
+
+            // No API key needed, and none taken instead of the signature.
+            #expect(try await APITests.call(client, .post, path, key: nil, body: good).0 == 201)
+            let forged = try await APITests.call(client, .post, "/v1/receipts/\(id).AAAAAAAAAAAAAAAAAAAAAA", key: key, body: good)
+            #expect(forged.0 == 403 && forged.1["error"]?["code"] == "bad-receipt-token")
+            let unknown = try await APITests.call(client, .post, "/v1/receipts/" + receipts.token(for: "no-such-notification"), key: nil, body: good)
+            #expect(unknown.0 == 404)
+            let bad = try await APITests.call(client, .post, path, key: nil, body: ["device": "", "report": ["attachments": 3]])
+            #expect(bad.0 == 422)
+            let paths = Set((bad.1["error"]?["issues"]?.arrayValue ?? []).compactMap { $0["path"]?.stringValue })
+            #expect(paths == ["report.attachments", "report.skipped", "device"], "\(bad.1)")
+            // The third receipt within a second (the refused one counts) is over the rate set here for one notification.
+            let limited = try await APITests.call(client, .post, path, key: nil, body: good)
+            #expect(limited.0 == 429)
+            // The outcome shows the one receipt recorded.
+            let outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
+            #expect(outcome["receipts"] == ["count": 1, "with_media": 0, "skipped_reasons": ["too-large": 1]])
+        }
+        // A report over 16 KB is refused before it is read.
+        let big = DeviceReceipts(secret: try await f.store.secret(named: "receipts"), base: "https://push.example.com")
+        api.receipts = big
+        try await Application(router: api.router()).test(.router) { client in
+            let (app, key) = try await Self.token(client)
+            let (_, accepted) = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: ["title": "T", "media": "https://cdn.example.com/a.jpg", "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]]])
+            let id = try #require(accepted["id"]?.stringValue)
+            let padding = String(repeating: "x", count: 17_000)
+            let status = try await APITests.call(client, .post, "/v1/receipts/" + big.token(for: id), key: nil, body: ["report": ["attachments": [], "skipped": [], "pad": .string(padding)]]).0
+            #expect(status == 413)
+        }
+    }
+
+    @Test func onlyRichNotificationsWithRoomGetAnAddress() async throws {
+        let f = try APITests.fixture()
+        var api = f.api
+        api.receipts = DeviceReceipts(secret: try await f.store.secret(named: "receipts"), base: "https://push.example.com")
+        try await Application(router: api.router()).test(.router) { client in
+            let (app, key) = try await Self.token(client)
+            let audience: JSONValue = ["apns_tokens": [.string(String(repeating: "ab", count: 32))]]
+            func send(_ body: JSONValue) async throws -> (PushMessage, JSONValue) {
+                let (status, accepted) = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: body)
+                #expect(status == 202, "\(accepted)")
+                let id = try #require(accepted["id"]?.stringValue)
+                let stored = try await f.store.message(id: id)
+                return (try #require(stored), accepted["warnings"] ?? .null)
+            }
+            #expect(try await send(["title": "T", "media": "https://cdn.example.com/a.jpg", "audience": audience]).0.receiptURL != nil)
+            // Nothing for the extension to do: nothing to report.
+            #expect(try await send(["title": "Plain", "audience": audience]).0.receiptURL == nil)
+            // Turned off for one send.
+            #expect(try await send(["title": "T", "media": "https://cdn.example.com/a.jpg", "receipts": false, "audience": audience]).0.receiptURL == nil)
+            #expect(try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: ["title": "T", "receipts": "yes", "audience": audience]).0 == 422)
+            // A payload just under APNs' 4 KB has no room for the address: sent without, with a warning.
+            var base = PushMessage(alert: .init(title: "T"), media: [PushMedia(url: "https://cdn.example.com/a.jpg")], data: ["x": ""])
+            base.id = UUID().uuidString.lowercased()
+            let room = 4096 - APNsRenderer.payload(for: base).serializedSize - 30
+            let (full, warnings) = try await send(["title": "T", "media": "https://cdn.example.com/a.jpg", "data": ["x": .string(String(repeating: "y", count: room))], "audience": audience])
+            #expect(full.receiptURL == nil)
+            #expect((warnings.arrayValue ?? []).contains { $0["path"] == "receipt_url" && $0["rule"] == "no-room" }, "\(warnings)")
+        }
+    }
+}
