@@ -1,0 +1,46 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import RichPushCore
+
+/// Receipts: what devices report they did with a notification.
+extension RichPushAPI {
+    /// A device's delivery report, posted to the address its payload carried (no API key: the address's signature
+    /// admits reports for its notification only). A later report from the same `device` replaces the earlier.
+    func deviceReceipt(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        guard let receipts else { throw Failure(status: 404, code: "not-found", message: "receipts are off on this server") }
+        guard let id = receipts.notificationID(fromToken: context.parameters.get("token") ?? "") else {
+            throw Failure(status: 403, code: "bad-receipt-token", message: "the receipt address is not one this server gave out")
+        }
+        if let wait = receipts.limiter.check(id) { throw RateLimited(retryAfter: max(1, Int(wait.rounded(.up)))) }
+        var request = request
+        let buffer = try await request.collectBody(upTo: receipts.maxReportBytes)
+        let body: JSONValue
+        do { body = try JSONValue.parse(Array(buffer.readableBytesView)) } catch { throw Failure(status: 400, code: "invalid-json", message: "\(error)") }
+        var issues = DeviceReceipts.problems(in: body["report"], at: "report")
+        let device = body["device"]
+        if let d = device, !(d.stringValue.map { !$0.isEmpty && $0.utf8.count <= 200 } ?? false) {
+            issues.append(.init(path: "device", rule: "type", message: "device is an id of the device of 1 to 200 characters"))
+        }
+        guard issues.isEmpty, let report = body["report"] else { throw Failure(status: 422, code: "invalid", message: "the receipt is not valid", issues: issues) }
+        guard try await store.notification(id: id) != nil else { throw Failure(status: 404, code: "not-found", message: "no such notification") }
+        try await store.saveReceipt(notificationID: id, token: device?.stringValue ?? "device-" + UUID().uuidString.lowercased(), report: report)
+        return Self.json(201, ["recorded": true])
+    }
+
+    /// A device's delivery report (RichPushMedia's `DeliveryReport.json`), posted by the app with a `send` key.
+    func receipt(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let app = try await requireApp(request, context, .send)
+        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id else {
+            throw Failure(status: 404, code: "not-found", message: "no such notification")
+        }
+        let body = try await bodyJSON(request)
+        var issues: [ValidationIssue] = []
+        let token = body["token"]?.stringValue ?? ""
+        if token.isEmpty { issues.append(.init(path: "token", rule: "required", message: "the device token the report is from")) }
+        if body["report"]?.objectValue == nil { issues.append(.init(path: "report", rule: "type", message: "report must be the device library's delivery report object")) }
+        guard issues.isEmpty, let report = body["report"] else { throw Failure(status: 422, code: "invalid", message: "the receipt is not valid", issues: issues) }
+        try await store.saveReceipt(notificationID: id, token: token, report: report)
+        return Self.json(201, ["recorded": true])
+    }
+}
