@@ -35,6 +35,42 @@ import FoundationNetworking
             let (data, response) = try await URLSession.shared.data(for: request)
             return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONValue.parse(data)) ?? .null)
         }
+
+        /// An app with 100 devices (half iOS, half Android) and `notifications` sends to all of them.
+        func sendToAHundredDevices(notifications: Int) async throws -> (app: String, key: String, ids: [String]) {
+            let (_, created) = try await call("POST", "/v1/apps", key: "test-admin-key-0001", body: ["name": "Load", "bundle_id": "com.example.app"])
+            let app = try #require(created["app"]?["id"]?.stringValue), key = try #require(created["api_key"]?.stringValue)
+            for i in 0..<100 {
+                let ios = i % 2 == 0
+                let token: JSONValue = .string(ios ? String(format: "%064x", i + 1) : "load-android-token-\(i)")
+                #expect(try await call("POST", "/v1/apps/\(app)/devices", key: key, body: ["token": token, "platform": .string(ios ? "ios" : "android")]).0 == 200)
+            }
+            var ids: [String] = []
+            for i in 0..<notifications {
+                let (status, accepted) = try await call("POST", "/v1/apps/\(app)/notifications", key: key, body: ["title": .string("n\(i)"), "audience": ["all": true]])
+                #expect(status == 202)
+                ids.append(try #require(accepted["id"]?.stringValue))
+            }
+            return (app, key, ids)
+        }
+
+        /// The notifications' deliveries by state, once none is queued or leased and all `expecting` are counted
+        /// (or after two minutes).
+        func settledTotals(app: String, key: String, ids: [String], expecting: Int64) async throws -> [String: Int64] {
+            var totals: [String: Int64] = [:]
+            let deadline = Date().addingTimeInterval(120)
+            while Date() < deadline {
+                totals = [:]
+                for id in ids {
+                    for (state, n) in try await call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1["counts"]?.objectValue ?? [:] {
+                        totals[state, default: 0] += n.intValue ?? 0
+                    }
+                }
+                if totals["queued"] == nil && totals["leased"] == nil && totals.values.reduce(0, +) == expecting { break }
+                try await Task.sleep(nanoseconds: 300_000_000)
+            }
+            return totals
+        }
     }
 
     @Test func aScheduledSendSurvivesAKillAndARestart() async throws {
@@ -135,37 +171,14 @@ import FoundationNetworking
         let external = sandbox.serverArguments + ["--lease", "10"]
 
         var server = try Server(db: db, sandboxDir: sbxDir, extra: external)
-        let (_, created) = try await server.call("POST", "/v1/apps", key: "test-admin-key-0001", body: ["name": "Crash", "bundle_id": "com.example.app"])
-        let app = try #require(created["app"]?["id"]?.stringValue), key = try #require(created["api_key"]?.stringValue)
-        for i in 0..<100 {
-            let ios = i % 2 == 0
-            let token: JSONValue = .string(ios ? String(format: "%064x", i + 1) : "crash-android-token-\(i)")
-            #expect(try await server.call("POST", "/v1/apps/\(app)/devices", key: key, body: ["token": token, "platform": .string(ios ? "ios" : "android")]).0 == 200)
-        }
-        var ids: [String] = []
-        for i in 0..<100 {
-            let (status, accepted) = try await server.call("POST", "/v1/apps/\(app)/notifications", key: key, body: ["title": .string("n\(i)"), "audience": ["all": true]])
-            #expect(status == 202)
-            ids.append(try #require(accepted["id"]?.stringValue))
-        }
+        let (app, key, ids) = try await server.sendToAHundredDevices(notifications: 100)
         for _ in 0..<3 {
             try await Task.sleep(nanoseconds: 400_000_000)
             kill(server.process.processIdentifier, SIGKILL)
             server.process.waitUntilExit()
             server = try Server(db: db, sandboxDir: sbxDir, extra: external)
         }
-        var totals: [String: Int64] = [:]
-        let deadline = Date().addingTimeInterval(120)
-        while Date() < deadline {
-            totals = [:]
-            for id in ids {
-                for (state, n) in try await server.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1["counts"]?.objectValue ?? [:] {
-                    totals[state, default: 0] += n.intValue ?? 0
-                }
-            }
-            if totals["queued"] == nil && totals["leased"] == nil && totals.values.reduce(0, +) == 10_000 { break }
-            try await Task.sleep(nanoseconds: 500_000_000)
-        }
+        let totals = try await server.settledTotals(app: app, key: key, ids: ids, expecting: 10_000)
         #expect(totals == ["delivered": 10_000], "\(totals)")
         let accepted = try await sandbox.acceptedCount()
         let duplicates = accepted - 10_000
@@ -189,19 +202,7 @@ import FoundationNetworking
         // in time, and the totals below would show it.
         let external = sandbox.serverArguments + ["--lease", "600"]
         var server = try Server(db: db, sandboxDir: sbxDir, extra: external)
-        let (_, created) = try await server.call("POST", "/v1/apps", key: "test-admin-key-0001", body: ["name": "Drain", "bundle_id": "com.example.app"])
-        let app = try #require(created["app"]?["id"]?.stringValue), key = try #require(created["api_key"]?.stringValue)
-        for i in 0..<100 {
-            let ios = i % 2 == 0
-            let token: JSONValue = .string(ios ? String(format: "%064x", i + 1) : "drain-android-token-\(i)")
-            #expect(try await server.call("POST", "/v1/apps/\(app)/devices", key: key, body: ["token": token, "platform": .string(ios ? "ios" : "android")]).0 == 200)
-        }
-        var ids: [String] = []
-        for i in 0..<50 {
-            let (status, accepted) = try await server.call("POST", "/v1/apps/\(app)/notifications", key: key, body: ["title": .string("n\(i)"), "audience": ["all": true]])
-            #expect(status == 202)
-            ids.append(try #require(accepted["id"]?.stringValue))
-        }
+        let (app, key, ids) = try await server.sendToAHundredDevices(notifications: 50)
         // Stop it while it is sending.
         var arrived = 0
         for _ in 0..<200 {
@@ -218,18 +219,7 @@ import FoundationNetworking
         let atStop = try await sandbox.acceptedCount()
 
         server = try Server(db: db, sandboxDir: sbxDir, extra: external)
-        var totals: [String: Int64] = [:]
-        let deadline = Date().addingTimeInterval(120)
-        while Date() < deadline {
-            totals = [:]
-            for id in ids {
-                for (state, n) in try await server.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1["counts"]?.objectValue ?? [:] {
-                    totals[state, default: 0] += n.intValue ?? 0
-                }
-            }
-            if totals["queued"] == nil && totals["leased"] == nil && totals.values.reduce(0, +) == 5_000 { break }
-            try await Task.sleep(nanoseconds: 300_000_000)
-        }
+        let totals = try await server.settledTotals(app: app, key: key, ids: ids, expecting: 5_000)
         #expect(totals == ["delivered": 5_000], "\(totals)")
         let accepted = try await sandbox.acceptedCount()
         print("drain test: SIGTERM after \(arrived) deliveries, exit in \(String(format: "%.2f", took)) s with \(atStop) delivered; after the restart the emulators accepted \(accepted) of 5,000")
