@@ -160,4 +160,28 @@ import Testing
             #expect((warnings.arrayValue ?? []).contains { $0["path"] == "receipt_url" && $0["rule"] == "no-room" }, "\(warnings)")
         }
     }
+
+    /// Sizes are checked on the message as sent and for the providers its audience uses: a message whose FCM
+    /// request is over 4 KB is refused for a registry tag (Android devices may be in it), accepted for APNs tokens.
+    @Test func sizesAreCheckedForTheProvidersTheAudienceUses() async throws {
+        let f = try APITests.fixture()
+        func message(_ n: Int) -> PushMessage { PushMessage(alert: .init(title: "T"), media: [PushMedia(url: "https://cdn.example.com/a.jpg")], data: ["x": .string(String(repeating: "y", count: n))]) }
+        let n = try #require(stride(from: 0, to: 4000, by: 25).first { n in
+            MessageValidator.sizeIssues(message(n), apns: true, fcm: nil).isEmpty && !MessageValidator.sizeIssues(message(n), apns: false, fcm: .token("t")).isEmpty
+        })
+        try await Application(router: f.api.router()).test(.router) { client in
+            let (app, key) = try await Self.token(client)
+            let body: [String: JSONValue] = ["title": "T", "media": "https://cdn.example.com/a.jpg", "data": ["x": .string(String(repeating: "y", count: n))]]
+            var toTag = body
+            toTag["audience"] = ["tag": "vip"]
+            let (status, refused) = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: .object(toTag))
+            #expect(status == 422)
+            let issue = refused["error"]?["issues"]?.arrayValue?.first
+            #expect(issue?["rule"] == "payload-too-large", "\(refused)")
+            #expect((issue?["message"]?.stringValue ?? "").contains("FCM"))
+            var toAPNs = body
+            toAPNs["audience"] = ["apns_tokens": [.string(String(repeating: "ab", count: 32))]]
+            #expect(try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: .object(toAPNs)).0 == 202)
+        }
+    }
 }

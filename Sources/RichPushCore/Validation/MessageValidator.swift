@@ -16,6 +16,9 @@ public struct MessageValidator: Sendable {
         public var strictAPNsTokenLength: Bool
         /// The time an absolute `expiration` is compared with.
         public var now: @Sendable () -> Date
+        /// Check the rendered payloads against the providers' size limits (a server that changes the message
+        /// after validating it checks the final one with ``sizeIssues(_:apns:fcm:)`` instead).
+        public var checksSizes = true
 
         public init(allowInsecureMedia: Bool = false, requireTargets: Bool = true, strictAPNsTokenLength: Bool = false, now: @escaping @Sendable () -> Date = { Date() }) {
             self.allowInsecureMedia = allowInsecureMedia
@@ -51,7 +54,7 @@ public struct MessageValidator: Sendable {
         checkData(m, &r)
         checkMedia(m, &r)
         if let chart = m.chart { r.merge(chart.validate(at: "chart")) }
-        checkSizes(m, &r)
+        if options.checksSizes { checkSizes(m, &r) }
         return r
     }
 
@@ -227,30 +230,32 @@ public struct MessageValidator: Sendable {
         return ("url-scheme", "scheme '\(scheme)' is not fetchable; use https")
     }
 
-    /// Whether the message's APNs payload (when `apns`) and its FCM message (when `fcm` names the kind of target)
-    /// are within the providers' limits: for a server adding something to an already valid message.
-    public static func payloadsFit(_ m: PushMessage, apns: Bool, fcm: FCMTarget?) -> Bool {
-        if apns && APNsRenderer.payload(for: m).serializedSize > m.pushType.payloadLimit { return false }
-        guard let fcm else { return true }
-        return FCMRenderer(projectID: "p").render(m, to: fcm).payloadSize <= fcm.payloadLimit
-    }
-
-    private func checkSizes(_ m: PushMessage, _ r: inout ValidationReport) {
-        let apnsSize = APNsRenderer.payload(for: m).serializedSize
-        let apnsLimit = m.pushType.payloadLimit
-        if apnsSize > apnsLimit {
-            r.add("", "payload-too-large", "the APNs payload is \(apnsSize) bytes; the limit for push type \(m.pushType.rawValue) is \(apnsLimit)")
+    /// The size limits the message breaks: its APNs payload (when `apns`) and its FCM message to that kind of
+    /// target (when `fcm` is given; a topic or condition message is held to 2,048 bytes, a token's to 4,096).
+    public static func sizeIssues(_ m: PushMessage, apns: Bool, fcm: FCMTarget?, now: @escaping @Sendable () -> Date = { Date() }) -> [ValidationIssue] {
+        var r = ValidationReport()
+        if apns {
+            let size = APNsRenderer.payload(for: m).serializedSize
+            if size > m.pushType.payloadLimit {
+                r.add("", "payload-too-large", "the APNs payload is \(size) bytes; the limit for push type \(m.pushType.rawValue) is \(m.pushType.payloadLimit)")
+            }
         }
-        let fcm = FCMRenderer(projectID: "p", now: options.now)
-        let targets: [FCMTarget] = (m.targets.topic.map { [.topic($0)] } ?? []) + (m.targets.condition.map { [.condition($0)] } ?? [])
-            + (m.targets.fcmTokens.isEmpty ? [] : [.token("t")])
-        for target in targets {
-            let size = fcm.render(m, to: target).payloadSize
+        if let target = fcm {
+            let size = FCMRenderer(projectID: "p", now: now).render(m, to: target).payloadSize
             if size > target.payloadLimit {
                 let what = target.payloadLimit == 2048 ? "messages to topics" : "messages to tokens"
                 r.add("", "payload-too-large", "the FCM message is \(size) bytes; FCM allows \(target.payloadLimit) for \(what)")
             }
         }
+        return r.issues
+    }
+
+    private func checkSizes(_ m: PushMessage, _ r: inout ValidationReport) {
+        let targets: [FCMTarget] = (m.targets.topic.map { [.topic($0)] } ?? []) + (m.targets.condition.map { [.condition($0)] } ?? [])
+            + (m.targets.fcmTokens.isEmpty ? [] : [.token("t")])
+        var issues = Self.sizeIssues(m, apns: true, fcm: nil, now: options.now)
+        for target in targets { issues += Self.sizeIssues(m, apns: false, fcm: target, now: options.now) }
+        for i in issues { r.add(i.path, i.rule, i.message, i.severity) }
     }
 
     // MARK: - Shapes

@@ -303,7 +303,11 @@ public struct RichPushAPI: Sendable {
         let rehostJSON = fields.removeValue(forKey: "rehost")
         let receiptsJSON = fields.removeValue(forKey: "receipts")
         var (message, report) = PushMessage.read(.object(fields))
-        report.merge(MessageValidator(options: validation).validate(message))
+        // Sizes are checked at the end, on the message as it will be sent (media re-hosted, id and receipt address set)
+        // and for the providers the audience uses.
+        var options = validation
+        options.checksSizes = false
+        report.merge(MessageValidator(options: options).validate(message))
         var audience: Audience?
         if let a = audienceJSON {
             let (read, problem) = Audience.read(a)
@@ -350,13 +354,22 @@ public struct RichPushAPI: Sendable {
         let id = UUID().uuidString.lowercased()
         message.id = id
         // The device reports what it attached to the address in `rp.r`, when the payload has room for it.
+        let (apns, fcm) = (audience.mayUseAPNs, audience.fcmTargetKind)
+        var sizeProblems: [ValidationIssue]
         if wantsReceipts, message.receiptURL == nil, let receipts, let url = receipts.url(for: id), RichPushKey.encode(message) != nil {
             message.receiptURL = url
-            if !MessageValidator.payloadsFit(message, apns: audience.mayUseAPNs, fcm: audience.fcmTargetKind) {
+            sizeProblems = MessageValidator.sizeIssues(message, apns: apns, fcm: fcm, now: validation.now)
+            if !sizeProblems.isEmpty {
                 message.receiptURL = nil
-                report.add("receipt_url", "no-room", "the payload has no room for the receipt address; this notification is sent without receipts", .warning)
+                sizeProblems = MessageValidator.sizeIssues(message, apns: apns, fcm: fcm, now: validation.now)
+                if sizeProblems.isEmpty {
+                    report.add("receipt_url", "no-room", "the payload has no room for the receipt address; this notification is sent without receipts", .warning)
+                }
             }
+        } else {
+            sizeProblems = MessageValidator.sizeIssues(message, apns: apns, fcm: fcm, now: validation.now)
         }
+        guard sizeProblems.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the notification is not valid", issues: sizeProblems) }
         let expiresAt = message.ttl.map { notBefore.addingTimeInterval(TimeInterval($0) + spread) }
         let warnings = JSONValue.array(report.warnings.map(\.json))
         let plan = AcceptPlan(
