@@ -23,7 +23,11 @@ struct LocalServer {
         let checkpointer = try WALCheckpointer(path: config.database)
         let queue = try SQLiteDeliveryQueue(pool: pool)
         let registry = try SQLiteDeviceRegistry(pool: pool)
-        let store = try SQLiteServerStore(pool: pool)
+        // Credentials are sealed with a key kept beside the database (made on first start, never when sealed
+        // credentials exist without it: that would lock them away for good).
+        let keyFile = config.resolvedCredentialsKeyFile
+        let sealer = try CredentialSealer.load(keyFile: keyFile, create: !FileManager.default.fileExists(atPath: keyFile) && !SQLiteServerStore.hasSealedCredentials(pool: pool))
+        let store = try SQLiteServerStore(pool: pool, sealer: sealer)
 
         // In sandbox mode every request goes to the emulators; apps without credentials use the sandbox's.
         var sandbox: Sandbox?

@@ -178,7 +178,8 @@ import Testing
             #expect(status == 422)
             let issue = refused["error"]?["issues"]?.arrayValue?.first
             #expect(issue?["rule"] == "payload-too-large", "\(refused)")
-            #expect((issue?["message"]?.stringValue ?? "").contains("FCM"))
+            let said = issue?["message"]?.stringValue ?? ""
+            #expect(said.contains("FCM"), "\(said)")
             var toAPNs = body
             toAPNs["audience"] = ["apns_tokens": [.string(String(repeating: "ab", count: 32))]]
             #expect(try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: .object(toAPNs)).0 == 202)

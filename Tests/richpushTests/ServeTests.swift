@@ -80,6 +80,8 @@ import FoundationNetworking
         let db = dir.appendingPathComponent("rp.sqlite").path, sbx = dir.appendingPathComponent("sandbox").path
         let first = try Server(db: db, sandboxDir: sbx)
         #expect(first.base.hasPrefix("http://127.0.0.1:"))
+        // The key provider credentials are sealed with, beside the database, for its owner only.
+        #expect(try FileManager.default.attributesOfItem(atPath: db + ".key")[.posixPermissions] as? Int == 0o600)
         let (s1, created) = try await first.call("POST", "/v1/apps", key: "test-admin-key-0001", body: ["name": "Shop", "bundle_id": "com.example.app"])
         #expect(s1 == 201)
         let app = try #require(created["app"]?["id"]?.stringValue), key = try #require(created["api_key"]?.stringValue)

@@ -35,6 +35,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Give each rich notification a receipt address (`rp.r`) the device library posts its report to. On by
     /// default, but only used where devices can reach the server: in sandbox mode, or with a `public_url`.
     public var receipts = true
+    /// The file holding the key provider credentials are sealed with in the database; default the database's
+    /// path with `.key` added. Made (readable by its owner only) on first start.
+    public var credentialsKeyFile: String?
+
+    public var resolvedCredentialsKeyFile: String { credentialsKeyFile ?? database + ".key" }
 
     public init() {}
 
@@ -49,7 +54,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     }
 
     static let keys: [String: Set<String>] = [
-        "": ["database", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers", "sandbox", "media", "receipts"],
+        "": ["database", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers", "sandbox", "media", "receipts", "credentials_key_file"],
         "workers": ["batch_size", "concurrency"],
         "sandbox": ["enabled", "directory", "apns_port", "fcm_port"],
         "media": ["directory", "cache_megabytes", "public_url"],
@@ -78,6 +83,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         if let s = try string(o["public_url"], "public_url") { publicURL = s }
         if let r = try number(o["rate_limit"], "rate_limit", 0.001...10_000_000) { rateLimit = r }
         if let l = try number(o["lease_seconds"], "lease_seconds", 1...3600) { leaseSeconds = l }
+        if let s = try string(o["credentials_key_file"], "credentials_key_file") { credentialsKeyFile = s }
         if let r = o["receipts"] {
             guard case .bool(let b) = r else { throw Problem(key: "receipts", rule: "must be true or false") }
             receipts = b
@@ -117,7 +123,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     }
 
     /// Applies `RICHPUSH_DATABASE`, `_HOST`, `_PORT`, `_ADMIN_KEY`, `_PUBLIC_URL`, `_RATE_LIMIT`, `_SANDBOX` (1/0),
-    /// `_RECEIPTS` (1/0).
+    /// `_RECEIPTS` (1/0), `_CREDENTIALS_KEY_FILE`.
     public mutating func apply(environment env: [String: String]) throws {
         if let v = env["RICHPUSH_DATABASE"], !v.isEmpty { database = v }
         if let v = env["RICHPUSH_HOST"], !v.isEmpty { host = v }
@@ -131,6 +137,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             guard let r = Double(v), r > 0 else { throw Problem(key: "RICHPUSH_RATE_LIMIT", rule: "must be a positive number") }
             rateLimit = r
         }
+        if let v = env["RICHPUSH_CREDENTIALS_KEY_FILE"], !v.isEmpty { credentialsKeyFile = v }
         if let v = env["RICHPUSH_RECEIPTS"] {
             switch v.lowercased() {
             case "1", "true", "on", "yes": receipts = true

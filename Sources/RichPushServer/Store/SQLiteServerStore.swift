@@ -15,11 +15,46 @@ public final class SQLiteServerStore: ServerStore {
     private let grants = NIOLockedValueBox<[String: (APIGrant?, Date)]>([:])
     private let apps = NIOLockedValueBox<[String: (ServerApp?, Date)]>([:])
 
-    public init(pool: DatabasePool, cacheLifetime: TimeInterval = 5) throws {
+    /// Seals credentials before they are written; nil stores them as given.
+    let sealer: CredentialSealer?
+
+    /// With a `sealer`, credentials stored unsealed before are sealed now, and the key is checked against those
+    /// sealed already (a wrong key stops here, not at the first send). Without one, sealed credentials stop here.
+    public init(pool: DatabasePool, cacheLifetime: TimeInterval = 5, sealer: CredentialSealer? = nil) throws {
         self.pool = pool
         self.cacheLifetime = cacheLifetime
+        self.sealer = sealer
         commits = GroupCommit(pool: pool)
         try Self.migrator.migrate(pool)
+        try pool.write { db in
+            let rows = try Row.fetchAll(db, sql: "SELECT id, apns, fcm FROM apps WHERE apns IS NOT NULL OR fcm IS NOT NULL")
+            for row in rows {
+                var values: [String?] = []
+                var changed = false
+                for column in ["apns", "fcm"] {
+                    guard let stored = row[column] as String? else { values.append(nil); continue }
+                    if CredentialSealer.isSealed(stored) {
+                        guard let sealer else { throw CredentialSealer.Problem(description: "app \(row["id"] as String): its credentials are sealed, and no credentials key was given") }
+                        _ = try sealer.open(stored)
+                        values.append(stored)
+                    } else {
+                        values.append(try sealer.map { try $0.seal(stored) } ?? stored)
+                        changed = changed || sealer != nil
+                    }
+                }
+                guard changed else { continue }
+                try db.execute(sql: "UPDATE apps SET apns = ?, fcm = ? WHERE id = ?", arguments: [values[0], values[1], row["id"] as String])
+            }
+        }
+    }
+
+    /// Whether any app's credentials are sealed (a server without its key file must not make a new one then).
+    public static func hasSealedCredentials(pool: DatabasePool) throws -> Bool {
+        try pool.read { db in
+            guard try db.tableExists("apps") else { return false }
+            let prefix = CredentialSealer.prefix + "%"
+            return try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM apps WHERE apns LIKE ? OR fcm LIKE ?)", arguments: [prefix, prefix]) ?? false
+        }
     }
 
     static var migrator: DatabaseMigrator {
@@ -68,20 +103,22 @@ public final class SQLiteServerStore: ServerStore {
 
     // MARK: Apps
 
-    static func credentialsJSON(_ app: ServerApp) -> (String?, String?) {
+    func credentialsJSON(_ app: ServerApp) throws -> (String?, String?) {
         let apns: String? = app.apns.map {
             JSONValue.object(["key": .string($0.keyPEM), "key_id": .string($0.keyID), "team_id": .string($0.teamID), "environment": .string($0.environment.rawValue)]).jsonString
         }
         let fcm: String? = app.fcm.map { JSONValue.object(["service_account": .string($0.serviceAccountJSON), "project_id": .string($0.projectID), "client_email": .string($0.clientEmail)]).jsonString }
-        return (apns, fcm)
+        guard let sealer else { return (apns, fcm) }
+        return (try apns.map(sealer.seal), try fcm.map(sealer.seal))
     }
 
-    static func app(_ row: Row) -> ServerApp {
-        let apns = (row["apns"] as String?).flatMap { try? JSONValue.parse($0) }.flatMap { j -> APNsCredentials? in
+    func app(_ row: Row) throws -> ServerApp {
+        let open: (String) throws -> String = { [sealer] in try sealer?.open($0) ?? $0 }
+        let apns = try (row["apns"] as String?).map(open).flatMap { try? JSONValue.parse($0) }.flatMap { j -> APNsCredentials? in
             guard let key = j["key"]?.stringValue, let id = j["key_id"]?.stringValue, let team = j["team_id"]?.stringValue else { return nil }
             return APNsCredentials(keyPEM: key, keyID: id, teamID: team, environment: j["environment"]?.stringValue.flatMap(APNsCredentials.Environment.init(rawValue:)) ?? .production)
         }
-        let fcm = (row["fcm"] as String?).flatMap { try? JSONValue.parse($0) }.flatMap { j -> FCMCredentials? in
+        let fcm = try (row["fcm"] as String?).map(open).flatMap { try? JSONValue.parse($0) }.flatMap { j -> FCMCredentials? in
             guard let sa = j["service_account"]?.stringValue, let p = j["project_id"]?.stringValue else { return nil }
             return FCMCredentials(serviceAccountJSON: sa, projectID: p, clientEmail: j["client_email"]?.stringValue ?? "")
         }
@@ -93,7 +130,7 @@ public final class SQLiteServerStore: ServerStore {
         if app.id.isEmpty { app.id = ServerApp.newID() }
         app.revision = 1
         let key = APIKeys.newKey()
-        let (apns, fcm) = Self.credentialsJSON(app)
+        let (apns, fcm) = try credentialsJSON(app)
         let stored = app
         try await pool.write { db in
             try db.execute(sql: "INSERT INTO apps (id, name, bundle_id, fcm_project_id, apns, fcm, revision, created_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
@@ -107,12 +144,12 @@ public final class SQLiteServerStore: ServerStore {
     }
 
     public func updateApp(_ app: ServerApp) async throws -> ServerApp? {
-        let (apns, fcm) = Self.credentialsJSON(app)
+        let (apns, fcm) = try credentialsJSON(app)
         let updated: ServerApp? = try await pool.write { db in
             try db.execute(sql: "UPDATE apps SET name = ?, bundle_id = ?, fcm_project_id = ?, apns = ?, fcm = ?, revision = revision + 1 WHERE id = ?",
                 arguments: [app.name, app.bundleID, app.fcmProjectID, apns, fcm, app.id])
             guard db.changesCount == 1 else { return nil }
-            return try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE id = ?", arguments: [app.id]).map(Self.app)
+            return try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE id = ?", arguments: [app.id]).map(self.app)
         }
         apps.withLockedValue { $0[app.id] = (updated, Date()) }
         return updated
@@ -120,7 +157,7 @@ public final class SQLiteServerStore: ServerStore {
 
     public func app(id: String) async throws -> ServerApp? {
         if let (hit, at) = apps.withLockedValue({ $0[id] }), Date().timeIntervalSince(at) < cacheLifetime { return hit }
-        let app = try await pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE id = ?", arguments: [id]).map(Self.app) }
+        let app = try await pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE id = ?", arguments: [id]).map(self.app) }
         apps.withLockedValue { cache in
             if cache.count > 10_000 { cache.removeAll() }
             cache[id] = (app, Date())

@@ -1,0 +1,63 @@
+import Crypto
+import Foundation
+
+/// Seals provider credentials (APNs keys, FCM service accounts) before they are written to the database, with
+/// AES-256-GCM and a key kept in a file of its own: a copy of the database alone does not give the credentials
+/// away. Values written before sealing was on are read as they are, and sealed when the store opens.
+public struct CredentialSealer: Sendable {
+    /// A sealing problem, naming what to fix.
+    public struct Problem: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    static let prefix = "sealed:v1:"
+    let key: SymmetricKey
+    /// Where the key came from, for messages.
+    public let source: String
+
+    public init(key: [UInt8], source: String = "the credentials key") throws {
+        guard key.count == 32 else { throw Problem(description: "\(source): the key must be 32 bytes, found \(key.count)") }
+        self.key = SymmetricKey(data: key)
+        self.source = source
+    }
+
+    /// Reads the key file (32 bytes, base64), or makes one readable by its owner only when it does not exist
+    /// and `create` is true.
+    public static func load(keyFile path: String, create: Bool) throws -> CredentialSealer {
+        let url = URL(fileURLWithPath: path)
+        if let text = try? String(contentsOf: url, encoding: .utf8) {
+            guard let bytes = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
+                throw Problem(description: "credentials key file \(path): not base64")
+            }
+            return try CredentialSealer(key: Array(bytes), source: "credentials key file \(path)")
+        }
+        guard create else { throw Problem(description: "credentials key file \(path) is missing") }
+        let fresh = SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }
+        let dir = url.deletingLastPathComponent()
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        guard FileManager.default.createFile(atPath: path, contents: Data((Data(fresh).base64EncodedString() + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
+            throw Problem(description: "credentials key file \(path): could not be written")
+        }
+        return try CredentialSealer(key: fresh, source: "credentials key file \(path)")
+    }
+
+    static func isSealed(_ stored: String) -> Bool { stored.hasPrefix(prefix) }
+
+    public func seal(_ text: String) throws -> String {
+        let box = try AES.GCM.seal(Data(text.utf8), using: key)
+        guard let combined = box.combined else { throw Problem(description: "sealing failed") }
+        return Self.prefix + combined.base64EncodedString()
+    }
+
+    /// The text of a stored value: opened when sealed, as it is otherwise.
+    public func open(_ stored: String) throws -> String {
+        guard Self.isSealed(stored) else { return stored }
+        guard let data = Data(base64Encoded: String(stored.dropFirst(Self.prefix.count))),
+            let box = try? AES.GCM.SealedBox(combined: data),
+            let plain = try? AES.GCM.open(box, using: key)
+        else {
+            throw Problem(description: "stored credentials do not open with \(source): it is not the key they were sealed with")
+        }
+        return String(decoding: plain, as: UTF8.self)
+    }
+}
