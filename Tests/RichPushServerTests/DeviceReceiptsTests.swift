@@ -52,6 +52,7 @@ import Testing
         let receipts = DeviceReceipts(secret: try await f.store.secret(named: "receipts"))
         var api = f.api
         api.receipts = receipts
+        let metrics = api.metrics
         try await Application(router: api.router()).test(.live) { client in
             receipts.base = "http://127.0.0.1:\(try #require(client.port))"
             let (app, key) = try await Self.token(client)
@@ -86,6 +87,7 @@ import Testing
             #expect(await RichNotificationProcessor(configuration: config).process(payload: payload, deadline: Date().addingTimeInterval(10)).report.receipt == .notSent("receipts are off"))
             outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
             #expect(outcome["receipts"]?["count"] == 2)
+            #expect(metrics.render().contains("richpush_device_receipts_total 3"))
         }
     }
 

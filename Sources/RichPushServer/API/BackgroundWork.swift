@@ -9,7 +9,8 @@ public final class BackgroundWork: Sendable {
 
     public init() {}
 
-    func run(_ body: @escaping @Sendable () async throws -> Void) {
+    /// Runs `body` until it succeeds; `onFailure` hears of each failed run.
+    func run(_ body: @escaping @Sendable () async throws -> Void, onFailure: @escaping @Sendable (Error) -> Void = { _ in }) {
         let id = UUID()
         tasks.withLockedValue { tasks in
             tasks[id] = Task {
@@ -19,6 +20,7 @@ public final class BackgroundWork: Sendable {
                         try await body()
                         break
                     } catch {
+                        onFailure(error)
                         try? await Task.sleep(nanoseconds: pause)
                         pause = min(pause * 2, 30_000_000_000)
                     }
@@ -27,6 +29,9 @@ public final class BackgroundWork: Sendable {
             }
         }
     }
+
+    /// How many are running.
+    public var count: Int { tasks.withLockedValue { $0.count } }
 
     /// Waits until nothing is running.
     public func idle() async {

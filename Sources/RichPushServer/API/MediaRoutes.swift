@@ -81,9 +81,9 @@ extension RichPushAPI {
 
     /// A key of any app with this scope, or the admin key.
     func requireAnyKey(_ request: Request, _ scope: APIScope) async throws {
-        guard let key = try bearer(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
-        if isAdmin(key) { return }
-        guard let grant = try await store.authorize(key: key) else { throw Failure(status: 401, code: "unauthenticated", message: "unknown API key") }
+        guard let hash = try bearerHash(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
+        if isAdmin(hash: hash) { return }
+        guard let grant = try await store.authorize(keyHash: hash) else { throw Failure(status: 401, code: "unauthenticated", message: "unknown API key") }
         guard grant.scopes.contains(scope) else { throw Failure(status: 403, code: "forbidden", message: "this key lacks the '\(scope.rawValue)' scope") }
     }
 

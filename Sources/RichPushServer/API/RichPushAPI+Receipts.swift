@@ -25,6 +25,7 @@ extension RichPushAPI {
         guard issues.isEmpty, let report = body["report"] else { throw Failure(status: 422, code: "invalid", message: "the receipt is not valid", issues: issues) }
         guard try await store.notification(id: id) != nil else { throw Failure(status: 404, code: "not-found", message: "no such notification") }
         try await store.saveReceipt(notificationID: id, token: device?.stringValue ?? "device-" + UUID().uuidString.lowercased(), report: report)
+        metrics.receiptRecorded()
         return Self.json(201, ["recorded": true])
     }
 

@@ -69,6 +69,7 @@ public struct RichPushAPI: Sendable {
         // Metrics carry no secrets and no tokens; keep the listener off the public internet all the same.
         router.get("/metrics") { _, _ -> Response in
             if let counts = try? await api.queue.counts() { api.metrics.queueDepth(counts) }
+            api.metrics.fanOutsRunning(api.fanOuts.count)
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(string: api.metrics.render())))
         }
         router.get("/openapi.yaml") { _, _ -> Response in
@@ -166,34 +167,35 @@ public struct RichPushAPI: Sendable {
 
     // MARK: Authentication
 
-    /// The bearer key, counted against its rate limit (by hash: the key itself is not kept).
-    func bearer(_ request: Request) throws -> String? {
+    /// The SHA-256 of the bearer key (hashed once per request: the key itself is neither kept nor compared),
+    /// counted against its rate limit.
+    func bearerHash(_ request: Request) throws -> String? {
         guard let value = request.headers[.authorization] else { return nil }
         let parts = value.split(separator: " ", maxSplits: 1)
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let key = String(parts[1])
-        if let wait = limiter.check(APIKeys.hash(key)) { throw RateLimited(retryAfter: max(1, Int(wait.rounded(.up)))) }
-        return key
+        let hash = APIKeys.hash(String(parts[1]))
+        if let wait = limiter.check(hash) { throw RateLimited(retryAfter: max(1, Int(wait.rounded(.up)))) }
+        return hash
     }
 
-    func isAdmin(_ key: String) -> Bool {
+    func isAdmin(hash: String) -> Bool {
         // Compared as fixed-length hashes, in constant time.
-        let a = Array(APIKeys.hash(key).utf8), b = Array(adminKeyHash.utf8)
+        let a = Array(hash.utf8), b = Array(adminKeyHash.utf8)
         guard a.count == b.count else { return false }
         return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
     }
 
     func requireAdmin(_ request: Request) throws {
-        guard let key = try bearer(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
-        guard isAdmin(key) else { throw Failure(status: 403, code: "forbidden", message: "this route needs the admin key") }
+        guard let hash = try bearerHash(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
+        guard isAdmin(hash: hash) else { throw Failure(status: 403, code: "forbidden", message: "this route needs the admin key") }
     }
 
     /// The app of the route, when the key may use it with this scope.
     func requireApp(_ request: Request, _ context: BasicRequestContext, _ scope: APIScope) async throws -> ServerApp {
         guard let appID = context.parameters.get("app") else { throw Failure(status: 404, code: "not-found", message: "no app in the path") }
-        guard let key = try bearer(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
-        if !isAdmin(key) {
-            guard let grant = try await store.authorize(key: key) else { throw Failure(status: 401, code: "unauthenticated", message: "unknown API key") }
+        guard let hash = try bearerHash(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
+        if !isAdmin(hash: hash) {
+            guard let grant = try await store.authorize(keyHash: hash) else { throw Failure(status: 401, code: "unauthenticated", message: "unknown API key") }
             guard grant.appID == appID else { throw Failure(status: 403, code: "forbidden", message: "this key belongs to another app") }
             guard grant.scopes.contains(scope) else { throw Failure(status: 403, code: "forbidden", message: "this key lacks the '\(scope.rawValue)' scope") }
         }
@@ -385,11 +387,11 @@ public struct RichPushAPI: Sendable {
         if accepted.fanOutPending {
             let (intake, metrics, onQueued) = (intake, metrics, onQueued)
             metrics.notificationAccepted(deliveries: 0)
-            fanOuts.run {
+            fanOuts.run({
                 let n = try await intake.completeFanOut(notificationID: id)
                 metrics.deliveriesEnqueued(n)
                 onQueued()
-            }
+            }, onFailure: { _ in metrics.fanOutFailed() })
         } else {
             metrics.notificationAccepted(deliveries: accepted.queued)
             if accepted.queued > 0 { onQueued() }

@@ -43,6 +43,20 @@ public final class ServerMetrics: Sendable {
         }
     }
 
+    /// A registry fan-out run failed (it is tried again with growing pauses): an alert rule watches this.
+    func fanOutFailed() {
+        registry.makeCounter(name: "richpush_fanout_failures_total", help: "Registry fan-out runs that failed and will be tried again").increment()
+    }
+
+    func fanOutsRunning(_ n: Int) {
+        registry.makeGauge(name: "richpush_fanouts_running", help: "Registry fan-outs running after their answer").set(Double(n))
+    }
+
+    /// A device's receipt was recorded.
+    func receiptRecorded() {
+        registry.makeCounter(name: "richpush_device_receipts_total", help: "Delivery reports recorded from devices").increment()
+    }
+
     /// The Prometheus text exposition.
     public func render() -> String { registry.emitToString() }
 }

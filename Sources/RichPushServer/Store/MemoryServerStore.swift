@@ -46,7 +46,7 @@ public actor MemoryServerStore: ServerStore {
         return true
     }
 
-    public func authorize(key: String) -> APIGrant? { keys[APIKeys.hash(key)] }
+    public func authorize(keyHash: String) -> APIGrant? { keys[keyHash] }
 
     public func insertNotification(_ n: StoredNotification, idempotencyKey: String?) -> (StoredNotification, created: Bool) {
         if let key = idempotencyKey, let id = idempotency[n.appID + "\u{0}" + key], let first = notifications[id] { return (first, false) }

@@ -189,8 +189,7 @@ public final class SQLiteServerStore: ServerStore {
         return true
     }
 
-    public func authorize(key: String) async throws -> APIGrant? {
-        let h = APIKeys.hash(key)
+    public func authorize(keyHash h: String) async throws -> APIGrant? {
         if let (hit, at) = grants.withLockedValue({ $0[h] }), Date().timeIntervalSince(at) < cacheLifetime { return hit }
         let grant = try await pool.read { db in
             try Row.fetchOne(db, sql: "SELECT key_id, app_id, scopes FROM api_keys WHERE key_hash = ?", arguments: [h]).map { row in

@@ -113,8 +113,8 @@ public protocol ServerStore: Sendable {
     func createKey(appID: String, scopes: Set<APIScope>) async throws -> (APIGrant, key: String)
     /// Revokes a key by its id; false when the app has no such key.
     func revokeKey(appID: String, keyID: String) async throws -> Bool
-    /// The grant of a key, looked up by its hash.
-    func authorize(key: String) async throws -> APIGrant?
+    /// The grant of a key, looked up by the key's SHA-256 (``APIKeys/hash(_:)``).
+    func authorize(keyHash: String) async throws -> APIGrant?
 
     /// Stores a notification unless the app already sent one with this idempotency key; returns the stored one
     /// and whether it is new.
@@ -132,6 +132,8 @@ public protocol ServerStore: Sendable {
 }
 
 extension ServerStore {
+    /// The grant of a key.
+    public func authorize(key: String) async throws -> APIGrant? { try await authorize(keyHash: APIKeys.hash(key)) }
     /// The message of a notification, for the workers.
     public func message(id: String) async throws -> PushMessage? {
         guard let n = try await notification(id: id) else { return nil }
