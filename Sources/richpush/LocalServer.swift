@@ -73,6 +73,7 @@ struct LocalServer {
             validation: .init(allowInsecureMedia: config.sandbox, requireTargets: false), metrics: metrics,
             limiter: RateLimiter(rate: config.rateLimit, burst: config.rateLimit * 2), onQueued: { worker.wake() })
         api.onAccepted = { id, message in sender.remember(id, message) }
+        api.providers = { clients.sender(for: $0) }
         // Media preflight and hosting. Outside the sandbox, fetches refuse every internal address.
         let mediaStore = try MediaStore(directory: URL(fileURLWithPath: config.resolvedMediaDirectory, isDirectory: true), cacheBytes: config.mediaCacheMegabytes << 20)
         let fetcher = try SafeFetcher(policy: AddressPolicy(allowAll: config.sandbox), limits: .init(allowHTTP: config.sandbox))

@@ -30,6 +30,8 @@ public struct RichPushAPI: Sendable {
     public var media: MediaService?
     /// Receipt addresses for devices (`rp.r`) and `POST /v1/receipts/{token}`; nil turns both off.
     public var receipts: DeviceReceipts?
+    /// The provider setup of an app, for dry runs (FCM project, and FCM's `validate_only` check of tokens).
+    public var providers: (@Sendable (ServerApp) -> ProviderDeliverySender.App)?
 
     public init(
         store: any ServerStore, registry: DeviceRegistry, queue: DeliveryQueue, intake: NotificationIntake? = nil, adminKey: String,
@@ -304,6 +306,7 @@ public struct RichPushAPI: Sendable {
         let checkJSON = fields.removeValue(forKey: "media_check")
         let rehostJSON = fields.removeValue(forKey: "rehost")
         let receiptsJSON = fields.removeValue(forKey: "receipts")
+        let dryRunJSON = fields.removeValue(forKey: "dry_run")
         var (message, report) = PushMessage.read(.object(fields))
         // Sizes are checked at the end, on the message as it will be sent (media re-hosted, id and receipt address set)
         // and for the providers the audience uses.
@@ -343,6 +346,8 @@ public struct RichPushAPI: Sendable {
         var onFailure = MediaService.OnFailure.reject, rehost = MediaService.Rehost.auto
         if let c = checkJSON { if let v = c.stringValue.flatMap(MediaService.OnFailure.init(rawValue:)) { onFailure = v } else { report.add("media_check", "enum", "media_check is reject, drop or off") } }
         if let r = rehostJSON { if let v = r.stringValue.flatMap(MediaService.Rehost.init(rawValue:)) { rehost = v } else { report.add("rehost", "enum", "rehost is auto, always or never") } }
+        var dryRun = false
+        if let d = dryRunJSON { if case .bool(let b) = d { dryRun = b } else { report.add("dry_run", "type", "dry_run is true or false") } }
         var wantsReceipts = true
         if let r = receiptsJSON { if case .bool(let b) = r { wantsReceipts = b } else { report.add("receipts", "type", "receipts is true or false") } }
         guard report.isValid, let audience else { throw Failure(status: 422, code: "invalid", message: "the notification is not valid", issues: report.errors) }
@@ -372,6 +377,7 @@ public struct RichPushAPI: Sendable {
             sizeProblems = MessageValidator.sizeIssues(message, apns: apns, fcm: fcm, now: validation.now)
         }
         guard sizeProblems.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the notification is not valid", issues: sizeProblems) }
+        if dryRun { return try await dryRunAnswer(app: app, message: message, audience: audience, warnings: report.warnings) }
         let expiresAt = message.ttl.map { notBefore.addingTimeInterval(TimeInterval($0) + spread) }
         let warnings = JSONValue.array(report.warnings.map(\.json))
         let plan = AcceptPlan(

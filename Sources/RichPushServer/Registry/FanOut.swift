@@ -36,6 +36,20 @@ public struct FanOut: Sendable {
         return done
     }
 
+    /// How many deliveries each provider would get, without creating any (a dry run).
+    public func count(appID: String, audience: Audience, registry: DeviceRegistry) async throws -> [DeliveryProvider: Int] {
+        var out: [DeliveryProvider: Int] = [:]
+        if let direct = audience.directTargets {
+            for (provider, _) in direct { out[provider, default: 0] += 1 }
+            return out
+        }
+        if let r = registry as? SQLiteDeviceRegistry, let counted = try await r.countByProviderInDatabase(appID: appID, audience: audience) { return counted }
+        try await pages(appID: appID, audience: audience, registry: registry) { devices in
+            for d in devices { out[d.provider, default: 0] += 1 }
+        }
+        return out
+    }
+
     func pages(appID: String, audience: Audience, registry: DeviceRegistry, _ body: ([Device]) async throws -> Void) async throws {
         var cursor: Int64 = 0
         while true {

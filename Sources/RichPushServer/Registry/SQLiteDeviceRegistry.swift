@@ -160,6 +160,18 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
         }
     }
 
+    /// How many devices of an audience each provider reaches, counted in SQL (nil for token lists).
+    func countByProviderInDatabase(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]? {
+        guard let (from, condition, args) = Self.audienceSQL(audience, appID: appID) else { return nil }
+        return try await pool.read { db in
+            var out: [DeliveryProvider: Int] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT d.provider AS provider, COUNT(*) AS n FROM \(from) WHERE \(condition) GROUP BY d.provider", arguments: StatementArguments(args)) {
+                if let p = DeliveryProvider(rawValue: row["provider"]) { out[p] = row["n"] }
+            }
+            return out
+        }
+    }
+
     /// How many devices an audience matches (for spreading a send).
     func countInDatabase(appID: String, audience: Audience, after cursor: Int64 = 0) async throws -> Int? {
         guard let (from, condition, args) = Self.audienceSQL(audience, appID: appID) else { return nil }
