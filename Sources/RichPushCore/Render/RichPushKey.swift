@@ -10,8 +10,15 @@ public enum RichPushKey {
     /// The format version this code writes; readers accept this and older versions.
     public static let version: Int64 = 1
 
+    /// Whether the message carries something for the device's extension (media, chart, override or link), and
+    /// so an `rp` key.
+    public static func isNeeded(for m: PushMessage) -> Bool {
+        !m.media.isEmpty || m.chart != nil || m.contentOverride != nil || m.deepLink != nil
+    }
+
     /// The object for a message, or nil when the message carries nothing for the device.
     public static func encode(_ m: PushMessage) -> JSONValue? {
+        guard isNeeded(for: m) else { return nil }
         var o: [String: JSONValue] = [:]
         if !m.media.isEmpty {
             o["m"] = .array(m.media.map { media in

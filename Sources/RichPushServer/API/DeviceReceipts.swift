@@ -13,14 +13,15 @@ public final class DeviceReceipts: Sendable {
     public let burst: Double
     /// The largest report accepted, in bytes.
     public let maxReportBytes = 16 * 1024
-    private let key: SymmetricKey
+    /// HMAC state after the key, copied for each signature (the key is not worked in again each time).
+    private let keyed: HMAC<SHA256>
     private let baseBox = NIOLockedValueBox<String?>(nil)
     let limiter: RateLimiter
 
     /// `secret`: the server's receipt secret (``ServerStore/secret(named:)``); `base`: the address devices reach
     /// this server at, when known now (else set ``base`` once the listener is up).
     public init(secret: [UInt8], base: String? = nil, rate: Double = 2_000, burst: Double = 20_000) {
-        key = SymmetricKey(data: secret)
+        keyed = HMAC<SHA256>(key: SymmetricKey(data: secret))
         self.rate = rate
         self.burst = burst
         limiter = RateLimiter(rate: rate, burst: burst)
@@ -56,7 +57,9 @@ public final class DeviceReceipts: Sendable {
     }
 
     private func signature(_ id: String) -> [UInt8] {
-        Array(HMAC<SHA256>.authenticationCode(for: Data(("rp-receipt:" + id).utf8), using: key)).prefix(16).map { $0 }
+        var h = keyed
+        h.update(data: Array(("rp-receipt:" + id).utf8))
+        return Array(Array(h.finalize()).prefix(16))
     }
 
     static func base64URL(_ bytes: [UInt8]) -> String {

@@ -363,7 +363,7 @@ public struct RichPushAPI: Sendable {
         // The device reports what it attached to the address in `rp.r`, when the payload has room for it.
         let (apns, fcm) = (audience.mayUseAPNs, audience.fcmTargetKind)
         var sizeProblems: [ValidationIssue]
-        if wantsReceipts, message.receiptURL == nil, let receipts, let url = receipts.url(for: id), RichPushKey.encode(message) != nil {
+        if wantsReceipts, message.receiptURL == nil, let receipts, RichPushKey.isNeeded(for: message), let url = receipts.url(for: id) {
             message.receiptURL = url
             sizeProblems = MessageValidator.sizeIssues(message, apns: apns, fcm: fcm, now: validation.now)
             if !sizeProblems.isEmpty {
