@@ -89,7 +89,7 @@ struct LocalServer {
         let application = Application(
             router: api.router(), server: .http1(configuration: .init(additionalChannelHandlers: [MediaFastPath(store: mediaStore)])),
             configuration: .init(address: .hostname(config.host, port: config.port), serverName: "richpush", backlog: 4096),
-            services: [WorkerService(worker: worker), checkpointer],
+            services: [WorkerService(worker: worker), checkpointer] + (config.mediaRetentionDays > 0 ? [MediaSweeper(store: mediaStore, retention: config.mediaRetentionDays * 86_400, metrics: metrics)] : []),
             onServerRunning: { [adminPort = sandbox?.adminPort ?? 0] channel in
                 let port = channel.localAddress?.port ?? 0
                 // Accept a burst of connections (the downloads after a large send) in few loop turns, not four a turn.

@@ -379,6 +379,8 @@ public struct RichPushAPI: Sendable {
         guard sizeProblems.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the notification is not valid", issues: sizeProblems) }
         if dryRun { return try await dryRunAnswer(app: app, message: message, audience: audience, warnings: report.warnings) }
         let expiresAt = message.ttl.map { notBefore.addingTimeInterval(TimeInterval($0) + spread) }
+        // Hosted media stays while a device may still fetch it.
+        media?.keep(message, until: expiresAt ?? notBefore.addingTimeInterval(spread + MediaStore.defaultLifetime))
         let warnings = JSONValue.array(report.warnings.map(\.json))
         let plan = AcceptPlan(
             notification: .init(id: id, appID: app.id, message: message.json, response: .null, createdAt: Date()), idempotencyKey: idempotencyKey,

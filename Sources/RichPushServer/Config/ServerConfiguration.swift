@@ -30,6 +30,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Where hosted media is stored; default `richpush-media` beside the database.
     public var mediaDirectory: String?
     public var mediaCacheMegabytes = 64
+    /// Days hosted media is kept after the last moment a device may fetch it (its notification's TTL, or 28 days);
+    /// 0 keeps it for ever.
+    public var mediaRetentionDays: Double = 7
     /// The address devices fetch hosted media from (a CDN in front of `/media/`); default the public URL.
     public var mediaPublicURL: String?
     /// Give each rich notification a receipt address (`rp.r`) the device library posts its report to. On by
@@ -57,7 +60,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         "": ["database", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers", "sandbox", "media", "receipts", "credentials_key_file"],
         "workers": ["batch_size", "concurrency"],
         "sandbox": ["enabled", "directory", "apns_port", "fcm_port"],
-        "media": ["directory", "cache_megabytes", "public_url"],
+        "media": ["directory", "cache_megabytes", "public_url", "retention_days"],
     ]
 
     /// Applies a JSON configuration file's text; unknown keys and wrong types are errors.
@@ -111,6 +114,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             if let d = try string(mo["directory"], "media.directory") { mediaDirectory = d }
             if let c = try number(mo["cache_megabytes"], "media.cache_megabytes", 0...65536) { mediaCacheMegabytes = Int(c) }
             if let u = try string(mo["public_url"], "media.public_url") { mediaPublicURL = u }
+            if let r = try number(mo["retention_days"], "media.retention_days", 0...36_500) { mediaRetentionDays = r }
         }
         try check()
     }

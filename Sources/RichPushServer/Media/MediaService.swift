@@ -204,10 +204,18 @@ public final class MediaService: Sendable {
         return (errors, warnings)
     }
 
+    /// Keeps the media a message references on this server until `until` (the last moment a device may fetch it).
+    public func keep(_ message: PushMessage, until: Date) {
+        for url in message.media.map(\.url) + [message.chartImageURL].compactMap({ $0 }) {
+            if let name = hostedName(url) { store.keep(name, until: until) }
+        }
+    }
+
     /// The chart as a PNG on this server (rendered once per distinct spec).
     public func chartImage(_ spec: ChartSpec) throws -> MediaStore.Item {
         let key = MediaStore.hex(SHA256.hash(data: spec.json.serialized()))
-        if let hit = charts.withLockedValue({ $0[key] }) { return hit }
+        // A chart rendered before is reused while its file is there (retention may have swept it since).
+        if let hit = charts.withLockedValue({ $0[key] }), store.keep(hit.name, until: Date()) { return hit }
         let item = try store.put(ChartRenderer.render(spec).png, type: .png)
         charts.withLockedValue { all in
             if all.count > 10_000 { all.removeAll() }

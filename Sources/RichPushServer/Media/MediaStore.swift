@@ -22,6 +22,8 @@ public final class MediaStore: Sendable {
 
     public let directory: URL
     let cache: HotCache
+    /// The keep-until times set lately, so that a busy file is not stat'ed on every send.
+    let kept = NIOLockedValueBox<[String: Date]>([:])
 
     public init(directory: URL, cacheBytes: Int = 64 << 20) throws {
         self.directory = directory
@@ -108,6 +110,12 @@ final class HotCache: Sendable {
             e.lastUse = s.clock
             s.entries[key] = e
             return e.buffer
+        }
+    }
+
+    func remove(_ key: String) {
+        state.withLockedValue { s in
+            if let old = s.entries.removeValue(forKey: key) { s.used -= old.buffer.readableBytes }
         }
     }
 

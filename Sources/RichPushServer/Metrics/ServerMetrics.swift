@@ -57,6 +57,12 @@ public final class ServerMetrics: Sendable {
         registry.makeCounter(name: "richpush_device_receipts_total", help: "Delivery reports recorded from devices").increment()
     }
 
+    /// Hosted media deleted past its retention.
+    func mediaSwept(files: Int, bytes: Int) {
+        registry.makeCounter(name: "richpush_media_swept_files_total", help: "Hosted media files deleted past their retention").increment(by: Int64(files))
+        registry.makeCounter(name: "richpush_media_swept_bytes_total", help: "Bytes of hosted media deleted past their retention").increment(by: Int64(bytes))
+    }
+
     /// The Prometheus text exposition.
     public func render() -> String { registry.emitToString() }
 }
