@@ -8,10 +8,12 @@ extension MediaStore {
     /// for 28 days by default, and APNs' limit is of the same order.
     public static let defaultLifetime: TimeInterval = 28 * 86_400
 
-    /// Keeps a stored file until at least `until`; false when it is not stored (swept, or never there).
+    /// Keeps a stored file until at least `until` (rounded up to the hour, so that the sends of the next hour touch
+    /// nothing on disk); false when it is not stored (swept, or never there).
     @discardableResult
-    public func keep(_ name: String, until: Date) -> Bool {
+    public func keep(_ name: String, until requested: Date) -> Bool {
         guard Self.parse(name) != nil else { return false }
+        let until = Date(timeIntervalSince1970: (requested.timeIntervalSince1970 / 3600).rounded(.up) * 3600)
         if let known = kept.withLockedValue({ $0[name] }), known >= until { return true }
         let p = path(name).path
         var st = stat()
