@@ -208,6 +208,24 @@ import Testing
         return RichNotificationProcessor(configuration: c)
     }
 
+    /// A report too long for the server's 16 KB is trimmed, not refused: problems first, then skipped media.
+    @Test func aLongReportIsTrimmedToFitTheServersLimit() throws {
+        let longURL = "https://cdn.example.com/" + String(repeating: "a", count: 400)
+        let skipped = (0..<100).map { SkippedMedia(url: longURL + "\($0)", reason: .limitReached(8)) }
+        let problems = (0..<100).map { PayloadProblem(path: "rp.m[\($0)]", code: "bad-url", message: "not a URL: " + String(repeating: "x", count: 100)) }
+        let long = DeliveryReport(notificationID: "n1", sources: [.richpush], attached: [], skipped: skipped, payloadProblems: problems, elapsedMilliseconds: 12, deadlineHit: false)
+        let bytes = ReceiptPoster.body(long, deviceID: "d1")
+        #expect(bytes.count <= 15_000, "\(bytes.count)")
+        let posted = try JSONValue.parse(bytes)
+        #expect(posted["device"] == "d1")
+        #expect(posted["report"]?["payload_problems"] == nil && posted["report"]?["payload_problems_dropped"] == 100)
+        #expect(posted["report"]?["skipped"]?.arrayValue?.count == 16 && posted["report"]?["skipped_dropped"] == 84)
+        #expect(posted["report"]?["attachments"]?.arrayValue != nil && posted["report"]?["notification_id"] == "n1")
+        // A report that fits goes as it is.
+        let short = DeliveryReport(notificationID: "n1", sources: [.richpush], attached: [], skipped: Array(skipped.prefix(2)), payloadProblems: Array(problems.prefix(2)), elapsedMilliseconds: 12, deadlineHit: false)
+        #expect(try JSONValue.parse(ReceiptPoster.body(short, deviceID: nil)) == ["report": short.json])
+    }
+
     /// A receipt that fails never costs the notification: it is delivered with its chart, and the report says why.
     @Test func aFailedReceiptStillDelivers() async throws {
         try await Self.withServer { base in

@@ -36,6 +36,12 @@ public struct PayloadProblem: Sendable, Hashable, CustomStringConvertible {
     public var message: String
 
     public var description: String { "\(path): \(message) [\(code)]" }
+
+    public init(path: String, code: String, message: String) {
+        self.path = path
+        self.code = code
+        self.message = message
+    }
 }
 
 /// What a received notification asks the device to show, whichever provider sent it.

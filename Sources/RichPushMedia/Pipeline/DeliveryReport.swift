@@ -15,6 +15,17 @@ public struct DeliveryReport: Sendable {
     /// posted before the content is handed over, so the report it carries does not know its own outcome.
     public var receipt: ReceiptOutcome?
 
+    public init(notificationID: String?, sources: [PayloadSource], attached: [StagedAttachment], skipped: [SkippedMedia], payloadProblems: [PayloadProblem], elapsedMilliseconds: Int, deadlineHit: Bool, receipt: ReceiptOutcome? = nil) {
+        self.notificationID = notificationID
+        self.sources = sources
+        self.attached = attached
+        self.skipped = skipped
+        self.payloadProblems = payloadProblems
+        self.elapsedMilliseconds = elapsedMilliseconds
+        self.deadlineHit = deadlineHit
+        self.receipt = receipt
+    }
+
     public var json: JSONValue {
         var o: [String: JSONValue] = [
             "attachments": .array(attached.map(\.json)), "skipped": .array(skipped.map(\.json)),

@@ -48,11 +48,9 @@ public enum ReceiptPoster {
         guard let url = URL(string: address), let scheme = url.scheme?.lowercased(), url.host != nil else { return .notSent("the receipt address is not a URL") }
         guard scheme == "https" || (scheme == "http" && allowInsecureHTTP) else { return .notSent("the receipt address is not https") }
         guard timeout > 0.05 else { return .notSent("no time left before the deadline") }
-        var body: [String: JSONValue] = ["report": report.json]
-        if let d = policy.deviceID, !d.isEmpty { body["device"] = .string(d) }
         var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout)
         request.httpMethod = "POST"
-        request.httpBody = Data(JSONValue.object(body).serialized())
+        request.httpBody = Data(body(report, deviceID: policy.deviceID))
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.httpShouldHandleCookies = false
         let config = URLSessionConfiguration.ephemeral
@@ -77,6 +75,39 @@ public enum ReceiptPoster {
             }
             task.resume()
         }
+    }
+
+    /// What is posted: `{"report": …, "device": …}`, within `limit` bytes (a RichPush server takes 16 KB). A
+    /// report too long loses its payload problems first (their count is kept), then all but the first 16 skipped
+    /// media and their messages, then the length of long URLs.
+    public static func body(_ report: DeliveryReport, deviceID: String?, limit: Int = 15_000) -> [UInt8] {
+        func encode(_ r: JSONValue) -> [UInt8] {
+            var o: [String: JSONValue] = ["report": r]
+            if let d = deviceID, !d.isEmpty { o["device"] = .string(String(d.prefix(200))) }
+            return JSONValue.object(o).serialized()
+        }
+        guard case .object(var r) = report.json else { return encode(report.json) }
+        var bytes = encode(.object(r))
+        if bytes.count > limit, !report.payloadProblems.isEmpty {
+            r["payload_problems"] = nil
+            r["payload_problems_dropped"] = .int(Int64(report.payloadProblems.count))
+            bytes = encode(.object(r))
+        }
+        if bytes.count > limit {
+            r["skipped"] = .array(report.skipped.prefix(16).map { ["url": .string(String($0.url.prefix(256))), "reason": .string($0.reason.code)] })
+            if report.skipped.count > 16 { r["skipped_dropped"] = .int(Int64(report.skipped.count - 16)) }
+            bytes = encode(.object(r))
+        }
+        if bytes.count > limit {
+            r["attachments"] = .array(report.attached.map { a in
+                guard case .object(var o) = a.json else { return a.json }
+                o["url"] = .string(String(a.sourceURL.prefix(256)))
+                o["file"] = .string(String(a.file.lastPathComponent.prefix(128)))
+                return .object(o)
+            })
+            bytes = encode(.object(r))
+        }
+        return bytes
     }
 
     static func seconds(_ t: TimeInterval) -> String { String(format: "%.1f s", t) }

@@ -39,6 +39,11 @@ public struct SkippedMedia: Sendable, Hashable {
     public var url: String
     public var reason: SkipReason
 
+    public init(url: String, reason: SkipReason) {
+        self.url = url
+        self.reason = reason
+    }
+
     public var json: JSONValue {
         ["url": .string(url), "reason": .string(reason.code), "message": .string(reason.description)]
     }
