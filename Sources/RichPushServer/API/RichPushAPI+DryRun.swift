@@ -27,12 +27,14 @@ extension RichPushAPI {
             ]
         }
         if (counts[.fcm] ?? 0) > 0 {
-            let renderer = FCMRenderer(projectID: setup?.fcmProjectID ?? app.fcmProjectID ?? "<project>", chartImageURL: message.chartImageURL)
-            let sample: FCMTarget = audience.fcmTargetKind.flatMap { kind -> FCMTarget? in
-                if case .token = kind, let first = audience.directTargets?.first(where: { $0.0 == .fcm })?.1 { return .token(first) }
-                return kind
-            } ?? .token("<device token>")
-            let r = renderer.render(message, to: sample == .token("t") ? .token("<device token>") : sample)
+            let renderer = FCMRenderer(projectID: setup.map(\.fcmProjectID).flatMap { $0.isEmpty ? nil : $0 } ?? app.fcmProjectID ?? "<project>", chartImageURL: message.chartImageURL)
+            let sample: FCMTarget
+            switch audience {
+            case .fcmTopic(let t): sample = .topic(t)
+            case .fcmCondition(let c): sample = .condition(c)
+            default: sample = .token(audience.directTargets?.first { $0.0 == .fcm }?.1 ?? "<device token>")
+            }
+            let r = renderer.render(message, to: sample)
             requests["fcm"] = ["path": .string(r.path), "body": r.body, "bytes": .int(Int64(r.payloadSize))]
             // Tokens given as they are: FCM says which it would refuse (UNREGISTERED, INVALID_ARGUMENT…) without
             // delivering anything. APNs has no such check: its tokens are only checked for their form.
