@@ -73,11 +73,16 @@ import FoundationNetworking
         }
     }
 
-    @Test func aScheduledSendSurvivesAKillAndARestart() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("serve-\(UUID().uuidString)")
+    /// A fresh folder for one test: the folder, the sandbox's folder in it, and the database path.
+    static func scratch(_ name: String) throws -> (URL, String, String) {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        return (dir, dir.appendingPathComponent("sandbox").path, dir.appendingPathComponent("rp.sqlite").path)
+    }
+
+    @Test func aScheduledSendSurvivesAKillAndARestart() async throws {
+        let (dir, sbx, db) = try Self.scratch("serve")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let db = dir.appendingPathComponent("rp.sqlite").path, sbx = dir.appendingPathComponent("sandbox").path
         let first = try Server(db: db, sandboxDir: sbx)
         #expect(first.base.hasPrefix("http://127.0.0.1:"))
         // The key provider credentials are sealed with, beside the database, for its owner only.
@@ -109,10 +114,9 @@ import FoundationNetworking
 
     /// Hosted media over the server's real listener (answered before the router), with HEAD and Range.
     @Test func hostedMediaIsServedOnTheMainPort() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("serve-media-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let (dir, sbx, db) = try Self.scratch("serve-media")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let server = try Server(db: dir.appendingPathComponent("rp.sqlite").path, sandboxDir: dir.appendingPathComponent("sandbox").path)
+        let server = try Server(db: db, sandboxDir: sbx)
         defer { server.process.terminate() }
         let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10] + Array("JFIF".utf8) + [0, 1, 1, 0, 0, 1, 0, 1, 0, 0] + Array(repeating: 9, count: 5000)
         var upload = URLRequest(url: URL(string: server.base + "/v1/media")!)
@@ -163,10 +167,8 @@ import FoundationNetworking
     /// the same database, and check that every delivery reaches an outcome. The emulators run in their own process
     /// (`richpush sandbox`), so that they count what arrived twice.
     @Test func tenThousandDeliveriesSurviveRepeatedKills() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("crash-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let (dir, sbxDir, db) = try Self.scratch("crash")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let sbxDir = dir.appendingPathComponent("sandbox").path, db = dir.appendingPathComponent("rp.sqlite").path
         let sandbox = try ExternalSandbox(dir: sbxDir)
         defer { sandbox.stop() }
         // A short lease, so that deliveries a killed server held are sent again within seconds.
@@ -194,10 +196,8 @@ import FoundationNetworking
     /// started and records them, and exits 0 well before its lease would run out; nothing is left leased, and
     /// after a restart every delivery arrives exactly once.
     @Test func sigtermDrainsInFlightSendsAndARestartFinishesTheRest() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("drain-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let (dir, sbxDir, db) = try Self.scratch("drain")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let sbxDir = dir.appendingPathComponent("sandbox").path, db = dir.appendingPathComponent("rp.sqlite").path
         let sandbox = try ExternalSandbox(dir: sbxDir)
         defer { sandbox.stop() }
         // A lease far longer than the test: a delivery left leased by the first server would not be sent again

@@ -23,12 +23,6 @@ final class DeliveryGate: @unchecked Sendable {
 
     var isDelivered: Bool { lock.withLock { delivered } }
 
-    /// The report of what is staged and skipped now, without delivering.
-    func report(of session: ProcessingSession, deadlineHit: Bool) -> DeliveryReport {
-        let (attached, skipped) = lock.withLock { (staged.sorted { $0.key < $1.key }.map(\.value), self.skipped) }
-        return session.makeReport(attached: attached, skippedByIndex: skipped, deadlineHit: deadlineHit)
-    }
-
     /// Delivers unless something already has; returns whether this call did.
     @discardableResult
     func deliver(_ make: (_ attached: [StagedAttachment], _ skipped: [Int: SkippedMedia]) -> EnrichedNotification) -> Bool {

@@ -159,16 +159,20 @@ public final class ProcessingSession: Sendable {
         }
         let late = deadlineHit || Task.isCancelled || Date() >= deadline
         guard let address = content.receiptURL, configuration.receipts.enabled else { return finish(deadlineHit: late) }
+        func postReceipt(timeout: TimeInterval) async -> ReceiptOutcome {
+            let (attached, skipped) = gate.snapshot
+            let report = makeReport(attached: attached, skippedByIndex: skipped, deadlineHit: late)
+            return await ReceiptPoster.post(report, to: address, policy: configuration.receipts, allowInsecureHTTP: configuration.fetch.allowInsecureHTTP, timeout: timeout)
+        }
         if late {
             // Delivered already (or now): the receipt follows on a best-effort basis, as the system may end the
             // extension as soon as the content is handed over.
             finish(deadlineHit: true, receipt: .notSent("the deadline came first; posted after the hand-over, best effort"))
-            _ = await ReceiptPoster.post(gate.report(of: self, deadlineHit: true), to: address, policy: configuration.receipts, allowInsecureHTTP: configuration.fetch.allowInsecureHTTP, timeout: configuration.receipts.timeout)
+            _ = await postReceipt(timeout: configuration.receipts.timeout)
             return
         }
         // The receipt goes before the hand-over, so it is not lost when the system ends the extension after it.
-        let remaining = deadline.timeIntervalSinceNow
-        let outcome = await ReceiptPoster.post(gate.report(of: self, deadlineHit: false), to: address, policy: configuration.receipts, allowInsecureHTTP: configuration.fetch.allowInsecureHTTP, timeout: min(configuration.receipts.timeout, remaining))
+        let outcome = await postReceipt(timeout: min(configuration.receipts.timeout, deadline.timeIntervalSinceNow))
         finish(deadlineHit: Date() >= deadline, receipt: outcome)
     }
 
@@ -234,7 +238,7 @@ public final class ProcessingSession: Sendable {
         }
     }
 
-    func makeReport(attached: [StagedAttachment], skippedByIndex: [Int: SkippedMedia], deadlineHit: Bool) -> DeliveryReport {
+    private func makeReport(attached: [StagedAttachment], skippedByIndex: [Int: SkippedMedia], deadlineHit: Bool) -> DeliveryReport {
         var skipped = skippedByIndex.sorted { $0.key < $1.key }.map(\.value)
         // Media neither staged nor skipped when time ran out.
         let done = Set(attached.map(\.sourceURL)).union(skipped.map(\.url))
