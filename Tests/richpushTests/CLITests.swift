@@ -113,19 +113,10 @@ import Testing
     @Test func startsPrintsEndpointsAndStopsOnSIGTERM() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sandbox-cli-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let p = Process()
-        p.executableURL = CLITests.binary
-        p.arguments = ["sandbox", "--dir", dir.path]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
         // The summary is a JSON object followed by a "serving" line.
-        var text = ""
-        while !text.contains("sandbox: serving") {
-            guard let chunk = try out.fileHandleForReading.read(upToCount: 1), !chunk.isEmpty else { break }
-            text += String(decoding: chunk, as: UTF8.self)
-        }
-        let json = try JSONValue.parse(String(text[..<text.range(of: "sandbox: serving")!.lowerBound]))
+        let sandbox = try ExternalSandbox(dir: dir.path, threads: nil)
+        let p = sandbox.process
+        let json = sandbox.summary
         #expect(json["apns"]?["port"]?.intValue ?? 0 > 0)
         #expect(json["fcm"]?["token_uri"]?.stringValue?.hasPrefix("https://127.0.0.1:") == true)
         for key in ["ca.pem", "apns-key.p8", "service-account.json", "apns.json"] {

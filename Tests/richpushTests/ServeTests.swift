@@ -238,10 +238,12 @@ final class ExternalSandbox {
     let apnsPort: Int
     let fcmPort: Int
     let admin: String
+    /// The JSON summary it printed before "sandbox: serving".
+    let summary: JSONValue
 
-    init(dir: String) throws {
+    init(dir: String, threads: Int? = 1) throws {
         process.executableURL = CLITests.binary
-        process.arguments = ["sandbox", "--dir", dir, "--threads", "1"]
+        process.arguments = ["sandbox", "--dir", dir] + (threads.map { ["--threads", String($0)] } ?? [])
         let out = Pipe()
         process.standardOutput = out
         try process.run()
@@ -251,7 +253,7 @@ final class ExternalSandbox {
             text += String(decoding: chunk, as: UTF8.self)
         }
         guard let end = text.range(of: "sandbox: serving") else { throw CocoaError(.fileReadUnknown) }
-        let summary = try JSONValue.parse(String(text[..<end.lowerBound]))
+        summary = try JSONValue.parse(String(text[..<end.lowerBound]))
         apnsPort = Int(summary["apns"]?["port"]?.intValue ?? 0)
         fcmPort = Int(URL(string: summary["fcm"]?["url"]?.stringValue ?? "")?.port ?? 0)
         admin = summary["admin"]?.stringValue ?? ""
