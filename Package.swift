@@ -38,8 +38,23 @@ let package = Package(
         .target(name: "RichPushCharts", dependencies: ["RichPushCore"]),
         // The service extension's pipeline: Foundation and URLSession only, never NIO or a database.
         .target(name: "RichPushMedia", dependencies: ["RichPushCore", "RichPushCharts"]),
-        // The thin Apple adapter; every file is inside `#if canImport(UserNotifications)`.
-        .target(name: "RichPushNotificationService", dependencies: ["RichPushMedia"]),
+        // The thin Apple adapter. On Apple platforms it builds against UserNotifications; on Linux against a
+        // stand-in with Apple's documented API, so that CI compiles and tests it in Swift 6 mode.
+        .target(
+            name: "RichPushNotificationService",
+            dependencies: ["RichPushMedia", .target(name: "UserNotificationsStandIn", condition: .when(platforms: [.linux]))]
+        ),
+        // Test-only: never linked on Apple platforms (its sources are empty where UserNotifications exists).
+        .target(name: "UserNotificationsStandIn"),
+        // The examples in Examples/ compile as part of every build.
+        .target(
+            name: "RichPushExamples",
+            dependencies: [
+                "RichPushMedia", "RichPushNotificationService",
+                .target(name: "UserNotificationsStandIn", condition: .when(platforms: [.linux])),
+            ],
+            path: "Examples/NotificationServiceExtension"
+        ),
         // What both provider clients share: HTTP/2 connections, the retry classification, JWT helpers.
         .target(
             name: "RichPushTransport",
@@ -130,12 +145,19 @@ let package = Package(
             ]
         ),
         // Sample media built from the formats' specifications, for tests and benchmarks only.
-        .target(name: "RichPushTestSupport", dependencies: ["RichPushSandbox", "RichPushAPNs", "RichPushFCM"]),
+        .target(name: "RichPushTestSupport", dependencies: ["RichPushSandbox", "RichPushAPNs", "RichPushFCM", "RichPushCharts"]),
         .testTarget(name: "RichPushCoreTests", dependencies: ["RichPushCore", "RichPushTestSupport"]),
         .testTarget(name: "RichPushChartsTests", dependencies: ["RichPushCharts", "RichPushCore"]),
         .testTarget(name: "RichPushMediaTests", dependencies: ["RichPushMedia", "RichPushSandbox", "RichPushCore", "RichPushTestSupport"]),
         .testTarget(name: "RichPushProvidersTests", dependencies: ["RichPushTestSupport", "RichPushAPNs", "RichPushFCM", "RichPushSandbox", "RichPushCore", "RichPushTransport"]),
         .testTarget(name: "RichPushServerTests", dependencies: ["RichPushServer", "RichPushMedia", "RichPushTestSupport", "RichPushCore", "RichPushTransport", "RichPushAPNs", "RichPushFCM", "RichPushSandbox", .product(name: "HummingbirdTesting", package: "hummingbird"), .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto")]),
+        .testTarget(
+            name: "RichPushNotificationServiceTests",
+            dependencies: [
+                "RichPushNotificationService", "RichPushMedia", "RichPushCore", "RichPushSandbox", "RichPushTestSupport",
+                .target(name: "UserNotificationsStandIn", condition: .when(platforms: [.linux])),
+            ]
+        ),
         .testTarget(name: "richpushTests", dependencies: ["richpush", "RichPushCore", "RichPushSandbox", "RichPushTestSupport"]),
     ]
 )

@@ -2,7 +2,8 @@
 // Add a Notification Service Extension target in Xcode, add the RichPushNotificationService product to it,
 // and replace the generated NotificationService.swift with this file. The class name must match
 // NSExtensionPrincipalClass in the extension's Info.plist ($(PRODUCT_MODULE_NAME).NotificationService).
-#if canImport(UserNotifications)
+#if canImport(UserNotifications) || canImport(UserNotificationsStandIn)
+import Foundation
 import RichPushMedia
 import RichPushNotificationService
 

@@ -18,18 +18,24 @@ public struct RenderedChart: Sendable {
 /// ```
 public enum ChartRenderer {
     /// Renders to PNG. `scale` overrides the spec's scale.
+    /// Renders to PNG. `scale` overrides the spec's scale; either is lowered to fit ``ChartSpec/maxPixels``.
     public static func render(_ spec: ChartSpec, scale: Int? = nil) -> RenderedChart {
-        let s = scale ?? spec.scale
+        let s = ChartSpec.drawnScale(width: spec.width, height: spec.height, requested: scale ?? spec.scale)
         let bitmap = draw(spec, scale: s)
         let (w, h) = (bitmap.width, bitmap.height)
         return RenderedChart(png: PNGEncoder.encode(bitmap, pixelsPerPoint: s), width: w, height: h)
     }
 
     /// Draws into a bitmap without encoding it (tests look at its pixels).
+    ///
+    /// Whatever the spec holds (it may come straight from a payload), the size is clamped to
+    /// ``ChartSpec/sizeRange``, the pixels to ``ChartSpec/maxPixels``, and values a chart cannot place are left
+    /// out like gaps.
     public static func draw(_ spec: ChartSpec, scale: Int? = nil) -> Bitmap {
-        let s = Double(min(max(scale ?? spec.scale, 1), 3))
+        let s = Double(ChartSpec.drawnScale(width: spec.width, height: spec.height, requested: scale ?? spec.scale))
         let width = min(max(spec.width, ChartSpec.sizeRange.lowerBound), ChartSpec.sizeRange.upperBound)
         let height = min(max(spec.height, ChartSpec.sizeRange.lowerBound), ChartSpec.sizeRange.upperBound)
+        let spec = spec.placeable
         let palette = ChartPalette(spec: spec)
         var bitmap = Bitmap(width: width * Int(s), height: height * Int(s), background: palette.background)
         var layout = ChartLayout(spec: spec, width: Double(width), height: Double(height))
@@ -37,6 +43,27 @@ public enum ChartRenderer {
         layout.drawHeader(on: &bitmap, palette: palette)
         layout.drawPlot(on: &bitmap, palette: palette)
         return bitmap
+    }
+}
+
+extension ChartSpec {
+    /// The spec with what a chart cannot draw taken out: values past ``ChartSpec/maxMagnitude`` become gaps, an
+    /// unusable `y` range is fitted to the data instead, counts and widths are held to the validator's ranges.
+    var placeable: ChartSpec {
+        var spec = self
+        spec.series = Array(series.prefix(ChartSpec.maxSeries)).map { s in
+            var s = s
+            s.values = s.values.prefix(ChartSpec.maxValuesPerSeries).map { ChartSpec.isPlaceable($0) ? $0 : .nan }
+            return s
+        }
+        if let lo = yMin, let hi = yMax, !(lo < hi && ChartSpec.isPlaceable(lo) && ChartSpec.isPlaceable(hi)) {
+            spec.yMin = nil
+            spec.yMax = nil
+        }
+        spec.labels = Array(labels.prefix(12))
+        spec.gridLines = min(max(gridLines, 0), 20)
+        spec.lineWidth = lineWidth > 0 && lineWidth <= 20 ? lineWidth : 2
+        return spec
     }
 }
 

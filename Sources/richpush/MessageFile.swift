@@ -7,7 +7,9 @@ enum MessageFile {
         var description: String
     }
 
-    static func readJSON(_ path: String) throws -> JSONValue {
+    /// `deepValues: .readAsNull` reads a received payload as the device does: a key nested too deep is read as
+    /// null instead of making the whole payload unreadable.
+    static func readJSON(_ path: String, deepValues: JSONValue.DeepValues = .refuse) throws -> JSONValue {
         let data: Data
         if path == "-" {
             data = FileHandle.standardInput.readDataToEndOfFile()
@@ -18,7 +20,7 @@ enum MessageFile {
             data = d
         }
         do {
-            return try JSONValue.parse(data)
+            return try JSONValue.parse(data, deepValues: deepValues)
         } catch {
             throw Failure(description: "\(path): \(error)")
         }

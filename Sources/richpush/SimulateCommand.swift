@@ -30,7 +30,7 @@ struct SimulateCommand: AsyncParsableCommand {
 
     func run() async throws {
         let value: JSONValue
-        do { value = try MessageFile.readJSON(payload) } catch {
+        do { value = try MessageFile.readJSON(payload, deepValues: .readAsNull) } catch {
             printError("error: \(error)")
             throw ExitCode(2)
         }

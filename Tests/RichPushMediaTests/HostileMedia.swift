@@ -35,11 +35,18 @@ enum HostileMedia {
             "/garbage.jpg": .bytes([UInt8](repeating: 0x11, count: 5000), contentType: "application/octet-stream"),
             "/to-http-elsewhere": .redirect(to: "ftp://127.0.0.1/x.jpg"),
             "/radio.mp3": .bytes(junkThenMP3, contentType: "audio/mpeg"),
+            // Compressed in transit: Content-Length counts the encoded bytes, the delegate sees decoded ones.
+            "/gzip.png": .bytes(ContentCoding.gzip(png), contentType: "image/png", headers: [("Content-Encoding", "gzip")]),
+            "/deflate.jpg": .bytes(ContentCoding.deflate(exifJPEG), contentType: "image/jpeg", headers: [("Content-Encoding", "deflate")]),
+            "/bomb.jpg": .bytes(gzipBomb, contentType: "image/jpeg", headers: [("Content-Encoding", "gzip")]),
         ]
     }
 }
 
 extension HostileMedia {
+    /// 10.5 MB of JPEG that travels as a few kilobytes: the image limit must hold on the decoded bytes.
+    static let gzipBomb = ContentCoding.gzip(S.file(S.jpeg(marker: 0xE0), size: 10_500_000))
+
     /// MP3 frames after 300 bytes of junk: the sniffer cannot see a signature, the label decides.
     static let junkThenMP3: [UInt8] = [UInt8](repeating: 0x00, count: 1) + [UInt8](repeating: 0x37, count: 1300) + MediaSamples.mp3(size: 20_000)
 }

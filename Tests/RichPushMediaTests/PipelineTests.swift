@@ -36,7 +36,7 @@ import Testing
     @Test(arguments: [
         ("/photo.png", MediaType.jpeg, "bytes"), ("/image", .jpeg, "bytes"), ("/IMG_0042.JPG", .jpeg, "bytes"),
         ("/get?filename=photo.png", .png, "bytes"), ("/clip.mp4", .mp4, "bytes"), ("/song.mp3", .mp3, "bytes"), ("/r1", .gif, "bytes"),
-        ("/radio.mp3", .mp3, "content-type"),
+        ("/radio.mp3", .mp3, "content-type"), ("/gzip.png", .png, "bytes"), ("/deflate.jpg", .jpeg, "bytes"),
     ])
     func attachesTheRealType(_ path: String, _ type: MediaType, _ source: String) async throws {
         try await Self.withServer { base in
@@ -58,7 +58,7 @@ import Testing
         ("/missing.jpg", "http-status"), ("/loop1", "redirect-loop"), ("/c1", "too-many-redirects"), ("/big.jpg", "too-large"),
         ("/big-nolength.jpg", "too-large"), ("/long.mp3", "too-large"), ("/reset.jpg", "network"), ("/photo.webp", "unsupported-type"),
         ("/photo.heic", "unsupported-type"), ("/page.jpg", "unsupported-type"), ("/empty.jpg", "empty-body"), ("/garbage.jpg", "unknown-type"),
-        ("/to-http-elsewhere", "unsupported-scheme"),
+        ("/to-http-elsewhere", "unsupported-scheme"), ("/bomb.jpg", "too-large"),
     ])
     func refusesWithTheRightReason(_ path: String, _ code: String) async throws {
         try await Self.withServer { base in

@@ -15,7 +15,7 @@ struct AxisScale {
             lo = Swift.min(lo, 0)
             hi = Swift.max(hi, 0)
         }
-        if let a = explicitMin, let b = explicitMax {
+        if let a = explicitMin, let b = explicitMax, a < b, a.isFinite, b.isFinite {
             min = a
             max = b
             let n = Swift.max(tickCount, 2)
@@ -37,6 +37,14 @@ struct AxisScale {
             step = AxisScale.niceStep(step * 1.0001)
             start = (lo / step).rounded(.down) * step
             guardCount += 1
+        }
+        guard step > 0, step.isNormal, start.isFinite, (start + step * Double(intervals)).isFinite else {
+            // Spans too small or too large for nice steps (only reached by values a spec cannot carry).
+            min = lo
+            max = hi > lo ? hi : lo + 1
+            ticks = [min, max]
+            decimals = 0
+            return
         }
         min = start
         max = start + step * Double(intervals)
@@ -68,6 +76,8 @@ struct AxisScale {
     /// with K/M.
     static func format(_ v: Double, decimals: Int) -> String {
         let a = abs(v)
+        // Past what a spec may carry there is no honest label (and Int64 below would overflow).
+        guard v.isFinite, a <= 1e15 else { return "" }
         if a >= 10_000_000 { return format(v / 1_000_000, decimals: a >= 100_000_000 || a.truncatingRemainder(dividingBy: 1_000_000) == 0 ? 0 : 1) + "M" }
         if a >= 10_000 { return format(v / 1000, decimals: a >= 100_000 || a.truncatingRemainder(dividingBy: 1000) == 0 ? 0 : 1) + "K" }
         var factor = 1.0

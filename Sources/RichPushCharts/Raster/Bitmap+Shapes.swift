@@ -3,7 +3,7 @@ import RichPushCore
 extension Bitmap {
     /// A polyline of width `lineWidth` pixels with round joins and caps. A single point draws a dot.
     mutating func stroke(_ points: [(Double, Double)], lineWidth: Double, color: RGBAColor) {
-        guard !points.isEmpty else { return }
+        guard !points.isEmpty, lineWidth.isFinite, points.allSatisfy({ $0.0.isFinite && $0.1.isFinite }) else { return }
         let r = lineWidth / 2
         var minX = Double.infinity, minY = Double.infinity, maxX = -Double.infinity, maxY = -Double.infinity
         for (x, y) in points {
@@ -27,7 +27,7 @@ extension Bitmap {
     mutating func stroke(paths: [[(Double, Double)]], lineWidth: Double, color: RGBAColor) {
         let r = lineWidth / 2
         let all = paths.flatMap { $0 }
-        guard !all.isEmpty else { return }
+        guard !all.isEmpty, lineWidth.isFinite, all.allSatisfy({ $0.0.isFinite && $0.1.isFinite }) else { return }
         let minX = all.map(\.0).min()!, maxX = all.map(\.0).max()!
         let minY = all.map(\.1).min()!, maxY = all.map(\.1).max()!
         guard var mask = CoverageMask(minX: minX - r - 1, minY: minY - r - 1, maxX: maxX + r + 1, maxY: maxY + r + 1, clipWidth: width, clipHeight: height)
@@ -43,8 +43,9 @@ extension Bitmap {
 
     /// An axis-aligned rectangle with exact area coverage at its edges (hairline grid lines stay crisp).
     mutating func fill(x0: Double, y0: Double, x1: Double, y1: Double, color: RGBAColor) {
-        let ax = max(0, Int(x0.rounded(.down))), bx = min(width - 1, Int(x1.rounded(.up)) - 1)
-        let ay = max(0, Int(y0.rounded(.down))), by = min(height - 1, Int(y1.rounded(.up)) - 1)
+        guard x0.isFinite, y0.isFinite, x1.isFinite, y1.isFinite else { return }
+        let ax = max(0, Bitmap.pixel(x0.rounded(.down))), bx = min(width - 1, Bitmap.pixel(x1.rounded(.up)) - 1)
+        let ay = max(0, Bitmap.pixel(y0.rounded(.down))), by = min(height - 1, Bitmap.pixel(y1.rounded(.up)) - 1)
         guard ax <= bx, ay <= by else { return }
         for py in ay...by {
             let oy = min(y1, Double(py + 1)) - max(y0, Double(py))
@@ -59,11 +60,12 @@ extension Bitmap {
     /// A rectangle with rounded corners, clipped to rows `clipY0..<clipY1` (so that a bar can stand
     /// square on its baseline).
     mutating func fillRoundedRect(x0: Double, y0: Double, x1: Double, y1: Double, radius: Double, clipY0: Double, clipY1: Double, color: RGBAColor) {
+        guard [x0, y0, x1, y1, radius, clipY0, clipY1].allSatisfy(\.isFinite) else { return }
         let r = min(radius, (x1 - x0) / 2, (y1 - y0) / 2)
         let cx = (x0 + x1) / 2, cy = (y0 + y1) / 2
         let hx = (x1 - x0) / 2 - r, hy = (y1 - y0) / 2 - r
-        let ax = max(0, Int(x0.rounded(.down))), bx = min(width - 1, Int(x1.rounded(.up)))
-        let ay = max(0, Int(max(y0, clipY0).rounded(.down))), by = min(height - 1, Int(min(y1, clipY1).rounded(.up)))
+        let ax = max(0, Bitmap.pixel(x0.rounded(.down))), bx = min(width - 1, Bitmap.pixel(x1.rounded(.up)))
+        let ay = max(0, Bitmap.pixel(max(y0, clipY0).rounded(.down))), by = min(height - 1, Bitmap.pixel(min(y1, clipY1).rounded(.up)))
         guard ax <= bx, ay <= by else { return }
         for py in ay...by {
             let pcy = Double(py) + 0.5
@@ -84,9 +86,11 @@ extension Bitmap {
     /// The region between a polyline (points sorted by x) and a horizontal baseline, filled with `color`
     /// whose opacity runs from `topAlpha` at `gradientTop` to `bottomAlpha` at the baseline.
     mutating func fillUnder(_ points: [(Double, Double)], baseline: Double, gradientTop: Double, color: RGBAColor, topAlpha: Double, bottomAlpha: Double) {
-        guard points.count >= 2 else { return }
+        guard points.count >= 2, baseline.isFinite, gradientTop.isFinite, topAlpha.isFinite, bottomAlpha.isFinite,
+            points.allSatisfy({ $0.0.isFinite && $0.1.isFinite })
+        else { return }
         let firstX = points[0].0, lastX = points[points.count - 1].0
-        let ax = max(0, Int(firstX.rounded(.down))), bx = min(width - 1, Int(lastX.rounded(.up)) - 1)
+        let ax = max(0, Bitmap.pixel(firstX.rounded(.down))), bx = min(width - 1, Bitmap.pixel(lastX.rounded(.up)) - 1)
         guard ax <= bx else { return }
         var seg = 0
         let span = max(baseline - gradientTop, 1)
@@ -100,7 +104,7 @@ extension Bitmap {
             let t = x1 > x0 ? (cx - x0) / (x1 - x0) : 0
             let lineY = y0 + (y1 - y0) * t
             let top = min(lineY, baseline), bottom = max(lineY, baseline)
-            let ay = max(0, Int(top.rounded(.down))), by = min(height - 1, Int(bottom.rounded(.up)) - 1)
+            let ay = max(0, Bitmap.pixel(top.rounded(.down))), by = min(height - 1, Bitmap.pixel(bottom.rounded(.up)) - 1)
             guard ay <= by else { continue }
             for py in ay...by {
                 let share = min(bottom, Double(py + 1)) - max(top, Double(py))
@@ -115,6 +119,17 @@ extension Bitmap {
 
     @inline(__always)
     private func alpha(_ coverage: Double, _ color: RGBAColor) -> UInt32 {
-        UInt32((min(max(coverage, 0), 1) * Double(color.a)).rounded())
+        coverage > 0 ? UInt32((min(coverage, 1) * Double(color.a)).rounded()) : 0
     }
+
+    /// A pixel index from a position in pixels, pinned to a range far outside any bitmap: positions come from
+    /// the payload's numbers, and no conversion may trap whatever they are. Callers check `isFinite` first.
+    @inline(__always)
+    static func pixel(_ position: Double) -> Int {
+        guard position == position else { return -pixelLimit }
+        return Int(min(max(position, -Double(pixelLimit)), Double(pixelLimit)))
+    }
+
+    /// Far beyond the largest bitmap (3,072 pixels), small enough that `±1` and products stay in range.
+    static let pixelLimit = 1 << 20
 }

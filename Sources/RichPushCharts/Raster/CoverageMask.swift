@@ -9,10 +9,11 @@ struct CoverageMask {
     var values: [UInt8]
 
     init?(minX: Double, minY: Double, maxX: Double, maxY: Double, clipWidth: Int, clipHeight: Int) {
-        let ax = max(0, Int((minX).rounded(.down)))
-        let ay = max(0, Int((minY).rounded(.down)))
-        let bx = min(clipWidth, Int((maxX).rounded(.up)) + 1)
-        let by = min(clipHeight, Int((maxY).rounded(.up)) + 1)
+        guard minX.isFinite, minY.isFinite, maxX.isFinite, maxY.isFinite else { return nil }
+        let ax = max(0, Bitmap.pixel((minX).rounded(.down)))
+        let ay = max(0, Bitmap.pixel((minY).rounded(.down)))
+        let bx = min(clipWidth, Bitmap.pixel((maxX).rounded(.up)) + 1)
+        let by = min(clipHeight, Bitmap.pixel((maxY).rounded(.up)) + 1)
         guard bx > ax, by > ay else { return nil }
         x0 = ax
         y0 = ay
@@ -23,11 +24,12 @@ struct CoverageMask {
 
     /// Adds a round-capped segment of half-width `r` (pixels); joints come out round as a result.
     mutating func addSegment(_ ax: Double, _ ay: Double, _ bx: Double, _ by: Double, radius r: Double) {
+        guard ax.isFinite, ay.isFinite, bx.isFinite, by.isFinite, r.isFinite, r >= 0 else { return }
         let reach = r + 0.5
-        let minX = max(x0, Int((min(ax, bx) - reach).rounded(.down)))
-        let maxX = min(x0 + width - 1, Int((max(ax, bx) + reach).rounded(.up)))
-        let minY = max(y0, Int((min(ay, by) - reach).rounded(.down)))
-        let maxY = min(y0 + height - 1, Int((max(ay, by) + reach).rounded(.up)))
+        let minX = max(x0, Bitmap.pixel((min(ax, bx) - reach).rounded(.down)))
+        let maxX = min(x0 + width - 1, Bitmap.pixel((max(ax, bx) + reach).rounded(.up)))
+        let minY = max(y0, Bitmap.pixel((min(ay, by) - reach).rounded(.down)))
+        let maxY = min(y0 + height - 1, Bitmap.pixel((max(ay, by) + reach).rounded(.up)))
         guard minX <= maxX, minY <= maxY else { return }
         let dx = bx - ax, dy = by - ay
         let len2 = dx * dx + dy * dy
@@ -42,7 +44,7 @@ struct CoverageMask {
                     t = t < 0 ? 0 : (t > 1 ? 1 : t)
                     let ex = ax + t * dx - cx, ey = ay + t * dy - cy
                     let d2 = ex * ex + ey * ey
-                    if d2 >= reach2 { continue }
+                    if !(d2 < reach2) { continue }  // also skips NaN from extreme coordinates
                     let cov = reach - d2.squareRoot()
                     let c = cov >= 1 ? 255 : UInt8((cov * 255).rounded())
                     if c > v[row + px] { v[row + px] = c }

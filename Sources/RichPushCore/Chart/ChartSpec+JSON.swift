@@ -122,14 +122,21 @@ extension ChartSpec {
             if s.values.count > Self.maxValuesPerSeries {
                 r.add("\(j("series"))[\(i)].values", "max-values", "at most \(Self.maxValuesPerSeries) values per series")
             }
-            if s.values.contains(where: { $0.isInfinite }) { r.add("\(j("series"))[\(i)].values", "finite", "values must be finite") }
+            if s.values.contains(where: { !$0.isNaN && !Self.isPlaceable($0) }) {
+                r.add("\(j("series"))[\(i)].values", "range", "values must be finite and within ±1e15")
+            }
         }
         if !Self.sizeRange.contains(width) || !Self.sizeRange.contains(height) {
             r.add(j("size"), "range", "width and height must be \(Self.sizeRange.lowerBound)...\(Self.sizeRange.upperBound) points")
         }
         if ![1, 2, 3].contains(scale) { r.add(j("scale"), "enum", "scale must be 1, 2 or 3") }
-        if let lo = yMin, let hi = yMax, !(lo < hi) || !lo.isFinite || !hi.isFinite {
-            r.add(j("y"), "range", "y must be [min, max] with finite min < max")
+        if let lo = yMin, let hi = yMax, !(lo < hi) || !Self.isPlaceable(lo) || !Self.isPlaceable(hi) {
+            r.add(j("y"), "range", "y must be [min, max] with min < max, both within ±1e15")
+        }
+        let drawn = Self.drawnScale(width: width, height: height, requested: scale)
+        if drawn < scale, Self.sizeRange.contains(width), Self.sizeRange.contains(height) {
+            r.add(j("scale"), "pixel-budget", "drawn at scale \(drawn): \(width)x\(height) points at scale \(scale) would "
+                + "exceed the device's \(Self.maxPixels) pixels", .warning)
         }
         if !(0...20).contains(gridLines) { r.add(j("grid"), "range", "grid must be 0...20 lines") }
         if !(lineWidth > 0 && lineWidth <= 20) { r.add(j("line_width"), "range", "line_width must be more than 0 and at most 20") }

@@ -79,6 +79,25 @@ public struct ChartSpec: Sendable, Hashable {
     public static let sizeRange = 16...1024
     public static let maxValuesPerSeries = 1000
     public static let maxSeries = 8
+    /// The largest magnitude of a value or a `y` bound: past it a chart can neither place nor label a value
+    /// (spans and ticks overflow), so the validator refuses it and the renderer leaves such a value out.
+    public static let maxMagnitude = 1e15
+    /// The most pixels a chart is drawn with, so that drawing and encoding stay within about 6 MB on the device
+    /// (3 bytes a pixel, filtered in place, plus the compressor's tables). A larger size × scale is drawn at the
+    /// highest scale that fits; every size in ``sizeRange`` fits at scale 1.
+    public static let maxPixels = 1_200_000
+
+    /// The scale a chart is drawn at: the requested one (1...3), lowered until the pixels fit ``maxPixels``.
+    public static func drawnScale(width: Int, height: Int, requested: Int) -> Int {
+        let w = min(max(width, sizeRange.lowerBound), sizeRange.upperBound)
+        let h = min(max(height, sizeRange.lowerBound), sizeRange.upperBound)
+        var s = min(max(requested, 1), 3)
+        while s > 1 && w * h * s * s > maxPixels { s -= 1 }
+        return s
+    }
+
+    /// True for a value the chart can place: finite and within ``maxMagnitude``.
+    public static func isPlaceable(_ v: Double) -> Bool { v.isFinite && abs(v) <= maxMagnitude }
 
     public init(
         kind: Kind = .line, series: [Series], title: String? = nil, value: String? = nil, change: String? = nil,

@@ -13,9 +13,20 @@ extension JSONValue {
     /// ```swift
     /// let value = try JSONValue.parse(Data(#"{"aps":{"mutable-content":1}}"#.utf8))
     /// ```
-    public static func parse(_ data: some Collection<UInt8>, maxDepth: Int = 64) throws(JSONSyntaxError) -> JSONValue {
-        var parser = JSONParser(bytes: Array(data), maxDepth: maxDepth)
+    public static func parse(
+        _ data: some Collection<UInt8>, maxDepth: Int = 64, deepValues: DeepValues = .refuse
+    ) throws(JSONSyntaxError) -> JSONValue {
+        var parser = JSONParser(bytes: Array(data), maxDepth: maxDepth, deepValues: deepValues)
         return try parser.parseDocument()
+    }
+
+    /// What the parser does with an object or array nested deeper than its `maxDepth`.
+    public enum DeepValues: Sendable {
+        /// The document is refused (a request body the server must keep whole).
+        case refuse
+        /// The value is checked for syntax without recursion and read as `null`, so that a deep key that is not
+        /// ours cannot make the keys we read unreadable (a received payload).
+        case readAsNull
     }
 
     public static func parse(_ text: String) throws(JSONSyntaxError) -> JSONValue {
@@ -26,12 +37,14 @@ extension JSONValue {
 struct JSONParser {
     let bytes: [UInt8]
     let maxDepth: Int
+    let deepValues: JSONValue.DeepValues
     var index = 0
     var depth = 0
 
-    init(bytes: [UInt8], maxDepth: Int) {
+    init(bytes: [UInt8], maxDepth: Int, deepValues: JSONValue.DeepValues = .refuse) {
         self.bytes = bytes
         self.maxDepth = maxDepth
+        self.deepValues = deepValues
     }
 
     mutating func parseDocument() throws(JSONSyntaxError) -> JSONValue {
@@ -79,13 +92,75 @@ struct JSONParser {
         index += w.count
     }
 
-    mutating func enter() throws(JSONSyntaxError) {
-        depth += 1
-        if depth > maxDepth { throw fail("nested deeper than \(maxDepth) levels") }
+    /// True when the container at `index` is one level too deep and was stepped over (it reads as null).
+    mutating func skippedTooDeep() throws(JSONSyntaxError) -> Bool {
+        guard depth >= maxDepth else { return false }
+        if case .refuse = deepValues { throw fail("nested deeper than \(maxDepth) levels") }
+        try skipNested()
+        return true
+    }
+
+    /// Checks the syntax of the container at `index` and steps past it, keeping an explicit stack of the closers
+    /// it waits for instead of recursing (a 5 KB payload can nest 2,500 levels).
+    mutating func skipNested() throws(JSONSyntaxError) {
+        var closers: [UInt8] = []
+        var expectValue = true
+        repeat {
+            skipWhitespace()
+            guard index < bytes.count else { throw fail("unexpected end of input") }
+            let b = bytes[index]
+            if expectValue {
+                if b == UInt8(ascii: "{") || b == UInt8(ascii: "[") {
+                    let close = b == UInt8(ascii: "{") ? UInt8(ascii: "}") : UInt8(ascii: "]")
+                    index += 1
+                    skipWhitespace()
+                    if index < bytes.count, bytes[index] == close {
+                        index += 1
+                        expectValue = false
+                    } else {
+                        closers.append(close)
+                        if close == UInt8(ascii: "}") { try skipKeyAndColon() }
+                    }
+                } else {
+                    _ = try parseScalar()
+                    expectValue = false
+                }
+            } else {
+                let close = closers[closers.count - 1]
+                if b == UInt8(ascii: ",") {
+                    index += 1
+                    if close == UInt8(ascii: "}") { try skipKeyAndColon() }
+                    expectValue = true
+                } else if b == close {
+                    index += 1
+                    closers.removeLast()
+                } else {
+                    throw fail("expected ',' or '\(Character(Unicode.Scalar(close)))'")
+                }
+            }
+        } while expectValue || !closers.isEmpty
+    }
+
+    private mutating func skipKeyAndColon() throws(JSONSyntaxError) {
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a key string") }
+        _ = try parseString()
+        skipWhitespace()
+        guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
+        index += 1
+    }
+
+    /// A string, number or literal (never a container).
+    private mutating func parseScalar() throws(JSONSyntaxError) -> JSONValue {
+        switch bytes[index] {
+        case UInt8(ascii: "{"), UInt8(ascii: "["): throw fail("unexpected container")
+        default: return try parseValue()
+        }
     }
 
     mutating func parseObject() throws(JSONSyntaxError) -> JSONValue {
-        try enter()
+        if try skippedTooDeep() { return .null }
+        depth += 1
         defer { depth -= 1 }
         index += 1
         var result: [String: JSONValue] = [:]
@@ -109,7 +184,8 @@ struct JSONParser {
     }
 
     mutating func parseArray() throws(JSONSyntaxError) -> JSONValue {
-        try enter()
+        if try skippedTooDeep() { return .null }
+        depth += 1
         defer { depth -= 1 }
         index += 1
         var result: [JSONValue] = []

@@ -6,6 +6,14 @@ extension JSONValue {
     /// Values JSON cannot hold (dates, data, arbitrary objects) become `nil` so that a caller can report
     /// them instead of crashing. Keys that are not strings are skipped.
     public init?(foundation value: Any) {
+        self.init(foundation: value, depth: 0)
+    }
+
+    /// Containers nested deeper than this read as `null`: the system hands over any payload APNs accepted
+    /// (up to 5 KB, so up to 2,500 levels), and a deep key that is not ours must not cost a stack overflow.
+    public static let maxFoundationDepth = 64
+
+    private init?(foundation value: Any, depth: Int) {
         // Exact Swift types first: NSNumber bridges 0 and 1 to Bool, so a cast alone cannot tell them apart.
         let type = Swift.type(of: value)
         if value is NSNull {
@@ -35,21 +43,24 @@ extension JSONValue {
             }
             return
         }
+        if value is [Any] || value is [AnyHashable: Any], depth >= Self.maxFoundationDepth {
+            self = .null
+            return
+        }
         switch value {
         case let a as [Any]:
             var out: [JSONValue] = []
             out.reserveCapacity(a.count)
+            // Inside a container, a value JSON cannot hold is left out rather than losing the whole payload.
             for element in a {
-                guard let v = JSONValue(foundation: element) else { return nil }
-                out.append(v)
+                if let v = JSONValue(foundation: element, depth: depth + 1) { out.append(v) }
             }
             self = .array(out)
         case let d as [AnyHashable: Any]:
             var out: [String: JSONValue] = [:]
             for (k, v) in d {
                 guard let key = k.base as? String else { continue }
-                guard let converted = JSONValue(foundation: v) else { return nil }
-                out[key] = converted
+                if let converted = JSONValue(foundation: v, depth: depth + 1) { out[key] = converted }
             }
             self = .object(out)
         default:

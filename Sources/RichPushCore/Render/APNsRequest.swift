@@ -67,7 +67,8 @@ public struct APNsRenderer: Sendable {
         if let e = m.expiration { return e }
         guard let ttl = m.ttl else { return nil }
         if ttl == 0 { return 0 }
-        return Int64(now().timeIntervalSince1970) + Int64(ttl)
+        // Held to a few decades: a request may be rendered (to show it) before the validator refuses its ttl.
+        return Int64(now().timeIntervalSince1970) + Int64(min(max(ttl, 0), 1 << 30))
     }
 
     /// The JSON body, which does not depend on the device token.

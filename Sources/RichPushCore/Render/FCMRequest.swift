@@ -145,7 +145,12 @@ public struct FCMRenderer: Sendable {
     /// Time to live in whole seconds, from `ttl` or from an absolute `expiration`.
     func ttlSeconds(for m: PushMessage) -> Int64? {
         if let ttl = m.ttl { return Int64(ttl) }
-        if let e = m.expiration { return max(0, e - Int64(now().timeIntervalSince1970)) }
+        if let e = m.expiration {
+            // The expiration is the sender's number: an extreme one must not overflow (it is refused by the
+            // validator, but a request can be rendered to show it).
+            let (left, overflow) = e.subtractingReportingOverflow(Int64(now().timeIntervalSince1970))
+            return overflow ? (e < 0 ? 0 : Int64.max) : max(0, left)
+        }
         return nil
     }
 }

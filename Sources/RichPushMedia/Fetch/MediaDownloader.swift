@@ -89,9 +89,14 @@ final class MediaDownloader: NSObject, URLSessionDataDelegate, @unchecked Sendab
                 return completionHandler(.cancel)
             }
             s.contentType = http.value(forHTTPHeaderField: "Content-Type")
+            s.contentEncoding = http.value(forHTTPHeaderField: "Content-Encoding")
         }
         s.finalURL = response.url ?? s.url
-        s.expectedLength = response.expectedContentLength >= 0 ? Int(response.expectedContentLength) : nil
+        // With a Content-Encoding, Content-Length counts the encoded bytes while the delegate is handed decoded
+        // ones: neither the completeness check nor the early size refusal can use it. The running cap below
+        // holds on the decoded bytes either way, and a truncated gzip or deflate stream fails its own check.
+        let length = response.expectedContentLength
+        s.expectedLength = length >= 0 && s.isIdentityEncoded ? Int(length) : nil
         if let length = s.expectedLength, length > MediaRules.largestAppleLimit {
             s.fail(.tooLarge(kind: nil, bytes: length, limit: MediaRules.largestAppleLimit))
             return completionHandler(.cancel)
@@ -170,6 +175,8 @@ final class TaskState: @unchecked Sendable {
     var visited: Set<String>
     var finalURL: URL
     var contentType: String?
+    var contentEncoding: String?
+    /// The length the server announced for the body as it arrives here (identity encoding only).
     var expectedLength: Int?
     var handle: FileHandle?
     var prefix = Data()
@@ -192,6 +199,12 @@ final class TaskState: @unchecked Sendable {
     }
 
     func fail(_ reason: SkipReason) { if failure == nil { failure = reason } }
+
+    /// True when the body arrives as sent: no Content-Encoding, or `identity`.
+    var isIdentityEncoded: Bool {
+        guard let e = contentEncoding?.trimmingCharacters(in: .whitespaces).lowercased(), !e.isEmpty else { return true }
+        return e == "identity"
+    }
 
     /// Decides the type: the bytes first, then Content-Type, the URL's extension, the payload's hint.
     /// Returns a reason to stop when the type is one Apple will not attach or the file is already too large.

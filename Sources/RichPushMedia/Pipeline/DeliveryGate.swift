@@ -9,7 +9,8 @@ final class DeliveryGate: @unchecked Sendable {
     private var delivered = false
     private var staged: [Int: StagedAttachment] = [:]
     private var skipped: [Int: SkippedMedia] = [:]
-    private let handler: @Sendable (EnrichedNotification) -> Void
+    /// Dropped once called, so that what it holds (the extension object, in the adapter) is let go.
+    private var handler: (@Sendable (EnrichedNotification) -> Void)?
 
     init(handler: @escaping @Sendable (EnrichedNotification) -> Void) { self.handler = handler }
 
@@ -26,12 +27,13 @@ final class DeliveryGate: @unchecked Sendable {
     /// Delivers unless something already has; returns whether this call did.
     @discardableResult
     func deliver(_ make: (_ attached: [StagedAttachment], _ skipped: [Int: SkippedMedia]) -> EnrichedNotification) -> Bool {
-        let notification: EnrichedNotification? = lock.withLock {
-            guard !delivered else { return nil }
+        let call: (EnrichedNotification, @Sendable (EnrichedNotification) -> Void)? = lock.withLock {
+            guard !delivered, let handler else { return nil }
             delivered = true
-            return make(staged.sorted { $0.key < $1.key }.map(\.value), skipped)
+            self.handler = nil
+            return (make(staged.sorted { $0.key < $1.key }.map(\.value), skipped), handler)
         }
-        guard let notification else { return false }
+        guard let (notification, handler) = call else { return false }
         handler(notification)
         return true
     }

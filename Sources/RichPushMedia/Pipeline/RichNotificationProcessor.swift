@@ -50,10 +50,20 @@ public struct RichNotificationProcessor: Sendable {
         start.addingTimeInterval(Self.systemBudget - configuration.safetyMargin)
     }
 
+    /// Asked for each staged file before it counts as attached: the Apple adapter creates the system's attachment
+    /// here, so that a file the system refuses is reported as skipped (with the system's reason) in the receipt
+    /// and the report, instead of being listed as attached and then dropped. `nil` accepts the file.
+    public typealias Admission = @Sendable (StagedAttachment) -> SkipReason?
+
     /// Starts processing; `deliver` is called exactly once, when everything is done, at the deadline, or on
     /// ``ProcessingSession/expire()``, whichever comes first.
-    public func start(payload: JSONValue, text: NotificationText, deadline: Date? = nil, deliver: @escaping @Sendable (EnrichedNotification) -> Void) -> ProcessingSession {
-        let session = ProcessingSession(configuration: configuration, payload: payload, text: text, deadline: deadline ?? defaultDeadline(), deliver: deliver)
+    public func start(
+        payload: JSONValue, text: NotificationText, deadline: Date? = nil, admit: Admission? = nil,
+        deliver: @escaping @Sendable (EnrichedNotification) -> Void
+    ) -> ProcessingSession {
+        let session = ProcessingSession(
+            configuration: configuration, payload: payload, text: text, deadline: deadline ?? defaultDeadline(),
+            admit: admit, deliver: deliver)
         session.begin()
         return session
     }
@@ -84,13 +94,19 @@ public final class ProcessingSession: Sendable {
     let started = Date()
     let gate: DeliveryGate
     let content: ReceivedRichContent
+    let admit: RichNotificationProcessor.Admission?
     private let work = TaskHolder()
 
-    init(configuration: RichNotificationProcessor.Configuration, payload: JSONValue, text: NotificationText, deadline: Date, deliver: @escaping @Sendable (EnrichedNotification) -> Void) {
+    init(
+        configuration: RichNotificationProcessor.Configuration, payload: JSONValue, text: NotificationText,
+        deadline: Date, admit: RichNotificationProcessor.Admission? = nil,
+        deliver: @escaping @Sendable (EnrichedNotification) -> Void
+    ) {
         self.configuration = configuration
         self.payload = payload
         self.text = text
         self.deadline = deadline
+        self.admit = admit
         gate = DeliveryGate(handler: deliver)
         content = ReceivedPayloadDecoder.decode(payload)
     }
@@ -140,7 +156,8 @@ public final class ProcessingSession: Sendable {
         let deadlineHit = await withTaskGroup(of: Bool.self) { group -> Bool in
             // The deadline watcher: when it wins, everything else is cancelled.
             group.addTask { [deadline] in
-                let wait = deadline.timeIntervalSinceNow
+                // Held to a day: the deadline may come from a caller's number, and the conversion must not trap.
+                let wait = min(deadline.timeIntervalSinceNow, 86_400)
                 if wait > 0 { try? await Task.sleep(nanoseconds: UInt64(wait * 1_000_000_000)) }
                 return !Task.isCancelled
             }
@@ -210,7 +227,7 @@ public final class ProcessingSession: Sendable {
                 // An exact staging folder may hold the same file from an earlier notification: replace it.
                 if FileManager.default.fileExists(atPath: final.path) { try FileManager.default.removeItem(at: final) }
                 try FileManager.default.moveItem(at: file.file, to: final)
-                gate.record(
+                record(
                     StagedAttachment(identifier: "media-\(index)", file: final, type: file.type, bytes: file.bytes, sourceURL: media.url, typeSource: file.typeSource, thumbnail: media.thumbnail, stagedAfterMilliseconds: milliseconds()),
                     at: index)
             } catch {
@@ -224,9 +241,19 @@ public final class ProcessingSession: Sendable {
         let file = staging.root.appendingPathComponent("\(index)-chart.png")
         do {
             try Data(png).write(to: file)
-            gate.record(StagedAttachment(identifier: "chart", file: file, type: .png, bytes: png.count, sourceURL: "chart:", typeSource: "rendered", thumbnail: nil, stagedAfterMilliseconds: milliseconds()), at: index)
+            record(StagedAttachment(identifier: "chart", file: file, type: .png, bytes: png.count, sourceURL: "chart:", typeSource: "rendered", thumbnail: nil, stagedAfterMilliseconds: milliseconds()), at: index)
         } catch {
             gate.record(SkippedMedia(url: "chart:", reason: .stagingFailed(error.localizedDescription)), at: index)
+        }
+    }
+
+    /// Records a staged file as attached once the admission (the system) accepts it, else as skipped.
+    private func record(_ staged: StagedAttachment, at index: Int) {
+        if let reason = admit?(staged) {
+            try? FileManager.default.removeItem(at: staged.file)  // not attached: nothing will read it
+            gate.record(SkippedMedia(url: staged.sourceURL, reason: reason), at: index)
+        } else {
+            gate.record(staged, at: index)
         }
     }
 

@@ -19,6 +19,8 @@ public enum SkipReason: Error, Sendable, Hashable, CustomStringConvertible {
     case network(String)
     case stagingFailed(String)
     case limitReached(Int)
+    /// The system refused the staged file (`UNNotificationAttachment`'s initializer threw).
+    case refusedBySystem(String)
 
     public var code: String {
         switch self {
@@ -38,6 +40,7 @@ public enum SkipReason: Error, Sendable, Hashable, CustomStringConvertible {
         case .network: return "network"
         case .stagingFailed: return "staging-failed"
         case .limitReached: return "attachment-limit"
+        case .refusedBySystem: return "system-refused"
         }
     }
 
@@ -60,6 +63,7 @@ public enum SkipReason: Error, Sendable, Hashable, CustomStringConvertible {
         case .network(let m): return "network error: \(m)"
         case .stagingFailed(let m): return "could not store the file: \(m)"
         case .limitReached(let n): return "only the first \(n) media are attached"
+        case .refusedBySystem(let m): return "the system refused the attachment: \(m)"
         }
     }
 }

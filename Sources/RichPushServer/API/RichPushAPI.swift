@@ -337,7 +337,10 @@ public struct RichPushAPI: Sendable {
         }
         var notBefore = Date()
         if let s = sendAt {
-            if let t = s.doubleValue { notBefore = Date(timeIntervalSince1970: t) } else { report.add("send_at", "type", "send_at is seconds since 1970") }
+            switch SendTime.read(s, now: notBefore) {
+            case .success(let t): notBefore = t
+            case .failure(let problem): report.add("send_at", problem.rule, problem.message)
+            }
         }
         var spread: TimeInterval = 0
         if let s = spreadJSON {

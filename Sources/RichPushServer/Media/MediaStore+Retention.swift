@@ -13,7 +13,10 @@ extension MediaStore {
     @discardableResult
     public func keep(_ name: String, until requested: Date) -> Bool {
         guard Self.parse(name) != nil else { return false }
-        let until = Date(timeIntervalSince1970: (requested.timeIntervalSince1970 / 3600).rounded(.up) * 3600)
+        // Held to a year ahead: the time is derived from a request, and it is converted to whole seconds below.
+        let latest = Date().addingTimeInterval(366 * 86_400).timeIntervalSince1970
+        let requestedSeconds = requested.timeIntervalSince1970.isFinite ? min(requested.timeIntervalSince1970, latest) : latest
+        let until = Date(timeIntervalSince1970: (requestedSeconds / 3600).rounded(.up) * 3600)
         if let known = kept.withLockedValue({ $0[name] }), known >= until { return true }
         let p = path(name).path
         var st = stat()

@@ -1,0 +1,25 @@
+// libFuzzer harness: raw bytes as a received payload, through everything the service extension runs on it
+// before the network: the JSON parser (as the simulator reads a payload), the decoder of every provider's keys,
+// the chart spec, and the chart renderer with its PNG encoder. Built by Scripts/fuzz-device.
+import RichPushCharts
+import RichPushCore
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzDevicePayload(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let bytes = UnsafeBufferPointer(start: data, count: size)
+    guard let payload = try? JSONValue.parse(bytes, deepValues: .readAsNull) else { return 0 }
+    // The payload as the system hands it over (a Foundation dictionary), and as JSON.
+    let viaFoundation = ReceivedPayloadDecoder.decode(userInfo: (payload.foundationValue as? [AnyHashable: Any]) ?? [:])
+    let content = ReceivedPayloadDecoder.decode(payload)
+    for chart in [content.chart, viaFoundation.chart].compactMap({ $0 }) {
+        // Drawn at scale 1 to keep runs fast; the budget and the clamps are the same at every scale.
+        let rendered = ChartRenderer.render(chart, scale: 1)
+        precondition(rendered.png.count > 8, "a chart always gives a PNG")
+    }
+    // Any chart-shaped object, even one the decoder refused, must draw without a trap.
+    if case .object(let o) = payload, let c = o["chart"], let spec = try? ChartSpec.decode(c) {
+        _ = ChartRenderer.render(spec, scale: 1)
+    }
+    _ = content.media.map { $0.hintedType }
+    return 0
+}
