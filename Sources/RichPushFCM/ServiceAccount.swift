@@ -12,6 +12,7 @@ public struct ServiceAccount: Sendable {
 
     public struct Problem: Error, CustomStringConvertible {
         public var description: String
+        public init(description: String) { self.description = description }
     }
 
     /// Reads the JSON; the private key never appears in errors.
@@ -33,4 +34,13 @@ public struct ServiceAccount: Sendable {
     }
 
     public init(contentsOf url: URL) throws { try self.init(json: try Data(contentsOf: url)) }
+
+    /// Google's documented OAuth 2.0 token endpoints for service accounts (the second is written in older files).
+    public static let googleTokenEndpoints: Set<String> = [
+        "https://oauth2.googleapis.com/token", "https://accounts.google.com/o/oauth2/token",
+    ]
+
+    /// True when `uri` is one of ``googleTokenEndpoints``. A service account is data a user supplies: a server
+    /// that followed any `token_uri` would connect wherever the user chose (loopback, the internal network).
+    public static func isGoogleTokenEndpoint(_ uri: String) -> Bool { googleTokenEndpoints.contains(uri) }
 }

@@ -16,7 +16,7 @@ struct LocalServer {
     let sandbox: Sandbox?
     let clients: ProviderClients
     let api: RichPushAPI
-    let application: Application<RouterResponder<BasicRequestContext>>
+    let application: Application<RouterResponder<APIRequestContext>>
 
     static func make(_ config: ServerConfiguration, adminKey: String, logLevel: Logger.Level = .info, onRunning: @escaping @Sendable (_ port: Int, _ sandboxAdminPort: Int, _ mediaBase: String) -> Void) async throws -> LocalServer {
         let pool = try SQLiteDeliveryQueue.openPool(path: config.database, backgroundCheckpoints: true)
@@ -32,7 +32,10 @@ struct LocalServer {
         // In sandbox mode every request goes to the emulators; apps without credentials use the sandbox's.
         var sandbox: Sandbox?
         let clients: ProviderClients
+        var sandboxTokenURI: String?
         if config.sandbox {
+            // The sandbox fetches media from any address: ServerConfiguration.check() keeps it on loopback.
+            try config.check()
             let dir = URL(fileURLWithPath: config.sandboxDirectory, isDirectory: true)
             let creds: SandboxCredentials
             let apnsPort: Int, fcmPort: Int
@@ -46,6 +49,7 @@ struct LocalServer {
             }
             let trust = TLSTrust.certificateAuthority(pem: creds.caCertificatePEM)
             let account = try ServiceAccount(contentsOf: dir.appendingPathComponent("service-account.json"))
+            sandboxTokenURI = account.tokenURI
             let apns = APNsClient(configuration: .init(
                 endpoint: .custom(host: "127.0.0.1", port: apnsPort),
                 authentication: .token(try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)), trust: trust))
@@ -74,6 +78,7 @@ struct LocalServer {
             limiter: RateLimiter(rate: config.rateLimit, burst: config.rateLimit * 2), onQueued: { worker.wake() })
         api.onAccepted = { id, message in sender.remember(id, message) }
         api.providers = { clients.sender(for: $0) }
+        api.extraFCMTokenEndpoints = Set([sandboxTokenURI].compactMap { $0 })
         // Media preflight and hosting. Outside the sandbox, fetches refuse every internal address.
         let mediaStore = try MediaStore(directory: URL(fileURLWithPath: config.resolvedMediaDirectory, isDirectory: true), cacheBytes: config.mediaCacheMegabytes << 20)
         let fetcher = try SafeFetcher(policy: AddressPolicy(allowAll: config.sandbox), limits: .init(allowHTTP: config.sandbox))

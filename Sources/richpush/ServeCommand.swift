@@ -28,6 +28,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("external-fcm-port"), help: "The running sandbox's FCM port.") var externalFCMPort: Int?
     @Option(help: "Seconds a worker holds claimed deliveries; after a crash they are sent again once it runs out.") var lease: Double?
     @Option(name: .customLong("rate-limit"), help: "Requests a second per API key (bursts of twice that).") var rateLimit: Double?
+    @Flag(name: .customLong("sandbox-public"), help: "Let sandbox mode listen on an address other machines reach.")
+    var sandboxPublic = false
 
     /// File, then environment, then flags.
     func resolved() throws -> ServerConfiguration {
@@ -47,6 +49,7 @@ struct ServeCommand: AsyncParsableCommand {
         if let v = externalFCMPort { c.externalSandboxFCMPort = v }
         if let v = lease { c.leaseSeconds = v }
         if let v = rateLimit { c.rateLimit = v }
+        c.sandboxPublic = sandboxPublic
         try c.check()
         return c
     }

@@ -1,7 +1,7 @@
 #if canImport(UserNotifications) || canImport(UserNotificationsStandIn)
 import Foundation
 import RichPushCore
-import RichPushMedia
+@testable import RichPushMedia
 import RichPushNotificationService
 import RichPushSandbox
 import RichPushTestSupport

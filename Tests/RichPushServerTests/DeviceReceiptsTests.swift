@@ -12,26 +12,39 @@ import Testing
 @Suite struct DeviceReceiptsTests {
     static func token(_ client: APITests.Client) async throws -> (String, String) { try await APITests.createApp(client) }
 
-    @Test func tokensAdmitTheirNotificationOnly() {
+    @Test func tokensAdmitTheirNotificationOnlyUntilItsEnd() {
         let receipts = DeviceReceipts(secret: Array(repeating: 7, count: 32), base: "https://push.example.com/")
         let id = "1d259275-c295-4862-a90c-8c107bbd80e1"
-        let token = receipts.token(for: id)
-        #expect(token.hasPrefix(id + ".") && token.count == id.count + 1 + 22)
-        #expect(receipts.url(for: id) == "https://push.example.com/v1/receipts/" + token)
-        #expect(receipts.notificationID(fromToken: token) == id)
-        let signature = String(token.split(separator: ".").last!)
-        // The signature of one notification does not admit another, and a changed signature admits nothing.
-        #expect(receipts.notificationID(fromToken: "2d259275-c295-4862-a90c-8c107bbd80e1." + signature) == nil)
+        let end = Date(timeIntervalSince1970: 1_800_000_000)
+        let token = receipts.token(for: id, until: end)
+        #expect(token.hasPrefix(id + ".") && token.count == id.count + 1 + 6 + 1 + 22)
+        #expect(receipts.url(for: id, until: end) == "https://push.example.com/v1/receipts/" + token)
+        #expect(receipts.check(token: token, now: end) == .valid(notificationID: id))
+        #expect(receipts.check(token: token, now: end.addingTimeInterval(1)) == .expired(notificationID: id))
+        #expect(receipts.notificationID(fromToken: token, now: end.addingTimeInterval(1)) == nil)
+        let parts = token.split(separator: ".").map(String.init)
+        let signature = parts[2]
+        // The signature of one notification does not admit another, a later expiry cannot be written in, and a
+        // changed signature admits nothing.
+        #expect(receipts.check(token: "2d259275-c295-4862-a90c-8c107bbd80e1.\(parts[1]).\(signature)", now: end) == .forged)
+        #expect(receipts.check(token: "\(id).zzzzzz.\(signature)", now: end) == .forged)
         var flipped = Array(signature)
         flipped[3] = flipped[3] == "A" ? "B" : "A"
-        #expect(receipts.notificationID(fromToken: id + "." + String(flipped)) == nil)
+        #expect(receipts.check(token: "\(id).\(parts[1]).\(String(flipped))", now: end) == .forged)
         let short = String(signature.dropLast(2))
-        let bads: [String] = ["", ".", id, id + ".", "." + signature, id + "." + signature + "A", id + ".!!!!!!!!!!!!!!!!!!!!!!", id + "." + short]
+        let bads: [String] = [
+            "", ".", "..", id, id + ".", "." + signature, id + "." + signature, token + "A", id + ".\(parts[1]).!!!!!!!!!!!!!!!!!!!!!!",
+            id + ".\(parts[1])." + short, id + ".-1." + signature, id + ".ZZZ." + signature, id + ".123456789." + signature,
+        ]
         for bad in bads {
-            #expect(receipts.notificationID(fromToken: bad) == nil, "\(bad)")
+            #expect(receipts.check(token: bad, now: end) == .forged, "\(bad)")
         }
         // Another server's secret makes other signatures.
-        #expect(DeviceReceipts(secret: Array(repeating: 8, count: 32)).notificationID(fromToken: token) == nil)
+        #expect(DeviceReceipts(secret: Array(repeating: 8, count: 32)).check(token: token, now: end) == .forged)
+        // Extreme expiries are held to a range, never a trap.
+        for extreme in [Date.distantFuture, Date.distantPast, Date(timeIntervalSince1970: .infinity), Date(timeIntervalSince1970: -.infinity)] {
+            _ = receipts.check(token: receipts.token(for: id, until: extreme))
+        }
     }
 
     @Test func theSecretOutlivesARestart() async throws {
@@ -41,7 +54,7 @@ import Testing
         let second = try await SQLiteServerStore(pool: SQLiteDeliveryQueue.openPool(path: path)).secret(named: "receipts")
         #expect(first.count == 32 && first == second)
         #expect(try await SQLiteServerStore(pool: SQLiteDeliveryQueue.openPool(path: path)).secret(named: "other") != first)
-        let token = DeviceReceipts(secret: first).token(for: "n1")
+        let token = DeviceReceipts(secret: first).token(for: "n1", until: Date().addingTimeInterval(60))
         #expect(DeviceReceipts(secret: second).notificationID(fromToken: token) == "n1")
     }
 
@@ -64,7 +77,12 @@ import Testing
             let stored = try await f.store.message(id: id)
             let message = try #require(stored)
             let address = try #require(message.receiptURL)
-            #expect(address == receipts.url(for: id))
+            #expect(address.hasPrefix("\(try #require(receipts.base))/v1/receipts/\(id)."))
+            let addressToken = String(address.split(separator: "/").last!)
+            #expect(receipts.notificationID(fromToken: addressToken) == id)
+            // Without a ttl, the address lasts the 28 days a notification may wait, and an hour more.
+            #expect(receipts.check(token: addressToken, now: Date().addingTimeInterval(28 * 86_400 + 1800)) == .valid(notificationID: id))
+            #expect(receipts.check(token: addressToken, now: Date().addingTimeInterval(28 * 86_400 + 7200)) == .expired(notificationID: id))
             let payload = APNsRenderer.payload(for: message)
             #expect(payload["rp"]?["r"]?.stringValue == address)
 
@@ -76,8 +94,9 @@ import Testing
             #expect(shown.report.receipt == .posted(status: 201))
             var outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
             #expect(outcome["receipts"] == ["count": 1, "with_media": 1, "skipped_reasons": [:]])
-            // The same device again replaces its receipt; another device adds one.
-            _ = await RichNotificationProcessor(configuration: config).process(payload: payload, deadline: Date().addingTimeInterval(10))
+            // The same device again is refused (its first report stands); another device adds one.
+            let again = await RichNotificationProcessor(configuration: config).process(payload: payload, deadline: Date().addingTimeInterval(10))
+            #expect(again.report.receipt == .failed("HTTP 409"))
             config.receipts = ReceiptPolicy(deviceID: nil)
             #expect(await RichNotificationProcessor(configuration: config).process(payload: payload, deadline: Date().addingTimeInterval(10)).report.receipt == .posted(status: 201))
             outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
@@ -87,7 +106,7 @@ import Testing
             #expect(await RichNotificationProcessor(configuration: config).process(payload: payload, deadline: Date().addingTimeInterval(10)).report.receipt == .notSent("receipts are off"))
             outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
             #expect(outcome["receipts"]?["count"] == 2)
-            #expect(metrics.render().contains("richpush_device_receipts_total 3"))
+            #expect(metrics.render().contains("richpush_device_receipts_total 2"))
         }
     }
 
@@ -100,14 +119,14 @@ import Testing
             let (app, key) = try await Self.token(client)
             let (_, accepted) = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: ["title": "T", "media": "https://cdn.example.com/a.jpg", "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]]])
             let id = try #require(accepted["id"]?.stringValue)
-            let path = "/v1/receipts/" + receipts.token(for: id)
+            let path = "/v1/receipts/" + receipts.token(for: id, until: Date().addingTimeInterval(3600))
             let good: JSONValue = ["device": "d1", "report": ["attachments": [], "skipped": [["url": "https://cdn.example.com/a.jpg", "reason": "too-large"]]]]
 
             // No API key needed, and none taken instead of the signature.
             #expect(try await APITests.call(client, .post, path, key: nil, body: good).0 == 201)
             let forged = try await APITests.call(client, .post, "/v1/receipts/\(id).AAAAAAAAAAAAAAAAAAAAAA", key: key, body: good)
             #expect(forged.0 == 403 && forged.1["error"]?["code"] == "bad-receipt-token")
-            let unknown = try await APITests.call(client, .post, "/v1/receipts/" + receipts.token(for: "no-such-notification"), key: nil, body: good)
+            let unknown = try await APITests.call(client, .post, "/v1/receipts/" + receipts.token(for: "no-such-notification", until: Date().addingTimeInterval(3600)), key: nil, body: good)
             #expect(unknown.0 == 404)
             let bad = try await APITests.call(client, .post, path, key: nil, body: ["device": "", "report": ["attachments": 3]])
             #expect(bad.0 == 422)
@@ -128,7 +147,7 @@ import Testing
             let (_, accepted) = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: ["title": "T", "media": "https://cdn.example.com/a.jpg", "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]]])
             let id = try #require(accepted["id"]?.stringValue)
             let padding = String(repeating: "x", count: 17_000)
-            let status = try await APITests.call(client, .post, "/v1/receipts/" + big.token(for: id), key: nil, body: ["report": ["attachments": [], "skipped": [], "pad": .string(padding)]]).0
+            let status = try await APITests.call(client, .post, "/v1/receipts/" + big.token(for: id, until: Date().addingTimeInterval(3600)), key: nil, body: ["report": ["attachments": [], "skipped": [], "pad": .string(padding)]]).0
             #expect(status == 413)
         }
     }

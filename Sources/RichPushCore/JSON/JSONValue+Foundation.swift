@@ -3,8 +3,9 @@ import Foundation
 extension JSONValue {
     /// Converts what Foundation hands over (a notification's `userInfo`, `JSONSerialization` output).
     ///
-    /// Values JSON cannot hold (dates, data, arbitrary objects) become `nil` so that a caller can report
-    /// them instead of crashing. Keys that are not strings are skipped.
+    /// A value JSON cannot hold (a date, data, an arbitrary object) is `nil` on its own, so that a caller can report
+    /// it; inside an object or array it is left out and the rest kept, and so are keys that are not strings.
+    /// Containers nested deeper than ``maxFoundationDepth`` read as `null`.
     public init?(foundation value: Any) {
         self.init(foundation: value, depth: 0)
     }

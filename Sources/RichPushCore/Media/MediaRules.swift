@@ -32,6 +32,10 @@ public enum MediaRules {
         return .accepted(type)
     }
 
+    /// True for a type some platform attaches (Apple's table, or an image Android shows): the only types a server
+    /// may host. Everything else (SVG, HTML, PDF, XML, unknown bytes) could carry script or be used as a page.
+    public static func isHostable(_ type: MediaType) -> Bool { type.isAppleAttachable || type.isAndroidImage }
+
     /// Decides whether Android will show a file of this type and size as the notification image.
     public static func androidDecision(type: MediaType, size: Int?) -> MediaVerdict {
         guard type.isAndroidImage else { return .refused(.unsupportedType(type)) }

@@ -8,7 +8,12 @@ import RichPushFCM
 enum Credentials {
     /// `"apns": {"key": PEM, "key_id", "team_id", "environment": production|development}`;
     /// `"fcm": {"service_account": object or JSON text}`; `null` removes them.
-    static func apply(_ body: JSONValue, to app: inout ServerApp, issues: inout [ValidationIssue]) {
+    ///
+    /// `tokenEndpoints` are the OAuth endpoints a service account may name besides Google's (the sandbox's
+    /// emulator in sandbox mode).
+    static func apply(
+        _ body: JSONValue, to app: inout ServerApp, issues: inout [ValidationIssue], tokenEndpoints: Set<String> = []
+    ) {
         if let a = body["apns"] {
             if a == .null {
                 app.apns = nil
@@ -19,7 +24,7 @@ enum Credentials {
         if let f = body["fcm"] {
             if f == .null {
                 app.fcm = nil
-            } else if let c = fcm(f, issues: &issues) {
+            } else if let c = fcm(f, issues: &issues, tokenEndpoints: tokenEndpoints) {
                 app.fcm = c
                 app.fcmProjectID = c.projectID
             }
@@ -50,7 +55,7 @@ enum Credentials {
         return APNsCredentials(keyPEM: key, keyID: keyID, teamID: teamID, environment: environment)
     }
 
-    static func fcm(_ f: JSONValue, issues: inout [ValidationIssue]) -> FCMCredentials? {
+    static func fcm(_ f: JSONValue, issues: inout [ValidationIssue], tokenEndpoints: Set<String> = []) -> FCMCredentials? {
         let text: String
         switch f["service_account"] {
         case .string(let s)?: text = s
@@ -61,6 +66,12 @@ enum Credentials {
         }
         do {
             let account = try ServiceAccount(json: Data(text.utf8))
+            guard ServiceAccount.isGoogleTokenEndpoint(account.tokenURI) || tokenEndpoints.contains(account.tokenURI) else {
+                issues.append(.init(
+                    path: "fcm.service_account.token_uri", rule: "token-endpoint",
+                    message: "token_uri must be Google's token endpoint (https://oauth2.googleapis.com/token)"))
+                return nil
+            }
             return FCMCredentials(serviceAccountJSON: text, projectID: account.projectID, clientEmail: account.clientEmail)
         } catch {
             issues.append(.init(path: "fcm.service_account", rule: "service-account", message: "not a usable service account: \(error)"))

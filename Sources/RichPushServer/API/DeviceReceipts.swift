@@ -13,6 +13,9 @@ public final class DeviceReceipts: Sendable {
     public let burst: Double
     /// The largest report accepted, in bytes.
     public let maxReportBytes = 16 * 1024
+    /// The most reports one notification admits from devices (one per device id): a leaked address cannot fill
+    /// the database.
+    public let maxReportsPerNotification: Int
     /// HMAC state after the key, copied for each signature (the key is not worked in again each time).
     private let keyed: HMAC<SHA256>
     private let baseBox = NIOLockedValueBox<String?>(nil)
@@ -20,8 +23,12 @@ public final class DeviceReceipts: Sendable {
 
     /// `secret`: the server's receipt secret (``ServerStore/secret(named:)``); `base`: the address devices reach
     /// this server at, when known now (else set ``base`` once the listener is up).
-    public init(secret: [UInt8], base: String? = nil, rate: Double = 2_000, burst: Double = 20_000) {
+    public init(
+        secret: [UInt8], base: String? = nil, rate: Double = 2_000, burst: Double = 20_000,
+        maxReportsPerNotification: Int = 100_000
+    ) {
         keyed = HMAC<SHA256>(key: SymmetricKey(data: secret))
+        self.maxReportsPerNotification = maxReportsPerNotification
         self.rate = rate
         self.burst = burst
         limiter = RateLimiter(rate: rate, burst: burst)
@@ -34,32 +41,71 @@ public final class DeviceReceipts: Sendable {
         set { baseBox.withLockedValue { $0 = newValue.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 } } }
     }
 
-    /// `<id>.<signature>`: the signature is 16 bytes of HMAC-SHA256 over the id, base64url.
-    public func token(for notificationID: String) -> String {
-        notificationID + "." + Self.base64URL(signature(notificationID))
+    /// `<id>.<expiry>.<signature>`: the expiry is whole seconds since 1970 in base 36, the signature 16 bytes of
+    /// HMAC-SHA256 over the id and the expiry, base64url. An address stops admitting reports at its expiry: the
+    /// notification's end (its send time, spread and TTL) and an hour's grace for the last device to answer.
+    public func token(for notificationID: String, until expiry: Date) -> String {
+        let stamp = Self.stamp(expiry)
+        return notificationID + "." + stamp + "." + Self.base64URL(signature(notificationID, stamp))
     }
 
     /// The receipt address for a notification, when the base is known.
-    public func url(for notificationID: String) -> String? {
-        base.map { "\($0)/v1/receipts/\(token(for: notificationID))" }
+    public func url(for notificationID: String, until expiry: Date) -> String? {
+        base.map { "\($0)/v1/receipts/\(token(for: notificationID, until: expiry))" }
     }
 
-    /// The notification a token was made for; nil when the signature does not match.
-    public func notificationID(fromToken token: String) -> String? {
-        guard let dot = token.lastIndex(of: "."), dot > token.startIndex else { return nil }
-        let id = String(token[..<dot])
-        guard let given = Self.decodeBase64URL(String(token[token.index(after: dot)...])), given.count == 16 else { return nil }
-        let expected = signature(id)
+    /// The grace after a notification's end during which its devices may still report.
+    public static let grace: TimeInterval = 3600
+
+    public enum TokenCheck: Equatable, Sendable {
+        case valid(notificationID: String)
+        /// Signed by this server, but past its expiry.
+        case expired(notificationID: String)
+        /// Not an address this server gave out.
+        case forged
+    }
+
+    /// Whether a token is one this server signed, and still admits reports at `now`.
+    public func check(token: String, now: Date = Date()) -> TokenCheck {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count >= 3 else { return .forged }
+        let id = parts.dropLast(2).joined(separator: ".")
+        let stamp = String(parts[parts.count - 2])
+        guard !id.isEmpty, let expiry = Self.expiry(stamp),
+            let given = Self.decodeBase64URL(String(parts[parts.count - 1])), given.count == 16
+        else { return .forged }
+        let expected = signature(id, stamp)
         // Compare every byte, whatever the first difference: the time taken says nothing about the signature.
         var difference: UInt8 = 0
         for (a, b) in zip(given, expected) { difference |= a ^ b }
-        return difference == 0 ? id : nil
+        guard difference == 0 else { return .forged }
+        return now.timeIntervalSince1970 <= expiry ? .valid(notificationID: id) : .expired(notificationID: id)
     }
 
-    private func signature(_ id: String) -> [UInt8] {
+    /// The notification a token admits reports for now; nil when it is forged or expired.
+    public func notificationID(fromToken token: String, now: Date = Date()) -> String? {
+        if case .valid(let id) = check(token: token, now: now) { return id }
+        return nil
+    }
+
+    private func signature(_ id: String, _ stamp: String) -> [UInt8] {
         var h = keyed
-        h.update(data: Array(("rp-receipt:" + id).utf8))
+        h.update(data: Array(("rp-receipt:" + id + "." + stamp).utf8))
         return Array(Array(h.finalize()).prefix(16))
+    }
+
+    /// Seconds since 1970 in base 36 (7 characters until the year 4453), held to what the year 9999 needs.
+    static func stamp(_ date: Date) -> String {
+        let seconds = date.timeIntervalSince1970
+        let whole = seconds.isFinite ? Int64(min(max(seconds.rounded(.up), 0), 253_402_300_799)) : 0
+        return String(whole, radix: 36)
+    }
+
+    static func expiry(_ stamp: String) -> TimeInterval? {
+        guard (1...8).contains(stamp.utf8.count), stamp.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 122) }),
+            let v = Int64(stamp, radix: 36)
+        else { return nil }
+        return TimeInterval(v)
     }
 
     static func base64URL(_ bytes: [UInt8]) -> String {

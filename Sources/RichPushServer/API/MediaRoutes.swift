@@ -7,7 +7,7 @@ import RichPushCore
 extension RichPushAPI {
     /// `/media/<hash>.<ext>`: public, immutable, with the true Content-Type, a strong ETag, Range and HEAD.
     /// (Most requests are answered by ``MediaFastPath`` before they reach the router.)
-    func serveMedia(_ request: Request, _ context: BasicRequestContext, head: Bool) -> Response {
+    func serveMedia(_ request: Request, _ context: APIRequestContext, head: Bool) -> Response {
         guard let media, let name = context.parameters.get("name") else { return Self.json(404, ["error": ["code": "not-found", "message": "no such media"]]) }
         let (response, body) = Self.mediaResponse(media.store, name: name, head: head, headers: request.headers)
         return Response(status: response.status, headers: response.headerFields, body: body.map { .init(byteBuffer: $0) } ?? .init())
@@ -23,7 +23,17 @@ extension RichPushAPI {
 
     static func notFound(head: Bool) -> (HTTPResponse, ByteBuffer?) {
         let body = ByteBuffer(bytes: (["error": ["code": "not-found", "message": "no such media"]] as JSONValue).serialized())
-        return (HTTPResponse(status: .notFound, headerFields: [.contentType: "application/json", .contentLength: String(body.readableBytes)]), head ? nil : body)
+        var headers: HTTPFields = [.contentType: "application/json", .contentLength: String(body.readableBytes)]
+        addMediaSafetyHeaders(&headers)
+        return (HTTPResponse(status: .notFound, headerFields: headers), head ? nil : body)
+    }
+
+    /// On every answer from `/media/`: the type is the one we decided (no sniffing by the browser), and a page
+    /// opened from there runs in a sandbox without our origin, so a file cannot run script against the API or
+    /// the console.
+    static func addMediaSafetyHeaders(_ headers: inout HTTPFields) {
+        headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
+        headers[HTTPField.Name("Content-Security-Policy")!] = "sandbox; default-src 'none'"
     }
 
     /// Status and headers for stored media of this size, and the bytes to send (nil: none).
@@ -32,6 +42,7 @@ extension RichPushAPI {
         var headers: HTTPFields = [
             .contentType: type.mimeType, .eTag: etag, .cacheControl: "public, max-age=31536000, immutable", .acceptRanges: "bytes",
         ]
+        addMediaSafetyHeaders(&headers)
         if let match = requestHeaders[.ifNoneMatch], match == "*" || match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0.trimmingCharacters(in: .whitespaces) == "W/" + etag }) {
             return (HTTPResponse(status: .notModified, headerFields: headers), nil)
         }
@@ -79,17 +90,9 @@ extension RichPushAPI {
         return .part(start...min(end, size - 1))
     }
 
-    /// A key of any app with this scope, or the admin key.
-    func requireAnyKey(_ request: Request, _ scope: APIScope) async throws {
-        guard let hash = try bearerHash(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
-        if isAdmin(hash: hash) { return }
-        guard let grant = try await store.authorize(keyHash: hash) else { throw Failure(status: 401, code: "unauthenticated", message: "unknown API key") }
-        guard grant.scopes.contains(scope) else { throw Failure(status: 403, code: "forbidden", message: "this key lacks the '\(scope.rawValue)' scope") }
-    }
-
     /// `POST /v1/media`: the body is the file; answered with its hosted URL and what each platform makes of it.
-    func uploadMedia(_ request: Request) async throws -> Response {
-        try await requireAnyKey(request, .send)
+    func uploadMedia(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        try await requireAnyKey(request, context, .send)
         guard let media else { throw Failure(status: 404, code: "not-found", message: "media hosting is off") }
         var request = request
         let buffer = try await request.collectBody(upTo: MediaRules.largestAppleLimit)
@@ -97,6 +100,12 @@ extension RichPushAPI {
         guard !bytes.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the body is empty", issues: [.init(path: "body", rule: "required", message: "send the file as the body")]) }
         guard let type = MediaSniffer.sniff(bytes), type.kind != nil else {
             throw Failure(status: 422, code: "invalid", message: "not media", issues: [.init(path: "body", rule: "unknown-type", message: "the bytes are not a recognisable image, audio or video file")])
+        }
+        guard MediaRules.isHostable(type) else {
+            throw Failure(status: 422, code: "invalid", message: "not a type any platform attaches", issues: [.init(
+                path: "body", rule: "not-attachable",
+                message: "\(type.displayName) is not attached by iOS or shown by Android; hosted types: JPEG, PNG, GIF, "
+                    + "WebP and BMP images, MP3, WAV, AIFF and M4A audio, MP4, MPEG and AVI video")])
         }
         var check = MediaCheck(url: "")
         check.type = type
@@ -110,8 +119,8 @@ extension RichPushAPI {
     }
 
     /// `POST /v1/media/check`: `{"url": …, "kind": …}` or `{"media": [ {url, kind}… ]}`; one result per URL.
-    func checkMedia(_ request: Request) async throws -> Response {
-        try await requireAnyKey(request, .send)
+    func checkMedia(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        try await requireAnyKey(request, context, .send)
         guard let media else { throw Failure(status: 404, code: "not-found", message: "media checks are off") }
         let body = try await bodyJSON(request)
         var items: [(String, MediaKind?)] = []

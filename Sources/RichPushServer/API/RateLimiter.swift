@@ -1,35 +1,63 @@
 import Foundation
 import NIOConcurrencyHelpers
 
-/// A token bucket per API key: `rate` requests a second on average, bursts up to `burst`.
+/// A token bucket per key (an authenticated API key, or a client address): `rate` requests a second on average,
+/// bursts up to `burst`.
+///
+/// Only keys a caller has proven (or addresses, for failed authentication) get a bucket, and when the table grows
+/// past `sweepAbove` it forgets only the buckets that have refilled: a full bucket says nothing a new one would
+/// not. A throttled key is never forgotten, so no amount of other traffic resets it.
 public final class RateLimiter: Sendable {
     public let rate: Double
     public let burst: Double
-    private let buckets = NIOLockedValueBox<[String: (tokens: Double, at: Date)]>([:])
+    let sweepAbove: Int
+    private struct State {
+        var buckets: [String: (tokens: Double, at: Date)] = [:]
+        var nextSweep: Int
+    }
+    private let state: NIOLockedValueBox<State>
     let now: @Sendable () -> Date
 
-    public init(rate: Double = 200, burst: Double = 400, now: @escaping @Sendable () -> Date = { Date() }) {
-        self.rate = rate
-        self.burst = burst
+    public init(rate: Double = 200, burst: Double = 400, sweepAbove: Int = 100_000, now: @escaping @Sendable () -> Date = { Date() }) {
+        // Held to sane values: both divide and convert below.
+        self.rate = rate.isFinite ? min(max(rate, 0.001), 1e9) : 200
+        self.burst = burst.isFinite ? min(max(burst, 1), 1e9) : 400
+        self.sweepAbove = max(1, sweepAbove)
+        state = NIOLockedValueBox(State(nextSweep: max(1, sweepAbove)))
         self.now = now
     }
 
     /// nil when the request may go ahead; otherwise the seconds to wait.
     public func check(_ key: String) -> TimeInterval? {
         let t = now()
-        return buckets.withLockedValue { b in
-            var bucket = b[key] ?? (burst, t)
-            bucket.tokens = min(burst, bucket.tokens + t.timeIntervalSince(bucket.at) * rate)
+        return state.withLockedValue { s in
+            var bucket = s.buckets[key] ?? (burst, t)
+            bucket.tokens = min(burst, bucket.tokens + max(0, t.timeIntervalSince(bucket.at)) * rate)
             bucket.at = t
-            defer {
-                if b.count > 100_000 { b.removeAll() }  // forget idle keys rather than grow without bound
-                b[key] = bucket
-            }
+            let wait: TimeInterval?
             if bucket.tokens >= 1 {
                 bucket.tokens -= 1
-                return nil
+                wait = nil
+            } else {
+                wait = (1 - bucket.tokens) / rate
             }
-            return (1 - bucket.tokens) / rate
+            s.buckets[key] = bucket
+            if s.buckets.count > s.nextSweep { sweep(&s, at: t) }
+            return wait
         }
+    }
+
+    /// How many keys have a bucket (for tests and metrics).
+    public var trackedKeys: Int { state.withLockedValue { $0.buckets.count } }
+
+    private func sweep(_ s: inout State, at t: Date) {
+        s.buckets = s.buckets.filter { $0.value.tokens + max(0, t.timeIntervalSince($0.value.at)) * rate < burst }
+        // If most buckets are still draining, wait for the table to double before looking again.
+        s.nextSweep = max(sweepAbove, s.buckets.count * 2)
+    }
+
+    /// Whole seconds for a `Retry-After` header.
+    static func retryAfter(_ wait: TimeInterval) -> Int {
+        wait.isFinite ? max(1, Int(min(wait, 86_400).rounded(.up))) : 86_400
     }
 }

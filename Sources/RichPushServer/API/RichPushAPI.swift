@@ -17,6 +17,8 @@ public struct RichPushAPI: Sendable {
     public var maxBodyBytes: Int
     public var metrics: ServerMetrics
     public var limiter: RateLimiter
+    /// Failed authentications (no key, an unknown key) per client address: an unknown key gets no bucket of its own.
+    public var authFailureLimiter = RateLimiter(rate: 20, burst: 100)
     /// Registry fan-outs run after the answer; tests and shutdown wait for them here.
     public let fanOuts = BackgroundWork()
     /// Called when deliveries were queued (the worker looks at once instead of at its next poll).
@@ -32,6 +34,8 @@ public struct RichPushAPI: Sendable {
     public var receipts: DeviceReceipts?
     /// The provider setup of an app, for dry runs (FCM project, and FCM's `validate_only` check of tokens).
     public var providers: (@Sendable (ServerApp) -> ProviderDeliverySender.App)?
+    /// OAuth endpoints a stored service account may name besides Google's: the emulator's, in sandbox mode.
+    public var extraFCMTokenEndpoints: Set<String> = []
 
     public init(
         store: any ServerStore, registry: DeviceRegistry, queue: DeliveryQueue, intake: NotificationIntake? = nil, adminKey: String,
@@ -64,8 +68,8 @@ public struct RichPushAPI: Sendable {
         return total
     }
 
-    public func router() -> Router<BasicRequestContext> {
-        let router = Router(context: BasicRequestContext.self)
+    public func router() -> Router<APIRequestContext> {
+        let router = Router(context: APIRequestContext.self)
         let api = self
         router.get("/health") { _, _ in Self.json(200, ["ok": true]) }
         // Metrics carry no secrets and no tokens; keep the listener off the public internet all the same.
@@ -79,9 +83,9 @@ public struct RichPushAPI: Sendable {
         }
         router.get("/media/:name") { request, context in api.serveMedia(request, context, head: false) }
         router.head("/media/:name") { request, context in api.serveMedia(request, context, head: true) }
-        router.post("/v1/media") { request, _ in await api.handle { try await api.uploadMedia(request) } }
-        router.post("/v1/media/check") { request, _ in await api.handle { try await api.checkMedia(request) } }
-        router.post("/v1/apps") { request, _ in await api.handle { try await api.createApp(request) } }
+        router.post("/v1/media") { request, context in await api.handle { try await api.uploadMedia(request, context) } }
+        router.post("/v1/media/check") { request, context in await api.handle { try await api.checkMedia(request, context) } }
+        router.post("/v1/apps") { request, context in await api.handle { try await api.createApp(request, context) } }
         router.get("/v1/apps/:app") { request, context in await api.handle { try await api.showApp(request, context) } }
         router.patch("/v1/apps/:app") { request, context in await api.handle { try await api.updateApp(request, context) } }
         router.post("/v1/apps/:app/keys") { request, context in await api.handle { try await api.createKey(request, context) } }
@@ -169,46 +173,10 @@ public struct RichPushAPI: Sendable {
 
     // MARK: Authentication
 
-    /// The SHA-256 of the bearer key (hashed once per request: the key itself is neither kept nor compared),
-    /// counted against its rate limit.
-    func bearerHash(_ request: Request) throws -> String? {
-        guard let value = request.headers[.authorization] else { return nil }
-        let parts = value.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        let hash = APIKeys.hash(String(parts[1]))
-        if let wait = limiter.check(hash) { throw RateLimited(retryAfter: max(1, Int(wait.rounded(.up)))) }
-        return hash
-    }
-
-    func isAdmin(hash: String) -> Bool {
-        // Compared as fixed-length hashes, in constant time.
-        let a = Array(hash.utf8), b = Array(adminKeyHash.utf8)
-        guard a.count == b.count else { return false }
-        return zip(a, b).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0
-    }
-
-    func requireAdmin(_ request: Request) throws {
-        guard let hash = try bearerHash(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
-        guard isAdmin(hash: hash) else { throw Failure(status: 403, code: "forbidden", message: "this route needs the admin key") }
-    }
-
-    /// The app of the route, when the key may use it with this scope.
-    func requireApp(_ request: Request, _ context: BasicRequestContext, _ scope: APIScope) async throws -> ServerApp {
-        guard let appID = context.parameters.get("app") else { throw Failure(status: 404, code: "not-found", message: "no app in the path") }
-        guard let hash = try bearerHash(request) else { throw Failure(status: 401, code: "unauthenticated", message: "send Authorization: Bearer <key>") }
-        if !isAdmin(hash: hash) {
-            guard let grant = try await store.authorize(keyHash: hash) else { throw Failure(status: 401, code: "unauthenticated", message: "unknown API key") }
-            guard grant.appID == appID else { throw Failure(status: 403, code: "forbidden", message: "this key belongs to another app") }
-            guard grant.scopes.contains(scope) else { throw Failure(status: 403, code: "forbidden", message: "this key lacks the '\(scope.rawValue)' scope") }
-        }
-        guard let app = try await store.app(id: appID) else { throw Failure(status: 404, code: "not-found", message: "no app '\(appID)'") }
-        return app
-    }
-
     // MARK: Routes
 
-    func createApp(_ request: Request) async throws -> Response {
-        try requireAdmin(request)
+    func createApp(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        try await requireAdmin(request, context)
         let body = try await bodyJSON(request)
         var issues: [ValidationIssue] = []
         let name = body["name"]?.stringValue ?? ""
@@ -216,19 +184,19 @@ public struct RichPushAPI: Sendable {
         if name.isEmpty { issues.append(.init(path: "name", rule: "required", message: "an app needs a name")) }
         if bundle.isEmpty { issues.append(.init(path: "bundle_id", rule: "required", message: "an app needs the iOS bundle id (apns-topic)")) }
         var app = ServerApp(id: "", name: name, bundleID: bundle, fcmProjectID: body["fcm_project_id"]?.stringValue)
-        Credentials.apply(body, to: &app, issues: &issues)
+        Credentials.apply(body, to: &app, issues: &issues, tokenEndpoints: extraFCMTokenEndpoints)
         guard issues.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the app is not valid", issues: issues) }
         let (created, key) = try await store.createApp(app)
         return Self.json(201, ["app": created.json, "api_key": .string(key), "note": "the key is shown once; RichPush keeps only its hash"])
     }
 
-    func showApp(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func showApp(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(request, context, .read)
         return Self.json(200, ["app": app.json])
     }
 
     /// Changes the name, bundle id or credentials (`"apns": null` removes them).
-    func updateApp(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func updateApp(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         var app = try await requireApp(request, context, .manage)
         let body = try await bodyJSON(request)
         guard case .object = body else { throw Failure(status: 422, code: "invalid", message: "the body must be an object") }
@@ -236,13 +204,13 @@ public struct RichPushAPI: Sendable {
         if let n = body["name"] { if let s = n.stringValue, !s.isEmpty { app.name = s } else { issues.append(.init(path: "name", rule: "type", message: "name must be a non-empty string")) } }
         if let b = body["bundle_id"] { if let s = b.stringValue, !s.isEmpty { app.bundleID = s } else { issues.append(.init(path: "bundle_id", rule: "type", message: "bundle_id must be a non-empty string")) } }
         if let p = body["fcm_project_id"] { app.fcmProjectID = p.stringValue }
-        Credentials.apply(body, to: &app, issues: &issues)
+        Credentials.apply(body, to: &app, issues: &issues, tokenEndpoints: extraFCMTokenEndpoints)
         guard issues.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the change is not valid", issues: issues) }
         guard let updated = try await store.updateApp(app) else { throw Failure(status: 404, code: "not-found", message: "no app '\(app.id)'") }
         return Self.json(200, ["app": updated.json])
     }
 
-    func createKey(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func createKey(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(request, context, .manage)
         let body = try await bodyJSON(request)
         let names = body["scopes"]?.arrayValue?.compactMap(\.stringValue) ?? []
@@ -254,14 +222,14 @@ public struct RichPushAPI: Sendable {
         return Self.json(201, ["id": .string(grant.keyID), "api_key": .string(key), "scopes": .array(APIScope.allCases.filter(scopes.contains).map { .string($0.rawValue) }), "note": "the key is shown once; RichPush keeps only its hash"])
     }
 
-    func revokeKey(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func revokeKey(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(request, context, .manage)
         let keyID = context.parameters.get("key") ?? ""
         guard try await store.revokeKey(appID: app.id, keyID: keyID) else { throw Failure(status: 404, code: "not-found", message: "no key '\(keyID)' for this app") }
         return Self.json(200, ["revoked": .string(keyID)])
     }
 
-    func registerDevice(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func registerDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(request, context, .manage)
         let body = try await bodyJSON(request)
         var issues: [ValidationIssue] = []
@@ -283,7 +251,7 @@ public struct RichPushAPI: Sendable {
         return Self.json(200, ["token": .string(token), "provider": .string(provider.rawValue)])
     }
 
-    func removeDevice(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func removeDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(request, context, .manage)
         let token = context.parameters.get("token") ?? ""
         guard try await registry.remove(appID: app.id, token: token) else { throw Failure(status: 404, code: "not-found", message: "no such device") }
@@ -292,7 +260,7 @@ public struct RichPushAPI: Sendable {
 
     /// Accepts a notification: validates it, stores it with its deliveries (or a pending fan-out), and answers 202
     /// at once. A registry fan-out (all, user, tag, topic) runs after the answer and resumes after a crash.
-    func send(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func send(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(request, context, .send)
         let idempotencyKey = request.headers.first { $0.name.canonicalName == "idempotency-key" }?.value
         if let key = idempotencyKey, key.isEmpty || key.count > 255 {
@@ -363,10 +331,15 @@ public struct RichPushAPI: Sendable {
 
         let id = UUID().uuidString.lowercased()
         message.id = id
+        // The notification's end: no delivery is attempted after it, hosted media is kept until it, and its
+        // receipt address takes reports until an hour after it.
+        let expiresAt = message.ttl.map { notBefore.addingTimeInterval(TimeInterval($0) + spread) }
+        let end = expiresAt ?? notBefore.addingTimeInterval(spread + MediaStore.defaultLifetime)
         // The device reports what it attached to the address in `rp.r`, when the payload has room for it.
         let (apns, fcm) = (audience.mayUseAPNs, audience.fcmTargetKind)
         var sizeProblems: [ValidationIssue]
-        if wantsReceipts, message.receiptURL == nil, let receipts, RichPushKey.isNeeded(for: message), let url = receipts.url(for: id) {
+        if wantsReceipts, message.receiptURL == nil, let receipts, RichPushKey.isNeeded(for: message),
+            let url = receipts.url(for: id, until: end.addingTimeInterval(DeviceReceipts.grace)) {
             message.receiptURL = url
             sizeProblems = MessageValidator.sizeIssues(message, apns: apns, fcm: fcm, now: validation.now)
             if !sizeProblems.isEmpty {
@@ -381,9 +354,8 @@ public struct RichPushAPI: Sendable {
         }
         guard sizeProblems.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the notification is not valid", issues: sizeProblems) }
         if dryRun { return try await dryRunAnswer(app: app, message: message, audience: audience, warnings: report.warnings) }
-        let expiresAt = message.ttl.map { notBefore.addingTimeInterval(TimeInterval($0) + spread) }
         // Hosted media stays while a device may still fetch it.
-        media?.keep(message, until: expiresAt ?? notBefore.addingTimeInterval(spread + MediaStore.defaultLifetime))
+        media?.keep(message, until: end)
         let warnings = JSONValue.array(report.warnings.map(\.json))
         let plan = AcceptPlan(
             notification: .init(id: id, appID: app.id, message: message.json, response: .null, createdAt: Date()), idempotencyKey: idempotencyKey,
@@ -410,7 +382,7 @@ public struct RichPushAPI: Sendable {
         return Self.json(202, accepted.notification.response)
     }
 
-    func outcomes(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+    func outcomes(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(request, context, .read)
         guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id else {
             throw Failure(status: 404, code: "not-found", message: "no such notification")

@@ -25,6 +25,8 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// `richpush sandbox` when the ports are given), and apps without credentials use the sandbox's.
     public var sandbox = true
     public var sandboxDirectory = ".richpush-sandbox"
+    /// Lets sandbox mode listen on an address other machines reach (`--sandbox-public`).
+    public var sandboxPublic = false
     public var externalSandboxAPNsPort: Int?
     public var externalSandboxFCMPort: Int?
     /// Where hosted media is stored; default `richpush-media` beside the database.
@@ -169,6 +171,23 @@ public struct ServerConfiguration: Sendable, Equatable {
             guard let url = URL(string: u), url.scheme == "http" || url.scheme == "https", url.host != nil else { throw Problem(key: "media.public_url", rule: "must be an http(s) URL") }
         }
         if adminKey.map({ $0.count < 16 }) == true { throw Problem(key: "admin_key", rule: "must be at least 16 characters") }
+        // Flags and the environment reach here without the file's range checks; the values feed conversions.
+        if !(0.001...10_000_000).contains(rateLimit) { throw Problem(key: "rate_limit", rule: "must be 0.001...10000000 requests a second") }
+        if !(1...3600).contains(leaseSeconds) { throw Problem(key: "lease_seconds", rule: "must be 1...3600 seconds") }
+        if !(0...65535).contains(port) { throw Problem(key: "port", rule: "must be a port number (0...65535)") }
+        if sandbox && !sandboxPublic && !Self.isLoopback(host) {
+            throw Problem(
+                key: "host", rule: "sandbox mode listens on loopback only (\(host) given): it fetches media from any "
+                    + "address; turn sandbox mode off, or pass --sandbox-public to force it")
+        }
+    }
+
+    /// True for a name or address that only this machine reaches.
+    public static func isLoopback(_ host: String) -> Bool {
+        let h = host.lowercased()
+        if h == "localhost" || h == "::1" || h == "[::1]" { return true }
+        let parts = h.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
     }
 
     /// The media folder in use.

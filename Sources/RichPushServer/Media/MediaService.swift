@@ -185,10 +185,14 @@ public final class MediaService: Sendable {
                 }
                 var m = m
                 if r.isOK, hostedName(m.url) == nil, let type = r.type, let body = r.body, rehost == .always || (rehost == .auto && r.rehostReason != nil) {
-                    if let item = try? store.put(body, type: type) {
+                    do {
+                        let item = try store.put(body, type: type)
                         warnings.append(.init(path: path, rule: "rehosted", message: "\(m.url) is served from \(url(for: item))\(r.rehostReason.map { " (\($0))" } ?? "")", severity: .warning))
                         m.url = url(for: item)
                         m.mimeType = type.mimeType
+                    } catch {
+                        // Sent from its own address instead; the sender learns why it was not re-hosted.
+                        warnings.append(.init(path: path, rule: "not-rehosted", message: "\(m.url) is sent as it is: \(error)", severity: .warning))
                     }
                 }
                 if case .refused(let why)? = r.android, m.kind == .image || r.type?.kind == .image {

@@ -38,6 +38,7 @@ public final class MediaStore: Sendable {
     /// Stores bytes of a known type; storing the same bytes again is free.
     @discardableResult
     public func put(_ bytes: [UInt8], type: MediaType) throws -> Item {
+        guard MediaRules.isHostable(type) else { throw NotHostable(type: type) }
         let item = Item(hash: Self.hex(SHA256.hash(data: bytes)), type: type, size: bytes.count)
         let file = path(item.name)
         if !FileManager.default.fileExists(atPath: file.path) {
@@ -75,7 +76,14 @@ public final class MediaStore: Sendable {
     public static func parse(_ name: String) -> MediaType? {
         let parts = name.split(separator: ".", maxSplits: 1)
         guard parts.count == 2, parts[0].count == 64, parts[0].utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) else { return nil }
-        return byExtension[String(parts[1])]
+        // A name of a type that may not be hosted (stored by an older version) is never served.
+        return byExtension[String(parts[1])].flatMap { MediaRules.isHostable($0) ? $0 : nil }
+    }
+
+    /// A type no platform attaches: refused, whoever asks to store it.
+    public struct NotHostable: Error, CustomStringConvertible {
+        public var type: MediaType
+        public var description: String { "\(type.displayName) is not a type any platform attaches; it is not hosted" }
     }
 
     static let byExtension = Dictionary(MediaType.allCases.map { ($0.fileExtension, $0) }, uniquingKeysWith: { first, _ in first })

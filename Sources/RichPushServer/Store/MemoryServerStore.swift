@@ -58,6 +58,13 @@ public actor MemoryServerStore: ServerStore {
     public func notification(id: String) -> StoredNotification? { notifications[id] }
 
     public func saveReceipt(notificationID: String, token: String, report: JSONValue) { receipts[notificationID, default: [:]][token] = report }
+    public func addDeviceReceipt(notificationID: String, device: String, report: JSONValue, limit: Int) -> ReceiptAdmission {
+        let existing = receipts[notificationID] ?? [:]
+        if existing[device] != nil { return .repeated }
+        guard existing.count < limit else { return .full }
+        receipts[notificationID, default: [:]][device] = report
+        return .recorded
+    }
 
     public func receipts(notificationID: String) -> [String: JSONValue] { receipts[notificationID] ?? [:] }
 

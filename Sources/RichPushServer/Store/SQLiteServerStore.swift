@@ -246,11 +246,44 @@ public final class SQLiteServerStore: ServerStore {
         }
     }
 
+    public func addDeviceReceipt(notificationID: String, device: String, report: JSONValue, limit: Int) async throws -> ReceiptAdmission {
+        try await commits.write { db in
+            let args: StatementArguments = [notificationID, device]
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM receipts WHERE notification_id = ? AND token = ?", arguments: args) == true {
+                return .repeated
+            }
+            let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM receipts WHERE notification_id = ?", arguments: [notificationID]) ?? 0
+            guard count < limit else { return .full }
+            try db.cachedStatement(sql: "INSERT INTO receipts (notification_id, token, report, received_at) VALUES (?, ?, ?, ?)")
+                .execute(arguments: [notificationID, device, report.jsonString, Date().timeIntervalSince1970])
+            return .recorded
+        }
+    }
+
+    /// A secret of the server's (the receipt signing key), sealed at rest like provider credentials when a
+    /// credentials key is in use; one stored before sealing is sealed the first time it is read.
     public func secret(named name: String) async throws -> [UInt8] {
-        try await pool.write { db in
-            if let existing = try Data.fetchOne(db, sql: "SELECT value FROM secrets WHERE name = ?", arguments: [name]) { return Array(existing) }
+        try await pool.write { [sealer] db in
+            if let existing = try Data.fetchOne(db, sql: "SELECT value FROM secrets WHERE name = ?", arguments: [name]) {
+                let text = String(decoding: existing, as: UTF8.self)
+                if CredentialSealer.isSealed(text) {
+                    guard let sealer else {
+                        throw CredentialSealer.Problem(description: "the \(name) secret is sealed, and no credentials key was given")
+                    }
+                    guard let raw = Data(base64Encoded: try sealer.open(text)) else {
+                        throw CredentialSealer.Problem(description: "the \(name) secret does not open to a key")
+                    }
+                    return Array(raw)
+                }
+                if let sealer {
+                    let sealed = try sealer.seal(existing.base64EncodedString())
+                    try db.execute(sql: "UPDATE secrets SET value = ? WHERE name = ?", arguments: [Data(sealed.utf8), name])
+                }
+                return Array(existing)
+            }
             let fresh = SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }
-            try db.execute(sql: "INSERT INTO secrets (name, value) VALUES (?, ?)", arguments: [name, Data(fresh)])
+            let stored = try sealer.map { Data(try $0.seal(Data(fresh).base64EncodedString()).utf8) } ?? Data(fresh)
+            try db.execute(sql: "INSERT INTO secrets (name, value) VALUES (?, ?)", arguments: [name, stored])
             return fresh
         }
     }

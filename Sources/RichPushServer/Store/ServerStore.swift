@@ -123,6 +123,9 @@ public protocol ServerStore: Sendable {
 
     /// Stores what a device reported for a notification; a later report from the same device replaces it.
     func saveReceipt(notificationID: String, token: String, report: JSONValue) async throws
+    /// Records a device's report unless that device already reported for this notification, or the notification
+    /// already holds `limit` reports (both checked and written in one transaction).
+    func addDeviceReceipt(notificationID: String, device: String, report: JSONValue, limit: Int) async throws -> ReceiptAdmission
     /// The receipts of a notification by device token.
     func receipts(notificationID: String) async throws -> [String: JSONValue]
 
@@ -166,4 +169,13 @@ public enum APIKeys {
         let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
         return "rp_" + Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
     }
+}
+
+/// What became of a device's report.
+public enum ReceiptAdmission: Sendable, Equatable {
+    case recorded
+    /// This device already reported for this notification; the first report stands.
+    case repeated
+    /// The notification holds as many reports as it admits.
+    case full
 }

@@ -80,6 +80,11 @@ public final class ProviderClients: Sendable {
             do {
                 var account = try ServiceAccount(json: Data(c.serviceAccountJSON.utf8))
                 if let uri = routing.fcmTokenURI { account.tokenURI = uri }
+                // Checked again before any connection: a row stored before the check, or edited in the database,
+                // must not point the server at an address of someone's choosing.
+                guard routing.fcmTokenURI != nil || ServiceAccount.isGoogleTokenEndpoint(account.tokenURI) else {
+                    throw ServiceAccount.Problem(description: "token_uri is not Google's token endpoint; not connecting")
+                }
                 b.fcm = FCMClient(configuration: .init(serviceAccount: account, endpoint: routing.fcmEndpoint ?? .production, trust: routing.trust), eventLoopGroup: group)
             } catch { b.problem = "fcm service account: \(error)" }
         }
