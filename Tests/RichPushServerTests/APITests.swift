@@ -51,7 +51,7 @@ import Testing
         try await app.test(.router) { client in
             #expect(try await Self.call(client, .get, "/health", key: nil).0 == 200)
             #expect(try await Self.call(client, .post, "/v1/apps", key: nil, body: ["name": "x"]).0 == 401)
-            #expect(try await Self.call(client, .post, "/v1/apps", key: "wrong", body: ["name": "x"]).0 == 403)
+            #expect(try await Self.call(client, .post, "/v1/apps", key: "wrong", body: ["name": "x"]).0 == 401)
             let (appID, key) = try await Self.createApp(client)
             #expect(key.hasPrefix("rp_") && key.count > 40)
             // Only the hash is stored.
@@ -223,20 +223,47 @@ import Testing
         var f = try APITests.fixture()
         let clock = ManualClock()
         var api = f.api
-        api.limiter = RateLimiter(rate: 2, burst: 3, now: { clock.now })
+        api.limiter = RateLimiter(rate: 2, burst: 3, sweepAbove: 1_000, now: { clock.now })
+        api.authFailureLimiter = RateLimiter(rate: 1, burst: 4, now: { clock.now })
         f = APITests.Fixture(api: api, queue: f.queue, store: f.store, registry: f.registry)
+        let limiter = f.api.limiter
         let app = Application(router: f.api.router())
         try await app.test(.router) { client in
+            let (appID, key) = try await APITests.createApp(client)
+            let (_, other) = try await APITests.createApp(client)
+            let path = "/v1/apps/\(appID)/notifications/b"
             var statuses: [Int] = []
-            for _ in 0..<5 { statuses.append(try await APITests.call(client, .get, "/v1/apps/a/notifications/b", key: "k1").0) }
-            #expect(statuses == [401, 401, 401, 429, 429])  // unknown key, but counted: the limit comes first
-            try await client.execute(uri: "/v1/apps/a/notifications/b", method: .get, headers: [.authorization: "Bearer k1"]) { r in
+            for _ in 0..<5 { statuses.append(try await APITests.call(client, .get, path, key: key).0) }
+            #expect(statuses == [404, 404, 404, 429, 429])
+            try await client.execute(uri: path, method: .get, headers: [.authorization: "Bearer \(key)"]) { r in
                 #expect(r.status.code == 429 && r.headers[.retryAfter] == "1")
             }
-            #expect(try await APITests.call(client, .get, "/v1/apps/a/notifications/b", key: "another").0 == 401)  // per key
+            // Another key has a bucket of its own.
+            #expect(try await APITests.call(client, .get, path, key: other).0 == 403)
+            // Unknown keys are counted against the client's address, never given buckets: thousands of random bearers
+            // (more than the table holds before it sweeps) neither grow it nor reset the throttled key.
+            var unknown: [Int] = []
+            for i in 0..<3_000 { unknown.append(try await APITests.call(client, .get, path, key: "rp_random_\(i)").0) }
+            #expect(unknown.prefix(4) == [401, 401, 401, 401] && Set(unknown.dropFirst(4)) == [429])
+            #expect(limiter.trackedKeys == 3)  // the two apps' keys and the admin key
+            #expect(try await APITests.call(client, .get, path, key: key).0 == 429)
             clock.advance(1)
-            #expect(try await APITests.call(client, .get, "/v1/apps/a/notifications/b", key: "k1").0 == 401)  // refilled
+            #expect(try await APITests.call(client, .get, path, key: key).0 == 404)  // refilled
         }
+    }
+
+    /// The limiter itself, with more distinct keys than its table sweeps at: a throttled key stays throttled.
+    @Test func aThrottledKeyStaysThrottledPastTheSweep() {
+        let clock = ManualClock()
+        let limiter = RateLimiter(rate: 1, burst: 1, sweepAbove: 100_000, now: { clock.now })
+        #expect(limiter.check("victim") == nil)
+        #expect(limiter.check("victim") != nil)
+        for i in 0..<100_001 { _ = limiter.check("spray-\(i)") }
+        #expect(limiter.check("victim") != nil)
+        // Full buckets carry no information and are forgotten; the drained ones are kept.
+        #expect(limiter.trackedKeys <= 100_002)
+        clock.advance(2)
+        #expect(limiter.check("victim") == nil)
     }
 }
 

@@ -38,7 +38,7 @@ import Testing
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("creds-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
         let creds = try SandboxCredentials.generate()
-        _ = try creds.write(to: dir, tokenURI: "https://127.0.0.1:1/token")
+        _ = try creds.write(to: dir, tokenURI: "https://oauth2.googleapis.com/token")
         let account = try String(contentsOf: dir.appendingPathComponent("service-account.json"), encoding: .utf8)
         try await Application(router: api.router()).test(.router) { client in
             let apns: JSONValue = ["key": .string(creds.apnsKeyPEM), "key_id": .string(creds.apnsKeyID), "team_id": .string(creds.apnsTeamID), "environment": "development"]

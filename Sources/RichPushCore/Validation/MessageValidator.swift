@@ -84,7 +84,10 @@ public struct MessageValidator: Sendable {
         if a.titleLocArgs != nil && a.titleLocKey == nil { r.add("alert.title_loc_args", "loc-args-need-key", "title_loc_args need title_loc_key") }
         if a.subtitleLocArgs != nil && a.subtitleLocKey == nil { r.add("alert.subtitle_loc_args", "loc-args-need-key", "subtitle_loc_args need subtitle_loc_key") }
         if a.locArgs != nil && a.locKey == nil { r.add("alert.loc_args", "loc-args-need-key", "loc_args need loc_key") }
-        if let b = m.badge, b < 0 { r.add("badge", "range", "badge must be 0 or more (0 clears it)") }
+        // FCM carries the badge as notification_count, a 32-bit integer.
+        if let b = m.badge, !(0...Self.maxBadge).contains(b) {
+            r.add("badge", "range", "badge must be 0...\(Self.maxBadge) (0 clears it)")
+        }
         if let s = m.sound {
             if s.name.isEmpty { r.add("sound.name", "empty", "sound name must not be empty") }
             if let v = s.volume, !(0...1).contains(v) { r.add("sound.volume", "range", "volume must be between 0 and 1") }
@@ -156,22 +159,8 @@ public struct MessageValidator: Sendable {
                 r.add(path, "duplicate", "this token is listed twice; it will be sent once", .warning)
             }
         }
-        if let topic = t.topic {
-            let name = topic.hasPrefix("/topics/") ? String(topic.dropFirst(8)) : topic
-            if !Self.isValidTopicName(name) {
-                r.add("targets.topic", "topic-name", "topic names use only letters, digits and - _ . ~ %")
-            }
-        }
-        if let c = t.condition {
-            do {
-                let parsed = try FCMCondition.parse(c)
-                if parsed.topics.count > FCMCondition.maxTopics {
-                    r.add("targets.condition", "condition-topics", "the condition names \(parsed.topics.count) topics; FCM allows \(FCMCondition.maxTopics)")
-                }
-            } catch {
-                r.add("targets.condition", "condition-syntax", "\(error)")
-            }
-        }
+        if let topic = t.topic, let p = Self.fcmTopicProblem(topic) { r.add("targets.topic", p.rule, p.message) }
+        if let c = t.condition, let p = Self.fcmConditionProblem(c) { r.add("targets.condition", p.rule, p.message) }
     }
 
     private func checkData(_ m: PushMessage, _ r: inout ValidationReport) {
@@ -259,6 +248,27 @@ public struct MessageValidator: Sendable {
     }
 
     // MARK: - Shapes
+
+    /// What is wrong with an FCM topic name (`/topics/` allowed in front), as a rule and a message.
+    public static let maxBadge = Int(Int32.max)
+
+    public static func fcmTopicProblem(_ topic: String) -> (rule: String, message: String)? {
+        let name = topic.hasPrefix("/topics/") ? String(topic.dropFirst(8)) : topic
+        return isValidTopicName(name) ? nil : ("topic-name", "topic names use only letters, digits and - _ . ~ %")
+    }
+
+    /// What is wrong with an FCM condition, as a rule and a message.
+    public static func fcmConditionProblem(_ condition: String) -> (rule: String, message: String)? {
+        do {
+            let parsed = try FCMCondition.parse(condition)
+            if parsed.topics.count > FCMCondition.maxTopics {
+                return ("condition-topics", "the condition names \(parsed.topics.count) topics; FCM allows \(FCMCondition.maxTopics)")
+            }
+            return nil
+        } catch {
+            return ("condition-syntax", "\(error)")
+        }
+    }
 
     public static func apnsTokenProblem(_ token: String, strict: Bool = false) -> String? {
         if token.isEmpty { return "APNs token is empty" }

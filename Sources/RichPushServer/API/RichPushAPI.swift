@@ -298,6 +298,10 @@ public struct RichPushAPI: Sendable {
             report.add("audience.tokens", "max-tokens", "at most \(maxTokensPerRequest) tokens per request; register devices and use a tag or topic for more")
         case .providerTokens(let a, let f)? where a.count + f.count > maxTokensPerRequest:
             report.add("audience", "max-tokens", "at most \(maxTokensPerRequest) tokens per request; register devices and use a tag or topic for more")
+        case .fcmTopic(let topic)?:
+            if let p = MessageValidator.fcmTopicProblem(topic) { report.add("audience.fcm_topic", p.rule, p.message) }
+        case .fcmCondition(let condition)?:
+            if let p = MessageValidator.fcmConditionProblem(condition) { report.add("audience.fcm_condition", p.rule, p.message) }
         case .providerTokens(let a, let f)?:
             for (i, t) in a.enumerated() { if let p = MessageValidator.apnsTokenProblem(t) { report.add("audience.apns_tokens[\(i)]", "apns-token", p) } }
             for (i, t) in f.enumerated() { if let p = MessageValidator.fcmTokenProblem(t) { report.add("audience.fcm_tokens[\(i)]", "fcm-token", p) } }

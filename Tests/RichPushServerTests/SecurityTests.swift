@@ -1,0 +1,185 @@
+import Foundation
+import GRDB
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import RichPushCore
+import RichPushSandbox
+import RichPushTestSupport
+import Testing
+
+@testable import RichPushServer
+
+/// The holes the server had, each closed and kept closed.
+@Suite(.serialized) struct SecurityTests {
+    /// A TCP listener on 127.0.0.1 that counts the connections made to it.
+    final class Listener: Sendable {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let accepted = NIOLockedValueBox(0)
+        let channel: Channel
+
+        init() async throws {
+            let accepted = self.accepted
+            channel = try await ServerBootstrap(group: group)
+                .childChannelInitializer { channel in
+                    accepted.withLockedValue { $0 += 1 }
+                    return channel.close()
+                }
+                .bind(host: "127.0.0.1", port: 0).get()
+        }
+
+        var port: Int { channel.localAddress?.port ?? 0 }
+        var connections: Int { accepted.withLockedValue { $0 } }
+
+        func stop() async throws {
+            try await channel.close()
+            try await group.shutdownGracefully()
+        }
+    }
+
+    static func serviceAccount(tokenURI: String) throws -> String {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sa-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let files = try SandboxCredentials.generate().write(to: dir, tokenURI: tokenURI)
+        return try String(contentsOf: try #require(files["service-account"]), encoding: .utf8)
+    }
+
+    @Test func aTokenEndpointOtherThanGooglesIsRefusedAndNeverConnected() async throws {
+        let listener = try await Listener()
+        let account = try Self.serviceAccount(tokenURI: "https://127.0.0.1:\(listener.port)/token")
+        let f = try APITests.fixture()
+        try await Application(router: f.api.router()).test(.router) { client in
+            let (status, body) = try await APITests.call(
+                client, .post, "/v1/apps", key: "admin-secret",
+                body: ["name": "Shop", "bundle_id": "com.example.app", "fcm": ["service_account": .string(account)]])
+            #expect(status == 422)
+            #expect(body["error"]?["issues"]?.arrayValue?.first?["path"] == "fcm.service_account.token_uri")
+            #expect(body["error"]?["issues"]?.arrayValue?.first?["rule"] == "token-endpoint")
+        }
+        // A row stored before the check (or edited in the database) is refused again before any connection.
+        let clients = ProviderClients()
+        let app = ServerApp(
+            id: "app_x", name: "Shop", bundleID: "com.example.app",
+            fcm: FCMCredentials(serviceAccountJSON: account, projectID: "p", clientEmail: "c@example.com"))
+        #expect(clients.sender(for: app).fcm == nil)
+        try await Task.sleep(nanoseconds: 300_000_000)
+        #expect(listener.connections == 0)
+        await clients.shutdown()
+        // In sandbox mode the emulator's endpoint is the one allowed.
+        var sandboxAPI = f.api
+        sandboxAPI.extraFCMTokenEndpoints = ["https://127.0.0.1:\(listener.port)/token"]
+        try await Application(router: sandboxAPI.router()).test(.router) { client in
+            let (status, _) = try await APITests.call(
+                client, .post, "/v1/apps", key: "admin-secret",
+                body: ["name": "Shop", "bundle_id": "com.example.app", "fcm": ["service_account": .string(account)]])
+            #expect(status == 201)
+        }
+        try await listener.stop()
+    }
+
+    @Test func onlyMediaAPlatformAttachesIsHostedAndEveryAnswerIsSandboxed() async throws {
+        let (api, _, server, _, _) = try await MediaHostingTests.api(routes: [:])
+        try await Application(router: api.router()).test(.router) { client in
+            let svg = Array(#"<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><script>alert(document.domain)</script></svg>"#.utf8)
+            let pdf = Array("%PDF-1.7\n%\u{e2}\u{e3}\n1 0 obj".utf8) + Array(repeating: 0x20, count: 200)
+            for refused in [svg, pdf, Array("<!DOCTYPE html><html><script>x</script></html>".utf8), MediaSamples.file(MediaSamples.ftyp("heic", ["mif1"]), size: 300)] {
+                let (s, _, body) = try await MediaHostingTests.call(client, .post, "/v1/media", body: ByteBuffer(bytes: refused))
+                #expect(s == 422, "\(String(decoding: body, as: UTF8.self))")
+                let rule = try JSONValue.parse(body)["error"]?["issues"]?.arrayValue?.first?["rule"]?.stringValue
+                #expect(rule == "not-attachable" || rule == "unknown-type")
+            }
+            // Nothing else can store one either.
+            #expect(throws: MediaStore.NotHostable.self) { try api.media!.store.put(svg, type: .svg) }
+            let (s, _, body) = try await MediaHostingTests.call(client, .post, "/v1/media", body: ByteBuffer(bytes: MediaPreflightTests.jpeg))
+            #expect(s == 201)
+            let path = String(try #require(JSONValue.parse(body)["url"]?.stringValue).dropFirst("https://push.example.com".count))
+            let etag = "\"" + path.dropFirst("/media/".count).prefix(64) + "\""
+            let answers: [(HTTPRequest.Method, HTTPFields, Int)] = [
+                (.get, [:], 200), (.head, [:], 200), (.get, [.ifNoneMatch: etag], 304), (.get, [.range: "bytes=0-1"], 206),
+                (.get, [.range: "bytes=99999999-"], 416),
+            ]
+            for (method, headers, expected) in answers {
+                let (status, h, _) = try await MediaHostingTests.call(client, method, path, key: nil, headers: headers)
+                #expect(status == expected)
+                #expect(h[HTTPField.Name("X-Content-Type-Options")!] == "nosniff", "\(method) \(expected)")
+                #expect(h[HTTPField.Name("Content-Security-Policy")!]?.hasPrefix("sandbox") == true, "\(method) \(expected)")
+            }
+            let (missing, mh, _) = try await MediaHostingTests.call(client, .get, "/media/" + String(repeating: "a", count: 64) + ".svg", key: nil)
+            #expect(missing == 404 && mh[HTTPField.Name("X-Content-Type-Options")!] == "nosniff")
+        }
+        try await server.shutdown()
+    }
+
+    @Test func anExpiredOrRepeatedReceiptIsRefusedAndANotificationHoldsALimitedNumber() async throws {
+        let f = try APITests.fixture()
+        let receipts = DeviceReceipts(secret: try await f.store.secret(named: "receipts"), base: "https://push.example.com", maxReportsPerNotification: 3)
+        var api = f.api
+        api.receipts = receipts
+        try await Application(router: api.router()).test(.router) { client in
+            let (app, key) = try await APITests.createApp(client)
+            let (_, accepted) = try await APITests.call(
+                client, .post, "/v1/apps/\(app)/notifications", key: key,
+                body: ["title": "T", "media": "https://cdn.example.com/a.jpg", "ttl": 60, "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]]])
+            let id = try #require(accepted["id"]?.stringValue)
+            let report: JSONValue = ["attachments": [], "skipped": []]
+            let live = "/v1/receipts/" + receipts.token(for: id, until: Date().addingTimeInterval(60))
+            let ended = "/v1/receipts/" + receipts.token(for: id, until: Date().addingTimeInterval(-1))
+            let expired = try await APITests.call(client, .post, ended, key: nil, body: ["device": "d1", "report": report])
+            #expect(expired.0 == 410 && expired.1["error"]?["code"] == "receipt-expired")
+            #expect(try await APITests.call(client, .post, live, key: nil, body: ["device": "d1", "report": report]).0 == 201)
+            let repeated = try await APITests.call(client, .post, live, key: nil, body: ["device": "d1", "report": report])
+            #expect(repeated.0 == 409 && repeated.1["error"]?["code"] == "already-reported")
+            #expect(try await APITests.call(client, .post, live, key: nil, body: ["report": report]).0 == 201)
+            #expect(try await APITests.call(client, .post, live, key: nil, body: ["report": report]).0 == 201)
+            let full = try await APITests.call(client, .post, live, key: nil, body: ["report": report])
+            #expect(full.0 == 429 && full.1["error"]?["code"] == "receipts-full")
+            let outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
+            #expect(outcome["receipts"]?["count"] == 3)
+        }
+    }
+
+    @Test func theReceiptSecretIsSealedAtRest() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("sealed-\(UUID().uuidString).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        // A secret made before sealing is sealed the first time it is read with a key, and reads the same after.
+        let before = try await SQLiteServerStore(pool: SQLiteDeliveryQueue.openPool(path: path)).secret(named: "receipts")
+        let sealer = try CredentialSealer(key: Array(repeating: 3, count: 32))
+        let pool = try SQLiteDeliveryQueue.openPool(path: path)
+        let sealedStore = try SQLiteServerStore(pool: pool, sealer: sealer)
+        #expect(try await sealedStore.secret(named: "receipts") == before)
+        let stored = try await pool.read { db in try Data.fetchOne(db, sql: "SELECT value FROM secrets WHERE name = 'receipts'") }
+        #expect(String(decoding: try #require(stored), as: UTF8.self).hasPrefix("sealed:v1:"))
+        #expect(try await SQLiteServerStore(pool: pool, sealer: sealer).secret(named: "receipts") == before)
+        let fresh = try await sealedStore.secret(named: "other")
+        #expect(fresh.count == 32)
+        // Without the key, a sealed secret is an error, never a new secret.
+        await #expect(throws: CredentialSealer.Problem.self) { try await SQLiteServerStore(pool: pool).secret(named: "receipts") }
+    }
+
+    @Test func sandboxModeStaysOnLoopbackUnlessForced() throws {
+        var c = ServerConfiguration()
+        c.sandbox = true
+        for host in ["127.0.0.1", "localhost", "::1", "127.8.9.10"] {
+            c.host = host
+            #expect(throws: Never.self) { try c.check() }
+        }
+        for host in ["0.0.0.0", "::", "192.168.1.4", "example.com", "127.0.0.1.example.com"] {
+            c.host = host
+            #expect(throws: ServerConfiguration.Problem.self) { try c.check() }
+        }
+        c.sandboxPublic = true
+        #expect(throws: Never.self) { try c.check() }
+        c.sandboxPublic = false
+        c.sandbox = false
+        #expect(throws: Never.self) { try c.check() }
+        // Numbers from flags are range-checked like the file's.
+        c.rateLimit = 0
+        #expect(throws: ServerConfiguration.Problem.self) { try c.check() }
+        c.rateLimit = 10
+        c.leaseSeconds = .infinity
+        #expect(throws: ServerConfiguration.Problem.self) { try c.check() }
+    }
+}
