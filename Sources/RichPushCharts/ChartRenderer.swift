@@ -23,7 +23,8 @@ public enum ChartRenderer {
         let s = ChartSpec.drawnScale(width: spec.width, height: spec.height, requested: scale ?? spec.scale)
         let bitmap = draw(spec, scale: s)
         let (w, h) = (bitmap.width, bitmap.height)
-        return RenderedChart(png: PNGEncoder.encode(bitmap, pixelsPerPoint: s), width: w, height: h)
+        // Handed over, not shared: the encoder filters the pixels in place.
+        return RenderedChart(png: PNGEncoder.encode(consume bitmap, pixelsPerPoint: s), width: w, height: h)
     }
 
     /// Draws into a bitmap without encoding it (tests look at its pixels).

@@ -9,7 +9,7 @@ public enum PNGEncoder {
     /// `pixelsPerPoint` is written as the physical size (72 dpi × scale) so that viewers show it at its size
     /// in points.
     public static func encode(_ bitmap: consuming Bitmap, pixelsPerPoint: Int = 1) -> [UInt8] {
-        var bitmap = bitmap
+        // Filtered in the caller's storage: a `var` copy here would duplicate every pixel (copy on write).
         filterRowsInPlace(&bitmap)
         var out = signature
         var ihdr: [UInt8] = []
