@@ -113,6 +113,28 @@ import Testing
         try await server.shutdown()
     }
 
+    /// Uploads go to disk as they arrive: the stored file is the body byte for byte, and one over the limit is
+    /// refused (413) with nothing left behind.
+    @Test func uploadsStreamToDiskAndAnOversizedOneLeavesNothing() async throws {
+        let (api, _, server, _, _) = try await MediaHostingTests.api(routes: [:])
+        let store = try #require(api.media?.store)
+        try await Application(router: api.router()).test(.live) { client in
+            let clip = MediaSamples.file(MediaSamples.ftyp("isom", ["iso2", "mp41"]), size: 3_000_000)
+            let (s, _, body) = try await MediaHostingTests.call(client, .post, "/v1/media", body: ByteBuffer(bytes: clip))
+            #expect(s == 201)
+            let name = try #require(JSONValue.parse(body)["name"]?.stringValue)
+            let stored = try #require(store.file(name))
+            #expect(stored.size == clip.count && stored.type == .mp4)
+            #expect(FileManager.default.contents(atPath: stored.path).map(Array.init) == clip)
+            let tooBig = MediaSamples.file(MediaSamples.ftyp("isom", ["mp41"]), size: MediaRules.largestAppleLimit + 1)
+            let (big, _, bigBody) = try await MediaHostingTests.call(client, .post, "/v1/media", body: ByteBuffer(bytes: tooBig))
+            #expect(big == 413, "\(String(decoding: bigBody.prefix(300), as: UTF8.self))")
+        }
+        let parts = (try? FileManager.default.contentsOfDirectory(atPath: store.directory.appendingPathComponent("up").path)) ?? []
+        #expect(parts.isEmpty, "\(parts)")
+        try await server.shutdown()
+    }
+
     @Test func anExpiredOrRepeatedReceiptIsRefusedAndANotificationHoldsALimitedNumber() async throws {
         let f = try APITests.fixture()
         let receipts = DeviceReceipts(secret: try await f.store.secret(named: "receipts"), base: "https://push.example.com", maxReportsPerNotification: 3)

@@ -94,24 +94,37 @@ extension RichPushAPI {
     func uploadMedia(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         try await requireAnyKey(request, context, .send)
         guard let media else { throw Failure(status: 404, code: "not-found", message: "media hosting is off") }
-        var request = request
-        let buffer = try await request.collectBody(upTo: MediaRules.largestAppleLimit)
-        let bytes = Array(buffer.readableBytesView)
-        guard !bytes.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the body is empty", issues: [.init(path: "body", rule: "required", message: "send the file as the body")]) }
-        guard let type = MediaSniffer.sniff(bytes), type.kind != nil else {
-            throw Failure(status: 422, code: "invalid", message: "not media", issues: [.init(path: "body", rule: "unknown-type", message: "the bytes are not a recognisable image, audio or video file")])
-        }
-        guard MediaRules.isHostable(type) else {
-            throw Failure(status: 422, code: "invalid", message: "not a type any platform attaches", issues: [.init(
-                path: "body", rule: "not-attachable",
-                message: "\(type.displayName) is not attached by iOS or shown by Android; hosted types: JPEG, PNG, GIF, "
-                    + "WebP and BMP images, MP3, WAV, AIFF and M4A audio, MP4, MPEG and AVI video")])
-        }
+        // Streamed to disk as it arrives (hashed on the way): a 50 MB upload costs one read's worth of memory.
+        let upload = try media.store.beginUpload()
+        let item: MediaStore.Item
         var check = MediaCheck(url: "")
-        check.type = type
-        check.bytes = bytes.count
-        media.judge(&check)
-        let item = try media.store.put(bytes, type: type)
+        do {
+            for try await chunk in request.body {
+                guard upload.size + chunk.readableBytes <= MediaRules.largestAppleLimit else {
+                    throw Failure(status: 413, code: "body-too-large", message: "media is at most \(MediaRules.largestAppleLimit) bytes (Apple's video limit)")
+                }
+                try upload.append(chunk)
+            }
+            guard upload.size > 0 else {
+                throw Failure(status: 422, code: "invalid", message: "the body is empty", issues: [.init(path: "body", rule: "required", message: "send the file as the body")])
+            }
+            guard let type = MediaSniffer.sniff(upload.prefix), type.kind != nil else {
+                throw Failure(status: 422, code: "invalid", message: "not media", issues: [.init(path: "body", rule: "unknown-type", message: "the bytes are not a recognisable image, audio or video file")])
+            }
+            guard MediaRules.isHostable(type) else {
+                throw Failure(status: 422, code: "invalid", message: "not a type any platform attaches", issues: [.init(
+                    path: "body", rule: "not-attachable",
+                    message: "\(type.displayName) is not attached by iOS or shown by Android; hosted types: JPEG, PNG, GIF, "
+                        + "WebP and BMP images, MP3, WAV, AIFF and M4A audio, MP4, MPEG and AVI video")])
+            }
+            check.type = type
+            check.bytes = upload.size
+            media.judge(&check)
+            item = try media.store.finish(upload, type: type)
+        } catch {
+            upload.discard()
+            throw error
+        }
         check.url = media.url(for: item)
         var o = check.json.objectValue ?? [:]
         o["name"] = .string(item.name)
