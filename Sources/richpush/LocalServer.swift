@@ -61,16 +61,35 @@ struct LocalServer {
             clients = ProviderClients()
         }
 
+        // Failures on the delivery path are logged where they happen, with the id they concern; the delivery itself
+        // then ends with the sender's reason (no app, no message) and is retried by the queue's policy.
+        var deliveryLog = Logger(label: "richpush.delivery")
+        deliveryLog.logLevel = logLevel
+        let log = deliveryLog
         let sender = ProviderDeliverySender(
             app: { id in
-                guard let app = try? await store.app(id: id) else { return nil }
-                return clients.sender(for: app)
+                do {
+                    guard let app = try await store.app(id: id) else { return nil }
+                    return clients.sender(for: app)
+                } catch {
+                    log.error("could not read the app", metadata: ["app_id": .string(id), "error": .string("\(error)")])
+                    return nil
+                }
             },
-            message: { id in try? await store.message(id: id) })
+            message: { id in
+                do { return try await store.message(id: id) } catch {
+                    log.error("could not read the message", metadata: ["notification_id": .string(id), "error": .string("\(error)")])
+                    return nil
+                }
+            })
         let metrics = ServerMetrics()
         let worker = DeliveryWorker(
             configuration: .init(batchSize: config.batchSize, concurrency: config.concurrency, lease: config.leaseSeconds), queue: queue, sender: sender, metrics: metrics,
-            prune: { d, _ in _ = try? await registry.prune(appID: d.appID, token: d.target, invalidSince: nil) })
+            prune: { d, _ in
+                do { _ = try await registry.prune(appID: d.appID, token: d.target, invalidSince: nil) } catch {
+                    log.error("could not prune a gone token", metadata: ["delivery_id": .string("\(d.id)"), "error": .string("\(error)")])
+                }
+            })
         // Media in the sandbox is often on loopback over http: allowed there, refused otherwise.
         var api = RichPushAPI(
             store: store, registry: registry, queue: queue, adminKey: adminKey,

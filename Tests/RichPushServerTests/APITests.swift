@@ -216,6 +216,12 @@ import Testing
             }
             try await client.execute(uri: "/v1/apps/x/devices/t", method: .get) { r in #expect(r.status.code == 405 && r.headers[.allow] == "DELETE") }
             try await client.execute(uri: "/v1/unknown", method: .get) { r in #expect(r.status.code == 404) }
+            // Methods no route takes are 405 too, TRACE and OPTIONS included.
+            for method in [HTTPRequest.Method.trace, .options] {
+                for path in ["/health", "/metrics", "/v1/media", "/v1/apps/x"] {
+                    try await client.execute(uri: path, method: method) { r in #expect(r.status.code == 405, "\(method) \(path)") }
+                }
+            }
         }
     }
 

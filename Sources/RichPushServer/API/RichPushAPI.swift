@@ -83,25 +83,25 @@ public struct RichPushAPI: Sendable {
         }
         router.get("/media/:name") { request, context in api.serveMedia(request, context, head: false) }
         router.head("/media/:name") { request, context in api.serveMedia(request, context, head: true) }
-        router.post("/v1/media") { request, context in await api.handle { try await api.uploadMedia(request, context) } }
-        router.post("/v1/media/check") { request, context in await api.handle { try await api.checkMedia(request, context) } }
-        router.post("/v1/apps") { request, context in await api.handle { try await api.createApp(request, context) } }
-        router.get("/v1/apps/:app") { request, context in await api.handle { try await api.showApp(request, context) } }
-        router.patch("/v1/apps/:app") { request, context in await api.handle { try await api.updateApp(request, context) } }
-        router.post("/v1/apps/:app/keys") { request, context in await api.handle { try await api.createKey(request, context) } }
-        router.delete("/v1/apps/:app/keys/:key") { request, context in await api.handle { try await api.revokeKey(request, context) } }
-        router.post("/v1/apps/:app/devices") { request, context in await api.handle { try await api.registerDevice(request, context) } }
-        router.delete("/v1/apps/:app/devices/:token") { request, context in await api.handle { try await api.removeDevice(request, context) } }
-        router.post("/v1/apps/:app/notifications") { request, context in await api.handle { try await api.send(request, context) } }
-        router.get("/v1/apps/:app/notifications/:id") { request, context in await api.handle { try await api.outcomes(request, context) } }
-        router.post("/v1/apps/:app/notifications/:id/receipts") { request, context in await api.handle { try await api.receipt(request, context) } }
-        router.post("/v1/receipts/:token") { request, context in await api.handle { try await api.deviceReceipt(request, context) } }
+        router.post("/v1/media") { request, context in await api.handle(context) { try await api.uploadMedia(request, context) } }
+        router.post("/v1/media/check") { request, context in await api.handle(context) { try await api.checkMedia(request, context) } }
+        router.post("/v1/apps") { request, context in await api.handle(context) { try await api.createApp(request, context) } }
+        router.get("/v1/apps/:app") { request, context in await api.handle(context) { try await api.showApp(request, context) } }
+        router.patch("/v1/apps/:app") { request, context in await api.handle(context) { try await api.updateApp(request, context) } }
+        router.post("/v1/apps/:app/keys") { request, context in await api.handle(context) { try await api.createKey(request, context) } }
+        router.delete("/v1/apps/:app/keys/:key") { request, context in await api.handle(context) { try await api.revokeKey(request, context) } }
+        router.post("/v1/apps/:app/devices") { request, context in await api.handle(context) { try await api.registerDevice(request, context) } }
+        router.delete("/v1/apps/:app/devices/:token") { request, context in await api.handle(context) { try await api.removeDevice(request, context) } }
+        router.post("/v1/apps/:app/notifications") { request, context in await api.handle(context) { try await api.send(request, context) } }
+        router.get("/v1/apps/:app/notifications/:id") { request, context in await api.handle(context) { try await api.outcomes(request, context) } }
+        router.post("/v1/apps/:app/notifications/:id/receipts") { request, context in await api.handle(context) { try await api.receipt(request, context) } }
+        router.post("/v1/receipts/:token") { request, context in await api.handle(context) { try await api.deviceReceipt(request, context) } }
         // A known path with another method is 405 with the methods it takes, not 404.
         var allowed: [String: [String]] = [:]
         for (method, path) in Self.routes { allowed[path, default: []].append(method.uppercased()) }
         for (path, methods) in allowed {
             let hbPath = path.replacingOccurrences(of: "{", with: ":").replacingOccurrences(of: "}", with: "")
-            for method in ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] where !methods.contains(method) {
+            for method in ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"] where !methods.contains(method) {
                 router.on(RouterPath(hbPath), method: HTTPRequest.Method(method)!) { _, _ -> Response in
                     var r = Self.json(405, ["error": ["code": "method-not-allowed", "message": .string("\(path) takes \(methods.joined(separator: ", "))")]])
                     r.headers[.allow] = methods.joined(separator: ", ")
@@ -139,7 +139,9 @@ public struct RichPushAPI: Sendable {
         var issues: [ValidationIssue] = []
     }
 
-    func handle(_ body: () async throws -> Response) async -> Response {
+    /// Runs a route and turns what it throws into an answer. A failure that is not one of the route's own answers
+    /// is logged where it happened, with a request id the 500 answer also carries (the error, never a body or a key).
+    func handle(_ context: APIRequestContext, _ body: () async throws -> Response) async -> Response {
         do { return try await body() } catch let f as Failure {
             var error: [String: JSONValue] = ["code": .string(f.code), "message": .string(f.message)]
             if !f.issues.isEmpty { error["issues"] = .array(f.issues.map(\.json)) }
@@ -151,7 +153,10 @@ public struct RichPushAPI: Sendable {
         } catch is NIOTooManyBytesError {
             return Self.json(413, ["error": ["code": "body-too-large", "message": .string("the body is over \(maxBodyBytes) bytes")]])
         } catch {
-            return Self.json(500, ["error": ["code": "internal", "message": "internal error"]])
+            let requestID = String(UUID().uuidString.lowercased().prefix(18))
+            context.logger.error(
+                "request failed", metadata: ["request_id": .string(requestID), "error": .string(String(describing: error))])
+            return Self.json(500, ["error": ["code": "internal", "message": "internal error", "request_id": .string(requestID)]])
         }
     }
 
