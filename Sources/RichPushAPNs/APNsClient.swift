@@ -41,6 +41,8 @@ extension TransportError {
         case .timedOut: return "timed_out"
         case .streamReset: return "stream_reset"
         case .connectFailed: return "connect_failed"
+        case .responseTooLarge: return "response_too_large"
+        case .malformedResponse: return "malformed_response"
         case .shutDown: return "shut_down"
         }
     }

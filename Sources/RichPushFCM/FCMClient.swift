@@ -162,11 +162,13 @@ public final class FCMClient: Sendable {
         }
         let json = (try? JSONValue.parse(response.bodyBytes)) ?? .null
         guard response.status == 200, let token = json["access_token"]?.stringValue else {
-            let error = json["error"]?.stringValue ?? "HTTP \(response.status)"
-            let description = json["error_description"]?.stringValue ?? ""
+            // The endpoint's words go into messages and metrics: held to a short printable prefix.
+            let error = String((json["error"]?.stringValue ?? "HTTP \(response.status)").prefix(64))
+            let description = String((json["error_description"]?.stringValue ?? "").prefix(200))
             throw FCMFailure(httpStatus: response.status, code: .status("OAUTH_\(error.uppercased())"), message: "token exchange failed: \(error) \(description)", fieldViolations: [], retry: response.status >= 500 ? .retry : .fixCredentials)
         }
-        let lifetime = json["expires_in"]?.doubleValue ?? 3600
+        // Held to a minute...a day: a lifetime of 0 or less would fetch a token for every send, a huge one overflow.
+        let lifetime = min(max(json["expires_in"]?.doubleValue ?? 3600, 60), 86_400)
         return (token, now.addingTimeInterval(lifetime))
     }
 

@@ -10,6 +10,10 @@ import NIOSSL
 /// notices GOAWAY and tells which in-flight requests were not processed, answers health-check pings, and
 /// bounds every request by a timeout.
 public final class HTTP2ClientConnection: Sendable {
+    /// The largest response body read: APNs and FCM answer in a few hundred bytes, an OAuth token in about two
+    /// kilobytes. A longer one is a broken or hostile peer, and reading it would let a peer choose our memory.
+    public static let maxResponseBytes = 64 * 1024
+
     public struct Target: Sendable {
         public var host: String
         public var port: Int
@@ -266,17 +270,28 @@ final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !done else { return }
         switch unwrapInboundIn(data) {
         case .headers(let h):
-            if let s = h.headers.first(name: ":status"), let code = Int(s) {
+            if let s = h.headers.first(name: ":status") {
+                // A provider's answer is input: a status that is not a three-digit HTTP status ends the request.
+                guard s.utf8.count == 3, let code = Int(s), (100...599).contains(code) else {
+                    return abandon(.malformedResponse(":status \(s.prefix(16))"), context: context)
+                }
                 if code >= 200 || status == 0 { status = code }
                 headers = h.headers
+            } else if status == 0 {
+                return abandon(.malformedResponse("headers without :status"), context: context)
             } else {
                 headers.add(contentsOf: h.headers)  // trailers
             }
             if h.endStream { complete() }
         case .data(let d):
             if case .byteBuffer(var b) = d.data {
+                // Bounded: APNs and FCM answer in a few hundred bytes; a body past the limit is not read further.
+                guard (body?.readableBytes ?? 0) + b.readableBytes <= HTTP2ClientConnection.maxResponseBytes else {
+                    return abandon(.responseTooLarge(limit: HTTP2ClientConnection.maxResponseBytes), context: context)
+                }
                 if body == nil { body = b } else { body!.writeBuffer(&b) }
             }
             if d.endStream { complete() }
@@ -290,7 +305,19 @@ final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
     private func complete() {
         guard !done else { return }
         done = true
+        guard (200...599).contains(status) else {
+            // Ended after an informational answer, or without one.
+            promise.fail(TransportError.malformedResponse("no final status"))
+            return
+        }
         promise.succeed(H2Response(status: status, headers: headers, body: body))
+    }
+
+    /// Fails the request and resets its stream, dropping what arrived.
+    private func abandon(_ error: TransportError, context: ChannelHandlerContext) {
+        body = nil
+        fail(error)
+        context.close(promise: nil)
     }
 
     private func fail(_ error: TransportError) {

@@ -43,6 +43,11 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
     case connectFailed(String)
     /// The client was shut down.
     case shutDown
+    /// The response's body went past the client's limit (``HTTP2ClientConnection/maxResponseBytes``): the stream
+    /// was reset and what arrived dropped. The server may have acted on the request.
+    case responseTooLarge(limit: Int)
+    /// The response broke HTTP: no `:status`, or one outside 100...599.
+    case malformedResponse(String)
 
     /// True when the server cannot have acted on the request, so sending it again cannot duplicate it.
     public var safeToRetry: Bool {
@@ -63,6 +68,8 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
         case .streamReset(let code): return "stream reset by the server (HTTP/2 error \(code))"
         case .connectFailed(let m): return "could not connect: \(m)"
         case .shutDown: return "the client was shut down"
+        case .responseTooLarge(let limit): return "the response body went past \(limit) bytes"
+        case .malformedResponse(let m): return "malformed response: \(m)"
         }
     }
 }

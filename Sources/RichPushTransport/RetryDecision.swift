@@ -35,14 +35,21 @@ public enum RetryDecision: Sendable, Hashable {
     }
 }
 
-/// Parses a `Retry-After` value: seconds, or an HTTP date.
+/// The longest wait a `Retry-After` is believed for: a provider's answer is input, and the wait feeds date
+/// arithmetic and conversions to whole nanoseconds downstream.
+public let maxRetryAfter: TimeInterval = 86_400
+
+/// Parses a `Retry-After` value: seconds, or an HTTP date; held to `0...maxRetryAfter`, nil when unreadable.
 public func parseRetryAfter(_ value: String?, now: Date = Date()) -> TimeInterval? {
-    guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
-    if let seconds = Double(value), seconds >= 0 { return seconds }
+    guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty, value.utf8.count <= 64 else { return nil }
+    if let seconds = Double(value) {
+        guard seconds.isFinite, seconds >= 0 else { return nil }
+        return min(seconds, maxRetryAfter)
+    }
     let f = DateFormatter()
     f.locale = Locale(identifier: "en_US_POSIX")
     f.timeZone = TimeZone(identifier: "GMT")
     f.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-    if let date = f.date(from: value) { return max(0, date.timeIntervalSince(now)) }
+    if let date = f.date(from: value) { return min(max(0, date.timeIntervalSince(now)), maxRetryAfter) }
     return nil
 }

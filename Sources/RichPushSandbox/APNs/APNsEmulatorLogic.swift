@@ -48,6 +48,8 @@ struct APNsEmulatorLogic: EmulatorLogic {
             case .reset: return .resetConnection
             case .stall: return .stall
             case .refuseStream: return .refuseStream
+            case .hostile(let answer):
+                return .respond(answer.response(extraHeaders: idHeaders(apnsID)))
             case .lowerStreamLimit(let n):
                 control.announceMaxConcurrentStreams(n)
                 connection.limitRaised = false

@@ -42,6 +42,8 @@ public enum APNsFault: Sendable, Hashable {
     case refuseStream
     /// Lower the connection's stream limit to this, as APNs does after a rejection, then answer normally.
     case lowerStreamLimit(Int)
+    /// An answer APNs would never give (garbage, huge, malformed headers, an invalid status).
+    case hostile(HostileAnswer)
 }
 
 /// The emulator's state shared by all connections: keys, device registry, recorded notifications, faults.

@@ -84,6 +84,7 @@ struct FCMEmulatorLogic: EmulatorLogic {
             case .reset: return .resetConnection
             case .stall: return .stall
             case .goAway: return .goAway(debugReason: "maintenance")
+            case .hostile(let answer): return .respond(answer.response(extraHeaders: []))
             }
         }
         // Authentication: a bearer token this endpoint issued, alive, for an account with rights on the project.

@@ -33,6 +33,8 @@ public enum FCMFault: Sendable, Hashable {
     case reset
     case stall
     case goAway
+    /// An answer FCM would never give (garbage, huge, malformed headers, an invalid status).
+    case hostile(HostileAnswer)
 }
 
 final class FCMEmulatorState: Sendable {

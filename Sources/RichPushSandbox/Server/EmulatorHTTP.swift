@@ -21,6 +21,10 @@ public struct EmulatorResponse: Sendable {
     public var status: Int
     public var headers: [(String, String)]
     public var body: [UInt8]
+    /// Written as `:status` instead of `status` (a hostile answer's invalid status).
+    var rawStatus: String?
+    /// Ends the stream after this (informational) header block.
+    var endsAfterInformational = false
 
     public init(status: Int, headers: [(String, String)] = [], body: [UInt8] = []) {
         self.status = status
@@ -113,9 +117,14 @@ final class HTTP2EmulatorStreamHandler<Logic: EmulatorLogic>: ChannelInboundHand
         let request = EmulatorRequest(method: method, path: path, headers: headers, body: body, isHTTP2: true)
         switch logic.handle(request, connection: connection, control: control) {
         case .respond(let r):
-            var h = HPACKHeaders([(":status", String(r.status))])
+            var h = HPACKHeaders([(":status", r.rawStatus ?? String(r.status))])
             for (n, v) in r.headers { h.add(name: n, value: v) }
-            context.write(wrapOutboundOut(.headers(.init(headers: h, endStream: r.body.isEmpty))), promise: nil)
+            let ends = r.body.isEmpty || r.endsAfterInformational
+            context.write(wrapOutboundOut(.headers(.init(headers: h, endStream: ends))), promise: nil)
+            if r.endsAfterInformational {
+                context.flush()
+                return
+            }
             if !r.body.isEmpty {
                 context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(context.channel.allocator.buffer(bytes: r.body)), endStream: true))), promise: nil)
             }
