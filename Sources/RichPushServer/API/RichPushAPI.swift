@@ -70,6 +70,8 @@ public struct RichPushAPI: Sendable {
 
     public func router() -> Router<APIRequestContext> {
         let router = Router(context: APIRequestContext.self)
+        // A known path with another method is 405 with the methods it takes, not 404.
+        router.add(middleware: MethodGuard(routes: Self.routes))
         let api = self
         router.get("/health") { _, _ in Self.json(200, ["ok": true]) }
         // Metrics carry no secrets and no tokens; keep the listener off the public internet all the same.
@@ -96,19 +98,6 @@ public struct RichPushAPI: Sendable {
         router.get("/v1/apps/:app/notifications/:id") { request, context in await api.handle(context) { try await api.outcomes(request, context) } }
         router.post("/v1/apps/:app/notifications/:id/receipts") { request, context in await api.handle(context) { try await api.receipt(request, context) } }
         router.post("/v1/receipts/:token") { request, context in await api.handle(context) { try await api.deviceReceipt(request, context) } }
-        // A known path with another method is 405 with the methods it takes, not 404.
-        var allowed: [String: [String]] = [:]
-        for (method, path) in Self.routes { allowed[path, default: []].append(method.uppercased()) }
-        for (path, methods) in allowed {
-            let hbPath = path.replacingOccurrences(of: "{", with: ":").replacingOccurrences(of: "}", with: "")
-            for method in ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"] where !methods.contains(method) {
-                router.on(RouterPath(hbPath), method: HTTPRequest.Method(method)!) { _, _ -> Response in
-                    var r = Self.json(405, ["error": ["code": "method-not-allowed", "message": .string("\(path) takes \(methods.joined(separator: ", "))")]])
-                    r.headers[.allow] = methods.joined(separator: ", ")
-                    return r
-                }
-            }
-        }
         return router
     }
 
