@@ -112,7 +112,7 @@ import Testing
 
     @Test func receiptsAreRefusedWithTheReason() async throws {
         let f = try APITests.fixture()
-        let receipts = DeviceReceipts(secret: try await f.store.secret(named: "receipts"), base: "https://push.example.com", rate: 1, burst: 2)
+        let receipts = DeviceReceipts(secret: try await f.store.secret(named: "receipts"), base: "https://push.example.com", rate: 0.001, burst: 2)
         var api = f.api
         api.receipts = receipts
         try await Application(router: api.router()).test(.router) { client in
