@@ -260,104 +260,28 @@ public struct RichPushAPI: Sendable {
         if let key = idempotencyKey, key.isEmpty || key.count > 255 {
             throw Failure(status: 400, code: "invalid-idempotency-key", message: "Idempotency-Key must be 1 to 255 characters")
         }
-        let body = try await bodyJSON(request)
-        guard case .object(var fields) = body else { throw Failure(status: 422, code: "invalid", message: "the body must be a message object") }
-        let audienceJSON = fields.removeValue(forKey: "audience")
-        let sendAt = fields.removeValue(forKey: "send_at")
-        let spreadJSON = fields.removeValue(forKey: "spread_seconds")
-        let checkJSON = fields.removeValue(forKey: "media_check")
-        let rehostJSON = fields.removeValue(forKey: "rehost")
-        let receiptsJSON = fields.removeValue(forKey: "receipts")
-        let dryRunJSON = fields.removeValue(forKey: "dry_run")
-        var (message, report) = PushMessage.read(.object(fields))
-        // Sizes are checked at the end, on the message as it will be sent (media re-hosted, id and receipt address set)
-        // and for the providers the audience uses.
-        var options = validation
-        options.checksSizes = false
-        report.merge(MessageValidator(options: options).validate(message))
-        var audience: Audience?
-        if let a = audienceJSON {
-            let (read, problem) = Audience.read(a)
-            audience = read
-            if let problem { report.add("audience", "audience", problem) }
-        } else {
-            let t = message.targets
-            if !t.apnsTokens.isEmpty || !t.fcmTokens.isEmpty { audience = .providerTokens(apns: t.apnsTokens, fcm: t.fcmTokens) }
-            else if let topic = t.topic { audience = .fcmTopic(topic) }
-            else if let condition = t.condition { audience = .fcmCondition(condition) }
-            else { report.add("audience", "required", "give audience {all|user|tag|topic|tokens|apns_tokens/fcm_tokens|fcm_topic|fcm_condition}, or targets in the message") }
-        }
-        switch audience {
-        case .tokens(let ts)? where ts.count > maxTokensPerRequest:
-            report.add("audience.tokens", "max-tokens", "at most \(maxTokensPerRequest) tokens per request; register devices and use a tag or topic for more")
-        case .providerTokens(let a, let f)? where a.count + f.count > maxTokensPerRequest:
-            report.add("audience", "max-tokens", "at most \(maxTokensPerRequest) tokens per request; register devices and use a tag or topic for more")
-        case .fcmTopic(let topic)?:
-            if let p = MessageValidator.fcmTopicProblem(topic) { report.add("audience.fcm_topic", p.rule, p.message) }
-        case .fcmCondition(let condition)?:
-            if let p = MessageValidator.fcmConditionProblem(condition) { report.add("audience.fcm_condition", p.rule, p.message) }
-        case .providerTokens(let a, let f)?:
-            for (i, t) in a.enumerated() { if let p = MessageValidator.apnsTokenProblem(t) { report.add("audience.apns_tokens[\(i)]", "apns-token", p) } }
-            for (i, t) in f.enumerated() { if let p = MessageValidator.fcmTokenProblem(t) { report.add("audience.fcm_tokens[\(i)]", "fcm-token", p) } }
-        default: break
-        }
-        var notBefore = Date()
-        if let s = sendAt {
-            switch SendTime.read(s, now: notBefore) {
-            case .success(let t): notBefore = t
-            case .failure(let problem): report.add("send_at", problem.rule, problem.message)
-            }
-        }
-        var spread: TimeInterval = 0
-        if let s = spreadJSON {
-            if let v = s.doubleValue, v >= 0, v <= 86_400 { spread = v } else { report.add("spread_seconds", "range", "spread_seconds is a number of seconds from 0 to 86400") }
-        }
-        var onFailure = MediaService.OnFailure.reject, rehost = MediaService.Rehost.auto
-        if let c = checkJSON { if let v = c.stringValue.flatMap(MediaService.OnFailure.init(rawValue:)) { onFailure = v } else { report.add("media_check", "enum", "media_check is reject, drop or off") } }
-        if let r = rehostJSON { if let v = r.stringValue.flatMap(MediaService.Rehost.init(rawValue:)) { rehost = v } else { report.add("rehost", "enum", "rehost is auto, always or never") } }
-        var dryRun = false
-        if let d = dryRunJSON { if case .bool(let b) = d { dryRun = b } else { report.add("dry_run", "type", "dry_run is true or false") } }
-        var wantsReceipts = true
-        if let r = receiptsJSON { if case .bool(let b) = r { wantsReceipts = b } else { report.add("receipts", "type", "receipts is true or false") } }
-        guard report.isValid, let audience else { throw Failure(status: 422, code: "invalid", message: "the notification is not valid", issues: report.errors) }
+        let send = try SendRequest.decode(try await bodyJSON(request), validation: validation, maxTokens: maxTokensPerRequest, now: Date())
+        var (message, report) = (send.message, send.report)
+        let (audience, options) = (send.audience, send.options)
         // Media is fetched and judged before anything is stored: a refused media answers 422 naming it.
         if let media {
-            let (errors, notes) = await media.prepare(&message, onFailure: onFailure, rehost: rehost)
+            let (errors, notes) = await media.prepare(&message, onFailure: options.onFailure, rehost: options.rehost)
             guard errors.isEmpty else { throw Failure(status: 422, code: "media-refused", message: "media failed the preflight check", issues: errors) }
             for n in notes { report.add(n.path, n.rule, n.message, .warning) }
         }
-
         let id = UUID().uuidString.lowercased()
         message.id = id
-        // The notification's end: no delivery is attempted after it, hosted media is kept until it, and its
-        // receipt address takes reports until an hour after it.
-        let expiresAt = message.ttl.map { notBefore.addingTimeInterval(TimeInterval($0) + spread) }
-        let end = expiresAt ?? notBefore.addingTimeInterval(spread + MediaStore.defaultLifetime)
+        let (expiresAt, end) = options.expiry(ttl: message.ttl)
         // The device reports what it attached to the address in `rp.r`, when the payload has room for it.
-        let (apns, fcm) = (audience.mayUseAPNs, audience.fcmTargetKind)
-        var sizeProblems: [ValidationIssue]
-        if wantsReceipts, message.receiptURL == nil, let receipts, RichPushKey.isNeeded(for: message),
-            let url = receipts.url(for: id, until: end.addingTimeInterval(DeviceReceipts.grace)) {
-            message.receiptURL = url
-            sizeProblems = MessageValidator.sizeIssues(message, apns: apns, fcm: fcm, now: validation.now)
-            if !sizeProblems.isEmpty {
-                message.receiptURL = nil
-                sizeProblems = MessageValidator.sizeIssues(message, apns: apns, fcm: fcm, now: validation.now)
-                if sizeProblems.isEmpty {
-                    report.add("receipt_url", "no-room", "the payload has no room for the receipt address; this notification is sent without receipts", .warning)
-                }
-            }
-        } else {
-            sizeProblems = MessageValidator.sizeIssues(message, apns: apns, fcm: fcm, now: validation.now)
-        }
+        let sizeProblems = fitReceiptAddress(&message, id: id, audience: audience, until: end, wanted: options.receipts, into: &report)
         guard sizeProblems.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the notification is not valid", issues: sizeProblems) }
-        if dryRun { return try await dryRunAnswer(app: app, message: message, audience: audience, warnings: report.warnings) }
+        if options.dryRun { return try await dryRunAnswer(app: app, message: message, audience: audience, warnings: report.warnings) }
         // Hosted media stays while a device may still fetch it.
         media?.keep(message, until: end)
         let warnings = JSONValue.array(report.warnings.map(\.json))
         let plan = AcceptPlan(
             notification: .init(id: id, appID: app.id, message: message.json, response: .null, createdAt: Date()), idempotencyKey: idempotencyKey,
-            audience: audience, notBefore: notBefore, expiresAt: expiresAt, spread: spread)
+            audience: audience, notBefore: options.notBefore, expiresAt: expiresAt, spread: options.spread)
         let accepted = try await intake.accept(plan) { queued in
             var o: [String: JSONValue] = ["id": .string(id), "status": "accepted", "warnings": warnings]
             o["deliveries"] = queued.map { .int(Int64($0)) } ?? .null

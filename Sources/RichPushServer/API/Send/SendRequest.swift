@@ -1,0 +1,125 @@
+import Foundation
+import RichPushCore
+
+/// A send, decoded once at the edge: the message, its audience and the send's options, every value typed and in
+/// range. Every problem in the body is collected and answered at once (422, each naming its field and rule), so
+/// the handler only ever sees values it can use.
+struct SendRequest {
+    var message: PushMessage
+    var audience: Audience
+    var options: SendOptions
+    /// Warnings found while reading (they do not stop the send).
+    var report: ValidationReport
+
+    /// The fields of the body that are not the message's.
+    static let sendFields = ["audience", "send_at", "spread_seconds", "media_check", "rehost", "receipts", "dry_run"]
+
+    static func decode(
+        _ body: JSONValue, validation: MessageValidator.Options, maxTokens: Int, now: Date
+    ) throws(RichPushAPI.Failure) -> SendRequest {
+        guard case .object(var fields) = body else {
+            throw RichPushAPI.Failure(status: 422, code: "invalid", message: "the body must be a message object")
+        }
+        var sendFields: [String: JSONValue] = [:]
+        for key in Self.sendFields { sendFields[key] = fields.removeValue(forKey: key) }
+        var (message, report) = PushMessage.read(.object(fields))
+        // Sizes are checked later, on the message as it will be sent (media re-hosted, id and receipt address set)
+        // and for the providers the audience uses.
+        var checks = validation
+        checks.checksSizes = false
+        report.merge(MessageValidator(options: checks).validate(message))
+        let audience = Audience.resolve(sendFields["audience"], targets: message.targets, maxTokens: maxTokens, into: &report)
+        let options = SendOptions.read(sendFields, now: now, into: &report)
+        guard report.isValid, let audience else {
+            throw RichPushAPI.Failure(status: 422, code: "invalid", message: "the notification is not valid", issues: report.errors)
+        }
+        return SendRequest(message: message, audience: audience, options: options, report: report)
+    }
+}
+
+/// How a send is carried out, beside its message.
+struct SendOptions {
+    var notBefore: Date
+    var spread: TimeInterval = 0
+    var onFailure = MediaService.OnFailure.reject
+    var rehost = MediaService.Rehost.auto
+    var dryRun = false
+    var receipts = true
+
+    /// The notification's end: no delivery is attempted after it (`expiresAt`, with a TTL), hosted media is kept
+    /// until it, and its receipt address takes reports until an hour after it.
+    func expiry(ttl: Int?) -> (expiresAt: Date?, end: Date) {
+        let expiresAt = ttl.map { notBefore.addingTimeInterval(TimeInterval($0) + spread) }
+        return (expiresAt, expiresAt ?? notBefore.addingTimeInterval(spread + MediaStore.defaultLifetime))
+    }
+
+    static func read(_ fields: [String: JSONValue], now: Date, into report: inout ValidationReport) -> SendOptions {
+        var o = SendOptions(notBefore: now)
+        if let s = fields["send_at"] {
+            switch SendTime.read(s, now: now) {
+            case .success(let t): o.notBefore = t
+            case .failure(let problem): report.add("send_at", problem.rule, problem.message)
+            }
+        }
+        if let s = fields["spread_seconds"] {
+            if let v = s.doubleValue, v >= 0, v <= 86_400 { o.spread = v } else {
+                report.add("spread_seconds", "range", "spread_seconds is a number of seconds from 0 to 86400")
+            }
+        }
+        if let c = fields["media_check"] {
+            if let v = c.stringValue.flatMap(MediaService.OnFailure.init(rawValue:)) { o.onFailure = v } else {
+                report.add("media_check", "enum", "media_check is reject, drop or off")
+            }
+        }
+        if let r = fields["rehost"] {
+            if let v = r.stringValue.flatMap(MediaService.Rehost.init(rawValue:)) { o.rehost = v } else {
+                report.add("rehost", "enum", "rehost is auto, always or never")
+            }
+        }
+        if let d = fields["dry_run"] {
+            if case .bool(let b) = d { o.dryRun = b } else { report.add("dry_run", "type", "dry_run is true or false") }
+        }
+        if let r = fields["receipts"] {
+            if case .bool(let b) = r { o.receipts = b } else { report.add("receipts", "type", "receipts is true or false") }
+        }
+        return o
+    }
+}
+
+extension Audience {
+    /// The audience of a send: the `audience` field, or else the message's own targets; checked (token formats,
+    /// FCM topic names and conditions, the per-request token limit) with each problem named.
+    static func resolve(_ json: JSONValue?, targets t: PushMessage.Targets, maxTokens: Int, into report: inout ValidationReport) -> Audience? {
+        var audience: Audience?
+        if let a = json {
+            let (read, problem) = Audience.read(a)
+            audience = read
+            if let problem { report.add("audience", "audience", problem) }
+        } else if !t.apnsTokens.isEmpty || !t.fcmTokens.isEmpty {
+            audience = .providerTokens(apns: t.apnsTokens, fcm: t.fcmTokens)
+        } else if let topic = t.topic {
+            audience = .fcmTopic(topic)
+        } else if let condition = t.condition {
+            audience = .fcmCondition(condition)
+        } else {
+            report.add("audience", "required", "give audience {all|user|tag|topic|tokens|apns_tokens/fcm_tokens|fcm_topic|fcm_condition}, or targets in the message")
+        }
+        let tooMany = "at most \(maxTokens) tokens per request; register devices and use a tag or topic for more"
+        switch audience {
+        case .tokens(let ts)? where ts.count > maxTokens:
+            report.add("audience.tokens", "max-tokens", tooMany)
+        case .providerTokens(let a, let f)? where a.count + f.count > maxTokens:
+            report.add("audience", "max-tokens", tooMany)
+        case .fcmTopic(let topic)?:
+            if let p = MessageValidator.fcmTopicProblem(topic) { report.add("audience.fcm_topic", p.rule, p.message) }
+        case .fcmCondition(let condition)?:
+            if let p = MessageValidator.fcmConditionProblem(condition) { report.add("audience.fcm_condition", p.rule, p.message) }
+        case .providerTokens(let a, let f)?:
+            for (i, t) in a.enumerated() { if let p = MessageValidator.apnsTokenProblem(t) { report.add("audience.apns_tokens[\(i)]", "apns-token", p) } }
+            for (i, t) in f.enumerated() { if let p = MessageValidator.fcmTokenProblem(t) { report.add("audience.fcm_tokens[\(i)]", "fcm-token", p) } }
+        default:
+            break
+        }
+        return audience
+    }
+}
