@@ -61,9 +61,9 @@ extension ChartSpec {
             spec.yMin = nil
             spec.yMax = nil
         }
-        spec.labels = Array(labels.prefix(12))
-        spec.gridLines = min(max(gridLines, 0), 20)
-        spec.lineWidth = lineWidth > 0 && lineWidth <= 20 ? lineWidth : 2
+        spec.labels = Array(labels.prefix(ChartSpec.maxLabels))
+        spec.gridLines = min(max(gridLines, ChartSpec.gridRange.lowerBound), ChartSpec.gridRange.upperBound)
+        spec.lineWidth = lineWidth > 0 && lineWidth <= ChartSpec.maxLineWidth ? lineWidth : 2
         return spec
     }
 }

@@ -138,9 +138,13 @@ extension ChartSpec {
             r.add(j("scale"), "pixel-budget", "drawn at scale \(drawn): \(width)x\(height) points at scale \(scale) would "
                 + "exceed the device's \(Self.maxPixels) pixels", .warning)
         }
-        if !(0...20).contains(gridLines) { r.add(j("grid"), "range", "grid must be 0...20 lines") }
-        if !(lineWidth > 0 && lineWidth <= 20) { r.add(j("line_width"), "range", "line_width must be more than 0 and at most 20") }
-        if labels.count > 12 { r.add(j("labels"), "max-labels", "at most 12 labels") }
+        if !Self.gridRange.contains(gridLines) {
+            r.add(j("grid"), "range", "grid must be \(Self.gridRange.lowerBound)...\(Self.gridRange.upperBound) lines")
+        }
+        if !(lineWidth > 0 && lineWidth <= Self.maxLineWidth) {
+            r.add(j("line_width"), "range", "line_width must be more than 0 and at most \(Int(Self.maxLineWidth))")
+        }
+        if labels.count > Self.maxLabels { r.add(j("labels"), "max-labels", "at most \(Self.maxLabels) labels") }
         return r
     }
 

@@ -79,6 +79,10 @@ public struct ChartSpec: Sendable, Hashable {
     public static let sizeRange = 16...1024
     public static let maxValuesPerSeries = 1000
     public static let maxSeries = 8
+    public static let maxLabels = 12
+    public static let gridRange = 0...20
+    /// Line width in points: more than 0, at most the upper bound.
+    public static let maxLineWidth = 20.0
     /// The largest magnitude of a value or a `y` bound: past it a chart can neither place nor label a value
     /// (spans and ticks overflow), so the validator refuses it and the renderer leaves such a value out.
     public static let maxMagnitude = 1e15

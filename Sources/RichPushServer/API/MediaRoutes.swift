@@ -111,16 +111,15 @@ extension RichPushAPI {
             guard let type = MediaSniffer.sniff(upload.prefix), type.kind != nil else {
                 throw Failure(status: 422, code: "invalid", message: "not media", issues: [.init(path: "body", rule: "unknown-type", message: "the bytes are not a recognisable image, audio or video file")])
             }
-            guard MediaRules.isHostable(type) else {
-                throw Failure(status: 422, code: "invalid", message: "not a type any platform attaches", issues: [.init(
-                    path: "body", rule: "not-attachable",
-                    message: "\(type.displayName) is not attached by iOS or shown by Android; hosted types: JPEG, PNG, GIF, "
-                        + "WebP and BMP images, MP3, WAV, AIFF and M4A audio, MP4, MPEG and AVI video")])
+            do {
+                item = try media.store.finish(upload, type: type)
+            } catch let refused as MediaStore.NotHostable {
+                throw Failure(status: 422, code: "invalid", message: "not a type any platform attaches", issues: [
+                    .init(path: "body", rule: "not-attachable", message: refused.description)])
             }
             check.type = type
             check.bytes = upload.size
             media.judge(&check)
-            item = try media.store.finish(upload, type: type)
         } catch {
             upload.discard()
             throw error

@@ -83,7 +83,10 @@ public final class MediaStore: Sendable {
     /// A type no platform attaches: refused, whoever asks to store it.
     public struct NotHostable: Error, CustomStringConvertible {
         public var type: MediaType
-        public var description: String { "\(type.displayName) is not a type any platform attaches; it is not hosted" }
+        public var description: String {
+            "\(type.displayName) is not attached by iOS nor shown by Android, so it is not hosted (hosted: JPEG, PNG, GIF, "
+                + "WebP and BMP images, MP3, WAV, AIFF and M4A audio, MP4, MPEG and AVI video)"
+        }
     }
 
     static let byExtension = Dictionary(MediaType.allCases.map { ($0.fileExtension, $0) }, uniquingKeysWith: { first, _ in first })
