@@ -46,18 +46,21 @@ import Testing
     }
 
     @Test func theStreamLimitStartsAtOneAndRisesAfterTheFirstVerifiedToken() async throws {
-        try await withSandbox(.init(maxConcurrentStreams: 700), client: { $0.connections = 1; $0.requestTimeout = 30 }) { emulator, client in
+        // A request's timeout runs from the moment it is queued, so the queue behind the limit must drain within it
+        // even on a loaded machine (a debug build with the whole suite beside it): a limit of 120 and 300 requests
+        // prove the same as larger numbers, with room to spare.
+        try await withSandbox(.init(maxConcurrentStreams: 120), client: { $0.connections = 1; $0.requestTimeout = 120 }) { emulator, client in
             _ = try await client.send(try request())
             try await Task.sleep(nanoseconds: 100_000_000)
-            #expect(client.connectionStates.first?.maxStreams == 700)
-            // Many at once on one connection, within the live limit.
+            #expect(client.connectionStates.first?.maxStreams == 120)
+            // More at once than the limit on one connection: the rest wait for streams and all arrive.
             try await withThrowingTaskGroup(of: Void.self) { g in
-                for i in 0..<1500 {
+                for i in 0..<300 {
                     g.addTask { _ = try await client.send(try self.request(#"{"body":"n\#(i)"}"#)) }
                 }
                 try await g.waitForAll()
             }
-            #expect(emulator.acceptedCount == 1501)
+            #expect(emulator.acceptedCount == 301)
         }
     }
 
