@@ -25,7 +25,13 @@ public struct ServiceAccount: Sendable {
         projectID = try field("project_id")
         clientEmail = try field("client_email")
         privateKeyID = o["private_key_id"]?.stringValue
-        tokenURI = o["token_uri"]?.stringValue ?? "https://oauth2.googleapis.com/token"
+        switch o["token_uri"] {
+        case nil: tokenURI = "https://oauth2.googleapis.com/token"
+        case .string(let s)?: tokenURI = s
+        default: throw Problem(description: "service account: token_uri is not a string")
+        }
+        if let type = o["type"], type != .string("service_account") { throw Problem(description: "service account: type is not service_account") }
+        if let id = o["private_key_id"], id.stringValue == nil { throw Problem(description: "service account: private_key_id is not a string") }
         do { privateKey = try _RSA.Signing.PrivateKey(pemRepresentation: try field("private_key")) } catch is Problem {
             throw Problem(description: "service account: missing private_key")
         } catch {

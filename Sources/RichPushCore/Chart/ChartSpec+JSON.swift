@@ -18,7 +18,7 @@ extension ChartSpec {
                 reader.report.add(FieldReader.join(path, "type"), "enum", "must be one of line, area, bar, sparkline")
             }
         }
-        if let seriesValue = o["series"], !seriesValue.isNull {
+        if let seriesValue = reader.present(o["series"], at: FieldReader.join(path, "series")) {
             if case .array(let list) = seriesValue {
                 for (i, element) in list.enumerated() {
                     let p = "\(FieldReader.join(path, "series"))[\(i)]"
@@ -35,7 +35,10 @@ extension ChartSpec {
                 reader.report.add(FieldReader.join(path, "series"), "type", "expected an array, found \(seriesValue.typeName)")
             }
         }
-        if let values = o["values"], !values.isNull {
+        if o["values"] != nil && o["series"] != nil {
+            reader.report.add(FieldReader.join(path, "values"), "exclusive", "give values (one series) or series, not both")
+        }
+        if let values = reader.present(o["values"], at: FieldReader.join(path, "values")) {
             spec.series.append(Series(values: readValues(values, at: FieldReader.join(path, "values"), into: &reader), color: readColor(o, "color", at: path, into: &reader)))
         }
         spec.title = reader.string(o, "title", at: path)
@@ -47,7 +50,7 @@ extension ChartSpec {
             }
         }
         spec.labels = reader.strings(o, "labels", at: path) ?? []
-        if let y = o["y"], !y.isNull {
+        if let y = reader.present(o["y"], at: FieldReader.join(path, "y")) {
             if case .array(let a) = y, a.count == 2, let lo = a[0].doubleValue, let hi = a[1].doubleValue {
                 spec.yMin = lo
                 spec.yMax = hi
@@ -55,7 +58,7 @@ extension ChartSpec {
                 reader.report.add(FieldReader.join(path, "y"), "type", "expected [min, max]")
             }
         }
-        if let size = o["size"], !size.isNull {
+        if let size = reader.present(o["size"], at: FieldReader.join(path, "size")) {
             if case .array(let a) = size, a.count == 2, let w = a[0].intValue, let h = a[1].intValue {
                 spec.width = Int(clamping: w)
                 spec.height = Int(clamping: h)

@@ -19,8 +19,9 @@ extension PushMessage {
 
     /// Reads as much of the message as can be read, with a report of every field that could not be.
     /// Fields of the wrong type are left empty, so that validation can still look at the rest.
-    public static func read(_ json: JSONValue) -> (PushMessage, ValidationReport) {
-        var r = FieldReader()
+    /// `strict`: a field given as `null` is refused (the server's edge) instead of read as missing.
+    public static func read(_ json: JSONValue, strict: Bool = false) -> (PushMessage, ValidationReport) {
+        var r = FieldReader(strict: strict)
         var m = PushMessage()
         guard let o = r.object(json, at: "") else {
             if json.isNull { r.report.add("", "type", "expected a message object, found null") }
@@ -29,7 +30,10 @@ extension PushMessage {
         r.rejectUnknown(o, known: knownKeys, at: "")
         m.id = r.string(o, "id", at: "")
 
-        if let a = r.object(o["alert"], at: "alert") {
+        if case .string(let body)? = o["alert"] {
+            // A string is the body, held to the body's rule.
+            if body.isEmpty { r.report.add("alert", "empty", "must not be empty") } else { m.alert.body = body }
+        } else if let a = r.object(o["alert"], at: "alert") {
             r.rejectUnknown(a, known: ["title", "subtitle", "body", "title_loc_key", "title_loc_args", "subtitle_loc_key", "subtitle_loc_args", "loc_key", "loc_args", "launch_image"], at: "alert")
             m.alert = Alert(
                 title: r.string(a, "title", at: "alert"), subtitle: r.string(a, "subtitle", at: "alert"),
@@ -37,8 +41,6 @@ extension PushMessage {
                 titleLocArgs: r.strings(a, "title_loc_args", at: "alert"), subtitleLocKey: r.string(a, "subtitle_loc_key", at: "alert"),
                 subtitleLocArgs: r.strings(a, "subtitle_loc_args", at: "alert"), locKey: r.string(a, "loc_key", at: "alert"),
                 locArgs: r.strings(a, "loc_args", at: "alert"), launchImage: r.string(a, "launch_image", at: "alert"))
-        } else if case .string(let body)? = o["alert"] {
-            m.alert.body = body
         }
         // Top-level title/subtitle/body are a shorthand for the alert's.
         if let t = r.string(o, "title", at: "") { m.alert.title = t }
@@ -46,14 +48,14 @@ extension PushMessage {
         if let t = r.string(o, "body", at: "") { m.alert.body = t }
 
         m.media = readMedia(o["media"], into: &r)
-        if let c = o["chart"], !c.isNull { m.chart = ChartSpec.read(c, at: "chart", into: &r) }
+        if let c = r.present(o["chart"], at: "chart") { m.chart = ChartSpec.read(c, at: "chart", into: &r) }
 
-        switch o["sound"] {
+        switch r.present(o["sound"], at: "sound") {
         case .string(let name)?: m.sound = Sound(name: name)
         case .object(let so)?:
             r.rejectUnknown(so, known: ["name", "critical", "volume"], at: "sound")
             m.sound = Sound(name: r.string(so, "name", at: "sound") ?? "default", critical: r.bool(so, "critical", at: "sound") ?? false, volume: r.double(so, "volume", at: "sound"))
-        case nil, .null?: break
+        case nil: break
         case let other?: r.report.add("sound", "type", "expected a sound name or an object, found \(other.typeName)")
         }
         if let b = r.int(o, "badge", at: "") { m.badge = Int(clamping: b) }
@@ -65,7 +67,7 @@ extension PushMessage {
                 r.report.add("push_type", "enum", "unknown push type '\(t)'; one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
             }
         }
-        switch o["priority"] {
+        switch r.present(o["priority"], at: "priority") {
         case .string(let s)?:
             if let p = Priority(rawValue: s.lowercased()) { m.priority = p } else {
                 r.report.add("priority", "enum", "must be high, normal or low (or 10, 5, 1)")
@@ -74,7 +76,7 @@ extension PushMessage {
             if let p = Priority(apnsValue: Int(clamping: v.intValue!)) { m.priority = p } else {
                 r.report.add("priority", "enum", "must be high, normal or low (or 10, 5, 1)")
             }
-        case nil, .null?: break
+        case nil: break
         case let other?: r.report.add("priority", "type", "expected a string or a number, found \(other.typeName)")
         }
         if let t = r.int(o, "ttl", at: "") { m.ttl = Int(clamping: t) }
@@ -108,7 +110,7 @@ extension PushMessage {
     }
 
     private static func readMedia(_ value: JSONValue?, into r: inout FieldReader) -> [PushMedia] {
-        guard let value, !value.isNull else { return [] }
+        guard let value = r.present(value, at: "media") else { return [] }
         let list: [(JSONValue, String)]
         switch value {
         case .array(let a): list = a.enumerated().map { ($1, "media[\($0)]") }

@@ -1,12 +1,29 @@
 /// Reads typed fields out of a JSON object and records a located issue for each field that is of the
 /// wrong type, so that decoding never throws on the first problem and never crashes on hostile input.
-struct FieldReader {
-    var report = ValidationReport()
+/// The message reader and the server's request bodies share it.
+public struct FieldReader {
+    public var report = ValidationReport()
+    /// Request bodies, whose schema has no nulls and only `true`/`false` booleans: a field given as `null` is
+    /// refused, and so are 0 or 1 for a boolean and a string for a list. Otherwise (payloads read on the device, messages read by the
+    /// command line) `null` is a missing field, 0/1 are read as booleans and a lone string as a list of one.
+    public var strict: Bool
 
-    static func join(_ path: String, _ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+    public init(strict: Bool = false) { self.strict = strict }
 
-    mutating func object(_ value: JSONValue?, at path: String) -> [String: JSONValue]? {
-        guard let value, !value.isNull else { return nil }
+    /// A field's value when present. `null` counts as absent, or is reported when ``strict``.
+    public mutating func present(_ value: JSONValue?, at path: String) -> JSONValue? {
+        guard let value else { return nil }
+        if value.isNull {
+            if strict { report.add(path, "type", "null is not a value here; leave the field out instead") }
+            return nil
+        }
+        return value
+    }
+
+    public static func join(_ path: String, _ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    public mutating func object(_ value: JSONValue?, at path: String) -> [String: JSONValue]? {
+        guard let value = present(value, at: path) else { return nil }
         guard case .object(let o) = value else {
             report.add(path, "type", "expected an object, found \(value.typeName)")
             return nil
@@ -15,14 +32,14 @@ struct FieldReader {
     }
 
     /// Flags keys outside `known`: a misspelt field is otherwise silently ignored.
-    mutating func rejectUnknown(_ object: [String: JSONValue], known: Set<String>, at path: String) {
+    public mutating func rejectUnknown(_ object: [String: JSONValue], known: Set<String>, at path: String) {
         for key in object.keys.sorted() where !known.contains(key) {
             report.add(Self.join(path, key), "unknown-field", "unknown field '\(key)'")
         }
     }
 
-    mutating func string(_ object: [String: JSONValue], _ key: String, at path: String, allowEmpty: Bool = false) -> String? {
-        guard let value = object[key], !value.isNull else { return nil }
+    public mutating func string(_ object: [String: JSONValue], _ key: String, at path: String, allowEmpty: Bool = false) -> String? {
+        guard let value = present(object[key], at: Self.join(path, key)) else { return nil }
         guard case .string(let s) = value else {
             report.add(Self.join(path, key), "type", "expected a string, found \(value.typeName)")
             return nil
@@ -34,20 +51,20 @@ struct FieldReader {
         return s
     }
 
-    mutating func bool(_ object: [String: JSONValue], _ key: String, at path: String) -> Bool? {
-        guard let value = object[key], !value.isNull else { return nil }
+    public mutating func bool(_ object: [String: JSONValue], _ key: String, at path: String) -> Bool? {
+        guard let value = present(object[key], at: Self.join(path, key)) else { return nil }
         switch value {
         case .bool(let b): return b
-        case .int(0): return false
-        case .int(1): return true
+        case .int(0) where !strict: return false
+        case .int(1) where !strict: return true
         default:
             report.add(Self.join(path, key), "type", "expected a boolean, found \(value.typeName)")
             return nil
         }
     }
 
-    mutating func double(_ object: [String: JSONValue], _ key: String, at path: String) -> Double? {
-        guard let value = object[key], !value.isNull else { return nil }
+    public mutating func double(_ object: [String: JSONValue], _ key: String, at path: String) -> Double? {
+        guard let value = present(object[key], at: Self.join(path, key)) else { return nil }
         guard let d = value.doubleValue else {
             report.add(Self.join(path, key), "type", "expected a number, found \(value.typeName)")
             return nil
@@ -55,8 +72,8 @@ struct FieldReader {
         return d
     }
 
-    mutating func int(_ object: [String: JSONValue], _ key: String, at path: String) -> Int64? {
-        guard let value = object[key], !value.isNull else { return nil }
+    public mutating func int(_ object: [String: JSONValue], _ key: String, at path: String) -> Int64? {
+        guard let value = present(object[key], at: Self.join(path, key)) else { return nil }
         guard let i = value.intValue else {
             report.add(Self.join(path, key), "type", "expected a whole number, found \(value.typeName == "a number" ? "a fraction" : value.typeName)")
             return nil
@@ -64,10 +81,10 @@ struct FieldReader {
         return i
     }
 
-    mutating func strings(_ object: [String: JSONValue], _ key: String, at path: String) -> [String]? {
-        guard let value = object[key], !value.isNull else { return nil }
+    public mutating func strings(_ object: [String: JSONValue], _ key: String, at path: String) -> [String]? {
+        guard let value = present(object[key], at: Self.join(path, key)) else { return nil }
         // A lone string where a list is expected is taken as a list of one.
-        if case .string(let s) = value { return [s] }
+        if case .string(let s) = value, !strict { return [s] }
         guard case .array(let a) = value else {
             report.add(Self.join(path, key), "type", "expected an array of strings, found \(value.typeName)")
             return nil
@@ -79,5 +96,76 @@ struct FieldReader {
             }
         }
         return out
+    }
+
+    /// A string of `lengths` characters (Unicode scalars, as a JSON schema's maxLength counts them) matching `rule` when given; a
+    /// missing value is reported when `required`.
+    public mutating func text(
+        _ object: [String: JSONValue], _ key: String, at path: String, required: Bool = false,
+        lengths: ClosedRange<Int> = 1...200, shape: (rule: String, message: String, test: (String) -> Bool)? = nil
+    ) -> String? {
+        let field = Self.join(path, key)
+        guard let value = present(object[key], at: field) else {
+            if required && (object[key] == nil || !strict) { report.add(field, "required", "\(key) is required") }
+            return nil
+        }
+        guard case .string(let s) = value else {
+            report.add(field, "type", "expected a string, found \(value.typeName)")
+            return nil
+        }
+        guard lengths.contains(s.unicodeScalars.count) else {
+            report.add(field, s.isEmpty ? "empty" : "length", "\(key) is \(lengths.lowerBound) to \(lengths.upperBound) characters")
+            return nil
+        }
+        if let shape, !shape.test(s) {
+            report.add(field, shape.rule, shape.message)
+            return nil
+        }
+        return s
+    }
+
+    /// A list of at most `maxCount` strings, each of `lengths` characters; every bad element is named.
+    public mutating func texts(
+        _ object: [String: JSONValue], _ key: String, at path: String, maxCount: Int, lengths: ClosedRange<Int> = 1...200
+    ) -> [String]? {
+        let field = Self.join(path, key)
+        guard let value = present(object[key], at: Self.join(path, key)) else { return nil }
+        guard case .array(let a) = value else {
+            report.add(field, "type", "expected an array of strings, found \(value.typeName)")
+            return nil
+        }
+        guard a.count <= maxCount else {
+            report.add(field, "max-items", "at most \(maxCount) items")
+            return nil
+        }
+        var out: [String] = []
+        for (i, element) in a.enumerated() {
+            guard case .string(let s) = element else {
+                report.add("\(field)[\(i)]", "type", "expected a string, found \(element.typeName)")
+                continue
+            }
+            guard lengths.contains(s.unicodeScalars.count) else {
+                report.add("\(field)[\(i)]", s.isEmpty ? "empty" : "length", "each is \(lengths.lowerBound) to \(lengths.upperBound) characters")
+                continue
+            }
+            out.append(s)
+        }
+        return out
+    }
+
+    /// One of the raw values of `E`.
+    public mutating func choice<E: RawRepresentable & CaseIterable>(
+        _ object: [String: JSONValue], _ key: String, at path: String, required: Bool = false, _ type: E.Type
+    ) -> E? where E.RawValue == String {
+        let field = Self.join(path, key)
+        guard let value = present(object[key], at: field) else {
+            if required && (object[key] == nil || !strict) { report.add(field, "required", "\(key) is required") }
+            return nil
+        }
+        guard let e = value.stringValue.flatMap(E.init(rawValue:)) else {
+            report.add(field, "enum", "\(key) is one of \(E.allCases.map(\.rawValue).joined(separator: ", "))")
+            return nil
+        }
+        return e
     }
 }

@@ -134,35 +134,7 @@ extension RichPushAPI {
     func checkMedia(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         try await requireAnyKey(request, context, .send)
         guard let media else { throw Failure(status: 404, code: "not-found", message: "media checks are off") }
-        let body = try await bodyJSON(request)
-        var items: [(String, MediaKind?)] = []
-        var issues: [ValidationIssue] = []
-        // A kind, when given, is one of the three: a wrong one is named rather than ignored.
-        func kind(_ value: JSONValue?, at path: String) -> MediaKind? {
-            guard let value, !value.isNull else { return nil }
-            guard let k = value.stringValue.flatMap(MediaKind.init(rawValue:)) else {
-                issues.append(.init(path: path, rule: "enum", message: "kind is image, audio or video"))
-                return nil
-            }
-            return k
-        }
-        if let url = body["url"]?.stringValue {
-            items = [(url, kind(body["kind"], at: "kind"))]
-        } else if let list = body["media"]?.arrayValue {
-            for (i, m) in list.enumerated() {
-                if let u = m.stringValue {
-                    items.append((u, nil))
-                } else if let u = m["url"]?.stringValue {
-                    items.append((u, kind(m["kind"], at: "media[\(i)].kind")))
-                } else {
-                    issues.append(.init(path: "media[\(i)]", rule: "type", message: "each entry is a URL or {url, kind}"))
-                }
-            }
-        }
-        guard issues.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the check is not valid", issues: issues) }
-        guard !items.isEmpty, items.count <= 10 else {
-            throw Failure(status: 422, code: "invalid", message: "nothing to check", issues: [.init(path: "url", rule: "required", message: "give url, or media: a list of 1 to 10 URLs")])
-        }
+        let items = try MediaCheckBody.decode(try await bodyJSON(request)).items
         let results = await withTaskGroup(of: (Int, MediaCheck).self) { group in
             for (i, (u, k)) in items.enumerated() { group.addTask { (i, await media.check(u, kind: k)) } }
             var out = [JSONValue](repeating: .null, count: items.count)

@@ -24,15 +24,10 @@ extension RichPushAPI {
         let buffer = try await request.collectBody(upTo: receipts.maxReportBytes)
         let body: JSONValue
         do { body = try JSONValue.parse(Array(buffer.readableBytesView)) } catch { throw Failure(status: 400, code: "invalid-json", message: "\(error)") }
-        var issues = DeviceReceipts.problems(in: body["report"], at: "report")
-        let device = body["device"]
-        if let d = device, !(d.stringValue.map { !$0.isEmpty && $0.utf8.count <= 200 } ?? false) {
-            issues.append(.init(path: "device", rule: "type", message: "device is an id of the device of 1 to 200 characters"))
-        }
-        guard issues.isEmpty, let report = body["report"] else { throw Failure(status: 422, code: "invalid", message: "the receipt is not valid", issues: issues) }
+        let receipt = try ReceiptBody.decode(body, byApp: false)
         guard try await store.notification(id: id) != nil else { throw Failure(status: 404, code: "not-found", message: "no such notification") }
-        let deviceID = device?.stringValue ?? "device-" + UUID().uuidString.lowercased()
-        switch try await store.addDeviceReceipt(notificationID: id, device: deviceID, report: report, limit: receipts.maxReportsPerNotification) {
+        let deviceID = receipt.from ?? "device-" + UUID().uuidString.lowercased()
+        switch try await store.addDeviceReceipt(notificationID: id, device: deviceID, report: receipt.report, limit: receipts.maxReportsPerNotification) {
         case .recorded:
             metrics.receiptRecorded()
             return Self.json(201, ["recorded": true])
@@ -49,13 +44,8 @@ extension RichPushAPI {
         guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id else {
             throw Failure(status: 404, code: "not-found", message: "no such notification")
         }
-        let body = try await bodyJSON(request)
-        var issues: [ValidationIssue] = []
-        let token = body["token"]?.stringValue ?? ""
-        if token.isEmpty { issues.append(.init(path: "token", rule: "required", message: "the device token the report is from")) }
-        if body["report"]?.objectValue == nil { issues.append(.init(path: "report", rule: "type", message: "report must be the device library's delivery report object")) }
-        guard issues.isEmpty, let report = body["report"] else { throw Failure(status: 422, code: "invalid", message: "the receipt is not valid", issues: issues) }
-        try await store.saveReceipt(notificationID: id, token: token, report: report)
+        let receipt = try ReceiptBody.decode(try await bodyJSON(request), byApp: true)
+        try await store.saveReceipt(notificationID: id, token: receipt.from ?? "", report: receipt.report)
         return Self.json(201, ["recorded": true])
     }
 }

@@ -171,15 +171,9 @@ public struct RichPushAPI: Sendable {
 
     func createApp(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         try await requireAdmin(request, context)
-        let body = try await bodyJSON(request)
-        var issues: [ValidationIssue] = []
-        let name = body["name"]?.stringValue ?? ""
-        let bundle = body["bundle_id"]?.stringValue ?? ""
-        if name.isEmpty { issues.append(.init(path: "name", rule: "required", message: "an app needs a name")) }
-        if bundle.isEmpty { issues.append(.init(path: "bundle_id", rule: "required", message: "an app needs the iOS bundle id (apns-topic)")) }
-        var app = ServerApp(id: "", name: name, bundleID: bundle, fcmProjectID: body["fcm_project_id"]?.stringValue)
-        Credentials.apply(body, to: &app, issues: &issues, tokenEndpoints: extraFCMTokenEndpoints)
-        guard issues.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the app is not valid", issues: issues) }
+        let body = try AppBody.decode(try await bodyJSON(request), creating: true, tokenEndpoints: extraFCMTokenEndpoints)
+        var app = ServerApp(id: "", name: "", bundleID: "", fcmProjectID: nil)
+        body.apply(to: &app)
         let (created, key) = try await store.createApp(app)
         return Self.json(201, ["app": created.json, "api_key": .string(key), "note": "the key is shown once; RichPush keeps only its hash"])
     }
@@ -192,26 +186,14 @@ public struct RichPushAPI: Sendable {
     /// Changes the name, bundle id or credentials (`"apns": null` removes them).
     func updateApp(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         var app = try await requireApp(request, context, .manage)
-        let body = try await bodyJSON(request)
-        guard case .object = body else { throw Failure(status: 422, code: "invalid", message: "the body must be an object") }
-        var issues: [ValidationIssue] = []
-        if let n = body["name"] { if let s = n.stringValue, !s.isEmpty { app.name = s } else { issues.append(.init(path: "name", rule: "type", message: "name must be a non-empty string")) } }
-        if let b = body["bundle_id"] { if let s = b.stringValue, !s.isEmpty { app.bundleID = s } else { issues.append(.init(path: "bundle_id", rule: "type", message: "bundle_id must be a non-empty string")) } }
-        if let p = body["fcm_project_id"] { app.fcmProjectID = p.stringValue }
-        Credentials.apply(body, to: &app, issues: &issues, tokenEndpoints: extraFCMTokenEndpoints)
-        guard issues.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the change is not valid", issues: issues) }
+        try AppBody.decode(try await bodyJSON(request), creating: false, tokenEndpoints: extraFCMTokenEndpoints).apply(to: &app)
         guard let updated = try await store.updateApp(app) else { throw Failure(status: 404, code: "not-found", message: "no app '\(app.id)'") }
         return Self.json(200, ["app": updated.json])
     }
 
     func createKey(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(request, context, .manage)
-        let body = try await bodyJSON(request)
-        let names = body["scopes"]?.arrayValue?.compactMap(\.stringValue) ?? []
-        let scopes = Set(names.compactMap(APIScope.init(rawValue:)))
-        guard !names.isEmpty, scopes.count == Set(names).count else {
-            throw Failure(status: 422, code: "invalid", message: "the key is not valid", issues: [.init(path: "scopes", rule: "enum", message: "scopes must list one or more of send, manage, read")])
-        }
+        let scopes = try KeyBody.decode(try await bodyJSON(request)).scopes
         let (grant, key) = try await store.createKey(appID: app.id, scopes: scopes)
         return Self.json(201, ["id": .string(grant.keyID), "api_key": .string(key), "scopes": .array(APIScope.allCases.filter(scopes.contains).map { .string($0.rawValue) }), "note": "the key is shown once; RichPush keeps only its hash"])
     }
@@ -225,24 +207,9 @@ public struct RichPushAPI: Sendable {
 
     func registerDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(request, context, .manage)
-        let body = try await bodyJSON(request)
-        var issues: [ValidationIssue] = []
-        let token = body["token"]?.stringValue ?? ""
-        let platform = body["platform"]?.stringValue.flatMap(Device.Platform.init(rawValue:))
-        if platform == nil { issues.append(.init(path: "platform", rule: "enum", message: "platform must be ios, android or web")) }
-        let provider = body["provider"]?.stringValue.flatMap(DeliveryProvider.init(rawValue:)) ?? (platform == .ios ? .apns : .fcm)
-        if token.isEmpty {
-            issues.append(.init(path: "token", rule: "required", message: "a device needs its token"))
-        } else if let problem = provider == .apns ? MessageValidator.apnsTokenProblem(token) : MessageValidator.fcmTokenProblem(token) {
-            issues.append(.init(path: "token", rule: provider == .apns ? "apns-token" : "fcm-token", message: problem))
-        }
-        guard issues.isEmpty, let platform else { throw Failure(status: 422, code: "invalid", message: "the device is not valid", issues: issues) }
-        let device = Device(
-            appID: app.id, token: token, platform: platform, provider: provider, userID: body["user_id"]?.stringValue,
-            tags: body["tags"]?.arrayValue?.compactMap(\.stringValue) ?? [], topics: body["topics"]?.arrayValue?.compactMap(\.stringValue) ?? [],
-            locale: body["locale"]?.stringValue, timeZone: body["time_zone"]?.stringValue, appVersion: body["app_version"]?.stringValue)
+        let device = try DeviceBody.decode(try await bodyJSON(request), appID: app.id).device
         try await registry.upsert(device)
-        return Self.json(200, ["token": .string(token), "provider": .string(provider.rawValue)])
+        return Self.json(200, ["token": .string(device.token), "provider": .string(device.provider.rawValue)])
     }
 
     func removeDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
@@ -257,7 +224,7 @@ public struct RichPushAPI: Sendable {
     func send(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(request, context, .send)
         let idempotencyKey = request.headers.first { $0.name.canonicalName == "idempotency-key" }?.value
-        if let key = idempotencyKey, key.isEmpty || key.count > 255 {
+        if let key = idempotencyKey, key.isEmpty || key.unicodeScalars.count > 255 {
             throw Failure(status: 400, code: "invalid-idempotency-key", message: "Idempotency-Key must be 1 to 255 characters")
         }
         let send = try SendRequest.decode(try await bodyJSON(request), validation: validation, maxTokens: maxTokensPerRequest, now: Date())

@@ -22,7 +22,7 @@ struct SendRequest {
         }
         var sendFields: [String: JSONValue] = [:]
         for key in Self.sendFields { sendFields[key] = fields.removeValue(forKey: key) }
-        var (message, report) = PushMessage.read(.object(fields))
+        var (message, report) = PushMessage.read(.object(fields), strict: true)
         // Sizes are checked later, on the message as it will be sent (media re-hosted, id and receipt address set)
         // and for the providers the audience uses.
         var checks = validation
@@ -87,39 +87,74 @@ struct SendOptions {
 }
 
 extension Audience {
-    /// The audience of a send: the `audience` field, or else the message's own targets; checked (token formats,
-    /// FCM topic names and conditions, the per-request token limit) with each problem named.
+    static let kinds: Set<String> = ["all", "user", "tag", "topic", "tokens", "apns_tokens", "fcm_tokens", "fcm_topic", "fcm_condition"]
+
+    /// The audience of a send: the `audience` field, or else the message's own targets; checked (one kind, its
+    /// value's type and shape, token formats, FCM topic names and conditions, the per-request token limit) with
+    /// each problem named by its field.
     static func resolve(_ json: JSONValue?, targets t: PushMessage.Targets, maxTokens: Int, into report: inout ValidationReport) -> Audience? {
-        var audience: Audience?
-        if let a = json {
-            let (read, problem) = Audience.read(a)
-            audience = read
-            if let problem { report.add("audience", "audience", problem) }
-        } else if !t.apnsTokens.isEmpty || !t.fcmTokens.isEmpty {
-            audience = .providerTokens(apns: t.apnsTokens, fcm: t.fcmTokens)
-        } else if let topic = t.topic {
-            audience = .fcmTopic(topic)
-        } else if let condition = t.condition {
-            audience = .fcmCondition(condition)
-        } else {
-            report.add("audience", "required", "give audience {all|user|tag|topic|tokens|apns_tokens/fcm_tokens|fcm_topic|fcm_condition}, or targets in the message")
+        var r = FieldReader(strict: true)
+        defer { report.merge(r.report) }
+        guard let json else {
+            if !t.apnsTokens.isEmpty || !t.fcmTokens.isEmpty {
+                // The message's validator checks each token; the count is the request's limit.
+                if t.apnsTokens.count + t.fcmTokens.count > maxTokens {
+                    r.report.add("targets", "max-tokens", "at most \(maxTokens) tokens per request; register devices and use a tag or topic for more")
+                }
+                return .providerTokens(apns: t.apnsTokens, fcm: t.fcmTokens)
+            }
+            if let topic = t.topic { return .fcmTopic(topic) }
+            if let condition = t.condition { return .fcmCondition(condition) }
+            r.report.add("audience", "required", "give audience {all|user|tag|topic|tokens|apns_tokens/fcm_tokens|fcm_topic|fcm_condition}, or targets in the message")
+            return nil
+        }
+        guard case .object(let a) = json else {
+            r.report.add("audience", "type", "audience is an object with one of all, user, tag, topic, tokens, apns_tokens/fcm_tokens, fcm_topic, fcm_condition")
+            return nil
+        }
+        r.rejectUnknown(a, known: kinds, at: "audience")
+        let given = a.keys.filter(kinds.contains).sorted()
+        let direct = !given.isEmpty && Set(given).isSubset(of: ["apns_tokens", "fcm_tokens"])
+        guard given.count == 1 || direct else {
+            r.report.add("audience", "one-kind", given.isEmpty
+                ? "give one of all, user, tag, topic, tokens, apns_tokens/fcm_tokens, fcm_topic, fcm_condition"
+                : "give only one of \(given.joined(separator: ", ")) (apns_tokens and fcm_tokens may go together)")
+            return nil
         }
         let tooMany = "at most \(maxTokens) tokens per request; register devices and use a tag or topic for more"
-        switch audience {
-        case .tokens(let ts)? where ts.count > maxTokens:
-            report.add("audience.tokens", "max-tokens", tooMany)
-        case .providerTokens(let a, let f)? where a.count + f.count > maxTokens:
-            report.add("audience", "max-tokens", tooMany)
-        case .fcmTopic(let topic)?:
-            if let p = MessageValidator.fcmTopicProblem(topic) { report.add("audience.fcm_topic", p.rule, p.message) }
-        case .fcmCondition(let condition)?:
-            if let p = MessageValidator.fcmConditionProblem(condition) { report.add("audience.fcm_condition", p.rule, p.message) }
-        case .providerTokens(let a, let f)?:
-            for (i, t) in a.enumerated() { if let p = MessageValidator.apnsTokenProblem(t) { report.add("audience.apns_tokens[\(i)]", "apns-token", p) } }
-            for (i, t) in f.enumerated() { if let p = MessageValidator.fcmTokenProblem(t) { report.add("audience.fcm_tokens[\(i)]", "fcm-token", p) } }
+        switch given[0] {
+        case "all":
+            guard a["all"] == .bool(true) else {
+                r.report.add("audience.all", "enum", "audience.all is true (every registered device)")
+                return nil
+            }
+            return .all
+        case "user": return r.text(a, "user", at: "audience", lengths: 1...256).map(Audience.user)
+        case "tag": return r.text(a, "tag", at: "audience", lengths: 1...100).map(Audience.tag)
+        case "topic": return r.text(a, "topic", at: "audience", lengths: 1...100).map(Audience.topic)
+        case "fcm_topic":
+            guard let topic = r.text(a, "fcm_topic", at: "audience", lengths: 1...908) else { return nil }
+            if let p = MessageValidator.fcmTopicProblem(topic) { r.report.add("audience.fcm_topic", p.rule, p.message); return nil }
+            return .fcmTopic(topic)
+        case "fcm_condition":
+            guard let condition = r.text(a, "fcm_condition", at: "audience", lengths: 1...4096) else { return nil }
+            if let p = MessageValidator.fcmConditionProblem(condition) { r.report.add("audience.fcm_condition", p.rule, p.message); return nil }
+            return .fcmCondition(condition)
+        case "tokens":
+            guard let tokens = r.texts(a, "tokens", at: "audience", maxCount: maxTokens, lengths: 1...4096) else {
+                if a["tokens"] == .null { r.report.add("audience.tokens", "type", "audience.tokens is a list of registered tokens") }
+                return nil
+            }
+            if tokens.isEmpty { r.report.add("audience.tokens", "empty", "audience.tokens holds at least one token") }
+            return tokens.isEmpty ? nil : .tokens(tokens)
         default:
-            break
+            let apns = r.texts(a, "apns_tokens", at: "audience", maxCount: maxTokens, lengths: 1...400) ?? []
+            let fcm = r.texts(a, "fcm_tokens", at: "audience", maxCount: maxTokens, lengths: 1...4096) ?? []
+            for (i, t) in apns.enumerated() { if let p = MessageValidator.apnsTokenProblem(t) { r.report.add("audience.apns_tokens[\(i)]", "apns-token", p) } }
+            for (i, t) in fcm.enumerated() { if let p = MessageValidator.fcmTokenProblem(t) { r.report.add("audience.fcm_tokens[\(i)]", "fcm-token", p) } }
+            if apns.isEmpty && fcm.isEmpty { r.report.add("audience", "empty", "audience.apns_tokens/fcm_tokens hold at least one token") }
+            if apns.count + fcm.count > maxTokens { r.report.add("audience", "max-tokens", tooMany) }
+            return r.report.isValid ? .providerTokens(apns: apns, fcm: fcm) : nil
         }
-        return audience
     }
 }

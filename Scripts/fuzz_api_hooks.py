@@ -1,0 +1,93 @@
+"""Loaded by Scripts/fuzz-api (SCHEMATHESIS_HOOKS=fuzz_api_hooks).
+
+Formats: docs/openapi.yaml names the values that must be more than well shaped to be accepted (a key that
+parses, a service account whose private key is an RSA key, a media URL that answers with media, a time within
+the send window, an FCM condition). Each gets a strategy that yields real ones: the keys the script made, the
+files it hosted on the server under test, times around now.
+
+Check: an operation may list the rules a schema-valid request can still break (x-rules-beyond-schema): rules
+that relate fields to each other or to the world. Such an operation may answer 422 to valid data, but only
+naming those rules; any other rule in a refusal of schema-valid data is a contract failure.
+"""
+import json
+import os
+import time
+
+import schemathesis
+from hypothesis import strategies as st
+
+_keys = os.environ.get("RICHPUSH_FUZZ_KEYS", "")
+
+
+def _read(name):
+    with open(os.path.join(_keys, name)) as f:
+        return f.read()
+
+
+if _keys:
+    p8 = _read("apns.p8")
+    rsa = _read("rsa.pem")
+    schemathesis.openapi.format("apns-p8", st.just(p8))
+    schemathesis.openapi.format("rsa-private-key", st.just(rsa))
+    projects = st.sampled_from(["richpush-fuzz", "example-123456", "example.com:shop-app"])
+    schemathesis.openapi.format(
+        "service-account",
+        st.builds(
+            lambda project, email: json.dumps({
+                "type": "service_account", "project_id": project, "private_key_id": "k1", "private_key": rsa,
+                "client_email": email, "token_uri": "https://oauth2.googleapis.com/token"}),
+            projects, st.sampled_from(["push@richpush-fuzz.iam.gserviceaccount.com", "a@b.example"])))
+
+_media = [u for u in os.environ.get("RICHPUSH_FUZZ_MEDIA", "").split(",") if u]
+if _media:
+    schemathesis.openapi.format("media-url", st.sampled_from(_media))
+
+# Times from an hour ago (read as now) to 27 days ahead, measured when each is drawn.
+schemathesis.openapi.format(
+    "send-time", st.floats(min_value=-3600, max_value=27 * 86400).map(lambda offset: round(time.time() + offset, 3)))
+
+_topic = st.from_regex(r"\A[a-z][a-z0-9_]{0,20}\Z")
+schemathesis.openapi.format(
+    "fcm-condition",
+    st.lists(_topic, min_size=1, max_size=5).flatmap(lambda topics: st.lists(
+        st.sampled_from([" && ", " || "]), min_size=len(topics) - 1, max_size=len(topics) - 1).map(
+        lambda ops: "".join(f"'{t}' in topics" + (ops[i] if i < len(ops) else "") for i, t in enumerate(topics)))))
+
+
+def _permitted(issue, allowed, code):
+    rule, path = issue.get("rule", ""), issue.get("path", "")
+    for entry in allowed:
+        if entry.startswith("code:"):
+            if entry[5:] == code:
+                return True
+        elif ":" in entry:
+            where, what = entry.rsplit(":", 1)
+            if what == rule and (path == where or path.startswith(where + ".") or path.startswith(where + "[")):
+                return True
+        elif entry == rule:
+            return True
+    return False
+
+
+@schemathesis.check
+def refusals_of_valid_data_name_rules_beyond_the_schema(ctx, response, case):
+    """A 422 to schema-valid data names only the rules its operation lists in x-rules-beyond-schema."""
+    meta = case.meta
+    if response.status_code != 422 or meta is None or not meta.generation.mode.is_positive:
+        return None
+    allowed = case.operation.definition.raw.get("x-rules-beyond-schema")
+    if not allowed:
+        return None  # positive_data_acceptance already refuses a 422 here
+    try:
+        error = response.json()["error"]
+    except Exception:
+        raise AssertionError("a 422 without the error object")
+    errors = [i for i in error.get("issues", []) if i.get("severity", "error") == "error"]
+    if not errors:
+        raise AssertionError(f"a 422 ({error.get('code')}) names no rule")
+    bad = [i for i in errors if not _permitted(i, allowed, error.get("code", ""))]
+    if bad:
+        raise AssertionError(
+            "schema-valid data refused for rules the schema could have said: "
+            + "; ".join(f"{i.get('path')}: {i.get('rule')} ({i.get('message')})" for i in bad))
+    return None

@@ -1,0 +1,143 @@
+import Foundation
+import RichPushCore
+
+/// The request bodies of the routes beside the send and the app, each decoded once at the edge into typed values:
+/// unknown fields, wrong types, empty or overlong strings and values outside their set are refused (422) with
+/// every problem named, so the handlers only see values they can use.
+extension RichPushAPI.Failure {
+    static func invalid(_ what: String, _ report: ValidationReport) -> RichPushAPI.Failure {
+        RichPushAPI.Failure(status: 422, code: "invalid", message: "\(what) is not valid", issues: report.errors)
+    }
+}
+
+extension FieldReader {
+    /// The body as an object, or a `type` problem.
+    mutating func body(_ json: JSONValue, known: Set<String>) -> [String: JSONValue] {
+        guard case .object(let o) = json else {
+            report.add("", "type", "the body must be an object, found \(json.typeName)")
+            return [:]
+        }
+        rejectUnknown(o, known: known, at: "")
+        return o
+    }
+}
+
+/// `POST /v1/apps/{app}/devices`.
+struct DeviceBody {
+    var device: Device
+
+    static let fields: Set<String> = ["token", "platform", "provider", "user_id", "tags", "topics", "locale", "time_zone", "app_version"]
+    static let maxTags = 100
+
+    static func decode(_ json: JSONValue, appID: String) throws(RichPushAPI.Failure) -> DeviceBody {
+        var r = FieldReader(strict: true)
+        let o = r.body(json, known: fields)
+        let platform = r.choice(o, "platform", at: "", required: true, Device.Platform.self)
+        let provider = r.choice(o, "provider", at: "", DeliveryProvider.self) ?? (platform == .ios ? .apns : .fcm)
+        let token = r.text(o, "token", at: "", required: true, lengths: 1...4096)
+        if let token, let problem = provider == .apns ? MessageValidator.apnsTokenProblem(token) : MessageValidator.fcmTokenProblem(token) {
+            r.report.add("token", provider == .apns ? "apns-token" : "fcm-token", problem)
+        }
+        let userID = r.text(o, "user_id", at: "", lengths: 1...256)
+        let tags = r.texts(o, "tags", at: "", maxCount: maxTags, lengths: 1...100)
+        let topics = r.texts(o, "topics", at: "", maxCount: maxTags, lengths: 1...100)
+        let locale = r.text(o, "locale", at: "", lengths: 1...35)
+        let timeZone = r.text(o, "time_zone", at: "", lengths: 1...64)
+        let appVersion = r.text(o, "app_version", at: "", lengths: 1...64)
+        guard r.report.isValid, let token, let platform else { throw .invalid("the device", r.report) }
+        return DeviceBody(device: Device(
+            appID: appID, token: token, platform: platform, provider: provider, userID: userID, tags: tags ?? [],
+            topics: topics ?? [], locale: locale, timeZone: timeZone, appVersion: appVersion))
+    }
+}
+
+/// `POST /v1/apps/{app}/keys`.
+struct KeyBody {
+    var scopes: Set<APIScope>
+
+    static func decode(_ json: JSONValue) throws(RichPushAPI.Failure) -> KeyBody {
+        var r = FieldReader(strict: true)
+        let o = r.body(json, known: ["scopes"])
+        var scopes = Set<APIScope>()
+        switch o["scopes"] {
+        case .array(let a)? where !a.isEmpty && a.count <= APIScope.allCases.count:
+            for (i, v) in a.enumerated() {
+                guard let s = v.stringValue.flatMap(APIScope.init(rawValue:)) else {
+                    r.report.add("scopes[\(i)]", "enum", "a scope is send, manage or read")
+                    continue
+                }
+                if !scopes.insert(s).inserted { r.report.add("scopes[\(i)]", "duplicate", "'\(s.rawValue)' is listed twice") }
+            }
+        case nil, .null?:
+            r.report.add("scopes", "required", "scopes lists one or more of send, manage, read")
+        default:
+            r.report.add("scopes", "type", "scopes is a list of one to three of send, manage, read")
+        }
+        guard r.report.isValid else { throw .invalid("the key", r.report) }
+        return KeyBody(scopes: scopes)
+    }
+}
+
+/// `POST /v1/media/check`: one URL (`url`, with an optional `kind`) or a list (`media`, 1 to 10 URLs or
+/// `{url, kind}`), not both.
+struct MediaCheckBody {
+    var items: [(url: String, kind: MediaKind?)]
+
+    static let maxItems = 10
+    static let urlLengths = 1...2048
+
+    static func decode(_ json: JSONValue) throws(RichPushAPI.Failure) -> MediaCheckBody {
+        var r = FieldReader(strict: true)
+        let o = r.body(json, known: ["url", "kind", "media"])
+        var items: [(String, MediaKind?)] = []
+        switch (o["url"], o["media"]) {
+        case (_?, _?):
+            r.report.add("media", "exclusive", "give url or media, not both")
+        case (_?, nil):
+            let url = r.text(o, "url", at: "", lengths: urlLengths)
+            let kind = r.choice(o, "kind", at: "", MediaKind.self)
+            if let url { items = [(url, kind)] }
+        case (nil, let list?):
+            if o["kind"] != nil { r.report.add("kind", "exclusive", "kind goes with url; in media, each entry names its own") }
+            guard case .array(let a) = list, (1...maxItems).contains(a.count) else {
+                r.report.add("media", "type", "media is a list of 1 to \(maxItems) URLs or {url, kind}")
+                break
+            }
+            for (i, m) in a.enumerated() {
+                let path = "media[\(i)]"
+                switch m {
+                case .string(let u) where urlLengths.contains(u.unicodeScalars.count): items.append((u, nil))
+                case .string: r.report.add(path, "length", "a URL is 1 to 2048 characters")
+                case .object(let mo):
+                    r.rejectUnknown(mo, known: ["url", "kind"], at: path)
+                    let url = r.text(mo, "url", at: path, required: true, lengths: urlLengths)
+                    let kind = r.choice(mo, "kind", at: path, MediaKind.self)
+                    if let url { items.append((url, kind)) }
+                default: r.report.add(path, "type", "each entry is a URL or {url, kind}")
+                }
+            }
+        case (nil, nil):
+            r.report.add("url", "required", "give url, or media: a list of 1 to \(maxItems) URLs")
+        }
+        guard r.report.isValid else { throw .invalid("the check", r.report) }
+        return MediaCheckBody(items: items)
+    }
+}
+
+/// `POST /v1/apps/{app}/notifications/{id}/receipts` (an app posts its device's report with a key) and
+/// `POST /v1/receipts/{token}` (the device posts to the address its payload carried).
+struct ReceiptBody {
+    /// The device token (app route) or the device's id (device route).
+    var from: String?
+    var report: JSONValue
+
+    static func decode(_ json: JSONValue, byApp: Bool) throws(RichPushAPI.Failure) -> ReceiptBody {
+        var r = FieldReader(strict: true)
+        let who = byApp ? "token" : "device"
+        let o = r.body(json, known: [who, "report"])
+        let from = byApp ? r.text(o, "token", at: "", required: true, lengths: 1...4096) : r.text(o, "device", at: "", lengths: 1...200)
+        for issue in DeviceReceipts.problems(in: o["report"], at: "report") { r.report.issues.append(issue) }
+        guard r.report.isValid, let report = o["report"] else { throw .invalid("the receipt", r.report) }
+        return ReceiptBody(from: from, report: report)
+    }
+}
