@@ -116,8 +116,8 @@ enum Credentials {
         }
         let before = r.report.errors.count
         r.rejectUnknown(o, known: apnsFields, at: "apns")
-        let keyID = r.text(o, "key_id", at: "apns", required: true, lengths: 10...10, shape: ("apns-key-id", "key_id is the 10-character Key ID of the .p8 key", isAppleID))
-        let teamID = r.text(o, "team_id", at: "apns", required: true, lengths: 10...10, shape: ("apns-team-id", "team_id is the 10-character Apple Developer Team ID", isAppleID))
+        let keyID = r.text(o, "key_id", at: "apns", required: true, lengths: 1...100, shape: ("apns-key-id", "key_id is the 10-character Key ID of the .p8 key", isAppleID))
+        let teamID = r.text(o, "team_id", at: "apns", required: true, lengths: 1...100, shape: ("apns-team-id", "team_id is the 10-character Apple Developer Team ID", isAppleID))
         let environment = r.choice(o, "environment", at: "apns", APNsCredentials.Environment.self)
         let key = r.text(o, "key", at: "apns", required: true, lengths: 1...8192, shape: ("apns-p8", "key is not a PEM P-256 private key (.p8)", { key in
             (try? APNsSigningKey(p8: key, keyID: "KEYID00000", teamID: "TEAMID0000")) != nil
