@@ -24,6 +24,8 @@ public struct ServiceAccount: Sendable {
         }
         projectID = try field("project_id")
         clientEmail = try field("client_email")
+        let parts = clientEmail.split(separator: "@", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { throw Problem(description: "service account: client_email is not an email address") }
         privateKeyID = o["private_key_id"]?.stringValue
         switch o["token_uri"] {
         case nil: tokenURI = "https://oauth2.googleapis.com/token"

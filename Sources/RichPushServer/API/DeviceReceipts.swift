@@ -119,14 +119,20 @@ public final class DeviceReceipts: Sendable {
         return Data(base64Encoded: s).map(Array.init)
     }
 
+    /// The most entries a report's lists hold: the device attaches at most 10 files and trims its skipped list.
+    static let maxAttachments = 16
+    static let maxSkipped = 64
+
     /// Checks a report's shape: the device library's delivery report object (`attachments` and `skipped` lists).
     static func problems(in report: JSONValue?, at path: String) -> [ValidationIssue] {
         guard let o = report?.objectValue else {
             return [.init(path: path, rule: "type", message: "\(path) must be the device library's delivery report object")]
         }
         var issues: [ValidationIssue] = []
-        for list in ["attachments", "skipped"] {
+        for (list, most) in [("attachments", maxAttachments), ("skipped", maxSkipped)] {
             switch o[list] {
+            case .array(let a)? where a.count > most:
+                issues.append(.init(path: "\(path).\(list)", rule: "max-items", message: "\(path).\(list) holds at most \(most) entries"))
             case .array?: break
             case nil: issues.append(.init(path: "\(path).\(list)", rule: "required", message: "\(path).\(list) is a list (empty when there is nothing to report)"))
             default: issues.append(.init(path: "\(path).\(list)", rule: "type", message: "\(path).\(list) must be a list"))
