@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import RichPushCharts
 import RichPushCore
@@ -17,8 +18,8 @@ public struct MediaCheck: Sendable {
     public var rehostReason: String?
     /// The hosted URL when the media was re-hosted.
     public var hostedURL: String?
-    /// The bytes, kept for re-hosting (not cached).
-    var body: [UInt8]?
+    /// The bytes in a file of the store's, kept for re-hosting (never cached; discarded when not re-hosted).
+    var upload: MediaStore.Upload?
 
     public var isOK: Bool { failure == nil }
 
@@ -99,29 +100,40 @@ public final class MediaService: Sendable {
             return result
         }
         if !keepBody, let (hit, at) = checks.withLockedValue({ $0[url] }), Date().timeIntervalSince(at) < checkLifetime { return hit }
+        // Bytes that may be re-hosted stream into a file of the store's, never into memory.
+        var upload: MediaStore.Upload?
+        if keepBody {
+            do { upload = try store.beginUpload() } catch {
+                Logger(label: "richpush.media").warning("media preflight: no file to keep the bytes in, so they cannot be re-hosted", metadata: ["error": "\(error)"])
+            }
+        }
         do {
-            let fetched = try await fetcher.fetch(url) { first in
+            let fetched = try await fetcher.fetch(url, into: upload) { first in
                 if let t = MediaSniffer.sniff(first), let k = t.kind { return MediaRules.appleLimit(for: k) }
                 return kind.map(MediaRules.appleLimit(for:)) ?? MediaRules.appleImageLimit
             }
             guard (200...299).contains(fetched.status) else {
                 result.failure = ("http-status", "the server answered \(fetched.status)")
+                upload?.discard()
                 return result
             }
-            guard !fetched.body.isEmpty else {
+            guard fetched.size > 0 else {
                 result.failure = ("empty", "the answer has no body")
+                upload?.discard()
                 return result
             }
-            result.bytes = fetched.body.count
-            guard let type = MediaSniffer.sniff(fetched.body) else {
+            result.bytes = fetched.size
+            guard let type = MediaSniffer.sniff(fetched.prefix) else {
                 let declared = fetched.contentType?.lowercased() ?? ""
-                let looksHTML = declared.contains("html") || fetched.body.prefix(1) == [UInt8(ascii: "<")]
+                let looksHTML = declared.contains("html") || fetched.prefix.prefix(1) == [UInt8(ascii: "<")]
                 result.failure = looksHTML ? ("not-media", "the URL gives a web page, not media") : ("unknown-type", "the bytes are not a recognisable image, audio or video file")
+                upload?.discard()
                 return result
             }
             result.type = type
             if [.html, .xml, .json, .pdf].contains(type) {
                 result.failure = ("not-media", "the URL gives \(type.displayName), not media")
+                upload?.discard()
                 return result
             }
             judge(&result)
@@ -135,14 +147,15 @@ public final class MediaService: Sendable {
             if result.rehostReason == nil, let declared = fetched.contentType.flatMap(MediaType.init(mimeType:)), declared != type {
                 result.rehostReason = "content-type-mismatch"
             }
-            if keepBody { result.body = fetched.body }
+            result.upload = upload
         } catch {
+            upload?.discard()
             result.failure = (error.rule, error.description)
             return result
         }
         if result.isOK {
             var cached = result
-            cached.body = nil
+            cached.upload = nil
             checks.withLockedValue { all in
                 if all.count > 10_000 { all.removeAll() }
                 all[url] = (cached, Date())
@@ -184,9 +197,11 @@ public final class MediaService: Sendable {
                     continue
                 }
                 var m = m
-                if r.isOK, hostedName(m.url) == nil, let type = r.type, let body = r.body, rehost == .always || (rehost == .auto && r.rehostReason != nil) {
+                // Whatever is not re-hosted below leaves no file behind (finish moves the one it uses).
+                defer { r.upload?.discard() }
+                if r.isOK, hostedName(m.url) == nil, let type = r.type, let upload = r.upload, rehost == .always || (rehost == .auto && r.rehostReason != nil) {
                     do {
-                        let item = try store.put(body, type: type)
+                        let item = try store.finish(upload, type: type)
                         warnings.append(.init(path: path, rule: "rehosted", message: "\(m.url) is served from \(url(for: item))\(r.rehostReason.map { " (\($0))" } ?? "")", severity: .warning))
                         m.url = url(for: item)
                         m.mimeType = type.mimeType
@@ -203,7 +218,10 @@ public final class MediaService: Sendable {
             message.media = kept
         }
         if let spec = message.chart, message.chartImageURL == nil {
-            if let item = try? chartImage(spec) { message.chartImageURL = url(for: item) }
+            do { message.chartImageURL = url(for: try chartImage(spec)) } catch {
+                // Android and the web go without the picture; the sender learns why.
+                warnings.append(.init(path: "chart", rule: "chart-image-failed", message: "the chart's PNG for Android and the web could not be stored: \(error)", severity: .warning))
+            }
         }
         return (errors, warnings)
     }

@@ -1,20 +1,28 @@
 import Crypto
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import RichPushCore
 
 extension MediaStore {
     /// A file being written into the store as its bytes arrive: hashed on the way, with its first bytes kept for
     /// sniffing, then named by its hash (``finish(_:type:)``) or thrown away (``Upload/discard()``). Nothing
-    /// larger than one read is held in memory, however large the file.
-    public final class Upload {
+    /// larger than one read is held in memory, however large the file. Uploads (`POST /v1/media`) and preflight
+    /// fetches that may be re-hosted (a ``FetchSink``) both write through it; one writer at a time, behind a lock.
+    public final class Upload: FetchSink, @unchecked Sendable {
+        struct State {
+            var hasher = SHA256()
+            var finished = false
+            var size = 0
+            var prefix: [UInt8] = []
+        }
+
         let temp: URL
         private let handle: FileHandle
-        private var hasher = SHA256()
-        private var finished = false
-        public private(set) var size = 0
+        private let state = NIOLockedValueBox(State())
+        public var size: Int { state.withLockedValue { $0.size } }
         /// The first bytes, as many as the sniffer wants.
-        public private(set) var prefix: [UInt8] = []
+        public var prefix: [UInt8] { state.withLockedValue { $0.prefix } }
 
         init(temp: URL) throws {
             guard FileManager.default.createFile(atPath: temp.path, contents: nil) else {
@@ -25,30 +33,48 @@ extension MediaStore {
         }
 
         public func append(_ buffer: ByteBuffer) throws {
-            try buffer.withUnsafeReadableBytes { bytes in
-                if prefix.count < MediaSniffer.preferredPrefixLength {
-                    prefix += bytes.prefix(MediaSniffer.preferredPrefixLength - prefix.count)
+            try state.withLockedValue { s in
+                try buffer.withUnsafeReadableBytes { bytes in
+                    if s.prefix.count < MediaSniffer.preferredPrefixLength {
+                        s.prefix += bytes.prefix(MediaSniffer.preferredPrefixLength - s.prefix.count)
+                    }
+                    s.hasher.update(bufferPointer: bytes)
+                    try handle.write(contentsOf: bytes)
                 }
-                hasher.update(bufferPointer: bytes)
-                try handle.write(contentsOf: bytes)
+                s.size += buffer.readableBytes
             }
-            size += buffer.readableBytes
+        }
+
+        public func write(_ buffer: ByteBuffer) throws { try append(buffer) }
+
+        /// Starts over (the bytes so far were from an attempt that did not finish).
+        public func restart() throws {
+            try state.withLockedValue { s in
+                try handle.truncate(atOffset: 0)
+                try handle.seek(toOffset: 0)
+                s = State()
+            }
         }
 
         func close() throws -> String {
-            try handle.close()
-            finished = true
-            return MediaStore.hex(hasher.finalize())
+            try state.withLockedValue { s in
+                try handle.close()
+                s.finished = true
+                return MediaStore.hex(s.hasher.finalize())
+            }
         }
 
         /// Removes the partial file (an upload refused or cut short).
         public func discard() {
-            if !finished { try? handle.close() }
-            finished = true
+            let wasOpen = state.withLockedValue { s in
+                defer { s.finished = true }
+                return !s.finished
+            }
+            if wasOpen { try? handle.close() }
             try? FileManager.default.removeItem(at: temp)
         }
 
-        deinit { if !finished { discard() } }
+        deinit { discard() }
     }
 
     /// Starts an upload into a hidden file in `up/`, a folder the sweep visits like a shard (its name is not hex,

@@ -93,13 +93,28 @@ public enum FetchFailure: Error, Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// A fetched URL: the final status and headers, and the body up to the cap.
+/// Where a fetched body goes as it arrives (a file being written), so that no fetch holds a whole body in
+/// memory. `restart()` comes before each answer's body: an attempt cut short at one address leaves nothing behind
+/// when the next address answers.
+public protocol FetchSink: AnyObject, Sendable {
+    func restart() throws
+    func write(_ buffer: ByteBuffer) throws
+}
+
+/// A fetched URL: the final status and headers, the first bytes of the body and its size (the whole body went
+/// to the sink, when there was one).
 public struct FetchedResource: Sendable {
+    /// How many of the body's first bytes are kept: enough to sniff the type.
+    public static let prefixLength = 4096
+
     public var finalURL: URL
     public var status: Int
     public var contentType: String?
     public var contentLength: Int?
-    public var body: [UInt8]
+    /// The body's first bytes (at most ``prefixLength``).
+    public var prefix: [UInt8]
+    /// The body's size.
+    public var size: Int
     /// The redirects followed, in order.
     public var redirects: [String]
     /// The address the final answer came from.
@@ -145,11 +160,12 @@ public final class SafeFetcher: Sendable {
 
     /// GETs `url`, following redirects. `cap` gives the most bytes to read once the first bytes (up to 64) are
     /// known; more is `tooLarge`. A non-2xx final status is returned, not thrown.
-    public func fetch(_ url: String, cap: @escaping @Sendable (_ firstBytes: [UInt8]) -> Int) async throws(FetchFailure) -> FetchedResource {
+    /// The body streams into `sink` when one is given; only its first bytes are held in memory either way.
+    public func fetch(_ url: String, into sink: (any FetchSink)? = nil, cap: @escaping @Sendable (_ firstBytes: [UInt8]) -> Int) async throws(FetchFailure) -> FetchedResource {
         let deadline = limits.deadline
         do {
             return try await withThrowingTaskGroup(of: FetchedResource.self) { group in
-                group.addTask { try await self.follow(url, cap: cap) }
+                group.addTask { try await self.follow(url, sink: sink, cap: cap) }
                 group.addTask {
                     try await Task.sleep(nanoseconds: UInt64(deadline * 1e9))
                     throw FetchFailure.timeout(seconds: deadline)
@@ -166,11 +182,11 @@ public final class SafeFetcher: Sendable {
         }
     }
 
-    func follow(_ start: String, cap: @escaping @Sendable ([UInt8]) -> Int) async throws -> FetchedResource {
+    func follow(_ start: String, sink: (any FetchSink)?, cap: @escaping @Sendable ([UInt8]) -> Int) async throws -> FetchedResource {
         guard var url = URL(string: start), url.host != nil else { throw FetchFailure.invalidURL(start) }
         var redirects: [String] = []
         while true {
-            var r = try await once(url, cap: cap)
+            var r = try await once(url, sink: sink, cap: cap)
             if (300...399).contains(r.status), r.status != 304 {
                 guard redirects.count < limits.maxRedirects else { throw FetchFailure.redirectLimit(limits.maxRedirects) }
                 guard let location = r.redirectLocation, let next = URL(string: location, relativeTo: url)?.absoluteURL, next.host != nil else {
@@ -192,7 +208,7 @@ public final class SafeFetcher: Sendable {
     }
 
     /// One request to one URL, at a checked address.
-    func once(_ url: URL, cap: @escaping @Sendable ([UInt8]) -> Int) async throws -> Answer {
+    func once(_ url: URL, sink: (any FetchSink)?, cap: @escaping @Sendable ([UInt8]) -> Int) async throws -> Answer {
         let scheme = url.scheme?.lowercased() ?? ""
         guard scheme == "https" || (scheme == "http" && limits.allowHTTP) else { throw FetchFailure.scheme(scheme) }
         guard var host = url.host, !host.isEmpty else { throw FetchFailure.invalidURL(url.absoluteString) }
@@ -222,7 +238,7 @@ public final class SafeFetcher: Sendable {
                 }
             } catch { continue }
             do {
-                return try await request(url, host: host, literal: literal != nil, socket: socket, tls: scheme == "https", port: port, cap: cap, address: a.description)
+                return try await request(url, host: host, literal: literal != nil, socket: socket, tls: scheme == "https", port: port, sink: sink, cap: cap, address: a.description)
             } catch let f as FetchFailure {
                 throw f
             } catch is CancellationError {
@@ -234,7 +250,7 @@ public final class SafeFetcher: Sendable {
         throw FetchFailure.connect(lastError)
     }
 
-    func request(_ url: URL, host: String, literal: Bool, socket: SocketAddress, tls useTLS: Bool, port: Int, cap: @escaping @Sendable ([UInt8]) -> Int, address: String) async throws -> Answer {
+    func request(_ url: URL, host: String, literal: Bool, socket: SocketAddress, tls useTLS: Bool, port: Int, sink: (any FetchSink)?, cap: @escaping @Sendable ([UInt8]) -> Int, address: String) async throws -> Answer {
         let context = tls
         let channel = try await ClientBootstrap(group: group)
             .connectTimeout(limits.connectTimeout)
@@ -259,28 +275,38 @@ public final class SafeFetcher: Sendable {
             try? await outbound.write(contentsOf: [.head(head), .end(nil)])
             var status = 0
             var headers = HTTPHeaders()
-            var body: [UInt8] = []
+            var prefix: [UInt8] = []
+            var size = 0
             var limit: Int?
+            var started = false
             for try await part in inbound {
                 switch part {
                 case .head(let h):
                     status = Int(h.status.code)
                     headers = h.headers
                     if (300...399).contains(status) {
-                        return Answer(resource: FetchedResource(finalURL: url, status: status, contentType: nil, contentLength: nil, body: [], redirects: [], address: address), redirectLocation: headers.first(name: "location"))
+                        return Answer(resource: FetchedResource(finalURL: url, status: status, contentType: nil, contentLength: nil, prefix: [], size: 0, redirects: [], address: address), redirectLocation: headers.first(name: "location"))
                     }
-                case .body(var buffer):
+                case .body(let buffer):
                     guard (200...299).contains(status) else { continue }  // an error page is not kept
-                    body += buffer.readBytes(length: buffer.readableBytes) ?? []
-                    if limit == nil && body.count >= 64 { limit = cap(Array(body.prefix(64))) }
-                    if let limit, body.count > limit { throw FetchFailure.tooLarge(limit: limit) }
+                    if !started {
+                        try sink?.restart()
+                        started = true
+                    }
+                    size += buffer.readableBytes
+                    if prefix.count < FetchedResource.prefixLength {
+                        prefix += buffer.getBytes(at: buffer.readerIndex, length: min(buffer.readableBytes, FetchedResource.prefixLength - prefix.count)) ?? []
+                    }
+                    if limit == nil && prefix.count >= 64 { limit = cap(Array(prefix.prefix(64))) }
+                    if let limit, size > limit { throw FetchFailure.tooLarge(limit: limit) }
                     // A declared length over the cap ends the fetch before the rest is read.
                     if let limit, let declared = headers.first(name: "content-length").flatMap({ Int($0) }), declared > limit { throw FetchFailure.tooLarge(limit: limit) }
-                    if body.count > MediaRules.largestAppleLimit { throw FetchFailure.tooLarge(limit: MediaRules.largestAppleLimit) }
+                    if size > MediaRules.largestAppleLimit { throw FetchFailure.tooLarge(limit: MediaRules.largestAppleLimit) }
+                    try sink?.write(buffer)
                 case .end:
-                    if let limit = limit ?? (body.isEmpty ? nil : cap(body)), body.count > limit { throw FetchFailure.tooLarge(limit: limit) }
+                    if let limit = limit ?? (prefix.isEmpty ? nil : cap(prefix)), size > limit { throw FetchFailure.tooLarge(limit: limit) }
                     let length = headers.first(name: "content-length").flatMap { Int($0) }
-                    return Answer(resource: FetchedResource(finalURL: url, status: status, contentType: headers.first(name: "content-type"), contentLength: length, body: body, redirects: [], address: address), redirectLocation: nil)
+                    return Answer(resource: FetchedResource(finalURL: url, status: status, contentType: headers.first(name: "content-type"), contentLength: length, prefix: prefix, size: size, redirects: [], address: address), redirectLocation: nil)
                 }
             }
             throw FetchFailure.protocolError("the connection closed before the answer ended")
