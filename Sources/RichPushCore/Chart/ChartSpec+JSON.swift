@@ -1,5 +1,6 @@
 extension ChartSpec {
-    static let knownKeys: Set<String> = [
+    /// The fields a chart spec may have.
+    public static let knownKeys: Set<String> = [
         "type", "series", "values", "title", "value", "change", "trend", "labels", "y", "size", "scale", "theme",
         "colors", "grid", "line_width", "gradient", "color",
     ]

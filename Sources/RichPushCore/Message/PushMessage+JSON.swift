@@ -1,5 +1,6 @@
 extension PushMessage {
-    static let knownKeys: Set<String> = [
+    /// The fields a message may have (the server's schema lists the same).
+    public static let knownKeys: Set<String> = [
         "id", "alert", "title", "subtitle", "body", "media", "chart", "sound", "badge", "category", "thread_id",
         "collapse_id", "push_type", "priority", "ttl", "expiration", "interruption_level", "relevance_score",
         "content_available", "content_override", "data", "deep_link", "chart_image_url", "receipt_url", "analytics_label", "targets",
