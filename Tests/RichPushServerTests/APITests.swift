@@ -180,19 +180,9 @@ import Testing
         validate(d)
         print(json.dumps(sorted([m + ' ' + p for p, ops in d['paths'].items() for m in ops if m in ('get','head','post','put','delete','patch')])))
         """
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", "-c", script]
-        let input = Pipe(), output = Pipe()
-        p.standardInput = input
-        p.standardOutput = output
-        try p.run()
-        input.fileHandleForWriting.write(Data(doc.utf8))
-        try input.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0, "the document is not valid OpenAPI (or python3 -m pip install pyyaml openapi-spec-validator)")
-        let documented = try JSONValue.parse(data).arrayValue?.compactMap(\.stringValue) ?? []
+        let python = try Python.run(script, stdin: doc)
+        #expect(python.status == 0, "the document is not valid OpenAPI (or python3 -m pip install pyyaml openapi-spec-validator)")
+        let documented = try JSONValue.parse(python.output).arrayValue?.compactMap(\.stringValue) ?? []
         #expect(documented == RichPushAPI.routes.map { "\($0.0) \($0.1)" }.sorted())
         let f = try APITests.fixture()
         let app = Application(router: f.api.router())

@@ -184,7 +184,7 @@ struct FixedResolver: HostResolver {
         let port = try await server.start()
         let fetcher = try SafeFetcher(policy: AddressPolicy(exceptions: ["127.0.0.1:\(port)"]), limits: .init(allowHTTP: true), resolver: FixedResolver(answers: [:]))
         let r = try await fetcher.fetch("http://127.0.0.1:\(port)/hop1") { _ in 1 << 20 }
-        #expect(r.status == 200 && r.prefix == Array(Self.jpeg.prefix(FetchedResource.prefixLength)) && r.size == Self.jpeg.count && r.redirects.count == 2 && r.address == "127.0.0.1")
+        #expect(r.status == 200 && r.prefix == Array(Self.jpeg.prefix(MediaSniffer.preferredPrefixLength)) && r.size == Self.jpeg.count && r.redirects.count == 2 && r.address == "127.0.0.1")
         // Outside the sandbox, http is refused.
         let strict = try SafeFetcher(policy: AddressPolicy(exceptions: ["127.0.0.1:\(port)"]))
         await #expect(throws: FetchFailure.scheme("http")) { _ = try await strict.fetch("http://127.0.0.1:\(port)/a.jpg") { _ in 1 << 20 } }

@@ -1,5 +1,6 @@
 import Foundation
 import RichPushCore
+import RichPushTestSupport
 import Testing
 @testable import RichPushServer
 
@@ -106,19 +107,9 @@ import Testing
         }
         print(json.dumps(out))
         """
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", "-c", script]
-        let input = Pipe(), output = Pipe()
-        p.standardInput = input
-        p.standardOutput = output
-        try p.run()
-        input.fileHandleForWriting.write(Data(RichPushAPI.openAPIDocument.utf8))
-        try input.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0)
-        let fields = try JSONValue.parse(data)
+        let python = try Python.run(script, stdin: RichPushAPI.openAPIDocument)
+        #expect(python.status == 0)
+        let fields = try JSONValue.parse(python.output)
         func list(_ k: String) -> [String] { fields[k]?.arrayValue?.compactMap(\.stringValue) ?? [] }
         #expect(list("notification") == (PushMessage.knownKeys.union(SendRequest.sendFields)).sorted())
         #expect(list("device") == DeviceBody.fields.sorted())

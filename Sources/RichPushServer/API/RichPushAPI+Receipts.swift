@@ -20,11 +20,7 @@ extension RichPushAPI {
             throw Failure(status: 403, code: "bad-receipt-token", message: "the receipt address is not one this server gave out")
         }
         if let wait = receipts.limiter.check(id) { throw RateLimited(retryAfter: RateLimiter.retryAfter(wait)) }
-        var request = request
-        let buffer = try await request.collectBody(upTo: receipts.maxReportBytes)
-        let body: JSONValue
-        do { body = try JSONValue.parse(Array(buffer.readableBytesView)) } catch { throw Failure(status: 400, code: "invalid-json", message: "\(error)") }
-        let receipt = try ReceiptBody.decode(body, byApp: false)
+        let receipt = try ReceiptBody.decode(try await bodyJSON(request, upTo: receipts.maxReportBytes), byApp: false)
         guard try await store.notification(id: id) != nil else { throw Failure(status: 404, code: "not-found", message: "no such notification") }
         let deviceID = receipt.from ?? "device-" + UUID().uuidString.lowercased()
         switch try await store.addDeviceReceipt(notificationID: id, device: deviceID, report: receipt.report, limit: receipts.maxReportsPerNotification) {

@@ -153,9 +153,10 @@ public struct RichPushAPI: Sendable {
         Response(status: .init(code: status), headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: value.serialized())))
     }
 
-    func bodyJSON(_ request: Request) async throws -> JSONValue {
+    /// The body as JSON, up to `limit` bytes (the API's limit unless a route has its own).
+    func bodyJSON(_ request: Request, upTo limit: Int? = nil) async throws -> JSONValue {
         var request = request
-        let buffer = try await request.collectBody(upTo: maxBodyBytes)
+        let buffer = try await request.collectBody(upTo: limit ?? maxBodyBytes)
         do { return try JSONValue.parse(Array(buffer.readableBytesView)) } catch {
             throw Failure(status: 400, code: "invalid-json", message: "\(error)")
         }

@@ -45,8 +45,6 @@ extension MediaStore {
             }
         }
 
-        public func write(_ buffer: ByteBuffer) throws { try append(buffer) }
-
         /// Starts over (the bytes so far were from an attempt that did not finish).
         public func restart() throws {
             try state.withLockedValue { s in

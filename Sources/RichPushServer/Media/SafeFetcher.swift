@@ -98,20 +98,17 @@ public enum FetchFailure: Error, Sendable, Hashable, CustomStringConvertible {
 /// when the next address answers.
 public protocol FetchSink: AnyObject, Sendable {
     func restart() throws
-    func write(_ buffer: ByteBuffer) throws
+    func append(_ buffer: ByteBuffer) throws
 }
 
 /// A fetched URL: the final status and headers, the first bytes of the body and its size (the whole body went
 /// to the sink, when there was one).
 public struct FetchedResource: Sendable {
-    /// How many of the body's first bytes are kept: enough to sniff the type.
-    public static let prefixLength = 4096
-
     public var finalURL: URL
     public var status: Int
     public var contentType: String?
     public var contentLength: Int?
-    /// The body's first bytes (at most ``prefixLength``).
+    /// The body's first bytes, as many as the sniffer wants (`MediaSniffer.preferredPrefixLength`).
     public var prefix: [UInt8]
     /// The body's size.
     public var size: Int
@@ -294,15 +291,15 @@ public final class SafeFetcher: Sendable {
                         started = true
                     }
                     size += buffer.readableBytes
-                    if prefix.count < FetchedResource.prefixLength {
-                        prefix += buffer.getBytes(at: buffer.readerIndex, length: min(buffer.readableBytes, FetchedResource.prefixLength - prefix.count)) ?? []
+                    if prefix.count < MediaSniffer.preferredPrefixLength {
+                        prefix += buffer.getBytes(at: buffer.readerIndex, length: min(buffer.readableBytes, MediaSniffer.preferredPrefixLength - prefix.count)) ?? []
                     }
                     if limit == nil && prefix.count >= 64 { limit = cap(Array(prefix.prefix(64))) }
                     if let limit, size > limit { throw FetchFailure.tooLarge(limit: limit) }
                     // A declared length over the cap ends the fetch before the rest is read.
                     if let limit, let declared = headers.first(name: "content-length").flatMap({ Int($0) }), declared > limit { throw FetchFailure.tooLarge(limit: limit) }
                     if size > MediaRules.largestAppleLimit { throw FetchFailure.tooLarge(limit: MediaRules.largestAppleLimit) }
-                    try sink?.write(buffer)
+                    try sink?.append(buffer)
                 case .end:
                     if let limit = limit ?? (prefix.isEmpty ? nil : cap(prefix)), size > limit { throw FetchFailure.tooLarge(limit: limit) }
                     let length = headers.first(name: "content-length").flatMap { Int($0) }

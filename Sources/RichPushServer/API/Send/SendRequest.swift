@@ -95,12 +95,11 @@ extension Audience {
     static func resolve(_ json: JSONValue?, targets t: PushMessage.Targets, maxTokens: Int, into report: inout ValidationReport) -> Audience? {
         var r = FieldReader(strict: true)
         defer { report.merge(r.report) }
+        let tooMany = "at most \(maxTokens) tokens per request; register devices and use a tag or topic for more"
         guard let json else {
             if !t.apnsTokens.isEmpty || !t.fcmTokens.isEmpty {
                 // The message's validator checks each token; the count is the request's limit.
-                if t.apnsTokens.count + t.fcmTokens.count > maxTokens {
-                    r.report.add("targets", "max-tokens", "at most \(maxTokens) tokens per request; register devices and use a tag or topic for more")
-                }
+                if t.apnsTokens.count + t.fcmTokens.count > maxTokens { r.report.add("targets", "max-tokens", tooMany) }
                 return .providerTokens(apns: t.apnsTokens, fcm: t.fcmTokens)
             }
             if let topic = t.topic { return .fcmTopic(topic) }
@@ -121,7 +120,6 @@ extension Audience {
                 : "give only one of \(given.joined(separator: ", ")) (apns_tokens and fcm_tokens may go together)")
             return nil
         }
-        let tooMany = "at most \(maxTokens) tokens per request; register devices and use a tag or topic for more"
         switch given[0] {
         case "all":
             guard a["all"] == .bool(true) else {
