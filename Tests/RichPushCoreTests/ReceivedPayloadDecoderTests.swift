@@ -1,4 +1,5 @@
 import Foundation
+import RichPushTestSupport
 import Testing
 
 @testable import RichPushCore

@@ -1,4 +1,5 @@
 import Foundation
+import RichPushTestSupport
 import Testing
 
 @testable import RichPushCore
@@ -192,18 +193,8 @@ import Testing
     }
 }
 
-/// A small deterministic generator, so that the "random" documents are the same on every run.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+/// Random documents, the same on every run.
+extension SeededRandom {
     mutating func jsonValue(depth: Int, keys: [String]) -> JSONValue {
         let pick = Int.random(in: 0..<(depth > 0 ? 9 : 6), using: &self)
         switch pick {

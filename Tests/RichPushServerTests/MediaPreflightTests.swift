@@ -5,7 +5,7 @@ import HummingbirdTesting
 import RichPushCharts
 import RichPushCore
 import RichPushSandbox
-import RichPushServer
+@testable import RichPushServer
 import RichPushTestSupport
 import Testing
 
@@ -293,5 +293,61 @@ struct FixedResolver: HostResolver {
             #expect(c == 200 && results["ok"] == false && results["results"]?.arrayValue?.map { $0["ok"] } == [true, false])
         }
         try? await server.shutdown()
+    }
+}
+
+/// The answers a media server gives are input from outside: a seeded run of random answers (status, type, length
+/// told or not, bodies that are media or noise, empty, cut off, over the limit, behind redirects) through the
+/// streaming preflight. Each ends in a verdict; what passes has the size that was served, and a body kept for
+/// re-hosting is exactly the bytes served; nothing is left in the store's upload folder.
+@Suite struct PreflightRandomAnswerTests {
+    @Test func randomAnswersEndInAVerdictAndKeepExactlyTheBytesServed() async throws {
+        var rng = SeededRandom(seed: 0x5EED_0012)
+        let heads: [[UInt8]] = [
+            MediaSamples.jpeg(marker: 0xE0), MediaSamples.png, MediaSamples.gif89, MediaSamples.ftyp("isom", ["mp41"]),
+            MediaSamples.riff("WEBP"), MediaSamples.riff("WAVE"), Array("<html>".utf8), Array("{\"a\":1}".utf8), [],
+        ]
+        let types: [String?] = [nil, "image/jpeg", "image/png", "video/mp4", "text/html", "application/octet-stream", "image/*;;", "\u{7F}"]
+        var routes: [String: MediaRoute] = [:]
+        var served: [String: [UInt8]] = [:]
+        for i in 0..<120 {
+            let head = heads.randomElement(using: &rng)!
+            let tailSize = [0, 1, 63, 1023, 4097, 70_000, 300_000].randomElement(using: &rng)!
+            let body = head + (0..<tailSize).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let status = [200, 200, 200, 200, 204, 206, 404, 500, 302].randomElement(using: &rng)!
+            let path = "/r\(i)" + (["", ".jpg", ".png", ".mp4", ".gif"].randomElement(using: &rng)!)
+            switch Int.random(in: 0..<10, using: &rng) {
+            case 0: routes[path] = .reset(declared: body.count + 100, sent: Array(body.prefix(body.count / 2)), contentType: types.randomElement(using: &rng)!)
+            case 1:
+                routes[path] = .redirect(to: path + "-target")
+                routes[path + "-target"] = .bytes(body, contentType: types.randomElement(using: &rng)!)
+                served[path] = body
+            default:
+                routes[path] = .bytes(body, contentType: types.randomElement(using: &rng)!, status: status, sendLength: Bool.random(using: &rng))
+                if status == 200 || status == 206 { served[path] = body }
+            }
+        }
+        let (media, base, server) = try await MediaPreflightTests.service(routes: routes)
+        var verdicts: [String: Int] = [:]
+        for path in routes.keys.sorted() where !path.hasSuffix("-target") {
+            let r = await media.check(base + path, keepBody: true)
+            verdicts[r.failure?.rule ?? "ok", default: 0] += 1
+            guard r.isOK else {
+                #expect(r.upload == nil, "\(path): a refused answer keeps no file")
+                continue
+            }
+            let body = try #require(served[path], "\(path) passed without a body served: \(r.json)")
+            #expect(r.bytes == body.count, "\(path)")
+            let upload = try #require(r.upload, "\(path): the bytes were not kept")
+            #expect(upload.size == body.count)
+            let item = try media.store.finish(upload, type: try #require(r.type))
+            let stored = try Data(contentsOf: URL(fileURLWithPath: try #require(media.store.file(item.name)).path))
+            #expect(Array(stored) == body, "\(path): the kept file is not the bytes served")
+        }
+        try? await server.shutdown()
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: media.store.directory.appendingPathComponent("up").path)) ?? []
+        #expect(left.isEmpty, "upload files left behind: \(left)")
+        #expect(verdicts["ok", default: 0] > 10 && verdicts.count > 4, "\(verdicts)")
+        print("preflight random answers: \(verdicts.sorted { $0.key < $1.key })")
     }
 }

@@ -147,7 +147,8 @@ public final class MediaService: Sendable {
             if result.rehostReason == nil, let declared = fetched.contentType.flatMap(MediaType.init(mimeType:)), declared != type {
                 result.rehostReason = "content-type-mismatch"
             }
-            result.upload = upload
+            // Only what may be sent is kept: a type or size Apple refuses is never re-hosted.
+            if result.isOK { result.upload = upload } else { upload?.discard() }
         } catch {
             upload?.discard()
             result.failure = (error.rule, error.description)
