@@ -167,9 +167,14 @@ public final class FCMClient: Sendable {
             let description = String((json["error_description"]?.stringValue ?? "").prefix(200))
             throw FCMFailure(httpStatus: response.status, code: .status("OAUTH_\(error.uppercased())"), message: "token exchange failed: \(error) \(description)", fieldViolations: [], retry: response.status >= 500 ? .retry : .fixCredentials)
         }
-        // Held to a minute...a day: a lifetime of 0 or less would fetch a token for every send, a huge one overflow.
-        let lifetime = min(max(json["expires_in"]?.doubleValue ?? 3600, 60), 86_400)
-        return (token, now.addingTimeInterval(lifetime))
+        return (token, now.addingTimeInterval(Self.tokenLifetime(json["expires_in"])))
+    }
+
+    /// A token's `expires_in`, held to a minute...a day: a lifetime of 0 or less would fetch a token for every
+    /// send, a huge one overflow; anything but a finite number is the usual hour.
+    static func tokenLifetime(_ value: JSONValue?) -> TimeInterval {
+        guard let seconds = value?.doubleValue, !seconds.isNaN else { return 3600 }
+        return min(max(seconds, 60), 86_400)
     }
 
     public func shutdown() async {

@@ -1,7 +1,7 @@
 import Foundation
 import RichPushAPNs
 import RichPushCore
-import RichPushFCM
+@testable import RichPushFCM
 import RichPushSandbox
 import RichPushTransport
 import Testing
@@ -99,5 +99,16 @@ import Testing
         #expect(parseRetryAfter("inf") == nil && parseRetryAfter(String(repeating: "9", count: 100)) == nil)
         #expect(parseRetryAfter("99999999") == maxRetryAfter)
         #expect(parseRetryAfter("Wed, 21 Oct 2015 07:28:00 GMT") == 0)
+    }
+}
+
+@Suite struct TokenLifetimeTests {
+    /// OAuth's `expires_in` is the token endpoint's number: held to a minute...a day, an hour when unusable.
+    @Test func anyExpiresInIsHeldToAMinuteToADay() {
+        let cases: [(JSONValue?, TimeInterval)] = [
+            (nil, 3600), (.null, 3600), (.string("3599"), 3600), (.int(0), 60), (.int(-5), 60), (.int(Int64.max), 86_400),
+            (.double(1e308), 86_400), (.double(.infinity), 86_400), (.double(-.infinity), 60), (.double(.nan), 3600), (.int(3599), 3599),
+        ]
+        for (value, expected) in cases { #expect(FCMClient.tokenLifetime(value) == expected, "\(String(describing: value))") }
     }
 }

@@ -58,6 +58,7 @@ public final class RateLimiter: Sendable {
 
     /// Whole seconds for a `Retry-After` header.
     static func retryAfter(_ wait: TimeInterval) -> Int {
-        wait.isFinite ? max(1, Int(min(wait, 86_400).rounded(.up))) : 86_400
+        // Held to 1...86,400 before the conversion: a wait below Int.min (or NaN) would trap in Int(_:).
+        wait.isNaN ? 86_400 : Int(min(max(wait, 1), 86_400).rounded(.up))
     }
 }
