@@ -64,3 +64,40 @@ public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
         }
     }
 }
+
+extension APNsReason {
+    /// What the reason means for the sender, in a sentence: what to change, or whether to wait. Nil for reasons
+    /// that need no more than their name.
+    public var advice: String? {
+        switch self {
+        case .unregistered, .expiredToken:
+            return "the app was removed from the device or the token expired: delete this token"
+        case .badDeviceToken:
+            return "the token is malformed or belongs to the other APNs environment: a token from a development build "
+                + "goes to the sandbox, one from TestFlight or the App Store to production"
+        case .deviceTokenNotForTopic:
+            return "the token belongs to another app: check the bundle id (apns-topic)"
+        case .invalidProviderToken:
+            return "the signing key was refused: check that the key id is this .p8 key's and the team id the team "
+                + "that owns it (a key of another team is refused this way)"
+        case .badEnvironmentKeyIdInToken:
+            return "the key is not enabled for this APNs environment (sandbox or production)"
+        case .expiredProviderToken:
+            return "the signed token was too old or dated in the future: check this machine's clock"
+        case .missingProviderToken, .badCertificate, .forbidden:
+            return "the credentials were refused: check the key or certificate"
+        case .badCertificateEnvironment:
+            return "the certificate is for the other APNs environment"
+        case .topicDisallowed, .badTopic, .missingTopic:
+            return "the bundle id (apns-topic) is not one this key or certificate may push to"
+        case .payloadTooLarge:
+            return "the payload is over 4 KB: shorten the text or custom data"
+        case .tooManyRequests:
+            return "too many notifications to this one device: wait before sending to it again"
+        case .internalServerError, .serviceUnavailable, .shutdown, .idleTimeout:
+            return "a problem on Apple's side: retried with backoff"
+        default:
+            return nil
+        }
+    }
+}

@@ -113,3 +113,41 @@ public struct FCMFailure: Error, Sendable, CustomStringConvertible {
         }
     }
 }
+
+extension FCMFailure {
+    /// What the failure means for the sender, in a sentence. Nil when the code says it all.
+    public var advice: String? {
+        if let transport { return "could not reach FCM (\(transport)): retried with backoff" }
+        return code?.advice(message: message, retryAfter: retryAfter)
+    }
+}
+
+extension FCMErrorCode {
+    /// What the code means for the sender, in a sentence (`message` is FCM's own, for INVALID_ARGUMENT).
+    public func advice(message: String = "", retryAfter: TimeInterval? = nil) -> String? {
+        switch self {
+        case .unregistered:
+            return "the app was removed from the device or the token expired: delete this token"
+        case .senderIDMismatch:
+            return "the token belongs to another Firebase project than this service account's"
+        case .thirdPartyAuthError:
+            return "Firebase could not reach APNs for this iOS device: check the APNs key uploaded to the Firebase project"
+        case .quotaExceeded:
+            return "over FCM's sending quota: retried after \(Int(retryAfter ?? 60)) s"
+        case .unavailable, .internalError:
+            return "a problem on Google's side: retried with backoff"
+        case .invalidArgument:
+            return message.contains("registration token")
+                ? "the token is not a valid FCM registration token" : message.isEmpty ? nil : "FCM refused the message: \(message)"
+        case .status(let s) where s.hasPrefix("OAUTH_"):
+            return "the service account was refused by the token endpoint (a deleted or revoked key, or this "
+                + "machine's clock far off): download a new key for it"
+        case .status("UNAUTHENTICATED"), .status("PERMISSION_DENIED"):
+            return "the service account may not send for this project: give it the Firebase Cloud Messaging role"
+        case .status("NOT_FOUND"):
+            return "no such Firebase project, or the token is gone"
+        default:
+            return nil
+        }
+    }
+}

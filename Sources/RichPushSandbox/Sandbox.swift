@@ -19,6 +19,9 @@ public final class Sandbox: Sendable {
     public let fcm: FCMEmulator
     public let files: [String: URL]
     public let adminPort: Int
+    /// The folder of the credentials; while the sandbox runs it also holds `sandbox.json`, the ``summary``, so
+    /// that a client started later (`richpush send --sandbox DIR`) finds the endpoints.
+    public let directory: URL
     let admin: AdminServer
     let group: EventLoopGroup
 
@@ -33,8 +36,9 @@ public final class Sandbox: Sendable {
         }
     }
 
-    init(credentials: SandboxCredentials, apns: APNsEmulator, fcm: FCMEmulator, files: [String: URL], admin: AdminServer, adminPort: Int, group: EventLoopGroup) {
+    init(credentials: SandboxCredentials, apns: APNsEmulator, fcm: FCMEmulator, files: [String: URL], directory: URL, admin: AdminServer, adminPort: Int, group: EventLoopGroup) {
         self.credentials = credentials
+        self.directory = directory
         self.apns = apns
         self.fcm = fcm
         self.files = files
@@ -62,10 +66,16 @@ public final class Sandbox: Sendable {
             Sandbox.route(apns: apns, fcm: fcm, method: method, path: path, query: query, body: body)
         }
         let adminPort = try await admin.start(port: ports.admin)
-        return Sandbox(credentials: credentials, apns: apns, fcm: fcm, files: files, admin: admin, adminPort: adminPort, group: group)
+        let sandbox = Sandbox(credentials: credentials, apns: apns, fcm: fcm, files: files, directory: directory, admin: admin, adminPort: adminPort, group: group)
+        try Data(sandbox.summary.prettyPrinted().utf8).write(to: directory.appendingPathComponent(summaryFile), options: .atomic)
+        return sandbox
     }
 
+    /// The name of the summary file in ``directory``.
+    public static let summaryFile = "sandbox.json"
+
     public func stop() async {
+        try? FileManager.default.removeItem(at: directory.appendingPathComponent(Self.summaryFile))
         await admin.stop()
         await apns.stop()
         await fcm.stop()

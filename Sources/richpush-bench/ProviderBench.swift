@@ -72,28 +72,12 @@ struct APNsBench: AsyncParsableCommand {
         defer { sandbox.stop() }
         let creds = try SandboxCredentials.read(from: sandbox.directory)
         let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: clientThreads)
-        let client = APNsClient(configuration: .init(endpoint: .custom(host: "127.0.0.1", port: sandbox.apnsPort), authentication: .token(key), trust: .certificateAuthority(pem: creds.caCertificatePEM), connections: connections, requestTimeout: 30), eventLoopGroup: group)
-        let message = try PushMessage.decode(JSONValue.parse(#"{"title":"Flash sale","body":"40% off until midnight","media":"https://cdn.example.com/sale.jpg"}"#))
-        let renderer = APNsRenderer(bundleID: "com.example.app")
-        let sample = renderer.render(message, deviceToken: "00")
-        var buffer = ByteBufferAllocator().buffer(capacity: sample.body.count)
-        buffer.writeBytes(sample.body)
-        let body = buffer
+        let sample = APNsRenderer(bundleID: "com.example.app").render(try Self.benchMessage(), deviceToken: "00")
         let headers = sample.headers.map { ($0.name, $0.value) }
-        let tokens = (0..<1000).map { String(format: "%064x", $0 + 1) }
-        _ = try await client.send(path: "/3/device/" + tokens[0], headers: headers, body: body)
-
+        let tokens = Self.tokens
         let rssBefore = Measure.residentBytes()
-        let start = Measure.now()
-        let failures = try await Self.drive(count: count, concurrency: concurrency) { i in
-            do { _ = try await client.send(path: "/3/device/" + tokens[i % tokens.count], headers: headers, body: body); return true } catch { return false }
-        }
-        let seconds = Double(Measure.now() - start) / 1e9
-        let ours = Double(count) / seconds
+        let (ours, seconds, failures) = try await Self.measureClient(sandbox: sandbox, count: count, concurrency: concurrency, connections: connections, clientThreads: clientThreads)
         let peak = Measure.peakResidentBytes()
-        await client.shutdown()
-        try await group.shutdownGracefully()
         print("apns: \(count) notifications, \(concurrency) in flight, \(connections) connections, emulator on \(serverThreads) thread(s) in another process")
         print(String(format: "  RichPushAPNs: %.0f notifications/s (%.2f s), %d failed", ours, seconds, failures))
         print("  peak memory of the sending process: \(Measure.mb(peak)) (resident before the run: \(Measure.mb(rssBefore)))")
@@ -117,6 +101,36 @@ struct APNsBench: AsyncParsableCommand {
         } else {
             print("  h2load: not run (apt-get install nghttp2-client)")
         }
+    }
+
+    static let tokens = (0..<1000).map { String(format: "%064x", $0 + 1) }
+
+    static func benchMessage() throws -> PushMessage {
+        try PushMessage.decode(JSONValue.parse(#"{"title":"Flash sale","body":"40% off until midnight","media":"https://cdn.example.com/sale.jpg"}"#))
+    }
+
+    /// RichPushAPNs alone against the emulator: `count` sends of one rendered body over 1,000 tokens, after one
+    /// send to warm the connections. Returns sends per second, the seconds taken and the failures.
+    static func measureClient(sandbox: SandboxProcess, count: Int, concurrency: Int, connections: Int, clientThreads: Int) async throws -> (rate: Double, seconds: Double, failures: Int) {
+        let creds = try SandboxCredentials.read(from: sandbox.directory)
+        let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: clientThreads)
+        let client = APNsClient(configuration: .init(endpoint: .custom(host: "127.0.0.1", port: sandbox.apnsPort), authentication: .token(key), trust: .certificateAuthority(pem: creds.caCertificatePEM), connections: connections, requestTimeout: 30), eventLoopGroup: group)
+        let sample = APNsRenderer(bundleID: "com.example.app").render(try benchMessage(), deviceToken: "00")
+        var buffer = ByteBufferAllocator().buffer(capacity: sample.body.count)
+        buffer.writeBytes(sample.body)
+        let body = buffer
+        let headers = sample.headers.map { ($0.name, $0.value) }
+        let tokens = Self.tokens
+        _ = try await client.send(path: "/3/device/" + tokens[0], headers: headers, body: body)
+        let start = Measure.now()
+        let failures = try await drive(count: count, concurrency: concurrency) { i in
+            do { _ = try await client.send(path: "/3/device/" + tokens[i % tokens.count], headers: headers, body: body); return true } catch { return false }
+        }
+        let seconds = Double(Measure.now() - start) / 1e9
+        await client.shutdown()
+        try await group.shutdownGracefully()
+        return (Double(count) / seconds, seconds, failures)
     }
 
     static func h2loadRate(_ out: String) -> Double? {

@@ -112,7 +112,8 @@ struct APNsEmulatorLogic: EmulatorLogic {
         }
         guard let device else { return reject(400, "BadDeviceToken") }
         if device.environment != configuration.environment { return reject(400, "BadDeviceToken") }
-        if device.topic != bundle { return reject(400, "DeviceTokenNotForTopic") }
+        // A token unregistered before it was ever used has no topic: it is gone for any app.
+        if !device.topic.isEmpty && device.topic != bundle { return reject(400, "DeviceTokenNotForTopic") }
         if let gone = device.unregisteredAt { return reject(410, "Unregistered", timestamp: gone) }
 
         // The payload.

@@ -272,15 +272,41 @@ public struct RichPushAPI: Sendable {
         return Self.json(202, accepted.notification.response)
     }
 
+    /// The page of deliveries a `GET` of a notification lists: `after` a delivery id (0: from the start), at most
+    /// `limit` (1 to 1000, default 1000).
+    struct OutcomesPage {
+        var after: Int64 = 0
+        var limit = 1000
+
+        init(query: Parameters) throws {
+            if let a = query.get("after") {
+                guard let n = Int64(a), n >= 0 else {
+                    throw Failure(status: 422, code: "invalid", message: "after is a whole number of 0 or more (a next_after from the page before)")
+                }
+                after = n
+            }
+            if let l = query.get("limit") {
+                guard let n = Int(l), (1...1000).contains(n) else {
+                    throw Failure(status: 422, code: "invalid", message: "limit is a whole number from 1 to 1000")
+                }
+                limit = n
+            }
+        }
+    }
+
     func outcomes(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(request, context, .read)
         guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id else {
             throw Failure(status: 404, code: "not-found", message: "no such notification")
         }
+        let page = try OutcomesPage(query: request.uri.queryParameters)
         let deliveries = try await queue.deliveries(notificationID: id)
         var counts: [String: JSONValue] = [:]
         for d in deliveries { counts[d.state.rawValue] = .int((counts[d.state.rawValue]?.intValue ?? 0) + 1) }
-        let list: [JSONValue] = deliveries.prefix(1000).map { d in
+        // Deliveries are listed in id order: a page starts after the last id of the one before.
+        let start = deliveries.firstIndex { $0.id > page.after } ?? deliveries.endIndex
+        let shown = deliveries[start...].prefix(page.limit)
+        let list: [JSONValue] = shown.map { d in
             var o: [String: JSONValue] = ["target": .string(d.target), "provider": .string(d.provider.rawValue), "state": .string(d.state.rawValue), "attempts": .int(Int64(d.attempts))]
             if let r = d.reason { o["reason"] = .string(r) }
             if let p = d.providerID { o["provider_id"] = .string(p) }
@@ -298,6 +324,8 @@ public struct RichPushAPI: Sendable {
             }
         }
         let receiptSummary: JSONValue = ["count": .int(Int64(receipts.count)), "with_media": .int(Int64(withMedia)), "skipped_reasons": .object(skippedReasons)]
-        return Self.json(200, ["id": .string(id), "total": .int(Int64(deliveries.count)), "counts": .object(counts), "deliveries": .array(list), "receipts": receiptSummary])
+        var body: [String: JSONValue] = ["id": .string(id), "total": .int(Int64(deliveries.count)), "counts": .object(counts), "deliveries": .array(list), "receipts": receiptSummary]
+        if let last = shown.last, last.id != deliveries.last?.id { body["next_after"] = .int(last.id) }
+        return Self.json(200, .object(body))
     }
 }

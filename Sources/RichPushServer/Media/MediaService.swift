@@ -176,6 +176,19 @@ public final class MediaService: Sendable {
     /// Checks, re-hosts and charts a message before it is accepted. Returns the problems (errors under
     /// `reject`) and what was changed or dropped (warnings).
     public func prepare(_ message: inout PushMessage, onFailure: OnFailure, rehost: Rehost) async -> (errors: [ValidationIssue], warnings: [ValidationIssue]) {
+        var (errors, warnings) = await checkMedia(&message, onFailure: onFailure, rehost: rehost)
+        if let spec = message.chart, message.chartImageURL == nil {
+            do { message.chartImageURL = url(for: try chartImage(spec)) } catch {
+                // Android and the web go without the picture; the sender learns why.
+                warnings.append(.init(path: "chart", rule: "chart-image-failed", message: "the chart's PNG for Android and the web could not be stored: \(error)", severity: .warning))
+            }
+        }
+        return (errors, warnings)
+    }
+
+    /// The media part of ``prepare(_:onFailure:rehost:)``: checks (and re-hosts) every media URL, and leaves the
+    /// chart alone. `richpush send` calls it with `rehost: .never` for the server's verdicts without a server.
+    public func checkMedia(_ message: inout PushMessage, onFailure: OnFailure, rehost: Rehost) async -> (errors: [ValidationIssue], warnings: [ValidationIssue]) {
         var errors: [ValidationIssue] = [], warnings: [ValidationIssue] = []
         if onFailure != .off || rehost == .always, !message.media.isEmpty {
             let media = message.media
@@ -217,12 +230,6 @@ public final class MediaService: Sendable {
                 kept.append(m)
             }
             message.media = kept
-        }
-        if let spec = message.chart, message.chartImageURL == nil {
-            do { message.chartImageURL = url(for: try chartImage(spec)) } catch {
-                // Android and the web go without the picture; the sender learns why.
-                warnings.append(.init(path: "chart", rule: "chart-image-failed", message: "the chart's PNG for Android and the web could not be stored: \(error)", severity: .warning))
-            }
         }
         return (errors, warnings)
     }

@@ -1,0 +1,149 @@
+import Foundation
+import RichPushAPNs
+import RichPushCore
+import RichPushFCM
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A send through a running RichPush server: the server validates, preflights, fans out and retries; this
+/// follows the notification until every delivery has ended, then writes each target's outcome.
+struct ServerSend {
+    let command: SendCommand
+    let message: JSONValue
+    let sendFields: [String: JSONValue]
+
+    /// The audience from the options, or nil to leave the message's own (or its targets) to the server.
+    func audience() throws -> JSONValue? {
+        let s = command.server, t = command.targets
+        if t.tokens != nil { throw SendFailure.usage("--tokens is for direct sends; through a server, register the devices and use --tag, or send straight to APNs or FCM") }
+        var given: [(String, JSONValue)] = []
+        if s.all { given.append(("--all", ["all": true])) }
+        if let tag = s.tag { given.append(("--tag", ["tag": .string(tag)])) }
+        if let user = s.user { given.append(("--user", ["user": .string(user)])) }
+        if let topic = t.topic { given.append(("--topic", ["fcm_topic": .string(topic)])) }
+        if let condition = t.condition { given.append(("--condition", ["fcm_condition": .string(condition)])) }
+        if !t.token.isEmpty { given.append(("--token", ["tokens": .array(t.token.map(JSONValue.string))])) }
+        if let text = s.audience {
+            guard let a = try? JSONValue.parse(Data(text.utf8)), case .object = a else { throw SendFailure.usage("--audience is a JSON object, such as '{\"tag\":\"beta\"}'") }
+            given.append(("--audience", a))
+        }
+        guard given.count <= 1 else { throw SendFailure.usage("give one audience (\(given.map(\.0).joined(separator: ", ")) given)") }
+        if let (option, a) = given.first {
+            if sendFields["audience"] != nil { throw SendFailure.usage("\(option) and the message's \"audience\" both give an audience: keep one") }
+            return a
+        }
+        return nil
+    }
+
+    func run() async throws -> Int32 {
+        let s = command.server
+        try command.output.checked()
+        guard let base = s.server, let url = URL(string: base), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+            throw SendFailure.usage("--server is the server's base URL, such as https://push.example.com")
+        }
+        guard let key = s.key, !key.isEmpty else { throw SendFailure.usage("--server needs --key (an API key of the app with scope send)") }
+        guard let app = s.app, !app.isEmpty, app.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }) else {
+            throw SendFailure.usage("--server needs --app (the app's id, app_…)")
+        }
+        guard case .object(var body) = message else { throw SendFailure.invalid("a message is a JSON object") }
+        for (k, v) in sendFields { body[k] = v }
+        if let a = try audience() { body["audience"] = a }
+        let http = HTTPClient(base: base.hasSuffix("/") ? String(base.dropLast()) : base)
+        let session = try SendSession(output: command.output, printEach: !command.targets.token.isEmpty)
+        let notifications = "/v1/apps/\(app)/notifications"
+
+        let (status, answer): (Int, JSONValue)
+        do {
+            (status, answer) = try await http.call("POST", notifications, key: key, .object(body), idempotencyKey: s.idempotencyKey ?? UUID().uuidString)
+        } catch {
+            printError("error: cannot reach \(base): \(error.localizedDescription)")
+            return 1
+        }
+        for w in answer["warnings"]?.arrayValue ?? [] { printError(Self.issueLine(w, severity: "warning")) }
+        guard status == 202, let id = answer["id"]?.stringValue else {
+            let e = answer["error"]
+            printError("error: the server answered \(status): \(e?["message"]?.stringValue ?? answer.jsonString)")
+            for issue in e?["issues"]?.arrayValue ?? [] { printError(Self.issueLine(issue, severity: "error")) }
+            if status == 401 { printError("  the API key was refused: check --key (keys are shown once, when made)") }
+            if status == 403 { printError("  the key may not send for this app: check --app, and that the key has scope send") }
+            return status >= 400 && status < 500 && status != 429 ? 2 : 1
+        }
+        if !command.output.json { session.console.say("accepted as \(id)") }
+
+        // Followed until no delivery is queued or leased (Ctrl-C stops following; the server goes on).
+        let signals = session.catchSignals()
+        var last: JSONValue = .null
+        var total: Int?
+        let progress = Task { [session] in
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: UInt64(session.console.interval * 1e9))
+                if Task.isCancelled { break }
+                if let c = Self.pendingCounts(session.followed) { session.console.draw(c.counts, total: c.total, started: session.started) }
+            }
+        }
+        while !session.stop.isSet {
+            do { last = try await http.call("GET", notifications + "/\(id)?limit=1", key: key).1 } catch {
+                printError("warning: \(base): \(error.localizedDescription); trying again")
+            }
+            session.followed = last
+            total = last["total"]?.intValue.map(Int.init)
+            let counts = last["counts"]?.objectValue ?? [:]
+            if total != nil && counts["queued"] == nil && counts["leased"] == nil { break }
+            try? await Task.sleep(nanoseconds: 250_000_000)
+        }
+        progress.cancel()
+        _ = await progress.value
+
+        // Every delivery, a page at a time, into the report and the lines.
+        var after: Int64?
+        repeat {
+            let path = notifications + "/\(id)?limit=1000" + (after.map { "&after=\($0)" } ?? "")
+            let page: JSONValue
+            do { page = try await http.call("GET", path, key: key).1 } catch {
+                printError("error: \(base): \(error.localizedDescription); the report stops here")
+                break
+            }
+            for d in page["deliveries"]?.arrayValue ?? [] { session.record(Self.outcome(d)) }
+            after = page["next_after"]?.intValue
+        } while after != nil
+        signals.cancel()
+        if session.stop.isSet && !command.output.json {
+            session.console.say("stopped following \(id); the server goes on sending (GET \(notifications)/\(id) follows it)")
+        }
+        return session.finish(interrupted: session.stop.isSet)
+    }
+
+    static func pendingCounts(_ answer: JSONValue) -> (counts: Tally.Counts, total: Int)? {
+        guard let total = answer["total"]?.intValue else { return nil }
+        var c = Tally.Counts()
+        for (state, n) in answer["counts"]?.objectValue ?? [:] {
+            if let s = TargetOutcome.State(rawValue: state) { c.byState[s] = Int(n.intValue ?? 0) }
+        }
+        return (c, Int(total))
+    }
+
+    /// A delivery as the server lists it, as an outcome; the reason's meaning added where it is a provider's.
+    static func outcome(_ d: JSONValue) -> TargetOutcome {
+        let stateName = d["state"]?.stringValue ?? ""
+        let state = TargetOutcome.State(rawValue: stateName) ?? .pending
+        let reason = d["reason"]?.stringValue
+        return TargetOutcome(
+            target: d["target"]?.stringValue ?? "", provider: d["provider"]?.stringValue ?? "", state: state, reason: reason,
+            providerID: d["provider_id"]?.stringValue, attempts: Int(d["attempts"]?.intValue ?? 0), detail: reason.flatMap(advice))
+    }
+
+    /// What a stored reason means: an APNs reason's or an FCM code's advice.
+    static func advice(_ reason: String) -> String? {
+        if case .unknown = APNsReason(rawValue: reason) {} else { return APNsReason(rawValue: reason).advice }
+        if case .unknown = FCMErrorCode(errorCode: reason) {} else { return FCMErrorCode(errorCode: reason).advice() }
+        return nil
+    }
+
+    static func issueLine(_ issue: JSONValue, severity: String) -> String {
+        let path = issue["path"]?.stringValue.map { "\($0): " } ?? ""
+        let rule = issue["rule"]?.stringValue.map { " [\($0)]" } ?? ""
+        return "\(severity): \(path)\(issue["message"]?.stringValue ?? issue.jsonString)\(rule)"
+    }
+}

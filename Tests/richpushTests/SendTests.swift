@@ -1,0 +1,355 @@
+import Foundation
+import RichPushCore
+import RichPushSandbox
+import RichPushTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `richpush send` as a user runs it, against emulators in this process (their counts read directly).
+@Suite(.serialized) struct SendTests {
+    /// A sandbox in a fresh folder, stopped by the test.
+    struct Fixture {
+        let dir: URL
+        let sandbox: Sandbox
+
+        init(_ name: String, apns: APNsEmulator.Configuration = .init()) async throws {
+            dir = FileManager.default.temporaryDirectory.appendingPathComponent("send-\(name)-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            sandbox = try await Sandbox.start(directory: dir.appendingPathComponent("sandbox"), apnsConfiguration: apns, threads: 1)
+        }
+
+        var sandboxDir: String { sandbox.directory.path }
+        func file(_ name: String) -> String { dir.appendingPathComponent(name).path }
+
+        func write(_ name: String, _ text: String) throws -> String {
+            try Data(text.utf8).write(to: dir.appendingPathComponent(name))
+            return file(name)
+        }
+
+        func message(_ json: String = #"{"title":"Flash sale","body":"40% off until midnight"}"#) throws -> String { try write("message.json", json) }
+
+        /// The options of a direct APNs send to the emulator with the sandbox's key.
+        var apnsOptions: [String] {
+            let c = sandbox.credentials
+            return ["--apns-key", sandbox.files["apns-key"]!.path, "--key-id", c.apnsKeyID, "--team-id", c.apnsTeamID, "--bundle-id", "com.example.app",
+                    "--apns-url", "https://127.0.0.1:\(sandbox.apns.port)", "--ca-file", sandbox.files["ca"]!.path]
+        }
+
+        var fcmOptions: [String] {
+            ["--fcm-service-account", sandbox.files["service-account"]!.path, "--fcm-url", "https://127.0.0.1:\(sandbox.fcm.port)", "--ca-file", sandbox.files["ca"]!.path]
+        }
+
+        func stop() async {
+            await sandbox.stop()
+            try? FileManager.default.removeItem(at: dir)
+        }
+    }
+
+    static func apnsToken(_ i: Int) -> String { String(format: "%064x", i) }
+
+    static func run(_ args: [String]) throws -> CLITests.Run { try CLITests().run(args) }
+
+    /// The report as rows of named fields (CSV with a header).
+    static func csv(_ path: String) throws -> [[String: String]] {
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+        var lines = text.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+        let header = lines.removeFirst().split(separator: ",", omittingEmptySubsequences: false).map(String.init)
+        return lines.map { line in
+            var fields: [String] = []
+            var field = "", quoted = false
+            var chars = Array(line)[...]
+            while let c = chars.popFirst() {
+                if quoted {
+                    if c == "\"" { if chars.first == "\"" { field.append("\""); chars.removeFirst() } else { quoted = false } } else { field.append(c) }
+                } else if c == "\"" { quoted = true } else if c == "," { fields.append(field); field = "" } else { field.append(c) }
+            }
+            fields.append(field)
+            return Dictionary(uniqueKeysWithValues: zip(header, fields))
+        }
+    }
+
+    @Test func oneTokenInEachModeReachesItsEmulator() async throws {
+        let f = try await Fixture("modes")
+        defer { Task { await f.stop() } }
+        let message = try f.message()
+
+        // The sandbox: an APNs-shaped token to APNs, another token, a topic and a condition to FCM.
+        let sandboxed = try Self.run(["send", message, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(1)])
+        #expect(sandboxed.status == 0, "\(sandboxed.stderr)")
+        #expect(sandboxed.stdout.contains("delivered apns") && sandboxed.stdout.contains("1 delivered"))
+        let received = try #require(f.sandbox.apns.recorded(token: Self.apnsToken(1)).last?.payloadJSON)
+        #expect(received["aps"]?["alert"]?["title"] == "Flash sale")
+
+        // Straight to APNs with the key, the key id and the team id.
+        let direct = try Self.run(["send", message, "--token", Self.apnsToken(2)] + f.apnsOptions)
+        #expect(direct.status == 0, "\(direct.stderr)")
+        #expect(f.sandbox.apns.recorded(token: Self.apnsToken(2)).count == 1)
+
+        // Straight to FCM: a token, a topic, a condition.
+        for target in [["--token", "device-token-1"], ["--topic", "news"], ["--condition", "'news' in topics && 'uk' in topics"]] {
+            let r = try Self.run(["send", message, "--json"] + target + f.fcmOptions)
+            #expect(r.status == 0, "\(target): \(r.stderr)")
+            let out = try JSONValue.parse(r.stdout)
+            #expect(out["delivered"] == 1 && out["targets"] == 1)
+            #expect(out["outcomes"]?[0]?["provider_id"]?.stringValue?.hasPrefix("projects/richpush-sandbox/messages/") == true)
+        }
+        let targets = f.sandbox.fcm.recorded().map(\.target)
+        #expect(targets == [.token("device-token-1"), .topic("news"), .condition("'news' in topics && 'uk' in topics")])
+    }
+
+    @Test func aClientCertificateAuthenticatesInsteadOfAKey() async throws {
+        let f = try await Fixture("cert", apns: .init(certificateMode: true))
+        defer { Task { await f.stop() } }
+        let r = try Self.run([
+            "send", try f.message(), "--token", Self.apnsToken(3), "--bundle-id", "com.example.app",
+            "--apns-cert", f.sandbox.files["apns-client-certificate"]!.path, "--apns-cert-key", f.sandbox.files["apns-client-key"]!.path,
+            "--apns-url", "https://127.0.0.1:\(f.sandbox.apns.port)", "--ca-file", f.sandbox.files["ca"]!.path,
+        ])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+        #expect(f.sandbox.apns.recorded(token: Self.apnsToken(3)).count == 1)
+    }
+
+    /// A wrong team, a token of the other environment and a gone token each say what to do; no key is printed.
+    @Test func providerRefusalsAreExplained() async throws {
+        let f = try await Fixture("refusals")
+        defer { Task { await f.stop() } }
+        let message = try f.message()
+        var wrongTeam = f.apnsOptions
+        wrongTeam[wrongTeam.firstIndex(of: "--team-id")! + 1] = "OTHERTEAM1"
+        let team = try Self.run(["send", message, "--token", Self.apnsToken(4)] + wrongTeam)
+        #expect(team.status == 1)
+        #expect(team.stdout.contains("InvalidProviderToken") && team.stdout.contains("team id the team that owns it"), "\(team.stdout)")
+
+        f.sandbox.apns.registerDevice(Self.apnsToken(5), topic: "com.example.app", environment: .production)
+        let environment = try Self.run(["send", message, "--token", Self.apnsToken(5)] + f.apnsOptions)
+        #expect(environment.status == 1)
+        #expect(environment.stdout.contains("BadDeviceToken") && environment.stdout.contains("other APNs environment"), "\(environment.stdout)")
+
+        f.sandbox.apns.unregisterDevice(Self.apnsToken(6))
+        let gone = try Self.run(["send", message, "--token", Self.apnsToken(6), "--json"] + f.apnsOptions)
+        #expect(gone.status == 1)
+        let out = try JSONValue.parse(gone.stdout)
+        #expect(out["pruned"] == 1 && out["outcomes"]?[0]?["reason"] == "Unregistered")
+        #expect(out["outcomes"]?[0]?["detail"]?.stringValue?.contains("delete this token") == true)
+
+        // A file that is not a key (it holds another private key): named, never quoted.
+        var notAKey = f.apnsOptions
+        notAKey[notAKey.firstIndex(of: "--apns-key")! + 1] = f.sandbox.files["service-account"]!.path
+        let bad = try Self.run(["send", message, "--token", Self.apnsToken(7)] + notAKey)
+        #expect(bad.status == 2 && bad.stderr.contains("is not a .p8 signing key"))
+        for r in [team, environment, gone, bad] {
+            #expect(!(r.stdout + r.stderr).contains("PRIVATE KEY"))
+        }
+        // A service account whose token_uri is not Google's is not used without an emulator named.
+        let fcm = try Self.run(["send", message, "--token", "device-1", "--fcm-service-account", f.sandbox.files["service-account"]!.path])
+        #expect(fcm.status == 2 && fcm.stderr.contains("token_uri is not Google's token endpoint"))
+    }
+
+    /// 10,000 tokens with 2 % failing: 100 gone (410), 100 malformed (refused before any send), and 30 answers of
+    /// 503 that are retried. The report lists every token once, with its state, reason and attempts.
+    @Test func tenThousandTokensFromAFileWithTwoPercentFailures() async throws {
+        let f = try await Fixture("bulk")
+        defer { Task { await f.stop() } }
+        var tokens: [String] = []
+        for i in 1...10_000 { tokens.append(i % 100 == 50 ? "zz-not-hex-\(i)" : Self.apnsToken(i)) }
+        let gone = Set((1...10_000).filter { $0 % 100 == 7 }.map(Self.apnsToken))
+        for t in gone { f.sandbox.apns.unregisterDevice(t) }
+        f.sandbox.apns.inject(.status(503, reason: "ServiceUnavailable"), count: 30)
+        let file = try f.write("tokens.txt", tokens.joined(separator: "\n") + "\n")
+        let report = f.file("report.csv")
+        let r = try Self.run(["send", try f.message(), "--tokens", file, "--report", report, "--progress", "none"] + f.apnsOptions)
+        #expect(r.status == 1)
+        #expect(r.stdout.contains("10,000 target(s): 9,800 delivered, 100 failed, 100 pruned (token gone)"), "\(r.stdout)")
+        #expect(r.stdout.contains("… and 180 more not delivered: every outcome is in \(report)"))
+
+        let rows = try Self.csv(report)
+        #expect(rows.count == 10_000)
+        #expect(Set(rows.map { $0["token"]! }) == Set(tokens))
+        var byState: [String: Int] = [:]
+        for row in rows { byState[row["state"]!, default: 0] += 1 }
+        #expect(byState == ["delivered": 9_800, "failed": 100, "pruned": 100])
+        for row in rows where row["state"] == "pruned" {
+            #expect(gone.contains(row["token"]!) && row["reason"] == "Unregistered" && row["detail"]!.contains("delete this token"))
+        }
+        for row in rows where row["state"] == "failed" {
+            #expect(row["token"]!.hasPrefix("zz-") && row["reason"] == "bad-token" && row["attempts"] == "0")
+        }
+        for row in rows where row["state"] == "delivered" { #expect(!row["provider_id"]!.isEmpty) }
+        // The 503s were retried by the workers' policy: delivered on a later attempt.
+        let retried = rows.filter { $0["state"] == "delivered" && Int($0["attempts"]!)! > 1 }
+        #expect(retried.count >= 25, "\(retried.count) retried")
+        #expect(f.sandbox.apns.pendingFaults == 0)
+        #expect(f.sandbox.apns.acceptedCount == 9_800)
+    }
+
+    /// A CSV column, repeated tokens sent once, and JSON lines.
+    @Test func aCSVColumnAndRepeatedTokens() async throws {
+        let f = try await Fixture("csv")
+        defer { Task { await f.stop() } }
+        var csv = "user,\"device token\",platform\n"
+        for i in 1...20 { csv += "u\(i),\"\(Self.apnsToken(i % 15 + 1))\",ios\n" }
+        let file = try f.write("tokens.csv", csv)
+        let report = f.file("report.jsonl")
+        let r = try Self.run(["send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--column", "device token", "--report", report, "--progress", "none"])
+        #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
+        #expect(r.stdout.contains("15 target(s): 15 delivered") && r.stdout.contains("5 repeated token(s) skipped"), "\(r.stdout)")
+        let lines = try String(contentsOfFile: report, encoding: .utf8).split(separator: "\n").map { try JSONValue.parse(String($0)) }
+        #expect(lines.count == 20)
+        #expect(lines.filter { $0["state"] == "skipped" }.count == 5)
+        #expect(f.sandbox.apns.acceptedCount == 15)
+
+        let noColumn = try Self.run(["send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file])
+        #expect(noColumn.status == 2 && noColumn.stderr.contains("name the column with --column"))
+        let missing = try Self.run(["send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--column", "token"])
+        #expect(missing.status == 2 && missing.stderr.contains("has no column token"))
+    }
+
+    /// Ctrl-C halfway: sends in flight end, the rest is reported as not sent, and the report names every token.
+    @Test func ctrlCHalfwayReportsWhatWasSentAndNamesTheRest() async throws {
+        let f = try await Fixture("interrupt")
+        defer { Task { await f.stop() } }
+        let tokens = (1...30_000).map(Self.apnsToken)
+        let file = try f.write("tokens.txt", tokens.joined(separator: "\n"))
+        let report = f.file("report.csv")
+        let p = Process()
+        p.executableURL = CLITests.binary
+        p.arguments = ["send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--report", report, "--concurrency", "4", "--progress", "lines", "--progress-interval", "0.1"]
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        // Signalled once the progress lines show a first thousand sent.
+        var seen = ""
+        while true {
+            guard let chunk = try err.fileHandleForReading.read(upToCount: 256), !chunk.isEmpty else { break }
+            seen += String(decoding: chunk, as: UTF8.self)
+            let done = seen.split(separator: "\n").last { $0.hasPrefix("progress: ") }
+                .flatMap { Int($0.dropFirst(10).prefix { $0 != " " }.replacingOccurrences(of: ",", with: "")) } ?? 0
+            if done >= 1000 { break }
+        }
+        kill(p.processIdentifier, SIGINT)
+        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stderr = seen + String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 1)
+        #expect(stderr.contains("stopping: no new sends"))
+        #expect(stdout.contains("stopped: 30,000 target(s)"), "\(stdout)")
+
+        let rows = try Self.csv(report)
+        #expect(rows.count == 30_000)
+        #expect(Set(rows.map { $0["token"]! }).count == 30_000)
+        let delivered = rows.filter { $0["state"] == "delivered" }.count
+        let notSent = rows.filter { $0["state"] == "not_sent" }
+        #expect(delivered + notSent.count == 30_000)
+        #expect(delivered >= 1000 && notSent.count > 0, "\(delivered) delivered")
+        #expect(notSent.allSatisfy { $0["reason"] == "interrupted" && $0["attempts"] == "0" })
+        // Exactly what the report calls delivered reached the emulator.
+        #expect(f.sandbox.apns.acceptedCount == delivered)
+    }
+
+    /// Without a terminal: a plain line every interval. On a terminal: one bar redrawn in place.
+    @Test func progressIsPlainLinesOffATerminalAndABarOnOne() async throws {
+        let f = try await Fixture("progress")
+        defer { Task { await f.stop() } }
+        let file = try f.write("tokens.txt", (1...3000).map(Self.apnsToken).joined(separator: "\n"))
+        let args = ["send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--concurrency", "8", "--progress-interval", "0.05"]
+
+        let plain = try Self.run(args)
+        #expect(plain.status == 0, "\(plain.stderr)")
+        let lines = plain.stderr.split(separator: "\n").filter { $0.hasPrefix("progress: ") }
+        #expect(lines.count >= 2, "\(plain.stderr)")
+        #expect(lines.allSatisfy { $0.contains(" of 3,000 (") && $0.contains("/s") && $0.contains(" delivered, ") })
+        #expect(!plain.stderr.contains("\r"))
+
+        var primary: Int32 = 0, secondary: Int32 = 0
+        #expect(openpty(&primary, &secondary, nil, nil, nil) == 0)
+        let p = Process()
+        p.executableURL = CLITests.binary
+        p.arguments = args
+        let terminal = FileHandle(fileDescriptor: secondary, closeOnDealloc: true)
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = terminal
+        try p.run()
+        try terminal.close()
+        let reader = Task.detached { () -> String in
+            var text = ""
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            while true {
+                let n = read(primary, &buffer, buffer.count)
+                if n <= 0 { break }
+                text += String(decoding: buffer[0..<n], as: UTF8.self)
+            }
+            return text
+        }
+        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        let drawn = await reader.value
+        close(primary)
+        #expect(p.terminationStatus == 0)
+        #expect(stdout.contains("3,000 target(s): 3,000 delivered"))
+        let redraws = drawn.components(separatedBy: "\r\u{1B}[2K[").count - 1
+        #expect(redraws >= 2, "\(drawn.debugDescription)")
+        #expect(drawn.contains("] 100% 3,000/3,000") && drawn.contains("ETA") && drawn.contains("/s"))
+        #expect(!drawn.contains("progress: "))
+    }
+
+    /// Validation and usage errors end with 2 and send nothing; --force sends a message with errors anyway.
+    @Test func usageAndValidationErrorsSendNothing() async throws {
+        let f = try await Fixture("usage")
+        defer { Task { await f.stop() } }
+        let message = try f.message()
+        let token = ["--token", Self.apnsToken(9)]
+        let cases: [([String], String)] = [
+            (["send", message] + token, "give one way to send"),
+            (["send", message, "--sandbox", f.sandboxDir] + f.apnsOptions + token, "give only one way to send"),
+            (["send", message, "--sandbox", f.sandboxDir, "--concurrency", "0"] + token, "--concurrency is from 1 to 10000"),
+            (["send", message, "--sandbox", f.sandboxDir, "--timeout", "nan"] + token, "--timeout is from 1 to 300"),
+            (["send", message, "--sandbox", f.sandboxDir], "no targets"),
+            (["send", message, "--sandbox", f.dir.path] + token, "no running sandbox"),
+            (["send", message, "--sandbox", f.sandboxDir, "--no-such-option"] + token, "Unknown option"),
+            (["send", message] + f.apnsOptions + ["--topic", "news"], "APNs sends to device tokens only"),
+            (["send", try f.write("scheduled.json", #"{"title":"t","send_at":"2030-01-01T00:00:00Z"}"#), "--sandbox", f.sandboxDir] + token, "send_at is for sends through a server"),
+        ]
+        for (args, expected) in cases {
+            let r = try Self.run(args)
+            #expect(r.status == 2, "\(args.suffix(3)): \(r.status) \(r.stderr)")
+            #expect(r.stderr.contains(expected), "\(expected): \(r.stderr)")
+        }
+        let invalid = try f.write("invalid.json", #"{"title":"t","badge":-1}"#)
+        let refused = try Self.run(["send", invalid, "--sandbox", f.sandboxDir] + token)
+        #expect(refused.status == 2 && refused.stderr.contains("badge") && refused.stderr.contains("nothing sent"), "\(refused.stderr)")
+        #expect(f.sandbox.apns.acceptedCount == 0)
+        let forced = try Self.run(["send", invalid, "--sandbox", f.sandboxDir, "--force"] + token)
+        #expect(forced.status == 0, "\(forced.stderr)")
+        #expect(f.sandbox.apns.acceptedCount == 1)
+
+        let completion = try Self.run(["--generate-completion-script", "bash"])
+        #expect(completion.status == 0 && completion.stdout.contains("send") && completion.stdout.contains("--tokens"))
+    }
+
+    /// The media is fetched and judged before anything is sent: a web page instead of an image stops the send.
+    @Test func theMediaPreflightStopsASendOfAWebPage() async throws {
+        let f = try await Fixture("preflight")
+        defer { Task { await f.stop() } }
+        let media = MediaTestServer(routes: [
+            "/page.jpg": .bytes(Array("<!doctype html><html><body>sale</body></html>".utf8), contentType: "text/html"),
+            "/ok.png": .bytes(MediaSamples.png, contentType: "image/png"),
+        ])
+        let port = try await media.start()
+        defer { Task { try? await media.shutdown() } }
+        let page = try f.write("page.json", #"{"title":"t","media":"http://127.0.0.1:\#(port)/page.jpg"}"#)
+        let refused = try Self.run(["send", page, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(10)])
+        #expect(refused.status == 2 && refused.stderr.contains("not-media") && refused.stderr.contains("media preflight refused"), "\(refused.stderr)")
+        #expect(f.sandbox.apns.acceptedCount == 0)
+        let skipped = try Self.run(["send", page, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(10), "--no-preflight"])
+        #expect(skipped.status == 0, "\(skipped.stderr)")
+        let ok = try f.write("ok.json", #"{"title":"t","media":"http://127.0.0.1:\#(port)/ok.png"}"#)
+        let sent = try Self.run(["send", ok, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(11)])
+        #expect(sent.status == 0, "\(sent.stderr)")
+        #expect(f.sandbox.apns.acceptedCount == 2)
+    }
+}
