@@ -170,6 +170,37 @@ import Testing
 
 @Suite struct OpenAPITests {
     /// Every route is described, the document is served, and it parses as OpenAPI 3 (checked by Python's YAML parser).
+    /// A notification's targets a page at a time: `limit`, then `after` the page's `next_after` until it is absent.
+    @Test func outcomesArePagedByNextAfter() async throws {
+        let f = try APITests.fixture()
+        let app = Application(router: f.api.router())
+        try await app.test(.router) { client in
+            let (appID, key) = try await APITests.createApp(client)
+            let tokens = (1...5).map { String(format: "%064x", $0) }
+            let (status, accepted) = try await APITests.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: ["title": "t", "audience": ["apns_tokens": .array(tokens.map(JSONValue.string))]])
+            #expect(status == 202)
+            let id = try #require(accepted["id"]?.stringValue)
+            let base = "/v1/apps/\(appID)/notifications/\(id)"
+            var seen: [String] = []
+            var after: Int64?
+            var pages = 0
+            repeat {
+                let (s, page) = try await APITests.call(client, .get, base + "?limit=2" + (after.map { "&after=\($0)" } ?? ""), key: key)
+                #expect(s == 200 && page["total"] == 5)
+                seen += (page["deliveries"]?.arrayValue ?? []).compactMap { $0["target"]?.stringValue }
+                after = page["next_after"]?.intValue
+                pages += 1
+            } while after != nil && pages < 10
+            #expect(pages == 3 && seen == tokens)
+            #expect(try await APITests.call(client, .get, base, key: key).1["next_after"] == nil)
+            for bad in ["?limit=0", "?limit=1001", "?limit=x", "?after=-1", "?after=1e3"] {
+                let (s, body) = try await APITests.call(client, .get, base + bad, key: key)
+                #expect(s == 422, "\(bad)")
+                #expect(body["error"]?["message"]?.stringValue?.contains(bad.hasPrefix("?limit") ? "limit" : "after") == true)
+            }
+        }
+    }
+
     @Test func theDocumentDescribesEveryRouteAndIsServed() async throws {
         let doc = RichPushAPI.openAPIDocument
         #expect(doc.hasPrefix("openapi: 3"))

@@ -94,7 +94,7 @@ import Glibc
             #expect(r.status == 0, "\(target): \(r.stderr)")
             let out = try JSONValue.parse(r.stdout)
             #expect(out["delivered"] == 1 && out["targets"] == 1)
-            #expect(out["outcomes"]?[0]?["provider_id"]?.stringValue?.hasPrefix("projects/richpush-sandbox/messages/") == true)
+            #expect(out["outcomes"]?.arrayValue?.first?["provider_id"]?.stringValue?.hasPrefix("projects/richpush-sandbox/messages/") == true)
         }
         let targets = f.sandbox.fcm.recorded().map(\.target)
         #expect(targets == [.token("device-token-1"), .topic("news"), .condition("'news' in topics && 'uk' in topics")])
@@ -132,8 +132,8 @@ import Glibc
         let gone = try Self.run(["send", message, "--token", Self.apnsToken(6), "--json"] + f.apnsOptions)
         #expect(gone.status == 1)
         let out = try JSONValue.parse(gone.stdout)
-        #expect(out["pruned"] == 1 && out["outcomes"]?[0]?["reason"] == "Unregistered")
-        #expect(out["outcomes"]?[0]?["detail"]?.stringValue?.contains("delete this token") == true)
+        #expect(out["pruned"] == 1 && out["outcomes"]?.arrayValue?.first?["reason"] == "Unregistered")
+        #expect(out["outcomes"]?.arrayValue?.first?["detail"]?.stringValue?.contains("delete this token") == true)
 
         // A file that is not a key (it holds another private key): named, never quoted.
         var notAKey = f.apnsOptions
@@ -148,15 +148,17 @@ import Glibc
         #expect(fcm.status == 2 && fcm.stderr.contains("token_uri is not Google's token endpoint"))
     }
 
-    /// 10,000 tokens with 2 % failing: 100 gone (410), 100 malformed (refused before any send), and 30 answers of
-    /// 503 that are retried. The report lists every token once, with its state, reason and attempts.
+    /// 10,000 tokens with 2 % failing at the emulator: 100 gone (410 Unregistered), 100 of the other environment
+    /// (400 BadDeviceToken), and 30 answers of 503 that are retried. The report lists every token once, with its
+    /// state, reason and attempts.
     @Test func tenThousandTokensFromAFileWithTwoPercentFailures() async throws {
         let f = try await Fixture("bulk")
         defer { Task { await f.stop() } }
-        var tokens: [String] = []
-        for i in 1...10_000 { tokens.append(i % 100 == 50 ? "zz-not-hex-\(i)" : Self.apnsToken(i)) }
+        let tokens = (1...10_000).map(Self.apnsToken)
         let gone = Set((1...10_000).filter { $0 % 100 == 7 }.map(Self.apnsToken))
         for t in gone { f.sandbox.apns.unregisterDevice(t) }
+        let otherEnvironment = Set((1...10_000).filter { $0 % 100 == 50 }.map(Self.apnsToken))
+        for t in otherEnvironment { f.sandbox.apns.registerDevice(t, topic: "com.example.app", environment: .production) }
         f.sandbox.apns.inject(.status(503, reason: "ServiceUnavailable"), count: 30)
         let file = try f.write("tokens.txt", tokens.joined(separator: "\n") + "\n")
         let report = f.file("report.csv")
@@ -175,7 +177,8 @@ import Glibc
             #expect(gone.contains(row["token"]!) && row["reason"] == "Unregistered" && row["detail"]!.contains("delete this token"))
         }
         for row in rows where row["state"] == "failed" {
-            #expect(row["token"]!.hasPrefix("zz-") && row["reason"] == "bad-token" && row["attempts"] == "0")
+            #expect(otherEnvironment.contains(row["token"]!) && row["reason"] == "BadDeviceToken" && row["attempts"] == "1")
+            #expect(row["detail"]!.contains("other APNs environment"))
         }
         for row in rows where row["state"] == "delivered" { #expect(!row["provider_id"]!.isEmpty) }
         // The 503s were retried by the workers' policy: delivered on a later attempt.
@@ -191,14 +194,19 @@ import Glibc
         defer { Task { await f.stop() } }
         var csv = "user,\"device token\",platform\n"
         for i in 1...20 { csv += "u\(i),\"\(Self.apnsToken(i % 15 + 1))\",ios\n" }
+        csv += "u21,\"zz not hex!\",ios\n"
         let file = try f.write("tokens.csv", csv)
         let report = f.file("report.jsonl")
         let r = try Self.run(["send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--column", "device token", "--report", report, "--progress", "none"])
-        #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
-        #expect(r.stdout.contains("15 target(s): 15 delivered") && r.stdout.contains("5 repeated token(s) skipped"), "\(r.stdout)")
+        #expect(r.status == 1, "\(r.stdout) \(r.stderr)")
+        #expect(r.stdout.contains("16 target(s): 15 delivered, 1 failed") && r.stdout.contains("5 repeated token(s) skipped"), "\(r.stdout)")
         let lines = try String(contentsOfFile: report, encoding: .utf8).split(separator: "\n").map { try JSONValue.parse(String($0)) }
-        #expect(lines.count == 20)
+        #expect(lines.count == 21)
         #expect(lines.filter { $0["state"] == "skipped" }.count == 5)
+        // A malformed token is refused before any send, with the rule it breaks.
+        let bad = try #require(lines.first { $0["token"] == "zz not hex!" })
+        #expect(bad["state"] == "failed" && bad["reason"] == "bad-token" && bad["attempts"] == 0)
+        #expect(bad["provider"] == "fcm" || bad["provider"] == "apns")
         #expect(f.sandbox.apns.acceptedCount == 15)
 
         let noColumn = try Self.run(["send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file])
@@ -275,11 +283,12 @@ import Glibc
         p.standardError = terminal
         try p.run()
         try terminal.close()
-        let reader = Task.detached { () -> String in
+        let fd = primary
+        let reader = Task.detached { @Sendable () -> String in
             var text = ""
             var buffer = [UInt8](repeating: 0, count: 4096)
             while true {
-                let n = read(primary, &buffer, buffer.count)
+                let n = read(fd, &buffer, buffer.count)
                 if n <= 0 { break }
                 text += String(decoding: buffer[0..<n], as: UTF8.self)
             }
@@ -351,5 +360,55 @@ import Glibc
         let sent = try Self.run(["send", ok, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(11)])
         #expect(sent.status == 0, "\(sent.stderr)")
         #expect(f.sandbox.apns.acceptedCount == 2)
+    }
+
+    /// Through a running server: a tag fan-out followed to its end, a token list read back a page at a time, and
+    /// the server's refusals.
+    @Test func theServerModeFollowsTheNotificationAndReportsEveryTarget() async throws {
+        let (dir, sbx, db) = try ServeTests.scratch("send-server")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let server = try ServeTests.Server(db: db, sandboxDir: sbx)
+        defer {
+            server.process.terminate()
+            server.process.waitUntilExit()
+        }
+        let (_, created) = try await server.call("POST", "/v1/apps", key: "test-admin-key-0001", body: ["name": "Shop", "bundle_id": "com.example.app"])
+        let app = try #require(created["app"]?["id"]?.stringValue), key = try #require(created["api_key"]?.stringValue)
+        for i in 1...30 {
+            let token: JSONValue = .string(i % 2 == 0 ? Self.apnsToken(i) : "android-beta-\(i)")
+            #expect(try await server.call("POST", "/v1/apps/\(app)/devices", key: key, body: ["token": token, "platform": .string(i % 2 == 0 ? "ios" : "android"), "tags": ["beta"]]).0 == 200)
+        }
+        let message = dir.appendingPathComponent("message.json").path
+        try Data(#"{"title":"Beta build","body":"Version 2 is out"}"#.utf8).write(to: URL(fileURLWithPath: message))
+        let through = ["--server", server.base, "--key", key, "--app", app]
+
+        let report = dir.appendingPathComponent("tag.csv").path
+        let tag = try Self.run(["send", message, "--tag", "beta", "--report", report, "--progress", "none"] + through)
+        #expect(tag.status == 0, "\(tag.stdout) \(tag.stderr)")
+        #expect(tag.stdout.contains("accepted as ") && tag.stdout.contains("30 target(s): 30 delivered"), "\(tag.stdout)")
+        let rows = try Self.csv(report)
+        #expect(rows.count == 30 && rows.allSatisfy { $0["state"] == "delivered" && !$0["provider_id"]!.isEmpty })
+        #expect(Set(rows.map { $0["provider"]! }) == ["apns", "fcm"])
+
+        // 1,200 tokens named in the audience: listed back over two pages.
+        let tokens = (1001...2200).map(Self.apnsToken)
+        let audience = JSONValue.object(["apns_tokens": .array(tokens.map(JSONValue.string))]).jsonString
+        let listed = try Self.run(["send", message, "--audience", audience, "--json", "--report", dir.appendingPathComponent("list.jsonl").path] + through)
+        #expect(listed.status == 0, "\(listed.stderr)")
+        let out = try JSONValue.parse(listed.stdout)
+        #expect(out["delivered"] == 1200 && out["targets"] == 1200)
+        let lines = try String(contentsOfFile: dir.appendingPathComponent("list.jsonl").path, encoding: .utf8).split(separator: "\n")
+        #expect(Set(lines.compactMap { try? JSONValue.parse(String($0))["token"]?.stringValue }) == Set(tokens))
+
+        let wrongKey = try Self.run(["send", message, "--all", "--server", server.base, "--key", "rp_wrong", "--app", app])
+        #expect(wrongKey.status == 2 && wrongKey.stderr.contains("the API key was refused"), "\(wrongKey.stderr)")
+        let invalid = dir.appendingPathComponent("invalid.json").path
+        try Data(#"{"title":"t","badge":-1,"audience":{"tag":"beta"}}"#.utf8).write(to: URL(fileURLWithPath: invalid))
+        let refused = try Self.run(["send", invalid] + through)
+        #expect(refused.status == 2 && refused.stderr.contains("badge"), "\(refused.stderr)")
+        let twoAudiences = try Self.run(["send", invalid, "--all"] + through)
+        #expect(twoAudiences.status == 2 && twoAudiences.stderr.contains("both give an audience"))
+        let file = try Self.run(["send", message, "--tokens", report] + through)
+        #expect(file.status == 2 && file.stderr.contains("--tokens is for direct sends"))
     }
 }

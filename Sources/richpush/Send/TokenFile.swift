@@ -10,8 +10,11 @@ final class TokenFile {
         var description: String
     }
 
+    /// The file's name, for messages.
     let path: String
-    private let handle: FileHandle
+    /// The next chunk of the file (empty at its end).
+    private let readChunk: () throws -> Data
+    private let handle: FileHandle?
     private var buffer: [UInt8] = []
     private var position = 0
     private var atEnd = false
@@ -21,10 +24,16 @@ final class TokenFile {
     private(set) var lineNumber = 0
 
     /// Opens the file; with `column`, reads the header and finds the column (exact name, else case-insensitive).
-    init(path: String, column: String?) throws {
-        self.path = path
+    convenience init(path: String, column: String?) throws {
         guard let h = FileHandle(forReadingAtPath: path) else { throw Problem(description: "cannot read \(path)") }
-        handle = h
+        try self.init(name: path, handle: h, column: column) { try h.read(upToCount: 1 << 18) ?? Data() }
+    }
+
+    /// Reads chunks from `read` (the fuzzer feeds it bytes in chunks of every size).
+    init(name: String, handle: FileHandle? = nil, column: String?, read: @escaping () throws -> Data) throws {
+        path = name
+        self.handle = handle
+        readChunk = read
         guard let column else { return }
         guard let header = try nextLine() else { throw Problem(description: "\(path) is empty: no header row to find column \(column) in") }
         let names = Self.csvFields(header).map { $0.trimmingCharacters(in: .whitespaces) }
@@ -34,7 +43,7 @@ final class TokenFile {
         self.column = i
     }
 
-    deinit { try? handle.close() }
+    deinit { try? handle?.close() }
 
     /// The next token, or nil at the end of the file.
     func next() throws -> String? {
@@ -86,7 +95,7 @@ final class TokenFile {
             // Keep what is left of the current line and read on.
             buffer.removeSubrange(0..<position)
             position = 0
-            let chunk = try handle.read(upToCount: 1 << 18) ?? Data()
+            let chunk = try readChunk()
             if chunk.isEmpty { atEnd = true } else { buffer.append(contentsOf: chunk) }
             if buffer.count > 1 << 20, buffer.firstIndex(of: UInt8(ascii: "\n")) == nil {
                 throw Problem(description: "\(path):\(lineNumber + 1) is a line of over 1 MB: not a token file")
