@@ -40,15 +40,7 @@ struct SandboxCommand: AsyncParsableCommand {
 
     func run() async throws {
         // Signals are caught before anything is announced, so that a stop right after start is clean too.
-        let (signals, continuation) = AsyncStream<Int32>.makeStream()
-        var sources: [DispatchSourceSignal] = []
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { continuation.yield(sig) }
-            source.resume()
-            sources.append(source)
-        }
+        let signals = StopSignals()
         let ports = Sandbox.Ports(apns: apnsPort, fcm: fcmPort, admin: adminPort)
         let limit = smallRecords ? 10_000 : 100_000
         let sandbox = try await Sandbox.start(
@@ -56,8 +48,8 @@ struct SandboxCommand: AsyncParsableCommand {
             apnsConfiguration: .init(maxConcurrentStreams: maxStreams, recordLimit: limit), fcmConfiguration: .init(recordLimit: limit), threads: threads)
         FileHandle.standardOutput.write(Data((sandbox.summary.prettyPrinted() + "\n").utf8))
         FileHandle.standardOutput.write(Data("sandbox: serving; stop with Ctrl-C or SIGTERM\n".utf8))
-        for await _ in signals { break }
-        for source in sources { source.cancel() }
+        for await _ in signals.stream { break }
+        signals.cancel()
         await sandbox.stop()
     }
 }

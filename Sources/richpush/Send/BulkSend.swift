@@ -87,6 +87,8 @@ struct BulkSend: Sendable {
     var route: @Sendable (SendTarget) -> Result<TargetSender, TargetProblem>
     var stop: StopSignal
     var record: @Sendable (TargetOutcome) -> Void
+    /// Told of each retry: the reason, what it means, and the wait before the next attempt.
+    var retrying: @Sendable (_ reason: String, _ detail: String?, _ wait: TimeInterval) -> Void = { _, _, _ in }
 
     struct TargetProblem: Error, Sendable {
         var provider: String
@@ -146,6 +148,7 @@ struct BulkSend: Sendable {
                     let state: TargetOutcome.State = o.state == .pruned ? .pruned : o.state == .expired ? .expired : .failed
                     return .init(target: target.label, provider: sender.provider, state: state, reason: o.reason ?? reason, attempts: attempts, detail: detail)
                 case .retry(let at):
+                    retrying(reason, detail, at.timeIntervalSinceNow)
                     await stop.sleep(until: at)
                     if stop.isSet {
                         return .init(target: target.label, provider: sender.provider, state: .notSent, reason: "interrupted", attempts: attempts, detail: "stopped while waiting to retry after \(reason)")

@@ -173,22 +173,26 @@ struct DirectSend {
         policy.maxAttempts = command.output.maxAttempts
         let engine = BulkSend(
             concurrency: command.output.concurrency, retry: policy, expiresAt: expiresAt,
-            route: { [self] in route($0) }, stop: session.stop, record: { session.record($0) })
+            route: { [self] in route($0) }, stop: session.stop, record: { session.record($0) },
+            retrying: { session.retrying(reason: $0, detail: $1, wait: $2) })
         let signals = session.catchSignals()
         let progress = Task { await session.console.follow(session.tally, total: total, started: session.started) }
         var queue = listed?.makeIterator()
+        var failure: Error?
         do {
             try await engine.run { try file?.next().map(SendTarget.token) ?? queue?.next() }
         } catch {
-            progress.cancel()
-            _ = await progress.value
-            session.close()
-            throw error
+            // The file changed under the send (it was read through once before): what was sent is reported.
+            failure = error
         }
         progress.cancel()
         _ = await progress.value
         signals.cancel()
         for shutdown in clients { await shutdown() }
+        if let failure {
+            session.close()
+            throw failure
+        }
         return session.finish(interrupted: session.stop.isSet)
     }
 

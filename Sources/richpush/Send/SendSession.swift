@@ -18,6 +18,7 @@ final class SendSession: Sendable {
     static let jsonLimit = 1000
     private let shown = NIOLockedValueBox((printed: 0, outcomes: [JSONValue]()))
     private let followedAnswer = NIOLockedValueBox<JSONValue>(.null)
+    private let retried = NIOLockedValueBox<Set<String>>([])
 
     /// The server's last answer about the notification followed (`--server`), for the progress display.
     var followed: JSONValue {
@@ -50,21 +51,19 @@ final class SendSession: Sendable {
         if print { console.say(o.line) }
     }
 
+    /// The first retry for each reason is said (a send that cannot connect retries for minutes by the policy).
+    func retrying(reason: String, detail: String?, wait: TimeInterval) {
+        guard !json, retried.withLockedValue({ $0.insert(reason).inserted }) else { return }
+        console.say("retrying after \(reason)\(detail.map { " (\($0))" } ?? ""): next attempt in \(String(format: "%.1f", max(0, wait))) s; further retries for this reason are not shown", error: true)
+    }
+
     /// SIGINT and SIGTERM: the first stops the send (sends in flight end and are recorded); the second writes
     /// what the report holds and quits at once. Cancel the returned task when the send is over.
     func catchSignals() -> Task<Void, Never> {
-        let (signals, continuation) = AsyncStream<Int32>.makeStream()
-        var sources: [DispatchSourceSignal] = []
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-            source.setEventHandler { continuation.yield(sig) }
-            source.resume()
-            sources.append(source)
-        }
-        return Task { [sources] in
+        let signals = StopSignals()
+        return Task {
             var count = 0
-            for await _ in signals {
+            for await _ in signals.stream {
                 count += 1
                 if count == 1 {
                     stop.set()
@@ -75,7 +74,7 @@ final class SendSession: Sendable {
                     exit(130)
                 }
             }
-            for s in sources { s.cancel() }
+            signals.cancel()
         }
     }
 
