@@ -53,7 +53,9 @@ struct DirectSend {
 
     mutating func setUpClients() async throws {
         let o = command.output
-        let group = MultiThreadedEventLoopGroup.singleton
+        // One event loop carries every connection: a sender's work is small per request, and more threads than
+        // that only trade places with the task pool on a small machine.
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         var trust: TLSTrust = .system
         if let ca = o.caFile { trust = .certificateAuthority(pem: try readText(ca, option: "--ca-file")) }
         if let dir = command.sandbox {
@@ -75,7 +77,7 @@ struct DirectSend {
             let account = try ServiceAccount(contentsOf: folder.appendingPathComponent("service-account.json"))
             let fcmClient = FCMClient(configuration: .init(serviceAccount: account, endpoint: .custom(host: fcmEndpoint.host, port: fcmEndpoint.port), trust: caTrust, connections: o.connections, requestTimeout: o.timeout), eventLoopGroup: group)
             fcm = FCMTargetSender(client: fcmClient, renderer: FCMRenderer(projectID: account.projectID, chartImageURL: message.chartImageURL), message: message)
-            clients = [{ await apnsClient.shutdown() }, { await fcmClient.shutdown() }]
+            clients = [{ await apnsClient.shutdown() }, { await fcmClient.shutdown() }, { try? await group.shutdownGracefully() }]
         } else if command.apns.given {
             let a = command.apns
             guard let bundleID = a.bundleID, !bundleID.isEmpty else { throw SendFailure.usage("--bundle-id is required: APNs needs the app's bundle id (apns-topic)") }
@@ -102,7 +104,7 @@ struct DirectSend {
             }
             let client = APNsClient(configuration: .init(endpoint: endpoint, authentication: authentication, trust: trust, connections: o.connections, requestTimeout: o.timeout), eventLoopGroup: group)
             apns = APNsTargetSender(client: client, message: message, bundleID: bundleID)
-            clients = [{ await client.shutdown() }]
+            clients = [{ await client.shutdown() }, { try? await group.shutdownGracefully() }]
         } else if let file = command.fcm.serviceAccount {
             var account: ServiceAccount
             // The file's contents are never printed: its problem is named, not quoted.
@@ -119,7 +121,7 @@ struct DirectSend {
             }
             let client = FCMClient(configuration: .init(serviceAccount: account, endpoint: endpoint, trust: trust, connections: o.connections, requestTimeout: o.timeout), eventLoopGroup: group)
             fcm = FCMTargetSender(client: client, renderer: FCMRenderer(projectID: account.projectID, chartImageURL: message.chartImageURL), message: message)
-            clients = [{ await client.shutdown() }]
+            clients = [{ await client.shutdown() }, { try? await group.shutdownGracefully() }]
         }
         if fcm != nil, message.chart != nil, message.chartImageURL == nil {
             printError("warning: chart: Android shows no chart from a direct send (no server hosts its PNG): send through --server, or give chart_image_url")

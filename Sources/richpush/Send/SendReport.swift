@@ -30,8 +30,14 @@ final class ReportWriter: Sendable {
     func write(_ o: TargetOutcome) {
         switch format {
         case .csv:
-            let fields = [o.target, o.provider, o.state.rawValue, o.reason ?? "", o.providerID ?? "", String(o.attempts), o.detail ?? ""]
-            append(Array((fields.map(Self.csvField).joined(separator: ",") + "\n").utf8))
+            var line: [UInt8] = []
+            line.reserveCapacity(160)
+            for (i, field) in [o.target, o.provider, o.state.rawValue, o.reason ?? "", o.providerID ?? "", String(o.attempts), o.detail ?? ""].enumerated() {
+                if i > 0 { line.append(UInt8(ascii: ",")) }
+                Self.appendCSV(field, to: &line)
+            }
+            line.append(UInt8(ascii: "\n"))
+            append(line)
         case .jsonl:
             append(o.json.serialized() + [UInt8(ascii: "\n")])
         }
@@ -57,9 +63,19 @@ final class ReportWriter: Sendable {
         try? handle.synchronize()
     }
 
-    static func csvField(_ s: String) -> String {
-        guard s.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return s }
-        return "\"" + s.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    /// A field as CSV writes it: quoted (quotes doubled) when it holds a comma, a quote or a line break.
+    static func appendCSV(_ s: String, to out: inout [UInt8]) {
+        let quote = UInt8(ascii: "\"")
+        guard s.utf8.contains(where: { $0 == UInt8(ascii: ",") || $0 == quote || $0 == 0x0A || $0 == 0x0D }) else {
+            out.append(contentsOf: s.utf8)
+            return
+        }
+        out.append(quote)
+        for b in s.utf8 {
+            if b == quote { out.append(quote) }
+            out.append(b)
+        }
+        out.append(quote)
     }
 }
 

@@ -3,8 +3,8 @@ import Foundation
 /// The tokens of a `--tokens` file, read a chunk at a time so that a file of millions never sits in memory
 /// whole: one token per line, or one column of a CSV file with a header row (`--column NAME`).
 ///
-/// Blank lines and lines starting with `#` are skipped (not counted as targets); spaces around a token are
-/// trimmed. CSV fields follow RFC 4180 (quoted fields may hold commas and doubled quotes, not line breaks).
+/// Blank lines and lines starting with `#` are skipped (not counted as targets); spaces and tabs around a token
+/// are trimmed. CSV fields follow RFC 4180 (quoted fields may hold commas and doubled quotes, not line breaks).
 final class TokenFile {
     struct Problem: Error, CustomStringConvertible {
         var description: String
@@ -47,15 +47,10 @@ final class TokenFile {
 
     /// The next token, or nil at the end of the file.
     func next() throws -> String? {
+        guard let column else { return try nextPlain() }
         while let line = try nextLine() {
             let trimmed = line.trimmingCharacters(in: .whitespaces)
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
-            guard let column else {
-                if trimmed.contains(",") || trimmed.contains("\t") {
-                    throw Problem(description: "\(path):\(lineNumber) holds more than a token: for a CSV file, name the column with --column")
-                }
-                return trimmed
-            }
             let fields = Self.csvFields(line)
             guard column < fields.count else {
                 throw Problem(description: "\(path):\(lineNumber) has \(fields.count) field(s); column \(column + 1) was asked for")
@@ -63,6 +58,22 @@ final class TokenFile {
             let token = fields[column].trimmingCharacters(in: .whitespaces)
             if token.isEmpty { continue }
             return token
+        }
+        return nil
+    }
+
+    /// A plain list, read as bytes: the token is the line without the spaces and tabs around it (the path a file of
+    /// a million tokens takes, so no Foundation string work per line).
+    private func nextPlain() throws -> String? {
+        while let (start, end) = try nextLineRange() {
+            var a = start, b = end
+            while a < b && (buffer[a] == 0x20 || buffer[a] == 0x09) { a += 1 }
+            while b > a && (buffer[b - 1] == 0x20 || buffer[b - 1] == 0x09) { b -= 1 }
+            if a == b || buffer[a] == UInt8(ascii: "#") { continue }
+            if buffer[a..<b].contains(where: { $0 == UInt8(ascii: ",") || $0 == 0x09 }) {
+                throw Problem(description: "\(path):\(lineNumber) holds more than a token: for a CSV file, name the column with --column")
+            }
+            return buffer.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[a..<b]), as: UTF8.self) }
         }
         return nil
     }
@@ -76,21 +87,29 @@ final class TokenFile {
     }
 
     private func nextLine() throws -> String? {
+        guard let (start, end) = try nextLineRange() else { return nil }
+        return buffer.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self) }
+    }
+
+    /// Where the next line lies in `buffer` (valid until the next read), without its line break.
+    private func nextLineRange() throws -> (Int, Int)? {
         while true {
             if let newline = buffer[position...].firstIndex(of: UInt8(ascii: "\n")) {
                 var end = newline
                 if end > position && buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
-                let line = String(decoding: buffer[position..<end], as: UTF8.self)
+                let start = position
                 position = newline + 1
                 lineNumber += 1
-                return line
+                return (start, end)
             }
             if atEnd {
                 guard position < buffer.count else { return nil }
-                let line = String(decoding: buffer[position...], as: UTF8.self)
+                let start = position
+                var end = buffer.count
+                if buffer[end - 1] == UInt8(ascii: "\r") { end -= 1 }
                 position = buffer.count
                 lineNumber += 1
-                return line.hasSuffix("\r") ? String(line.dropLast()) : line
+                return (start, end)
             }
             // Keep what is left of the current line and read on.
             buffer.removeSubrange(0..<position)
