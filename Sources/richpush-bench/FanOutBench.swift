@@ -42,12 +42,11 @@ struct FanOutProbe: AsyncParsableCommand {
     @Argument var path: String
 
     func run() async throws {
-        let pool = try SQLiteDeliveryQueue.openPool(path: path)
-        let registry = try SQLiteDeviceRegistry(pool: pool)
-        let queue = try SQLiteDeliveryQueue(pool: pool)
+        let backend = try SQLiteBackend(path: path)
+        let queue = backend.queue
         let before = Measure.residentBytes()
         let t0 = Measure.now()
-        let n = try await FanOut().enqueue(notificationID: "broadcast", appID: "app", audience: .all, registry: registry, queue: queue)
+        let n = try await backend.fanOut(notificationID: "broadcast", appID: "app", audience: .all, notBefore: Date(), expiresAt: nil, spread: 0)
         let seconds = Double(Measure.now() - t0) / 1e9
         let queued = try await queue.counts()[.queued] ?? 0
         print(String(format: "fan-out to %d devices: %.1f s (%.0f deliveries/s), %d queued; peak memory %@ (resident %@ before)", n, seconds, Double(n) / seconds, queued, Measure.mb(Measure.peakResidentBytes()), Measure.mb(before)))

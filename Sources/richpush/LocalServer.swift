@@ -21,13 +21,12 @@ struct LocalServer {
     static func make(_ config: ServerConfiguration, adminKey: String, logLevel: Logger.Level = .info, onRunning: @escaping @Sendable (_ port: Int, _ sandboxAdminPort: Int, _ mediaBase: String) -> Void) async throws -> LocalServer {
         let pool = try SQLiteDeliveryQueue.openPool(path: config.database, backgroundCheckpoints: true)
         let checkpointer = try WALCheckpointer(path: config.database)
-        let queue = try SQLiteDeliveryQueue(pool: pool)
-        let registry = try SQLiteDeviceRegistry(pool: pool)
         // Credentials are sealed with a key kept beside the database (made on first start, never when sealed
         // credentials exist without it: that would lock them away for good).
         let keyFile = config.resolvedCredentialsKeyFile
         let sealer = try CredentialSealer.load(keyFile: keyFile, create: !FileManager.default.fileExists(atPath: keyFile) && !SQLiteServerStore.hasSealedCredentials(pool: pool))
-        let store = try SQLiteServerStore(pool: pool, sealer: sealer)
+        let backend = try SQLiteBackend(pool: pool, sealer: sealer)
+        let (store, registry, queue) = (backend.store, backend.registry, backend.queue)
 
         // In sandbox mode every request goes to the emulators; apps without credentials use the sandbox's.
         var sandbox: Sandbox?
@@ -92,7 +91,7 @@ struct LocalServer {
             })
         // Media in the sandbox is often on loopback over http: allowed there, refused otherwise.
         var api = RichPushAPI(
-            store: store, registry: registry, queue: queue, adminKey: adminKey,
+            backend: backend, adminKey: adminKey,
             validation: .init(allowInsecureMedia: config.sandbox, requireTargets: false), metrics: metrics,
             limiter: RateLimiter(rate: config.rateLimit, burst: config.rateLimit * 2), onQueued: { worker.wake() })
         api.onAccepted = { id, message in sender.remember(id, message) }

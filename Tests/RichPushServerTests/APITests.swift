@@ -21,11 +21,9 @@ import Testing
     }
 
     static func fixture() throws -> Fixture {
-        let pool = try SQLiteDeliveryQueue.openPool(path: FileManager.default.temporaryDirectory.appendingPathComponent("api-\(UUID().uuidString).sqlite").path)
-        let queue = try SQLiteDeliveryQueue(pool: pool)
-        let registry = try SQLiteDeviceRegistry(pool: pool)
-        let store = try SQLiteServerStore(pool: pool)
-        return Fixture(api: RichPushAPI(store: store, registry: registry, queue: queue, adminKey: "admin-secret", validation: .init(allowInsecureMedia: true, requireTargets: false)), queue: queue, store: store, registry: registry)
+        let backend = try SQLiteBackend(path: FileManager.default.temporaryDirectory.appendingPathComponent("api-\(UUID().uuidString).sqlite").path)
+        let api = RichPushAPI(backend: backend, adminKey: "admin-secret", validation: .init(allowInsecureMedia: true, requireTargets: false))
+        return Fixture(api: api, queue: backend.sqliteQueue, store: backend.sqliteStore, registry: backend.sqliteRegistry)
     }
 
     typealias Client = any TestClientProtocol

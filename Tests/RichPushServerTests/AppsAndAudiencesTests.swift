@@ -18,11 +18,9 @@ import Testing
     static let admin = "admin-secret-key-0001"
 
     static func sqlite() throws -> (RichPushAPI, SQLiteServerStore, SQLiteDeviceRegistry, SQLiteDeliveryQueue) {
-        let pool = try SQLiteDeliveryQueue.openPool(path: FileManager.default.temporaryDirectory.appendingPathComponent("apps-\(UUID().uuidString).sqlite").path)
-        let queue = try SQLiteDeliveryQueue(pool: pool)
-        let registry = try SQLiteDeviceRegistry(pool: pool)
-        let store = try SQLiteServerStore(pool: pool)
-        return (RichPushAPI(store: store, registry: registry, queue: queue, adminKey: admin, validation: .init(allowInsecureMedia: true, requireTargets: false)), store, registry, queue)
+        let backend = try SQLiteBackend(path: FileManager.default.temporaryDirectory.appendingPathComponent("apps-\(UUID().uuidString).sqlite").path)
+        let api = RichPushAPI(backend: backend, adminKey: admin, validation: .init(allowInsecureMedia: true, requireTargets: false))
+        return (api, backend.sqliteStore, backend.sqliteRegistry, backend.sqliteQueue)
     }
 
     static func call(_ client: Client, _ method: HTTPRequest.Method, _ uri: String, key: String?, body: JSONValue? = nil) async throws -> (Int, JSONValue, String) {
@@ -151,16 +149,11 @@ import Testing
     /// A spread send's deliveries are due evenly over the window, in the SQLite fan-out and the generic one.
     @Test(arguments: [true, false])
     func aSpreadSendIsDueEvenlyOverItsWindow(sqlite: Bool) async throws {
-        let registry: DeviceRegistry, queue: DeliveryQueue
-        if sqlite {
-            let (_, _, r, q) = try Self.sqlite()
-            (registry, queue) = (r, q)
-        } else {
-            (registry, queue) = (MemoryDeviceRegistry(), MemoryDeliveryQueue())
-        }
+        let backend: any StorageBackend = sqlite ? try SQLiteBackend(path: FileManager.default.temporaryDirectory.appendingPathComponent("spread-\(UUID().uuidString).sqlite").path) : MemoryBackend()
+        let (registry, queue) = (backend.registry, backend.queue)
         for i in 0..<10 { try await registry.upsert(Device(appID: "app", token: "t\(i)", platform: .android, tags: ["x"])) }
         let start = Date(timeIntervalSince1970: 2_000_000_000)
-        let n = try await FanOut().enqueue(notificationID: "n", appID: "app", audience: .tag("x"), registry: registry, queue: queue, notBefore: start, spread: 9)
+        let n = try await backend.fanOut(notificationID: "n", appID: "app", audience: .tag("x"), notBefore: start, expiresAt: nil, spread: 9)
         #expect(n == 10)
         let offsets = try await queue.deliveries(notificationID: "n").map { ($0.notBefore.timeIntervalSince(start) * 1000).rounded() / 1000 }.sorted()
         #expect(offsets == (0..<10).map(Double.init))

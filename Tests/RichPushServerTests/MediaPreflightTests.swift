@@ -199,10 +199,9 @@ struct FixedResolver: HostResolver {
 
     static func api(routes: [String: MediaRoute]) async throws -> (RichPushAPI, String, MediaTestServer, SQLiteDeliveryQueue, SQLiteServerStore) {
         let (media, base, server) = try await MediaPreflightTests.service(routes: routes)
-        let pool = try SQLiteDeliveryQueue.openPool(path: FileManager.default.temporaryDirectory.appendingPathComponent("media-api-\(UUID().uuidString).sqlite").path)
-        let queue = try SQLiteDeliveryQueue(pool: pool)
-        let store = try SQLiteServerStore(pool: pool)
-        var api = RichPushAPI(store: store, registry: try SQLiteDeviceRegistry(pool: pool), queue: queue, adminKey: admin, validation: .init(allowInsecureMedia: true, requireTargets: false))
+        let backend = try SQLiteBackend(path: FileManager.default.temporaryDirectory.appendingPathComponent("media-api-\(UUID().uuidString).sqlite").path)
+        let (queue, store) = (backend.sqliteQueue, backend.sqliteStore)
+        var api = RichPushAPI(backend: backend, adminKey: admin, validation: .init(allowInsecureMedia: true, requireTargets: false))
         api.media = media
         return (api, base, server, queue, store)
     }

@@ -18,11 +18,9 @@ import Testing
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("faults-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
         let sandbox = try await Sandbox.start(directory: dir, threads: 1)
-        let pool = try SQLiteDeliveryQueue.openPool(path: dir.appendingPathComponent("rp.sqlite").path)
-        let queue = try SQLiteDeliveryQueue(pool: pool)
-        let registry = try SQLiteDeviceRegistry(pool: pool)
-        let store = try SQLiteServerStore(pool: pool)
-        let api = RichPushAPI(store: store, registry: registry, queue: queue, adminKey: "admin-secret-key-0001", validation: .init(allowInsecureMedia: true, requireTargets: false))
+        let backend = try SQLiteBackend(path: dir.appendingPathComponent("rp.sqlite").path)
+        let (store, registry, queue) = (backend.sqliteStore, backend.sqliteRegistry, backend.sqliteQueue)
+        let api = RichPushAPI(backend: backend, adminKey: "admin-secret-key-0001", validation: .init(allowInsecureMedia: true, requireTargets: false))
         let account = try ServiceAccount(contentsOf: sandbox.files["service-account"]!)
         let clients = ProviderClients(
             routing: .init(apnsEndpoint: .custom(host: "127.0.0.1", port: sandbox.apns.port), fcmEndpoint: .custom(host: "127.0.0.1", port: sandbox.fcm.port),

@@ -10,7 +10,7 @@ extension RichPushAPI {
     static let dryRunTokenChecks = 100
 
     func dryRunAnswer(app: ServerApp, message: PushMessage, audience: Audience, warnings: [ValidationIssue]) async throws -> Response {
-        let counts = try await FanOut().count(appID: app.id, audience: audience, registry: registry)
+        let counts = try await backend.countByProvider(appID: app.id, audience: audience)
         let setup = providers?(app)
         var out: [String: JSONValue] = [
             "dry_run": true,

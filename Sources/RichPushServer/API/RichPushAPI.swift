@@ -7,10 +7,12 @@ import RichPushCore
 /// The versioned JSON API. Every request but `/health` needs `Authorization: Bearer <key>`: the admin key from
 /// the configuration, or an app's key with the scope the route needs.
 public struct RichPushAPI: Sendable {
-    public var store: any ServerStore
-    public var registry: DeviceRegistry
-    public var queue: DeliveryQueue
-    public var intake: NotificationIntake
+    /// The database: the stores below are its, and its fast paths are taken through it.
+    public let backend: any StorageBackend
+    public var store: any ServerStore { backend.store }
+    public var registry: any DeviceRegistry { backend.registry }
+    public var queue: any DeliveryQueue { backend.queue }
+    public var intake: any NotificationIntake { backend.intake }
     /// SHA-256 of the admin key (the key itself is never kept).
     public var adminKeyHash: String
     public var validation: MessageValidator.Options
@@ -38,20 +40,11 @@ public struct RichPushAPI: Sendable {
     public var extraFCMTokenEndpoints: Set<String> = []
 
     public init(
-        store: any ServerStore, registry: DeviceRegistry, queue: DeliveryQueue, intake: NotificationIntake? = nil, adminKey: String,
+        backend: any StorageBackend, adminKey: String,
         validation: MessageValidator.Options = .init(requireTargets: false), maxBodyBytes: Int = 256 * 1024, metrics: ServerMetrics = ServerMetrics(),
         limiter: RateLimiter = RateLimiter(), onQueued: @escaping @Sendable () -> Void = {}
     ) {
-        self.store = store
-        self.registry = registry
-        self.queue = queue
-        if let intake {
-            self.intake = intake
-        } else if let s = store as? SQLiteServerStore, let r = registry as? SQLiteDeviceRegistry, let q = queue as? SQLiteDeliveryQueue, let direct = try? SQLiteIntake(store: s, registry: r, queue: q) {
-            self.intake = direct
-        } else {
-            self.intake = SequentialIntake(store: store, registry: registry, queue: queue)
-        }
+        self.backend = backend
         adminKeyHash = APIKeys.hash(adminKey)
         self.validation = validation
         self.maxBodyBytes = maxBodyBytes

@@ -69,14 +69,16 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
         try pool.read { db in try String.fetchOne(db, sql: "PRAGMA journal_mode") ?? "" }
     }
 
+    /// The columns a new delivery sets, in the order every insert gives them.
+    static let insertColumns = "(notification_id, app_id, provider, target, state, not_before, expires_at, updated_at)"
+    /// One new delivery: notification, app, provider, target, not before, expires at, now (state `queued`).
+    static let insertOne = "INSERT INTO deliveries \(insertColumns) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)"
+
     @discardableResult
     public func enqueue(_ deliveries: [NewDelivery]) async throws -> Int {
         let now = Date().timeIntervalSince1970
         return try await pool.write { db in
-            let statement = try db.makeStatement(sql: """
-                INSERT INTO deliveries (notification_id, app_id, provider, target, state, not_before, expires_at, updated_at)
-                VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)
-                """)
+            let statement = try db.cachedStatement(sql: Self.insertOne)
             for d in deliveries {
                 try statement.execute(arguments: [d.notificationID, d.appID, d.provider.rawValue, d.target, d.notBefore.timeIntervalSince1970, d.expiresAt?.timeIntervalSince1970, now])
             }

@@ -1,7 +1,8 @@
 import Foundation
 
 /// Turns one notification for an audience into deliveries, page by page, so that memory stays bounded
-/// however many devices match.
+/// however many devices match: the fan-out of any registry and queue (the in-memory twins'; a database backend
+/// has its own inside the database).
 public struct FanOut: Sendable {
     public var pageSize: Int
 
@@ -11,21 +12,16 @@ public struct FanOut: Sendable {
     /// times run evenly from `notBefore` to `notBefore + spread` (so that the media downloads they cause spread too).
     public func enqueue(notificationID: String, appID: String, audience: Audience, registry: DeviceRegistry, queue: DeliveryQueue, notBefore: Date = Date(), expiresAt: Date? = nil, spread: TimeInterval = 0) async throws -> Int {
         if let direct = audience.directTargets {
-            let step = spread > 0 && direct.count > 1 ? spread / Double(direct.count - 1) : 0
+            let step = Spread.step(spread, count: direct.count)
             return try await queue.enqueue(direct.enumerated().map { i, t in
                 NewDelivery(notificationID: notificationID, appID: appID, provider: t.0, target: t.1, notBefore: notBefore.addingTimeInterval(step * Double(i)), expiresAt: expiresAt)
             })
         }
-        if let r = registry as? SQLiteDeviceRegistry, let q = queue as? SQLiteDeliveryQueue, r.pool === q.pool {
-            let total = spread > 0 ? try await r.countInDatabase(appID: appID, audience: audience) ?? 0 : 0
-            if let n = try await r.fanOutInDatabase(notificationID: notificationID, appID: appID, audience: audience, notBefore: notBefore, expiresAt: expiresAt, chunk: 50_000, spread: spread, total: total) {
-                return n
-            }
-        }
-        // The generic path: pages of devices through Swift (a first pass counts them when the send is spread).
+        // Pages of devices through Swift (a first pass counts them when the send is spread). A backend that can do
+        // better inside its database does so in its own fan-out.
         var total = 0
         if spread > 0 { try await pages(appID: appID, audience: audience, registry: registry) { total += $0.count } }
-        let step = spread > 0 && total > 1 ? spread / Double(total - 1) : 0
+        let step = Spread.step(spread, count: total)
         var done = 0
         try await pages(appID: appID, audience: audience, registry: registry) { devices in
             let batch = devices.enumerated().map { i, d in
@@ -43,7 +39,6 @@ public struct FanOut: Sendable {
             for (provider, _) in direct { out[provider, default: 0] += 1 }
             return out
         }
-        if let r = registry as? SQLiteDeviceRegistry, let counted = try await r.countByProviderInDatabase(appID: appID, audience: audience) { return counted }
         try await pages(appID: appID, audience: audience, registry: registry) { devices in
             for d in devices { out[d.provider, default: 0] += 1 }
         }

@@ -196,7 +196,7 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
         guard let sql = Self.audienceSQL(audience, appID: appID) else { return nil }
         var progress = start
         let (from, condition, audienceArgs) = sql
-        let step = spread > 0 && total > 1 ? spread / Double(total - 1) : 0
+        let step = Spread.step(spread, count: total)
         while true {
             let before = progress
             let (after, finished): (FanOutProgress, Bool) = try await pool.write { db in
@@ -212,7 +212,7 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
                 // Spread sends number the rows to space them; others need no window function.
                 let times = step > 0 ? "?2 + (?3 + ROW_NUMBER() OVER (ORDER BY d.id) - 1) * ?4" : "?2 + 0 * ?3 * ?4"
                 try db.execute(sql: """
-                    INSERT INTO deliveries (notification_id, app_id, provider, target, state, not_before, expires_at, updated_at)
+                    INSERT INTO deliveries \(SQLiteDeliveryQueue.insertColumns)
                     SELECT ?1, d.app_id, d.provider, d.token, 'queued', \(times), ?5, ?6 FROM \(from)
                     WHERE \(condition) AND d.id > ? AND d.id <= ?
                     """, arguments: insertArgs)

@@ -45,39 +45,6 @@ public protocol NotificationIntake: Sendable {
     func pendingFanOuts() async throws -> [String]
 }
 
-/// The intake over any store, registry and queue (the in-memory twins): the notification, then its fan-out.
-/// Not crash-safe between the two; the SQLite intake is.
-public struct SequentialIntake: NotificationIntake {
-    let store: ServerStore
-    let registry: DeviceRegistry
-    let queue: DeliveryQueue
-
-    public init(store: ServerStore, registry: DeviceRegistry, queue: DeliveryQueue) {
-        self.store = store
-        self.registry = registry
-        self.queue = queue
-    }
-
-    public func accept(_ plan: AcceptPlan, respond: @escaping @Sendable (Int?) -> JSONValue) async throws -> Accepted {
-        var n = plan.notification
-        var count: Int?
-        if let direct = plan.audience.directTargets { count = direct.count }
-        if case .tokens(let ts) = plan.audience {
-            count = 0
-            for t in Set(ts) where try await registry.device(appID: n.appID, token: t) != nil { count! += 1 }
-        }
-        n.response = respond(count)
-        let (stored, created) = try await store.insertNotification(n, idempotencyKey: plan.idempotencyKey)
-        guard created else { return Accepted(notification: stored, created: false, queued: 0, fanOutPending: false) }
-        let queued = try await FanOut().enqueue(
-            notificationID: n.id, appID: n.appID, audience: plan.audience, registry: registry, queue: queue, notBefore: plan.notBefore, expiresAt: plan.expiresAt, spread: plan.spread)
-        return Accepted(notification: stored, created: true, queued: queued, fanOutPending: false)
-    }
-
-    public func completeFanOut(notificationID: String) async throws -> Int { 0 }
-    public func pendingFanOuts() async throws -> [String] { [] }
-}
-
 /// The intake when store, registry and queue share one SQLite database: a token, FCM topic or condition send is
 /// stored with its deliveries in one transaction (shared with concurrent requests: group commit); a registry
 /// fan-out is recorded as pending with the notification and then run in chunks, each chunk committing its
@@ -126,10 +93,8 @@ public final class SQLiteIntake: NotificationIntake {
             let (stored, created) = try SQLiteServerStore.insert(n, idempotencyKey: plan.idempotencyKey, fanOut: targets == nil ? plan : nil, in: db)
             guard created else { return Accepted(notification: stored, created: false, queued: 0, fanOutPending: false) }
             guard let targets else { return Accepted(notification: stored, created: true, queued: 0, fanOutPending: true) }
-            let insert = try db.cachedStatement(sql: """
-                INSERT INTO deliveries (notification_id, app_id, provider, target, state, not_before, expires_at, updated_at) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)
-                """)
-            let step = plan.spread > 0 && targets.count > 1 ? plan.spread / Double(targets.count - 1) : 0
+            let insert = try db.cachedStatement(sql: SQLiteDeliveryQueue.insertOne)
+            let step = Spread.step(plan.spread, count: targets.count)
             let now = Date().timeIntervalSince1970
             for (i, (provider, target)) in targets.enumerated() {
                 try insert.execute(arguments: [n.id, n.appID, provider.rawValue, target, plan.notBefore.timeIntervalSince1970 + step * Double(i), plan.expiresAt?.timeIntervalSince1970, now])

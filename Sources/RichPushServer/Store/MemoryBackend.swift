@@ -1,0 +1,84 @@
+import Foundation
+import NIOConcurrencyHelpers
+import RichPushCore
+
+/// The in-memory twin of ``SQLiteBackend``, for fast tests: the twins of the store, registry and queue, and an
+/// intake that behaves like SQLite's (a registry audience is accepted with its fan-out pending).
+public struct MemoryBackend: StorageBackend {
+    public let store: any ServerStore
+    public let registry: any DeviceRegistry
+    public let queue: any DeliveryQueue
+    public let intake: any NotificationIntake
+
+    public init() {
+        let (store, registry, queue) = (MemoryServerStore(), MemoryDeviceRegistry(), MemoryDeliveryQueue())
+        self.store = store
+        self.registry = registry
+        self.queue = queue
+        intake = MemoryIntake(store: store, registry: registry, queue: queue)
+    }
+
+    public func fanOut(notificationID: String, appID: String, audience: Audience, notBefore: Date, expiresAt: Date?, spread: TimeInterval) async throws -> Int {
+        try await FanOut().enqueue(notificationID: notificationID, appID: appID, audience: audience, registry: registry, queue: queue, notBefore: notBefore, expiresAt: expiresAt, spread: spread)
+    }
+
+    public func countByProvider(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int] {
+        try await FanOut().count(appID: appID, audience: audience, registry: registry)
+    }
+}
+
+/// The intake over the in-memory twins, with SQLite's behaviour: tokens, FCM topics and conditions are queued with
+/// the notification; a registry audience (all, user, tag, topic) is accepted with its fan-out pending, listed by
+/// ``pendingFanOuts()`` until ``completeFanOut(notificationID:)`` runs it (once).
+public final class MemoryIntake: NotificationIntake {
+    let store: any ServerStore
+    let registry: any DeviceRegistry
+    let queue: any DeliveryQueue
+    /// Accepted notifications whose fan-out has not run, oldest first.
+    private let pending = NIOLockedValueBox<[(id: String, plan: AcceptPlan)]>([])
+
+    public init(store: any ServerStore, registry: any DeviceRegistry, queue: any DeliveryQueue) {
+        self.store = store
+        self.registry = registry
+        self.queue = queue
+    }
+
+    public func accept(_ plan: AcceptPlan, respond: @escaping @Sendable (Int?) -> JSONValue) async throws -> Accepted {
+        var n = plan.notification
+        var count: Int?
+        if let direct = plan.audience.directTargets { count = direct.count }
+        if case .tokens(let ts) = plan.audience {
+            count = 0
+            for t in Set(ts) where try await registry.device(appID: n.appID, token: t) != nil { count! += 1 }
+        }
+        n.response = respond(count)
+        let (stored, created) = try await store.insertNotification(n, idempotencyKey: plan.idempotencyKey)
+        guard created else { return Accepted(notification: stored, created: false, queued: 0, fanOutPending: false) }
+        guard count != nil else {
+            pending.withLockedValue { $0.append((n.id, plan)) }
+            return Accepted(notification: stored, created: true, queued: 0, fanOutPending: true)
+        }
+        let queued = try await FanOut().enqueue(
+            notificationID: n.id, appID: n.appID, audience: plan.audience, registry: registry, queue: queue, notBefore: plan.notBefore, expiresAt: plan.expiresAt, spread: plan.spread)
+        return Accepted(notification: stored, created: true, queued: queued, fanOutPending: false)
+    }
+
+    public func completeFanOut(notificationID: String) async throws -> Int {
+        let taken = pending.withLockedValue { all -> AcceptPlan? in
+            guard let i = all.firstIndex(where: { $0.id == notificationID }) else { return nil }
+            return all.remove(at: i).plan
+        }
+        guard let plan = taken else { return 0 }
+        do {
+            return try await FanOut().enqueue(
+                notificationID: notificationID, appID: plan.notification.appID, audience: plan.audience, registry: registry, queue: queue,
+                notBefore: plan.notBefore, expiresAt: plan.expiresAt, spread: plan.spread)
+        } catch {
+            // Still pending, as a fan-out cut short is in the database.
+            pending.withLockedValue { $0.insert((notificationID, plan), at: 0) }
+            throw error
+        }
+    }
+
+    public func pendingFanOuts() async throws -> [String] { pending.withLockedValue { $0.map(\.id) } }
+}

@@ -1,0 +1,48 @@
+import Foundation
+import GRDB
+
+/// The embedded backend: store, registry and queue in one SQLite database (WAL), so that a notification is
+/// stored with its deliveries in one transaction and a registry fan-out runs inside the database.
+public struct SQLiteBackend: StorageBackend {
+    public let pool: DatabasePool
+    public let sqliteStore: SQLiteServerStore
+    public let sqliteRegistry: SQLiteDeviceRegistry
+    public let sqliteQueue: SQLiteDeliveryQueue
+    public let sqliteIntake: SQLiteIntake
+
+    public var store: any ServerStore { sqliteStore }
+    public var registry: any DeviceRegistry { sqliteRegistry }
+    public var queue: any DeliveryQueue { sqliteQueue }
+    public var intake: any NotificationIntake { sqliteIntake }
+
+    /// Every store over one pool (migrated on open). `chunk`: devices per fan-out transaction.
+    public init(pool: DatabasePool, sealer: CredentialSealer? = nil, chunk: Int = 50_000) throws {
+        self.pool = pool
+        sqliteQueue = try SQLiteDeliveryQueue(pool: pool)
+        sqliteRegistry = try SQLiteDeviceRegistry(pool: pool)
+        sqliteStore = try SQLiteServerStore(pool: pool, sealer: sealer)
+        sqliteIntake = try SQLiteIntake(store: sqliteStore, registry: sqliteRegistry, queue: sqliteQueue, chunk: chunk)
+    }
+
+    /// Opens (or creates) the database file.
+    public init(path: String, backgroundCheckpoints: Bool = false, sealer: CredentialSealer? = nil) throws {
+        try self.init(pool: try SQLiteDeliveryQueue.openPool(path: path, backgroundCheckpoints: backgroundCheckpoints), sealer: sealer)
+    }
+
+    public func fanOut(notificationID: String, appID: String, audience: Audience, notBefore: Date, expiresAt: Date?, spread: TimeInterval) async throws -> Int {
+        if audience.directTargets == nil {
+            let total = spread > 0 ? try await sqliteRegistry.countInDatabase(appID: appID, audience: audience) ?? 0 : 0
+            if let n = try await sqliteRegistry.fanOutInDatabase(
+                notificationID: notificationID, appID: appID, audience: audience, notBefore: notBefore, expiresAt: expiresAt, chunk: sqliteIntake.chunk, spread: spread, total: total)
+            {
+                return n
+            }
+        }
+        return try await FanOut().enqueue(notificationID: notificationID, appID: appID, audience: audience, registry: registry, queue: queue, notBefore: notBefore, expiresAt: expiresAt, spread: spread)
+    }
+
+    public func countByProvider(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int] {
+        if audience.directTargets == nil, let counted = try await sqliteRegistry.countByProviderInDatabase(appID: appID, audience: audience) { return counted }
+        return try await FanOut().count(appID: appID, audience: audience, registry: registry)
+    }
+}
