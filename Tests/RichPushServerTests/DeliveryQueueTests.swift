@@ -22,6 +22,29 @@ import Testing
         (0..<n).map { NewDelivery(notificationID: notification, appID: "app", provider: $0 % 2 == 0 ? .apns : .fcm, target: "token-\($0)", notBefore: notBefore ?? t0, expiresAt: expiresAt) }
     }
 
+    /// One notification's counts per state and its deliveries a page at a time, the other notifications left out.
+    @Test(arguments: Kind.allCases)
+    func aNotificationIsCountedAndPagedInIdOrder(_ kind: Kind) async throws {
+        let q = try Self.make(kind)
+        try await q.enqueue(deliveries(7))
+        try await q.enqueue(deliveries(3, notification: "other"))
+        let claimed = try await q.claim(owner: "A", limit: 2, now: t0, lease: 60)
+        try await q.finish(id: claimed[0].id, owner: "A", outcome: .delivered(providerID: "x"), now: t0)
+        #expect(try await q.counts(notificationID: "n1") == [.delivered: 1, .leased: 1, .queued: 5])
+        #expect(try await q.counts(notificationID: "none") == [:])
+        var seen: [String] = []
+        var after: Int64 = 0
+        while true {
+            let page = try await q.deliveries(notificationID: "n1", after: after, limit: 3)
+            #expect(page.count <= 3)
+            guard let last = page.last else { break }
+            seen += page.map(\.target)
+            after = last.id
+        }
+        #expect(seen == (0..<7).map { "token-\($0)" })
+        #expect(try await q.deliveries(notificationID: "n1", after: 0, limit: 0).isEmpty)
+    }
+
     @Test(arguments: Kind.allCases)
     func claimsDueDeliveriesOnceUnderALease(_ kind: Kind) async throws {
         let q = try Self.make(kind)

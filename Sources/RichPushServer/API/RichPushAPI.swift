@@ -293,12 +293,14 @@ public struct RichPushAPI: Sendable {
             throw Failure(status: 404, code: "not-found", message: "no such notification")
         }
         let page = try OutcomesPage(query: request.uri.queryParameters)
-        let deliveries = try await queue.deliveries(notificationID: id)
-        var counts: [String: JSONValue] = [:]
-        for d in deliveries { counts[d.state.rawValue] = .int((counts[d.state.rawValue]?.intValue ?? 0) + 1) }
-        // Deliveries are listed in id order: a page starts after the last id of the one before.
-        let start = deliveries.firstIndex { $0.id > page.after } ?? deliveries.endIndex
-        let shown = deliveries[start...].prefix(page.limit)
+        // Counted in the database and read a page at a time: a poll of a million-device send reads no million rows.
+        let byState = try await queue.counts(notificationID: id)
+        let counts = Dictionary(uniqueKeysWithValues: byState.map { ($0.key.rawValue, JSONValue.int(Int64($0.value))) })
+        let total = byState.values.reduce(0, +)
+        // Deliveries are listed in id order: a page starts after the last id of the one before. One more than the
+        // page is read to know whether another follows.
+        let read = try await queue.deliveries(notificationID: id, after: page.after, limit: page.limit + 1)
+        let shown = read.prefix(page.limit)
         let list: [JSONValue] = shown.map { d in
             var o: [String: JSONValue] = ["target": .string(d.target), "provider": .string(d.provider.rawValue), "state": .string(d.state.rawValue), "attempts": .int(Int64(d.attempts))]
             if let r = d.reason { o["reason"] = .string(r) }
@@ -317,8 +319,8 @@ public struct RichPushAPI: Sendable {
             }
         }
         let receiptSummary: JSONValue = ["count": .int(Int64(receipts.count)), "with_media": .int(Int64(withMedia)), "skipped_reasons": .object(skippedReasons)]
-        var body: [String: JSONValue] = ["id": .string(id), "total": .int(Int64(deliveries.count)), "counts": .object(counts), "deliveries": .array(list), "receipts": receiptSummary]
-        if let last = shown.last, last.id != deliveries.last?.id { body["next_after"] = .int(last.id) }
+        var body: [String: JSONValue] = ["id": .string(id), "total": .int(Int64(total)), "counts": .object(counts), "deliveries": .array(list), "receipts": receiptSummary]
+        if read.count > page.limit, let last = shown.last { body["next_after"] = .int(last.id) }
         return Self.json(200, .object(body))
     }
 }

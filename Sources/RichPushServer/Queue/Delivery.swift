@@ -107,6 +107,12 @@ public protocol DeliveryQueue: Sendable {
 
     /// The deliveries of one notification.
     func deliveries(notificationID: String) async throws -> [DeliveryRecord]
+
+    /// One notification's deliveries per state, counted where they are kept (none is read out).
+    func counts(notificationID: String) async throws -> [DeliveryState: Int]
+
+    /// A page of one notification's deliveries: those with an id above `after`, in id order, at most `limit`.
+    func deliveries(notificationID: String, after: Int64, limit: Int) async throws -> [DeliveryRecord]
 }
 
 /// What becomes of a claimed delivery: a final outcome, or another try later.

@@ -80,4 +80,14 @@ public actor MemoryDeliveryQueue: DeliveryQueue {
     public func deliveries(notificationID: String) -> [DeliveryRecord] {
         records.values.filter { $0.notificationID == notificationID }.sorted { $0.id < $1.id }
     }
+
+    public func counts(notificationID: String) -> [DeliveryState: Int] {
+        var c: [DeliveryState: Int] = [:]
+        for r in records.values where r.notificationID == notificationID { c[r.state, default: 0] += 1 }
+        return c
+    }
+
+    public func deliveries(notificationID: String, after: Int64, limit: Int) -> [DeliveryRecord] {
+        Array(deliveries(notificationID: notificationID).lazy.filter { $0.id > after }.prefix(max(0, limit)))
+    }
 }

@@ -170,6 +170,23 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
         }
     }
 
+    public func counts(notificationID: String) async throws -> [DeliveryState: Int] {
+        try await pool.read { db in
+            var c: [DeliveryState: Int] = [:]
+            let rows = try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM deliveries WHERE notification_id = ? GROUP BY state", arguments: [notificationID])
+            for row in rows {
+                if let s = DeliveryState(rawValue: row["state"]) { c[s] = row["n"] }
+            }
+            return c
+        }
+    }
+
+    public func deliveries(notificationID: String, after: Int64, limit: Int) async throws -> [DeliveryRecord] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM deliveries WHERE notification_id = ? AND id > ? ORDER BY id LIMIT ?", arguments: [notificationID, after, max(0, limit)]).map(Self.record)
+        }
+    }
+
     static func record(_ row: Row) -> DeliveryRecord {
         func date(_ column: String) -> Date? { (row[column] as Double?).map { Date(timeIntervalSince1970: $0) } }
         return DeliveryRecord(
