@@ -63,21 +63,30 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
             RETURNING id
             """)
         let id = try Int64.fetchOne(insert, arguments: [d.appID, d.token, d.platform.rawValue, d.provider.rawValue, d.userID, d.locale, d.timeZone, d.appVersion, d.updatedAt.timeIntervalSince1970])!
-        try db.cachedStatement(sql: "DELETE FROM device_tags WHERE device_id = ?").execute(arguments: [id])
-        try db.cachedStatement(sql: "DELETE FROM device_topics WHERE device_id = ?").execute(arguments: [id])
+        try Self.deleteLists(of: id, in: db)
         let tag = try db.cachedStatement(sql: "INSERT INTO device_tags (device_id, tag) VALUES (?, ?)")
         for t in Set(d.tags) { try tag.execute(arguments: [id, t]) }
         let topic = try db.cachedStatement(sql: "INSERT INTO device_topics (device_id, topic) VALUES (?, ?)")
         for t in Set(d.topics) { try topic.execute(arguments: [id, t]) }
     }
 
+    /// A device's tags and topics.
+    static func deleteLists(of id: Int64, in db: Database) throws {
+        try db.cachedStatement(sql: "DELETE FROM device_tags WHERE device_id = ?").execute(arguments: [id])
+        try db.cachedStatement(sql: "DELETE FROM device_topics WHERE device_id = ?").execute(arguments: [id])
+    }
+
+    /// A device with its tags and topics.
+    static func delete(_ id: Int64, in db: Database) throws {
+        try deleteLists(of: id, in: db)
+        try db.cachedStatement(sql: "DELETE FROM devices WHERE id = ?").execute(arguments: [id])
+    }
+
     @discardableResult
     public func remove(appID: String, token: String) async throws -> Bool {
         try await pool.write { db in
             guard let id = try Int64.fetchOne(db, sql: "SELECT id FROM devices WHERE app_id = ? AND token = ?", arguments: [appID, token]) else { return false }
-            try db.execute(sql: "DELETE FROM device_tags WHERE device_id = ?", arguments: [id])
-            try db.execute(sql: "DELETE FROM device_topics WHERE device_id = ?", arguments: [id])
-            try db.execute(sql: "DELETE FROM devices WHERE id = ?", arguments: [id])
+            try Self.delete(id, in: db)
             return true
         }
     }
@@ -130,10 +139,7 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
             guard let row = try Row.fetchOne(db, sql: "SELECT id, updated_at FROM devices WHERE app_id = ? AND token = ?", arguments: [appID, token]) else { return false }
             let updated: Double = row["updated_at"]
             if let since = invalidSince, updated > since.timeIntervalSince1970 { return false }  // registered again since
-            let id: Int64 = row["id"]
-            try db.execute(sql: "DELETE FROM device_tags WHERE device_id = ?", arguments: [id])
-            try db.execute(sql: "DELETE FROM device_topics WHERE device_id = ?", arguments: [id])
-            try db.execute(sql: "DELETE FROM devices WHERE id = ?", arguments: [id])
+            try Self.delete(row["id"], in: db)
             return true
         }
     }

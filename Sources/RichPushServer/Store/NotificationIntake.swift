@@ -104,7 +104,7 @@ public final class SQLiteIntake: NotificationIntake {
     }
 
     public func completeFanOut(notificationID: String) async throws -> Int {
-        guard let row = try await store.pool.read({ db in try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE id = ?", arguments: [notificationID]) }),
+        guard let row = try await store.pool.read({ db in try SQLiteServerStore.notificationRow(id: notificationID, in: db) }),
             (row["fanout_state"] as String) == "pending",
             let audienceText = row["audience"] as String?, let (audience, _) = Optional(Audience.read(try JSONValue.parse(audienceText))), let audience
         else { return 0 }

@@ -136,8 +136,7 @@ public final class SQLiteServerStore: ServerStore {
             try db.execute(sql: "INSERT INTO apps (id, name, bundle_id, fcm_project_id, apns, fcm, revision, created_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
                 arguments: [stored.id, stored.name, stored.bundleID, stored.fcmProjectID, apns, fcm, Date().timeIntervalSince1970])
             let hash = APIKeys.hash(key)
-            try db.execute(sql: "INSERT INTO api_keys (key_hash, key_id, app_id, scopes, created_at) VALUES (?, ?, ?, ?, ?)",
-                arguments: [hash, APIKeys.id(ofHash: hash), stored.id, APIScope.allCases.map(\.rawValue).joined(separator: ","), Date().timeIntervalSince1970])
+            try Self.insertKey(hash: hash, appID: stored.id, scopes: Set(APIScope.allCases), in: db)
         }
         apps.withLockedValue { $0[app.id] = (app, Date()) }
         return (app, key)
@@ -149,15 +148,19 @@ public final class SQLiteServerStore: ServerStore {
             try db.execute(sql: "UPDATE apps SET name = ?, bundle_id = ?, fcm_project_id = ?, apns = ?, fcm = ?, revision = revision + 1 WHERE id = ?",
                 arguments: [app.name, app.bundleID, app.fcmProjectID, apns, fcm, app.id])
             guard db.changesCount == 1 else { return nil }
-            return try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE id = ?", arguments: [app.id]).map(self.app)
+            return try self.app(id: app.id, in: db)
         }
         apps.withLockedValue { $0[app.id] = (updated, Date()) }
         return updated
     }
 
+    func app(id: String, in db: Database) throws -> ServerApp? {
+        try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE id = ?", arguments: [id]).map { try self.app($0) }
+    }
+
     public func app(id: String) async throws -> ServerApp? {
         if let (hit, at) = apps.withLockedValue({ $0[id] }), Date().timeIntervalSince(at) < cacheLifetime { return hit }
-        let app = try await pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM apps WHERE id = ?", arguments: [id]).map(self.app) }
+        let app = try await pool.read { db in try self.app(id: id, in: db) }
         apps.withLockedValue { cache in
             if cache.count > 10_000 { cache.removeAll() }
             cache[id] = (app, Date())
@@ -171,11 +174,14 @@ public final class SQLiteServerStore: ServerStore {
         let key = APIKeys.newKey()
         let hash = APIKeys.hash(key)
         let grant = APIGrant(keyID: APIKeys.id(ofHash: hash), appID: appID, scopes: scopes)
-        try await pool.write { db in
-            try db.execute(sql: "INSERT INTO api_keys (key_hash, key_id, app_id, scopes, created_at) VALUES (?, ?, ?, ?, ?)",
-                arguments: [hash, grant.keyID, appID, APIScope.allCases.filter(scopes.contains).map(\.rawValue).joined(separator: ","), Date().timeIntervalSince1970])
-        }
+        try await pool.write { db in try Self.insertKey(hash: hash, appID: appID, scopes: scopes, in: db) }
         return (grant, key)
+    }
+
+    /// A key, stored as its hash only, with its scopes in their documented order.
+    static func insertKey(hash: String, appID: String, scopes: Set<APIScope>, in db: Database) throws {
+        try db.execute(sql: "INSERT INTO api_keys (key_hash, key_id, app_id, scopes, created_at) VALUES (?, ?, ?, ?, ?)",
+            arguments: [hash, APIKeys.id(ofHash: hash), appID, APIScope.allCases.filter(scopes.contains).map(\.rawValue).joined(separator: ","), Date().timeIntervalSince1970])
     }
 
     public func revokeKey(appID: String, keyID: String) async throws -> Bool {
@@ -228,7 +234,12 @@ public final class SQLiteServerStore: ServerStore {
     }
 
     public func notification(id: String) async throws -> StoredNotification? {
-        try await pool.read { db in try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE id = ?", arguments: [id]).map(Self.notification) }
+        try await pool.read { db in try Self.notificationRow(id: id, in: db).map(Self.notification) }
+    }
+
+    /// A notification's row, with its fan-out columns.
+    static func notificationRow(id: String, in db: Database) throws -> Row? {
+        try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE id = ?", arguments: [id])
     }
 
     static func notification(_ row: Row) throws -> StoredNotification {
