@@ -1,0 +1,155 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real PostgreSQL for tests: a cluster made by `initdb` in a temporary folder and its server started as a child
+/// of this process on a free loopback port, with trust authentication for the user `richpush`. PostgreSQL refuses
+/// to run as root, so when this process is root the cluster belongs to, and runs as, the `postgres` user (else
+/// `nobody`). `stop()` shuts it down (fast) and removes the folder.
+///
+/// The server is not started through `pg_ctl`: run through `Process`, `pg_ctl start` ended but was never reaped
+/// while the server it left behind ran (that server held descriptors inherited from this process), and the test
+/// waited forever in `waitUntilExit`.
+///
+/// The binaries are found in `RICHPUSH_PG_BIN`, else the newest `/usr/lib/postgresql/N/bin` (Debian's
+/// `postgresql` package, which `Scripts/test` installs), else `PATH`.
+public final class PostgresServer {
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    public let port: Int
+    public let user = "richpush"
+    public let directory: URL
+    let bin: URL
+    let runAs: String?
+    let process = Process()
+
+    /// `postgres://richpush@127.0.0.1:PORT/postgres`
+    public var url: String { "postgres://\(user)@127.0.0.1:\(port)/postgres" }
+
+    public static func start() throws -> PostgresServer {
+        guard let bin = binaries() else {
+            throw Failure(description: "no PostgreSQL binaries (initdb, postgres): apt-get install postgresql, or set RICHPUSH_PG_BIN")
+        }
+        let directory = URL(fileURLWithPath: "/tmp/richpush-pg-\(UUID().uuidString.prefix(8))")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        var runAs: String?
+        if geteuid() == 0 {
+            let name = getpwnam("postgres") != nil ? "postgres" : "nobody"
+            guard let pw = getpwnam(name) else { throw Failure(description: "no unprivileged user to run PostgreSQL as") }
+            guard chown(directory.path, pw.pointee.pw_uid, pw.pointee.pw_gid) == 0 else { throw Failure(description: "cannot give \(directory.path) to \(name)") }
+            runAs = name
+        }
+        let server = PostgresServer(port: try freePort(), directory: directory, bin: bin, runAs: runAs)
+        do {
+            let data = directory.appendingPathComponent("data").path
+            try server.run("initdb", ["-D", data, "-U", server.user, "-A", "trust", "-E", "UTF8", "--no-instructions"])
+            try server.serve(data: data)
+        } catch {
+            server.stop()
+            throw error
+        }
+        return server
+    }
+
+    init(port: Int, directory: URL, bin: URL, runAs: String?) {
+        self.port = port
+        self.directory = directory
+        self.bin = bin
+        self.runAs = runAs
+    }
+
+    /// Starts the server and waits until it says it accepts connections (up to a minute).
+    func serve(data: String) throws {
+        let logURL = directory.appendingPathComponent("server.log")
+        FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        let log = try FileHandle(forWritingTo: logURL)
+        let arguments = ["-D", data, "-p", String(port), "-k", directory.path, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off"]
+        command(process, "postgres", arguments)
+        process.standardOutput = log
+        process.standardError = log
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let deadline = Date().addingTimeInterval(60)
+        while !self.log.contains("database system is ready to accept connections") {
+            guard process.isRunning else { throw Failure(description: "postgres ended at start: \(self.log.suffix(2000))") }
+            guard Date() < deadline else { throw Failure(description: "postgres did not start within a minute: \(self.log.suffix(2000))") }
+            usleep(20_000)
+        }
+    }
+
+    /// Stops the server (SIGINT: PostgreSQL's fast shutdown) and removes its folder.
+    public func stop() {
+        if process.isRunning {
+            process.interrupt()
+            process.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Sets a process up to run a PostgreSQL tool, as the unprivileged user when there is one.
+    func command(_ p: Process, _ tool: String, _ arguments: [String]) {
+        let path = bin.appendingPathComponent(tool).path
+        if let runAs {
+            // setpriv execs the tool as the user (no session, no extra process in between).
+            p.executableURL = URL(fileURLWithPath: "/usr/bin/setpriv")
+            p.arguments = ["--reuid=\(runAs)", "--regid=\(runAs)", "--init-groups", "--", path] + arguments
+        } else {
+            p.executableURL = URL(fileURLWithPath: path)
+            p.arguments = arguments
+        }
+        p.currentDirectoryURL = directory
+    }
+
+    /// What the server logged (for a failing test's message).
+    public var log: String { (try? String(contentsOf: directory.appendingPathComponent("server.log"), encoding: .utf8)) ?? "" }
+
+    @discardableResult
+    func run(_ tool: String, _ arguments: [String]) throws -> String {
+        let p = Process()
+        command(p, tool, arguments)
+        let out = Pipe()
+        p.standardOutput = out
+        p.standardError = out
+        try p.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        guard p.terminationStatus == 0 else { throw Failure(description: "\(tool) failed (\(p.terminationStatus)): \(text.suffix(2000))") }
+        return text
+    }
+
+    static func binaries() -> URL? {
+        let fm = FileManager.default
+        if let env = ProcessInfo.processInfo.environment["RICHPUSH_PG_BIN"], fm.isExecutableFile(atPath: env + "/initdb") {
+            return URL(fileURLWithPath: env)
+        }
+        let versions = ((try? fm.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []).compactMap(Int.init).sorted()
+        for v in versions.reversed() where fm.isExecutableFile(atPath: "/usr/lib/postgresql/\(v)/bin/initdb") {
+            return URL(fileURLWithPath: "/usr/lib/postgresql/\(v)/bin")
+        }
+        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") where fm.isExecutableFile(atPath: "\(dir)/initdb") {
+            return URL(fileURLWithPath: String(dir))
+        }
+        return nil
+    }
+
+    /// A loopback port nobody listens on (bound, read, released).
+    static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "no socket") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { throw Failure(description: "no free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
