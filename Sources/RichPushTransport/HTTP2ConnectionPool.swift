@@ -158,7 +158,7 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                 let connection = try await HTTP2ClientConnection.connect(to: config.target, group: group, timeout: config.connectTimeout)
                 let pooled = Pooled(connection: connection, extra: makeExtra(), id: id)
                 let keep = state.withLockedValue { s -> Bool in
-                    guard !s.shutDown else { return false }
+                    guard !s.shutDown, s.slots.indices.contains(slot) else { return false }
                     s.slots[slot] = .ready(pooled)
                     return true
                 }
@@ -173,7 +173,12 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                 let base = config.backoffBase.nanoseconds * Int64(1 << exponent)
                 let delay = min(base, config.backoffCap.nanoseconds)
                 let jittered = delay / 2 + Int64.random(in: 0...max(1, delay / 2))
-                state.withLockedValue { s in s.slots[slot] = .empty(failures: failures + 1, notBefore: .now() + .nanoseconds(jittered)) }
+                // A pool shut down while this connect ran has no slots left to mark (an app's clients are
+                // replaced when its credentials change, with their connects still under way).
+                state.withLockedValue { s in
+                    guard !s.shutDown, s.slots.indices.contains(slot) else { return }
+                    s.slots[slot] = .empty(failures: failures + 1, notBefore: .now() + .nanoseconds(jittered))
+                }
                 throw error
             }
         }

@@ -1,5 +1,6 @@
 import Foundation
 import NIOCore
+import NIOPosix
 import RichPushAPNs
 import RichPushSandbox
 @testable import RichPushTransport
@@ -79,5 +80,26 @@ import Testing
         #expect(conn.inFlight == 0)
         conn.close()
         await emulator.stop()
+    }
+
+    /// A pool shut down while one of its connects is still under way (an app's clients are replaced when its
+    /// credentials change): the connect fails later and must not mark a slot the shutdown removed. The API
+    /// fuzzer's server trapped here (index out of range) after a run of credential changes.
+    @Test func aConnectThatFailsAfterTheShutdownDoesNotTrap() async throws {
+        // A listener that takes the connection and never answers the TLS handshake.
+        let silent = try await ServerBootstrap(group: NIOSingletons.posixEventLoopGroup)
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(silent.localAddress?.port)
+        let pool = HTTP2ConnectionPool<Void>(
+            configuration: .init(target: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)), connections: 2, connectTimeout: .milliseconds(400), maxAttempts: 1),
+            group: NIOSingletons.posixEventLoopGroup, makeExtra: {})
+        let request = Task { try await pool.execute { _ in H2Request(path: "/", headers: [], body: ByteBuffer()) } }
+        try await Task.sleep(nanoseconds: 100_000_000)
+        await pool.shutdown()
+        await #expect(throws: TransportError.self) { _ = try await request.value }
+        // The connect's own failure lands after the shutdown; give it time to run.
+        try await Task.sleep(nanoseconds: 600_000_000)
+        #expect(pool.openConnections.isEmpty)
+        try await silent.close()
     }
 }
