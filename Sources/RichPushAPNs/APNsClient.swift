@@ -48,6 +48,20 @@ extension TransportError {
     }
 }
 
+/// One rendered notification in the form the client sends, for many device tokens: rendered once (with no
+/// token), its body in a buffer every send shares.
+public struct APNsPreparedRequest: Sendable {
+    public let headers: [(String, String)]
+    public let body: ByteBuffer
+
+    public init(_ request: APNsRequest) {
+        headers = request.headers.map { ($0.name, $0.value) }
+        var b = ByteBufferAllocator().buffer(capacity: request.body.count)
+        b.writeBytes(request.body)
+        body = b
+    }
+}
+
 /// A provider connection to APNs: HTTP/2 over TLS, token or certificate authentication.
 ///
 /// ```swift
@@ -79,9 +93,13 @@ public final class APNsClient: Sendable {
 
     /// Sends a request rendered by ``APNsRenderer``.
     public func send(_ request: APNsRequest) async throws(APNsFailure) -> APNsDelivery {
-        var buffer = ByteBufferAllocator().buffer(capacity: request.body.count)
-        buffer.writeBytes(request.body)
-        return try await send(path: request.path, headers: request.headers.map { ($0.name, $0.value) }, body: buffer)
+        let prepared = APNsPreparedRequest(request)
+        return try await send(path: request.path, headers: prepared.headers, body: prepared.body)
+    }
+
+    /// Sends a prepared request to one device token.
+    public func send(_ prepared: APNsPreparedRequest, to deviceToken: String) async throws(APNsFailure) -> APNsDelivery {
+        try await send(path: "/3/device/" + deviceToken, headers: prepared.headers, body: prepared.body)
     }
 
     /// Sends a body that is already in a buffer (for one payload to many tokens, render once).

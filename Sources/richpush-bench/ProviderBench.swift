@@ -116,16 +116,12 @@ struct APNsBench: AsyncParsableCommand {
         let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: clientThreads)
         let client = APNsClient(configuration: .init(endpoint: .custom(host: "127.0.0.1", port: sandbox.apnsPort), authentication: .token(key), trust: .certificateAuthority(pem: creds.caCertificatePEM), connections: connections, requestTimeout: 30), eventLoopGroup: group)
-        let sample = APNsRenderer(bundleID: "com.example.app").render(try benchMessage(), deviceToken: "00")
-        var buffer = ByteBufferAllocator().buffer(capacity: sample.body.count)
-        buffer.writeBytes(sample.body)
-        let body = buffer
-        let headers = sample.headers.map { ($0.name, $0.value) }
+        let prepared = APNsPreparedRequest(APNsRenderer(bundleID: "com.example.app").render(try benchMessage(), deviceToken: ""))
         let tokens = Self.tokens
-        _ = try await client.send(path: "/3/device/" + tokens[0], headers: headers, body: body)
+        _ = try await client.send(prepared, to: tokens[0])
         let start = Measure.now()
         let failures = try await drive(count: count, concurrency: concurrency) { i in
-            do { _ = try await client.send(path: "/3/device/" + tokens[i % tokens.count], headers: headers, body: body); return true } catch { return false }
+            do { _ = try await client.send(prepared, to: tokens[i % tokens.count]); return true } catch { return false }
         }
         let seconds = Double(Measure.now() - start) / 1e9
         await client.shutdown()

@@ -411,4 +411,61 @@ import Glibc
         let file = try Self.run(["send", message, "--tokens", report] + through)
         #expect(file.status == 2 && file.stderr.contains("--tokens is for direct sends"))
     }
+
+    /// Hostile answers from a "server": random statuses, shapes, types and numbers (extremes included) for the send
+    /// and for every page, and random `sandbox.json` files. The command must end with 0, 1 or 2 every time: no trap,
+    /// no endless paging. Seeded: a failure names its seed.
+    @Test func hostileServerAnswersAndSandboxFilesNeverStopTheCommand() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("send-hostile-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let message = dir.appendingPathComponent("message.json").path
+        try Data(#"{"title":"t"}"#.utf8).write(to: URL(fileURLWithPath: message))
+        for seed in UInt64(1)...40 {
+            var r = SeededRandom(seed: seed)
+            func number() -> JSONValue {
+                let picks: [JSONValue] = [.int(Int64.max), .int(Int64.min), .int(-1), .int(0), .int(Int64(r.next() % 5000)), .double(1e300), .double(-0.5), "12", .null, true]
+                return picks[Int(r.next() % UInt64(picks.count))]
+            }
+            func text() -> JSONValue {
+                let picks: [JSONValue] = ["delivered", "failed", "pruned", "queued", "Unregistered", "BadDeviceToken", "UNREGISTERED", "", .int(3), .null, .string(String(repeating: "x", count: Int(r.next() % 300)))]
+                return picks[Int(r.next() % UInt64(picks.count))]
+            }
+            // Counts without queued or leased, so that the notification is over and the pages are read.
+            var counts: [String: JSONValue] = [:]
+            for state in ["delivered", "failed", "pruned", "expired", "bogus"] where r.next() % 2 == 0 { counts[state] = number() }
+            let deliveries: [JSONValue] = (0..<Int(r.next() % 30)).map { _ in
+                ["target": text(), "provider": text(), "state": text(), "reason": text(), "attempts": number(), "provider_id": text()]
+            }
+            var page: [String: JSONValue] = ["id": "n1", "total": number(), "counts": .object(counts), "deliveries": .array(deliveries)]
+            if r.next() % 3 != 0 { page["next_after"] = number() }
+            let postStatus = [202, 202, 202, 400, 401, 403, 404, 422, 429, 500, 503][Int(r.next() % 11)]
+            let post: JSONValue = postStatus == 202
+                ? ["id": r.next() % 5 == 0 ? .int(7) : "n1", "warnings": [["path": text(), "message": text(), "rule": text()]]]
+                : ["error": ["code": text(), "message": text(), "issues": [["path": text(), "message": text()]]]]
+            let garbage = r.next() % 7 == 0
+            let server = MediaTestServer(routes: [
+                "/v1/apps/app_x/notifications": .bytes(garbage ? [0xFF, 0x00, 0x7B] : post.serialized(), contentType: "application/json", status: postStatus),
+                "/v1/apps/app_x/notifications/n1": .bytes(JSONValue.object(page).serialized(), contentType: "application/json"),
+            ])
+            let port = try await server.start()
+            let progress = ["lines", "bar", "none"][Int(r.next() % 3)]
+            let run = try Self.run(["send", message, "--server", "http://127.0.0.1:\(port)", "--key", "rp_x", "--app", "app_x", "--all",
+                                    "--progress", progress, "--progress-interval", "0.01", "--report", dir.appendingPathComponent("r.csv").path] + (r.next() % 2 == 0 ? ["--json"] : []))
+            try await server.shutdown()
+            #expect([0, 1, 2].contains(run.status), "seed \(seed): status \(run.status) \(String(run.stderr.suffix(500)))")
+        }
+        // sandbox.json as anything at all: a usage error (2), or a send that fails (1), never a trap.
+        let sandbox = dir.appendingPathComponent("sandbox")
+        try FileManager.default.createDirectory(at: sandbox, withIntermediateDirectories: true)
+        try SandboxCredentials.generate().write(to: sandbox, tokenURI: "https://127.0.0.1:1/token")
+        for (seed, summary) in [
+            #"{"apns":{"port":99999999999},"fcm":{"url":"https://127.0.0.1:1"}}"#, #"{"apns":{"port":-5},"fcm":{"url":"https://127.0.0.1:1"}}"#,
+            #"{"apns":{"port":1},"fcm":{"url":"https://127.0.0.1:99999999"}}"#, #"{"apns":{"port":"x"}}"#, #"[1,2]"#, "\u{FF}\u{FE}", #"{"apns":{"port":1},"fcm":{"url":"ftp://x"}}"#,
+        ].enumerated() {
+            try Data(summary.utf8).write(to: sandbox.appendingPathComponent("sandbox.json"))
+            let run = try Self.run(["send", message, "--sandbox", sandbox.path, "--token", Self.apnsToken(1), "--max-attempts", "1", "--timeout", "1"])
+            #expect([1, 2].contains(run.status), "sandbox.json \(seed): status \(run.status) \(String(run.stderr.suffix(300)))")
+        }
+    }
 }

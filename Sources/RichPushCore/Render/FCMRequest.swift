@@ -14,6 +14,27 @@ public enum FCMTarget: Sendable, Hashable {
         }
     }
 
+    /// As a server's delivery stores it and `richpush send` reports it: the token itself, `topic:NAME` or
+    /// `condition:EXPRESSION`.
+    public var storedForm: String {
+        switch self {
+        case .token(let t): return t
+        case .topic(let t): return "topic:" + t
+        case .condition(let c): return "condition:" + c
+        }
+    }
+
+    /// Reads ``storedForm`` back.
+    public init(storedForm s: String) {
+        if s.hasPrefix("topic:") {
+            self = .topic(String(s.dropFirst("topic:".count)))
+        } else if s.hasPrefix("condition:") {
+            self = .condition(String(s.dropFirst("condition:".count)))
+        } else {
+            self = .token(s)
+        }
+    }
+
     /// FCM allows 2048 bytes for messages to topics (a condition is a topic message too), 4096 otherwise.
     public var payloadLimit: Int {
         if case .token = self { return 4096 }

@@ -81,8 +81,8 @@ public enum Audience: Sendable, Hashable {
     public var directTargets: [(DeliveryProvider, String)]? {
         switch self {
         case let .providerTokens(apns, fcm): return apns.map { (.apns, $0) } + fcm.map { (.fcm, $0) }
-        case .fcmTopic(let t): return [(.fcm, "topic:" + t)]
-        case .fcmCondition(let c): return [(.fcm, "condition:" + c)]
+        case .fcmTopic(let t): return [(.fcm, FCMTarget.topic(t).storedForm)]
+        case .fcmCondition(let c): return [(.fcm, FCMTarget.condition(c).storedForm)]
         default: return nil
         }
     }

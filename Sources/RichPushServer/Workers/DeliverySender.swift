@@ -76,22 +76,16 @@ public final class ProviderDeliverySender: DeliverySender {
         switch d.provider {
         case .apns:
             guard let client = app.apns else { return .failed(.fixCredentials, reason: "apns_not_configured") }
-            let (headers, body) = rendered.apns(d.notificationID) {
-                let r = APNsRenderer(bundleID: app.bundleID).render(m, deviceToken: "")
-                var b = ByteBufferAllocator().buffer(capacity: r.body.count)
-                b.writeBytes(r.body)
-                return (r.headers.map { ($0.name, $0.value) }, b)
-            }
+            let prepared = rendered.apns(d.notificationID) { APNsPreparedRequest(APNsRenderer(bundleID: app.bundleID).render(m, deviceToken: "")) }
             do {
-                let delivery = try await client.send(path: "/3/device/" + d.target, headers: headers, body: body)
+                let delivery = try await client.send(prepared, to: d.target)
                 return .delivered(providerID: delivery.apnsID)
             } catch {
                 return .failed(error.retry, reason: error.label)
             }
         case .fcm:
             guard let client = app.fcm else { return .failed(.fixCredentials, reason: "fcm_not_configured") }
-            let target: FCMTarget = d.target.hasPrefix("topic:") ? .topic(String(d.target.dropFirst(6))) : d.target.hasPrefix("condition:") ? .condition(String(d.target.dropFirst(10))) : .token(d.target)
-            let request = FCMRenderer(projectID: app.fcmProjectID, chartImageURL: app.chartImageURL).render(m, to: target)
+            let request = FCMRenderer(projectID: app.fcmProjectID, chartImageURL: app.chartImageURL).render(m, to: FCMTarget(storedForm: d.target))
             do {
                 return .delivered(providerID: try await client.send(request))
             } catch {
@@ -103,9 +97,9 @@ public final class ProviderDeliverySender: DeliverySender {
 
 /// Rendered APNs requests by notification, so that a fan-out renders once.
 final class RenderCache: Sendable {
-    private let apnsCache = NIOLockedValueBox<[String: ([(String, String)], ByteBuffer)]>([:])
+    private let apnsCache = NIOLockedValueBox<[String: APNsPreparedRequest]>([:])
 
-    func apns(_ id: String, render: () -> ([(String, String)], ByteBuffer)) -> ([(String, String)], ByteBuffer) {
+    func apns(_ id: String, render: () -> APNsPreparedRequest) -> APNsPreparedRequest {
         if let hit = apnsCache.withLockedValue({ $0[id] }) { return hit }
         let value = render()
         apnsCache.withLockedValue { cache in

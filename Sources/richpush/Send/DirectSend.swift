@@ -67,8 +67,8 @@ struct DirectSend {
             let creds: SandboxCredentials
             do { creds = try SandboxCredentials.read(from: folder) } catch { throw SendFailure.usage("--sandbox \(dir): \(error)") }
             let caTrust = TLSTrust.certificateAuthority(pem: creds.caCertificatePEM)
-            guard let apnsPort = summary["apns"]?["port"]?.intValue, let fcmURL = summary["fcm"]?["url"]?.stringValue else {
-                throw SendFailure.usage("\(summaryFile.path) does not name the emulators' ports")
+            guard let apnsPort = summary["apns"]?["port"]?.intValue, (1...65535).contains(apnsPort), let fcmURL = summary["fcm"]?["url"]?.stringValue else {
+                throw SendFailure.usage("\(summaryFile.path) does not name the emulators' ports (1 to 65535)")
             }
             let fcmEndpoint = try Endpoint(url: fcmURL, option: "the sandbox's FCM URL")
             let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
@@ -202,8 +202,9 @@ struct DirectSend {
     func route(_ target: SendTarget) -> Result<TargetSender, BulkSend.TargetProblem> {
         switch target {
         case .token(let t):
-            if let apns, fcm == nil || MessageValidator.apnsTokenProblem(t) == nil {
-                if let p = MessageValidator.apnsTokenProblem(t) { return .failure(.init(provider: "apns", reason: "bad-token", detail: p)) }
+            let problem = MessageValidator.apnsTokenProblem(t)
+            if let apns, fcm == nil || problem == nil {
+                if let problem { return .failure(.init(provider: "apns", reason: "bad-token", detail: problem)) }
                 return .success(apns)
             }
             guard let fcm else { return .failure(.init(provider: "", reason: "no-provider", detail: "nothing set up to send to it")) }

@@ -1,5 +1,4 @@
 import Foundation
-import NIOCore
 import RichPushAPNs
 import RichPushCore
 import RichPushFCM
@@ -8,25 +7,20 @@ import RichPushTransport
 /// Sends one rendered APNs request to device tokens: the body is rendered once and shared by every send.
 struct APNsTargetSender: TargetSender {
     let client: APNsClient
-    let headers: [(String, String)]
-    let body: ByteBuffer
+    let prepared: APNsPreparedRequest
     var provider: String { "apns" }
 
     init(client: APNsClient, message: PushMessage, bundleID: String) {
         self.client = client
-        let request = APNsRenderer(bundleID: bundleID).render(message, deviceToken: "")
-        headers = request.headers.map { ($0.name, $0.value) }
-        var b = ByteBufferAllocator().buffer(capacity: request.body.count)
-        b.writeBytes(request.body)
-        body = b
+        prepared = APNsPreparedRequest(APNsRenderer(bundleID: bundleID).render(message, deviceToken: ""))
     }
 
-    func send(_ target: SendTarget) async -> Attempt {
+    func send(_ target: FCMTarget) async -> Attempt {
         guard case .token(let token) = target else {
             return .failed(.never, reason: "not-a-token", detail: "APNs sends to device tokens only")
         }
         do {
-            let delivery = try await client.send(path: "/3/device/" + token, headers: headers, body: body)
+            let delivery = try await client.send(prepared, to: token)
             return .delivered(providerID: delivery.apnsID)
         } catch {
             let reason = error.reason?.rawValue ?? error.label
@@ -43,15 +37,9 @@ struct FCMTargetSender: TargetSender {
     let message: PushMessage
     var provider: String { "fcm" }
 
-    func send(_ target: SendTarget) async -> Attempt {
-        let to: FCMTarget
-        switch target {
-        case .token(let t): to = .token(t)
-        case .topic(let t): to = .topic(t)
-        case .condition(let c): to = .condition(c)
-        }
+    func send(_ target: FCMTarget) async -> Attempt {
         do {
-            return .delivered(providerID: try await client.send(renderer.render(message, to: to)))
+            return .delivered(providerID: try await client.send(renderer.render(message, to: target)))
         } catch {
             return .failed(error.retry, reason: error.code?.description ?? error.label, detail: error.advice ?? error.message)
         }

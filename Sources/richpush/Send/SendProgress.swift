@@ -57,8 +57,8 @@ final class SendConsole: Sendable {
         switch progress {
         case .bar:
             let width = 30
-            let fraction = total.map { $0 > 0 ? min(1, Double(done) / Double($0)) : 1 } ?? 0
-            let filled = Int(fraction * Double(width))
+            let fraction = total.map { $0 > 0 ? min(1, max(0, Double(done) / Double($0))) : 1 } ?? 0
+            let filled = min(width, max(0, Int(fraction * Double(width))))
             let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
             let count = total.map { "\(Self.number(done))/\(Self.number($0))" } ?? Self.number(done)
             let percent = total != nil ? String(format: " %3.0f%%", fraction * 100) : ""
@@ -68,7 +68,7 @@ final class SendConsole: Sendable {
                 shown = true
             }
         case .lines:
-            let of = total.map { " of \(Self.number($0)) (\(Int(Double(done) * 100 / Double(max($0, 1))))%)" } ?? ""
+            let of = total.map { " of \(Self.number($0)) (\(Int(min(100, max(0, Double(done) * 100 / Double(max($0, 1))))))%)" } ?? ""
             say("progress: \(Self.number(done))\(of), \(Self.number(Int(rate)))/s\(eta.isEmpty ? "" : ", ETA \(eta)"); \(Self.number(c[.delivered])) delivered, \(Self.number(notDelivered)) not delivered", error: true)
         case .auto, .none:
             break

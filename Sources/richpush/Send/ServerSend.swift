@@ -88,7 +88,7 @@ struct ServerSend {
                 printError("warning: \(base): \(error.localizedDescription); trying again")
             }
             session.followed = last
-            total = last["total"]?.intValue.map(Int.init)
+            total = last["total"]?.intValue.map { Self.clamped($0) }
             let counts = last["counts"]?.objectValue ?? [:]
             if total != nil && counts["queued"] == nil && counts["leased"] == nil { break }
             try? await Task.sleep(nanoseconds: 250_000_000)
@@ -96,8 +96,11 @@ struct ServerSend {
         progress.cancel()
         _ = await progress.value
 
-        // Every delivery, a page at a time, into the report and the lines.
+        // Every delivery, a page at a time, into the report and the lines. A page must start past the one before,
+        // and there are no more pages than the total calls for: a server answering otherwise is not followed on.
         var after: Int64?
+        var pages = 0
+        let pageLimit = Self.clamped(last["total"]?.intValue) / 1000 + 2
         repeat {
             let path = notifications + "/\(id)?limit=1000" + (after.map { "&after=\($0)" } ?? "")
             let page: JSONValue
@@ -106,8 +109,18 @@ struct ServerSend {
                 break
             }
             for d in page["deliveries"]?.arrayValue ?? [] { session.record(Self.outcome(d)) }
-            after = page["next_after"]?.intValue
-        } while after != nil
+            pages += 1
+            guard let next = page["next_after"]?.intValue else { break }
+            if let after, next <= after {
+                printError("error: \(base) answered a page that does not move past the one before (next_after \(next)); the report stops here")
+                break
+            }
+            if pages >= pageLimit {
+                printError("error: \(base) answered more pages than its total calls for; the report stops here")
+                break
+            }
+            after = next
+        } while true
         signals.cancel()
         if session.stop.isSet && !command.output.json {
             session.console.say("stopped following \(id); the server goes on sending (GET \(notifications)/\(id) follows it)")
@@ -115,13 +128,16 @@ struct ServerSend {
         return session.finish(interrupted: session.stop.isSet)
     }
 
+    /// A count from the server, held to 0...10¹² (sums of them must not overflow, nor a bar be drawn backwards).
+    static func clamped(_ n: Int64?) -> Int { Int(min(max(n ?? 0, 0), 1_000_000_000_000)) }
+
     static func pendingCounts(_ answer: JSONValue) -> (counts: Tally.Counts, total: Int)? {
         guard let total = answer["total"]?.intValue else { return nil }
         var c = Tally.Counts()
         for (state, n) in answer["counts"]?.objectValue ?? [:] {
-            if let s = TargetOutcome.State(rawValue: state) { c.byState[s] = Int(n.intValue ?? 0) }
+            if let s = TargetOutcome.State(rawValue: state) { c.byState[s] = clamped(n.intValue) }
         }
-        return (c, Int(total))
+        return (c, clamped(total))
     }
 
     /// A delivery as the server lists it, as an outcome; the reason's meaning added where it is a provider's.
@@ -131,7 +147,7 @@ struct ServerSend {
         let reason = d["reason"]?.stringValue
         return TargetOutcome(
             target: d["target"]?.stringValue ?? "", provider: d["provider"]?.stringValue ?? "", state: state, reason: reason,
-            providerID: d["provider_id"]?.stringValue, attempts: Int(d["attempts"]?.intValue ?? 0), detail: reason.flatMap(advice))
+            providerID: d["provider_id"]?.stringValue, attempts: clamped(d["attempts"]?.intValue), detail: reason.flatMap(advice))
     }
 
     /// What a stored reason means: an APNs reason's or an FCM code's advice.
