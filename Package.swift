@@ -72,7 +72,7 @@ let package = Package(
         ),
         .target(name: "RichPushAPNs", dependencies: ["RichPushCore", "RichPushTransport"]),
         .target(name: "RichPushFCM", dependencies: ["RichPushCore", "RichPushTransport"]),
-        // The service: storage, queue and workers (the HTTP API is still to come).
+        // The service: HTTP API, storage (SQLite, or PostgreSQL for several nodes), queue and workers.
         .target(
             name: "RichPushServer",
             dependencies: [
@@ -93,6 +93,8 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             resources: [.copy("Resources/openapi.yaml")]
         ),
@@ -128,6 +130,7 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

@@ -8,6 +8,7 @@ import RichPushFCM
 import RichPushSandbox
 import RichPushServer
 import RichPushTransport
+import ServiceLifecycle
 import UnixSignals
 
 /// The whole server in this process: SQLite store, registry and queue, API, worker, and (in sandbox mode) the
@@ -16,16 +17,28 @@ struct LocalServer {
     let sandbox: Sandbox?
     let clients: ProviderClients
     let api: RichPushAPI
+    let backend: any StorageBackend
     let application: Application<RouterResponder<APIRequestContext>>
 
-    static func make(_ config: ServerConfiguration, adminKey: String, logLevel: Logger.Level = .info, onRunning: @escaping @Sendable (_ port: Int, _ sandboxAdminPort: Int, _ mediaBase: String) -> Void) async throws -> LocalServer {
+    /// The database the configuration names: an SQLite file with its checkpointer, or PostgreSQL shared with
+    /// other nodes. Credentials are sealed with a key kept in a file (made on first start, never when sealed
+    /// credentials exist without it: that would lock them away for good).
+    static func openBackend(_ config: ServerConfiguration, nodeID: String) async throws -> (any StorageBackend, [any Service]) {
+        let keyFile = config.resolvedCredentialsKeyFile
+        let sealer = { (sealedExist: Bool) throws -> CredentialSealer in
+            try CredentialSealer.load(keyFile: keyFile, create: !FileManager.default.fileExists(atPath: keyFile) && !sealedExist)
+        }
+        if config.isPostgres {
+            return (try await PostgresBackend.open(url: config.database, sealer: sealer, nodeID: nodeID), [])
+        }
         let pool = try SQLiteDeliveryQueue.openPool(path: config.database, backgroundCheckpoints: true)
         let checkpointer = try WALCheckpointer(path: config.database)
-        // Credentials are sealed with a key kept beside the database (made on first start, never when sealed
-        // credentials exist without it: that would lock them away for good).
-        let keyFile = config.resolvedCredentialsKeyFile
-        let sealer = try CredentialSealer.load(keyFile: keyFile, create: !FileManager.default.fileExists(atPath: keyFile) && !SQLiteServerStore.hasSealedCredentials(pool: pool))
-        let backend = try SQLiteBackend(pool: pool, sealer: sealer)
+        return (try SQLiteBackend(pool: pool, sealer: try sealer(try SQLiteServerStore.hasSealedCredentials(pool: pool))), [checkpointer])
+    }
+
+    static func make(_ config: ServerConfiguration, adminKey: String, logLevel: Logger.Level = .info, onRunning: @escaping @Sendable (_ port: Int, _ sandboxAdminPort: Int, _ mediaBase: String) -> Void) async throws -> LocalServer {
+        let nodeID = config.nodeID ?? PostgresBackend.newNodeID()
+        let (backend, databaseServices) = try await openBackend(config, nodeID: nodeID)
         let (store, registry, queue) = (backend.store, backend.registry, backend.queue)
 
         // In sandbox mode every request goes to the emulators; apps without credentials use the sandbox's.
@@ -82,8 +95,10 @@ struct LocalServer {
                 }
             })
         let metrics = ServerMetrics()
+        // Leases name the node that holds them (several nodes share a PostgreSQL queue).
         let worker = DeliveryWorker(
-            configuration: .init(batchSize: config.batchSize, concurrency: config.concurrency, lease: config.leaseSeconds), queue: queue, sender: sender, metrics: metrics,
+            configuration: .init(owner: "\(nodeID)/w1", batchSize: config.batchSize, concurrency: config.concurrency, lease: config.leaseSeconds), queue: queue,
+            sender: sender, metrics: metrics, health: backend.health, logger: deliveryLog,
             prune: { d, _ in
                 do { _ = try await registry.prune(appID: d.appID, token: d.target, invalidSince: nil) } catch {
                     log.error("could not prune a gone token", metadata: ["delivery_id": .string("\(d.id)"), "error": .string("\(error)")])
@@ -95,24 +110,45 @@ struct LocalServer {
             validation: .init(allowInsecureMedia: config.sandbox, requireTargets: false), metrics: metrics,
             limiter: RateLimiter(rate: config.rateLimit, burst: config.rateLimit * 2), onQueued: { worker.wake() })
         api.onAccepted = { id, message in sender.remember(id, message) }
+        api.nodeID = nodeID
+        backend.onWorkQueued { worker.wake() }
         api.providers = { clients.sender(for: $0) }
         api.extraFCMTokenEndpoints = Set([sandboxTokenURI].compactMap { $0 })
         // Media preflight and hosting. Outside the sandbox, fetches refuse every internal address.
-        let mediaStore = try MediaStore(directory: URL(fileURLWithPath: config.resolvedMediaDirectory, isDirectory: true), cacheBytes: config.mediaCacheMegabytes << 20)
+        // On a shared database hosted media is kept there too: every node serves every file, its disk a cache.
+        let mediaStore = try MediaStore(
+            directory: URL(fileURLWithPath: config.resolvedMediaDirectory, isDirectory: true), cacheBytes: config.mediaCacheMegabytes << 20, shared: backend.sharedMedia)
         let fetcher = try SafeFetcher(policy: AddressPolicy(allowAll: config.sandbox), limits: .init(allowHTTP: config.sandbox))
         let media = MediaService(store: mediaStore, fetcher: fetcher, publicBase: config.publicBase(boundPort: config.port))
         api.media = media
         let receipts: DeviceReceipts? = config.receiptsEnabled ? DeviceReceipts(secret: try await store.secret(named: "receipts"), base: config.publicURL) : nil
         api.receipts = receipts
 
-        // Fan-outs a crash cut short are finished before serving.
-        _ = try await api.resumeFanOuts()
+        // Fan-outs a crash cut short are finished before serving (on a shared database, by the leader: a fan-out
+        // another node runs is not this node's to take).
+        if !config.isPostgres { _ = try await api.resumeFanOuts() }
+        // Periodic work one node does for all: resuming fan-outs a dead node left, sweeping shared media.
+        var jobs: [PeriodicJob] = []
+        if config.isPostgres {
+            let resuming = api
+            jobs.append(PeriodicJob(name: "resume-fan-outs", interval: 5) { _ = try await resuming.resumeFanOuts() })
+            if config.mediaRetentionDays > 0, let shared = backend.sharedMedia {
+                let retention = config.mediaRetentionDays * 86_400
+                jobs.append(PeriodicJob(name: "sweep-shared-media", interval: 3600) {
+                    let (files, bytes) = try await shared.sweep(before: Date().addingTimeInterval(-retention))
+                    metrics.mediaSwept(files: files, bytes: bytes)
+                })
+            }
+        }
+        let limiter = api.limiter
+        let clusterServices = backend.backgroundServices(address: "\(config.host):\(config.port)", leaderJobs: jobs) { limiter.share(among: $0) }
         var logger = Logger(label: "richpush")
         logger.logLevel = logLevel
         let application = Application(
             router: api.router(), server: .http1(configuration: .init(additionalChannelHandlers: [MediaFastPath(store: mediaStore)])),
             configuration: .init(address: .hostname(config.host, port: config.port), serverName: "richpush", backlog: 4096),
-            services: [WorkerService(worker: worker), checkpointer] + (config.mediaRetentionDays > 0 ? [MediaSweeper(store: mediaStore, retention: config.mediaRetentionDays * 86_400, metrics: metrics)] : []),
+            services: [WorkerService(worker: worker)] + databaseServices + clusterServices
+                + (config.mediaRetentionDays > 0 ? [MediaSweeper(store: mediaStore, retention: config.mediaRetentionDays * 86_400, metrics: metrics)] : []),
             onServerRunning: { [adminPort = sandbox?.adminPort ?? 0] channel in
                 let port = channel.localAddress?.port ?? 0
                 // Accept a burst of connections (the downloads after a large send) in few loop turns, not four a turn.
@@ -121,7 +157,7 @@ struct LocalServer {
                 receipts?.base = config.publicBase(boundPort: port)
                 onRunning(port, adminPort, media.publicBase)
             }, logger: logger)
-        return LocalServer(sandbox: sandbox, clients: clients, api: api, application: application)
+        return LocalServer(sandbox: sandbox, clients: clients, api: api, backend: backend, application: application)
     }
 
     /// Runs until the signals (or the task's cancellation) stop it.
@@ -130,5 +166,6 @@ struct LocalServer {
         api.fanOuts.cancelAll()
         await clients.shutdown()
         await sandbox?.stop()
+        await backend.close()
     }
 }

@@ -8,7 +8,7 @@ struct RichPushCommand: AsyncParsableCommand {
         abstract: "Rich push notifications: render, validate, simulate and send.",
         subcommands: [
             DemoCommand.self, ServeCommand.self, SendCommand.self, PayloadCommand.self, ValidateCommand.self, ChartCommand.self,
-            SimulateCommand.self, SandboxCommand.self,
+            SimulateCommand.self, SandboxCommand.self, MigrateCommand.self,
         ]
     )
 

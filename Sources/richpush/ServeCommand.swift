@@ -7,7 +7,7 @@ import UnixSignals
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run the RichPush server: HTTP API, device registry and durable queue in one SQLite file, and delivery workers.",
+        abstract: "Run the RichPush server: HTTP API, device registry, durable queue (one SQLite file, or PostgreSQL shared by several nodes) and delivery workers.",
         discussion: """
             Settings come from --config (a JSON file), then RICHPUSH_* environment variables, then flags. With none, the
             server uses richpush.sqlite and sandbox mode: the APNs and FCM emulators run in this process and every send goes
@@ -18,7 +18,10 @@ struct ServeCommand: AsyncParsableCommand {
     )
 
     @Option(help: "A JSON configuration file.") var config: String?
-    @Option(help: "The SQLite database file.") var db: String?
+    @Option(name: [.customLong("database"), .customLong("db")], help: "An SQLite file, or postgres://USER:PASSWORD@HOST:PORT/DB for several nodes on one PostgreSQL.")
+    var db: String?
+    @Option(name: .customLong("node-id"), help: "This node's id among the nodes of one PostgreSQL (default: host, process id and a random part).")
+    var nodeID: String?
     @Option(help: "Address to listen on.") var host: String?
     @Option(help: "Port (0: any free port).") var port: Int?
     @Option(name: .customLong("admin-key"), help: "The admin API key (16 characters or more).") var adminKey: String?
@@ -40,6 +43,7 @@ struct ServeCommand: AsyncParsableCommand {
         }
         try c.apply(environment: ProcessInfo.processInfo.environment)
         if let v = db { c.database = v }
+        if let v = nodeID { c.nodeID = v }
         if let v = host { c.host = v }
         if let v = port { c.port = v }
         if let v = adminKey { c.adminKey = v }
@@ -61,7 +65,8 @@ struct ServeCommand: AsyncParsableCommand {
         let generated = c.adminKey == nil
         let announce: @Sendable (String) -> Void = { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) }
         let server = try await LocalServer.make(c, adminKey: admin) { port, sandboxAdmin, mediaBase in
-            var line: JSONValueLine = ["listening": "http://\(c.host):\(port)", "database": c.database, "sandbox": c.sandbox ? "on" : "off", "admin_key_source": generated ? "generated" : "configured", "media": mediaBase + "/media/"]
+            let database = c.isPostgres ? ((try? PostgresSettings(url: c.database))?.redacted ?? "postgres") : c.database
+            var line: JSONValueLine = ["listening": "http://\(c.host):\(port)", "database": database, "sandbox": c.sandbox ? "on" : "off", "admin_key_source": generated ? "generated" : "configured", "media": mediaBase + "/media/"]
             if sandboxAdmin > 0 { line["sandbox_admin"] = "http://127.0.0.1:\(sandboxAdmin)" }
             announce(line.text)
             if generated { announce("admin key (shown once): \(admin)") }

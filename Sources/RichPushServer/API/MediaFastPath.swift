@@ -122,6 +122,15 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         case .end:
             guard let head = intercepted else { return context.fireChannelRead(data) }
             intercepted = nil
+            let name = String((head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri).dropFirst("/media/".count))
+            if store.shared != nil, MediaStore.parse(name) != nil, store.file(name) == nil {
+                // Stored by another node: the router fetches it to this node's disk (which may take a while),
+                // and the next request for it is answered here.
+                routed += 1
+                context.fireChannelRead(wrapInboundOut(.head(head)))
+                context.fireChannelRead(data)
+                return
+            }
             answer(context: context, head)
         }
     }

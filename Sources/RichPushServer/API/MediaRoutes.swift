@@ -7,8 +7,10 @@ import RichPushCore
 extension RichPushAPI {
     /// `/media/<hash>.<ext>`: public, immutable, with the true Content-Type, a strong ETag, Range and HEAD.
     /// (Most requests are answered by ``MediaFastPath`` before they reach the router.)
-    func serveMedia(_ request: Request, _ context: APIRequestContext, head: Bool) -> Response {
+    func serveMedia(_ request: Request, _ context: APIRequestContext, head: Bool) async -> Response {
         guard let media, let name = context.parameters.get("name") else { return Self.json(404, ["error": ["code": "not-found", "message": "no such media"]]) }
+        // Stored by another node: fetched to this node's disk once, then served from there.
+        _ = await media.store.materialize(name)
         let (response, body) = Self.mediaResponse(media.store, name: name, head: head, headers: request.headers)
         return Response(status: response.status, headers: response.headerFields, body: body.map { .init(byteBuffer: $0) } ?? .init())
     }
@@ -113,6 +115,7 @@ extension RichPushAPI {
             }
             do {
                 item = try media.store.finish(upload, type: type)
+                try await media.store.publish(item)
             } catch let refused as MediaStore.NotHostable {
                 throw Failure(status: 422, code: "invalid", message: "not a type any platform attaches", issues: [
                     .init(path: "body", rule: "not-attachable", message: refused.description)])

@@ -4,6 +4,10 @@ import NIOConcurrencyHelpers
 /// A token bucket per key (an authenticated API key, or a client address): `rate` requests a second on average,
 /// bursts up to `burst`.
 ///
+/// On a cluster the rate is the cluster's: each of N live nodes allows `rate / N` (``share(among:)``), so with a
+/// load balancer spreading requests the whole cluster holds a key to `rate`. Should all of a key's requests reach
+/// one node, that key gets `rate / N` (stricter, never looser).
+///
 /// Only keys a caller has proven (or addresses, for failed authentication) get a bucket, and when the table grows
 /// past `sweepAbove` it forgets only the buckets that have refilled: a full bucket says nothing a new one would
 /// not. A throttled key is never forgotten, so no amount of other traffic resets it.
@@ -14,6 +18,8 @@ public final class RateLimiter: Sendable {
     private struct State {
         var buckets: [String: (tokens: Double, at: Date)] = [:]
         var nextSweep: Int
+        /// This node's part of the rate: 1 / the live nodes.
+        var share = 1.0
     }
     private let state: NIOLockedValueBox<State>
     let now: @Sendable () -> Date
@@ -31,6 +37,7 @@ public final class RateLimiter: Sendable {
     public func check(_ key: String) -> TimeInterval? {
         let t = now()
         return state.withLockedValue { s in
+            let (rate, burst) = (self.rate * s.share, max(1, self.burst * s.share))
             var bucket = s.buckets[key] ?? (burst, t)
             bucket.tokens = min(burst, bucket.tokens + max(0, t.timeIntervalSince(bucket.at)) * rate)
             bucket.at = t
@@ -47,10 +54,19 @@ public final class RateLimiter: Sendable {
         }
     }
 
+    /// Shares the rate among `nodes` live nodes (1: this node alone).
+    public func share(among nodes: Int) {
+        state.withLockedValue { $0.share = 1 / Double(min(max(nodes, 1), 10_000)) }
+    }
+
+    /// The rate this node allows a key now.
+    public var nodeRate: Double { rate * state.withLockedValue { $0.share } }
+
     /// How many keys have a bucket (for tests and metrics).
     public var trackedKeys: Int { state.withLockedValue { $0.buckets.count } }
 
     private func sweep(_ s: inout State, at t: Date) {
+        let (rate, burst) = (self.rate * s.share, max(1, self.burst * s.share))
         s.buckets = s.buckets.filter { $0.value.tokens + max(0, t.timeIntervalSince($0.value.at)) * rate < burst }
         // If most buckets are still draining, wait for the table to double before looking again.
         s.nextSweep = max(sweepAbove, s.buckets.count * 2)

@@ -38,6 +38,8 @@ public struct RichPushAPI: Sendable {
     public var providers: (@Sendable (ServerApp) -> ProviderDeliverySender.App)?
     /// OAuth endpoints a stored service account may name besides Google's: the emulator's, in sandbox mode.
     public var extraFCMTokenEndpoints: Set<String> = []
+    /// This node's id, shown by `/health` (several nodes on one database).
+    public var nodeID: String?
 
     public init(
         backend: any StorageBackend, adminKey: String,
@@ -66,7 +68,10 @@ public struct RichPushAPI: Sendable {
         // A known path with another method is 405 with the methods it takes, not 404.
         router.add(middleware: MethodGuard(routes: Self.routes))
         let api = self
-        router.get("/health") { _, _ in Self.json(200, ["ok": true]) }
+        // Live: the process answers. Ready: its database answers too (a load balancer sends traffic to ready nodes).
+        router.get("/health") { _, _ in api.healthAnswer(ready: true) }
+        router.get("/health/ready") { _, _ in api.healthAnswer(ready: true) }
+        router.get("/health/live") { _, _ in api.healthAnswer(ready: false) }
         // Metrics carry no secrets and no tokens; keep the listener off the public internet all the same.
         router.get("/metrics") { _, _ -> Response in
             if let counts = try? await api.queue.counts() { api.metrics.queueDepth(counts) }
@@ -76,8 +81,8 @@ public struct RichPushAPI: Sendable {
         router.get("/openapi.yaml") { _, _ -> Response in
             Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(string: Self.openAPIDocument)))
         }
-        router.get("/media/:name") { request, context in api.serveMedia(request, context, head: false) }
-        router.head("/media/:name") { request, context in api.serveMedia(request, context, head: true) }
+        router.get("/media/:name") { request, context in await api.serveMedia(request, context, head: false) }
+        router.head("/media/:name") { request, context in await api.serveMedia(request, context, head: true) }
         router.post("/v1/media") { request, context in await api.handle(context) { try await api.uploadMedia(request, context) } }
         router.post("/v1/media/check") { request, context in await api.handle(context) { try await api.checkMedia(request, context) } }
         router.post("/v1/apps") { request, context in await api.handle(context) { try await api.createApp(request, context) } }
@@ -104,7 +109,7 @@ public struct RichPushAPI: Sendable {
 
     /// The routes the router serves, as (method, OpenAPI path), for keeping the document honest.
     public static let routes: [(String, String)] = [
-        ("get", "/health"), ("get", "/metrics"), ("get", "/openapi.yaml"), ("get", "/media/{name}"), ("head", "/media/{name}"), ("post", "/v1/media"),
+        ("get", "/health"), ("get", "/health/live"), ("get", "/health/ready"), ("get", "/metrics"), ("get", "/openapi.yaml"), ("get", "/media/{name}"), ("head", "/media/{name}"), ("post", "/v1/media"),
         ("post", "/v1/media/check"), ("post", "/v1/apps"), ("get", "/v1/apps/{app}"), ("patch", "/v1/apps/{app}"),
         ("post", "/v1/apps/{app}/keys"), ("delete", "/v1/apps/{app}/keys/{key}"), ("post", "/v1/apps/{app}/devices"),
         ("delete", "/v1/apps/{app}/devices/{token}"), ("post", "/v1/apps/{app}/notifications"), ("get", "/v1/apps/{app}/notifications/{id}"),
@@ -124,6 +129,8 @@ public struct RichPushAPI: Sendable {
     /// Runs a route and turns what it throws into an answer. A failure that is not one of the route's own answers
     /// is logged where it happened, with a request id the 500 answer also carries (the error, never a body or a key).
     func handle(_ context: APIRequestContext, _ body: () async throws -> Response) async -> Response {
+        // Every route here needs the database (a key is looked up in it): refused at once while it is away.
+        guard backend.health.isUp else { return Self.unavailable() }
         do { return try await body() } catch let f as Failure {
             var error: [String: JSONValue] = ["code": .string(f.code), "message": .string(f.message)]
             if !f.issues.isEmpty { error["issues"] = .array(f.issues.map(\.json)) }
@@ -134,12 +141,36 @@ public struct RichPushAPI: Sendable {
             return r
         } catch is NIOTooManyBytesError {
             return Self.json(413, ["error": ["code": "body-too-large", "message": .string("the body is over \(maxBodyBytes) bytes")]])
+        } catch where backend.isUnavailable(error) {
+            context.logger.warning("database unavailable", metadata: ["error": .string(String(describing: error))])
+            return Self.unavailable()
         } catch {
             let requestID = String(UUID().uuidString.lowercased().prefix(18))
             context.logger.error(
                 "request failed", metadata: ["request_id": .string(requestID), "error": .string(String(describing: error))])
             return Self.json(500, ["error": ["code": "internal", "message": "internal error", "request_id": .string(requestID)]])
         }
+    }
+
+    /// `503` with `Retry-After`: this node cannot reach its database; nothing of the request was stored.
+    static func unavailable() -> Response {
+        var r = json(503, ["error": ["code": "database-unavailable", "message": "the database does not answer; nothing was stored, try again"]])
+        r.headers[.retryAfter] = "5"
+        return r
+    }
+
+    /// `/health` (ready unless `ready` is false: then liveness alone, always 200).
+    func healthAnswer(ready checkReady: Bool) -> Response {
+        let status = backend.health.status
+        var body: [String: JSONValue] = [
+            "live": true, "ready": .bool(status.up), "database": status.up ? "up" : "down",
+            "database_since": .string(ISO8601DateFormatter().string(from: status.since)),
+        ]
+        if let reason = status.reason { body["reason"] = .string(reason) }
+        if let nodeID { body["node"] = .string(nodeID) }
+        var r = Self.json(checkReady && !status.up ? 503 : 200, .object(body))
+        if checkReady && !status.up { r.headers[.retryAfter] = "5" }
+        return r
     }
 
     static func json(_ status: Int, _ value: JSONValue) -> Response {
@@ -238,7 +269,7 @@ public struct RichPushAPI: Sendable {
         guard sizeProblems.isEmpty else { throw Failure(status: 422, code: "invalid", message: "the notification is not valid", issues: sizeProblems) }
         if options.dryRun { return try await dryRunAnswer(app: app, message: message, audience: audience, warnings: report.warnings) }
         // Hosted media stays while a device may still fetch it.
-        media?.keep(message, until: end)
+        try await media?.keep(message, until: end)
         let warnings = JSONValue.array(report.warnings.map(\.json))
         let plan = AcceptPlan(
             notification: .init(id: id, appID: app.id, message: message.json, response: .null, createdAt: Date()), idempotencyKey: idempotencyKey,

@@ -10,7 +10,11 @@ import RichPushCore
 ///  "sandbox": {"enabled": false}, "media": {"directory": "richpush-media", "cache_megabytes": 64}}
 /// ```
 public struct ServerConfiguration: Sendable, Equatable {
+    /// An SQLite file, or a PostgreSQL URL (`postgres://USER:PASSWORD@HOST:PORT/DB?sslmode=require`) that any
+    /// number of nodes share.
     public var database = "richpush.sqlite"
+    /// This node's id among the nodes of one PostgreSQL database (default: host, process id and a random part).
+    public var nodeID: String?
     public var host = "127.0.0.1"
     public var port = 8080
     /// Read from the file, `RICHPUSH_ADMIN_KEY` or `--admin-key`; generated and printed once when none is given.
@@ -44,7 +48,12 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// path with `.key` added. Made (readable by its owner only) on first start.
     public var credentialsKeyFile: String?
 
-    public var resolvedCredentialsKeyFile: String { credentialsKeyFile ?? database + ".key" }
+    /// The credentials key file in use: beside an SQLite file, or `richpush-credentials.key` in the working folder
+    /// for PostgreSQL (every node of a cluster needs a copy of the same key).
+    public var resolvedCredentialsKeyFile: String { credentialsKeyFile ?? (isPostgres ? "richpush-credentials.key" : database + ".key") }
+
+    /// Whether the database is PostgreSQL (else an SQLite file).
+    public var isPostgres: Bool { PostgresSettings.isPostgresURL(database) }
 
     public init() {}
 
@@ -59,7 +68,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     }
 
     static let keys: [String: Set<String>] = [
-        "": ["database", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers", "sandbox", "media", "receipts", "credentials_key_file"],
+        "": ["database", "node_id", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers", "sandbox", "media", "receipts", "credentials_key_file"],
         "workers": ["batch_size", "concurrency"],
         "sandbox": ["enabled", "directory", "apns_port", "fcm_port"],
         "media": ["directory", "cache_megabytes", "public_url", "retention_days"],
@@ -82,6 +91,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             return d
         }
         if let s = try string(o["database"], "database") { database = s }
+        if let s = try string(o["node_id"], "node_id") { nodeID = s }
         if let s = try string(o["host"], "host") { host = s }
         if let p = try number(o["port"], "port", 0...65535) { port = Int(p) }
         if let s = try string(o["admin_key"], "admin_key") { adminKey = s }
@@ -132,6 +142,7 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// `_RECEIPTS` (1/0), `_CREDENTIALS_KEY_FILE`.
     public mutating func apply(environment env: [String: String]) throws {
         if let v = env["RICHPUSH_DATABASE"], !v.isEmpty { database = v }
+        if let v = env["RICHPUSH_NODE_ID"], !v.isEmpty { nodeID = v }
         if let v = env["RICHPUSH_HOST"], !v.isEmpty { host = v }
         if let v = env["RICHPUSH_PORT"] {
             guard let p = Int(v), (0...65535).contains(p) else { throw Problem(key: "RICHPUSH_PORT", rule: "must be a port number") }
@@ -171,6 +182,12 @@ public struct ServerConfiguration: Sendable, Equatable {
             guard let url = URL(string: u), url.scheme == "http" || url.scheme == "https", url.host != nil else { throw Problem(key: "media.public_url", rule: "must be an http(s) URL") }
         }
         if adminKey.map({ $0.count < 16 }) == true { throw Problem(key: "admin_key", rule: "must be at least 16 characters") }
+        if isPostgres {
+            do { _ = try PostgresSettings(url: database) } catch { throw Problem(key: "database", rule: error.description) }
+        }
+        if let id = nodeID, id.isEmpty || id.count > 100 || !id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }) {
+            throw Problem(key: "node_id", rule: "1 to 100 letters, digits, - _ and .")
+        }
         // Flags and the environment reach here without the file's range checks; the values feed conversions.
         if !(0.001...10_000_000).contains(rateLimit) { throw Problem(key: "rate_limit", rule: "must be 0.001...10000000 requests a second") }
         if !(1...3600).contains(leaseSeconds) { throw Problem(key: "lease_seconds", rule: "must be 1...3600 seconds") }
@@ -192,7 +209,7 @@ public struct ServerConfiguration: Sendable, Equatable {
 
     /// The media folder in use.
     public var resolvedMediaDirectory: String {
-        mediaDirectory ?? URL(fileURLWithPath: database).deletingLastPathComponent().appendingPathComponent("richpush-media").path
+        mediaDirectory ?? (isPostgres ? "richpush-media" : URL(fileURLWithPath: database).deletingLastPathComponent().appendingPathComponent("richpush-media").path)
     }
 
     /// The address devices fetch hosted media from.

@@ -93,7 +93,7 @@ public final class MediaService: Sendable {
     /// Checks one URL (a kind hint picks the limit for bytes that do not say what they are).
     public func check(_ url: String, kind: MediaKind? = nil, keepBody: Bool = false) async -> MediaCheck {
         var result = MediaCheck(url: url)
-        if let name = hostedName(url), let (buffer, type) = store.get(name) {
+        if let name = hostedName(url), await store.materialize(name), let (buffer, type) = store.get(name) {
             result.type = type
             result.bytes = buffer.readableBytes
             judge(&result)
@@ -178,7 +178,7 @@ public final class MediaService: Sendable {
     public func prepare(_ message: inout PushMessage, onFailure: OnFailure, rehost: Rehost) async -> (errors: [ValidationIssue], warnings: [ValidationIssue]) {
         var (errors, warnings) = await checkMedia(&message, onFailure: onFailure, rehost: rehost)
         if let spec = message.chart, message.chartImageURL == nil {
-            do { message.chartImageURL = url(for: try chartImage(spec)) } catch {
+            do { message.chartImageURL = url(for: try await chartImage(spec)) } catch {
                 // Android and the web go without the picture; the sender learns why.
                 warnings.append(.init(path: "chart", rule: "chart-image-failed", message: "the chart's PNG for Android and the web could not be stored: \(error)", severity: .warning))
             }
@@ -216,6 +216,7 @@ public final class MediaService: Sendable {
                 if r.isOK, hostedName(m.url) == nil, let type = r.type, let upload = r.upload, rehost == .always || (rehost == .auto && r.rehostReason != nil) {
                     do {
                         let item = try store.finish(upload, type: type)
+                        try await store.publish(item, keepUntil: Date())
                         warnings.append(.init(path: path, rule: "rehosted", message: "\(m.url) is served from \(url(for: item))\(r.rehostReason.map { " (\($0))" } ?? "")", severity: .warning))
                         m.url = url(for: item)
                         m.mimeType = type.mimeType
@@ -235,18 +236,19 @@ public final class MediaService: Sendable {
     }
 
     /// Keeps the media a message references on this server until `until` (the last moment a device may fetch it).
-    public func keep(_ message: PushMessage, until: Date) {
+    public func keep(_ message: PushMessage, until: Date) async throws {
         for url in message.media.map(\.url) + [message.chartImageURL].compactMap({ $0 }) {
-            if let name = hostedName(url) { store.keep(name, until: until) }
+            if let name = hostedName(url) { try await store.keepEverywhere(name, until: until) }
         }
     }
 
     /// The chart as a PNG on this server (rendered once per distinct spec).
-    public func chartImage(_ spec: ChartSpec) throws -> MediaStore.Item {
+    public func chartImage(_ spec: ChartSpec) async throws -> MediaStore.Item {
         let key = MediaStore.hex(SHA256.hash(data: spec.json.serialized()))
         // A chart rendered before is reused while its file is there (retention may have swept it since).
         if let hit = charts.withLockedValue({ $0[key] }), store.keep(hit.name, until: Date()) { return hit }
         let item = try store.put(ChartRenderer.render(spec).png, type: .png)
+        try await store.publish(item, keepUntil: Date())
         charts.withLockedValue { all in
             if all.count > 10_000 { all.removeAll() }
             all[key] = item

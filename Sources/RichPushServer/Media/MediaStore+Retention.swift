@@ -34,6 +34,20 @@ extension MediaStore {
         return true
     }
 
+    /// Keeps a file until at least `until` here and in shared media (rounded up to the hour, as ``keep(_:until:)``
+    /// does: the sends of the next hour ask the database nothing).
+    public func keepEverywhere(_ name: String, until requested: Date) async throws {
+        keep(name, until: requested)
+        guard let shared else { return }
+        let until = Date(timeIntervalSince1970: (min(requested.timeIntervalSince1970, Date().timeIntervalSince1970 + 366 * 86_400) / 3600).rounded(.up) * 3600)
+        if let known = sharedKept.withLockedValue({ $0[name] }), known >= until { return }
+        try await shared.keep(name: name, until: until)
+        sharedKept.withLockedValue { k in
+            if k.count > 100_000 { k.removeAll() }
+            k[name] = until
+        }
+    }
+
     /// Deletes files whose last fetch moment is more than `retention` before `now`, and leftovers of interrupted
     /// writes older than an hour. Returns what was deleted.
     @discardableResult

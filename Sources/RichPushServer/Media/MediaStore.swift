@@ -24,9 +24,16 @@ public final class MediaStore: Sendable {
     let cache: HotCache
     /// The keep-until times set lately, so that a busy file is not stat'ed on every send.
     let kept = NIOLockedValueBox<[String: Date]>([:])
+    /// The same for shared media.
+    let sharedKept = NIOLockedValueBox<[String: Date]>([:])
 
-    public init(directory: URL, cacheBytes: Int = 64 << 20) throws {
+    /// Hosted media every node of a cluster reaches; this store's disk is then a cache of it (nil: the disk is
+    /// the store).
+    public let shared: (any SharedMediaFiles)?
+
+    public init(directory: URL, cacheBytes: Int = 64 << 20, shared: (any SharedMediaFiles)? = nil) throws {
         self.directory = directory
+        self.shared = shared
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         cache = HotCache(budget: cacheBytes)
     }
@@ -90,6 +97,39 @@ public final class MediaStore: Sendable {
     }
 
     static let byExtension = Dictionary(MediaType.allCases.map { ($0.fileExtension, $0) }, uniquingKeysWith: { first, _ in first })
+
+    /// Makes a file stored here reachable from every node, kept at least until `keepUntil` (nothing to do without
+    /// shared media). A file other nodes cannot serve must not be named in a send: callers fail or fall back.
+    public func publish(_ item: Item, keepUntil: Date = Date()) async throws {
+        guard let shared else { return }
+        try await shared.put(name: item.name, file: path(item.name), keepUntil: keepUntil)
+    }
+
+    /// Whether the named file is on this node's disk, after fetching it from shared media when it is only there
+    /// (its keep time comes with it).
+    public func materialize(_ name: String) async -> Bool {
+        guard Self.parse(name) != nil else { return false }
+        if file(name) != nil { return true }
+        guard let shared else { return false }
+        let target = path(name)
+        let temp = target.deletingLastPathComponent().appendingPathComponent(".\(UUID().uuidString).part")
+        do {
+            try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+            guard let keepUntil = try await shared.fetch(name: name, to: temp) else {
+                try? FileManager.default.removeItem(at: temp)
+                return false
+            }
+            // Renamed into place: a reader never sees half a file. Another request may have fetched it meanwhile.
+            if FileManager.default.fileExists(atPath: target.path) { try? FileManager.default.removeItem(at: temp) } else {
+                try FileManager.default.moveItem(at: temp, to: target)
+            }
+            keep(name, until: keepUntil)
+            return true
+        } catch {
+            try? FileManager.default.removeItem(at: temp)
+            return false
+        }
+    }
 
     /// Bytes held in memory now.
     public var cachedBytes: Int { cache.used }

@@ -58,7 +58,7 @@ public final class ServerMetrics: Sendable {
     }
 
     /// Hosted media deleted past its retention.
-    func mediaSwept(files: Int, bytes: Int) {
+    public func mediaSwept(files: Int, bytes: Int) {
         registry.makeCounter(name: "richpush_media_swept_files_total", help: "Hosted media files deleted past their retention").increment(by: Int64(files))
         registry.makeCounter(name: "richpush_media_swept_bytes_total", help: "Bytes of hosted media deleted past their retention").increment(by: Int64(bytes))
     }

@@ -1,5 +1,8 @@
 import Crypto
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Seals provider credentials (APNs keys, FCM service accounts) before they are written to the database, with
 /// AES-256-GCM and a key kept in a file of its own: a copy of the database alone does not give the credentials
@@ -35,10 +38,15 @@ public struct CredentialSealer: Sendable {
         let fresh = SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }
         let dir = url.deletingLastPathComponent()
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        guard FileManager.default.createFile(atPath: path, contents: Data((Data(fresh).base64EncodedString() + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
+        // Written aside and linked into place, which fails when the file exists: of two nodes starting at once on
+        // one folder, one key wins and both use it.
+        let temp = dir.appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString)")
+        guard FileManager.default.createFile(atPath: temp.path, contents: Data((Data(fresh).base64EncodedString() + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
             throw Problem(description: "credentials key file \(path): could not be written")
         }
-        return try CredentialSealer(key: fresh, source: "credentials key file \(path)")
+        defer { unlink(temp.path) }
+        guard link(temp.path, path) == 0 || errno == EEXIST else { throw Problem(description: "credentials key file \(path): could not be written") }
+        return try load(keyFile: path, create: false)
     }
 
     static func isSealed(_ stored: String) -> Bool { stored.hasPrefix(prefix) }

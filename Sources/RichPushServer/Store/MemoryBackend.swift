@@ -9,6 +9,7 @@ public struct MemoryBackend: StorageBackend {
     public let registry: any DeviceRegistry
     public let queue: any DeliveryQueue
     public let intake: any NotificationIntake
+    public let health = DatabaseHealth()
 
     public init() {
         let (store, registry, queue) = (MemoryServerStore(), MemoryDeviceRegistry(), MemoryDeliveryQueue())

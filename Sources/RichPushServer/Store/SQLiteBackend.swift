@@ -14,6 +14,7 @@ public struct SQLiteBackend: StorageBackend {
     public var registry: any DeviceRegistry { sqliteRegistry }
     public var queue: any DeliveryQueue { sqliteQueue }
     public var intake: any NotificationIntake { sqliteIntake }
+    public let health = DatabaseHealth()
 
     /// Every store over one pool (migrated on open). `chunk`: devices per fan-out transaction.
     public init(pool: DatabasePool, sealer: CredentialSealer? = nil, chunk: Int = 50_000) throws {

@@ -12,11 +12,12 @@ public final class SQLiteServerStore: ServerStore {
     let commits: GroupCommit
     /// How long a cached grant or app is trusted (a change made by another node shows after at most this).
     let cacheLifetime: TimeInterval
-    private let grants = NIOLockedValueBox<[String: (APIGrant?, Date)]>([:])
-    private let apps = NIOLockedValueBox<[String: (ServerApp?, Date)]>([:])
+    private let grants: StoreCache<APIGrant>
+    private let apps: StoreCache<ServerApp>
 
     /// Seals credentials before they are written; nil stores them as given.
     let sealer: CredentialSealer?
+    let credentials: StoredCredentials
 
     /// With a `sealer`, credentials stored unsealed before are sealed now, and the key is checked against those
     /// sealed already (a wrong key stops here, not at the first send). Without one, sealed credentials stop here.
@@ -24,26 +25,21 @@ public final class SQLiteServerStore: ServerStore {
         self.pool = pool
         self.cacheLifetime = cacheLifetime
         self.sealer = sealer
+        grants = StoreCache(lifetime: cacheLifetime, capacity: 100_000)
+        apps = StoreCache(lifetime: cacheLifetime, capacity: 10_000)
         commits = GroupCommit(pool: pool)
         try Self.migrator.migrate(pool)
+        let credentials = StoredCredentials(sealer: sealer)
+        self.credentials = credentials
         try pool.write { db in
             let rows = try Row.fetchAll(db, sql: "SELECT id, apns, fcm FROM apps WHERE apns IS NOT NULL OR fcm IS NOT NULL")
             for row in rows {
-                var values: [String?] = []
-                var changed = false
-                for column in ["apns", "fcm"] {
-                    guard let stored = row[column] as String? else { values.append(nil); continue }
-                    if CredentialSealer.isSealed(stored) {
-                        guard let sealer else { throw CredentialSealer.Problem(description: "app \(row["id"] as String): its credentials are sealed, and no credentials key was given") }
-                        _ = try sealer.open(stored)
-                        values.append(stored)
-                    } else {
-                        values.append(try sealer.map { try $0.seal(stored) } ?? stored)
-                        changed = changed || sealer != nil
-                    }
-                }
-                guard changed else { continue }
-                try db.execute(sql: "UPDATE apps SET apns = ?, fcm = ? WHERE id = ?", arguments: [values[0], values[1], row["id"] as String])
+                let id: String = row["id"]
+                let apns: String? = row["apns"], fcm: String? = row["fcm"]
+                let newAPNs = try apns.flatMap { try credentials.resealed($0, app: id) }
+                let newFCM = try fcm.flatMap { try credentials.resealed($0, app: id) }
+                guard newAPNs != nil || newFCM != nil else { continue }
+                try db.execute(sql: "UPDATE apps SET apns = ?, fcm = ? WHERE id = ?", arguments: [newAPNs ?? apns, newFCM ?? fcm, id])
             }
         }
     }
@@ -103,26 +99,8 @@ public final class SQLiteServerStore: ServerStore {
 
     // MARK: Apps
 
-    func credentialsJSON(_ app: ServerApp) throws -> (String?, String?) {
-        let apns: String? = app.apns.map {
-            JSONValue.object(["key": .string($0.keyPEM), "key_id": .string($0.keyID), "team_id": .string($0.teamID), "environment": .string($0.environment.rawValue)]).jsonString
-        }
-        let fcm: String? = app.fcm.map { JSONValue.object(["service_account": .string($0.serviceAccountJSON), "project_id": .string($0.projectID), "client_email": .string($0.clientEmail)]).jsonString }
-        guard let sealer else { return (apns, fcm) }
-        return (try apns.map(sealer.seal), try fcm.map(sealer.seal))
-    }
-
     func app(_ row: Row) throws -> ServerApp {
-        let open: (String) throws -> String = { [sealer] in try sealer?.open($0) ?? $0 }
-        let apns = try (row["apns"] as String?).map(open).flatMap { try? JSONValue.parse($0) }.flatMap { j -> APNsCredentials? in
-            guard let key = j["key"]?.stringValue, let id = j["key_id"]?.stringValue, let team = j["team_id"]?.stringValue else { return nil }
-            return APNsCredentials(keyPEM: key, keyID: id, teamID: team, environment: j["environment"]?.stringValue.flatMap(APNsCredentials.Environment.init(rawValue:)) ?? .production)
-        }
-        let fcm = try (row["fcm"] as String?).map(open).flatMap { try? JSONValue.parse($0) }.flatMap { j -> FCMCredentials? in
-            guard let sa = j["service_account"]?.stringValue, let p = j["project_id"]?.stringValue else { return nil }
-            return FCMCredentials(serviceAccountJSON: sa, projectID: p, clientEmail: j["client_email"]?.stringValue ?? "")
-        }
-        return ServerApp(id: row["id"], name: row["name"], bundleID: row["bundle_id"], fcmProjectID: row["fcm_project_id"], apns: apns, fcm: fcm, revision: row["revision"])
+        try credentials.app(id: row["id"], name: row["name"], bundleID: row["bundle_id"], fcmProjectID: row["fcm_project_id"], apns: row["apns"], fcm: row["fcm"], revision: row["revision"])
     }
 
     public func createApp(_ app: ServerApp) async throws -> (ServerApp, key: String) {
@@ -130,7 +108,7 @@ public final class SQLiteServerStore: ServerStore {
         if app.id.isEmpty { app.id = ServerApp.newID() }
         app.revision = 1
         let key = APIKeys.newKey()
-        let (apns, fcm) = try credentialsJSON(app)
+        let (apns, fcm) = try credentials.columns(app)
         let stored = app
         try await pool.write { db in
             try db.execute(sql: "INSERT INTO apps (id, name, bundle_id, fcm_project_id, apns, fcm, revision, created_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
@@ -138,19 +116,19 @@ public final class SQLiteServerStore: ServerStore {
             let hash = APIKeys.hash(key)
             try Self.insertKey(hash: hash, appID: stored.id, scopes: Set(APIScope.allCases), in: db)
         }
-        apps.withLockedValue { $0[app.id] = (app, Date()) }
+        apps.set(app.id, app)
         return (app, key)
     }
 
     public func updateApp(_ app: ServerApp) async throws -> ServerApp? {
-        let (apns, fcm) = try credentialsJSON(app)
+        let (apns, fcm) = try credentials.columns(app)
         let updated: ServerApp? = try await pool.write { db in
             try db.execute(sql: "UPDATE apps SET name = ?, bundle_id = ?, fcm_project_id = ?, apns = ?, fcm = ?, revision = revision + 1 WHERE id = ?",
                 arguments: [app.name, app.bundleID, app.fcmProjectID, apns, fcm, app.id])
             guard db.changesCount == 1 else { return nil }
             return try self.app(id: app.id, in: db)
         }
-        apps.withLockedValue { $0[app.id] = (updated, Date()) }
+        apps.set(app.id, updated)
         return updated
     }
 
@@ -159,13 +137,7 @@ public final class SQLiteServerStore: ServerStore {
     }
 
     public func app(id: String) async throws -> ServerApp? {
-        if let (hit, at) = apps.withLockedValue({ $0[id] }), Date().timeIntervalSince(at) < cacheLifetime { return hit }
-        let app = try await pool.read { db in try self.app(id: id, in: db) }
-        apps.withLockedValue { cache in
-            if cache.count > 10_000 { cache.removeAll() }
-            cache[id] = (app, Date())
-        }
-        return app
+        try await apps.value(id) { try await pool.read { db in try self.app(id: id, in: db) } }
     }
 
     // MARK: Keys
@@ -181,7 +153,7 @@ public final class SQLiteServerStore: ServerStore {
     /// A key, stored as its hash only, with its scopes in their documented order.
     static func insertKey(hash: String, appID: String, scopes: Set<APIScope>, in db: Database) throws {
         try db.execute(sql: "INSERT INTO api_keys (key_hash, key_id, app_id, scopes, created_at) VALUES (?, ?, ?, ?, ?)",
-            arguments: [hash, APIKeys.id(ofHash: hash), appID, APIScope.allCases.filter(scopes.contains).map(\.rawValue).joined(separator: ","), Date().timeIntervalSince1970])
+            arguments: [hash, APIKeys.id(ofHash: hash), appID, APIScope.column(scopes), Date().timeIntervalSince1970])
     }
 
     public func revokeKey(appID: String, keyID: String) async throws -> Bool {
@@ -191,22 +163,18 @@ public final class SQLiteServerStore: ServerStore {
             return hash
         }
         guard let removed else { return false }
-        grants.withLockedValue { $0[removed] = nil }
+        grants.forget(removed)
         return true
     }
 
     public func authorize(keyHash h: String) async throws -> APIGrant? {
-        if let (hit, at) = grants.withLockedValue({ $0[h] }), Date().timeIntervalSince(at) < cacheLifetime { return hit }
-        let grant = try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT key_id, app_id, scopes FROM api_keys WHERE key_hash = ?", arguments: [h]).map { row in
-                APIGrant(keyID: row["key_id"], appID: row["app_id"], scopes: Set((row["scopes"] as String).split(separator: ",").compactMap { APIScope(rawValue: String($0)) }))
+        try await grants.value(h) {
+            try await pool.read { db in
+                try Row.fetchOne(db, sql: "SELECT key_id, app_id, scopes FROM api_keys WHERE key_hash = ?", arguments: [h]).map { row in
+                    APIGrant(keyID: row["key_id"], appID: row["app_id"], scopes: APIScope.parse(row["scopes"]))
+                }
             }
         }
-        grants.withLockedValue { cache in
-            if cache.count > 100_000 { cache.removeAll() }
-            cache[h] = (grant, Date())
-        }
-        return grant
     }
 
     // MARK: Notifications
@@ -274,27 +242,14 @@ public final class SQLiteServerStore: ServerStore {
     /// A secret of the server's (the receipt signing key), sealed at rest like provider credentials when a
     /// credentials key is in use; one stored before sealing is sealed the first time it is read.
     public func secret(named name: String) async throws -> [UInt8] {
-        try await pool.write { [sealer] db in
+        try await pool.write { [credentials] db in
             if let existing = try Data.fetchOne(db, sql: "SELECT value FROM secrets WHERE name = ?", arguments: [name]) {
-                let text = String(decoding: existing, as: UTF8.self)
-                if CredentialSealer.isSealed(text) {
-                    guard let sealer else {
-                        throw CredentialSealer.Problem(description: "the \(name) secret is sealed, and no credentials key was given")
-                    }
-                    guard let raw = Data(base64Encoded: try sealer.open(text)) else {
-                        throw CredentialSealer.Problem(description: "the \(name) secret does not open to a key")
-                    }
-                    return Array(raw)
-                }
-                if let sealer {
-                    let sealed = try sealer.seal(existing.base64EncodedString())
-                    try db.execute(sql: "UPDATE secrets SET value = ? WHERE name = ?", arguments: [Data(sealed.utf8), name])
-                }
-                return Array(existing)
+                let (bytes, replacement) = try credentials.openSecret(existing, name: name)
+                if let replacement { try db.execute(sql: "UPDATE secrets SET value = ? WHERE name = ?", arguments: [replacement, name]) }
+                return bytes
             }
-            let fresh = SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }
-            let stored = try sealer.map { Data(try $0.seal(Data(fresh).base64EncodedString()).utf8) } ?? Data(fresh)
-            try db.execute(sql: "INSERT INTO secrets (name, value) VALUES (?, ?)", arguments: [name, stored])
+            let (fresh, stored) = try credentials.newSecret()
+            try db.execute(sql: "INSERT INTO secrets (name, value) VALUES (?, ?)", arguments: [stored, name])
             return fresh
         }
     }

@@ -74,6 +74,10 @@ public struct ServerApp: Sendable, Hashable {
 /// What an API key may do.
 public enum APIScope: String, Sendable, Hashable, CaseIterable {
     case send, manage, read
+
+    /// Scopes as a database column keeps them: their names in documented order, comma-separated.
+    static func column(_ scopes: Set<APIScope>) -> String { allCases.filter(scopes.contains).map(\.rawValue).joined(separator: ",") }
+    static func parse(_ column: String) -> Set<APIScope> { Set(column.split(separator: ",").compactMap { APIScope(rawValue: String($0)) }) }
 }
 
 /// What a key grants: its app and scopes. `keyID` names the key in the API (it is a prefix of the key's hash).

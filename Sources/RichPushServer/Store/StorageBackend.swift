@@ -1,4 +1,5 @@
 import Foundation
+import ServiceLifecycle
 
 /// The database behind the server: its stores, the intake that writes across them, and the fast paths only it can
 /// take (a fan-out inside the database, group commit). The server holds one backend and never asks which it is.
@@ -17,6 +18,54 @@ public protocol StorageBackend: Sendable {
 
     /// The deliveries each provider would get for the audience, without creating any (a dry run).
     func countByProvider(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]
+
+    /// What this node knows of the database's health.
+    var health: DatabaseHealth { get }
+
+    /// Hosted media every node reaches, when nodes share the database (nil: each node's disk is the store).
+    var sharedMedia: (any SharedMediaFiles)? { get }
+
+    /// Whether an error means the database could not be reached (the API answers 503 and Retry-After).
+    func isUnavailable(_ error: any Error) -> Bool
+
+    /// Calls `wake` when deliveries were queued elsewhere (another node of a shared database).
+    func onWorkQueued(_ wake: @escaping @Sendable () -> Void)
+
+    /// The backend's background work while the server runs, with the server's periodic jobs: on a database
+    /// several nodes share, the jobs run on one node at a time (the leader), beside the listener and heartbeat;
+    /// otherwise on this node. `onNodes` hears how many nodes are live.
+    func backgroundServices(address: String, leaderJobs: [PeriodicJob], onNodes: @escaping @Sendable (Int) -> Void) -> [any Service]
+
+    /// Closes connections (after the server stopped).
+    func close() async
+}
+
+extension StorageBackend {
+    public var sharedMedia: (any SharedMediaFiles)? { nil }
+    public func isUnavailable(_ error: any Error) -> Bool { error is DatabaseUnavailable }
+    public func onWorkQueued(_ wake: @escaping @Sendable () -> Void) {}
+    public func backgroundServices(address: String, leaderJobs: [PeriodicJob], onNodes: @escaping @Sendable (Int) -> Void) -> [any Service] {
+        leaderJobs.isEmpty ? [] : [LocalPeriodicJobs(jobs: leaderJobs)]
+    }
+    public func close() async {}
+}
+
+/// Periodic jobs on a node that is the only one: run at their intervals until the server stops.
+struct LocalPeriodicJobs: Service {
+    let jobs: [PeriodicJob]
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            var due = Dictionary(uniqueKeysWithValues: jobs.map { ($0.name, Date()) })
+            while !Task.isCancelled {
+                for job in jobs where due[job.name, default: .distantPast] <= Date() {
+                    try? await job.run()
+                    due[job.name] = Date().addingTimeInterval(job.interval)
+                }
+                try await Task.sleep(for: .seconds(min(1, jobs.map(\.interval).min() ?? 1)))
+            }
+        }
+    }
 }
 
 /// A send spread over a window: of `count` deliveries from a start, the i-th is due `step × i` after it, the last

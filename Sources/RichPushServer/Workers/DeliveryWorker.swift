@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -39,13 +40,22 @@ public final class DeliveryWorker: Sendable {
     let prune: @Sendable (DeliveryRecord, String) async -> Void
     let now: @Sendable () -> Date
     let metrics: ServerMetrics?
+    /// The database's health: while it is down the worker claims nothing.
+    let health: DatabaseHealth?
+    let logger: Logger
     let signal = WakeSignal()
 
-    public init(configuration: Configuration = .init(), queue: DeliveryQueue, sender: DeliverySender, metrics: ServerMetrics? = nil, now: @escaping @Sendable () -> Date = { Date() }, prune: @escaping @Sendable (DeliveryRecord, String) async -> Void = { _, _ in }) {
+    public init(
+        configuration: Configuration = .init(), queue: DeliveryQueue, sender: DeliverySender, metrics: ServerMetrics? = nil, health: DatabaseHealth? = nil,
+        logger: Logger = Logger(label: "richpush.worker"), now: @escaping @Sendable () -> Date = { Date() },
+        prune: @escaping @Sendable (DeliveryRecord, String) async -> Void = { _, _ in }
+    ) {
         self.configuration = configuration
         self.queue = queue
         self.sender = sender
         self.metrics = metrics
+        self.health = health
+        self.logger = logger
         self.now = now
         self.prune = prune
     }
@@ -55,15 +65,19 @@ public final class DeliveryWorker: Sendable {
     /// pruned. The groups bound what a crash can leave unrecorded (and so resent) to a few dozen sends.
     @discardableResult
     public func runOnce() async throws -> Int {
-        let batch = try await queue.claim(owner: configuration.owner, limit: configuration.batchSize, now: now(), lease: configuration.lease)
+        let claimed = now()
+        let batch = try await queue.claim(owner: configuration.owner, limit: configuration.batchSize, now: claimed, lease: configuration.lease)
         guard !batch.isEmpty else { return 0 }
+        // Outcomes are written while the leases hold; a database that is away meanwhile is asked again until then
+        // (after that another worker owns the deliveries, and sends them again).
+        let leaseEnds = claimed.addingTimeInterval(configuration.lease)
         let byID = Dictionary(batch.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         var pending: [Settlement] = []
         func flush() async throws {
             guard !pending.isEmpty else { return }
             let settled = pending
             pending.removeAll(keepingCapacity: true)
-            let held = try await queue.settle(settled, owner: configuration.owner, now: now())
+            let held = try await settleWhileLeased(settled, until: leaseEnds)
             for s in settled where held.contains(s.id) {
                 if case .finish(let o) = s.action, o.state == .pruned, let d = byID[s.id] { await prune(d, o.reason ?? "") }
             }
@@ -90,13 +104,40 @@ public final class DeliveryWorker: Sendable {
     /// Runs until the task is cancelled; a cancelled worker finishes its current batch first. When nothing is
     /// due it waits up to `idleWait`, or until ``wake()`` says there is new work.
     public func run() async throws {
+        var failures = 0
         while !Task.isCancelled {
-            // The batch runs in a task of its own, which the worker's cancellation does not reach: its sends end
-            // and their outcomes are recorded (a cancelled database write would leave them leased until the
-            // lease runs out, and send them twice).
-            let handled = try await Task { try await self.runOnce() }.value
-            if handled == 0 {
-                await withTaskCancellationHandler { await signal.wait(upTo: configuration.idleWait) } onCancel: { signal.signal() }
+            // Nothing is claimed while the database is away (the probe says when it is back).
+            if let health, !health.isUp {
+                await withTaskCancellationHandler { await signal.wait(upTo: 0.5) } onCancel: { signal.signal() }
+                continue
+            }
+            do {
+                // The batch runs in a task of its own, which the worker's cancellation does not reach: its sends end
+                // and their outcomes are recorded (a cancelled database write would leave them leased until the
+                // lease runs out, and send them twice).
+                let handled = try await Task { try await self.runOnce() }.value
+                failures = 0
+                if handled == 0 {
+                    await withTaskCancellationHandler { await signal.wait(upTo: configuration.idleWait) } onCancel: { signal.signal() }
+                }
+            } catch {
+                // A failed claim or settle does not stop the worker: it backs off and tries again.
+                failures += 1
+                logger.warning("a batch failed", metadata: ["owner": .string(configuration.owner), "error": .string(String(describing: error))])
+                let pause = min(5, 0.1 * pow(2, Double(min(failures, 10))))
+                await withTaskCancellationHandler { await signal.wait(upTo: pause) } onCancel: { signal.signal() }
+            }
+        }
+    }
+
+    /// Settles, trying again while the leases hold if the database does not answer.
+    func settleWhileLeased(_ items: [Settlement], until leaseEnds: Date) async throws -> Set<Int64> {
+        var pause = 0.1
+        while true {
+            do { return try await queue.settle(items, owner: configuration.owner, now: now()) } catch {
+                guard now().addingTimeInterval(pause) < leaseEnds else { throw error }
+                try? await Task.sleep(nanoseconds: UInt64(pause * 1e9))
+                pause = min(pause * 2, 2)
             }
         }
     }

@@ -1,0 +1,130 @@
+import Foundation
+import NIOConcurrencyHelpers
+import PostgresNIO
+import ServiceLifecycle
+
+/// Everything in one PostgreSQL database that any number of nodes share: apps and keys, the device registry,
+/// notifications with their deliveries, receipts and hosted media. Each node has an id: its leases, fan-outs and
+/// heartbeat carry it.
+///
+/// ```swift
+/// let backend = try await PostgresBackend.open(url: "postgres://richpush@db/richpush", sealer: sealer)
+/// let api = RichPushAPI(backend: backend, adminKey: adminKey)
+/// ```
+public final class PostgresBackend: StorageBackend {
+    public let database: PostgresDatabase
+    public let nodeID: String
+    public let pgStore: PostgresServerStore
+    public let pgRegistry: PostgresDeviceRegistry
+    public let pgQueue: PostgresDeliveryQueue
+    public let pgIntake: PostgresIntake
+    public let media: PostgresMediaFiles
+    let announcer: WorkAnnouncer
+    private let wakers = NIOLockedValueBox<[@Sendable () -> Void]>([])
+
+    public var store: any ServerStore { pgStore }
+    public var registry: any DeviceRegistry { pgRegistry }
+    public var queue: any DeliveryQueue { pgQueue }
+    public var intake: any NotificationIntake { pgIntake }
+    public var health: DatabaseHealth { database.health }
+    public var sharedMedia: (any SharedMediaFiles)? { media }
+
+    /// Opens the database, applies its migrations (one node at a time) and checks the credentials key.
+    public static func open(url: String, sealer: CredentialSealer?, nodeID: String = PostgresBackend.newNodeID(), chunk: Int = 50_000, timeout: Duration = .seconds(10)) async throws -> PostgresBackend {
+        try await open(url: url, sealer: { _ in sealer }, nodeID: nodeID, chunk: chunk, timeout: timeout)
+    }
+
+    /// As above, with the sealer made once the database says whether sealed credentials exist (a node must not
+    /// make a new key then: it would lock them away).
+    public static func open(
+        url: String, sealer makeSealer: (_ sealedExist: Bool) throws -> CredentialSealer?, nodeID: String = PostgresBackend.newNodeID(), chunk: Int = 50_000,
+        timeout: Duration = .seconds(10)
+    ) async throws -> PostgresBackend {
+        let db = try await PostgresDatabase.open(try PostgresSettings(url: url), timeout: timeout)
+        do {
+            try await PostgresMigrations.migrate(db)
+            let sealer = try makeSealer(try await PostgresServerStore.hasSealedCredentials(db))
+            return try await PostgresBackend(database: db, sealer: sealer, nodeID: nodeID, chunk: chunk)
+        } catch {
+            await db.close()
+            throw error
+        }
+    }
+
+    init(database: PostgresDatabase, sealer: CredentialSealer?, nodeID: String, chunk: Int) async throws {
+        self.database = database
+        self.nodeID = nodeID
+        let announcer = WorkAnnouncer(db: database)
+        self.announcer = announcer
+        pgStore = try await PostgresServerStore(database: database, sealer: sealer)
+        pgRegistry = PostgresDeviceRegistry(database: database)
+        pgQueue = PostgresDeliveryQueue(database: database)
+        pgIntake = PostgresIntake(database: database, nodeID: nodeID, chunk: chunk) { announcer.announce() }
+        media = PostgresMediaFiles(database: database)
+    }
+
+    /// `HOST-PID-RANDOM`: unique among the nodes, and it says where a lease's holder ran.
+    public static func newNodeID() -> String {
+        let host = ProcessInfo.processInfo.hostName.split(separator: ".").first.map(String.init) ?? "node"
+        return "\(host)-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString.prefix(6).lowercased())"
+    }
+
+    /// Applies the migrations and returns the versions applied (`richpush migrate`).
+    public static func migrate(url: String) async throws -> (applied: [Int], current: Int) {
+        let db = try await PostgresDatabase.open(try PostgresSettings(url: url))
+        defer { Task { await db.close() } }
+        let applied = try await PostgresMigrations.migrate(db)
+        return (applied, PostgresMigrations.all.last?.version ?? 0)
+    }
+
+    public func close() async { await database.close() }
+
+    public func onWorkQueued(_ wake: @escaping @Sendable () -> Void) { wakers.withLockedValue { $0.append(wake) } }
+
+    public func workQueued() { announcer.announce() }
+
+    public func backgroundServices(address: String, leaderJobs: [PeriodicJob], onNodes: @escaping @Sendable (Int) -> Void) -> [any Service] {
+        let wakers = self.wakers
+        let store = pgStore
+        return [
+            PostgresListener(db: database, onWork: { for w in wakers.withLockedValue({ $0 }) { w() } }, onCache: { store.forget($0) }),
+            PostgresHeartbeat(db: database, nodeID: nodeID, address: address, interval: 2, onNodes: onNodes),
+            PostgresLeader(db: database, jobs: leaderJobs + clusterJobs()),
+        ]
+    }
+
+    /// The database's own periodic work, done by the leader.
+    func clusterJobs() -> [PeriodicJob] {
+        let db = database
+        return [
+            // A dead node's leases go back to the queue (a claim takes them anyway; this keeps the counts honest).
+            PeriodicJob(name: "reap-leases", interval: 5) {
+                try await db.rows("""
+                    UPDATE deliveries SET state = 'queued', lease_owner = NULL, lease_until = NULL, updated_at = now()
+                    WHERE state = 'leased' AND lease_until < now() - interval '5 seconds'
+                    """)
+            },
+            PeriodicJob(name: "forget-nodes", interval: 600) {
+                try await db.rows("DELETE FROM nodes WHERE seen_at < now() - interval '1 day'")
+            },
+        ]
+    }
+
+    public func fanOut(notificationID: String, appID: String, audience: Audience, notBefore: Date, expiresAt: Date?, spread: TimeInterval) async throws -> Int {
+        if audience.directTargets == nil, PostgresDeviceRegistry.audienceSQL(audience, appID: appID) != nil {
+            let total = spread > 0 ? try await pgRegistry.countInDatabase(appID: appID, audience: audience) ?? 0 : 0
+            let done = try await pgIntake.insertInChunks(
+                notificationID: notificationID, appID: appID, audience: audience, notBefore: notBefore, expiresAt: expiresAt,
+                step: Spread.step(spread, count: total), from: .init(cursor: 0, inserted: 0), tracked: false)
+            return done.inserted
+        }
+        return try await FanOut().enqueue(notificationID: notificationID, appID: appID, audience: audience, registry: registry, queue: queue, notBefore: notBefore, expiresAt: expiresAt, spread: spread)
+    }
+
+    public func countByProvider(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int] {
+        if audience.directTargets == nil, let counted = try await pgRegistry.countByProviderInDatabase(appID: appID, audience: audience) { return counted }
+        return try await FanOut().count(appID: appID, audience: audience, registry: registry)
+    }
+
+    public func isUnavailable(_ error: any Error) -> Bool { PostgresDatabase.isUnavailable(error) }
+}

@@ -1,0 +1,187 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import PostgresNIO
+import ServiceLifecycle
+
+/// Work that one node of a cluster does for all of them, every `interval`: resuming fan-outs a dead node left,
+/// returning its expired leases to the queue, sweeping shared media, forgetting nodes long gone.
+public struct PeriodicJob: Sendable {
+    public var name: String
+    public var interval: TimeInterval
+    public var run: @Sendable () async throws -> Void
+
+    public init(name: String, interval: TimeInterval, run: @escaping @Sendable () async throws -> Void) {
+        self.name = name
+        self.interval = interval
+        self.run = run
+    }
+}
+
+/// Listens on the cluster's channels from a connection of its own: `richpush_work` (another node queued
+/// deliveries: wake the worker) and `richpush_cache` (an app or key changed: forget it). After a reconnect
+/// everything cached is forgotten and the worker woken, since notifications sent meanwhile were missed.
+struct PostgresListener: Service {
+    let db: PostgresDatabase
+    let onWork: @Sendable () -> Void
+    let onCache: @Sendable (String) -> Void
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            var backoff: Duration = .milliseconds(200)
+            while !Task.isCancelled {
+                do {
+                    let connection = try await db.connect()
+                    backoff = .milliseconds(200)
+                    onCache("*")
+                    onWork()
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        group.addTask {
+                            for try await _ in try await connection.listen("richpush_work") { onWork() }
+                        }
+                        group.addTask {
+                            for try await n in try await connection.listen(PostgresServerStore.cacheChannel) { onCache(n.payload) }
+                        }
+                        defer { group.cancelAll() }
+                        try await group.next()
+                    }
+                    try? await connection.close()
+                } catch {
+                    if Task.isCancelled { return }
+                    db.logger.debug("listener reconnecting", metadata: ["error": .string(PostgresDatabase.describe(error))])
+                }
+                try await Task.sleep(for: backoff)
+                backoff = min(backoff * 2, .seconds(5))
+            }
+        }
+    }
+}
+
+/// Each node's row in `nodes`: seen every `interval`; the number of nodes seen lately is handed to `onNodes`
+/// (the API's rate limit is shared among them).
+struct PostgresHeartbeat: Service {
+    let db: PostgresDatabase
+    let nodeID: String
+    let address: String
+    let interval: TimeInterval
+    let onNodes: @Sendable (Int) -> Void
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown {
+            let started = Date()
+            while !Task.isCancelled {
+                do {
+                    try await db.rows("""
+                        INSERT INTO nodes (id, started_at, seen_at, address) VALUES (\(nodeID), \(started), now(), \(address))
+                        ON CONFLICT (id) DO UPDATE SET seen_at = now(), address = excluded.address
+                        """)
+                    let live = try await db.rows("SELECT count(*) FROM nodes WHERE seen_at > now() - make_interval(secs => \(interval * 5))")
+                    onNodes(max(1, try live.first?.decode(Int.self) ?? 1))
+                } catch {
+                    db.logger.debug("heartbeat failed", metadata: ["error": .string(PostgresDatabase.describe(error))])
+                }
+                try await Task.sleep(for: .seconds(interval))
+            }
+        }
+        // Leaving: the others count one node fewer at once (in a task the shutdown's cancellation does not reach).
+        await Task { [db, nodeID] in _ = try? await db.rows("DELETE FROM nodes WHERE id = \(nodeID)") }.value
+    }
+}
+
+/// One node at a time does the cluster's periodic work: the one holding a session advisory lock on a connection
+/// of its own. Should that node die or lose its database, the lock goes with its connection and another node
+/// takes over within `retry`.
+final class PostgresLeader: Service, Sendable {
+    static let lockKey: Int64 = 0x7269_6368_7075_7302
+    let db: PostgresDatabase
+    let jobs: [PeriodicJob]
+    let retry: TimeInterval
+    private let leading = NIOLockedValueBox(false)
+
+    init(db: PostgresDatabase, jobs: [PeriodicJob], retry: TimeInterval = 5) {
+        self.db = db
+        self.jobs = jobs
+        self.retry = retry
+    }
+
+    /// Whether this node leads now.
+    var isLeader: Bool { leading.withLockedValue { $0 } }
+
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown { try await self.loop() }
+    }
+
+    func loop() async throws {
+            while !Task.isCancelled {
+                do {
+                    let connection = try await db.connect()
+                    defer { Task { try? await connection.close() } }
+                    while !Task.isCancelled {
+                        let rows = try await connection.query("SELECT pg_try_advisory_lock(\(Self.lockKey))", logger: db.logger).collect()
+                        if try rows.first?.decode(Bool.self) == true { break }
+                        try await Task.sleep(for: .seconds(retry))
+                    }
+                    leading.withLockedValue { $0 = true }
+                    db.logger.info("this node leads the cluster's periodic work")
+                    try await lead(on: connection)
+                } catch {
+                    leading.withLockedValue { $0 = false }
+                    if Task.isCancelled { return }
+                    db.logger.debug("leader connection lost", metadata: ["error": .string(PostgresDatabase.describe(error))])
+                }
+                leading.withLockedValue { $0 = false }
+                try await Task.sleep(for: .seconds(retry))
+            }
+    }
+
+    /// Runs each job at its interval while the lock's connection answers.
+    func lead(on connection: PostgresConnection) async throws {
+        var due = Dictionary(uniqueKeysWithValues: jobs.map { ($0.name, Date()) })
+        while !Task.isCancelled {
+            // The lock lives as long as this connection: check it, so that a lost connection ends the lead.
+            _ = try await connection.query("SELECT 1", logger: db.logger).collect()
+            for job in jobs where due[job.name, default: .distantPast] <= Date() {
+                do { try await job.run() } catch {
+                    db.logger.warning("periodic job failed", metadata: ["job": .string(job.name), "error": .string(PostgresDatabase.describe(error))])
+                }
+                due[job.name] = Date().addingTimeInterval(job.interval)
+            }
+            try await Task.sleep(for: .seconds(min(1, jobs.map(\.interval).min() ?? 1)))
+        }
+    }
+}
+
+/// Tells the other nodes that deliveries were queued, at most one notification in flight and one waiting: a
+/// burst of sends costs a few notifications, not one each.
+final class WorkAnnouncer: Sendable {
+    let db: PostgresDatabase
+    private let state = NIOLockedValueBox((running: false, again: false))
+
+    init(db: PostgresDatabase) { self.db = db }
+
+    func announce() {
+        let start = state.withLockedValue { s -> Bool in
+            if s.running {
+                s.again = true
+                return false
+            }
+            s.running = true
+            return true
+        }
+        guard start else { return }
+        Task {
+            while true {
+                await db.notify("richpush_work")
+                let more = state.withLockedValue { s -> Bool in
+                    if s.again {
+                        s.again = false
+                        return true
+                    }
+                    s.running = false
+                    return false
+                }
+                if !more { return }
+            }
+        }
+    }
+}

@@ -1,0 +1,170 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import PostgresNIO
+
+/// A PostgreSQL database that several RichPush nodes share: a pooled client, a deadline on every operation (a
+/// database that stops answering must not hold a request for ever), and what this node knows of its health.
+///
+/// ```swift
+/// let db = try await PostgresDatabase.open(try PostgresSettings(url: "postgres://richpush@db:5432/richpush"))
+/// try await db.migrate()
+/// defer { Task { await db.close() } }
+/// ```
+public final class PostgresDatabase: Sendable {
+    public let settings: PostgresSettings
+    public let client: PostgresClient
+    public let health = DatabaseHealth()
+    /// The longest one operation may take before it fails as unavailable.
+    public let timeout: Duration
+    let logger: Logger
+    private let running = NIOLockedValueBox<Task<Void, Never>?>(nil)
+    private let probing = NIOLockedValueBox<Task<Void, Never>?>(nil)
+
+    init(settings: PostgresSettings, client: PostgresClient, timeout: Duration, logger: Logger) {
+        self.settings = settings
+        self.client = client
+        self.timeout = timeout
+        self.logger = logger
+    }
+
+    /// Starts the pool and checks that the database answers (within `timeout`).
+    public static func open(_ settings: PostgresSettings, timeout: Duration = .seconds(10), logger: Logger = Logger(label: "richpush.postgres")) async throws -> PostgresDatabase {
+        let client = PostgresClient(configuration: try settings.clientConfiguration(), backgroundLogger: logger)
+        let db = PostgresDatabase(settings: settings, client: client, timeout: timeout, logger: logger)
+        db.running.withLockedValue { $0 = Task { await client.run() } }
+        do {
+            _ = try await db.rows("SELECT 1")
+        } catch {
+            await db.close()
+            throw DatabaseUnavailable("\(settings.redacted): \(Self.describe(error))")
+        }
+        db.startProbe()
+        return db
+    }
+
+    /// Stops the probe and the pool.
+    public func close() async {
+        probing.withLockedValue { $0?.cancel() }
+        let task = running.withLockedValue { t -> Task<Void, Never>? in defer { t = nil }; return t }
+        task?.cancel()
+        await task?.value
+    }
+
+    /// Every second: marks the database up when it answers again (and down when it stops).
+    func startProbe() {
+        let task = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                guard let self else { return }
+                do {
+                    _ = try await self.deadline(.seconds(2)) { try await self.client.query("SELECT 1").collect() }
+                    self.health.markUp()
+                } catch {
+                    if !Task.isCancelled { self.health.markDown(Self.describe(error)) }
+                }
+            }
+        }
+        probing.withLockedValue { $0 = task }
+    }
+
+    // MARK: Operations
+
+    /// Rows of one statement.
+    @discardableResult
+    public func rows(_ query: PostgresQuery) async throws -> [PostgresRow] {
+        try await run { [client] in try await client.query(query).collect() }
+    }
+
+    /// Runs `body` in one transaction on one connection, committed when it returns.
+    public func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+        try await run { [client, logger] in
+            try await client.withConnection { connection in
+                do {
+                    return try await connection.withTransaction(logger: logger) { c in try await body(c) }
+                } catch let e as PostgresTransactionError {
+                    throw e.closureError ?? e.beginError ?? e.commitError ?? e
+                }
+            }
+        }
+    }
+
+    /// Runs an operation under the deadline; a failure to reach the database marks it down and is thrown as
+    /// ``DatabaseUnavailable``. An error of the statement itself (a constraint, a syntax) is thrown as it is.
+    func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        do {
+            return try await deadline(timeout, body)
+        } catch {
+            if Self.isUnavailable(error) {
+                let reason = Self.describe(error)
+                health.markDown(reason)
+                throw DatabaseUnavailable(reason)
+            }
+            // The client's own description hides the server's message; this one names it (and never a value).
+            if error is PSQLError || error is PostgresTransactionError { throw StatementFailed(description: Self.describe(error)) }
+            throw error
+        }
+    }
+
+    /// A statement the database refused (a constraint, a type): its message and SQLSTATE.
+    public struct StatementFailed: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    struct TimedOut: Error {}
+
+    func deadline<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(for: limit)
+                throw TimedOut()
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+    }
+
+    /// Whether an error means the database could not be reached, rather than that a statement failed.
+    public static func isUnavailable(_ error: any Error) -> Bool {
+        if error is TimedOut || error is DatabaseUnavailable || error is CancellationError { return true }
+        if let e = error as? PostgresTransactionError {
+            return [e.beginError, e.closureError, e.commitError].contains { $0.map(isUnavailable) ?? false }
+        }
+        guard let p = error as? PSQLError else { return error is ChannelError || error is IOError }
+        if p.code == .server {
+            // Connection exceptions (08), shutdown and startup (57P01-57P03), too many connections (53300).
+            let state = p.serverInfo?[.sqlState] ?? ""
+            return state.hasPrefix("08") || ["57P01", "57P02", "57P03", "53300"].contains(state)
+        }
+        return [.connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed, .sslUnsupported, .failedToAddSSLHandler].contains(p.code)
+    }
+
+    /// An error in a line: the server's message and SQLSTATE, or the client's code (never a password).
+    public static func describe(_ error: any Error) -> String {
+        if error is TimedOut { return "no answer in time" }
+        if let d = error as? DatabaseUnavailable { return d.reason }
+        if let e = error as? PostgresTransactionError, let inner = e.closureError ?? e.beginError ?? e.commitError { return describe(inner) }
+        if let p = error as? PSQLError {
+            if let message = p.serverInfo?[.message] { return "\(message) (SQLSTATE \(p.serverInfo?[.sqlState] ?? "?"))" }
+            return "\(p.code)" + (p.underlying.map { ": \($0)" } ?? "")
+        }
+        return "\(error)"
+    }
+
+    // MARK: Connections outside the pool
+
+    /// A connection of its own (a listener's, the leader's), closed by the caller.
+    func connect() async throws -> PostgresConnection {
+        try await PostgresConnection.connect(
+            configuration: try settings.connectionConfiguration(), id: Int.random(in: 1_000_000...Int(Int32.max)), logger: logger)
+    }
+
+    /// Sends a notification to every node listening on `channel` (after the current transaction, if any).
+    public func notify(_ channel: String, _ payload: String = "") async {
+        do { try await rows("SELECT pg_notify(\(channel), \(payload))") } catch {
+            logger.debug("notify failed", metadata: ["channel": .string(channel), "error": .string(Self.describe(error))])
+        }
+    }
+}

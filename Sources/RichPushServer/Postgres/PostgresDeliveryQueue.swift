@@ -1,0 +1,137 @@
+import Foundation
+import PostgresNIO
+
+/// The delivery queue in PostgreSQL, shared by every node: a claim locks the rows it takes with
+/// `FOR UPDATE SKIP LOCKED`, so nodes claiming at once get disjoint batches without waiting for each other; a
+/// claim's lease names the node (and worker) that holds it, and a lease that runs out (a node that died) is claimed
+/// again by any node. Outcomes are settled a batch per statement.
+public final class PostgresDeliveryQueue: DeliveryQueue {
+    let db: PostgresDatabase
+
+    public init(database: PostgresDatabase) { db = database }
+
+    static let columns = "id, notification_id, app_id, provider, target, state, attempts, not_before, expires_at, lease_owner, lease_until, reason, provider_id, updated_at"
+
+    @discardableResult
+    public func enqueue(_ deliveries: [NewDelivery]) async throws -> Int {
+        guard !deliveries.isEmpty else { return 0 }
+        try await db.rows(Self.insert(deliveries))
+        return deliveries.count
+    }
+
+    /// One statement for any number of new deliveries (columns as arrays, unnested by the server).
+    static func insert(_ deliveries: [NewDelivery]) -> PostgresQuery {
+        let expires = deliveries.map { $0.expiresAt?.timeIntervalSince1970 ?? -1 }
+        return """
+            INSERT INTO deliveries (notification_id, app_id, provider, target, state, not_before, expires_at, updated_at)
+            SELECT n, a, p, t, 'queued', to_timestamp(nb), CASE WHEN e < 0 THEN NULL ELSE to_timestamp(e) END, now()
+            FROM unnest(\(deliveries.map(\.notificationID))::text[], \(deliveries.map(\.appID))::text[], \(deliveries.map(\.provider.rawValue))::text[],
+                \(deliveries.map(\.target))::text[], \(deliveries.map { $0.notBefore.timeIntervalSince1970 })::float8[], \(expires)::float8[])
+                AS u(n, a, p, t, nb, e)
+            """
+    }
+
+    public func claim(owner: String, limit: Int, now: Date, lease: TimeInterval) async throws -> [DeliveryRecord] {
+        let until = now.addingTimeInterval(lease)
+        // Past their time to live: expired, not handed out. Then the due and the abandoned, each locked without
+        // waiting for rows another node is claiming.
+        let rows = try await db.rows("""
+            WITH expired AS (
+                UPDATE deliveries SET state = 'expired', reason = 'ttl', lease_owner = NULL, lease_until = NULL, updated_at = \(now)
+                WHERE id IN (
+                    SELECT id FROM deliveries
+                    WHERE expires_at < \(now) AND ((state = 'queued' AND not_before <= \(now)) OR (state = 'leased' AND lease_until < \(now)))
+                    LIMIT \(limit) FOR UPDATE SKIP LOCKED)
+                RETURNING id),
+            due AS (
+                SELECT id FROM deliveries WHERE state = 'queued' AND not_before <= \(now) AND (expires_at IS NULL OR expires_at >= \(now))
+                ORDER BY not_before, id LIMIT \(limit) FOR UPDATE SKIP LOCKED),
+            abandoned AS (
+                SELECT id FROM deliveries WHERE state = 'leased' AND lease_until < \(now) AND (expires_at IS NULL OR expires_at >= \(now))
+                ORDER BY lease_until LIMIT \(limit) FOR UPDATE SKIP LOCKED),
+            picked AS (SELECT id FROM due UNION ALL SELECT id FROM abandoned)
+            UPDATE deliveries d SET state = 'leased', lease_owner = \(owner), lease_until = \(until), attempts = d.attempts + 1, updated_at = \(now)
+            FROM (SELECT id FROM picked LIMIT \(limit)) p WHERE d.id = p.id
+            RETURNING \(unescaped: Self.columns.split(separator: ",").map { "d." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", "))
+            """)
+        return try rows.map(Self.record).sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) }
+    }
+
+    @discardableResult
+    public func finish(id: Int64, owner: String, outcome: DeliveryOutcome, now: Date) async throws -> Bool {
+        try await settle([Settlement(id: id, .finish(outcome))], owner: owner, now: now).contains(id)
+    }
+
+    @discardableResult
+    public func reschedule(id: Int64, owner: String, notBefore: Date, reason: String, now: Date) async throws -> Bool {
+        try await settle([Settlement(id: id, .reschedule(notBefore: notBefore, reason: reason))], owner: owner, now: now).contains(id)
+    }
+
+    /// Every outcome and new time of a batch in one statement; only rows `owner` still holds change.
+    public func settle(_ items: [Settlement], owner: String, now: Date) async throws -> Set<Int64> {
+        guard !items.isEmpty else { return [] }
+        // Columns as arrays; a missing reason or provider id is an empty string with a false beside it.
+        var ids: [Int64] = [], states: [String] = [], reasons: [String] = [], hasReason: [Bool] = []
+        var providerIDs: [String] = [], hasProviderID: [Bool] = [], times: [Double] = []
+        for item in items {
+            ids.append(item.id)
+            let (state, reason, providerID, at): (DeliveryState, String?, String?, Double)
+            switch item.action {
+            case .finish(let o): (state, reason, providerID, at) = (o.state, o.reason, o.providerID, -1)
+            case let .reschedule(time, r): (state, reason, providerID, at) = (.queued, r, nil, time.timeIntervalSince1970)
+            }
+            states.append(state.rawValue)
+            reasons.append(reason ?? "")
+            hasReason.append(reason != nil)
+            providerIDs.append(providerID ?? "")
+            hasProviderID.append(providerID != nil)
+            times.append(at)
+        }
+        let rows = try await db.rows("""
+            UPDATE deliveries d SET state = u.state, reason = CASE WHEN u.hr THEN u.reason END, provider_id = CASE WHEN u.hp THEN u.pid END,
+                not_before = CASE WHEN u.at < 0 THEN d.not_before ELSE to_timestamp(u.at) END,
+                lease_owner = NULL, lease_until = NULL, updated_at = \(now)
+            FROM unnest(\(ids)::int8[], \(states)::text[], \(reasons)::text[], \(hasReason)::bool[], \(providerIDs)::text[], \(hasProviderID)::bool[],
+                \(times)::float8[]) AS u(id, state, reason, hr, pid, hp, at)
+            WHERE d.id = u.id AND d.state = 'leased' AND d.lease_owner = \(owner)
+            RETURNING d.id
+            """)
+        return Set(try rows.map { try $0.decode(Int64.self) })
+    }
+
+    public func counts() async throws -> [DeliveryState: Int] {
+        try await Self.counts(db.rows("SELECT state, count(*) FROM deliveries GROUP BY state"))
+    }
+
+    public func counts(notificationID: String) async throws -> [DeliveryState: Int] {
+        try await Self.counts(db.rows("SELECT state, count(*) FROM deliveries WHERE notification_id = \(notificationID) GROUP BY state"))
+    }
+
+    static func counts(_ rows: [PostgresRow]) throws -> [DeliveryState: Int] {
+        var c: [DeliveryState: Int] = [:]
+        for row in rows {
+            let (state, n) = try row.decode((String, Int).self)
+            if let s = DeliveryState(rawValue: state) { c[s] = n }
+        }
+        return c
+    }
+
+    public func deliveries(notificationID: String) async throws -> [DeliveryRecord] {
+        try await db.rows("SELECT \(unescaped: Self.columns) FROM deliveries WHERE notification_id = \(notificationID) ORDER BY id").map(Self.record)
+    }
+
+    public func deliveries(notificationID: String, after: Int64, limit: Int) async throws -> [DeliveryRecord] {
+        try await db.rows("""
+            SELECT \(unescaped: Self.columns) FROM deliveries WHERE notification_id = \(notificationID) AND id > \(after) ORDER BY id LIMIT \(max(0, limit))
+            """).map(Self.record)
+    }
+
+    static func record(_ row: PostgresRow) throws -> DeliveryRecord {
+        let (id, notification, app, provider, target, state, attempts, notBefore, expires, owner, until, reason, providerID, updated) =
+            try row.decode((Int64, String, String, String, String, String, Int, Date, Date?, String?, Date?, String?, String?, Date).self)
+        return DeliveryRecord(
+            id: id, notificationID: notification, appID: app, provider: DeliveryProvider(rawValue: provider) ?? .apns, target: target,
+            state: DeliveryState(rawValue: state) ?? .queued, attempts: attempts, notBefore: notBefore, expiresAt: expires, leaseOwner: owner,
+            leaseUntil: until, reason: reason, providerID: providerID, updatedAt: updated)
+    }
+}

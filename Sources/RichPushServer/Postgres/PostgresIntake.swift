@@ -1,0 +1,170 @@
+import Foundation
+import PostgresNIO
+import RichPushCore
+
+/// Takes notifications in on PostgreSQL: a token, FCM topic or condition send is stored with its deliveries in one
+/// transaction; a registry audience is stored with its fan-out pending, then run inside the database in chunks
+/// (`INSERT … SELECT`, no device passes through the node), each chunk committing its progress.
+///
+/// A fan-out is held by one node at a time under a lease renewed by every chunk: should that node die, the lease
+/// runs out and another node (the leader, or any node at start) resumes it exactly where it stopped.
+public final class PostgresIntake: NotificationIntake {
+    let db: PostgresDatabase
+    let nodeID: String
+    let chunk: Int
+    /// How long a fan-out stays with a node that stopped renewing it.
+    let fanOutLease: TimeInterval
+    /// Called after a commit that queued deliveries (other nodes' workers are told).
+    let queued: @Sendable () -> Void
+
+    public init(database: PostgresDatabase, nodeID: String, chunk: Int = 50_000, fanOutLease: TimeInterval = 60, queued: @escaping @Sendable () -> Void = {}) {
+        db = database
+        self.nodeID = nodeID
+        self.chunk = chunk
+        self.fanOutLease = fanOutLease
+        self.queued = queued
+    }
+
+    public func accept(_ plan: AcceptPlan, respond: @escaping @Sendable (Int?) -> JSONValue) async throws -> Accepted {
+        var n = plan.notification
+        var targets = plan.audience.directTargets
+        if case .tokens(let tokens) = plan.audience {
+            var seen = Set<String>()
+            let wanted = tokens.filter { seen.insert($0).inserted }
+            let rows = try await db.rows("SELECT provider, token FROM devices WHERE app_id = \(n.appID) AND token = ANY(\(wanted)::text[]) ORDER BY id")
+            targets = try rows.map { row in
+                let (provider, token) = try row.decode((String, String).self)
+                return (DeliveryProvider(rawValue: provider) ?? .apns, token)
+            }
+        }
+        n.response = respond(targets?.count)
+        let (notification, found) = (n, targets)
+        let accepted = try await db.transaction { c in
+            let (stored, created) = try await PostgresServerStore.insert(
+                notification, idempotencyKey: plan.idempotencyKey, fanOut: found == nil ? plan : nil, on: c, logger: self.db.logger)
+            guard created else { return Accepted(notification: stored, created: false, queued: 0, fanOutPending: false) }
+            guard let targets = found, !targets.isEmpty else {
+                return Accepted(notification: stored, created: true, queued: 0, fanOutPending: found == nil)
+            }
+            let step = Spread.step(plan.spread, count: targets.count)
+            let deliveries = targets.enumerated().map { i, t in
+                NewDelivery(notificationID: notification.id, appID: notification.appID, provider: t.0, target: t.1,
+                    notBefore: plan.notBefore.addingTimeInterval(step * Double(i)), expiresAt: plan.expiresAt)
+            }
+            _ = try await c.query(PostgresDeliveryQueue.insert(deliveries), logger: self.db.logger).collect()
+            return Accepted(notification: stored, created: true, queued: deliveries.count, fanOutPending: false)
+        }
+        if accepted.queued > 0 { queued() }
+        return accepted
+    }
+
+    public func completeFanOut(notificationID: String) async throws -> Int {
+        // Taken unless another node holds it under a live lease.
+        let rows = try await db.rows("""
+            UPDATE notifications SET fanout_owner = \(nodeID), fanout_lease_until = now() + make_interval(secs => \(fanOutLease))
+            WHERE id = \(notificationID) AND fanout_state = 'pending'
+              AND (fanout_owner IS NULL OR fanout_owner = \(nodeID) OR fanout_lease_until < now())
+            RETURNING app_id, audience, not_before, expires_at, spread, fanout_cursor, fanout_inserted, fanout_total
+            """)
+        guard let row = rows.first else { return 0 }
+        let (appID, audienceText, notBefore, expiresAt, spread, cursor, inserted, storedTotal) =
+            try row.decode((String, String?, Date?, Date?, Double, Int64, Int, Int).self)
+        guard let audienceText, let audience = Audience.read(try JSONValue.parse(audienceText)).0 else {
+            try await db.rows("UPDATE notifications SET fanout_state = 'done', fanout_owner = NULL WHERE id = \(notificationID)")
+            return 0
+        }
+        var total = storedTotal
+        if spread > 0 && total == 0 {
+            // Counted once and stored, so that a resumed fan-out keeps the same spacing.
+            total = inserted + (try await PostgresDeviceRegistry(database: db).countInDatabase(appID: appID, audience: audience, after: cursor) ?? 0)
+            try await db.rows("UPDATE notifications SET fanout_total = \(total) WHERE id = \(notificationID)")
+        }
+        let start = FanOutProgress(cursor: cursor, inserted: inserted)
+        let done = try await insertInChunks(
+            notificationID: notificationID, appID: appID, audience: audience, notBefore: notBefore ?? Date(), expiresAt: expiresAt,
+            step: Spread.step(spread, count: total), from: start, tracked: true)
+        return done.inserted - start.inserted
+    }
+
+    public func pendingFanOuts() async throws -> [String] {
+        try await db.rows("""
+            SELECT id FROM notifications WHERE fanout_state = 'pending' AND (fanout_owner IS NULL OR fanout_lease_until < now()) ORDER BY created_at
+            """).map { try $0.decode(String.self) }
+    }
+
+    /// Where an in-database fan-out stands: the last device row id done and how many deliveries so far.
+    struct FanOutProgress: Sendable {
+        var cursor: Int64
+        var inserted: Int
+    }
+
+    /// Inserts the audience's deliveries a chunk per transaction. With `tracked`, each chunk also records its
+    /// progress with the notification and renews this node's lease on it; it stops (without error) when the lease
+    /// was lost to another node.
+    func insertInChunks(
+        notificationID: String, appID: String, audience: Audience, notBefore: Date, expiresAt: Date?, step: TimeInterval,
+        from start: FanOutProgress, tracked: Bool
+    ) async throws -> FanOutProgress {
+        guard let sql = PostgresDeviceRegistry.audienceSQL(audience, appID: appID) else { return start }
+        var progress = start
+        while true {
+            let before = progress
+            let (after, finished) = try await db.transaction { c -> (FanOutProgress, Bool) in
+                let logger = self.db.logger
+                if tracked {
+                    let held = try await c.query("""
+                        SELECT 1 FROM notifications WHERE id = \(notificationID) AND fanout_state = 'pending' AND fanout_owner = \(self.nodeID) FOR UPDATE
+                        """, logger: logger).collect()
+                    if held.isEmpty { return (before, true) }
+                }
+                var last = PostgresQuery(unsafeSQL: """
+                    SELECT max(id) FROM (SELECT d.id AS id FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(sql.binds.count + 1)
+                    ORDER BY d.id LIMIT $\(sql.binds.count + 2)) chunk
+                    """, binds: sql.binds)
+                last.binds.append(before.cursor)
+                last.binds.append(self.chunk)
+                guard let upTo = try await c.query(last, logger: logger).collect().first?.decode(Int64?.self) else {
+                    if tracked {
+                        _ = try await c.query("""
+                            UPDATE notifications SET fanout_state = 'done', fanout_owner = NULL, fanout_lease_until = NULL WHERE id = \(notificationID)
+                            """, logger: logger).collect()
+                    }
+                    return (before, true)
+                }
+                let k = sql.binds.count
+                // Spread sends number the rows to space them; the others are all due at once.
+                let due = step > 0
+                    ? "$\(k + 2)::timestamptz + (($\(k + 3)::bigint + row_number() OVER (ORDER BY d.id) - 1) * $\(k + 4)::float8) * interval '1 second'"
+                    : "$\(k + 2)::timestamptz"
+                var insert = PostgresQuery(unsafeSQL: """
+                    WITH added AS (
+                        INSERT INTO deliveries (notification_id, app_id, provider, target, state, not_before, expires_at, updated_at)
+                        SELECT $\(k + 1), d.app_id, d.provider, d.token, 'queued', \(due), $\(k + 5)::timestamptz, now()
+                        FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(k + 6) AND d.id <= $\(k + 7)
+                        RETURNING 1)
+                    SELECT count(*) FROM added
+                    """, binds: sql.binds)
+                insert.binds.append(notificationID)
+                insert.binds.append(notBefore)
+                insert.binds.append(Int64(before.inserted))
+                insert.binds.append(step)
+                insert.binds.append(expiresAt)
+                insert.binds.append(before.cursor)
+                insert.binds.append(upTo)
+                let added = try await c.query(insert, logger: logger).collect().first?.decode(Int.self) ?? 0
+                let next = FanOutProgress(cursor: upTo, inserted: before.inserted + added)
+                if tracked {
+                    _ = try await c.query("""
+                        UPDATE notifications SET fanout_cursor = \(next.cursor), fanout_inserted = \(next.inserted),
+                            fanout_lease_until = now() + make_interval(secs => \(self.fanOutLease))
+                        WHERE id = \(notificationID)
+                        """, logger: logger).collect()
+                }
+                return (next, false)
+            }
+            progress = after
+            if after.inserted > before.inserted { queued() }
+            if finished { return progress }
+        }
+    }
+}
