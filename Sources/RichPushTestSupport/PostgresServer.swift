@@ -15,7 +15,7 @@ import Glibc
 ///
 /// The binaries are found in `RICHPUSH_PG_BIN`, else the newest `/usr/lib/postgresql/N/bin` (Debian's
 /// `postgresql` package, which `Scripts/test` installs), else `PATH`.
-public final class PostgresServer {
+public final class PostgresServer: @unchecked Sendable {  // mutable state behind `lock`
     public struct Failure: Error, CustomStringConvertible {
         public var description: String
     }
@@ -25,7 +25,44 @@ public final class PostgresServer {
     public let directory: URL
     let bin: URL
     let runAs: String?
-    let process = Process()
+    /// The running server (replaced by ``resume()``), behind a lock: tests call from several tasks.
+    private var running = Process()
+    private let lock = NSLock()
+    var process: Process {
+        get { lock.withLock { running } }
+        set { lock.withLock { running = newValue } }
+    }
+
+    /// One server for a whole test run (started on first use, stopped when the process exits); each test takes a
+    /// database of its own from it (``createDatabase()``).
+    public static let shared: Result<PostgresServer, Error> = {
+        let result = Result { try PostgresServer.start() }
+        if case .success = result { atexit { if case .success(let s) = PostgresServer.shared { s.stop() } } }
+        return result
+    }()
+
+    /// A new, empty database on this server; its URL.
+    public func createDatabase() throws -> String {
+        let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
+        try run("createdb", ["-h", "127.0.0.1", "-p", String(port), "-U", user, String(name)])
+        return "postgres://\(user)@127.0.0.1:\(port)/\(name)?sslmode=disable"
+    }
+
+    /// Stops the server at once, keeping its data (SIGQUIT: PostgreSQL's immediate shutdown; every connection is
+    /// cut, nothing is flushed, recovery runs at the next start).
+    public func halt() {
+        let p = process
+        guard p.isRunning else { return }
+        kill(p.processIdentifier, SIGQUIT)
+        p.waitUntilExit()
+    }
+
+    /// Starts the server again on the same port and data (after ``halt()``).
+    public func resume() throws {
+        guard !process.isRunning else { return }
+        process = Process()
+        try serve(data: directory.appendingPathComponent("data").path)
+    }
 
     /// `postgres://richpush@127.0.0.1:PORT/postgres`
     public var url: String { "postgres://\(user)@127.0.0.1:\(port)/postgres" }
@@ -65,16 +102,18 @@ public final class PostgresServer {
     /// Starts the server and waits until it says it accepts connections (up to a minute).
     func serve(data: String) throws {
         let logURL = directory.appendingPathComponent("server.log")
-        FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        if !FileManager.default.fileExists(atPath: logURL.path) { FileManager.default.createFile(atPath: logURL.path, contents: nil) }
         let log = try FileHandle(forWritingTo: logURL)
-        let arguments = ["-D", data, "-p", String(port), "-k", directory.path, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off"]
+        log.seekToEndOfFile()
+        let logStart = self.log.count
+        let arguments = ["-D", data, "-p", String(port), "-k", directory.path, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=500"]
         command(process, "postgres", arguments)
         process.standardOutput = log
         process.standardError = log
         process.standardInput = FileHandle.nullDevice
         try process.run()
         let deadline = Date().addingTimeInterval(60)
-        while !self.log.contains("database system is ready to accept connections") {
+        while !String(self.log.dropFirst(logStart)).contains("database system is ready to accept connections") {
             guard process.isRunning else { throw Failure(description: "postgres ended at start: \(self.log.suffix(2000))") }
             guard Date() < deadline else { throw Failure(description: "postgres did not start within a minute: \(self.log.suffix(2000))") }
             usleep(20_000)

@@ -3,16 +3,17 @@ import RichPushServer
 import RichPushTransport
 import Testing
 
-/// The same rules for the SQLite queue and its in-memory twin.
+/// The same rules for the SQLite queue, PostgreSQL's and the in-memory twin.
 @Suite struct DeliveryQueueTests {
-    enum Kind: String, CaseIterable, Sendable { case sqlite, memory }
+    enum Kind: String, CaseIterable, Sendable { case sqlite, memory, postgres }
 
-    static func make(_ kind: Kind) throws -> DeliveryQueue {
+    static func make(_ kind: Kind) async throws -> DeliveryQueue {
         switch kind {
         case .memory: return MemoryDeliveryQueue()
         case .sqlite:
             let path = FileManager.default.temporaryDirectory.appendingPathComponent("queue-\(UUID().uuidString).sqlite").path
             return try SQLiteDeliveryQueue(path: path)
+        case .postgres: return try await PostgresFixture.backend().queue
         }
     }
 
@@ -25,7 +26,7 @@ import Testing
     /// One notification's counts per state and its deliveries a page at a time, the other notifications left out.
     @Test(arguments: Kind.allCases)
     func aNotificationIsCountedAndPagedInIdOrder(_ kind: Kind) async throws {
-        let q = try Self.make(kind)
+        let q = try await Self.make(kind)
         try await q.enqueue(deliveries(7))
         try await q.enqueue(deliveries(3, notification: "other"))
         let claimed = try await q.claim(owner: "A", limit: 2, now: t0, lease: 60)
@@ -47,7 +48,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func claimsDueDeliveriesOnceUnderALease(_ kind: Kind) async throws {
-        let q = try Self.make(kind)
+        let q = try await Self.make(kind)
         try await q.enqueue(deliveries(5))
         try await q.enqueue(deliveries(2, notification: "later", notBefore: t0.addingTimeInterval(60)))
         let a = try await q.claim(owner: "A", limit: 3, now: t0, lease: 120)
@@ -63,7 +64,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func aDeadWorkersLeasesAreClaimedAgain(_ kind: Kind) async throws {
-        let q = try Self.make(kind)
+        let q = try await Self.make(kind)
         try await q.enqueue(deliveries(2))
         let first = try await q.claim(owner: "crashed", limit: 10, now: t0, lease: 30)
         #expect(first.count == 2)
@@ -78,7 +79,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func outcomesAndReschedules(_ kind: Kind) async throws {
-        let q = try Self.make(kind)
+        let q = try await Self.make(kind)
         try await q.enqueue(deliveries(4))
         let c = try await q.claim(owner: "W", limit: 4, now: t0, lease: 30)
         try await q.finish(id: c[0].id, owner: "W", outcome: .delivered(providerID: "id-0"), now: t0)
@@ -95,7 +96,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func pastTheirTimeToLiveDeliveriesExpireInsteadOfGoingOut(_ kind: Kind) async throws {
-        let q = try Self.make(kind)
+        let q = try await Self.make(kind)
         try await q.enqueue(deliveries(3, expiresAt: t0.addingTimeInterval(5)))
         let c = try await q.claim(owner: "W", limit: 1, now: t0, lease: 30)
         #expect(c.count == 1)
@@ -109,7 +110,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func concurrentWorkersNeverShareADelivery(_ kind: Kind) async throws {
-        let q = try Self.make(kind)
+        let q = try await Self.make(kind)
         try await q.enqueue(deliveries(2000))
         let claimed = try await withThrowingTaskGroup(of: [Int64].self) { g in
             for w in 0..<4 {

@@ -3,14 +3,17 @@ import RichPushServer
 import Testing
 
 @Suite struct DeviceRegistryTests {
-    enum Kind: String, CaseIterable, Sendable { case sqlite, memory }
+    enum Kind: String, CaseIterable, Sendable { case sqlite, memory, postgres }
 
-    static func make(_ kind: Kind) throws -> (DeviceRegistry, DeliveryQueue) {
+    static func make(_ kind: Kind) async throws -> (DeviceRegistry, DeliveryQueue) {
         switch kind {
         case .memory: return (MemoryDeviceRegistry(), MemoryDeliveryQueue())
         case .sqlite:
             let pool = try SQLiteDeliveryQueue.openPool(path: FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString).sqlite").path)
             return (try SQLiteDeviceRegistry(pool: pool), try SQLiteDeliveryQueue(pool: pool))
+        case .postgres:
+            let b = try await PostgresFixture.backend()
+            return (b.registry, b.queue)
         }
     }
 
@@ -27,7 +30,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func audiencesPageThroughInRegistrationOrder(_ kind: Kind) async throws {
-        let (r, _) = try Self.make(kind)
+        let (r, _) = try await Self.make(kind)
         for i in 0..<10 {
             try await r.upsert(Device(appID: "app", token: "t\(i)", platform: i % 2 == 0 ? .ios : .android, userID: "u\(i % 3)", tags: i < 4 ? ["vip", "beta"] : ["beta"], topics: i % 5 == 0 ? ["news"] : []))
         }
@@ -46,7 +49,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func upsertUpdatesAndRemoveForgets(_ kind: Kind) async throws {
-        let (r, _) = try Self.make(kind)
+        let (r, _) = try await Self.make(kind)
         try await r.upsert(Device(appID: "app", token: "a", platform: .ios, tags: ["x"]))
         try await r.upsert(Device(appID: "app", token: "a", platform: .ios, userID: "me", tags: ["y"], locale: "fr_FR"))
         let d = try await r.device(appID: "app", token: "a")
@@ -60,7 +63,7 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func pruningRespectsARegistrationNewerThanTheProvidersTimestamp(_ kind: Kind) async throws {
-        let (r, _) = try Self.make(kind)
+        let (r, _) = try await Self.make(kind)
         let t = Date(timeIntervalSince1970: 1_800_000_000)
         try await r.upsert(Device(appID: "app", token: "old", platform: .ios, updatedAt: t))
         try await r.upsert(Device(appID: "app", token: "back", platform: .ios, updatedAt: t.addingTimeInterval(100)))
@@ -72,12 +75,9 @@ import Testing
 
     @Test(arguments: Kind.allCases)
     func fanOutEnqueuesEachMatchingDeviceOnce(_ kind: Kind) async throws {
-        let (r, q) = try Self.make(kind)
-        if let sqlite = r as? SQLiteDeviceRegistry {
-            try await sqlite.upsert(contentsOf: (0..<5000).map { Device(appID: "app", token: "tok-\($0)", platform: $0 % 3 == 0 ? .android : .ios, tags: $0 % 2 == 0 ? ["even"] : []) })
-        } else {
-            for i in 0..<5000 { try await r.upsert(Device(appID: "app", token: "tok-\(i)", platform: i % 3 == 0 ? .android : .ios, tags: i % 2 == 0 ? ["even"] : [])) }
-        }
+        let (r, q) = try await Self.make(kind)
+        let devices = (0..<5000).map { Device(appID: "app", token: "tok-\($0)", platform: $0 % 3 == 0 ? .android : .ios, tags: $0 % 2 == 0 ? ["even"] : []) }
+        try await r.upsert(contentsOf: devices)
         let n = try await FanOut(pageSize: 333).enqueue(notificationID: "n", appID: "app", audience: .tag("even"), registry: r, queue: q)
         #expect(n == 2500)
         let deliveries = try await q.deliveries(notificationID: "n")

@@ -48,15 +48,15 @@ import Testing
         #expect(FileManager.default.fileExists(atPath: livePart.path) && !FileManager.default.fileExists(atPath: stalePart.path))
     }
 
-    @Test func aSweptChartIsDrawnAgainWhenASendNeedsIt() throws {
+    @Test func aSweptChartIsDrawnAgainWhenASendNeedsIt() async throws {
         let store = try Self.store()
         defer { try? FileManager.default.removeItem(at: store.directory) }
         let media = MediaService(store: store, fetcher: try SafeFetcher(policy: AddressPolicy(allowAll: true)), publicBase: "https://push.example.com")
         let spec = try ChartSpec.decode(["type": "bar", "values": [1, 2, 3]])
-        let first = try media.chartImage(spec)
+        let first = try await media.chartImage(spec)
         try Self.age(store, first.name, days: 40)
         #expect(store.sweep(retention: 7 * 86_400).files == 1)
-        let again = try media.chartImage(spec)
+        let again = try await media.chartImage(spec)
         #expect(again.name == first.name && store.get(again.name) != nil)
     }
 
@@ -76,7 +76,7 @@ import Testing
                 "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]],
             ])
             #expect(status == 202)
-            let chart = try media.chartImage(try ChartSpec.decode(["type": "bar", "values": [4, 5, 6]]))
+            let chart = try await media.chartImage(try ChartSpec.decode(["type": "bar", "values": [4, 5, 6]]))
             let until = try Self.modified(store, chart.name)
             // Rounded up to the hour.
             let end = sendAt.addingTimeInterval(7200).timeIntervalSince1970

@@ -3,14 +3,15 @@ import RichPushCore
 import RichPushServer
 import Testing
 
-/// One conformance suite for every backend: the in-memory twin must answer as SQLite does.
+/// One conformance suite for every backend: the in-memory twin and PostgreSQL must answer as SQLite does.
 @Suite struct StorageBackendTests {
-    enum Kind: String, CaseIterable, Sendable { case sqlite, memory }
+    enum Kind: String, CaseIterable, Sendable { case sqlite, memory, postgres }
 
-    static func make(_ kind: Kind) throws -> any StorageBackend {
+    static func make(_ kind: Kind) async throws -> any StorageBackend {
         switch kind {
         case .memory: return MemoryBackend()
         case .sqlite: return try SQLiteBackend(path: FileManager.default.temporaryDirectory.appendingPathComponent("backend-\(UUID().uuidString).sqlite").path)
+        case .postgres: return try await PostgresFixture.backend()
         }
     }
 
@@ -27,7 +28,7 @@ import Testing
     /// Tokens are queued with the notification; a replayed idempotency key answers as the first time and queues nothing.
     @Test(arguments: Kind.allCases)
     func aTokenSendIsQueuedWithItsNotification(_ kind: Kind) async throws {
-        let b = try Self.make(kind)
+        let b = try await Self.make(kind)
         let first = try await b.intake.accept(Self.plan("n1", .providerTokens(apns: ["aa", "bb"], fcm: ["f1"]), key: "k")) { ["queued": .int(Int64($0 ?? -1))] }
         #expect(first.created && first.queued == 3 && !first.fanOutPending)
         #expect(first.notification.response == ["queued": 3])
@@ -41,7 +42,7 @@ import Testing
     /// A registry audience is accepted with its fan-out pending, listed until completed, and completed once.
     @Test(arguments: Kind.allCases)
     func aRegistryAudienceIsAcceptedWithItsFanOutPending(_ kind: Kind) async throws {
-        let b = try Self.make(kind)
+        let b = try await Self.make(kind)
         try await Self.register(b)
         let accepted = try await b.intake.accept(Self.plan("n1", .tag("x"))) { #expect($0 == nil); return .null }
         #expect(accepted.created && accepted.queued == 0 && accepted.fanOutPending)
@@ -58,7 +59,7 @@ import Testing
     /// Registered tokens: only those in the registry are queued, at once, and the answer counts them.
     @Test(arguments: Kind.allCases)
     func registeredTokensAreQueuedAtOnce(_ kind: Kind) async throws {
-        let b = try Self.make(kind)
+        let b = try await Self.make(kind)
         try await Self.register(b)
         let tokens = [String(format: "%064x", 1), "android-2", "not-registered", "android-2"]
         let accepted = try await b.intake.accept(Self.plan("n1", .tokens(tokens))) { ["deliveries": .int(Int64($0 ?? -1))] }
@@ -69,7 +70,7 @@ import Testing
     /// A dry run's counts per provider, for the registry and for named targets.
     @Test(arguments: Kind.allCases)
     func countsByProviderAgree(_ kind: Kind) async throws {
-        let b = try Self.make(kind)
+        let b = try await Self.make(kind)
         try await Self.register(b)
         #expect(try await b.countByProvider(appID: "app", audience: .all) == [.apns: 3, .fcm: 2])
         #expect(try await b.countByProvider(appID: "app", audience: .tag("x")) == [.apns: 3, .fcm: 1])
@@ -81,7 +82,7 @@ import Testing
     /// A fan-out outside an intake: every device once, spread evenly when asked.
     @Test(arguments: Kind.allCases)
     func aFanOutQueuesEveryDeviceOnce(_ kind: Kind) async throws {
-        let b = try Self.make(kind)
+        let b = try await Self.make(kind)
         try await Self.register(b)
         let start = Date(timeIntervalSince1970: 2_000_000_000)
         #expect(try await b.fanOut(notificationID: "n", appID: "app", audience: .all, notBefore: start, expiresAt: nil, spread: 8) == 5)

@@ -96,6 +96,8 @@ public final class PostgresDatabase: Sendable {
         do {
             return try await deadline(timeout, body)
         } catch {
+            // A caller that gave up says nothing of the database.
+            if Task.isCancelled { throw CancellationError() }
             if Self.isUnavailable(error) {
                 let reason = Self.describe(error)
                 health.markDown(reason)
@@ -128,7 +130,7 @@ public final class PostgresDatabase: Sendable {
 
     /// Whether an error means the database could not be reached, rather than that a statement failed.
     public static func isUnavailable(_ error: any Error) -> Bool {
-        if error is TimedOut || error is DatabaseUnavailable || error is CancellationError { return true }
+        if error is TimedOut || error is DatabaseUnavailable { return true }
         if let e = error as? PostgresTransactionError {
             return [e.beginError, e.closureError, e.commitError].contains { $0.map(isUnavailable) ?? false }
         }

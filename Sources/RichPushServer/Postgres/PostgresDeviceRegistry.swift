@@ -11,34 +11,54 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
     static let deviceColumns = "d.id, d.app_id, d.token, d.platform, d.provider, d.user_id, d.locale, d.time_zone, d.app_version, d.updated_at"
 
     public func upsert(_ d: Device) async throws {
-        try await db.transaction { c in try await Self.upsert(d, on: c, logger: self.db.logger) }
+        try await upsert(contentsOf: [d])
     }
 
-    /// Many devices in one transaction (imports, benchmarks).
-    public func upsert(contentsOf devices: [Device]) async throws {
-        try await db.transaction { c in
-            for d in devices { try await Self.upsert(d, on: c, logger: self.db.logger) }
+    /// Any number of devices in one transaction of five statements (columns as arrays): a device's lists are
+    /// replaced whole. A token given twice counts once, its last registration.
+    public func upsert(contentsOf given: [Device]) async throws {
+        var latest: [String: Int] = [:]
+        for (i, d) in given.enumerated() { latest[d.appID + "\u{0}" + d.token] = i }
+        let devices = given.indices.filter { latest[given[$0].appID + "\u{0}" + given[$0].token] == $0 }.map { given[$0] }
+        guard !devices.isEmpty else { return }
+        // Optional columns travel as text with a mask of which are present (bit 0 user, 1 locale, 2 zone, 3 version).
+        let masks = devices.map { d in
+            (d.userID != nil ? 1 : 0) | (d.locale != nil ? 2 : 0) | (d.timeZone != nil ? 4 : 0) | (d.appVersion != nil ? 8 : 0)
         }
-    }
-
-    static func upsert(_ d: Device, on c: PostgresConnection, logger: Logger) async throws {
-        let rows = try await c.query("""
+        let insert: PostgresQuery = """
             INSERT INTO devices (app_id, token, platform, provider, user_id, locale, time_zone, app_version, updated_at)
-            VALUES (\(d.appID), \(d.token), \(d.platform.rawValue), \(d.provider.rawValue), \(d.userID), \(d.locale), \(d.timeZone), \(d.appVersion), \(d.updatedAt))
+            SELECT a, t, p, pr, CASE WHEN m & 1 <> 0 THEN u END, CASE WHEN m & 2 <> 0 THEN l END, CASE WHEN m & 4 <> 0 THEN z END,
+                CASE WHEN m & 8 <> 0 THEN v END, to_timestamp(at)
+            FROM unnest(\(devices.map(\.appID))::text[], \(devices.map(\.token))::text[], \(devices.map(\.platform.rawValue))::text[],
+                \(devices.map(\.provider.rawValue))::text[], \(devices.map { $0.userID ?? "" })::text[], \(devices.map { $0.locale ?? "" })::text[],
+                \(devices.map { $0.timeZone ?? "" })::text[], \(devices.map { $0.appVersion ?? "" })::text[], \(masks)::int8[],
+                \(devices.map { $0.updatedAt.timeIntervalSince1970 })::float8[]) AS x(a, t, p, pr, u, l, z, v, m, at)
             ON CONFLICT (app_id, token) DO UPDATE SET platform = excluded.platform, provider = excluded.provider, user_id = excluded.user_id,
                 locale = excluded.locale, time_zone = excluded.time_zone, app_version = excluded.app_version, updated_at = excluded.updated_at
-            RETURNING id
-            """, logger: logger).collect()
-        guard let id = try rows.first?.decode(Int64.self) else { return }
-        // Lists replaced whole, each in one statement.
-        _ = try await c.query("DELETE FROM device_tags WHERE device_id = \(id)", logger: logger).collect()
-        _ = try await c.query("DELETE FROM device_topics WHERE device_id = \(id)", logger: logger).collect()
-        let tags = Array(Set(d.tags)), topics = Array(Set(d.topics))
-        if !tags.isEmpty {
-            _ = try await c.query("INSERT INTO device_tags (device_id, tag) SELECT \(id), unnest(\(tags)::text[])", logger: logger).collect()
-        }
-        if !topics.isEmpty {
-            _ = try await c.query("INSERT INTO device_topics (device_id, topic) SELECT \(id), unnest(\(topics)::text[])", logger: logger).collect()
+            RETURNING id, app_id, token
+            """
+        try await db.transaction { c in
+            let logger = self.db.logger
+            var ids: [String: Int64] = [:]
+            for row in try await c.query(insert, logger: logger).collect() {
+                let (id, app, token) = try row.decode((Int64, String, String).self)
+                ids[app + "\u{0}" + token] = id
+            }
+            let all = Array(ids.values)
+            _ = try await c.query("DELETE FROM device_tags WHERE device_id = ANY(\(all)::int8[])", logger: logger).collect()
+            _ = try await c.query("DELETE FROM device_topics WHERE device_id = ANY(\(all)::int8[])", logger: logger).collect()
+            var tagIDs: [Int64] = [], tags: [String] = [], topicIDs: [Int64] = [], topics: [String] = []
+            for d in devices {
+                guard let id = ids[d.appID + "\u{0}" + d.token] else { continue }
+                for t in Set(d.tags) { tagIDs.append(id); tags.append(t) }
+                for t in Set(d.topics) { topicIDs.append(id); topics.append(t) }
+            }
+            if !tags.isEmpty {
+                _ = try await c.query("INSERT INTO device_tags (device_id, tag) SELECT * FROM unnest(\(tagIDs)::int8[], \(tags)::text[])", logger: logger).collect()
+            }
+            if !topics.isEmpty {
+                _ = try await c.query("INSERT INTO device_topics (device_id, topic) SELECT * FROM unnest(\(topicIDs)::int8[], \(topics)::text[])", logger: logger).collect()
+            }
         }
     }
 

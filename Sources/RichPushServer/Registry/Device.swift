@@ -139,6 +139,9 @@ public protocol DeviceRegistry: Sendable {
     /// Registers or updates a device (by app and token).
     func upsert(_ device: Device) async throws
 
+    /// Many devices in one transaction where the backend has them (imports, benchmarks).
+    func upsert(contentsOf devices: [Device]) async throws
+
     /// Removes a device; false when it was not registered.
     @discardableResult
     func remove(appID: String, token: String) async throws -> Bool
@@ -154,4 +157,11 @@ public protocol DeviceRegistry: Sendable {
     func prune(appID: String, token: String, invalidSince: Date?) async throws -> Bool
 
     func count(appID: String) async throws -> Int
+}
+
+extension DeviceRegistry {
+    /// One at a time, for registries without a batch form.
+    public func upsert(contentsOf devices: [Device]) async throws {
+        for d in devices { try await upsert(d) }
+    }
 }

@@ -249,7 +249,7 @@ public final class SQLiteServerStore: ServerStore {
                 return bytes
             }
             let (fresh, stored) = try credentials.newSecret()
-            try db.execute(sql: "INSERT INTO secrets (name, value) VALUES (?, ?)", arguments: [stored, name])
+            try db.execute(sql: "INSERT INTO secrets (name, value) VALUES (?, ?)", arguments: [name, stored])
             return fresh
         }
     }
