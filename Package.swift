@@ -152,7 +152,7 @@ let package = Package(
             ]
         ),
         // Sample media built from the formats' specifications, for tests and benchmarks only.
-        .target(name: "RichPushTestSupport", dependencies: ["RichPushSandbox", "RichPushAPNs", "RichPushFCM", "RichPushCharts"]),
+        .target(name: "RichPushTestSupport", dependencies: ["RichPushSandbox", "RichPushAPNs", "RichPushFCM", "RichPushCharts", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         .testTarget(name: "RichPushCoreTests", dependencies: ["RichPushCore", "RichPushTestSupport"]),
         .testTarget(name: "RichPushChartsTests", dependencies: ["RichPushCharts", "RichPushCore"]),
         .testTarget(name: "RichPushMediaTests", dependencies: ["RichPushMedia", "RichPushSandbox", "RichPushCore", "RichPushTestSupport"]),

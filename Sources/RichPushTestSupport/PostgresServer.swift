@@ -48,6 +48,13 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
         return "postgres://\(user)@127.0.0.1:\(port)/\(name)?sslmode=disable"
     }
 
+    /// Runs SQL through `psql` on one of this server's databases (its URL); what it printed (tuples only).
+    @discardableResult
+    public func psql(_ url: String, _ sql: String) throws -> String {
+        let database = URL(string: url)?.path.dropFirst() ?? "postgres"
+        return try run("psql", ["-h", "127.0.0.1", "-p", String(port), "-U", user, "-d", String(database), "-v", "ON_ERROR_STOP=1", "-At", "-c", sql])
+    }
+
     /// Stops the server at once, keeping its data (SIGQUIT: PostgreSQL's immediate shutdown; every connection is
     /// cut, nothing is flushed, recovery runs at the next start).
     public func halt() {

@@ -23,13 +23,18 @@ struct LocalServer {
     /// The database the configuration names: an SQLite file with its checkpointer, or PostgreSQL shared with
     /// other nodes. Credentials are sealed with a key kept in a file (made on first start, never when sealed
     /// credentials exist without it: that would lock them away for good).
-    static func openBackend(_ config: ServerConfiguration, nodeID: String) async throws -> (any StorageBackend, [any Service]) {
+    static func openBackend(_ config: ServerConfiguration, nodeID: String, logLevel: Logger.Level) async throws -> (any StorageBackend, [any Service]) {
         let keyFile = config.resolvedCredentialsKeyFile
         let sealer = { (sealedExist: Bool) throws -> CredentialSealer in
             try CredentialSealer.load(keyFile: keyFile, create: !FileManager.default.fileExists(atPath: keyFile) && !sealedExist)
         }
         if config.isPostgres {
-            return (try await PostgresBackend.open(url: config.database, sealer: sealer, nodeID: nodeID), [])
+            // A fan-out a dead node held is taken over after the same time as its deliveries.
+            var logger = Logger(label: "richpush.postgres")
+            // The database client's own notes on connections it could not make are repeated for every attempt: above
+            // debug, they show only when asked for.
+            logger.logLevel = logLevel <= .debug ? logLevel : max(logLevel, .notice)
+            return (try await PostgresBackend.open(url: config.database, sealer: sealer, nodeID: nodeID, fanOutLease: max(5, config.leaseSeconds), logger: logger), [])
         }
         let pool = try SQLiteDeliveryQueue.openPool(path: config.database, backgroundCheckpoints: true)
         let checkpointer = try WALCheckpointer(path: config.database)
@@ -38,7 +43,7 @@ struct LocalServer {
 
     static func make(_ config: ServerConfiguration, adminKey: String, logLevel: Logger.Level = .info, onRunning: @escaping @Sendable (_ port: Int, _ sandboxAdminPort: Int, _ mediaBase: String) -> Void) async throws -> LocalServer {
         let nodeID = config.nodeID ?? PostgresBackend.newNodeID()
-        let (backend, databaseServices) = try await openBackend(config, nodeID: nodeID)
+        let (backend, databaseServices) = try await openBackend(config, nodeID: nodeID, logLevel: logLevel)
         let (store, registry, queue) = (backend.store, backend.registry, backend.queue)
 
         // In sandbox mode every request goes to the emulators; apps without credentials use the sandbox's.

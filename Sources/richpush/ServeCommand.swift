@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Hummingbird
+import Logging
 import RichPushServer
 import UnixSignals
 
@@ -31,6 +32,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("external-fcm-port"), help: "The running sandbox's FCM port.") var externalFCMPort: Int?
     @Option(help: "Seconds a worker holds claimed deliveries; after a crash they are sent again once it runs out.") var lease: Double?
     @Option(name: .customLong("rate-limit"), help: "Requests a second per API key (bursts of twice that).") var rateLimit: Double?
+    @Option(name: .customLong("log-level"), help: "trace, debug, info (the default), notice, warning, error or critical (also RICHPUSH_LOG_LEVEL).")
+    var logLevel: String?
     @Flag(name: .customLong("sandbox-public"), help: "Let sandbox mode listen on an address other machines reach.")
     var sandboxPublic = false
 
@@ -64,7 +67,11 @@ struct ServeCommand: AsyncParsableCommand {
         let admin = c.adminKey ?? APIKeys.newKey()
         let generated = c.adminKey == nil
         let announce: @Sendable (String) -> Void = { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) }
-        let server = try await LocalServer.make(c, adminKey: admin) { port, sandboxAdmin, mediaBase in
+        let levelName = logLevel ?? ProcessInfo.processInfo.environment["RICHPUSH_LOG_LEVEL"] ?? "info"
+        guard let level = Logger.Level(rawValue: levelName.lowercased()) else {
+            throw ValidationError("--log-level is one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
+        }
+        let server = try await LocalServer.make(c, adminKey: admin, logLevel: level) { port, sandboxAdmin, mediaBase in
             let database = c.isPostgres ? ((try? PostgresSettings(url: c.database))?.redacted ?? "postgres") : c.database
             var line: JSONValueLine = ["listening": "http://\(c.host):\(port)", "database": database, "sandbox": c.sandbox ? "on" : "off", "admin_key_source": generated ? "generated" : "configured", "media": mediaBase + "/media/"]
             if sandboxAdmin > 0 { line["sandbox_admin"] = "http://127.0.0.1:\(sandboxAdmin)" }

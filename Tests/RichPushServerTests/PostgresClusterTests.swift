@@ -162,6 +162,7 @@ import Testing
         let leader = try #require(runs.withLockedValue { $0.first })
         #expect(Set(runs.withLockedValue { $0 }) == [leader], "both nodes ran the job: \(runs.withLockedValue { $0 })")
         for t in tasks[leader] { t.cancel() }
+        for t in tasks[leader] { await t.value }
         tasks[leader] = []
         runs.withLockedValue { $0.removeAll() }
         // The lock goes with the leader's connection; the other node tries again every 5 s.

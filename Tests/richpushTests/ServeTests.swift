@@ -12,12 +12,21 @@ import FoundationNetworking
         let process = Process()
         let base: String
 
-        init(db: String, sandboxDir: String, extra: [String] = []) throws {
+        /// `directory`: the working folder (a PostgreSQL node keeps its media cache there); `environment` is added to
+        /// this process's.
+        init(db: String, sandboxDir: String, extra: [String] = [], directory: URL? = nil, environment: [String: String] = [:], log: URL? = nil) throws {
             process.executableURL = CLITests.binary
             process.arguments = ["serve", "--port", "0", "--db", db, "--sandbox-dir", sandboxDir, "--admin-key", "test-admin-key-0001"] + extra
+            if let directory { process.currentDirectoryURL = directory }
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
             let out = Pipe()
             process.standardOutput = out
-            process.standardError = FileHandle.nullDevice
+            if let log {
+                FileManager.default.createFile(atPath: log.path, contents: nil)
+                process.standardError = try FileHandle(forWritingTo: log)
+            } else {
+                process.standardError = FileHandle.nullDevice
+            }
             try process.run()
             var line = ""
             while !line.hasSuffix("}\n") {
@@ -28,26 +37,37 @@ import FoundationNetworking
         }
 
         func call(_ method: String, _ path: String, key: String, body: JSONValue? = nil) async throws -> (Int, JSONValue) {
+            let (status, value, _) = try await exchange(method, path, key: key, body: body)
+            return (status, value)
+        }
+
+        /// Status, body and headers.
+        func exchange(_ method: String, _ path: String, key: String, body: JSONValue? = nil) async throws -> (Int, JSONValue, [String: String]) {
             var request = URLRequest(url: URL(string: base + path)!)
             request.httpMethod = method
+            request.timeoutInterval = 30
             request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
             if let body { request.httpBody = Data(body.serialized()) }
             let (data, response) = try await URLSession.shared.data(for: request)
-            return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONValue.parse(data)) ?? .null)
+            let http = response as? HTTPURLResponse
+            var headers: [String: String] = [:]
+            for (k, v) in http?.allHeaderFields ?? [:] { headers[String(describing: k).lowercased()] = String(describing: v) }
+            return (http?.statusCode ?? 0, (try? JSONValue.parse(data)) ?? .null, headers)
         }
 
-        /// An app with 100 devices (half iOS, half Android) and `notifications` sends to all of them.
-        func sendToAHundredDevices(notifications: Int) async throws -> (app: String, key: String, ids: [String]) {
+        /// An app with 100 devices (half iOS, half Android) and `notifications` sends to all of them (or to a tag
+        /// they all have).
+        func sendToAHundredDevices(notifications: Int, audience: JSONValue = ["all": true]) async throws -> (app: String, key: String, ids: [String]) {
             let (_, created) = try await call("POST", "/v1/apps", key: "test-admin-key-0001", body: ["name": "Load", "bundle_id": "com.example.app"])
             let app = try #require(created["app"]?["id"]?.stringValue), key = try #require(created["api_key"]?.stringValue)
             for i in 0..<100 {
                 let ios = i % 2 == 0
                 let token: JSONValue = .string(ios ? String(format: "%064x", i + 1) : "load-android-token-\(i)")
-                #expect(try await call("POST", "/v1/apps/\(app)/devices", key: key, body: ["token": token, "platform": .string(ios ? "ios" : "android")]).0 == 200)
+                #expect(try await call("POST", "/v1/apps/\(app)/devices", key: key, body: ["token": token, "platform": .string(ios ? "ios" : "android"), "tags": ["load"]]).0 == 200)
             }
             var ids: [String] = []
             for i in 0..<notifications {
-                let (status, accepted) = try await call("POST", "/v1/apps/\(app)/notifications", key: key, body: ["title": .string("n\(i)"), "audience": ["all": true]])
+                let (status, accepted) = try await call("POST", "/v1/apps/\(app)/notifications", key: key, body: ["title": .string("n\(i)"), "audience": audience])
                 #expect(status == 202)
                 ids.append(try #require(accepted["id"]?.stringValue))
             }

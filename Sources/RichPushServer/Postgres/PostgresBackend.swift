@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import PostgresNIO
 import ServiceLifecycle
@@ -35,23 +36,25 @@ public final class PostgresBackend: StorageBackend {
     }
 
     /// As above, with the sealer made once the database says whether sealed credentials exist (a node must not
-    /// make a new key then: it would lock them away).
+    /// make a new key then: it would lock them away). `fanOutLease`: how long a fan-out stays with a node that
+    /// stopped renewing it (each chunk renews it).
+
     public static func open(
         url: String, sealer makeSealer: (_ sealedExist: Bool) throws -> CredentialSealer?, nodeID: String = PostgresBackend.newNodeID(), chunk: Int = 50_000,
-        timeout: Duration = .seconds(10)
+        fanOutLease: TimeInterval = 60, timeout: Duration = .seconds(10), logger: Logger = Logger(label: "richpush.postgres")
     ) async throws -> PostgresBackend {
-        let db = try await PostgresDatabase.open(try PostgresSettings(url: url), timeout: timeout)
+        let db = try await PostgresDatabase.open(try PostgresSettings(url: url), timeout: timeout, logger: logger)
         do {
             try await PostgresMigrations.migrate(db)
             let sealer = try makeSealer(try await PostgresServerStore.hasSealedCredentials(db))
-            return try await PostgresBackend(database: db, sealer: sealer, nodeID: nodeID, chunk: chunk)
+            return try await PostgresBackend(database: db, sealer: sealer, nodeID: nodeID, chunk: chunk, fanOutLease: fanOutLease)
         } catch {
             await db.close()
             throw error
         }
     }
 
-    init(database: PostgresDatabase, sealer: CredentialSealer?, nodeID: String, chunk: Int) async throws {
+    init(database: PostgresDatabase, sealer: CredentialSealer?, nodeID: String, chunk: Int, fanOutLease: TimeInterval = 60) async throws {
         self.database = database
         self.nodeID = nodeID
         let announcer = WorkAnnouncer(db: database)
@@ -59,7 +62,7 @@ public final class PostgresBackend: StorageBackend {
         pgStore = try await PostgresServerStore(database: database, sealer: sealer)
         pgRegistry = PostgresDeviceRegistry(database: database)
         pgQueue = PostgresDeliveryQueue(database: database)
-        pgIntake = PostgresIntake(database: database, nodeID: nodeID, chunk: chunk) { announcer.announce() }
+        pgIntake = PostgresIntake(database: database, nodeID: nodeID, chunk: chunk, fanOutLease: fanOutLease) { announcer.announce() }
         media = PostgresMediaFiles(database: database)
     }
 
@@ -113,10 +116,9 @@ public final class PostgresBackend: StorageBackend {
     public func fanOut(notificationID: String, appID: String, audience: Audience, notBefore: Date, expiresAt: Date?, spread: TimeInterval) async throws -> Int {
         if audience.directTargets == nil, PostgresDeviceRegistry.audienceSQL(audience, appID: appID) != nil {
             let total = spread > 0 ? try await pgRegistry.countInDatabase(appID: appID, audience: audience) ?? 0 : 0
-            let done = try await pgIntake.insertInChunks(
+            return try await pgIntake.insertInChunks(
                 notificationID: notificationID, appID: appID, audience: audience, notBefore: notBefore, expiresAt: expiresAt,
-                step: Spread.step(spread, count: total), from: .init(cursor: 0, inserted: 0), tracked: false)
-            return done.inserted
+                step: Spread.step(spread, count: total), from: .init(cursor: 0, inserted: 0), tracked: false).added
         }
         return try await FanOut().enqueue(notificationID: notificationID, appID: appID, audience: audience, registry: registry, queue: queue, notBefore: notBefore, expiresAt: expiresAt, spread: spread)
     }

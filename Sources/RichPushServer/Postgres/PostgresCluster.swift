@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
+import NIOCore
 import PostgresNIO
 import ServiceLifecycle
 
@@ -41,6 +42,16 @@ struct PostgresListener: Service {
                         }
                         group.addTask {
                             for try await n in try await connection.listen(PostgresServerStore.cacheChannel) { onCache(n.payload) }
+                        }
+                        // A listening connection says nothing when the network between drops it: asked every few
+                        // seconds, it must answer in time, else it is replaced (and the caches flushed).
+                        group.addTask {
+                            while true {
+                                try await Task.sleep(for: .seconds(3))
+                                _ = try await db.deadline(.seconds(3), onTimeout: { _ = connection.close() as EventLoopFuture<Void> }) {
+                                    try await connection.query("SELECT 1", logger: db.logger).collect()
+                                }
+                            }
                         }
                         defer { group.cancelAll() }
                         try await group.next()
@@ -114,10 +125,14 @@ final class PostgresLeader: Service, Sendable {
     func loop() async throws {
             while !Task.isCancelled {
                 do {
+                    db.logger.trace("leader: connecting")
                     let connection = try await db.connect()
                     defer { Task { try? await connection.close() } }
                     while !Task.isCancelled {
-                        let rows = try await connection.query("SELECT pg_try_advisory_lock(\(Self.lockKey))", logger: db.logger).collect()
+                        db.logger.trace("leader: trying the lock")
+                        let rows = try await db.deadline(.seconds(5), onTimeout: { _ = connection.close() as EventLoopFuture<Void> }) { [db] in
+                            try await connection.query("SELECT pg_try_advisory_lock(\(Self.lockKey))", logger: db.logger).collect()
+                        }
                         if try rows.first?.decode(Bool.self) == true { break }
                         try await Task.sleep(for: .seconds(retry))
                     }
@@ -138,9 +153,13 @@ final class PostgresLeader: Service, Sendable {
     func lead(on connection: PostgresConnection) async throws {
         var due = Dictionary(uniqueKeysWithValues: jobs.map { ($0.name, Date()) })
         while !Task.isCancelled {
-            // The lock lives as long as this connection: check it, so that a lost connection ends the lead.
-            _ = try await connection.query("SELECT 1", logger: db.logger).collect()
-            for job in jobs where due[job.name, default: .distantPast] <= Date() {
+            // The lock lives as long as this connection: check it (in time: a connection into a black hole never
+            // answers), so that a lost connection ends the lead.
+            _ = try await db.deadline(.seconds(5), onTimeout: { _ = connection.close() as EventLoopFuture<Void> }) { [db] in
+                try await connection.query("SELECT 1", logger: db.logger).collect()
+            }
+            for job in jobs where due[job.name, default: .distantPast] <= Date() && !Task.isCancelled {
+                db.logger.trace("leader: job", metadata: ["job": .string(job.name)])
                 do { try await job.run() } catch {
                     db.logger.warning("periodic job failed", metadata: ["job": .string(job.name), "error": .string(PostgresDatabase.describe(error))])
                 }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import PostgresNIO
 
 /// A PostgreSQL database that several RichPush nodes share: a pooled client, a deadline on every operation (a
@@ -116,15 +117,37 @@ public final class PostgresDatabase: Sendable {
 
     struct TimedOut: Error {}
 
-    func deadline<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        try await withThrowingTaskGroup(of: T.self) { group in
-            group.addTask { try await body() }
-            group.addTask {
-                try await Task.sleep(for: limit)
-                throw TimedOut()
+    /// `body`'s answer, or ``TimedOut`` once `limit` passes, whichever comes first. It does not wait for a `body`
+    /// that does not end (a query on a connection into a black hole does not heed cancellation): that one is
+    /// cancelled and left behind, and `onTimeout` runs (close its connection, so it ends).
+    func deadline<T: Sendable>(
+        _ limit: Duration, onTimeout: (@Sendable () -> Void)? = nil, _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let waiting = NIOLockedValueBox<CheckedContinuation<T, Error>?>(nil)
+        let work = NIOLockedValueBox<Task<Void, Never>?>(nil)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, Error>) in
+                waiting.withLockedValue { $0 = continuation }
+                let (seconds, attoseconds) = limit.components
+                let nanoseconds = seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+                let timer = MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: .nanoseconds(nanoseconds)) {
+                    guard let c = waiting.withLockedValue({ $0.take() }) else { return }
+                    work.withLockedValue { $0?.cancel() }
+                    onTimeout?()
+                    c.resume(throwing: TimedOut())
+                }
+                work.withLockedValue {
+                    $0 = Task {
+                        let result: Result<T, Error>
+                        do { result = .success(try await body()) } catch { result = .failure(error) }
+                        timer.cancel()
+                        waiting.withLockedValue { $0.take() }?.resume(with: result)
+                    }
+                }
             }
-            defer { group.cancelAll() }
-            return try await group.next()!
+        } onCancel: {
+            work.withLockedValue { $0?.cancel() }
+            waiting.withLockedValue { $0.take() }?.resume(throwing: CancellationError())
         }
     }
 

@@ -79,11 +79,9 @@ public final class PostgresIntake: NotificationIntake {
             total = inserted + (try await PostgresDeviceRegistry(database: db).countInDatabase(appID: appID, audience: audience, after: cursor) ?? 0)
             try await db.rows("UPDATE notifications SET fanout_total = \(total) WHERE id = \(notificationID)")
         }
-        let start = FanOutProgress(cursor: cursor, inserted: inserted)
-        let done = try await insertInChunks(
+        return try await insertInChunks(
             notificationID: notificationID, appID: appID, audience: audience, notBefore: notBefore ?? Date(), expiresAt: expiresAt,
-            step: Spread.step(spread, count: total), from: start, tracked: true)
-        return done.inserted - start.inserted
+            step: Spread.step(spread, count: total), from: FanOutProgress(cursor: cursor, inserted: inserted), tracked: true).added
     }
 
     public func pendingFanOuts() async throws -> [String] {
@@ -104,18 +102,25 @@ public final class PostgresIntake: NotificationIntake {
     func insertInChunks(
         notificationID: String, appID: String, audience: Audience, notBefore: Date, expiresAt: Date?, step: TimeInterval,
         from start: FanOutProgress, tracked: Bool
-    ) async throws -> FanOutProgress {
-        guard let sql = PostgresDeviceRegistry.audienceSQL(audience, appID: appID) else { return start }
+    ) async throws -> (progress: FanOutProgress, added: Int) {
+        guard let sql = PostgresDeviceRegistry.audienceSQL(audience, appID: appID) else { return (start, 0) }
         var progress = start
+        var addedHere = 0
         while true {
-            let before = progress
-            let (after, finished) = try await db.transaction { c -> (FanOutProgress, Bool) in
+            let known = progress
+            let (after, added, finished) = try await db.transaction { c -> (FanOutProgress, Int, Bool) in
                 let logger = self.db.logger
+                var before = known
                 if tracked {
+                    // The progress is read from the locked row, not remembered: two runs of one fan-out (a resume
+                    // while the first still runs) take turns and go on from each other's last chunk.
                     let held = try await c.query("""
-                        SELECT 1 FROM notifications WHERE id = \(notificationID) AND fanout_state = 'pending' AND fanout_owner = \(self.nodeID) FOR UPDATE
+                        SELECT fanout_cursor, fanout_inserted FROM notifications
+                        WHERE id = \(notificationID) AND fanout_state = 'pending' AND fanout_owner = \(self.nodeID) FOR UPDATE
                         """, logger: logger).collect()
-                    if held.isEmpty { return (before, true) }
+                    guard let row = held.first else { return (known, 0, true) }
+                    let (cursor, inserted) = try row.decode((Int64, Int).self)
+                    before = FanOutProgress(cursor: cursor, inserted: inserted)
                 }
                 var last = PostgresQuery(unsafeSQL: """
                     SELECT max(id) FROM (SELECT d.id AS id FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(sql.binds.count + 1)
@@ -129,7 +134,7 @@ public final class PostgresIntake: NotificationIntake {
                             UPDATE notifications SET fanout_state = 'done', fanout_owner = NULL, fanout_lease_until = NULL WHERE id = \(notificationID)
                             """, logger: logger).collect()
                     }
-                    return (before, true)
+                    return (before, 0, true)
                 }
                 let k = sql.binds.count
                 // Spread sends number the rows to space them; the others are all due at once.
@@ -160,11 +165,12 @@ public final class PostgresIntake: NotificationIntake {
                         WHERE id = \(notificationID)
                         """, logger: logger).collect()
                 }
-                return (next, false)
+                return (next, added, false)
             }
+            if added > 0 { queued() }
+            addedHere += added
             progress = after
-            if after.inserted > before.inserted { queued() }
-            if finished { return progress }
+            if finished { return (progress, addedHere) }
         }
     }
 }

@@ -99,8 +99,15 @@ public struct PostgresSettings: Sendable, Equatable {
         var c = PostgresClient.Configuration(host: host, port: port, username: user, password: password, database: database, tls: try tlsConfiguration())
         c.options.maximumConnections = poolSize
         c.options.connectTimeout = .seconds(connectTimeout)
-        c.options.additionalStartupParameters = [("application_name", applicationName)]
+        c.options.additionalStartupParameters = startupParameters
         return c
+    }
+
+    /// Sent when a connection opens. The keepalives make the server notice within about 25 seconds that a node
+    /// went away without closing its connections (a network partition): its session ends, and with it the
+    /// leader's advisory lock, which another node then takes.
+    var startupParameters: [(String, String)] {
+        [("application_name", applicationName), ("tcp_keepalives_idle", "10"), ("tcp_keepalives_interval", "5"), ("tcp_keepalives_count", "3")]
     }
 
     /// A single connection's configuration (the listener's and the leader's, which live outside the pool).
@@ -117,7 +124,7 @@ public struct PostgresSettings: Sendable, Equatable {
         }
         var c = PostgresConnection.Configuration(host: host, port: port, username: user, password: password, database: database, tls: tlsMode)
         c.options.connectTimeout = .seconds(Int64(connectTimeout))
-        c.options.additionalStartupParameters = [("application_name", applicationName)]
+        c.options.additionalStartupParameters = startupParameters
         return c
     }
 }

@@ -1,0 +1,240 @@
+import Foundation
+import RichPushCore
+import RichPushTestSupport
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Several `richpush serve` processes on one real PostgreSQL, sending to one `richpush sandbox` of their own.
+@Suite(.serialized) struct ClusterTests {
+    /// Records every lease a delivery is given and when it ends (settled, rescheduled or returned by the leader), so
+    /// the test can check that no two holders' leases of one delivery ever overlapped. Installed after
+    /// `richpush migrate` made the tables.
+    static let leaseAudit = """
+        CREATE TABLE lease_log (id bigserial PRIMARY KEY, delivery_id bigint NOT NULL, owner text NOT NULL,
+            claimed_at timestamptz NOT NULL, lease_until timestamptz NOT NULL, released_at timestamptz);
+        CREATE FUNCTION log_lease() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.state = 'leased' AND (OLD.state <> 'leased' OR OLD.lease_owner IS DISTINCT FROM NEW.lease_owner
+                                         OR OLD.lease_until IS DISTINCT FROM NEW.lease_until) THEN
+                INSERT INTO lease_log (delivery_id, owner, claimed_at, lease_until) VALUES (NEW.id, NEW.lease_owner, NEW.updated_at, NEW.lease_until);
+            ELSIF OLD.state = 'leased' AND NEW.state <> 'leased' THEN
+                UPDATE lease_log SET released_at = clock_timestamp() WHERE delivery_id = NEW.id AND released_at IS NULL AND owner = OLD.lease_owner;
+            END IF;
+            RETURN NEW;
+        END $$;
+        CREATE TRIGGER lease_log AFTER UPDATE ON deliveries FOR EACH ROW EXECUTE FUNCTION log_lease();
+        """
+
+    /// Leases of one delivery that began before the one before it ended (its release, else its expiry).
+    static let overlappingLeases = """
+        SELECT count(*) FROM (
+            SELECT claimed_at, lag(least(coalesce(released_at, lease_until), lease_until)) OVER (PARTITION BY delivery_id ORDER BY id) AS previous_end
+            FROM lease_log) leases
+        WHERE previous_end IS NOT NULL AND claimed_at < previous_end
+        """
+
+    /// A folder for the test: one working folder per node, the shared credentials key, the sandbox's files.
+    struct Scratch {
+        let dir: URL
+        var sandbox: String { dir.appendingPathComponent("sandbox").path }
+        var environment: [String: String] { ["RICHPUSH_CREDENTIALS_KEY_FILE": dir.appendingPathComponent("credentials.key").path] }
+
+        init(_ name: String) throws {
+            dir = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString.prefix(8))")
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        }
+
+        func node(_ name: String) throws -> URL {
+            let d = dir.appendingPathComponent(name)
+            try FileManager.default.createDirectory(at: d, withIntermediateDirectories: true)
+            return d
+        }
+    }
+
+    static func migrate(_ url: String) throws -> String {
+        let p = Process()
+        p.executableURL = CLITests.binary
+        p.arguments = ["migrate", "--database", url]
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        return text
+    }
+
+    /// The issue's test: three nodes share one database and one sandbox; 10,000 deliveries go in through node 1's
+    /// API (100 tag fan-outs to 100 devices); node 1 is killed during the send and a fourth node started. Every
+    /// delivery ends delivered, no two nodes ever held one delivery at once, and the emulators' repeats are counted.
+    @Test func threeNodesLoseOneToSIGKILLAndDeliverEverything() async throws {
+        let pg = try PostgresServer.shared.get()
+        let url = try pg.createDatabase()
+        let scratch = try Scratch("cluster-kill")
+        defer { try? FileManager.default.removeItem(at: scratch.dir) }
+        #expect(try Self.migrate(url).contains("applied 1, 2, 3, 4"))
+        #expect(try Self.migrate(url).contains("already at schema version 4"))
+        try pg.psql(url, Self.leaseAudit)
+        let sandbox = try ExternalSandbox(dir: scratch.sandbox)
+        defer { sandbox.stop() }
+        let args = sandbox.serverArguments + ["--lease", "5"]
+        func start(_ name: String) throws -> ServeTests.Server {
+            try ServeTests.Server(db: url, sandboxDir: scratch.sandbox, extra: args + ["--node-id", name], directory: try scratch.node(name),
+                environment: scratch.environment, log: scratch.dir.appendingPathComponent("\(name).log"))
+        }
+        let first = try start("node-1")
+        let (second, third) = (try start("node-2"), try start("node-3"))
+        let (app, key, ids) = try await first.sendToAHundredDevices(notifications: 100, audience: ["tag": "load"])
+        // Killed while the cluster is sending (its fan-outs and its leases are left behind).
+        var arrived = 0
+        for _ in 0..<500 {
+            arrived = try await sandbox.acceptedCount()
+            if arrived >= 500 { break }
+            try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        kill(first.process.processIdentifier, SIGKILL)
+        first.process.waitUntilExit()
+        let fourth = try start("node-4")
+        let totals = try await second.settledTotals(app: app, key: key, ids: ids, expecting: 10_000)
+        #expect(totals == ["delivered": 10_000], "\(totals)")
+        let overlaps = Int(try pg.psql(url, Self.overlappingLeases).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        let leases = try pg.psql(url, "SELECT count(*), count(DISTINCT delivery_id), count(DISTINCT split_part(owner, '/', 1)) FROM lease_log")
+        #expect(overlaps == 0, "leases held by two nodes at once: \(overlaps)")
+        let accepted = try await sandbox.acceptedCount()
+        let holders = try pg.psql(url, "SELECT split_part(lease_owner, '/', 1), count(*) FROM deliveries GROUP BY 1 ORDER BY 1")
+        print("""
+            cluster kill test: node-1 killed after \(arrived) deliveries; 10,000 delivered; leases (given, deliveries, nodes): \
+            \(leases.trimmingCharacters(in: .whitespacesAndNewlines)); overlapping: \(overlaps); the emulators accepted \(accepted): \
+            \(accepted - 10_000) repeats
+            """)
+        #expect(accepted >= 10_000 && accepted - 10_000 < 1000)
+        #expect(holders.trimmingCharacters(in: .whitespacesAndNewlines) == "|10000", "deliveries still leased: \(holders)")
+        for node in [second, third, fourth] {
+            #expect(node.process.isRunning)
+            node.process.terminate()
+            node.process.waitUntilExit()
+            #expect(node.process.terminationStatus == 0)
+        }
+    }
+
+    /// One node cut off from its database (a relay between them, cut) while another keeps it: the cut node answers
+    /// 503 with Retry-After, says so on /health/ready (live on /health/live), stops claiming, and its leases run
+    /// out so the other node delivers everything; back on the network, it takes requests again.
+    @Test func aNodeThatLosesItsDatabaseStepsAsideAndComesBack() async throws {
+        let pg = try PostgresServer.shared.get()
+        let url = try pg.createDatabase()
+        let relay = try await TCPRelay.start(to: pg.port)
+        defer { relay.stop() }
+        let relayed = url.replacingOccurrences(of: ":\(pg.port)/", with: ":\(relay.port)/")
+        let scratch = try Scratch("cluster-cut")
+        defer { try? FileManager.default.removeItem(at: scratch.dir) }
+        #expect(try Self.migrate(url).contains("applied"))
+        try pg.psql(url, Self.leaseAudit)
+        let sandbox = try ExternalSandbox(dir: scratch.sandbox)
+        defer { sandbox.stop() }
+        let args = sandbox.serverArguments + ["--lease", "5"]
+        let cut = try ServeTests.Server(db: relayed, sandboxDir: scratch.sandbox, extra: args + ["--node-id", "cut", "--log-level", "debug"], directory: try scratch.node("cut"),
+            environment: scratch.environment, log: scratch.dir.appendingPathComponent("cut.log"))
+        let other = try ServeTests.Server(db: url, sandboxDir: scratch.sandbox, extra: args + ["--node-id", "other"], directory: try scratch.node("other"),
+            environment: scratch.environment, log: scratch.dir.appendingPathComponent("other.log"))
+        let (app, key, ids) = try await cut.sendToAHundredDevices(notifications: 100, audience: ["tag": "load"])
+        // Cut while the node holds leases (asked of the database just before).
+        let leasedByCut = "SELECT count(*) FROM deliveries WHERE state = 'leased' AND lease_owner LIKE 'cut/%'"
+        let waitingSince = Date()
+        while (Int(try pg.psql(url, leasedByCut).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) == 0, Date().timeIntervalSince(waitingSince) < 60 {
+            try await Task.sleep(nanoseconds: 5_000_000)
+        }
+        relay.cut()
+        let cutAt = Date()
+        let heldAtCut = try pg.psql(url, leasedByCut)
+        let heldIDs = try pg.psql(url, "SELECT string_agg(id::text, ',') FROM deliveries WHERE state = 'leased' AND lease_owner LIKE 'cut/%'")
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        // Within a few seconds the node knows.
+        var ready = 200
+        while ready != 503, Date().timeIntervalSince(cutAt) < 10 {
+            ready = try await cut.call("GET", "/health/ready", key: "").0
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        let noticed = Date().timeIntervalSince(cutAt)
+        #expect(ready == 503, "still ready \(noticed) s after the cut")
+        let (liveStatus, live) = try await cut.call("GET", "/health/live", key: "")
+        #expect(liveStatus == 200 && live["live"] == true && live["ready"] == false && live["database"] == "down")
+        let (status, body, headers) = try await cut.exchange("POST", "/v1/apps/\(app)/notifications", key: key, body: ["title": "t", "audience": ["all": true]])
+        #expect(status == 503 && body["error"]?["code"] == "database-unavailable" && headers["retry-after"] == "5", "\(status) \(body) \(headers)")
+        // The other node delivers everything, the cut node's leases included: those it held when it was cut ran
+        // out and the other node took them (the audit shows a lease of the cut node's never released, then one of
+        // the other's).
+        let totals = try await other.settledTotals(app: app, key: key, ids: ids, expecting: 10_000)
+        #expect(totals == ["delivered": 10_000], "\(totals)")
+        // What the cut node held when it was cut: each leased again by the other node, and delivered.
+        let takenOver = heldIDs.isEmpty ? "0" : try pg.psql(url, """
+            SELECT count(DISTINCT l.delivery_id) FROM lease_log l JOIN deliveries d ON d.id = l.delivery_id
+            WHERE l.delivery_id IN (\(heldIDs)) AND l.owner LIKE 'other/%' AND d.state = 'delivered'
+            """).trimmingCharacters(in: .whitespacesAndNewlines)
+        let overlaps = try pg.psql(url, Self.overlappingLeases).trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(Int(takenOver) == Int(heldAtCut.trimmingCharacters(in: .whitespacesAndNewlines)) && (Int(takenOver) ?? 0) > 0,
+            "of the \(heldAtCut) deliveries the cut node held, the other node took over \(takenOver)")
+        #expect(overlaps == "0")
+        #expect(cut.process.isRunning)
+        relay.restore()
+        let restoredAt = Date()
+        while try await cut.call("GET", "/health/ready", key: "").0 != 200, Date().timeIntervalSince(restoredAt) < 15 {
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        let back = Date().timeIntervalSince(restoredAt)
+        let (again, accepted) = try await cut.call("POST", "/v1/apps/\(app)/notifications", key: key, body: ["title": "back", "audience": ["tag": "load"]])
+        #expect(again == 202, "\(accepted)")
+        let after = try await other.settledTotals(app: app, key: key, ids: [try #require(accepted["id"]?.stringValue)], expecting: 100)
+        #expect(after == ["delivered": 100], "\(after)")
+        print("""
+            database cut test: the cut node held \(heldAtCut.trimmingCharacters(in: .whitespacesAndNewlines)) leases when cut, saw the cut in \
+            \(String(format: "%.1f", noticed)) s and was ready again \(String(format: "%.1f", back)) s after the relay was restored; the other node \
+            took over \(takenOver) of its deliveries and delivered all 10,000; overlapping leases: \(overlaps)
+            """)
+        for node in [cut, other] {
+            node.process.terminate()
+            node.process.waitUntilExit()
+            #expect(node.process.terminationStatus == 0)
+        }
+    }
+
+    /// The database itself goes away (immediate shutdown) and comes back on the same port: the node answers 503
+    /// meanwhile, then carries on; everything it accepted before is delivered.
+    @Test func theDatabaseRestartsAndNothingAcceptedIsLost() async throws {
+        // A server of its own: this test stops it.
+        let pg = try PostgresServer.start()
+        defer { pg.stop() }
+        let url = try pg.createDatabase()
+        let scratch = try Scratch("cluster-restart")
+        defer { try? FileManager.default.removeItem(at: scratch.dir) }
+        let sandbox = try ExternalSandbox(dir: scratch.sandbox)
+        defer { sandbox.stop() }
+        let node = try ServeTests.Server(db: url, sandboxDir: scratch.sandbox, extra: sandbox.serverArguments + ["--lease", "5"], directory: try scratch.node("n"),
+            environment: scratch.environment, log: scratch.dir.appendingPathComponent("n.log"))
+        // Scheduled a few seconds ahead: due while the database is away.
+        let sendAt = Date().addingTimeInterval(3).timeIntervalSince1970
+        let (app, key, ids) = try await node.sendToAHundredDevices(notifications: 10, audience: ["tag": "load"])
+        let (s, later) = try await node.call("POST", "/v1/apps/\(app)/notifications", key: key, body: ["title": "later", "audience": ["tag": "load"], "send_at": .double(sendAt)])
+        #expect(s == 202)
+        pg.halt()
+        var ready = 200
+        let haltedAt = Date()
+        while ready != 503, Date().timeIntervalSince(haltedAt) < 10 {
+            ready = try await node.call("GET", "/health/ready", key: "").0
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        #expect(ready == 503)
+        #expect(try await node.call("GET", "/v1/apps/\(app)", key: key).0 == 503)
+        try await Task.sleep(nanoseconds: 4_000_000_000)
+        try pg.resume()
+        let all = ids + [try #require(later["id"]?.stringValue)]
+        let totals = try await node.settledTotals(app: app, key: key, ids: all, expecting: 1_100)
+        #expect(totals == ["delivered": 1_100], "\(totals)")
+        #expect(node.process.isRunning)
+        node.process.terminate()
+        node.process.waitUntilExit()
+        #expect(node.process.terminationStatus == 0)
+    }
+}
