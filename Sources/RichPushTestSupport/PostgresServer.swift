@@ -41,10 +41,10 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
         return result
     }()
 
-    /// A new, empty database on this server; its URL.
-    public func createDatabase() throws -> String {
-        let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
-        try run("createdb", ["-h", "127.0.0.1", "-p", String(port), "-U", user, String(name)])
+    /// A new database on this server, empty or a copy of `template` (a database nobody is connected to); its URL.
+    public func createDatabase(template: String? = nil, name given: String? = nil) throws -> String {
+        let name = given ?? "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
+        try run("createdb", ["-h", "127.0.0.1", "-p", String(port), "-U", user] + (template.map { ["-T", $0] } ?? []) + [String(name)])
         return "postgres://\(user)@127.0.0.1:\(port)/\(name)?sslmode=disable"
     }
 

@@ -10,9 +10,9 @@ import Testing
 @Suite struct PostgresClusterTests {
     /// Two backends (nodes) on one new database.
     static func nodes(_ n: Int = 2, chunk: Int = 50_000) async throws -> [PostgresBackend] {
-        let url = try PostgresFixture.url()
+        let url = try await PostgresFixture.url()
         var out: [PostgresBackend] = []
-        for i in 0..<n { out.append(try await PostgresBackend.open(url: url, sealer: nil, nodeID: "node-\(i + 1)", chunk: chunk)) }
+        for i in 0..<n { out.append(try await PostgresBackend.open(url: url, sealer: nil, nodeID: "node-\(i + 1)", chunk: chunk, timeout: .seconds(60))) }
         return out
     }
 
@@ -174,7 +174,7 @@ import Testing
 
     /// Every node must seal with the same key: one with another key refuses to start.
     @Test func aNodeWithAnotherCredentialsKeyRefusesToStart() async throws {
-        let url = try PostgresFixture.url()
+        let url = try await PostgresFixture.url()
         let key = try CredentialSealer(key: Array(repeating: 7, count: 32))
         let first = try await PostgresBackend.open(url: url, sealer: key, nodeID: "n1")
         let apns = APNsCredentials(keyPEM: ServerStoreTests.apnsKey, keyID: "ABCDEFGHIJ", teamID: "TEAM123456", environment: .production)

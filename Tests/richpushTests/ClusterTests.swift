@@ -1,4 +1,5 @@
 import Foundation
+import RichPushCharts
 import RichPushCore
 import RichPushTestSupport
 import Testing
@@ -9,7 +10,8 @@ import FoundationNetworking
 
 /// Several `richpush serve` processes on one real PostgreSQL, sending to one `richpush sandbox` of their own.
 @Suite(.serialized) struct ClusterTests {
-    /// Records every lease a delivery is given and when it ends (settled, rescheduled or returned by the leader), so
+    /// Records every lease a delivery is given, how far its holder extended it, and when it ends (settled,
+    /// rescheduled or returned by the leader), so
     /// the test can check that no two holders' leases of one delivery ever overlapped. Installed after
     /// `richpush migrate` made the tables.
     static let leaseAudit = """
@@ -17,8 +19,10 @@ import FoundationNetworking
             claimed_at timestamptz NOT NULL, lease_until timestamptz NOT NULL, released_at timestamptz);
         CREATE FUNCTION log_lease() RETURNS trigger LANGUAGE plpgsql AS $$
         BEGIN
-            IF NEW.state = 'leased' AND (OLD.state <> 'leased' OR OLD.lease_owner IS DISTINCT FROM NEW.lease_owner
-                                         OR OLD.lease_until IS DISTINCT FROM NEW.lease_until) THEN
+            IF NEW.state = 'leased' AND OLD.state = 'leased' AND OLD.lease_owner = NEW.lease_owner THEN
+                -- The holder extended its lease: the same lease, ending later.
+                UPDATE lease_log SET lease_until = NEW.lease_until WHERE delivery_id = NEW.id AND released_at IS NULL AND owner = NEW.lease_owner;
+            ELSIF NEW.state = 'leased' THEN
                 INSERT INTO lease_log (delivery_id, owner, claimed_at, lease_until) VALUES (NEW.id, NEW.lease_owner, NEW.updated_at, NEW.lease_until);
             ELSIF OLD.state = 'leased' AND NEW.state <> 'leased' THEN
                 UPDATE lease_log SET released_at = clock_timestamp() WHERE delivery_id = NEW.id AND released_at IS NULL AND owner = OLD.lease_owner;
@@ -236,5 +240,68 @@ import FoundationNetworking
         node.process.terminate()
         node.process.waitUntilExit()
         #expect(node.process.terminationStatus == 0)
+    }
+
+    /// The README's flow on two nodes started together on a fresh database (they migrate it and make the shared
+    /// credentials key between them): an app and its devices through one node, media uploaded there, a rich send with
+    /// that media and a chart through the other, the outcome read back through the first; each node serves the
+    /// media and the chart image the other stored.
+    @Test func twoNodesStartedTogetherRunTheDemoFlow() async throws {
+        let pg = try PostgresServer.shared.get()
+        let url = try pg.createDatabase()
+        let scratch = try Scratch("cluster-demo")
+        defer { try? FileManager.default.removeItem(at: scratch.dir) }
+        let sandbox = try ExternalSandbox(dir: scratch.sandbox)
+        defer { sandbox.stop() }
+        let args = sandbox.serverArguments
+        let env = scratch.environment
+        let (dirA, dirB) = (try scratch.node("a"), try scratch.node("b"))
+        let logs = (scratch.dir.appendingPathComponent("a.log"), scratch.dir.appendingPathComponent("b.log"))
+        let a = try ServeTests.Server(db: url, sandboxDir: scratch.sandbox, extra: args, directory: dirA, environment: env, log: logs.0, wait: false)
+        let b = try ServeTests.Server(db: url, sandboxDir: scratch.sandbox, extra: args, directory: dirB, environment: env, log: logs.1, wait: false)
+        try a.waitUntilListening()
+        try b.waitUntilListening()
+        #expect(!a.base.isEmpty && !b.base.isEmpty, "a node did not start: \((try? String(contentsOf: logs.0, encoding: .utf8)) ?? "")")
+        let admin = "test-admin-key-0001"
+        let (created, body) = try await a.call("POST", "/v1/apps", key: admin, body: ["name": "Shop", "bundle_id": "com.example.app"])
+        #expect(created == 201)
+        let app = try #require(body["app"]?["id"]?.stringValue), key = try #require(body["api_key"]?.stringValue)
+        #expect(try await a.call("POST", "/v1/apps/\(app)/devices", key: key, body: ["token": .string(String(repeating: "ab", count: 32)), "platform": "ios", "tags": ["weekly"]]).0 == 200)
+        #expect(try await a.call("POST", "/v1/apps/\(app)/devices", key: key, body: ["token": "android-demo-token-1", "platform": "android", "tags": ["weekly"]]).0 == 200)
+        // Uploaded through A.
+        let png = ChartRenderer.render(try ChartSpec.decode(["type": "bar", "values": [1, 2]])).png
+        var upload = URLRequest(url: URL(string: a.base + "/v1/media")!)
+        upload.httpMethod = "POST"
+        upload.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
+        upload.httpBody = Data(png)
+        let (uploaded, _) = try await URLSession.shared.data(for: upload)
+        let mediaURL = try #require(try JSONValue.parse(uploaded)["url"]?.stringValue)
+        // Sent through B with a chart; read back through A.
+        let (status, accepted) = try await b.call("POST", "/v1/apps/\(app)/notifications", key: key, body: [
+            "title": "Your week in numbers", "body": "12,408 active users", "media": .string(mediaURL),
+            "chart": ["type": "bar", "values": [3, 5, 8, 13], "labels": ["M", "T", "W", "T"]], "audience": ["tag": "weekly"],
+        ])
+        #expect(status == 202, "\(accepted)")
+        let id = try #require(accepted["id"]?.stringValue)
+        let totals = try await a.settledTotals(app: app, key: key, ids: [id], expecting: 2)
+        #expect(totals == ["delivered": 2], "\(totals)")
+        // The media A stored, served by B; a chart B drew, served by A.
+        let (served, response) = try await URLSession.shared.data(from: URL(string: mediaURL.replacingOccurrences(of: a.base, with: b.base))!)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200 && Array(served) == png)
+        let (_, chartOnly) = try await b.call("POST", "/v1/apps/\(app)/notifications", key: key, body: [
+            "title": "Chart", "chart": ["type": "line", "values": [1, 4, 2, 6]], "audience": ["tokens": ["android-demo-token-1"]],
+        ])
+        let chartID = try #require(chartOnly["id"]?.stringValue)
+        #expect(try await a.settledTotals(app: app, key: key, ids: [chartID], expecting: 1) == ["delivered": 1])
+        let (messages, _) = try await URLSession.shared.data(from: URL(string: sandbox.admin + "/fcm/messages?limit=1")!)
+        let image = try #require(try JSONValue.parse(messages)["messages"]?.arrayValue?.last?["message"]?["android"]?["notification"]?["image"]?.stringValue)
+        #expect(image.hasPrefix(b.base + "/media/") && image.hasSuffix(".png"), "\(image)")
+        let (chart, chartResponse) = try await URLSession.shared.data(from: URL(string: image.replacingOccurrences(of: b.base, with: a.base))!)
+        #expect((chartResponse as? HTTPURLResponse)?.statusCode == 200 && chart.starts(with: [0x89, 0x50, 0x4E, 0x47]))
+        for node in [a, b] {
+            node.process.terminate()
+            node.process.waitUntilExit()
+            #expect(node.process.terminationStatus == 0)
+        }
     }
 }

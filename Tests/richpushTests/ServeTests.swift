@@ -10,16 +10,17 @@ import FoundationNetworking
 @Suite struct ServeTests {
     final class Server {
         let process = Process()
-        let base: String
+        private(set) var base = ""
+        private let out = Pipe()
 
         /// `directory`: the working folder (a PostgreSQL node keeps its media cache there); `environment` is added to
         /// this process's.
-        init(db: String, sandboxDir: String, extra: [String] = [], directory: URL? = nil, environment: [String: String] = [:], log: URL? = nil) throws {
+        /// Started; with `wait` false, ``waitUntilListening()`` reads its address later (to start several at once).
+        init(db: String, sandboxDir: String, extra: [String] = [], directory: URL? = nil, environment: [String: String] = [:], log: URL? = nil, wait: Bool = true) throws {
             process.executableURL = CLITests.binary
             process.arguments = ["serve", "--port", "0", "--db", db, "--sandbox-dir", sandboxDir, "--admin-key", "test-admin-key-0001"] + extra
             if let directory { process.currentDirectoryURL = directory }
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-            let out = Pipe()
             process.standardOutput = out
             if let log {
                 FileManager.default.createFile(atPath: log.path, contents: nil)
@@ -28,12 +29,17 @@ import FoundationNetworking
                 process.standardError = FileHandle.nullDevice
             }
             try process.run()
+            if wait { try waitUntilListening() }
+        }
+
+        /// Reads the line the server prints once it listens.
+        func waitUntilListening() throws {
             var line = ""
             while !line.hasSuffix("}\n") {
                 guard let chunk = try out.fileHandleForReading.read(upToCount: 1), !chunk.isEmpty else { break }
                 line += String(decoding: chunk, as: UTF8.self)
             }
-            base = (try JSONValue.parse(line))["listening"]?.stringValue ?? ""
+            base = (try? JSONValue.parse(line))?["listening"]?.stringValue ?? ""
         }
 
         func call(_ method: String, _ path: String, key: String, body: JSONValue? = nil) async throws -> (Int, JSONValue) {

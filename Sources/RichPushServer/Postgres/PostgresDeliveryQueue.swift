@@ -99,6 +99,14 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
         return Set(try rows.map { try $0.decode(Int64.self) })
     }
 
+    public func extend(_ ids: [Int64], owner: String, until: Date) async throws -> Set<Int64> {
+        guard !ids.isEmpty else { return [] }
+        let rows = try await db.rows("""
+            UPDATE deliveries SET lease_until = \(until) WHERE id = ANY(\(ids)::int8[]) AND state = 'leased' AND lease_owner = \(owner) RETURNING id
+            """)
+        return Set(try rows.map { try $0.decode(Int64.self) })
+    }
+
     public func counts() async throws -> [DeliveryState: Int] {
         try await Self.counts(db.rows("SELECT state, count(*) FROM deliveries GROUP BY state"))
     }

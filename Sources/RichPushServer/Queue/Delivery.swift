@@ -102,6 +102,10 @@ public protocol DeliveryQueue: Sendable {
     /// ids whose lease `owner` still held, which are the ones recorded.
     func settle(_ items: [Settlement], owner: String, now: Date) async throws -> Set<Int64>
 
+    /// Extends to `until` the leases `owner` still holds among `ids` (a worker still busy with its batch keeps it;
+    /// only a worker that stopped loses its leases). Returns the ids still held.
+    func extend(_ ids: [Int64], owner: String, until: Date) async throws -> Set<Int64>
+
     /// Deliveries per state.
     func counts() async throws -> [DeliveryState: Int]
 

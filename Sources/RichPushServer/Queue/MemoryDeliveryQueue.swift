@@ -71,6 +71,17 @@ public actor MemoryDeliveryQueue: DeliveryQueue {
         return true
     }
 
+    public func extend(_ ids: [Int64], owner: String, until: Date) -> Set<Int64> {
+        var held = Set<Int64>()
+        for id in ids {
+            guard var r = records[id], r.state == .leased, r.leaseOwner == owner else { continue }
+            r.leaseUntil = until
+            records[id] = r
+            held.insert(id)
+        }
+        return held
+    }
+
     public func counts() -> [DeliveryState: Int] {
         var c: [DeliveryState: Int] = [:]
         for r in records.values { c[r.state, default: 0] += 1 }

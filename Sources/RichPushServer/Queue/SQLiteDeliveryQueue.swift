@@ -154,6 +154,19 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
         }
     }
 
+    public func extend(_ ids: [Int64], owner: String, until: Date) async throws -> Set<Int64> {
+        guard !ids.isEmpty else { return [] }
+        return try await pool.write { db in
+            let statement = try db.cachedStatement(sql: "UPDATE deliveries SET lease_until = ? WHERE id = ? AND state = 'leased' AND lease_owner = ?")
+            var held = Set<Int64>()
+            for id in ids {
+                try statement.execute(arguments: [until.timeIntervalSince1970, id, owner])
+                if db.changesCount == 1 { held.insert(id) }
+            }
+            return held
+        }
+    }
+
     public func counts() async throws -> [DeliveryState: Int] {
         try await pool.read { db in
             var c: [DeliveryState: Int] = [:]

@@ -63,36 +63,57 @@ public final class DeliveryWorker: Sendable {
     /// Claims and processes one batch; returns how many deliveries it handled. Outcomes are recorded in groups
     /// (one transaction per `settleEvery` finished sends, and the rest at the end), then tokens reported gone are
     /// pruned. The groups bound what a crash can leave unrecorded (and so resent) to a few dozen sends.
+    ///
+    /// While the batch runs its leases are extended every third of the lease, so a worker that is slow (a loaded
+    /// machine, a slow provider) keeps what it holds: only a worker that stopped lets its leases run out. A
+    /// delivery whose lease was lost anyway is not sent.
     @discardableResult
     public func runOnce() async throws -> Int {
         let claimed = now()
         let batch = try await queue.claim(owner: configuration.owner, limit: configuration.batchSize, now: claimed, lease: configuration.lease)
         guard !batch.isEmpty else { return 0 }
-        // Outcomes are written while the leases hold; a database that is away meanwhile is asked again until then
-        // (after that another worker owns the deliveries, and sends them again).
-        let leaseEnds = claimed.addingTimeInterval(configuration.lease)
+        let leases = BatchLeases(ids: batch.map(\.id), ends: claimed.addingTimeInterval(configuration.lease))
+        let renewal = Task { [queue, configuration, now] in
+            while !Task.isCancelled {
+                try? await Task.sleep(nanoseconds: UInt64(configuration.lease / 3 * 1e9))
+                if Task.isCancelled { return }
+                let ids = leases.open
+                let until = now().addingTimeInterval(configuration.lease)
+                // A failed extension leaves the leases to their old end (the database may be away).
+                guard let held = try? await queue.extend(ids, owner: configuration.owner, until: until) else { continue }
+                leases.extended(ids, held: held, until: until)
+            }
+        }
+        defer { renewal.cancel() }
         let byID = Dictionary(batch.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         var pending: [Settlement] = []
         func flush() async throws {
             guard !pending.isEmpty else { return }
             let settled = pending
             pending.removeAll(keepingCapacity: true)
-            let held = try await settleWhileLeased(settled, until: leaseEnds)
+            let held = try await settleWhileLeased(settled, leases: leases)
+            leases.settled(settled.map(\.id))
             for s in settled where held.contains(s.id) {
                 if case .finish(let o) = s.action, o.state == .pruned, let d = byID[s.id] { await prune(d, o.reason ?? "") }
             }
         }
-        try await withThrowingTaskGroup(of: Settlement.self) { group in
+        let margin = configuration.sendDeadline ?? configuration.lease / 2
+        try await withThrowingTaskGroup(of: Settlement?.self) { group in
             var next = 0
             func add() {
                 guard next < batch.count else { return }
                 let d = batch[next]
                 next += 1
-                group.addTask { await self.process(d) }
+                group.addTask {
+                    // Not sent when the lease is gone, or would end before the send's deadline: another worker has
+                    // it, or will.
+                    guard leases.mayStart(d.id, now: self.now(), margin: margin) else { return nil }
+                    return await self.process(d)
+                }
             }
             for _ in 0..<min(configuration.concurrency, batch.count) { add() }
             while let s = try await group.next() {
-                pending.append(s)
+                if let s { pending.append(s) }
                 add()
                 if pending.count >= configuration.settleEvery { try await flush() }
             }
@@ -131,11 +152,11 @@ public final class DeliveryWorker: Sendable {
     }
 
     /// Settles, trying again while the leases hold if the database does not answer.
-    func settleWhileLeased(_ items: [Settlement], until leaseEnds: Date) async throws -> Set<Int64> {
+    func settleWhileLeased(_ items: [Settlement], leases: BatchLeases) async throws -> Set<Int64> {
         var pause = 0.1
         while true {
             do { return try await queue.settle(items, owner: configuration.owner, now: now()) } catch {
-                guard now().addingTimeInterval(pause) < leaseEnds else { throw error }
+                guard now().addingTimeInterval(pause) < leases.ends else { throw error }
                 try? await Task.sleep(nanoseconds: UInt64(pause * 1e9))
                 pause = min(pause * 2, 2)
             }
@@ -187,6 +208,36 @@ public final class DeliveryWorker: Sendable {
                 return Settlement(id: d.id, .finish(outcome))
             }
         }
+    }
+}
+
+/// The leases of one claimed batch: those not settled yet (extended while the batch runs), those lost to another
+/// worker, and when they end.
+final class BatchLeases: Sendable {
+    private struct State {
+        var open: Set<Int64>
+        var lost: Set<Int64> = []
+        var ends: Date
+    }
+    private let state: NIOLockedValueBox<State>
+
+    init(ids: [Int64], ends: Date) { state = NIOLockedValueBox(State(open: Set(ids), ends: ends)) }
+
+    var open: [Int64] { state.withLockedValue { Array($0.open) } }
+    var ends: Date { state.withLockedValue { $0.ends } }
+
+    func extended(_ ids: [Int64], held: Set<Int64>, until: Date) {
+        state.withLockedValue { s in
+            for id in ids where !held.contains(id) && s.open.contains(id) { s.lost.insert(id) }
+            s.ends = until
+        }
+    }
+
+    func settled(_ ids: [Int64]) { state.withLockedValue { s in for id in ids { s.open.remove(id) } } }
+
+    /// Whether a send may start: its lease is held, and holds for `margin` more.
+    func mayStart(_ id: Int64, now: Date, margin: TimeInterval) -> Bool {
+        state.withLockedValue { !$0.lost.contains(id) && now.addingTimeInterval(margin) < $0.ends }
     }
 }
 
