@@ -5,12 +5,40 @@ import RichPushServer
 struct FanOutBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fanout",
-        abstract: "Register N devices in the embedded SQLite registry, then fan one notification out to all of them into the durable queue: time and peak memory."
+        abstract: "Register N devices, then fan one notification out to all of them into the durable queue: time and peak memory.",
+        discussion: """
+            Embedded SQLite by default. With --database postgres://… the devices are written by the database itself
+            (generate_series: registration is not what is measured) and the fan-out is the server's own path: a
+            notification accepted for all devices, then its fan-out run inside the database in chunks.
+            """
     )
 
     @Option(help: "Registered devices.") var devices = 1_000_000
+    @Option(help: "A PostgreSQL database to use (its tables are emptied first).") var database: String?
+    @Option(help: "Devices per fan-out transaction.") var chunk = 50_000
 
     func run() async throws {
+        if let database {
+            let backend = try await PostgresBackend.open(url: database, sealer: nil, nodeID: "bench", timeout: .seconds(600))
+            let db = backend.database
+            let t0 = Measure.now()
+            try await db.rows("TRUNCATE devices, device_tags, device_topics, deliveries, notifications RESTART IDENTITY CASCADE")
+            // Two of three on APNs; every tenth tagged.
+            try await db.rows("""
+                INSERT INTO devices (app_id, token, platform, provider, user_id, updated_at)
+                SELECT 'app', CASE WHEN i % 3 <> 0 THEN lpad(to_hex(i), 64, '0') ELSE 'fcm-token-' || i END,
+                    CASE WHEN i % 3 <> 0 THEN 'ios' ELSE 'android' END, CASE WHEN i % 3 <> 0 THEN 'apns' ELSE 'fcm' END,
+                    'user-' || (i / 2), now()
+                FROM generate_series(1, \(devices)) AS i
+                """)
+            try await db.rows("INSERT INTO device_tags (device_id, tag) SELECT id, 'vip' FROM devices WHERE id % 10 = 0")
+            try await db.rows("VACUUM ANALYZE devices")
+            print(String(format: "fanout: %d devices written in PostgreSQL in %.1f s", devices, Double(Measure.now() - t0) / 1e9))
+            await backend.close()
+            let out = try Measure.runSelf(["fanout-probe", "--database", database, "--chunk", String(chunk)]).trimmingCharacters(in: .whitespacesAndNewlines)
+            print("  " + out)
+            return
+        }
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("richpush-fanout-\(getpid())")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -39,16 +67,33 @@ struct FanOutBench: AsyncParsableCommand {
 /// Hidden: opens the prepared database and fans out once, in a fresh process; prints time and memory.
 struct FanOutProbe: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "fanout-probe", shouldDisplay: false)
-    @Argument var path: String
+    @Argument var path: String?
+    @Option var database: String?
+    @Option var chunk = 50_000
 
     func run() async throws {
-        let backend = try SQLiteBackend(path: path)
-        let queue = backend.queue
+        let backend: any StorageBackend
+        if let database {
+            backend = try await PostgresBackend.open(url: database, sealer: nil, nodeID: "bench", chunk: chunk, timeout: .seconds(600))
+        } else {
+            backend = try SQLiteBackend(path: path ?? "")
+        }
         let before = Measure.residentBytes()
         let t0 = Measure.now()
-        let n = try await backend.fanOut(notificationID: "broadcast", appID: "app", audience: .all, notBefore: Date(), expiresAt: nil, spread: 0)
+        let n: Int
+        if database != nil {
+            // The server's path: accepted with its fan-out pending, then the fan-out (chunks inside the database).
+            let plan = AcceptPlan(notification: .init(id: "broadcast", appID: "app", message: ["title": "t"], response: .null, createdAt: Date()),
+                idempotencyKey: nil, audience: .all, notBefore: Date(), expiresAt: nil)
+            _ = try await backend.intake.accept(plan) { _ in .null }
+            n = try await backend.intake.completeFanOut(notificationID: "broadcast")
+        } else {
+            n = try await backend.fanOut(notificationID: "broadcast", appID: "app", audience: .all, notBefore: Date(), expiresAt: nil, spread: 0)
+        }
         let seconds = Double(Measure.now() - t0) / 1e9
-        let queued = try await queue.counts()[.queued] ?? 0
-        print(String(format: "fan-out to %d devices: %.1f s (%.0f deliveries/s), %d queued; peak memory %@ (resident %@ before)", n, seconds, Double(n) / seconds, queued, Measure.mb(Measure.peakResidentBytes()), Measure.mb(before)))
+        let queued = try await backend.queue.counts(notificationID: "broadcast")[.queued] ?? 0
+        print(String(format: "fan-out to %d devices (%@): %.1f s (%.0f deliveries/s), %d queued; peak memory %@ (resident %@ before)",
+            n, database != nil ? "PostgreSQL, chunks of \(chunk)" : "SQLite", seconds, Double(n) / seconds, queued, Measure.mb(Measure.peakResidentBytes()), Measure.mb(before)))
+        await backend.close()
     }
 }

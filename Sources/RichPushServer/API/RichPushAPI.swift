@@ -74,7 +74,8 @@ public struct RichPushAPI: Sendable {
         router.get("/health/live") { _, _ in api.healthAnswer(ready: false) }
         // Metrics carry no secrets and no tokens; keep the listener off the public internet all the same.
         router.get("/metrics") { _, _ -> Response in
-            if let counts = try? await api.queue.counts() { api.metrics.queueDepth(counts) }
+            api.metrics.databaseUp(api.backend.health.isUp)
+            if api.backend.health.isUp, let counts = try? await api.queue.counts() { api.metrics.queueDepth(counts) }
             api.metrics.fanOutsRunning(api.fanOuts.count)
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(string: api.metrics.render())))
         }

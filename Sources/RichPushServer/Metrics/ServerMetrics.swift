@@ -36,6 +36,18 @@ public final class ServerMetrics: Sendable {
         ).record(max(0, secondsSinceDue))
     }
 
+    /// One claim of a batch from the queue: how long the database took (whatever it handed out).
+    func claimed(seconds: Double) {
+        registry.makeValueHistogram(
+            name: "richpush_claim_seconds", buckets: latencyBuckets, help: "Seconds one claim of a batch of deliveries took"
+        ).record(max(0, seconds))
+    }
+
+    /// Whether the node's database answers (1) or not (0).
+    public func databaseUp(_ up: Bool) {
+        registry.makeGauge(name: "richpush_database_up", help: "1 while this node's database answers, 0 while it does not").set(Double(up ? 1 : 0))
+    }
+
     func queueDepth(_ counts: [DeliveryState: Int]) {
         for state in DeliveryState.allCases {
             registry.makeGauge(name: "richpush_queue_deliveries", labels: [("state", state.rawValue)], help: "Deliveries in the queue by state")

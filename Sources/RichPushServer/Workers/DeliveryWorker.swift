@@ -20,9 +20,13 @@ public final class DeliveryWorker: Sendable {
         public var settleEvery = 50
         public var retry: RetryPolicy
         /// The longest one send may take before the worker stops waiting for it and reschedules the delivery
-        /// (reason `send_deadline`), so a send that never ends cannot hold its batch. Half the lease unless
-        /// set, so the outcome is recorded while this worker still holds the delivery.
+        /// (reason `send_deadline`), so a send that never ends cannot hold its batch. Unless set: half the lease,
+        /// and at least 30 s (the leases of a batch are extended while it runs, so a slow send on a loaded machine
+        /// is waited for rather than given up and sent twice).
         public var sendDeadline: TimeInterval?
+
+        /// ``sendDeadline`` as it applies.
+        var effectiveSendDeadline: TimeInterval { sendDeadline ?? max(lease / 2, 30) }
 
         public init(owner: String = "worker-\(UUID().uuidString.prefix(8))", batchSize: Int = 200, concurrency: Int = 200, lease: TimeInterval = 60, idleWait: TimeInterval = 0.2, retry: RetryPolicy = RetryPolicy()) {
             self.owner = owner
@@ -70,7 +74,10 @@ public final class DeliveryWorker: Sendable {
     @discardableResult
     public func runOnce() async throws -> Int {
         let claimed = now()
+        let clock = ContinuousClock.now
         let batch = try await queue.claim(owner: configuration.owner, limit: configuration.batchSize, now: claimed, lease: configuration.lease)
+        let took = ContinuousClock.now - clock
+        metrics?.claimed(seconds: Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18)
         guard !batch.isEmpty else { return 0 }
         let leases = BatchLeases(ids: batch.map(\.id), ends: claimed.addingTimeInterval(configuration.lease))
         let renewal = Task { [queue, configuration, now] in
@@ -97,7 +104,8 @@ public final class DeliveryWorker: Sendable {
                 if case .finish(let o) = s.action, o.state == .pruned, let d = byID[s.id] { await prune(d, o.reason ?? "") }
             }
         }
-        let margin = configuration.sendDeadline ?? configuration.lease / 2
+        // A send starts while its lease holds for one more renewal period at least.
+        let margin = configuration.lease / 3
         try await withThrowingTaskGroup(of: Settlement?.self) { group in
             var next = 0
             func add() {
@@ -167,7 +175,7 @@ public final class DeliveryWorker: Sendable {
     /// cancelled then and left to end on its own; should it still reach the provider, the delivery is sent again
     /// later (at least once, as after a crash).
     func sendWithinDeadline(_ d: DeliveryRecord) async -> SendResult {
-        let limit = TimeAmount.nanoseconds(Int64(max(0.001, configuration.sendDeadline ?? configuration.lease / 2) * 1_000_000_000))
+        let limit = TimeAmount.nanoseconds(Int64(min(max(0.001, configuration.effectiveSendDeadline), 86_400) * 1_000_000_000))
         let sender = self.sender
         let waiting = NIOLockedValueBox<CheckedContinuation<SendResult, Never>?>(nil)
         let sending = NIOLockedValueBox<Task<Void, Never>?>(nil)
