@@ -11,6 +11,8 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
     public init(database: PostgresDatabase) { db = database }
 
     static let columns = "id, notification_id, app_id, provider, target, state, attempts, not_before, expires_at, lease_owner, lease_until, reason, provider_id, updated_at"
+    /// The columns a new delivery sets, in the order every insert gives them.
+    static let insertColumns = "(notification_id, app_id, provider, target, state, not_before, expires_at, updated_at)"
 
     @discardableResult
     public func enqueue(_ deliveries: [NewDelivery]) async throws -> Int {
@@ -23,7 +25,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
     static func insert(_ deliveries: [NewDelivery]) -> PostgresQuery {
         let expires = deliveries.map { $0.expiresAt?.timeIntervalSince1970 ?? -1 }
         return """
-            INSERT INTO deliveries (notification_id, app_id, provider, target, state, not_before, expires_at, updated_at)
+            INSERT INTO deliveries \(unescaped: insertColumns)
             SELECT n, a, p, t, 'queued', to_timestamp(nb), CASE WHEN e < 0 THEN NULL ELSE to_timestamp(e) END, now()
             FROM unnest(\(deliveries.map(\.notificationID))::text[], \(deliveries.map(\.appID))::text[], \(deliveries.map(\.provider.rawValue))::text[],
                 \(deliveries.map(\.target))::text[], \(deliveries.map { $0.notBefore.timeIntervalSince1970 })::float8[], \(expires)::float8[])

@@ -143,7 +143,7 @@ public final class PostgresIntake: NotificationIntake {
                     : "$\(k + 2)::timestamptz"
                 var insert = PostgresQuery(unsafeSQL: """
                     WITH added AS (
-                        INSERT INTO deliveries (notification_id, app_id, provider, target, state, not_before, expires_at, updated_at)
+                        INSERT INTO deliveries \(PostgresDeliveryQueue.insertColumns)
                         SELECT $\(k + 1), d.app_id, d.provider, d.token, 'queued', \(due), $\(k + 5)::timestamptz, now()
                         FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(k + 6) AND d.id <= $\(k + 7)
                         RETURNING 1)

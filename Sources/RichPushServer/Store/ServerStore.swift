@@ -104,9 +104,8 @@ public struct StoredNotification: Sendable {
     }
 }
 
-/// Apps, API keys, notifications and device receipts. `SQLiteServerStore` is the embedded default;
-/// `MemoryServerStore` its twin for fast tests.
-public protocol ServerStore: Sendable {
+/// Apps, their API keys (stored as hashes) and the server's secrets.
+public protocol AppStore: Sendable {
     /// Creates an app and its first key (all scopes); returns the key, which is not stored.
     func createApp(_ app: ServerApp) async throws -> (ServerApp, key: String)
     /// Replaces an app's name, bundle id and credentials; bumps its revision. nil when there is no such app.
@@ -120,11 +119,21 @@ public protocol ServerStore: Sendable {
     /// The grant of a key, looked up by the key's SHA-256 (``APIKeys/hash(_:)``).
     func authorize(keyHash: String) async throws -> APIGrant?
 
+    /// A random 32-byte secret of the server's, made on first use and the same ever after (receipt tokens are
+    /// signed with one, so they stay valid across restarts and on every node).
+    func secret(named name: String) async throws -> [UInt8]
+}
+
+/// Accepted notifications: their messages and first answers (replayed for their idempotency keys).
+public protocol NotificationStore: Sendable {
     /// Stores a notification unless the app already sent one with this idempotency key; returns the stored one
     /// and whether it is new.
     func insertNotification(_ n: StoredNotification, idempotencyKey: String?) async throws -> (StoredNotification, created: Bool)
     func notification(id: String) async throws -> StoredNotification?
+}
 
+/// What devices reported about the notifications they received.
+public protocol ReceiptStore: Sendable {
     /// Stores what a device reported for a notification; a later report from the same device replaces it.
     func saveReceipt(notificationID: String, token: String, report: JSONValue) async throws
     /// Records a device's report unless that device already reported for this notification, or the notification
@@ -132,11 +141,12 @@ public protocol ServerStore: Sendable {
     func addDeviceReceipt(notificationID: String, device: String, report: JSONValue, limit: Int) async throws -> ReceiptAdmission
     /// The receipts of a notification by device token.
     func receipts(notificationID: String) async throws -> [String: JSONValue]
-
-    /// A random 32-byte secret of the server's, made on first use and the same ever after (receipt tokens are
-    /// signed with one, so they stay valid across restarts).
-    func secret(named name: String) async throws -> [UInt8]
 }
+
+/// The stores a backend keeps in one database: apps and keys, notifications, receipts (the registry, the queue and
+/// shared media have protocols of their own). `SQLiteServerStore`, `PostgresServerStore` and the in-memory
+/// `MemoryServerStore` answer alike (one conformance suite).
+public protocol ServerStore: AppStore, NotificationStore, ReceiptStore {}
 
 extension ServerStore {
     /// The grant of a key.
