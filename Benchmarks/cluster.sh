@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Several nodes on one PostgreSQL beside one node on SQLite, in one run: for each, wrk POSTs notifications (one
 # target each, a hosted picture) to every node at once for SECONDS, first with every send scheduled for 2100
-# (accepting alone), then due at once (accepting while delivering to one external `richpush sandbox`), and waits
+# (20 days ahead: accepting alone), then due at once (accepting while delivering to one external `richpush sandbox`), and waits
 # until all are delivered. Prints accepted/s with p99, delivered/s end to end, the claim's p99 (the nodes'
 # histograms), and CPU seconds of each node per 1,000 deliveries (from /proc: steadier than wall time).
 #   Benchmarks/cluster.sh [SECONDS=10] [CONNECTIONS=32]
@@ -91,7 +91,7 @@ LUA
     wait "${outs[@]}"
     cat "$dir"/wrk-* | awk '/^RESULT/ { n += $2; if ($3 > d) d = $3; if ($4 > p) p = $4; e += $5 } END { printf "%d %.0f %.2f %d\n", n, n / d, p, e }'
   }
-  read -r _ alone alone_p99 alone_errors < <(phase ',"send_at":4102444800')
+  read -r _ alone alone_p99 alone_errors < <(phase ',"send_at":'"$(($(date +%s) + 20 * 86400))"' ')
   local before=() start sent delivered=0 end
   for p in "${nodepids[@]}"; do before+=("$(cpu "$p")"); done
   start=$(date +%s.%N)
@@ -99,7 +99,8 @@ LUA
   local want=$((sent + 0))
   for _ in $(seq 1500); do
     if [[ $database == postgres* ]]; then
-      delivered=$(psql -d "${database##*/}" -c "SELECT count(*) FROM deliveries WHERE state = 'delivered'" 2>/dev/null || echo 0)
+      local db=${database##*/}
+      delivered=$(psql -d "${db%%\?*}" -c "SELECT count(*) FROM deliveries WHERE state = 'delivered'" 2>/dev/null || echo 0)
     else
       delivered=$(curl -s "${bases[0]}/metrics" | awk '/^richpush_queue_deliveries\{state="delivered"\}/ {print $2 + 0}')
     fi

@@ -36,8 +36,8 @@ end
 LUA
 }
 echo "server_accept: wrk -t1 -c32 -d10s, one target per request, 2 cores shared by wrk, the server, its workers and the emulators"
-echo "1. accepting alone (each send scheduled for 2100, so the workers stay idle):"
-lua ',"send_at":4102444800'
+echo "1. accepting alone (each send scheduled 20 days ahead, so the workers stay idle):"
+lua ',"send_at":'"$(($(date +%s) + 20 * 86400))"' '
 wrk -t1 -c32 -d10s -s "$dir/post.lua" "$base/v1/apps/$app/notifications" | grep -E "^(accepted|latency)" | sed 's/^/   /'
 echo "2. accepting while the workers deliver every notification to the APNs emulator in the same process:"
 lua ''

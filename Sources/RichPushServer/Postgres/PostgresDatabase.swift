@@ -78,6 +78,15 @@ public final class PostgresDatabase: Sendable {
         try await run { [client] in try await client.query(query).collect() }
     }
 
+    /// The rows of a prepared statement (prepared on each connection the first time it runs there).
+    public func execute<S: PostgresPreparedStatement>(_ statement: S) async throws -> [S.Row] where S.Row: Sendable {
+        try await run { [client] in
+            var rows: [S.Row] = []
+            for try await row in try await client.execute(statement) { rows.append(row) }
+            return rows
+        }
+    }
+
     /// Runs `body` in one transaction on one connection, committed when it returns.
     public func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
         try await run { [client, logger] in

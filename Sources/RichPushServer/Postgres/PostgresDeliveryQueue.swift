@@ -34,29 +34,8 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
     }
 
     public func claim(owner: String, limit: Int, now: Date, lease: TimeInterval) async throws -> [DeliveryRecord] {
-        let until = now.addingTimeInterval(lease)
-        // Past their time to live: expired, not handed out. Then the due and the abandoned, each locked without
-        // waiting for rows another node is claiming.
-        let rows = try await db.rows("""
-            WITH expired AS (
-                UPDATE deliveries SET state = 'expired', reason = 'ttl', lease_owner = NULL, lease_until = NULL, updated_at = \(now)
-                WHERE id IN (
-                    SELECT id FROM deliveries
-                    WHERE expires_at < \(now) AND ((state = 'queued' AND not_before <= \(now)) OR (state = 'leased' AND lease_until < \(now)))
-                    LIMIT \(limit) FOR UPDATE SKIP LOCKED)
-                RETURNING id),
-            due AS (
-                SELECT id FROM deliveries WHERE state = 'queued' AND not_before <= \(now) AND (expires_at IS NULL OR expires_at >= \(now))
-                ORDER BY not_before, id LIMIT \(limit) FOR UPDATE SKIP LOCKED),
-            abandoned AS (
-                SELECT id FROM deliveries WHERE state = 'leased' AND lease_until < \(now) AND (expires_at IS NULL OR expires_at >= \(now))
-                ORDER BY lease_until LIMIT \(limit) FOR UPDATE SKIP LOCKED),
-            picked AS (SELECT id FROM due UNION ALL SELECT id FROM abandoned)
-            UPDATE deliveries d SET state = 'leased', lease_owner = \(owner), lease_until = \(until), attempts = d.attempts + 1, updated_at = \(now)
-            FROM (SELECT id FROM picked LIMIT \(limit)) p WHERE d.id = p.id
-            RETURNING \(unescaped: Self.columns.split(separator: ",").map { "d." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", "))
-            """)
-        return try rows.map(Self.record).sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) }
+        let claimed = try await db.execute(PostgresStatements.Claim(now: now, limit: limit, owner: owner, until: now.addingTimeInterval(lease)))
+        return claimed.sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) }
     }
 
     @discardableResult
@@ -72,41 +51,27 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
     /// Every outcome and new time of a batch in one statement; only rows `owner` still holds change.
     public func settle(_ items: [Settlement], owner: String, now: Date) async throws -> Set<Int64> {
         guard !items.isEmpty else { return [] }
-        // Columns as arrays; a missing reason or provider id is an empty string with a false beside it.
-        var ids: [Int64] = [], states: [String] = [], reasons: [String] = [], hasReason: [Bool] = []
-        var providerIDs: [String] = [], hasProviderID: [Bool] = [], times: [Double] = []
+        var statement = PostgresStatements.Settle(now: now, owner: owner)
         for item in items {
-            ids.append(item.id)
             let (state, reason, providerID, at): (DeliveryState, String?, String?, Double)
             switch item.action {
             case .finish(let o): (state, reason, providerID, at) = (o.state, o.reason, o.providerID, -1)
             case let .reschedule(time, r): (state, reason, providerID, at) = (.queued, r, nil, time.timeIntervalSince1970)
             }
-            states.append(state.rawValue)
-            reasons.append(reason ?? "")
-            hasReason.append(reason != nil)
-            providerIDs.append(providerID ?? "")
-            hasProviderID.append(providerID != nil)
-            times.append(at)
+            statement.ids.append(item.id)
+            statement.states.append(state.rawValue)
+            statement.reasons.append(reason ?? "")
+            statement.hasReason.append(reason != nil)
+            statement.providerIDs.append(providerID ?? "")
+            statement.hasProviderID.append(providerID != nil)
+            statement.times.append(at)
         }
-        let rows = try await db.rows("""
-            UPDATE deliveries d SET state = u.state, reason = CASE WHEN u.hr THEN u.reason END, provider_id = CASE WHEN u.hp THEN u.pid END,
-                not_before = CASE WHEN u.at < 0 THEN d.not_before ELSE to_timestamp(u.at) END,
-                lease_owner = NULL, lease_until = NULL, updated_at = \(now)
-            FROM unnest(\(ids)::int8[], \(states)::text[], \(reasons)::text[], \(hasReason)::bool[], \(providerIDs)::text[], \(hasProviderID)::bool[],
-                \(times)::float8[]) AS u(id, state, reason, hr, pid, hp, at)
-            WHERE d.id = u.id AND d.state = 'leased' AND d.lease_owner = \(owner)
-            RETURNING d.id
-            """)
-        return Set(try rows.map { try $0.decode(Int64.self) })
+        return Set(try await db.execute(statement))
     }
 
     public func extend(_ ids: [Int64], owner: String, until: Date) async throws -> Set<Int64> {
         guard !ids.isEmpty else { return [] }
-        let rows = try await db.rows("""
-            UPDATE deliveries SET lease_until = \(until) WHERE id = ANY(\(ids)::int8[]) AND state = 'leased' AND lease_owner = \(owner) RETURNING id
-            """)
-        return Set(try rows.map { try $0.decode(Int64.self) })
+        return Set(try await db.execute(PostgresStatements.Extend(until: until, ids: ids, owner: owner)))
     }
 
     public func counts() async throws -> [DeliveryState: Int] {

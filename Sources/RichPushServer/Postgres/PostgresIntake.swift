@@ -31,31 +31,32 @@ public final class PostgresIntake: NotificationIntake {
         if case .tokens(let tokens) = plan.audience {
             var seen = Set<String>()
             let wanted = tokens.filter { seen.insert($0).inserted }
-            let rows = try await db.rows("SELECT provider, token FROM devices WHERE app_id = \(n.appID) AND token = ANY(\(wanted)::text[]) ORDER BY id")
-            targets = try rows.map { row in
-                let (provider, token) = try row.decode((String, String).self)
-                return (DeliveryProvider(rawValue: provider) ?? .apns, token)
+            targets = try await db.execute(PostgresStatements.DevicesByToken(appID: n.appID, tokens: wanted)).map { provider, token in
+                (DeliveryProvider(rawValue: provider) ?? .apns, token)
             }
         }
         n.response = respond(targets?.count)
-        let (notification, found) = (n, targets)
-        let accepted = try await db.transaction { c in
-            let (stored, created) = try await PostgresServerStore.insert(
-                notification, idempotencyKey: plan.idempotencyKey, fanOut: found == nil ? plan : nil, on: c, logger: self.db.logger)
-            guard created else { return Accepted(notification: stored, created: false, queued: 0, fanOutPending: false) }
-            guard let targets = found, !targets.isEmpty else {
-                return Accepted(notification: stored, created: true, queued: 0, fanOutPending: found == nil)
-            }
-            let step = Spread.step(plan.spread, count: targets.count)
-            let deliveries = targets.enumerated().map { i, t in
-                NewDelivery(notificationID: notification.id, appID: notification.appID, provider: t.0, target: t.1,
-                    notBefore: plan.notBefore.addingTimeInterval(step * Double(i)), expiresAt: plan.expiresAt)
-            }
-            _ = try await c.query(PostgresDeliveryQueue.insert(deliveries), logger: self.db.logger).collect()
-            return Accepted(notification: stored, created: true, queued: deliveries.count, fanOutPending: false)
+        // The notification and its deliveries in one statement; a registry audience with its fan-out pending.
+        let list = targets ?? []
+        let step = Spread.step(plan.spread, count: list.count)
+        let start = plan.notBefore.timeIntervalSince1970
+        let statement = PostgresStatements.Accept(
+            notification: n, idempotencyKey: plan.idempotencyKey, fanOut: targets == nil ? plan : nil, expiresAt: plan.expiresAt,
+            providers: list.map(\.0.rawValue), targets: list.map(\.1), due: list.indices.map { start + step * Double($0) })
+        guard let (created, queued) = try await db.execute(statement).first else {
+            throw DatabaseUnavailable("the accept statement answered nothing")
         }
-        if accepted.queued > 0 { queued() }
-        return accepted
+        guard created == 1 else {
+            // The app used this idempotency key before: the first notification and its answer.
+            let rows = try await db.rows("""
+                SELECT \(unescaped: PostgresServerStore.notificationColumns) FROM notifications
+                WHERE app_id = \(n.appID) AND idempotency_key = \(plan.idempotencyKey)
+                """)
+            guard let row = rows.first else { throw DatabaseUnavailable("a notification's idempotency key was taken and then not found") }
+            return Accepted(notification: try PostgresServerStore.notification(row), created: false, queued: 0, fanOutPending: false)
+        }
+        if queued > 0 { self.queued() }
+        return Accepted(notification: n, created: true, queued: Int(queued), fanOutPending: targets == nil)
     }
 
     public func completeFanOut(notificationID: String) async throws -> Int {

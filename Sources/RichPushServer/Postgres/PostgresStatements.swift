@@ -1,0 +1,166 @@
+import Foundation
+import PostgresNIO
+
+/// The statements on the hot paths (accepting, claiming, settling), prepared once per connection: parsing and
+/// planning them on every call cost the database more than running them (a profile of the accept path showed the
+/// parser and planner ahead of everything else).
+enum PostgresStatements {
+    /// A notification and its deliveries in one statement (so one transaction, one round trip), unless the app used
+    /// the idempotency key before: then nothing is written and `created` is 0.
+    struct Accept: PostgresPreparedStatement {
+        static let sql = """
+            WITH n AS (
+                INSERT INTO notifications (id, app_id, idempotency_key, message, response, created_at, audience, not_before, expires_at, spread, fanout_state)
+                VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+                ON CONFLICT (app_id, idempotency_key) DO NOTHING RETURNING id),
+            d AS (
+                INSERT INTO deliveries \(PostgresDeliveryQueue.insertColumns)
+                SELECT $1, $2, p, t, 'queued', to_timestamp(nb), $9, now()
+                FROM unnest($12::text[], $13::text[], $14::float8[]) AS u(p, t, nb)
+                WHERE EXISTS (SELECT 1 FROM n)
+                RETURNING 1)
+            SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM d)
+            """
+        typealias Row = (Int64, Int64)
+
+        var notification: StoredNotification
+        var idempotencyKey: String?
+        var fanOut: AcceptPlan?
+        var expiresAt: Date?
+        var providers: [String]
+        var targets: [String]
+        var due: [Double]
+
+        func makeBindings() throws -> PostgresBindings {
+            var b = PostgresBindings()
+            b.append(notification.id)
+            b.append(notification.appID)
+            b.append(idempotencyKey)
+            b.append(notification.message.jsonString)
+            b.append(notification.response.jsonString)
+            b.append(notification.createdAt)
+            b.append(fanOut?.audience.json.jsonString)
+            b.append(fanOut?.notBefore)
+            b.append(expiresAt)
+            b.append(fanOut?.spread ?? 0)
+            b.append(fanOut == nil ? "done" : "pending")
+            b.append(providers)
+            b.append(targets)
+            b.append(due)
+            return b
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+
+    /// The registered devices among some tokens of an app.
+    struct DevicesByToken: PostgresPreparedStatement {
+        static let sql = "SELECT provider, token FROM devices WHERE app_id = $1 AND token = ANY($2::text[]) ORDER BY id"
+        typealias Row = (String, String)
+        var appID: String
+        var tokens: [String]
+
+        func makeBindings() throws -> PostgresBindings {
+            var b = PostgresBindings()
+            b.append(appID)
+            b.append(tokens)
+            return b
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+
+    /// Expires what is past its time to live, then leases the due and the abandoned, each row locked without
+    /// waiting for one another node is claiming. $1 now, $2 limit, $3 owner, $4 lease end.
+    struct Claim: PostgresPreparedStatement {
+        static let sql = """
+            WITH expired AS (
+                UPDATE deliveries SET state = 'expired', reason = 'ttl', lease_owner = NULL, lease_until = NULL, updated_at = $1
+                WHERE id IN (
+                    SELECT id FROM deliveries
+                    WHERE expires_at < $1 AND ((state = 'queued' AND not_before <= $1) OR (state = 'leased' AND lease_until < $1))
+                    LIMIT $2 FOR UPDATE SKIP LOCKED)
+                RETURNING id),
+            due AS (
+                SELECT id FROM deliveries WHERE state = 'queued' AND not_before <= $1 AND (expires_at IS NULL OR expires_at >= $1)
+                ORDER BY not_before, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+            abandoned AS (
+                SELECT id FROM deliveries WHERE state = 'leased' AND lease_until < $1 AND (expires_at IS NULL OR expires_at >= $1)
+                ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED),
+            picked AS (SELECT id FROM due UNION ALL SELECT id FROM abandoned)
+            UPDATE deliveries d SET state = 'leased', lease_owner = $3, lease_until = $4, attempts = d.attempts + 1, updated_at = $1
+            FROM (SELECT id FROM picked LIMIT $2) p WHERE d.id = p.id
+            RETURNING d.id, d.notification_id, d.app_id, d.provider, d.target, d.state, d.attempts, d.not_before, d.expires_at,
+                d.lease_owner, d.lease_until, d.reason, d.provider_id, d.updated_at
+            """
+        typealias Row = DeliveryRecord
+        var now: Date
+        var limit: Int
+        var owner: String
+        var until: Date
+
+        func makeBindings() throws -> PostgresBindings {
+            var b = PostgresBindings()
+            b.append(now)
+            b.append(limit)
+            b.append(owner)
+            b.append(until)
+            return b
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try PostgresDeliveryQueue.record(row) }
+    }
+
+    /// Outcomes and new times of a batch; only rows the owner still holds change. A missing reason or provider id
+    /// is an empty string with a false beside it.
+    struct Settle: PostgresPreparedStatement {
+        static let sql = """
+            UPDATE deliveries d SET state = u.state, reason = CASE WHEN u.hr THEN u.reason END, provider_id = CASE WHEN u.hp THEN u.pid END,
+                not_before = CASE WHEN u.at < 0 THEN d.not_before ELSE to_timestamp(u.at) END,
+                lease_owner = NULL, lease_until = NULL, updated_at = $1
+            FROM unnest($3::int8[], $4::text[], $5::text[], $6::bool[], $7::text[], $8::bool[], $9::float8[]) AS u(id, state, reason, hr, pid, hp, at)
+            WHERE d.id = u.id AND d.state = 'leased' AND d.lease_owner = $2
+            RETURNING d.id
+            """
+        typealias Row = Int64
+        var now: Date
+        var owner: String
+        var ids: [Int64] = [], states: [String] = [], reasons: [String] = [], hasReason: [Bool] = []
+        var providerIDs: [String] = [], hasProviderID: [Bool] = [], times: [Double] = []
+
+        func makeBindings() throws -> PostgresBindings {
+            var b = PostgresBindings()
+            b.append(now)
+            b.append(owner)
+            b.append(ids)
+            b.append(states)
+            b.append(reasons)
+            b.append(hasReason)
+            b.append(providerIDs)
+            b.append(hasProviderID)
+            b.append(times)
+            return b
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Int64.self) }
+    }
+
+    /// Moves the end of the leases an owner still holds.
+    struct Extend: PostgresPreparedStatement {
+        static let sql = "UPDATE deliveries SET lease_until = $1 WHERE id = ANY($2::int8[]) AND state = 'leased' AND lease_owner = $3 RETURNING id"
+        typealias Row = Int64
+        var until: Date
+        var ids: [Int64]
+        var owner: String
+
+        func makeBindings() throws -> PostgresBindings {
+            var b = PostgresBindings()
+            b.append(until)
+            b.append(ids)
+            b.append(owner)
+            return b
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Int64.self) }
+    }
+}
