@@ -34,8 +34,14 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
     }
 
     public func claim(owner: String, limit: Int, now: Date, lease: TimeInterval) async throws -> [DeliveryRecord] {
-        let claimed = try await db.execute(PostgresStatements.Claim(now: now, limit: limit, owner: owner, until: now.addingTimeInterval(lease)))
-        return claimed.sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) }
+        // A claim that took only expired deliveries says nothing of what is behind them: it looks again (an empty
+        // answer would make the worker wait as if the queue were empty).
+        for _ in 0..<100 {
+            let taken = try await db.execute(PostgresStatements.Claim(now: now, limit: limit, owner: owner, until: now.addingTimeInterval(lease)))
+            let leased = taken.filter { $0.state == .leased }
+            if !leased.isEmpty || taken.isEmpty { return leased.sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) } }
+        }
+        return []
     }
 
     @discardableResult

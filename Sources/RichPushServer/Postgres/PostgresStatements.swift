@@ -70,28 +70,29 @@ enum PostgresStatements {
         func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 
-    /// Expires what is past its time to live, then leases the due and the abandoned, each row locked without
-    /// waiting for one another node is claiming. $1 now, $2 limit, $3 owner, $4 lease end.
+    /// Takes the first due deliveries (by due time) and the abandoned ones, each row locked without waiting for one
+    /// another node is claiming; of those, what is past its time to live ends as expired and the rest is leased.
+    /// Expiry is decided on the rows taken, so a claim reads only what it takes, however many millions are queued.
+    /// $1 now, $2 limit, $3 owner, $4 lease end.
     struct Claim: PostgresPreparedStatement {
         static let sql = """
-            WITH expired AS (
-                UPDATE deliveries SET state = 'expired', reason = 'ttl', lease_owner = NULL, lease_until = NULL, updated_at = $1
-                WHERE id IN (
-                    SELECT id FROM deliveries
-                    WHERE expires_at < $1 AND ((state = 'queued' AND not_before <= $1) OR (state = 'leased' AND lease_until < $1))
-                    LIMIT $2 FOR UPDATE SKIP LOCKED)
-                RETURNING id),
-            due AS (
-                SELECT id FROM deliveries WHERE state = 'queued' AND not_before <= $1 AND (expires_at IS NULL OR expires_at >= $1)
-                ORDER BY not_before, id LIMIT $2 FOR UPDATE SKIP LOCKED),
+            WITH due AS (
+                SELECT id FROM deliveries WHERE state = 'queued' AND not_before <= $1 ORDER BY not_before, id LIMIT $2 FOR UPDATE SKIP LOCKED),
             abandoned AS (
-                SELECT id FROM deliveries WHERE state = 'leased' AND lease_until < $1 AND (expires_at IS NULL OR expires_at >= $1)
-                ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED),
-            picked AS (SELECT id FROM due UNION ALL SELECT id FROM abandoned)
-            UPDATE deliveries d SET state = 'leased', lease_owner = $3, lease_until = $4, attempts = d.attempts + 1, updated_at = $1
-            FROM (SELECT id FROM picked LIMIT $2) p WHERE d.id = p.id
-            RETURNING d.id, d.notification_id, d.app_id, d.provider, d.target, d.state, d.attempts, d.not_before, d.expires_at,
-                d.lease_owner, d.lease_until, d.reason, d.provider_id, d.updated_at
+                SELECT id FROM deliveries WHERE state = 'leased' AND lease_until < $1 ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED),
+            picked AS (SELECT id FROM due UNION ALL SELECT id FROM abandoned LIMIT $2),
+            taken AS (
+                UPDATE deliveries d SET
+                    state = CASE WHEN d.expires_at < $1 THEN 'expired' ELSE 'leased' END,
+                    reason = CASE WHEN d.expires_at < $1 THEN 'ttl' ELSE d.reason END,
+                    lease_owner = CASE WHEN d.expires_at < $1 THEN NULL ELSE $3 END,
+                    lease_until = CASE WHEN d.expires_at < $1 THEN NULL ELSE $4::timestamptz END,
+                    attempts = CASE WHEN d.expires_at < $1 THEN d.attempts ELSE d.attempts + 1 END,
+                    updated_at = $1
+                FROM picked p WHERE d.id = p.id
+                RETURNING d.id, d.notification_id, d.app_id, d.provider, d.target, d.state, d.attempts, d.not_before, d.expires_at,
+                    d.lease_owner, d.lease_until, d.reason, d.provider_id, d.updated_at)
+            SELECT * FROM taken
             """
         typealias Row = DeliveryRecord
         var now: Date

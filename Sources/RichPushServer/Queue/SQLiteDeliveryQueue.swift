@@ -86,25 +86,39 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
         }
     }
 
+    /// Takes the first due deliveries (by due time, then id: the order of the due index, whose last column is the
+    /// row id) and the abandoned ones; of those, what is past its time to live ends as expired and the rest is
+    /// leased. Expiry is decided on the rows taken, so a claim reads only what it takes, however many are queued.
     public func claim(owner: String, limit: Int, now: Date, lease: TimeInterval) async throws -> [DeliveryRecord] {
         let t = now.timeIntervalSince1970
         return try await pool.write { db in
-            // Deliveries past their time to live end as expired rather than being sent late.
-            try db.execute(sql: """
-                UPDATE deliveries SET state = 'expired', reason = 'ttl', lease_owner = NULL, lease_until = NULL, updated_at = ?
-                WHERE expires_at IS NOT NULL AND expires_at < ?
-                  AND ((state = 'queued' AND not_before <= ?) OR (state = 'leased' AND lease_until < ?))
-                """, arguments: [t, t, t, t])
-            let rows = try Row.fetchAll(db, sql: """
-                UPDATE deliveries SET state = 'leased', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
-                WHERE id IN (
-                    SELECT id FROM deliveries WHERE state = 'queued' AND not_before <= ?
+            // A claim that took only expired deliveries looks again: an empty answer means an empty queue.
+            for _ in 0..<100 {
+                let ids = try Int64.fetchAll(db, sql: """
+                    SELECT id FROM (SELECT id FROM deliveries WHERE state = 'queued' AND not_before <= ? ORDER BY not_before, id LIMIT ?)
                     UNION ALL
-                    SELECT id FROM deliveries WHERE state = 'leased' AND lease_until < ?
-                    ORDER BY id LIMIT ?)
-                RETURNING *
-                """, arguments: [owner, t + lease, t, t, t, limit])
-            return rows.map(Self.record).sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) }
+                    SELECT id FROM (SELECT id FROM deliveries WHERE state = 'leased' AND lease_until < ? ORDER BY lease_until LIMIT ?)
+                    LIMIT ?
+                    """, arguments: [t, limit, t, limit, limit])
+                if ids.isEmpty { return [] }
+                let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
+                var expiring: [any DatabaseValueConvertible] = [t, t]
+                expiring += ids
+                // Deliveries past their time to live end as expired rather than being sent late.
+                try db.execute(sql: """
+                    UPDATE deliveries SET state = 'expired', reason = 'ttl', lease_owner = NULL, lease_until = NULL, updated_at = ?
+                    WHERE expires_at IS NOT NULL AND expires_at < ? AND id IN (\(marks))
+                    """, arguments: StatementArguments(expiring))
+                var leasing: [any DatabaseValueConvertible] = [owner, t + lease, t]
+                leasing += ids
+                let rows = try Row.fetchAll(db, sql: """
+                    UPDATE deliveries SET state = 'leased', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
+                    WHERE state IN ('queued', 'leased') AND id IN (\(marks))
+                    RETURNING *
+                    """, arguments: StatementArguments(leasing))
+                if !rows.isEmpty { return rows.map(Self.record).sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) } }
+            }
+            return []
         }
     }
 
