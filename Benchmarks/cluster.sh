@@ -55,10 +55,14 @@ cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
 # run LABEL DATABASE NODES
 run() {
-  local label=$1 database=$2 n=$3 bases=() nodepids=()
+  local label=$1 database=$2 n=$3 bases=() nodepids=() ports=()
+  # Every node has the same public URL, as behind a load balancer (here the first node's address): hosted media is
+  # then known as hosted to every node.
+  for i in $(seq "$n"); do ports+=("$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"); done
   for i in $(seq "$n"); do
     mkdir -p "$dir/$label-$i"
-    (cd "$dir/$label-$i" && RICHPUSH_CREDENTIALS_KEY_FILE="$dir/$label.key" exec "$bin" serve --port 0 --database "$database" --node-id "$label-$i" \
+    (cd "$dir/$label-$i" && RICHPUSH_CREDENTIALS_KEY_FILE="$dir/$label.key" exec "$bin" serve --port "${ports[$((i - 1))]}" --database "$database" --node-id "$label-$i" \
+      --public-url "http://127.0.0.1:${ports[0]}" \
       --sandbox-dir "$dir/sandbox" --external-apns-port "$apns_port" --external-fcm-port "$fcm_port" --admin-key "$admin" \
       --rate-limit 1000000 > "$dir/$label-$i.log" 2>&1) &
     nodepids+=($!)
