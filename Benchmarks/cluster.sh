@@ -13,26 +13,20 @@ cd "$(dirname "$0")/.."
 seconds=${1:-10}
 connections=${2:-32}
 command -v wrk >/dev/null || { echo "wrk is missing: apt-get install wrk"; exit 1; }
-pgbin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1)
-[[ -x $pgbin/initdb ]] || { echo "postgresql is missing: apt-get install postgresql"; exit 1; }
+source Scripts/lib/postgres.sh
 swift build -c release --product richpush >/dev/null
 bin=$PWD/.build/release/richpush
 dir=$(mktemp -d)
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  [[ -n ${pg:-} ]] && kill -INT "$pg" 2>/dev/null && wait "$pg" 2>/dev/null
+  stop_postgres
   rm -rf "$dir"
 }
 trap cleanup EXIT
-as_pg=()
-if [[ $(id -u) == 0 ]]; then chown postgres "$dir"; as_pg=(setpriv --reuid=postgres --regid=postgres --init-groups --); fi
-pgport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"${as_pg[@]}" "$pgbin/initdb" -D "$dir/pg" -U richpush -A trust -E UTF8 --no-instructions >/dev/null
-"${as_pg[@]}" "$pgbin/postgres" -D "$dir/pg" -p "$pgport" -k "$dir" -c listen_addresses=127.0.0.1 -c synchronous_commit=off \
-  -c shared_buffers=256MB -c max_connections=300 > "$dir/pg.log" 2>&1 &
-pg=$!
-for _ in $(seq 100); do grep -q "ready to accept" "$dir/pg.log" 2>/dev/null && break; sleep 0.1; done
+start_postgres "$dir" synchronous_commit=off shared_buffers=256MB max_connections=300
+pgbin=$PG_BIN
+pgport=$PG_PORT
 psql() { "$pgbin/psql" -h 127.0.0.1 -p "$pgport" -U richpush -At "$@"; }
 
 mkdir -p "$dir/sandbox"

@@ -8,7 +8,14 @@ public struct FieldReader {
     /// command line) `null` is a missing field, 0/1 are read as booleans and a lone string as a list of one.
     public var strict: Bool
 
-    public init(strict: Bool = false) { self.strict = strict }
+    /// Refuses text holding U+0000: the values become database columns, which cannot keep it (PostgreSQL refuses it),
+    /// and no token, tag or name has a use for it. (A message's text is stored as JSON, escaped, and left alone.)
+    public var refusesNUL: Bool
+
+    public init(strict: Bool = false, refusesNUL: Bool = false) {
+        self.strict = strict
+        self.refusesNUL = refusesNUL
+    }
 
     /// A field's value when present. `null` counts as absent, or is reported when ``strict``.
     public mutating func present(_ value: JSONValue?, at path: String) -> JSONValue? {
@@ -48,7 +55,15 @@ public struct FieldReader {
             report.add(Self.join(path, key), "empty", "must not be empty")
             return nil
         }
+        guard admits(s, at: Self.join(path, key)) else { return nil }
         return s
+    }
+
+    /// Whether `s` may be read (see ``refusesNUL``); reports it when not.
+    mutating func admits(_ s: String, at field: String) -> Bool {
+        guard refusesNUL, s.unicodeScalars.contains("\u{0}") else { return true }
+        report.add(field, "nul", "text may not hold the NUL character (U+0000)")
+        return false
     }
 
     public mutating func bool(_ object: [String: JSONValue], _ key: String, at path: String) -> Bool? {
@@ -91,7 +106,9 @@ public struct FieldReader {
         }
         var out: [String] = []
         for (i, element) in a.enumerated() {
-            if case .string(let s) = element { out.append(s) } else {
+            if case .string(let s) = element {
+                if admits(s, at: "\(Self.join(path, key))[\(i)]") { out.append(s) }
+            } else {
                 report.add("\(Self.join(path, key))[\(i)]", "type", "expected a string, found \(element.typeName)")
             }
         }
@@ -117,6 +134,7 @@ public struct FieldReader {
             report.add(field, s.isEmpty ? "empty" : "length", "\(key) is \(lengths.lowerBound) to \(lengths.upperBound) characters")
             return nil
         }
+        guard admits(s, at: field) else { return nil }
         if let shape, !shape.test(s) {
             report.add(field, shape.rule, shape.message)
             return nil
@@ -148,6 +166,7 @@ public struct FieldReader {
                 report.add("\(field)[\(i)]", s.isEmpty ? "empty" : "length", "each is \(lengths.lowerBound) to \(lengths.upperBound) characters")
                 continue
             }
+            guard admits(s, at: "\(field)[\(i)]") else { continue }
             out.append(s)
         }
         return out

@@ -48,7 +48,7 @@ struct AppBody {
     }
 
     static func decode(_ body: JSONValue, creating: Bool, tokenEndpoints: Set<String>) throws(RichPushAPI.Failure) -> AppBody {
-        var r = FieldReader(strict: true)
+        var r = FieldReader(strict: true, refusesNUL: true)
         guard case .object(let o) = body else {
             throw RichPushAPI.Failure(status: 422, code: "invalid", message: "the body must be an object", issues: [.init(path: "", rule: "type", message: "expected an object, found \(body.typeName)")])
         }

@@ -30,7 +30,7 @@ struct DeviceBody {
     static let maxTags = 100
 
     static func decode(_ json: JSONValue, appID: String) throws(RichPushAPI.Failure) -> DeviceBody {
-        var r = FieldReader(strict: true)
+        var r = FieldReader(strict: true, refusesNUL: true)
         let o = r.body(json, known: fields)
         let platform = r.choice(o, "platform", at: "", required: true, Device.Platform.self)
         let provider = r.choice(o, "provider", at: "", DeliveryProvider.self) ?? (platform == .ios ? .apns : .fcm)
@@ -132,7 +132,7 @@ struct ReceiptBody {
     var report: JSONValue
 
     static func decode(_ json: JSONValue, byApp: Bool) throws(RichPushAPI.Failure) -> ReceiptBody {
-        var r = FieldReader(strict: true)
+        var r = FieldReader(strict: true, refusesNUL: true)
         let who = byApp ? "token" : "device"
         let o = r.body(json, known: [who, "report"])
         let from = byApp ? r.text(o, "token", at: "", required: true, lengths: 1...4096) : r.text(o, "device", at: "", lengths: 1...200)

@@ -93,7 +93,7 @@ extension Audience {
     /// value's type and shape, token formats, FCM topic names and conditions, the per-request token limit) with
     /// each problem named by its field.
     static func resolve(_ json: JSONValue?, targets t: PushMessage.Targets, maxTokens: Int, into report: inout ValidationReport) -> Audience? {
-        var r = FieldReader(strict: true)
+        var r = FieldReader(strict: true, refusesNUL: true)
         defer { report.merge(r.report) }
         let tooMany = "at most \(maxTokens) tokens per request; register devices and use a tag or topic for more"
         guard let json else {
