@@ -116,6 +116,7 @@ struct LocalServer {
             limiter: RateLimiter(rate: config.rateLimit, burst: config.rateLimit * 2), onQueued: { worker.wake() })
         api.onAccepted = { id, message in sender.remember(id, message) }
         api.nodeID = nodeID
+        if let running = sandbox { api.simulate = { id in await SimulatedIPhone.run(sandbox: running, notificationID: id) } }
         backend.onWorkQueued { worker.wake() }
         api.providers = { clients.sender(for: $0) }
         api.extraFCMTokenEndpoints = Set([sandboxTokenURI].compactMap { $0 })

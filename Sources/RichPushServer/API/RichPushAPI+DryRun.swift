@@ -18,7 +18,9 @@ extension RichPushAPI {
             "warnings": .array(warnings.map(\.json)),
         ]
         var requests: [String: JSONValue] = [:]
-        if (counts[.apns] ?? 0) > 0 {
+        // Each provider's request is shown whenever the audience may use it, even with no device registered yet:
+        // what would be sent is the point of a dry run (a composer previews it).
+        if audience.mayUseAPNs {
             let sample = audience.directTargets?.first { $0.0 == .apns }?.1 ?? "<device token>"
             let r = APNsRenderer(bundleID: app.bundleID).render(message, deviceToken: sample)
             requests["apns"] = [
@@ -26,7 +28,7 @@ extension RichPushAPI {
                 "payload": r.payload, "bytes": .int(Int64(r.body.count)),
             ]
         }
-        if (counts[.fcm] ?? 0) > 0 {
+        if audience.fcmTargetKind != nil {
             let renderer = FCMRenderer(projectID: setup.map(\.fcmProjectID).flatMap { $0.isEmpty ? nil : $0 } ?? app.fcmProjectID ?? "<project>", chartImageURL: message.chartImageURL)
             let sample: FCMTarget
             switch audience {

@@ -40,6 +40,9 @@ public struct RichPushAPI: Sendable {
     public var extraFCMTokenEndpoints: Set<String> = []
     /// This node's id, shown by `/health` (several nodes on one database).
     public var nodeID: String?
+    /// In sandbox mode: the device library run on what the APNs emulator received for a notification (nil when it
+    /// has received nothing for it). The console's simulated iPhone.
+    public var simulate: (@Sendable (_ notificationID: String) async -> JSONValue?)?
 
     public init(
         backend: any StorageBackend, adminKey: String,
@@ -86,7 +89,12 @@ public struct RichPushAPI: Sendable {
         router.head("/media/:name") { request, context in await api.serveMedia(request, context, head: true) }
         router.post("/v1/media") { request, context in await api.handle(context) { try await api.uploadMedia(request, context) } }
         router.post("/v1/media/check") { request, context in await api.handle(context) { try await api.checkMedia(request, context) } }
+        router.get("/v1/me") { request, context in await api.handle(context) { try await api.me(request, context) } }
         router.post("/v1/apps") { request, context in await api.handle(context) { try await api.createApp(request, context) } }
+        router.get("/v1/apps/:app/keys") { request, context in await api.handle(context) { try await api.listKeys(request, context) } }
+        router.get("/v1/apps/:app/devices") { request, context in await api.handle(context) { try await api.searchDevices(request, context) } }
+        router.get("/v1/apps/:app/notifications") { request, context in await api.handle(context) { try await api.listNotifications(request, context) } }
+        router.get("/v1/apps/:app/notifications/:id/simulation") { request, context in await api.handle(context) { try await api.simulation(request, context) } }
         router.get("/v1/apps/:app") { request, context in await api.handle(context) { try await api.showApp(request, context) } }
         router.patch("/v1/apps/:app") { request, context in await api.handle(context) { try await api.updateApp(request, context) } }
         router.post("/v1/apps/:app/keys") { request, context in await api.handle(context) { try await api.createKey(request, context) } }
@@ -111,9 +119,10 @@ public struct RichPushAPI: Sendable {
     /// The routes the router serves, as (method, OpenAPI path), for keeping the document honest.
     public static let routes: [(String, String)] = [
         ("get", "/health"), ("get", "/health/live"), ("get", "/health/ready"), ("get", "/metrics"), ("get", "/openapi.yaml"), ("get", "/media/{name}"), ("head", "/media/{name}"), ("post", "/v1/media"),
-        ("post", "/v1/media/check"), ("post", "/v1/apps"), ("get", "/v1/apps/{app}"), ("patch", "/v1/apps/{app}"),
-        ("post", "/v1/apps/{app}/keys"), ("delete", "/v1/apps/{app}/keys/{key}"), ("post", "/v1/apps/{app}/devices"),
-        ("delete", "/v1/apps/{app}/devices/{token}"), ("post", "/v1/apps/{app}/notifications"), ("get", "/v1/apps/{app}/notifications/{id}"),
+        ("post", "/v1/media/check"), ("get", "/v1/me"), ("post", "/v1/apps"), ("get", "/v1/apps/{app}"), ("patch", "/v1/apps/{app}"),
+        ("get", "/v1/apps/{app}/keys"), ("post", "/v1/apps/{app}/keys"), ("delete", "/v1/apps/{app}/keys/{key}"), ("get", "/v1/apps/{app}/devices"),
+        ("post", "/v1/apps/{app}/devices"), ("delete", "/v1/apps/{app}/devices/{token}"), ("get", "/v1/apps/{app}/notifications"),
+        ("post", "/v1/apps/{app}/notifications"), ("get", "/v1/apps/{app}/notifications/{id}"), ("get", "/v1/apps/{app}/notifications/{id}/simulation"),
         ("post", "/v1/apps/{app}/notifications/{id}/receipts"), ("post", "/v1/receipts/{token}"),
     ]
 

@@ -113,6 +113,30 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
         return !rows.isEmpty
     }
 
+    public func search(appID: String, matching query: String, after cursor: Int64, limit: Int) async throws -> (devices: [Device], next: Int64?) {
+        // A token prefix as a range on the (app_id, token) index (byte order, so any prefix is one range).
+        let rows = try await db.rows("""
+            SELECT \(unescaped: Self.deviceColumns),
+                ARRAY(SELECT tag FROM device_tags WHERE device_id = d.id ORDER BY tag),
+                ARRAY(SELECT topic FROM device_topics WHERE device_id = d.id ORDER BY topic)
+            FROM devices d WHERE d.app_id = \(appID) AND d.id > \(cursor)
+              AND ((d.token COLLATE "C" >= \(query) AND d.token COLLATE "C" < \(query + "\u{10FFFF}")) OR d.user_id = \(query)
+                   OR d.id IN (SELECT device_id FROM device_tags WHERE tag = \(query)))
+            ORDER BY d.id LIMIT \(max(0, limit))
+            """)
+        var devices: [Device] = []
+        var last: Int64?
+        for row in rows {
+            var (id, device) = try Self.device(row)
+            let columns = row.makeRandomAccess()
+            device.tags = try columns[10].decode([String].self)
+            device.topics = try columns[11].decode([String].self)
+            devices.append(device)
+            last = id
+        }
+        return (devices, rows.count == limit ? last : nil)
+    }
+
     public func count(appID: String) async throws -> Int {
         try await db.rows("SELECT count(*) FROM devices WHERE app_id = \(appID)").first?.decode(Int.self) ?? 0
     }

@@ -71,6 +71,10 @@ enum PostgresMigrations {
                 PRIMARY KEY (name, seq));
             CREATE INDEX media_files_keep ON media_files (keep_until);
             """),
+        // An app's notifications listed newest first (the console's list).
+        Migration(version: 5, name: "notifications by app", sql: """
+            CREATE INDEX notifications_app ON notifications (app_id, created_at)
+            """),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

@@ -132,6 +132,21 @@ public final class PostgresServerStore: ServerStore {
         return true
     }
 
+    public func keys(appID: String) async throws -> [APIKeyInfo] {
+        try await db.rows("SELECT key_id, scopes, created_at FROM api_keys WHERE app_id = \(appID) ORDER BY created_at, key_id").map { row in
+            let (id, scopes, created) = try row.decode((String, String, Date).self)
+            return APIKeyInfo(keyID: id, scopes: APIScope.parse(scopes), createdAt: created)
+        }
+    }
+
+    public func notifications(appID: String, before: Date?, limit: Int) async throws -> [StoredNotification] {
+        try await db.rows("""
+            SELECT \(unescaped: Self.notificationColumns) FROM notifications
+            WHERE app_id = \(appID) AND (\(before)::timestamptz IS NULL OR created_at < \(before))
+            ORDER BY created_at DESC, id DESC LIMIT \(max(0, limit))
+            """).map(Self.notification)
+    }
+
     public func authorize(keyHash h: String) async throws -> APIGrant? {
         try await grants.value(h) {
             try await db.rows("SELECT key_id, app_id, scopes FROM api_keys WHERE key_hash = \(h)").first.map { row in

@@ -157,6 +157,26 @@ public protocol DeviceRegistry: Sendable {
     func prune(appID: String, token: String, invalidSince: Date?) async throws -> Bool
 
     func count(appID: String) async throws -> Int
+
+    /// An app's devices whose token starts with `query`, or whose user id or one of whose tags is `query`, in
+    /// registration order after the cursor, with the cursor for the next page (a console's search).
+    func search(appID: String, matching query: String, after cursor: Int64, limit: Int) async throws -> (devices: [Device], next: Int64?)
+}
+
+/// A device as the API lists it (the token is the app's own; a registry search shows it).
+extension Device {
+    public var json: JSONValue {
+        var o: [String: JSONValue] = [
+            "token": .string(token), "platform": .string(platform.rawValue), "provider": .string(provider.rawValue),
+            "tags": .array(tags.map { .string($0) }), "topics": .array(topics.map { .string($0) }),
+            "updated_at": .string(ISO8601DateFormatter().string(from: updatedAt)),
+        ]
+        if let userID { o["user_id"] = .string(userID) }
+        if let locale { o["locale"] = .string(locale) }
+        if let timeZone { o["time_zone"] = .string(timeZone) }
+        if let appVersion { o["app_version"] = .string(appVersion) }
+        return .object(o)
+    }
 }
 
 extension DeviceRegistry {

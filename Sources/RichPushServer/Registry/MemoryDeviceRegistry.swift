@@ -52,4 +52,11 @@ public actor MemoryDeviceRegistry: DeviceRegistry {
     }
 
     public func count(appID: String) -> Int { rows.values.filter { $0.appID == appID }.count }
+
+    public func search(appID: String, matching query: String, after cursor: Int64, limit: Int) -> (devices: [Device], next: Int64?) {
+        let found = rows.filter { id, d in
+            id > cursor && d.appID == appID && (d.token.hasPrefix(query) || d.userID == query || d.tags.contains(query))
+        }.sorted { $0.key < $1.key }.prefix(max(0, limit))
+        return (found.map(\.value), found.count == limit ? found.last?.key : nil)
+    }
 }

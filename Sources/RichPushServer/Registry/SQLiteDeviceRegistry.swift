@@ -231,6 +231,20 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
         }
     }
 
+    public func search(appID: String, matching query: String, after cursor: Int64, limit: Int) async throws -> (devices: [Device], next: Int64?) {
+        try await pool.read { db in
+            // A token prefix as a range on the (app_id, token) index: every token from the query up to the query
+            // followed by the highest character.
+            let rows = try Row.fetchAll(db, sql: """
+                SELECT * FROM devices WHERE app_id = ? AND id > ?
+                  AND ((token >= ? AND token < ?) OR user_id = ? OR id IN (SELECT device_id FROM device_tags WHERE tag = ?))
+                ORDER BY id LIMIT ?
+                """, arguments: [appID, cursor, query, query + "\u{10FFFF}", query, query, max(0, limit)])
+            let devices = try rows.map { try Self.device($0, db: db) }
+            return (devices, rows.count == limit ? rows.last?["id"] : nil)
+        }
+    }
+
     public func count(appID: String) async throws -> Int {
         try await pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM devices WHERE app_id = ?", arguments: [appID]) ?? 0 }
     }

@@ -5,6 +5,7 @@ import RichPushCore
 public actor MemoryServerStore: ServerStore {
     private var apps: [String: ServerApp] = [:]
     private var keys: [String: APIGrant] = [:]  // by hash
+    private var keyTimes: [String: Date] = [:]  // by hash
     private var notifications: [String: StoredNotification] = [:]
     private var idempotency: [String: String] = [:]  // "app\0key" → notification id
     private var receipts: [String: [String: JSONValue]] = [:]
@@ -19,6 +20,7 @@ public actor MemoryServerStore: ServerStore {
         let key = APIKeys.newKey()
         let hash = APIKeys.hash(key)
         keys[hash] = APIGrant(keyID: APIKeys.id(ofHash: hash), appID: app.id, scopes: Set(APIScope.allCases))
+        keyTimes[hash] = Date()
         return (app, key)
     }
 
@@ -37,6 +39,7 @@ public actor MemoryServerStore: ServerStore {
         let hash = APIKeys.hash(key)
         let grant = APIGrant(keyID: APIKeys.id(ofHash: hash), appID: appID, scopes: scopes)
         keys[hash] = grant
+        keyTimes[hash] = Date()
         return (grant, key)
     }
 
@@ -47,6 +50,17 @@ public actor MemoryServerStore: ServerStore {
     }
 
     public func authorize(keyHash: String) -> APIGrant? { keys[keyHash] }
+
+    public func keys(appID: String) -> [APIKeyInfo] {
+        keys.filter { $0.value.appID == appID }
+            .map { APIKeyInfo(keyID: $0.value.keyID, scopes: $0.value.scopes, createdAt: keyTimes[$0.key] ?? .distantPast) }
+            .sorted { ($0.createdAt, $0.keyID) < ($1.createdAt, $1.keyID) }
+    }
+
+    public func notifications(appID: String, before: Date?, limit: Int) -> [StoredNotification] {
+        let kept = notifications.values.filter { n in n.appID == appID && (before.map { n.createdAt < $0 } ?? true) }
+        return Array(kept.sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) }.prefix(max(0, limit)))
+    }
 
     public func insertNotification(_ n: StoredNotification, idempotencyKey: String?) -> (StoredNotification, created: Bool) {
         if let key = idempotencyKey, let id = idempotency[n.appID + "\u{0}" + key], let first = notifications[id] { return (first, false) }

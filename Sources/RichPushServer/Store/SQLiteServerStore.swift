@@ -94,6 +94,10 @@ public final class SQLiteServerStore: ServerStore {
         m.registerMigration("secrets-v1") { db in
             try db.execute(sql: "CREATE TABLE secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL)")
         }
+        m.registerMigration("notifications-by-app") { db in
+            // An app's notifications listed newest first (the console's list).
+            try db.execute(sql: "CREATE INDEX notifications_app ON notifications(app_id, created_at)")
+        }
         return m
     }
 
@@ -165,6 +169,22 @@ public final class SQLiteServerStore: ServerStore {
         guard let removed else { return false }
         grants.forget(removed)
         return true
+    }
+
+    public func keys(appID: String) async throws -> [APIKeyInfo] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: "SELECT key_id, scopes, created_at FROM api_keys WHERE app_id = ? ORDER BY created_at, key_id", arguments: [appID]).map {
+                APIKeyInfo(keyID: $0["key_id"], scopes: APIScope.parse($0["scopes"]), createdAt: Date(timeIntervalSince1970: $0["created_at"]))
+            }
+        }
+    }
+
+    public func notifications(appID: String, before: Date?, limit: Int) async throws -> [StoredNotification] {
+        try await pool.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT * FROM notifications WHERE app_id = ? AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT ?
+                """, arguments: [appID, before?.timeIntervalSince1970 ?? Double.greatestFiniteMagnitude, max(0, limit)]).map(Self.notification)
+        }
     }
 
     public func authorize(keyHash h: String) async throws -> APIGrant? {

@@ -71,6 +71,18 @@ public struct ServerApp: Sendable, Hashable {
     static func newID() -> String { "app_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16) }
 }
 
+/// A key as the API lists it: its id, scopes and when it was made.
+public struct APIKeyInfo: Sendable, Hashable {
+    public var keyID: String
+    public var scopes: Set<APIScope>
+    public var createdAt: Date
+
+    public var json: JSONValue {
+        ["id": .string(keyID), "scopes": .array(APIScope.allCases.filter(scopes.contains).map { .string($0.rawValue) }),
+         "created_at": .string(ISO8601DateFormatter().string(from: createdAt))]
+    }
+}
+
 /// What an API key may do.
 public enum APIScope: String, Sendable, Hashable, CaseIterable {
     case send, manage, read
@@ -118,6 +130,8 @@ public protocol AppStore: Sendable {
     func revokeKey(appID: String, keyID: String) async throws -> Bool
     /// The grant of a key, looked up by the key's SHA-256 (``APIKeys/hash(_:)``).
     func authorize(keyHash: String) async throws -> APIGrant?
+    /// An app's keys as the API lists them (never a key itself), oldest first.
+    func keys(appID: String) async throws -> [APIKeyInfo]
 
     /// A random 32-byte secret of the server's, made on first use and the same ever after (receipt tokens are
     /// signed with one, so they stay valid across restarts and on every node).
@@ -130,6 +144,8 @@ public protocol NotificationStore: Sendable {
     /// and whether it is new.
     func insertNotification(_ n: StoredNotification, idempotencyKey: String?) async throws -> (StoredNotification, created: Bool)
     func notification(id: String) async throws -> StoredNotification?
+    /// An app's notifications, newest first: those accepted before `before` (nil: from the newest), at most `limit`.
+    func notifications(appID: String, before: Date?, limit: Int) async throws -> [StoredNotification]
 }
 
 /// What devices reported about the notifications they received.
