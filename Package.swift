@@ -96,7 +96,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            resources: [.copy("Resources/openapi.yaml")]
+            resources: [.copy("Resources/openapi.yaml"), .copy("Resources/console")]
         ),
         .target(
             name: "RichPushSandbox",

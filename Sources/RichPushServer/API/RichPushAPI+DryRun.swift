@@ -64,6 +64,8 @@ extension RichPushAPI {
             }
         }
         out["requests"] = .object(requests)
+        // The message as it would be sent: media re-hosted where the preflight chose to, the chart's PNG address set.
+        out["message"] = message.json
         return Self.json(200, .object(out))
     }
 }

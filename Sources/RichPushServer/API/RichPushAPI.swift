@@ -82,6 +82,9 @@ public struct RichPushAPI: Sendable {
             api.metrics.fanOutsRunning(api.fanOuts.count)
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4"], body: .init(byteBuffer: ByteBuffer(string: api.metrics.render())))
         }
+        // The console: a page of this server's (nothing to install), talking to the API below with a key.
+        router.get("/console") { _, _ in ConsoleFiles.response("index.html") }
+        router.get("/console/:file") { _, context in ConsoleFiles.response(context.parameters.get("file") ?? "") }
         router.get("/openapi.yaml") { _, _ -> Response in
             Response(status: .ok, headers: [.contentType: "application/yaml"], body: .init(byteBuffer: ByteBuffer(string: Self.openAPIDocument)))
         }
@@ -118,7 +121,7 @@ public struct RichPushAPI: Sendable {
 
     /// The routes the router serves, as (method, OpenAPI path), for keeping the document honest.
     public static let routes: [(String, String)] = [
-        ("get", "/health"), ("get", "/health/live"), ("get", "/health/ready"), ("get", "/metrics"), ("get", "/openapi.yaml"), ("get", "/media/{name}"), ("head", "/media/{name}"), ("post", "/v1/media"),
+        ("get", "/health"), ("get", "/health/live"), ("get", "/health/ready"), ("get", "/metrics"), ("get", "/console"), ("get", "/console/{file}"), ("get", "/openapi.yaml"), ("get", "/media/{name}"), ("head", "/media/{name}"), ("post", "/v1/media"),
         ("post", "/v1/media/check"), ("get", "/v1/me"), ("post", "/v1/apps"), ("get", "/v1/apps/{app}"), ("patch", "/v1/apps/{app}"),
         ("get", "/v1/apps/{app}/keys"), ("post", "/v1/apps/{app}/keys"), ("delete", "/v1/apps/{app}/keys/{key}"), ("get", "/v1/apps/{app}/devices"),
         ("post", "/v1/apps/{app}/devices"), ("delete", "/v1/apps/{app}/devices/{token}"), ("get", "/v1/apps/{app}/notifications"),

@@ -1,0 +1,244 @@
+"""The console in real headless Chromium (Debian's chromium and chromium-driver, driven with Selenium) against a real
+`richpush serve` in sandbox mode. Run by ConsoleBrowserTests:
+
+    python3 console_test.py BASE_URL ADMIN_KEY RICHPUSH_BINARY SCREENSHOT_DIR
+
+Signs in, creates an app, composes a message with an uploaded image and a chart, sees a validation error appear and
+go, sees the preflight verdict for a refused URL, test-sends to a registered device and reads what the simulated
+iPhone attached, sends to a tag and watches the outcome reach delivered. Checks that the preview's chart image is
+byte-identical to `richpush chart` for the same spec and that the "What is sent" tab equals `richpush payload` for
+the message as sent. Writes screenshots (compose and preview, light and dark, desktop and phone width). Prints one
+line per step; exits non-zero at the first failure."""
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+base, admin, richpush, shots = sys.argv[1:5]
+os.makedirs(shots, exist_ok=True)
+work = tempfile.mkdtemp(prefix="console-browser-")
+
+
+def step(text):
+    print("step:", text, flush=True)
+
+
+def png(width, height):
+    def chunk(kind, body):
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    rows = b"".join(b"\x00" + b"".join(bytes([(x * 255) // width, (y * 255) // height, 180]) for x in range(width)) for y in range(height))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+# A web page where a picture should be: the preflight must refuse it.
+class Page(BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"<html><body>not a picture</body></html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+page_server = ThreadingHTTPServer(("127.0.0.1", 0), Page)
+threading.Thread(target=page_server.serve_forever, daemon=True).start()
+page_url = f"http://127.0.0.1:{page_server.server_address[1]}/sale.jpg"
+
+
+def call(method, path, key, body=None):
+    request = urllib.request.Request(base + path, method=method, data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Authorization": "Bearer " + key, "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+options = webdriver.ChromeOptions()
+for flag in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,800", "--force-device-scale-factor=1"]:
+    options.add_argument(flag)
+options.binary_location = "/usr/bin/chromium"
+driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+driver.set_window_size(1280, 800)
+wait = WebDriverWait(driver, 30)
+by_id = lambda i: driver.find_element(By.ID, i)
+
+
+def until(condition, what, timeout=30):
+    try:
+        return WebDriverWait(driver, timeout).until(lambda d: condition())
+    except Exception:
+        driver.save_screenshot(os.path.join(shots, "failure.png"))
+        raise AssertionError(f"timed out waiting for {what}")
+
+
+def typed(i, text):
+    e = by_id(i)
+    e.clear()
+    e.send_keys(text)
+
+
+try:
+    step("the first screen asks for a key, with labels")
+    driver.get(base + "/console")
+    until(lambda: by_id("signin-key").is_displayed(), "the sign-in form")
+    assert driver.find_element(By.CSS_SELECTOR, "label[for=signin-key]").text.startswith("API key")
+    csp = urllib.request.urlopen(base + "/console").headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "'unsafe-inline'" not in csp, csp
+
+    step("sign in with the admin key and create an app")
+    typed("signin-key", admin)
+    by_id("signin-form").submit()
+    until(lambda: driver.find_elements(By.ID, "new-name"), "the create-app form")
+    typed("new-name", "Shop")
+    typed("new-bundle", "com.example.shop")
+    by_id("create-app").submit()
+    until(lambda: driver.find_elements(By.CSS_SELECTOR, ".secret"), "the app's key")
+    key = driver.find_element(By.CSS_SELECTOR, ".secret").text
+    assert key.startswith("rp_"), key
+    driver.find_element(By.XPATH, "//button[text()='Continue']").click()
+    app = json.loads(driver.execute_script("return JSON.stringify({id: sessionStorage.getItem('richpush.app')})"))["id"]
+    ios_token = "ab" * 32
+    assert call("POST", f"/v1/apps/{app}/devices", key, {"token": ios_token, "platform": "ios", "tags": ["vip"]})[0] == 200
+    driver.get(base + "/console#compose")
+    until(lambda: by_id("f-title").is_displayed(), "the compose form")
+
+    step("compose: text, an uploaded picture, a chart")
+    typed("f-title", "Flash sale")
+    typed("f-body", "40% off everything until midnight")
+    picture = os.path.join(work, "sale.png")
+    with open(picture, "wb") as f:
+        f.write(png(120, 80))
+    by_id("f-file").send_keys(picture)
+    until(lambda: "/media/" in by_id("f-media").get_attribute("value"), "the upload's hosted URL")
+    until(lambda: "iOS attaches it as a PNG" in by_id("preflight").text, "the upload's preflight verdict")
+    Select(by_id("f-chart-type")).select_by_visible_text("bar")
+    typed("f-chart-values", "12, 18, 9, 22, 30")
+    typed("f-chart-labels", "Mon, Tue, Wed, Thu, Fri")
+    Select(by_id("f-audience")).select_by_value("tag")
+    typed("f-audience-value", "vip")
+    until(lambda: "Reaches 1 device" in by_id("reach").text, "the audience's count")
+    until(lambda: driver.find_elements(By.ID, "chart-preview"), "the chart preview")
+    until(lambda: "No problems found" in by_id("issues").text, "a clean check")
+
+    step("a validation error appears beside its field and goes")
+    driver.find_element(By.CSS_SELECTOR, "details summary").click()
+    typed("f-collapse", "x" * 80)
+    until(lambda: by_id("f-collapse").get_attribute("aria-invalid") == "true", "collapse_id marked invalid")
+    assert "collapse_id" in by_id("issues").text
+    typed("f-collapse", "sale-1")
+    until(lambda: by_id("f-collapse").get_attribute("aria-invalid") is None and "No problems found" in by_id("issues").text, "the error gone")
+
+    step("the chart preview is the bytes `richpush chart` draws")
+    chart_url = by_id("chart-preview").get_attribute("src")
+    served = urllib.request.urlopen(chart_url).read()
+    spec = os.path.join(work, "chart.json")
+    with open(spec, "w") as f:
+        json.dump({"type": "bar", "values": [12, 18, 9, 22, 30], "labels": ["Mon", "Tue", "Wed", "Thu", "Fri"]}, f)
+    subprocess.run([richpush, "chart", spec, "--out", os.path.join(work, "chart.png")], check=True, capture_output=True)
+    with open(os.path.join(work, "chart.png"), "rb") as f:
+        drawn = f.read()
+    assert served == drawn, f"chart preview {len(served)} bytes, richpush chart {len(drawn)} bytes"
+
+    step("the 'What is sent' tab is `richpush payload` for the message as sent")
+    by_id("tab-sent").click()
+    until(lambda: driver.find_elements(By.ID, "sent-apns"), "the APNs request")
+    shown = json.loads(by_id("sent-apns").text)
+    sent_message = json.loads(by_id("sent-message").text)
+    message = os.path.join(work, "message.json")
+    with open(message, "w") as f:
+        json.dump(sent_message, f)
+    out = subprocess.run([richpush, "payload", "--provider", "apns", "--token", ios_token, "--bundle-id", "com.example.shop", "--json", "--allow-http", message],
+                         check=True, capture_output=True, text=True).stdout
+    printed = json.loads(out)
+    assert shown["payload"] == printed["body"], (shown["payload"], printed["body"])
+    assert {k: v for k, v in shown["headers"].items() if k != "apns-expiration"} == {k: v for k, v in printed["headers"].items() if k != "apns-expiration"}, (shown["headers"], printed["headers"])
+    by_id("tab-ios").click()
+
+    step("screenshots: compose and preview, light and dark, desktop and phone")
+    driver.execute_script("window.scrollTo(0, 0)")
+    time.sleep(0.2)
+    driver.save_screenshot(os.path.join(shots, "compose-light-desktop.png"))
+    by_id("theme").click()
+    driver.save_screenshot(os.path.join(shots, "compose-dark-desktop.png"))
+    by_id("tab-android").click()
+    driver.save_screenshot(os.path.join(shots, "android-dark-desktop.png"))
+    by_id("theme").click()
+    by_id("tab-ios").click()
+    driver.set_window_size(390, 844)
+    time.sleep(0.3)
+    driver.execute_script("window.scrollTo(0, 0)")
+    time.sleep(0.2)
+    wide = driver.execute_script("return document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    if wide > 0:
+        culprits = driver.execute_script("""const w = document.documentElement.clientWidth; const out = [];
+            for (const e of document.querySelectorAll('*')) { const r = e.getBoundingClientRect(); if (r.right > w + 1 && r.width > 0) out.push(e.tagName + '#' + e.id + '.' + e.className + ' ' + Math.round(r.width)); }
+            return out.slice(0, 12).join(', ')""")
+        raise AssertionError(f"the phone-width page is {wide} px wider than the window: {culprits}")
+    driver.save_screenshot(os.path.join(shots, "compose-light-phone.png"))
+    driver.execute_script("document.getElementById('preview-title').scrollIntoView()")
+    time.sleep(0.2)
+    driver.save_screenshot(os.path.join(shots, "preview-light-phone.png"))
+    by_id("theme").click()
+    driver.execute_script("document.getElementById('preview-title').scrollIntoView()")
+    time.sleep(0.2)
+    driver.save_screenshot(os.path.join(shots, "preview-dark-phone.png"))
+    by_id("theme").click()
+    driver.set_window_size(1280, 800)
+
+    step("the preflight refuses a web page where a picture should be")
+    saved_media = by_id("f-media").get_attribute("value")
+    typed("f-media", page_url)
+    until(lambda: "Refused" in by_id("preflight").text and "not-media" in by_id("preflight").text, "the refusal")
+    typed("f-media", saved_media)
+    until(lambda: "iOS attaches it" in by_id("preflight").text, "the picture's verdict again")
+
+    step("test send: the simulated iPhone attaches the picture")
+    typed("f-test-token", ios_token)
+    by_id("test-send").click()
+    until(lambda: driver.find_elements(By.CSS_SELECTOR, "#simulated .attachment"), "the simulated iPhone's attachments", timeout=60)
+    assert "delivered" in by_id("test-outcome").text
+    attached = driver.find_elements(By.CSS_SELECTOR, "#simulated .attachment")
+    assert len(attached) >= 1, by_id("simulated").text
+    driver.execute_script("document.getElementById('simulated').scrollIntoView()")
+    time.sleep(0.2)
+    driver.save_screenshot(os.path.join(shots, "test-send.png"))
+
+    step("send to the tag and watch the outcome reach delivered")
+    by_id("send").click()
+    until(lambda: driver.current_url.split("#")[-1].startswith("n/"), "the notification's page")
+    until(lambda: driver.find_element(By.CSS_SELECTOR, '#counts [data-state="delivered"] b').text == "1", "delivered 1", timeout=60)
+    driver.save_screenshot(os.path.join(shots, "outcomes.png"))
+
+    step("the sent list holds both notifications")
+    driver.get(base + "/console#notifications")
+    until(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#notifications-list tbody tr")) >= 2, "the list")
+
+    step("keyboard: the preview's tabs move with the arrow keys")
+    driver.get(base + "/console#compose")
+    until(lambda: by_id("tab-ios").is_displayed(), "the tabs")
+    by_id("tab-ios").click()
+    from selenium.webdriver.common.keys import Keys
+    by_id("tab-ios").send_keys(Keys.ARROW_RIGHT)
+    until(lambda: by_id("tab-android").get_attribute("aria-selected") == "true" and not by_id("panel-android").get_attribute("hidden"), "the Android tab")
+    print("console browser test: every step passed", flush=True)
+finally:
+    driver.quit()
+    page_server.shutdown()
