@@ -104,6 +104,7 @@ struct DemoCommand: AsyncParsableCommand {
         let final = try await http.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1
         print("6. the iPhone's receipt, \(shown.report.receipt?.description ?? "none"); the server's receipts: \(final["receipts"]?.jsonString ?? "?")")
         if verbose { print(final.prettyPrinted()) }
+        print("next: `richpush serve` and open http://127.0.0.1:8080/console to compose one yourself and see what each device shows")
         try? await media.shutdown()
         running.cancel()
         _ = try? await running.value

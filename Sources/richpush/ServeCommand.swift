@@ -73,7 +73,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let server = try await LocalServer.make(c, adminKey: admin, logLevel: level) { port, sandboxAdmin, mediaBase in
             let database = c.isPostgres ? ((try? PostgresSettings(url: c.database))?.redacted ?? "postgres") : c.database
-            var line: JSONValueLine = ["listening": "http://\(c.host):\(port)", "database": database, "sandbox": c.sandbox ? "on" : "off", "admin_key_source": generated ? "generated" : "configured", "media": mediaBase + "/media/"]
+            var line: JSONValueLine = ["listening": "http://\(c.host):\(port)", "database": database, "sandbox": c.sandbox ? "on" : "off", "admin_key_source": generated ? "generated" : "configured", "media": mediaBase + "/media/",
+                "console": "http://\(c.host):\(port)/console"]
             if sandboxAdmin > 0 { line["sandbox_admin"] = "http://127.0.0.1:\(sandboxAdmin)" }
             announce(line.text)
             if generated { announce("admin key (shown once): \(admin)") }

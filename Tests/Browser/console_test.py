@@ -221,8 +221,11 @@ try:
     time.sleep(0.2)
     driver.save_screenshot(os.path.join(shots, "test-send.png"))
 
-    step("send to the tag and watch the outcome reach delivered")
+    step("send to the tag (after confirming the count) and watch the outcome reach delivered")
     by_id("send").click()
+    alert = WebDriverWait(driver, 10).until(lambda d: d.switch_to.alert)
+    assert "1 device now registered" in alert.text, alert.text
+    alert.accept()
     until(lambda: driver.current_url.split("#")[-1].startswith("n/"), "the notification's page")
     until(lambda: driver.find_element(By.CSS_SELECTOR, '#counts [data-state="delivered"] b').text == "1", "delivered 1", timeout=60)
     driver.save_screenshot(os.path.join(shots, "outcomes.png"))

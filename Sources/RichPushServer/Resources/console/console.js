@@ -370,7 +370,9 @@ function simulated(report) {
     el("table", {}, el("caption", { class: "visually-hidden", text: "Attachments" }),
       el("thead", {}, el("tr", {}, el("th", { text: "Attached" }), el("th", { text: "Kind" }), el("th", { class: "num", text: "Bytes" }))),
       el("tbody", {}, attachments.length ? attachments.map((a) => el("tr", { class: "attachment" },
-        el("td", { text: a.url || a.identifier || a.file }), el("td", { text: `${a.kind || ""} ${a.uti ? "(" + a.uti + ")" : ""}` }), el("td", { class: "num", text: number(a.bytes || 0) })))
+        el("td", { text: a.url && !a.url.startsWith("chart:") ? a.url : "the chart, drawn on the device" }),
+        el("td", { class: "nowrap", text: `${a.kind || ""}${a.uti ? " (" + a.uti.replace(/^public\./, "").replace(/^com\.compuserve\./, "").toUpperCase() + ")" : ""}` }),
+        el("td", { class: "num", text: number(a.bytes || 0) })))
         : el("tr", {}, el("td", { colspan: 3, text: "Nothing attached." })))),
     skipped.length ? el("ul", { class: "verdicts" }, skipped.map((s) => el("li", { class: "sev-warning skipped", text: `Skipped ${s.url || ""}: ${s.reason}${s.message ? " — " + s.message : ""}` }))) : null,
     el("p", { class: "note", text: `${report.deadline_hit ? "The deadline was hit. " : ""}Processed in ${report.elapsed_ms ?? "?"} ms.` }));
@@ -379,6 +381,11 @@ function simulated(report) {
 async function send() {
   const { body, local } = buildSend();
   if (local.length) { markIssues(local.map((i) => ({ ...i, severity: "error" }))); return; }
+  // Nothing goes out to an audience the sender has not seen counted.
+  const d = (lastDryRun && lastDryRun.deliveries) || {};
+  const reach = (d.apns || 0) + (d.fcm || 0);
+  const who = body.audience.all ? "every registered device" : `the audience (${Object.keys(body.audience)[0].replace("_", " ")})`;
+  if (!confirm(`Send to ${who}: ${number(reach)} device${reach === 1 ? "" : "s"} now registered${body.send_at ? ", at the time set" : ""}?`)) return;
   $("send").disabled = true;
   const r = await api("POST", `/v1/apps/${state.appID}/notifications`, body, { headers: { "Idempotency-Key": crypto.randomUUID() } });
   $("send").disabled = false;
@@ -413,7 +420,7 @@ async function openNotification(id) {
       el("p", { class: "note", text: `Notification ${n.id}` }),
       el("div", { class: "counts", id: "counts" }, ["queued", "leased", "delivered", "failed", "pruned", "expired"].map((s) =>
         el("div", { class: "count", "data-state": s }, el("b", { text: number(c[s] || 0) }), s))),
-      el("p", { text: `${number(n.total || 0)} deliveries in all.` + (Object.keys(failed).length ? ` Not delivered, by reason: ${Object.entries(failed).map(([r, k]) => `${r} ${k}`).join(", ")}.` : "") }),
+      el("p", { text: `${number(n.total || 0)} deliver${n.total === 1 ? "y" : "ies"} in all.` + (Object.keys(failed).length ? ` Not delivered, by reason: ${Object.entries(failed).map(([r, k]) => `${r} ${k}`).join(", ")}.` : "") }),
       el("p", { text: `By provider: ${Object.entries(byProvider).map(([p, s]) => `${p === "apns" ? "APNs" : "FCM"} ${Object.entries(s).map(([k, v]) => `${k} ${v}`).join(", ")}`).join("; ") || "—"}` }),
       el("p", { id: "receipts", text: `Device receipts: ${number((n.receipts || {}).count || 0)}, ${number((n.receipts || {}).with_media || 0)} showed media` +
         (Object.keys((n.receipts || {}).skipped_reasons || {}).length ? `; media skipped: ${Object.entries(n.receipts.skipped_reasons).map(([r, k]) => `${r} ${k}`).join(", ")}` : "") + "." }),
