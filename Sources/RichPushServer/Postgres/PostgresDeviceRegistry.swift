@@ -70,17 +70,21 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
 
     public func device(appID: String, token: String) async throws -> Device? {
         let rows = try await db.rows("""
-            SELECT \(unescaped: Self.deviceColumns),
-                ARRAY(SELECT tag FROM device_tags WHERE device_id = d.id ORDER BY tag),
-                ARRAY(SELECT topic FROM device_topics WHERE device_id = d.id ORDER BY topic)
-            FROM devices d WHERE d.app_id = \(appID) AND d.token = \(token)
+            SELECT \(unescaped: Self.deviceColumns), \(unescaped: Self.listColumns) FROM devices d WHERE d.app_id = \(appID) AND d.token = \(token)
             """)
-        guard let row = rows.first else { return nil }
-        var device = try Self.device(row).1
+        return try rows.first.map(Self.deviceWithLists)?.1
+    }
+
+    /// A device's tags and topics, as two columns after ``deviceColumns``.
+    static let listColumns = "ARRAY(SELECT tag FROM device_tags WHERE device_id = d.id ORDER BY tag), ARRAY(SELECT topic FROM device_topics WHERE device_id = d.id ORDER BY topic)"
+
+    /// A device from a row of ``deviceColumns`` and ``listColumns``, with its row id.
+    static func deviceWithLists(_ row: PostgresRow) throws -> (Int64, Device) {
+        var (id, device) = try Self.device(row)
         let columns = row.makeRandomAccess()
         device.tags = try columns[10].decode([String].self)
         device.topics = try columns[11].decode([String].self)
-        return device
+        return (id, device)
     }
 
     public func page(appID: String, audience: Audience, after cursor: Int64, limit: Int) async throws -> (devices: [Device], next: Int64?) {
@@ -116,25 +120,14 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
     public func search(appID: String, matching query: String, after cursor: Int64, limit: Int) async throws -> (devices: [Device], next: Int64?) {
         // A token prefix as a range on the (app_id, token) index (byte order, so any prefix is one range).
         let rows = try await db.rows("""
-            SELECT \(unescaped: Self.deviceColumns),
-                ARRAY(SELECT tag FROM device_tags WHERE device_id = d.id ORDER BY tag),
-                ARRAY(SELECT topic FROM device_topics WHERE device_id = d.id ORDER BY topic)
+            SELECT \(unescaped: Self.deviceColumns), \(unescaped: Self.listColumns)
             FROM devices d WHERE d.app_id = \(appID) AND d.id > \(cursor)
               AND ((d.token COLLATE "C" >= \(query) AND d.token COLLATE "C" < \(query + "\u{10FFFF}")) OR d.user_id = \(query)
                    OR d.id IN (SELECT device_id FROM device_tags WHERE tag = \(query)))
             ORDER BY d.id LIMIT \(max(0, limit))
             """)
-        var devices: [Device] = []
-        var last: Int64?
-        for row in rows {
-            var (id, device) = try Self.device(row)
-            let columns = row.makeRandomAccess()
-            device.tags = try columns[10].decode([String].self)
-            device.topics = try columns[11].decode([String].self)
-            devices.append(device)
-            last = id
-        }
-        return (devices, rows.count == limit ? last : nil)
+        let found = try rows.map(Self.deviceWithLists)
+        return (found.map(\.1), rows.count == limit ? found.last?.0 : nil)
     }
 
     public func count(appID: String) async throws -> Int {
