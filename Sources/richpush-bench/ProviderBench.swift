@@ -15,9 +15,9 @@ final class SandboxProcess {
     let apnsPort: Int
     let fcmPort: Int
 
-    init(threads: Int) throws {
+    init(threads: Int, latencyMs: Double = 0) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("richpush-bench-sandbox-\(getpid())")
-        helper = try HelperProcess(["sandbox-server", directory.path, String(threads)])
+        helper = try HelperProcess(["sandbox-server", directory.path, String(threads), String(latencyMs)])
         let ports = helper.readyLine.split(separator: " ").compactMap { Int($0) }
         guard ports.count == 2 else { throw ExitCode(1) }
         (apnsPort, fcmPort) = (ports[0], ports[1])
@@ -34,10 +34,13 @@ struct SandboxServer: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "sandbox-server", shouldDisplay: false)
     @Argument var directory: String
     @Argument var threads: Int = 1
+    @Argument var latencyMs: Double = 0
 
     func run() async throws {
+        let delay = ResponseDelay(milliseconds: latencyMs)
         let sandbox = try await Sandbox.start(
-            directory: URL(fileURLWithPath: directory), apnsConfiguration: .init(recordLimit: 1000), fcmConfiguration: .init(projectMessagesPerMinute: 100_000_000, deviceMessagesPerMinute: 100_000_000, recordLimit: 1000), threads: threads)
+            directory: URL(fileURLWithPath: directory), apnsConfiguration: .init(recordLimit: 1000, responseDelay: delay),
+            fcmConfiguration: .init(projectMessagesPerMinute: 100_000_000, deviceMessagesPerMinute: 100_000_000, recordLimit: 1000, responseDelay: delay), threads: threads)
         FileHandle.standardOutput.write(Data("\(sandbox.apns.port) \(sandbox.fcm.port)\n".utf8))
         _ = FileHandle.standardInput.readDataToEndOfFile()
         await sandbox.stop()
@@ -56,20 +59,53 @@ enum Peers {
 struct APNsBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns",
-        abstract: "Send notifications through RichPushAPNs to the APNs emulator; aioapns and h2load against the same emulator; ratios."
+        abstract: "Send notifications through RichPushAPNs to the APNs emulator; aioapns and h2load against the same emulator; ratios.",
+        discussion: """
+            Each --latency-ms and --concurrency given is one run (every pair of them): the emulator answers after that
+            delay, as the real service a round trip away does, and every client keeps that many requests in flight.
+            With a delay, no client can pass concurrency / delay per second, so the counts are cut to about 8 s of
+            sending at that bound.
+            """
     )
 
-    @Option(help: "Notifications RichPushAPNs sends.") var count = 200_000
+    @Option(help: "Notifications RichPushAPNs sends (and h2load).") var count = 200_000
     @Option(help: "Notifications aioapns sends (it is slower).") var peerCount = 20_000
-    /// Fewer streams in flight per connection are faster: HTTP/2 stream bookkeeping grows with open streams.
-    @Option(help: "Requests in flight (the same for every client measured).") var concurrency = 200
+    @Option(help: "Requests in flight (the same for every client measured); repeat for several runs.") var concurrency: [Int] = [200]
+    @Option(name: .customLong("latency-ms"), help: "The emulator's delay before each answer; repeat for several runs.") var latencyMs: [Double] = [0]
     @Option(help: "Connections.") var connections = 2
     @Option(help: "Emulator event-loop threads.") var serverThreads = 1
     @Option(help: "Client event-loop threads.") var clientThreads = 1
 
+    func validate() throws {
+        guard concurrency.allSatisfy({ (1...100_000).contains($0) }) else { throw ValidationError("--concurrency must be from 1 to 100000.") }
+        guard latencyMs.allSatisfy({ $0.isFinite && (0...10_000).contains($0) }) else { throw ValidationError("--latency-ms must be from 0 to 10000.") }
+        guard (1...64).contains(connections) else { throw ValidationError("--connections must be from 1 to 64.") }
+    }
+
     func run() async throws {
-        let sandbox = try SandboxProcess(threads: serverThreads)
+        var rows: [String] = []
+        for latency in latencyMs {
+            for inFlight in concurrency {
+                rows.append(try await runOnce(latencyMs: latency, concurrency: inFlight))
+            }
+        }
+        if rows.count > 1 {
+            print("summary (one line per run):")
+            for r in rows { print("  " + r) }
+        }
+    }
+
+    /// The count a run sends: at most about 8 s at the bound the delay sets.
+    static func bounded(_ count: Int, latencyMs: Double, concurrency: Int) -> Int {
+        guard latencyMs > 0 else { return count }
+        return max(1000, min(count, Int(Double(concurrency) * 1000 / latencyMs * 8)))
+    }
+
+    func runOnce(latencyMs: Double, concurrency: Int) async throws -> String {
+        let sandbox = try SandboxProcess(threads: serverThreads, latencyMs: latencyMs)
         defer { sandbox.stop() }
+        let count = Self.bounded(self.count, latencyMs: latencyMs, concurrency: concurrency)
+        let peerCount = Self.bounded(self.peerCount, latencyMs: latencyMs, concurrency: concurrency)
         let creds = try SandboxCredentials.read(from: sandbox.directory)
         let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
         let sample = APNsRenderer(bundleID: "com.example.app").render(try Self.benchMessage(), deviceToken: "00")
@@ -78,30 +114,38 @@ struct APNsBench: AsyncParsableCommand {
         let rssBefore = Measure.residentBytes()
         let (ours, seconds, failures) = try await Self.measureClient(sandbox: sandbox, count: count, concurrency: concurrency, connections: connections, clientThreads: clientThreads)
         let peak = Measure.peakResidentBytes()
-        print("apns: \(count) notifications, \(concurrency) in flight, \(connections) connections, emulator on \(serverThreads) thread(s) in another process")
+        let bound = latencyMs > 0 ? String(format: ", bound %.0f/s", Double(concurrency) * 1000 / latencyMs) : ""
+        print("apns: \(count) notifications, \(concurrency) in flight, \(connections) connections, emulator answering after \(Self.ms(latencyMs)) on \(serverThreads) thread(s) in another process\(bound)")
         print(String(format: "  RichPushAPNs: %.0f notifications/s (%.2f s), %d failed", ours, seconds, failures))
         print("  peak memory of the sending process: \(Measure.mb(peak)) (resident before the run: \(Measure.mb(rssBefore)))")
+        var row = String(format: "%@ %5d in flight: RichPushAPNs %6.0f/s", Self.ms(latencyMs), concurrency, ours)
 
         if let r = Peers.python("aioapns_peer.py", ["bench", sandbox.directory.path, String(sandbox.apnsPort), tokens[0], String(peerCount), String(concurrency)]), let rate = r["rate"]?.doubleValue {
             print(String(format: "  aioapns: %.0f notifications/s (%d sent, %d ok)", rate, Int(r["sent"]?.intValue ?? 0), Int(r["ok"]?.intValue ?? 0)))
             print(String(format: "  ratio RichPushAPNs / aioapns: %.1fx", ours / rate))
+            row += String(format: ", aioapns %6.0f/s (%.1fx)", rate, ours / rate)
         } else {
             print("  aioapns: not run (python3 -m pip install aioapns)")
         }
         let jwt = try JWT.es256(header: #"{"alg":"ES256","kid":"\#(key.keyID)"}"#, claims: #"{"iss":"\#(key.teamID)","iat":\#(Int(Date().timeIntervalSince1970))}"#, key: key.privateKey)
         let payloadFile = sandbox.directory.appendingPathComponent("payload.json")
         try Data(sample.body).write(to: payloadFile)
-        var h2args = ["-n", String(count), "-c", String(connections), "-m", String(concurrency / max(1, connections)), "-t", "1", "-d", payloadFile.path]
+        // h2load's -m is streams per connection: the same total in flight over the same connections.
+        var h2args = ["-n", String(count), "-c", String(connections), "-m", String(max(1, concurrency / max(1, connections))), "-t", "1", "-d", payloadFile.path]
         for (n, v) in headers { h2args += ["-H", "\(n): \(v)"] }
         h2args += ["-H", "authorization: bearer \(jwt)", "https://127.0.0.1:\(sandbox.apnsPort)/3/device/\(tokens[0])"]
         if let (status, out) = try? Measure.runProcess("h2load", h2args), status == 0, let rate = Self.h2loadRate(out) {
             let ok = out.split(separator: "\n").first { $0.contains("status codes:") }.map(String.init) ?? ""
             print(String(format: "  h2load: %.0f requests/s (%@)", rate, ok.trimmingCharacters(in: .whitespaces)))
             print(String(format: "  ratio RichPushAPNs / h2load: %.2f", ours / rate))
+            row += String(format: ", h2load %6.0f/s (%.2f)", rate, ours / rate)
         } else {
             print("  h2load: not run (apt-get install nghttp2-client)")
         }
+        return row
     }
+
+    static func ms(_ v: Double) -> String { v == v.rounded() ? "\(Int(v)) ms" : String(format: "%.1f ms", v) }
 
     static let tokens = (0..<1000).map { String(format: "%064x", $0 + 1) }
 
@@ -169,9 +213,17 @@ struct FCMBench: AsyncParsableCommand {
     @Option(help: "Messages firebase-admin sends.") var peerCount = 10_000
     @Option(help: "Requests in flight.") var concurrency = 200
     @Option(help: "Emulator event-loop threads.") var serverThreads = 1
+    @Option(name: .customLong("latency-ms"), help: "The emulator's delay before each answer.") var latencyMs = 0.0
+
+    func validate() throws {
+        guard (1...100_000).contains(concurrency) else { throw ValidationError("--concurrency must be from 1 to 100000.") }
+        guard latencyMs.isFinite && (0...10_000).contains(latencyMs) else { throw ValidationError("--latency-ms must be from 0 to 10000.") }
+    }
 
     func run() async throws {
-        let sandbox = try SandboxProcess(threads: serverThreads)
+        let sandbox = try SandboxProcess(threads: serverThreads, latencyMs: latencyMs)
+        let count = APNsBench.bounded(self.count, latencyMs: latencyMs, concurrency: concurrency)
+        let peerCount = APNsBench.bounded(self.peerCount, latencyMs: latencyMs, concurrency: concurrency)
         defer { sandbox.stop() }
         let account = try ServiceAccount(contentsOf: sandbox.directory.appendingPathComponent("service-account.json"))
         let creds = try SandboxCredentials.read(from: sandbox.directory)
@@ -195,7 +247,7 @@ struct FCMBench: AsyncParsableCommand {
         let ours = Double(count) / seconds
         await client.shutdown()
         try await group.shutdownGracefully()
-        print("fcm: \(count) messages, \(concurrency) in flight, emulator on \(serverThreads) thread(s) in another process")
+        print("fcm: \(count) messages, \(concurrency) in flight, emulator answering after \(APNsBench.ms(latencyMs)) on \(serverThreads) thread(s) in another process")
         print(String(format: "  RichPushFCM: %.0f messages/s (%.2f s), %d failed; peak memory %@", ours, seconds, failures, Measure.mb(Measure.peakResidentBytes())))
         if let r = Peers.python("firebase_admin_peer.py", ["bench", sandbox.directory.path, String(sandbox.fcmPort), "bench-device-token-0", String(peerCount)]), let rate = r["rate"]?.doubleValue {
             print(String(format: "  firebase-admin send_each_async: %.0f messages/s (%d sent, %d ok)", rate, Int(r["sent"]?.intValue ?? 0), Int(r["ok"]?.intValue ?? 0)))

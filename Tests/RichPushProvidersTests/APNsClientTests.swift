@@ -327,4 +327,33 @@ import Testing
         #expect(new == .unknown("SomethingNew") && new.metricLabel == "unknown" && new.retryDecision(status: 503, retryAfter: nil) == .retry)
         #expect(new.retryDecision(status: 400, retryAfter: nil) == .never)
     }
+
+    /// A response delay stands for the round trip to the real service: each answer waits, but on a timer, so requests
+    /// in flight wait together rather than one after another.
+    @Test func theEmulatorsDelayIsPerRequestAndNeverQueuesTheOthers() async throws {
+        try await withSandbox(.init(responseDelay: ResponseDelay(milliseconds: 200, jitterMilliseconds: 50)), client: { $0.requestTimeout = 60 }) { emulator, client in
+            var clock = ContinuousClock.now
+            _ = try await client.send(try request())
+            #expect(ContinuousClock.now - clock >= .milliseconds(200))
+            try await Task.sleep(nanoseconds: 50_000_000)
+            clock = ContinuousClock.now
+            try await withThrowingTaskGroup(of: Void.self) { g in
+                for i in 0..<400 {
+                    g.addTask { _ = try await client.send(try self.request(#"{"body":"n\#(i)"}"#)) }
+                }
+                try await g.waitForAll()
+            }
+            let took = ContinuousClock.now - clock
+            // One after another would be 80 s; together they take the delay and what the machine adds.
+            #expect(took >= .milliseconds(200) && took < .seconds(10), "400 requests took \(took)")
+            #expect(emulator.acceptedCount == 401)
+        }
+    }
+
+    @Test func aResponseDelayIsClampedToWhatMakesSense() {
+        #expect(ResponseDelay(milliseconds: -5).isZero && ResponseDelay(milliseconds: .nan, jitterMilliseconds: -.infinity).isZero)
+        #expect(ResponseDelay(milliseconds: 1e12).milliseconds == ResponseDelay.maximumMilliseconds)
+        #expect(ResponseDelay(milliseconds: .infinity).isZero)
+        #expect(ResponseDelay(milliseconds: 100, jitterMilliseconds: 20) == ResponseDelay(milliseconds: 100, jitterMilliseconds: 20))
+    }
 }

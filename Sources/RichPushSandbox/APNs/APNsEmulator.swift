@@ -32,9 +32,12 @@ public final class APNsEmulator: Sendable {
         public var teamTopics: [String: Set<String>]
         /// How many accepted notifications are kept for inspection (older ones are dropped; the count is not).
         public var recordLimit: Int
+        /// The wait before each answer, as from a service a round trip away.
+        public var responseDelay: ResponseDelay
         public var now: @Sendable () -> Date
 
-        public init(environment: Environment = .sandbox, maxConcurrentStreams: Int = 1000, autoRegisterTokens: Bool = true, strictTokenLength: Bool = false, certificateMode: Bool = false, teamTopics: [String: Set<String>] = [:], recordLimit: Int = 100_000, now: @escaping @Sendable () -> Date = { Date() }) {
+        public init(environment: Environment = .sandbox, maxConcurrentStreams: Int = 1000, autoRegisterTokens: Bool = true, strictTokenLength: Bool = false, certificateMode: Bool = false, teamTopics: [String: Set<String>] = [:], recordLimit: Int = 100_000, responseDelay: ResponseDelay = .none, now: @escaping @Sendable () -> Date = { Date() }) {
+            self.responseDelay = responseDelay
             self.environment = environment
             self.maxConcurrentStreams = maxConcurrentStreams
             self.autoRegisterTokens = autoRegisterTokens

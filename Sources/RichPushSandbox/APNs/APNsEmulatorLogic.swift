@@ -25,6 +25,7 @@ struct APNsEmulatorLogic: EmulatorLogic {
     let configuration: APNsEmulator.Configuration
 
     var initialMaxConcurrentStreams: Int { configuration.certificateMode ? configuration.maxConcurrentStreams : 1 }
+    var responseDelay: ResponseDelay { configuration.responseDelay }
 
     func makeConnection(hasClientCertificate: Bool) -> APNsConnectionState { APNsConnectionState(hasClientCertificate: hasClientCertificate) }
 

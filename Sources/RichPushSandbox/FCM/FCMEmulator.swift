@@ -24,9 +24,12 @@ public final class FCMEmulator: Sendable {
         public var projectMessagesPerMinute: Int
         public var deviceMessagesPerMinute: Int
         public var recordLimit: Int
+        /// The wait before each answer (the token endpoint's too), as from a service a round trip away.
+        public var responseDelay: ResponseDelay
         public var now: @Sendable () -> Date
 
-        public init(accessTokenLifetime: TimeInterval = 3600, autoRegisterTokens: Bool = true, minimumTokenLength: Int = 8, projectMessagesPerMinute: Int = 600_000, deviceMessagesPerMinute: Int = 240, recordLimit: Int = 100_000, now: @escaping @Sendable () -> Date = { Date() }) {
+        public init(accessTokenLifetime: TimeInterval = 3600, autoRegisterTokens: Bool = true, minimumTokenLength: Int = 8, projectMessagesPerMinute: Int = 600_000, deviceMessagesPerMinute: Int = 240, recordLimit: Int = 100_000, responseDelay: ResponseDelay = .none, now: @escaping @Sendable () -> Date = { Date() }) {
+            self.responseDelay = responseDelay
             self.accessTokenLifetime = accessTokenLifetime
             self.autoRegisterTokens = autoRegisterTokens
             self.minimumTokenLength = minimumTokenLength

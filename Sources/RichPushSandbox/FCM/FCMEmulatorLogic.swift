@@ -10,6 +10,7 @@ struct FCMEmulatorLogic: EmulatorLogic {
     let configuration: FCMEmulator.Configuration
 
     var initialMaxConcurrentStreams: Int { 1000 }
+    var responseDelay: ResponseDelay { configuration.responseDelay }
 
     func makeConnection(hasClientCertificate: Bool) -> FCMConnectionState { FCMConnectionState() }
 

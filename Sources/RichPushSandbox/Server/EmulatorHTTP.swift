@@ -66,6 +66,8 @@ public protocol EmulatorLogic: Sendable {
     func handle(_ request: EmulatorRequest, connection: Connection, control: ConnectionControl) -> EmulatorAction
     /// MAX_CONCURRENT_STREAMS in the server's first SETTINGS.
     var initialMaxConcurrentStreams: Int { get }
+    /// The wait before each answer (the request is handled when it arrives; its answer is written after the wait).
+    var responseDelay: ResponseDelay { get }
 }
 
 /// Collects one HTTP/2 stream's request and writes the logic's answer.
@@ -115,7 +117,15 @@ final class HTTP2EmulatorStreamHandler<Logic: EmulatorLogic>: ChannelInboundHand
             }
         }
         let request = EmulatorRequest(method: method, path: path, headers: headers, body: body, isHTTP2: true)
-        switch logic.handle(request, connection: connection, control: control) {
+        let action = logic.handle(request, connection: connection, control: control)
+        guard let delay = logic.responseDelay.sample() else { return act(action, context) }
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: delay) { bound.value.0.act(action, bound.value.1) }
+    }
+
+    private func act(_ action: EmulatorAction, _ context: ChannelHandlerContext) {
+        let parent = self.parent
+        switch action {
         case .respond(let r):
             var h = HPACKHeaders([(":status", r.rawStatus ?? String(r.status))])
             for (n, v) in r.headers { h.add(name: n, value: v) }
@@ -172,19 +182,31 @@ final class HTTP1EmulatorHandler<Logic: EmulatorLogic>: ChannelInboundHandler, @
         case .end:
             guard let head else { return }
             let request = EmulatorRequest(method: head.method.rawValue, path: head.uri, headers: head.headers.map { ($0.name.lowercased(), $0.value) }, body: body, isHTTP2: false)
-            switch logic.handle(request, connection: connection, control: ConnectionControl { _ in }) {
-            case .respond(let r):
-                var h = HTTPHeaders(r.headers)
-                h.replaceOrAdd(name: "content-length", value: String(r.body.count))
-                if !head.isKeepAlive { h.replaceOrAdd(name: "connection", value: "close") }
-                context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .init(statusCode: r.status), headers: h))), promise: nil)
-                if !r.body.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: r.body)))), promise: nil) }
-                let keepAlive = head.isKeepAlive
-                let channel = context.channel
-                context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in if !keepAlive { channel.close(promise: nil) } }
-            case .stall: break
-            case .resetConnection, .goAway, .refuseStream: EmulatorSockets.reset(context.channel)
-            }
+            let action = logic.handle(request, connection: connection, control: ConnectionControl { _ in })
+            guard let delay = logic.responseDelay.sample() else { return act(action, head: head, context) }
+            // Answers on one HTTP/1.1 connection go out in the order asked, whatever the jitter drew.
+            let deadline = max(NIODeadline.now() + delay, lastDeadline)
+            lastDeadline = deadline
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(deadline: deadline) { bound.value.0.act(action, head: head, bound.value.1) }
+        }
+    }
+
+    private var lastDeadline = NIODeadline.uptimeNanoseconds(0)
+
+    private func act(_ action: EmulatorAction, head: HTTPRequestHead, _ context: ChannelHandlerContext) {
+        switch action {
+        case .respond(let r):
+            var h = HTTPHeaders(r.headers)
+            h.replaceOrAdd(name: "content-length", value: String(r.body.count))
+            if !head.isKeepAlive { h.replaceOrAdd(name: "connection", value: "close") }
+            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .init(statusCode: r.status), headers: h))), promise: nil)
+            if !r.body.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: r.body)))), promise: nil) }
+            let keepAlive = head.isKeepAlive
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in if !keepAlive { channel.close(promise: nil) } }
+        case .stall: break
+        case .resetConnection, .goAway, .refuseStream: EmulatorSockets.reset(context.channel)
         }
     }
 }
