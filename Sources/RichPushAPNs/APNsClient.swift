@@ -85,7 +85,7 @@ public final class APNsClient: Sendable {
         var identity: ClientIdentity?
         if case .certificate(let id) = configuration.authentication { identity = id }
         let poolConfig = HTTP2ConnectionPool<ProviderTokenSlot>.Configuration(
-            target: .init(host: host, port: port, trust: configuration.trust, identity: identity), connections: configuration.connections,
+            target: .init(host: host, port: port, trust: configuration.trust, identity: identity), connections: configuration.connections, streamsPerConnection: configuration.streamsPerConnection,
             connectTimeout: .nanoseconds(Int64(configuration.connectTimeout * 1e9)), requestTimeout: .nanoseconds(Int64(configuration.requestTimeout * 1e9)),
             maxAttempts: configuration.maxAttempts, pingInterval: .nanoseconds(Int64(configuration.pingInterval * 1e9)))
         pool = HTTP2ConnectionPool(configuration: poolConfig, group: group) { ProviderTokenSlot() }

@@ -48,8 +48,11 @@ public struct APNsConfiguration: Sendable {
     public var endpoint: Endpoint
     public var authentication: Authentication
     public var trust: TLSTrust
-    /// Connections kept open; each follows the server's live stream limit.
+    /// The most connections opened (as load needs them); each follows the server's live stream limit.
     public var connections: Int
+    /// Requests in flight on one connection before the next connection is opened: below APNs's limit of 1,000,
+    /// since HTTP/2 bookkeeping costs more per request the more streams one connection holds.
+    public var streamsPerConnection: Int
     public var requestTimeout: TimeInterval
     public var connectTimeout: TimeInterval
     /// A connection's provider token is replaced after this long (APNs: between 20 and 60 minutes).
@@ -64,14 +67,15 @@ public struct APNsConfiguration: Sendable {
     public static let maximumTokenAge: TimeInterval = 60 * 60
 
     public init(
-        endpoint: Endpoint, authentication: Authentication, trust: TLSTrust = .system, connections: Int = 2, requestTimeout: TimeInterval = 10,
-        connectTimeout: TimeInterval = 10, tokenRefreshInterval: TimeInterval = 50 * 60, maxAttempts: Int = 3, pingInterval: TimeInterval = 60,
+        endpoint: Endpoint, authentication: Authentication, trust: TLSTrust = .system, connections: Int = HTTP2PoolDefaults.connections, streamsPerConnection: Int = HTTP2PoolDefaults.streamsPerConnection,
+        requestTimeout: TimeInterval = 10, connectTimeout: TimeInterval = 10, tokenRefreshInterval: TimeInterval = 50 * 60, maxAttempts: Int = 3, pingInterval: TimeInterval = 60,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.endpoint = endpoint
         self.authentication = authentication
         self.trust = trust
         self.connections = connections
+        self.streamsPerConnection = streamsPerConnection
         self.requestTimeout = requestTimeout
         self.connectTimeout = connectTimeout
         self.tokenRefreshInterval = min(max(tokenRefreshInterval, Self.minimumTokenAge), Self.maximumTokenAge - 60)

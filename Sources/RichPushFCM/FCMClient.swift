@@ -23,18 +23,22 @@ public struct FCMConfiguration: Sendable {
     public var serviceAccount: ServiceAccount
     public var endpoint: Endpoint
     public var trust: TLSTrust
+    /// The most connections opened (as load needs them).
     public var connections: Int
+    /// Requests in flight on one connection before the next connection is opened.
+    public var streamsPerConnection: Int
     public var requestTimeout: TimeInterval
     /// A cached access token is replaced this long before it expires.
     public var tokenRefreshMargin: TimeInterval
     public var scope: String
     public var now: @Sendable () -> Date
 
-    public init(serviceAccount: ServiceAccount, endpoint: Endpoint = .production, trust: TLSTrust = .system, connections: Int = 2, requestTimeout: TimeInterval = 10, tokenRefreshMargin: TimeInterval = 300, scope: String = "https://www.googleapis.com/auth/firebase.messaging", now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(serviceAccount: ServiceAccount, endpoint: Endpoint = .production, trust: TLSTrust = .system, connections: Int = HTTP2PoolDefaults.connections, streamsPerConnection: Int = HTTP2PoolDefaults.streamsPerConnection, requestTimeout: TimeInterval = 10, tokenRefreshMargin: TimeInterval = 300, scope: String = "https://www.googleapis.com/auth/firebase.messaging", now: @escaping @Sendable () -> Date = { Date() }) {
         self.serviceAccount = serviceAccount
         self.endpoint = endpoint
         self.trust = trust
         self.connections = connections
+        self.streamsPerConnection = streamsPerConnection
         self.requestTimeout = requestTimeout
         self.tokenRefreshMargin = tokenRefreshMargin
         self.scope = scope
@@ -66,7 +70,7 @@ public final class FCMClient: Sendable {
         group = eventLoopGroup ?? MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let (host, port) = configuration.endpoint.hostPort
         let timeout = TimeAmount.nanoseconds(Int64(configuration.requestTimeout * 1e9))
-        pool = HTTP2ConnectionPool(configuration: .init(target: .init(host: host, port: port, trust: configuration.trust), connections: configuration.connections, requestTimeout: timeout), group: group) {}
+        pool = HTTP2ConnectionPool(configuration: .init(target: .init(host: host, port: port, trust: configuration.trust), connections: configuration.connections, streamsPerConnection: configuration.streamsPerConnection, requestTimeout: timeout), group: group) {}
         let tokenURL = URL(string: configuration.serviceAccount.tokenURI)
         let tokenHost = tokenURL?.host ?? "oauth2.googleapis.com"
         tokenPath = tokenURL.map { $0.path.isEmpty ? "/token" : $0.path } ?? "/token"

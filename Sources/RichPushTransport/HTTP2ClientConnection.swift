@@ -31,6 +31,7 @@ public final class HTTP2ClientConnection: Sendable {
     struct State {
         var remoteMaxStreams = 100
         var inFlight = 0
+        var completed = 0
         var goAway: (lastStreamID: Int, reason: String?)?
         var closed = false
         var lastActivity = NIODeadline.now()
@@ -102,6 +103,19 @@ public final class HTTP2ClientConnection: Sendable {
 
     public var inFlight: Int { state.withLockedValue { $0.inFlight } }
 
+    /// Requests in flight and the server's stream limit, read together.
+    public struct Load: Sendable {
+        public var inFlight: Int
+        public var remoteMaxStreams: Int
+        /// No request has ended on it yet: a server that starts with a low stream limit (APNs allows one stream
+        /// until it has verified a provider token) has not had the chance to raise it.
+        public var isFresh: Bool
+        /// Streams that may be opened before `cap` or the server's limit, whichever is lower.
+        public func room(cap: Int) -> Int { min(cap, remoteMaxStreams) - inFlight }
+    }
+
+    public var load: Load { state.withLockedValue { Load(inFlight: $0.inFlight, remoteMaxStreams: $0.remoteMaxStreams, isFresh: $0.completed == 0) } }
+
     /// The server's current MAX_CONCURRENT_STREAMS.
     public var remoteMaxStreams: Int { state.withLockedValue { $0.remoteMaxStreams } }
 
@@ -123,7 +137,7 @@ public final class HTTP2ClientConnection: Sendable {
             return promise.futureResult
         }
         let state = self.state
-        promise.futureResult.whenComplete { _ in state.withLockedValue { $0.inFlight -= 1; $0.lastActivity = .now() } }
+        promise.futureResult.whenComplete { _ in state.withLockedValue { $0.inFlight -= 1; $0.completed &+= 1; $0.lastActivity = .now() } }
 
         var headers = HPACKHeaders()
         headers.reserveCapacity(request.headers.count + 4)

@@ -72,7 +72,8 @@ struct APNsBench: AsyncParsableCommand {
     @Option(help: "Notifications aioapns sends (it is slower).") var peerCount = 20_000
     @Option(help: "Requests in flight (the same for every client measured); repeat for several runs.") var concurrency: [Int] = [200]
     @Option(name: .customLong("latency-ms"), help: "The emulator's delay before each answer; repeat for several runs.") var latencyMs: [Double] = [0]
-    @Option(help: "Connections.") var connections = 2
+    @Option(help: "The most connections RichPushAPNs opens (h2load opens as many as RichPushAPNs had open).") var connections = HTTP2PoolDefaults.connections
+    @Option(help: "Requests in flight on one RichPushAPNs connection before it opens the next.") var streamsPerConnection = HTTP2PoolDefaults.streamsPerConnection
     @Option(help: "Emulator event-loop threads.") var serverThreads = 1
     @Option(help: "Client event-loop threads.") var clientThreads = 1
 
@@ -112,11 +113,11 @@ struct APNsBench: AsyncParsableCommand {
         let headers = sample.headers.map { ($0.name, $0.value) }
         let tokens = Self.tokens
         let rssBefore = Measure.residentBytes()
-        let (ours, seconds, failures) = try await Self.measureClient(sandbox: sandbox, count: count, concurrency: concurrency, connections: connections, clientThreads: clientThreads)
+        let (ours, seconds, failures, opened) = try await Self.measureClient(sandbox: sandbox, count: count, concurrency: concurrency, connections: connections, streamsPerConnection: streamsPerConnection, clientThreads: clientThreads)
         let peak = Measure.peakResidentBytes()
         let bound = latencyMs > 0 ? String(format: ", bound %.0f/s", Double(concurrency) * 1000 / latencyMs) : ""
-        print("apns: \(count) notifications, \(concurrency) in flight, \(connections) connections, emulator answering after \(Self.ms(latencyMs)) on \(serverThreads) thread(s) in another process\(bound)")
-        print(String(format: "  RichPushAPNs: %.0f notifications/s (%.2f s), %d failed", ours, seconds, failures))
+        print("apns: \(count) notifications, \(concurrency) in flight, at most \(connections) connections, emulator answering after \(Self.ms(latencyMs)) on \(serverThreads) thread(s) in another process\(bound)")
+        print(String(format: "  RichPushAPNs: %.0f notifications/s (%.2f s), %d failed, %d connections open (at most %d streams each before the next)", ours, seconds, failures, opened, streamsPerConnection))
         print("  peak memory of the sending process: \(Measure.mb(peak)) (resident before the run: \(Measure.mb(rssBefore)))")
         var row = String(format: "%@ %5d in flight: RichPushAPNs %6.0f/s", Self.ms(latencyMs), concurrency, ours)
 
@@ -130,8 +131,9 @@ struct APNsBench: AsyncParsableCommand {
         let jwt = try JWT.es256(header: #"{"alg":"ES256","kid":"\#(key.keyID)"}"#, claims: #"{"iss":"\#(key.teamID)","iat":\#(Int(Date().timeIntervalSince1970))}"#, key: key.privateKey)
         let payloadFile = sandbox.directory.appendingPathComponent("payload.json")
         try Data(sample.body).write(to: payloadFile)
-        // h2load's -m is streams per connection: the same total in flight over the same connections.
-        var h2args = ["-n", String(count), "-c", String(connections), "-m", String(max(1, concurrency / max(1, connections))), "-t", "1", "-d", payloadFile.path]
+        // h2load's -m is streams per connection: the same total in flight over as many connections as ours opened.
+        let h2Connections = max(1, opened)
+        var h2args = ["-n", String(count), "-c", String(h2Connections), "-m", String(max(1, concurrency / h2Connections)), "-t", "1", "-d", payloadFile.path]
         for (n, v) in headers { h2args += ["-H", "\(n): \(v)"] }
         h2args += ["-H", "authorization: bearer \(jwt)", "https://127.0.0.1:\(sandbox.apnsPort)/3/device/\(tokens[0])"]
         if let (status, out) = try? Measure.runProcess("h2load", h2args), status == 0, let rate = Self.h2loadRate(out) {
@@ -155,11 +157,11 @@ struct APNsBench: AsyncParsableCommand {
 
     /// RichPushAPNs alone against the emulator: `count` sends of one rendered body over 1,000 tokens, after one
     /// send to warm the connections. Returns sends per second, the seconds taken and the failures.
-    static func measureClient(sandbox: SandboxProcess, count: Int, concurrency: Int, connections: Int, clientThreads: Int) async throws -> (rate: Double, seconds: Double, failures: Int) {
+    static func measureClient(sandbox: SandboxProcess, count: Int, concurrency: Int, connections: Int, streamsPerConnection: Int = HTTP2PoolDefaults.streamsPerConnection, clientThreads: Int) async throws -> (rate: Double, seconds: Double, failures: Int, connections: Int) {
         let creds = try SandboxCredentials.read(from: sandbox.directory)
         let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: clientThreads)
-        let client = APNsClient(configuration: .init(endpoint: .custom(host: "127.0.0.1", port: sandbox.apnsPort), authentication: .token(key), trust: .certificateAuthority(pem: creds.caCertificatePEM), connections: connections, requestTimeout: 30), eventLoopGroup: group)
+        let client = APNsClient(configuration: .init(endpoint: .custom(host: "127.0.0.1", port: sandbox.apnsPort), authentication: .token(key), trust: .certificateAuthority(pem: creds.caCertificatePEM), connections: connections, streamsPerConnection: streamsPerConnection, requestTimeout: 30), eventLoopGroup: group)
         let prepared = APNsPreparedRequest(APNsRenderer(bundleID: "com.example.app").render(try benchMessage(), deviceToken: ""))
         let tokens = Self.tokens
         _ = try await client.send(prepared, to: tokens[0])
@@ -168,9 +170,10 @@ struct APNsBench: AsyncParsableCommand {
             do { _ = try await client.send(prepared, to: tokens[i % tokens.count]); return true } catch { return false }
         }
         let seconds = Double(Measure.now() - start) / 1e9
+        let opened = client.connectionStates.count
         await client.shutdown()
         try await group.shutdownGracefully()
-        return (Double(count) / seconds, seconds, failures)
+        return (Double(count) / seconds, seconds, failures, opened)
     }
 
     static func h2loadRate(_ out: String) -> Double? {

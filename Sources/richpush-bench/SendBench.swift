@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import RichPushCore
+import RichPushTransport
 
 /// `richpush send --tokens FILE` against the APNs emulator, beside the bare client (`richpush-bench apns`'s
 /// measurement) against the same emulator in the same run.
@@ -12,7 +13,7 @@ struct SendBench: AsyncParsableCommand {
 
     @Option(help: "Tokens in the file (and sends the bare client makes).") var count = 100_000
     @Option(help: "Requests in flight (the same for both).") var concurrency = 200
-    @Option(help: "Connections (the same for both).") var connections = 2
+    @Option(help: "The most connections (the same for both).") var connections = HTTP2PoolDefaults.connections
     @Option(help: "Rounds, alternating the two (the figures of each round are printed).") var rounds = 2
 
     func run() async throws {
@@ -32,7 +33,7 @@ struct SendBench: AsyncParsableCommand {
         print("send: \(count) tokens from a file, \(concurrency) in flight, \(connections) connections, the APNs emulator on 1 thread in another process")
         var ratios: [Double] = []
         for round in 1...max(1, rounds) {
-            let (client, _, clientFailures) = try await APNsBench.measureClient(sandbox: sandbox, count: count, concurrency: concurrency, connections: connections, clientThreads: 1)
+            let (client, _, clientFailures, _) = try await APNsBench.measureClient(sandbox: sandbox, count: count, concurrency: concurrency, connections: connections, clientThreads: 1)
             let report = work.appendingPathComponent("report-\(round).csv")
             let args = [
                 "send", message.path, "--sandbox", sandbox.directory.path, "--tokens", tokens.path, "--report", report.path,

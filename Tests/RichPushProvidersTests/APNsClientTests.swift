@@ -356,4 +356,54 @@ import Testing
         #expect(ResponseDelay(milliseconds: .infinity).isZero)
         #expect(ResponseDelay(milliseconds: 100, jitterMilliseconds: 20) == ResponseDelay(milliseconds: 100, jitterMilliseconds: 20))
     }
+
+    /// A connection holds at most `streamsPerConnection` requests before the next is opened, one connect at a time;
+    /// requests go over the cap only while the next connects (certificate mode: the server's limit is 1,000 at once).
+    @Test func aConnectionAtItsStreamCapOpensTheNext() async throws {
+        let identity = ClientIdentity(certificateChainPEM: creds.apnsClientCertificatePEM, privateKeyPEM: creds.apnsClientKeyPEM)
+        try await withSandbox(.init(certificateMode: true, responseDelay: ResponseDelay(milliseconds: 5000)), client: { $0.authentication = .certificate(identity); $0.connections = 4; $0.streamsPerConnection = 10; $0.requestTimeout = 60 }) { emulator, client in
+            _ = try await client.send(try request())
+            #expect(client.connectionStates.count == 1)
+            try await withThrowingTaskGroup(of: Void.self) { g in
+                func launch(_ n: Int) { for _ in 0..<n { g.addTask { _ = try await client.send(try self.request()) } } }
+                launch(10)
+                try await Self.waitFor("the first connection at its cap", client) { $0.map(\.inFlight) == [10] }
+                launch(1)
+                try await Self.waitFor("a second connection", client) { $0.count == 2 && $0.map(\.inFlight).reduce(0, +) == 11 }
+                launch(10)
+                try await Self.waitFor("the second at its cap", client) { $0.count == 2 && $0.allSatisfy { $0.inFlight >= 10 } }
+                launch(1)
+                try await Self.waitFor("a third", client) { $0.count == 3 }
+                try await g.waitForAll()
+            }
+            #expect(emulator.acceptedCount == 23)
+            #expect(client.connectionStates.count == 3)
+        }
+    }
+
+    /// APNs allows one stream on a new connection until it has verified a provider token: a burst meanwhile stays on
+    /// the connections already open rather than opening every slot.
+    @Test func aBurstWhileTheNewConnectionWarmsOpensNoMore() async throws {
+        try await withSandbox(.init(responseDelay: ResponseDelay(milliseconds: 3000)), client: { $0.connections = 4; $0.streamsPerConnection = 10; $0.requestTimeout = 60 }) { emulator, client in
+            _ = try await client.send(try request())
+            try await withThrowingTaskGroup(of: Void.self) { g in
+                func launch(_ n: Int) { for _ in 0..<n { g.addTask { _ = try await client.send(try self.request()) } } }
+                launch(10)
+                try await Self.waitFor("the first connection at its cap", client) { $0.map(\.inFlight) == [10] }
+                launch(1)
+                try await Self.waitFor("a second connection", client) { $0.count == 2 }
+                launch(15)
+                try await Self.waitFor("all sent", client) { $0.map(\.inFlight).reduce(0, +) == 26 }
+                #expect(client.connectionStates.count == 2)
+                #expect(client.connectionStates.map(\.inFlight).sorted() == [1, 25], "\(client.connectionStates)")
+                try await g.waitForAll()
+            }
+            #expect(emulator.acceptedCount == 27)
+        }
+    }
+
+    static func waitFor(_ what: String, _ client: APNsClient, _ condition: ([(id: Int, maxStreams: Int, inFlight: Int)]) -> Bool) async throws {
+        for _ in 0..<500 where !condition(client.connectionStates) { try await Task.sleep(nanoseconds: 10_000_000) }
+        if !condition(client.connectionStates) { Issue.record("\(what): \(client.connectionStates)") }
+    }
 }

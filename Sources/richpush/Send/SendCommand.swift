@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import RichPushCore
 import RichPushServer
+import RichPushTransport
 
 /// `richpush send`: one message to one target or a million, straight to APNs or FCM, through a running RichPush
 /// server, or to the sandbox.
@@ -157,8 +158,8 @@ struct OutputOptions: ParsableArguments {
     var progressInterval: Double?
     @Option(help: "Sends in flight at once (1 to 10000).")
     var concurrency = 200
-    @Option(help: "Connections to the provider (1 to 64).")
-    var connections = 2
+    @Option(help: "The most connections to the provider, opened as the sends in flight need them (1 to 64).")
+    var connections = HTTP2PoolDefaults.connections
     @Option(name: .customLong("max-attempts"), help: "Attempts per target before a retryable failure is final (1 to 100).")
     var maxAttempts = RetryPolicy().maxAttempts
     @Option(help: "Seconds to wait for one answer (1 to 300).")
