@@ -97,3 +97,29 @@ struct FanOutProbe: AsyncParsableCommand {
         await backend.close()
     }
 }
+
+/// Hidden: registers N iOS devices of one app straight into a server's SQLite file (the server may be running: the
+/// file is shared under SQLite's locking), for benchmarks that then send to all of them through the API.
+struct SeedDevices: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "seed-devices", shouldDisplay: false)
+    @Option var db: String
+    @Option var app: String
+    @Option var devices = 1_000_000
+
+    func run() async throws {
+        guard (1...50_000_000).contains(devices) else { throw ValidationError("--devices must be from 1 to 50000000.") }
+        let registry = try SQLiteDeviceRegistry(path: db)
+        let t0 = Measure.now()
+        var batch: [Device] = []
+        batch.reserveCapacity(10_000)
+        for i in 0..<devices {
+            batch.append(Device(appID: app, token: String(format: "%064x", i + 1), platform: .ios))
+            if batch.count == 10_000 {
+                try await registry.upsert(contentsOf: batch)
+                batch.removeAll(keepingCapacity: true)
+            }
+        }
+        if !batch.isEmpty { try await registry.upsert(contentsOf: batch) }
+        print(String(format: "registered %d devices in %.1f s", devices, Double(Measure.now() - t0) / 1e9))
+    }
+}

@@ -10,20 +10,30 @@ import RichPushTransport
 
 /// The emulators in a child process, so that the client measured runs alone in this one.
 final class SandboxProcess {
-    let helper: HelperProcess
+    let helper: HelperProcess?
     let directory: URL
     let apnsPort: Int
     let fcmPort: Int
 
+    /// A sandbox someone else runs.
+    init(running directory: URL, apnsPort: Int) {
+        helper = nil
+        self.directory = directory
+        self.apnsPort = apnsPort
+        fcmPort = 0
+    }
+
     init(threads: Int, latencyMs: Double = 0) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("richpush-bench-sandbox-\(getpid())")
-        helper = try HelperProcess(["sandbox-server", directory.path, String(threads), String(latencyMs)])
+        let helper = try HelperProcess(["sandbox-server", directory.path, String(threads), String(latencyMs)])
+        self.helper = helper
         let ports = helper.readyLine.split(separator: " ").compactMap { Int($0) }
         guard ports.count == 2 else { throw ExitCode(1) }
         (apnsPort, fcmPort) = (ports[0], ports[1])
     }
 
     func stop() {
+        guard let helper else { return }
         helper.stop()
         try? FileManager.default.removeItem(at: directory)
     }
@@ -76,14 +86,25 @@ struct APNsBench: AsyncParsableCommand {
     @Option(help: "Requests in flight on one RichPushAPNs connection before it opens the next.") var streamsPerConnection = HTTP2PoolDefaults.streamsPerConnection
     @Option(help: "Emulator event-loop threads.") var serverThreads = 1
     @Option(help: "Client event-loop threads.") var clientThreads = 1
+    @Option(name: .customLong("sandbox-dir"), help: "Send to a running `richpush sandbox` (its --dir) instead of starting one: RichPushAPNs alone, no peers.") var sandboxDir: String?
+    @Option(name: .customLong("apns-port"), help: "That sandbox's APNs port.") var apnsPort: Int?
 
     func validate() throws {
+        guard (sandboxDir == nil) == (apnsPort == nil) else { throw ValidationError("--sandbox-dir and --apns-port go together.") }
         guard concurrency.allSatisfy({ (1...100_000).contains($0) }) else { throw ValidationError("--concurrency must be from 1 to 100000.") }
         guard latencyMs.allSatisfy({ $0.isFinite && (0...10_000).contains($0) }) else { throw ValidationError("--latency-ms must be from 0 to 10000.") }
         guard (1...64).contains(connections) else { throw ValidationError("--connections must be from 1 to 64.") }
     }
 
     func run() async throws {
+        if let sandboxDir, let apnsPort {
+            let sandbox = SandboxProcess(running: URL(fileURLWithPath: sandboxDir), apnsPort: apnsPort)
+            for inFlight in concurrency {
+                let r = try await Self.measureClient(sandbox: sandbox, count: count, concurrency: inFlight, connections: connections, streamsPerConnection: streamsPerConnection, clientThreads: clientThreads)
+                print(String(format: "apns: RichPushAPNs alone to the running sandbox: %.0f notifications/s (%d sent, %d in flight, %.2f s, %d failed, %d connections)", r.rate, count, inFlight, r.seconds, r.failures, r.connections))
+            }
+            return
+        }
         var rows: [String] = []
         for latency in latencyMs {
             for inFlight in concurrency {

@@ -132,6 +132,20 @@ import Testing
         #expect(try await q.counts() == [.delivered: 2000])
     }
 
+    /// The claim's updates find the taken deliveries by id: a plan through a state index reads every queued
+    /// delivery on each claim (the cost of a claim then grows with the queue).
+    @Test func theSQLiteClaimTouchesOnlyTheDeliveriesItTakes() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("queue-\(UUID().uuidString).sqlite").path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let q = try SQLiteDeliveryQueue(path: path)
+        try await q.enqueue(deliveries(50))
+        let plans = try [1, 10, 200, 500, 5000].flatMap { try q.claimQueryPlans(batch: $0) }
+        #expect(plans.count == 10)
+        for plan in plans {
+            #expect(plan.contains("INTEGER PRIMARY KEY") && !plan.contains("INDEX deliveries_"), "\(plan)")
+        }
+    }
+
     @Test func theSQLiteQueueSurvivesAReopenInWALMode() async throws {
         let path = FileManager.default.temporaryDirectory.appendingPathComponent("queue-\(UUID().uuidString).sqlite").path
         do {
