@@ -31,6 +31,8 @@ public final class HTTP2ClientConnection: Sendable {
     struct State {
         var remoteMaxStreams = 100
         var inFlight = 0
+        /// Streams taken by ``reserveStream(cap:)`` and not yet sent on (counted in `inFlight`).
+        var reserved = 0
         var completed = 0
         var goAway: (lastStreamID: Int, reason: String?)?
         var closed = false
@@ -73,6 +75,7 @@ public final class HTTP2ClientConnection: Sendable {
                     channel.eventLoop.makeCompletedFuture {
                         let ssl = try NIOSSLClientHandler(context: context, serverHostname: isIP ? nil : target.host)
                         try channel.pipeline.syncOperations.addHandler(ssl)
+                        try channel.pipeline.syncOperations.addHandler(FlushCoalescer())
                         let readyPromise = channel.eventLoop.makePromise(of: Void.self)
                         let mux = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                             mode: .client,
@@ -114,6 +117,27 @@ public final class HTTP2ClientConnection: Sendable {
         public func room(cap: Int) -> Int { min(cap, remoteMaxStreams) - inFlight }
     }
 
+    /// Takes one stream for a request about to be sent, if fewer than `cap` (and the server's limit) are in flight;
+    /// with `cap` nil, always (the request then waits in the HTTP/2 layer for a stream). The next ``send(_:timeout:)``
+    /// uses it; ``releaseReservation()`` gives it back unsent. Callers choosing among connections at once then never
+    /// all choose the same free stream.
+    public func reserveStream(cap: Int?) -> Bool {
+        state.withLockedValue {
+            if let cap, min(cap, $0.remoteMaxStreams) - $0.inFlight <= 0 { return false }
+            $0.inFlight += 1
+            $0.reserved += 1
+            return true
+        }
+    }
+
+    public func releaseReservation() {
+        state.withLockedValue {
+            guard $0.reserved > 0 else { return }
+            $0.reserved -= 1
+            $0.inFlight -= 1
+        }
+    }
+
     public var load: Load { state.withLockedValue { Load(inFlight: $0.inFlight, remoteMaxStreams: $0.remoteMaxStreams, isFresh: $0.completed == 0) } }
 
     /// The server's current MAX_CONCURRENT_STREAMS.
@@ -126,9 +150,19 @@ public final class HTTP2ClientConnection: Sendable {
         let loop = channel.eventLoop
         let promise = loop.makePromise(of: H2Response.self)
         let accepted: Bool = state.withLockedValue {
-            guard !$0.closed else { return false }
-            if let g = $0.goAway { promise.fail(TransportError.goingAway(reason: g.reason, processed: false)); return false }
-            $0.inFlight += 1
+            // A reservation already counts in `inFlight`; it is either sent now or given back.
+            let hadReservation = $0.reserved > 0
+            if hadReservation { $0.reserved -= 1 }
+            guard !$0.closed else {
+                if hadReservation { $0.inFlight -= 1 }
+                return false
+            }
+            if let g = $0.goAway {
+                if hadReservation { $0.inFlight -= 1 }
+                promise.fail(TransportError.goingAway(reason: g.reason, processed: false))
+                return false
+            }
+            if !hadReservation { $0.inFlight += 1 }
             $0.lastActivity = .now()
             return true
         }
@@ -364,5 +398,29 @@ final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
     private func closureError(_ code: HTTP2ErrorCode, context: ChannelHandlerContext) -> TransportError {
         if code == .refusedStream { return .streamRefused }
         return goAwayError(context) ?? .streamReset(code: Int(code.networkCode))
+    }
+}
+
+/// Turns the flushes asked for during one turn of the event loop into one: every request's stream flushes on its
+/// own, and each flush would otherwise be its own TLS record and system call. The flush is passed on at the end of
+/// the tasks already queued on the loop, so requests sent together leave together; nothing waits longer than that.
+public final class FlushCoalescer: ChannelOutboundHandler, RemovableChannelHandler, @unchecked Sendable {
+    // @unchecked: lives on its channel's event loop.
+    public typealias OutboundIn = NIOAny
+    public typealias OutboundOut = NIOAny
+
+    private var pending = false
+
+    public init() {}
+
+    public func flush(context: ChannelHandlerContext) {
+        guard !pending else { return }
+        pending = true
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        context.eventLoop.execute {
+            let (handler, context) = bound.value
+            handler.pending = false
+            context.flush()
+        }
     }
 }

@@ -86,14 +86,20 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
         pinger.withLockedValue { $0 = task }
     }
 
-    /// Sends a request built for the chosen connection, retrying what the server did not process.
+    /// Sends a request built for the chosen connection, retrying what the server did not process. A stream is
+    /// reserved on the connection chosen, so requests acquiring at once spread by the room each leaves.
     public func execute(_ build: @Sendable (Pooled) throws -> H2Request) async throws -> (H2Response, Pooled) {
         var attempt = 0
         while true {
             attempt += 1
             let pooled = try await acquire()
             do {
-                let response = try await pooled.connection.send(try build(pooled), timeout: configuration.requestTimeout).get()
+                let request: H2Request
+                do { request = try build(pooled) } catch {
+                    pooled.connection.releaseReservation()
+                    throw error
+                }
+                let response = try await pooled.connection.send(request, timeout: configuration.requestTimeout).get()
                 return (response, pooled)
             } catch let error as TransportError {
                 if case .goingAway = error { retire(pooled) }
@@ -139,7 +145,10 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                 let cap = configuration.streamsPerConnection
                 // Below the soft cap: the connection with the most room under it.
                 let soft = ready.max { a, b in a.load.room(cap: cap) < b.load.room(cap: cap) }
-                if let soft, soft.load.room(cap: cap) > 0 { return .use(soft.pooled) }
+                // Reserved while choosing: callers acquiring at once each get a stream of their own.
+                if let soft, soft.load.room(cap: cap) > 0 {
+                    return soft.pooled.connection.reserveStream(cap: cap) ? .use(soft.pooled) : .again
+                }
                 // Every open connection is at the cap: the one with the most room under the server's limit.
                 let best = ready.max { a, b in a.load.room(cap: .max) < b.load.room(cap: .max) }?.pooled
                 // Open another connection when a slot is free to try, one at a time: a connection being opened, or
@@ -158,13 +167,14 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                         break
                     }
                 }
-                if let best { return .use(best) }  // all at the server's limit: the HTTP/2 layer queues the stream
+                if let best, best.connection.reserveStream(cap: nil) { return .use(best) }  // over the cap (the HTTP/2 layer queues past the server's limit)
                 for slot in s.slots { if case .connecting(let t) = slot { return .wait(t) } }
                 let earliest = s.slots.compactMap { slot -> NIODeadline? in if case .empty(_, let nb) = slot { return nb } else { return nil } }.min() ?? now
                 return .sleep(earliest - now)
             }
             switch next {
             case .use(let p): return p
+            case .again: continue
             case .wait(let task):
                 do { _ = try await task.value } catch {
                     failedConnects += 1
@@ -224,6 +234,8 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
     /// Closes every connection; later requests fail with ``TransportError/shutDown``.
     enum AcquireStep {
         case use(Pooled)
+        /// The stream chosen was taken meanwhile: choose again.
+        case again
         case wait(Task<Pooled, Error>)
         case sleep(TimeAmount)
     }
