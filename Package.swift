@@ -154,7 +154,7 @@ let package = Package(
         // Sample media built from the formats' specifications, for tests and benchmarks only.
         .target(name: "RichPushTestSupport", dependencies: ["RichPushSandbox", "RichPushAPNs", "RichPushFCM", "RichPushCharts", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
         .testTarget(name: "RichPushCoreTests", dependencies: ["RichPushCore", "RichPushTestSupport"]),
-        .testTarget(name: "RichPushChartsTests", dependencies: ["RichPushCharts", "RichPushCore"]),
+        .testTarget(name: "RichPushChartsTests", dependencies: ["RichPushCharts", "RichPushCore", "RichPushTestSupport"]),
         .testTarget(name: "RichPushMediaTests", dependencies: ["RichPushMedia", "RichPushSandbox", "RichPushCore", "RichPushTestSupport"]),
         .testTarget(name: "RichPushProvidersTests", dependencies: ["RichPushTestSupport", "RichPushAPNs", "RichPushFCM", "RichPushSandbox", "RichPushCore", "RichPushTransport", .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(name: "RichPushServerTests", dependencies: ["RichPushServer", "RichPushMedia", "RichPushTestSupport", "RichPushCore", "RichPushTransport", "RichPushAPNs", "RichPushFCM", "RichPushSandbox", .product(name: "HummingbirdTesting", package: "hummingbird"), .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto"), .product(name: "PostgresNIO", package: "postgres-nio")]),
