@@ -95,4 +95,18 @@ import Testing
             }
         }
     }
+
+    @Test func adlerSixteenAtATimeEqualsByteByByteAndDistanceCodesTheSearch() {
+        var rng = SeededRandom(seed: 11)
+        for n in [0, 1, 15, 16, 17, 5551, 5552, 5553, 5568, 100_003] {
+            let bytes = (0..<n).map { _ in Bool.random(using: &rng) ? UInt8.random(in: 0...255, using: &rng) : 255 }
+            bytes.withUnsafeBufferPointer { #expect(Adler32.checksum($0) == Adler32.checksumOneByOne($0), "n \(n)") }
+        }
+        for d in 1...32768 {
+            var code = 29
+            while Deflate.distBase[code] > d { code -= 1 }
+            if Deflate.distanceCode(d) != code { Issue.record("distance \(d): \(Deflate.distanceCode(d)) not \(code)"); break }
+        }
+    }
 }
+

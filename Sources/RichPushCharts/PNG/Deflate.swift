@@ -28,13 +28,20 @@
         return t
     }()
 
-    static func distanceCode(_ d: Int) -> Int {
-        var lo = 0, hi = 29
-        while lo < hi {
-            let mid = (lo + hi + 1) / 2
-            if distBase[mid] <= d { lo = mid } else { hi = mid - 1 }
+    /// Distance code (0...29) for each distance 1...32768: for 1...256 by the distance itself, above by 128s.
+    static let distanceCodes: [UInt8] = {
+        var t = [UInt8](repeating: 0, count: 512)
+        for d in 1...32768 {
+            var code = 29
+            while distBase[code] > d { code -= 1 }
+            if d <= 256 { t[d - 1] = UInt8(code) } else { t[256 + ((d - 1) >> 7)] = UInt8(code) }
         }
-        return lo
+        return t
+    }()
+
+    @inline(__always)
+    static func distanceCode(_ d: Int) -> Int {
+        Int(d <= 256 ? distanceCodes[d - 1] : distanceCodes[256 + ((d - 1) >> 7)])
     }
 
     /// A zlib stream of `data`.
