@@ -192,7 +192,8 @@ import Testing
         let started = Date()
         let n = await Self.processor().process(payload: ["aps": ["alert": ["body": "plain"]]])
         #expect(n.attachments.isEmpty && n.report.skipped.isEmpty && n.text.body == "plain")
-        #expect(Date().timeIntervalSince(started) < 1)
+        // At once: well before the 30 s default deadline, with room for the whole suite sharing two cores.
+        #expect(Date().timeIntervalSince(started) < 5)
     }
 
     // MARK: Receipts
@@ -239,13 +240,14 @@ import Testing
             let took = Date().timeIntervalSince(started)
             #expect(slow.attachments.count == 1 && !slow.report.deadlineHit)
             if case .failed = slow.report.receipt {} else { Issue.record("a slow receipt should fail: \(String(describing: slow.report.receipt))") }
-            #expect(took >= 0.45 && took < 3, "\(took) \(String(describing: slow.report.receipt))")
+            // Up to the receipt's 0.5 s, not the 10 s deadline (the bound leaves room for a loaded machine).
+            #expect(took >= 0.45 && took < 6, "\(took) \(String(describing: slow.report.receipt))")
 
             // Near the deadline the receipt gets only the time left.
             let nearStart = Date()
             let near = await Self.receiptProcessor(timeout: 20).process(payload: Self.receiptPayload(base + "/drip.jpg"), deadline: Date().addingTimeInterval(1))
             #expect(near.attachments.count == 1)
-            #expect(Date().timeIntervalSince(nearStart) < 4)
+            #expect(Date().timeIntervalSince(nearStart) < 8)  // not the receipt's 20 s
 
             // Plain http is refused unless media may use it too; other schemes are not read from the payload.
             let insecure = await Self.receiptProcessor(allowHTTP: false).process(payload: Self.receiptPayload(base + "/missing.jpg"), deadline: Date().addingTimeInterval(10))
