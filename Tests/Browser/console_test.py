@@ -23,6 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -82,11 +83,17 @@ by_id = lambda i: driver.find_element(By.ID, i)
 
 
 def until(condition, what, timeout=30):
+    # The console re-renders panels as the server's checks come back: an element found a moment ago may be gone.
     try:
-        return WebDriverWait(driver, timeout).until(lambda d: condition())
+        return WebDriverWait(driver, timeout, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)).until(lambda d: condition())
     except Exception:
         driver.save_screenshot(os.path.join(shots, "failure.png"))
         raise AssertionError(f"timed out waiting for {what}")
+
+
+def text_of(i):
+    """The element's text, found again if the console re-rendered it meanwhile."""
+    return until(lambda: by_id(i).text, f"the text of #{i}")
 
 
 def typed(i, text):
@@ -142,7 +149,7 @@ try:
     driver.find_element(By.CSS_SELECTOR, "details summary").click()
     typed("f-collapse", "x" * 80)
     until(lambda: by_id("f-collapse").get_attribute("aria-invalid") == "true", "collapse_id marked invalid")
-    assert "collapse_id" in by_id("issues").text
+    assert "collapse_id" in text_of("issues")
     typed("f-collapse", "sale-1")
     until(lambda: by_id("f-collapse").get_attribute("aria-invalid") is None and "No problems found" in by_id("issues").text, "the error gone")
 
@@ -160,8 +167,8 @@ try:
     step("the 'What is sent' tab is `richpush payload` for the message as sent")
     by_id("tab-sent").click()
     until(lambda: driver.find_elements(By.ID, "sent-apns"), "the APNs request")
-    shown = json.loads(by_id("sent-apns").text)
-    sent_message = json.loads(by_id("sent-message").text)
+    shown = json.loads(text_of("sent-apns"))
+    sent_message = json.loads(text_of("sent-message"))
     message = os.path.join(work, "message.json")
     with open(message, "w") as f:
         json.dump(sent_message, f)
@@ -214,9 +221,9 @@ try:
     typed("f-test-token", ios_token)
     by_id("test-send").click()
     until(lambda: driver.find_elements(By.CSS_SELECTOR, "#simulated .attachment"), "the simulated iPhone's attachments", timeout=60)
-    assert "delivered" in by_id("test-outcome").text
+    assert "delivered" in text_of("test-outcome")
     attached = driver.find_elements(By.CSS_SELECTOR, "#simulated .attachment")
-    assert len(attached) >= 1, by_id("simulated").text
+    assert len(attached) >= 1, text_of("simulated")
     driver.execute_script("document.getElementById('simulated').scrollIntoView()")
     time.sleep(0.2)
     driver.save_screenshot(os.path.join(shots, "test-send.png"))
