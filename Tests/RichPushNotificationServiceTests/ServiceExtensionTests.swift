@@ -59,7 +59,8 @@ import UserNotificationsStandIn
         var handedOver: [UNNotificationContent] { lock.withLock { contents } }
         var deliveredReports: [DeliveryReport] { lock.withLock { reports } }
 
-        func waitForReport(seconds: Double = 20) async -> DeliveryReport? {
+        // Up to the whole budget: the extension always reports by its deadline, however loaded the machine.
+        func waitForReport(seconds: Double = RichNotificationProcessor.systemBudget + 5) async -> DeliveryReport? {
             let end = Date().addingTimeInterval(seconds)
             while Date() < end {
                 if let r = deliveredReports.first { return r }

@@ -361,7 +361,7 @@ import Testing
     /// requests go over the cap only while the next connects (certificate mode: the server's limit is 1,000 at once).
     @Test func aConnectionAtItsStreamCapOpensTheNext() async throws {
         let identity = ClientIdentity(certificateChainPEM: creds.apnsClientCertificatePEM, privateKeyPEM: creds.apnsClientKeyPEM)
-        try await withSandbox(.init(certificateMode: true, responseDelay: ResponseDelay(milliseconds: 5000)), client: { $0.authentication = .certificate(identity); $0.connections = 4; $0.streamsPerConnection = 10; $0.requestTimeout = 60 }) { emulator, client in
+        try await withSandbox(.init(certificateMode: true, responseDelay: ResponseDelay(milliseconds: 20_000)), client: { $0.authentication = .certificate(identity); $0.connections = 4; $0.streamsPerConnection = 10; $0.requestTimeout = 60 }) { emulator, client in
             _ = try await client.send(try request())
             #expect(client.connectionStates.count == 1)
             try await withThrowingTaskGroup(of: Void.self) { g in
@@ -384,7 +384,9 @@ import Testing
     /// APNs allows one stream on a new connection until it has verified a provider token: a burst meanwhile stays on
     /// the connections already open rather than opening every slot.
     @Test func aBurstWhileTheNewConnectionWarmsOpensNoMore() async throws {
-        try await withSandbox(.init(responseDelay: ResponseDelay(milliseconds: 3000)), client: { $0.connections = 4; $0.streamsPerConnection = 10; $0.requestTimeout = 60 }) { emulator, client in
+        // The answers wait 20 s: every step below happens while the first requests are still in flight, even with the
+        // whole suite running beside it (at 3 s, a loaded run saw the new connection warm up mid-test).
+        try await withSandbox(.init(responseDelay: ResponseDelay(milliseconds: 20_000)), client: { $0.connections = 4; $0.streamsPerConnection = 10; $0.requestTimeout = 60 }) { emulator, client in
             _ = try await client.send(try request())
             try await withThrowingTaskGroup(of: Void.self) { g in
                 func launch(_ n: Int) { for _ in 0..<n { g.addTask { _ = try await client.send(try self.request()) } } }
