@@ -37,13 +37,15 @@ extension RichPushAPI {
         let app = try await requireApp(request, context, .read)
         let query = request.uri.queryParameters
         let limit = try Self.listLimit(query)
-        var before: Date?
+        var before: Double?
         if let b = query.get("before") {
             // Seconds since 1970, as `next_before` gives them; held to a range before any conversion.
             guard let t = Double(b), t.isFinite, (0...4_102_444_800).contains(t) else {
                 throw Failure(status: 422, code: "invalid", message: "before is seconds since 1970 (a next_before from the page before)")
             }
-            before = Date(timeIntervalSince1970: t)
+            // Kept as the number given: a Date made from it may not give the same number back, and the page's
+            // last notification would then be listed again on the next page.
+            before = t
         }
         let found = try await store.notifications(appID: app.id, before: before, limit: limit)
         var items: [JSONValue] = []

@@ -139,8 +139,9 @@ public final class PostgresServerStore: ServerStore {
         }
     }
 
-    public func notifications(appID: String, before: Date?, limit: Int) async throws -> [StoredNotification] {
-        try await db.rows("""
+    public func notifications(appID: String, before seconds: Double?, limit: Int) async throws -> [StoredNotification] {
+        let before = seconds.map { Date(timeIntervalSince1970: $0) }
+        return try await db.rows("""
             SELECT \(unescaped: Self.notificationColumns) FROM notifications
             WHERE app_id = \(appID) AND (\(before)::timestamptz IS NULL OR created_at < \(before))
             ORDER BY created_at DESC, id DESC LIMIT \(max(0, limit))

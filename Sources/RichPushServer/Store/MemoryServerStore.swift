@@ -57,8 +57,8 @@ public actor MemoryServerStore: ServerStore {
             .sorted { ($0.createdAt, $0.keyID) < ($1.createdAt, $1.keyID) }
     }
 
-    public func notifications(appID: String, before: Date?, limit: Int) -> [StoredNotification] {
-        let kept = notifications.values.filter { n in n.appID == appID && (before.map { n.createdAt < $0 } ?? true) }
+    public func notifications(appID: String, before: Double?, limit: Int) -> [StoredNotification] {
+        let kept = notifications.values.filter { n in n.appID == appID && (before.map { n.createdAt.timeIntervalSince1970 < $0 } ?? true) }
         return Array(kept.sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) }.prefix(max(0, limit)))
     }
 

@@ -179,11 +179,11 @@ public final class SQLiteServerStore: ServerStore {
         }
     }
 
-    public func notifications(appID: String, before: Date?, limit: Int) async throws -> [StoredNotification] {
+    public func notifications(appID: String, before: Double?, limit: Int) async throws -> [StoredNotification] {
         try await pool.read { db in
             try Row.fetchAll(db, sql: """
                 SELECT * FROM notifications WHERE app_id = ? AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT ?
-                """, arguments: [appID, before?.timeIntervalSince1970 ?? Double.greatestFiniteMagnitude, max(0, limit)]).map(Self.notification)
+                """, arguments: [appID, before ?? Double.greatestFiniteMagnitude, max(0, limit)]).map(Self.notification)
         }
     }
 

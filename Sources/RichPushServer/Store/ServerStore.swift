@@ -145,7 +145,8 @@ public protocol NotificationStore: Sendable {
     func insertNotification(_ n: StoredNotification, idempotencyKey: String?) async throws -> (StoredNotification, created: Bool)
     func notification(id: String) async throws -> StoredNotification?
     /// An app's notifications, newest first: those accepted before `before` (nil: from the newest), at most `limit`.
-    func notifications(appID: String, before: Date?, limit: Int) async throws -> [StoredNotification]
+    /// Newest first, created before `before` (seconds since 1970, compared as the number `next_before` gave).
+    func notifications(appID: String, before: Double?, limit: Int) async throws -> [StoredNotification]
 }
 
 /// What devices reported about the notifications they received.
