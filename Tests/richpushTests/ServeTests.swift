@@ -168,6 +168,33 @@ import FoundationNetworking
         head.httpMethod = "HEAD"
         let (headBody, hr) = try await URLSession.shared.data(for: head)
         #expect((hr as? HTTPURLResponse)?.statusCode == 200 && headBody.isEmpty && (hr as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Length") == String(jpeg.count))
+        // Pipelined on one connection, answered in order: the plain answer (headers made once per file) beside
+        // HEAD, a range, a condition, a missing file and a routed request; no body after HEAD, none lost after it.
+        let name = String(url.split(separator: "/").last!)
+        let etag = "\"" + name.prefix(64) + "\""
+        let requests = [
+            "GET /media/\(name) HTTP/1.1\r\nHost: x\r\n\r\n",
+            "HEAD /media/\(name) HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET /media/\(name)?v=2 HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET /media/\(name) HTTP/1.1\r\nHost: x\r\nrange: bytes=2-5\r\n\r\n",
+            "GET /media/\(name) HTTP/1.1\r\nHost: x\r\nIf-None-Match: \(etag)\r\n\r\n",
+            "GET /media/\(String(repeating: "0", count: 64)).jpg HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET /v1/apps/none HTTP/1.1\r\nHost: x\r\n\r\n",
+            "GET /media/\(name) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        ]
+        let port = Int(server.base.split(separator: ":").last!)!
+        let started = Date()
+        let raw = try RawHTTP.exchange(port: port, Array(requests.joined().utf8))
+        #expect(Date().timeIntervalSince(started) < 5, "the server closes after the answer to Connection: close")
+        let answers = RawHTTP.split(raw, heads: [false, true, false, false, false, false, false, false])
+        #expect(answers.map(\.status) == [200, 200, 200, 206, 304, 404, 401, 200], "\(answers.map(\.status))")
+        if answers.count == 8 {
+            #expect(answers[0].body == jpeg && answers[2].body == jpeg && answers[7].body == jpeg)
+            #expect(answers[1].body.isEmpty && answers[1].headers["content-length"] == String(jpeg.count))
+            #expect(answers[3].body == Array(jpeg[2...5]) && answers[3].headers["content-range"] == "bytes 2-5/\(jpeg.count)")
+            #expect(answers[0].headers["etag"] == etag && answers[0].headers["x-content-type-options"] == "nosniff")
+            #expect(answers[0].headers["content-security-policy"] == "sandbox; default-src 'none'")
+        }
         // More files than the per-loop table of open files holds: each still served whole, twice, after evictions.
         var urls: [(String, [UInt8])] = []
         for i in 0..<70 {
@@ -300,5 +327,68 @@ final class ExternalSandbox {
     func stop() {
         process.terminate()
         process.waitUntilExit()
+    }
+}
+
+/// A plain TCP exchange with the server, for what a URL session hides: pipelining and HEAD framing.
+enum RawHTTP {
+    struct Answer {
+        var status: Int
+        var headers: [String: String]
+        var body: [UInt8]
+    }
+
+    /// Sends the bytes at once and reads until the server closes the connection (or 10 s pass).
+    static func exchange(port: Int, _ bytes: [UInt8]) throws -> [UInt8] {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw CocoaError(.fileReadUnknown) }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { throw CocoaError(.fileReadUnknown) }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { throw CocoaError(.fileWriteUnknown) }
+            sent += n
+        }
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            received += chunk[0..<n]
+        }
+        return received
+    }
+
+    /// The answers in the bytes, in order; `heads[i]` says the i-th answered a HEAD (its length has no body).
+    static func split(_ bytes: [UInt8], heads: [Bool]) -> [Answer] {
+        var answers: [Answer] = []
+        var at = 0
+        let crlf2: [UInt8] = [13, 10, 13, 10]
+        while at < bytes.count {
+            guard let end = (at...(bytes.count - 4)).first(where: { Array(bytes[$0..<($0 + 4)]) == crlf2 }) else { break }
+            let lines = String(decoding: bytes[at..<end], as: UTF8.self).components(separatedBy: "\r\n")
+            let status = lines.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+            var headers: [String: String] = [:]
+            for line in lines.dropFirst() {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+            let isHead = answers.count < heads.count && heads[answers.count]
+            let length = isHead ? 0 : Int(headers["content-length"] ?? "0") ?? 0
+            let bodyEnd = min(bytes.count, end + 4 + length)
+            answers.append(Answer(status: status, headers: headers, body: Array(bytes[(end + 4)..<bodyEnd])))
+            at = bodyEnd
+        }
+        return answers
     }
 }

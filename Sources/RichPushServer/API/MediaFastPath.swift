@@ -45,6 +45,9 @@ final class LoopFiles {
         var users = 0
         var evicted = false
         var lastUse: UInt64 = 0
+        /// The headers of the plain answer (`200`, the whole file, kept alive), made on first use: most requests
+        /// are that one, and their headers are then one value shared by every answer.
+        var plainHeaders: HTTPHeaders?
         init(handle: NIOFileHandle, size: Int, type: RichPushCore.MediaType) {
             self.handle = handle
             self.size = size
@@ -104,15 +107,20 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     let store: MediaStore
     /// Requests passed on whose answer has not ended yet.
     var routed = 0
-    var intercepted: HTTPRequestHead?
+    /// The media request being read: its head and the file name from its path.
+    var intercepted: (head: HTTPRequestHead, name: String)?
+    /// This loop's open files (a channel stays on one loop).
+    var table: LoopFiles?
 
     init(store: MediaStore) { self.store = store }
+
+    func handlerAdded(context: ChannelHandlerContext) { table = LoopFiles.forLoop(context.eventLoop) }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         switch unwrapInboundIn(data) {
         case .head(let head):
-            if routed == 0, head.method == .GET || head.method == .HEAD, head.uri.hasPrefix("/media/") {
-                intercepted = head
+            if routed == 0, head.method == .GET || head.method == .HEAD, let name = Self.mediaName(head.uri) {
+                intercepted = (head, name)
                 return
             }
             routed += 1
@@ -120,9 +128,8 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         case .body:
             if intercepted == nil { context.fireChannelRead(data) }
         case .end:
-            guard let head = intercepted else { return context.fireChannelRead(data) }
+            guard let (head, name) = intercepted else { return context.fireChannelRead(data) }
             intercepted = nil
-            let name = String((head.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? head.uri).dropFirst("/media/".count))
             if store.shared != nil, MediaStore.parse(name) != nil, store.file(name) == nil {
                 // Stored by another node: the router fetches it to this node's disk (which may take a while),
                 // and the next request for it is answered here.
@@ -131,47 +138,89 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
                 context.fireChannelRead(data)
                 return
             }
-            answer(context: context, head)
+            answer(context: context, head, name: name)
         }
     }
 
-    func answer(context: ChannelHandlerContext, _ r: HTTPRequestHead) {
-        let path = r.uri.split(separator: "?", maxSplits: 1).first.map(String.init) ?? r.uri
-        let name = String(path.dropFirst("/media/".count))
-        var request = HTTPFields()
-        // Only the headers an answer depends on.
-        for (name, field) in [("if-none-match", HTTPField.Name.ifNoneMatch), ("range", .range), ("if-range", .ifRange)] {
-            if let v = r.headers.first(name: name) { request[field] = v }
-        }
-        var response: HTTPResponse
-        var body: IOData?
-        let table = LoopFiles.forLoop(context.eventLoop)
-        var file: LoopFiles.File?
-        if let f = table.acquire(name, store: store) {
-            let (answer, range) = RichPushAPI.mediaAnswer(name: name, type: f.type, size: f.size, headers: request)
-            response = answer
-            if let range, r.method == .GET {
-                body = .fileRegion(FileRegion(fileHandle: f.handle, readerIndex: range.lowerBound, endIndex: range.upperBound + 1))
+    /// The file name of a `/media/<name>[?query]` target, read byte by byte (the target is ASCII on the wire).
+    static func mediaName(_ uri: String) -> String? {
+        let bytes = uri.utf8
+        let prefix = "/media/".utf8
+        guard bytes.count > prefix.count, bytes.starts(with: prefix) else { return nil }
+        let start = bytes.index(bytes.startIndex, offsetBy: prefix.count)
+        let end = bytes[start...].firstIndex(of: UInt8(ascii: "?")) ?? bytes.endIndex
+        return String(uri[start..<end])
+    }
+
+    /// Whether the request has a header that changes the answer (a condition or a range).
+    static func isPlain(_ headers: HTTPHeaders) -> Bool {
+        for (name, _) in headers {
+            switch name.utf8.count {
+            case 5, 8, 13:
+                let lower = name.lowercased()
+                if lower == "range" || lower == "if-range" || lower == "if-none-match" { return false }
+            default: continue
             }
-            file = f
-        } else {
-            let (answer, buffer) = RichPushAPI.notFound(head: r.method == .HEAD)
-            response = answer
-            body = buffer.map { .byteBuffer($0) }
         }
+        return true
+    }
+
+    /// The plain answer's headers, made once per file.
+    static func plainHeaders(name: String, file: LoopFiles.File) -> HTTPHeaders {
+        let (answer, _) = RichPushAPI.mediaAnswer(name: name, type: file.type, size: file.size, headers: [:])
+        return HTTPHeaders(answer.headerFields.map { ($0.name.rawName, $0.value) })
+    }
+
+    func answer(context: ChannelHandlerContext, _ r: HTTPRequestHead, name: String) {
+        let table = self.table ?? LoopFiles.forLoop(context.eventLoop)
         let keepAlive = r.isKeepAlive
-        var headers = HTTPHeaders(response.headerFields.map { ($0.name.rawName, $0.value) })
+        let file = table.acquire(name, store: store)
+        let cork = ChannelOptions.Types.SocketOption(level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_CORK))
+        var status = HTTPResponseStatus.ok
+        var headers: HTTPHeaders
+        var body: IOData?
+        if let file, Self.isPlain(r.headers) {
+            // The common answer, the whole file: its headers are made once.
+            if let h = file.plainHeaders {
+                headers = h
+            } else {
+                headers = Self.plainHeaders(name: name, file: file)
+                file.plainHeaders = headers
+            }
+            if r.method == .GET, file.size > 0 { body = .fileRegion(FileRegion(fileHandle: file.handle, readerIndex: 0, endIndex: file.size)) }
+        } else {
+            let response: HTTPResponse
+            if let file {
+                var request = HTTPFields()
+                // Only the headers an answer depends on.
+                for (name, field) in [("if-none-match", HTTPField.Name.ifNoneMatch), ("range", .range), ("if-range", .ifRange)] {
+                    if let v = r.headers.first(name: name) { request[field] = v }
+                }
+                let (answer, range) = RichPushAPI.mediaAnswer(name: name, type: file.type, size: file.size, headers: request)
+                response = answer
+                if let range, r.method == .GET {
+                    body = .fileRegion(FileRegion(fileHandle: file.handle, readerIndex: range.lowerBound, endIndex: range.upperBound + 1))
+                }
+            } else {
+                let (answer, buffer) = RichPushAPI.notFound(head: r.method == .HEAD)
+                response = answer
+                body = buffer.map { .byteBuffer($0) }
+            }
+            status = .init(statusCode: response.status.code)
+            headers = HTTPHeaders(response.headerFields.map { ($0.name.rawName, $0.value) })
+        }
         if !keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
         // Corked, the head and the start of the file leave in full packets together (as a web server's nopush does).
-        let cork = ChannelOptions.Types.SocketOption(level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_CORK))
-        if body != nil { context.channel.setOption(cork, value: 1).whenFailure { _ in } }
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: r.version, status: .init(statusCode: response.status.code), headers: headers))), promise: nil)
+        var corked = false
+        if case .fileRegion = body { corked = (try? context.channel.syncOptions?.setOption(cork, value: 1)) != nil }
+        // Through the response encoder, which pairs each answer with its request (it leaves out the body of an
+        // answer to HEAD).
+        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: r.version, status: status, headers: headers))), promise: nil)
         if let body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
         let done = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
-        let corked = body != nil
         done.futureResult.whenComplete { [channel = context.channel] _ in
-            if corked { channel.setOption(cork, value: 0).whenFailure { _ in } }
+            if corked { _ = try? channel.syncOptions?.setOption(cork, value: 0) }
             if let file { table.release(file) }
             if !keepAlive { channel.close(promise: nil) }
         }
