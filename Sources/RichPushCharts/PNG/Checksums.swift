@@ -15,32 +15,42 @@ enum CRC32 {
 
 /// Adler-32, the checksum that ends a zlib stream.
 enum Adler32 {
-    /// Sixteen bytes x₀…x₁₅ at once: a grows by Σx, b by 16·a + Σ(16−k)·xₖ, the same sums as byte by byte.
     static let weights = SIMD16<UInt32>(16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1)
 
     /// `sixteenAtATime: false` sums byte by byte (for tests: both give the same checksum).
+    ///
+    /// Sixteen bytes at a time, the sums kept per lane and folded once per run: over chunks v₀…v₍c−1₎ that follow
+    /// sums a₀, b₀, a grows by Σ lanes of S = Σvⱼ, and b by 16·c·a₀ + 16·Σ lanes of P + Σ lanes of weights·S, where P
+    /// adds up S as it stood before each chunk. The same checksum as byte by byte.
     static func checksum(_ bytes: UnsafeBufferPointer<UInt8>, sixteenAtATime: Bool = true) -> UInt32 {
-        var a: UInt32 = 1, b: UInt32 = 0
+        var a: UInt64 = 1, b: UInt64 = 0
         var i = 0
         let n = bytes.count
         guard let base = bytes.baseAddress else { return 1 }
         while i < n {
-            // 5552 (347 × 16) is the most bytes that keep the sums below 2^32 before reduction.
+            // 5552 bytes (347 chunks) a run: a lane of P stays below 347·346/2·255, and the sum of P's sixteen lanes
+            // below 2^32.
             let end = min(i + 5552, n)
-            while sixteenAtATime && i + 16 <= end {
-                let v = SIMD16<UInt32>(truncatingIfNeeded: UnsafeRawPointer(base + i).loadUnaligned(as: SIMD16<UInt8>.self))
-                b &+= 16 &* a &+ (v &* weights).wrappedSum()
-                a &+= v.wrappedSum()
-                i += 16
+            if sixteenAtATime && i + 16 <= end {
+                var s = SIMD16<UInt32>(), p = SIMD16<UInt32>()
+                var chunks: UInt64 = 0
+                while i + 16 <= end {
+                    p &+= s
+                    s &+= SIMD16<UInt32>(truncatingIfNeeded: UnsafeRawPointer(base + i).loadUnaligned(as: SIMD16<UInt8>.self))
+                    chunks += 1
+                    i += 16
+                }
+                b += 16 * chunks * a + 16 * UInt64(p.wrappedSum()) + UInt64((s &* weights).wrappedSum())
+                a += UInt64(s.wrappedSum())
             }
             while i < end {
-                a &+= UInt32(base[i])
-                b &+= a
+                a += UInt64(base[i])
+                b += a
                 i += 1
             }
             a %= 65521
             b %= 65521
         }
-        return b << 16 | a
+        return UInt32(b << 16 | a)
     }
 }

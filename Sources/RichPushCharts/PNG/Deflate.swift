@@ -7,8 +7,10 @@
     static let minMatch = 3
     static let maxMatch = 258
     static let hashBits = 15
-    static let maxChain = 48
-    static let niceLength = 128
+    // Measured on the benchmark chart: longer chains and an earlier stop change the size by under 0.5% and cost up
+    // to half the time again (`richpush-bench chart`).
+    static let maxChain = 8
+    static let niceLength = 258
     static let symbolsPerBlock = 16384
 
     static let lengthBase: [Int] = [3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258]
@@ -62,6 +64,9 @@
         var values: [UInt16] = []  // the literal byte, or the distance
         var litFreq = [Int](repeating: 0, count: 286)
         var distFreq = [Int](repeating: 0, count: 30)
+        // The code tables, held here so that the hot loop does not check their lazy initialisation per symbol.
+        let lengthCodes = Deflate.lengthCode
+        let distanceCodes = Deflate.distanceCodes
 
         init() {
             lengths.reserveCapacity(symbolsPerBlock)
@@ -77,8 +82,8 @@
         mutating func match(length: Int, distance: Int) {
             lengths.append(UInt16(length))
             values.append(UInt16(distance))
-            litFreq[257 + Int(lengthCode[length])] += 1
-            distFreq[distanceCode(distance)] += 1
+            litFreq[257 + Int(lengthCodes[length])] += 1
+            distFreq[Int(distance <= 256 ? distanceCodes[distance - 1] : distanceCodes[256 + ((distance - 1) >> 7)])] += 1
         }
 
         var count: Int { lengths.count }

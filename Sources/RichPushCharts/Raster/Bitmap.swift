@@ -16,16 +16,18 @@ public struct Bitmap: Sendable {
         self.height = height
         stride = 1 + 3 * width
         storage = [UInt8](repeating: 0, count: stride * height)
+        guard width > 0, height > 0 else { return }
         storage.withUnsafeMutableBufferPointer { buf in
-            for y in 0..<height {
-                var i = y * stride + 1
-                for _ in 0..<width {
-                    buf[i] = background.r
-                    buf[i + 1] = background.g
-                    buf[i + 2] = background.b
-                    i += 3
-                }
+            // One row in colour, copied to the others.
+            let base = buf.baseAddress!
+            var i = 1
+            for _ in 0..<width {
+                base[i] = background.r
+                base[i + 1] = background.g
+                base[i + 2] = background.b
+                i += 3
             }
+            for y in 1..<height { (base + y * stride).update(from: base, count: stride) }
         }
     }
 
