@@ -5,7 +5,7 @@ import RichPushCore
 import RichPushFCM
 import RichPushSandbox
 import RichPushTestSupport
-import RichPushServer
+@testable import RichPushServer
 import RichPushTransport
 import Testing
 
@@ -91,5 +91,28 @@ import Testing
         #expect(records["stuck"]?.state == .queued && records["stuck"]?.reason == "send_deadline", "\(String(describing: records["stuck"]))")
         // The abandoned send was cancelled; let it end so that nothing is left waiting.
         for c in stuck.withLockedValue({ $0 }) { c.resume() }
+    }
+
+    /// The one sweep that keeps every send's deadline: a deadline fires at its time or within a granularity after,
+    /// never before; a removed one never fires; the sweep stops when nothing is registered.
+    @Test func sendDeadlinesFireOnTimeAndOnlyOnce() async throws {
+        let deadlines = SendDeadlines(granularity: 0.02)
+        let fired = NIOLockedValueBox<[String: Date]>([:])
+        let start = Date()
+        _ = deadlines.add(after: 0.1) { fired.withLockedValue { $0["a", default: Date()] = Date() } }
+        let removed = deadlines.add(after: 0.05) { fired.withLockedValue { $0["removed"] = Date() } }
+        _ = deadlines.add(after: 0.3) { fired.withLockedValue { $0["b", default: Date()] = Date() } }
+        deadlines.remove(removed)
+        for _ in 0..<200 where deadlines.count > 0 { try await Task.sleep(nanoseconds: 10_000_000) }
+        let times = fired.withLockedValue { $0 }
+        #expect(times["removed"] == nil)
+        let a = try #require(times["a"]).timeIntervalSince(start), b = try #require(times["b"]).timeIntervalSince(start)
+        #expect(a >= 0.1 && b >= 0.3 && a < b, "a \(a) b \(b)")
+        #expect(deadlines.count == 0)
+        // Registered again after the sweep stopped: it starts again.
+        let again = NIOLockedValueBox(false)
+        _ = deadlines.add(after: 0.01) { again.withLockedValue { $0 = true } }
+        for _ in 0..<200 where !again.withLockedValue({ $0 }) { try await Task.sleep(nanoseconds: 10_000_000) }
+        #expect(again.withLockedValue { $0 })
     }
 }
