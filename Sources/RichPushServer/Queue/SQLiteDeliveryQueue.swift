@@ -142,7 +142,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
         """
         UPDATE deliveries SET state = 'leased', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
         WHERE +state IN ('queued', 'leased') AND id IN (\(marks))
-        RETURNING *
+        RETURNING \(recordColumns)
         """
     }
 
@@ -217,7 +217,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
 
     public func deliveries(notificationID: String) async throws -> [DeliveryRecord] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM deliveries WHERE notification_id = ? ORDER BY id", arguments: [notificationID]).map(Self.record)
+            try Row.fetchAll(db, sql: "SELECT \(Self.recordColumns) FROM deliveries WHERE notification_id = ? ORDER BY id", arguments: [notificationID]).map(Self.record)
         }
     }
 
@@ -234,16 +234,20 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
 
     public func deliveries(notificationID: String, after: Int64, limit: Int) async throws -> [DeliveryRecord] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM deliveries WHERE notification_id = ? AND id > ? ORDER BY id LIMIT ?", arguments: [notificationID, after, max(0, limit)]).map(Self.record)
+            try Row.fetchAll(db, sql: "SELECT \(Self.recordColumns) FROM deliveries WHERE notification_id = ? AND id > ? ORDER BY id LIMIT ?", arguments: [notificationID, after, max(0, limit)]).map(Self.record)
         }
     }
 
+    /// The columns ``record(_:)`` reads, in its order: every query that makes records selects these (by
+    /// position, a row is read without looking its columns up by name: a claim reads hundreds).
+    static let recordColumns = "id, notification_id, app_id, provider, target, state, attempts, not_before, expires_at, lease_owner, lease_until, reason, provider_id, updated_at"
+
     static func record(_ row: Row) -> DeliveryRecord {
-        func date(_ column: String) -> Date? { (row[column] as Double?).map { Date(timeIntervalSince1970: $0) } }
+        func date(_ index: Int) -> Date? { (row[index] as Double?).map { Date(timeIntervalSince1970: $0) } }
         return DeliveryRecord(
-            id: row["id"], notificationID: row["notification_id"], appID: row["app_id"], provider: DeliveryProvider(rawValue: row["provider"]) ?? .apns,
-            target: row["target"], state: DeliveryState(rawValue: row["state"]) ?? .queued, attempts: row["attempts"], notBefore: date("not_before") ?? .distantPast,
-            expiresAt: date("expires_at"), leaseOwner: row["lease_owner"], leaseUntil: date("lease_until"), reason: row["reason"], providerID: row["provider_id"],
-            updatedAt: date("updated_at") ?? .distantPast)
+            id: row[0], notificationID: row[1], appID: row[2], provider: DeliveryProvider(rawValue: row[3]) ?? .apns,
+            target: row[4], state: DeliveryState(rawValue: row[5]) ?? .queued, attempts: row[6], notBefore: date(7) ?? .distantPast,
+            expiresAt: date(8), leaseOwner: row[9], leaseUntil: date(10), reason: row[11], providerID: row[12],
+            updatedAt: date(13) ?? .distantPast)
     }
 }
