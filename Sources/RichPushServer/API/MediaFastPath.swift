@@ -211,16 +211,20 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         }
         if !keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
         // Corked, the head and the start of the file leave in full packets together (as a web server's nopush does).
-        var corked = false
-        if case .fileRegion = body { corked = (try? context.channel.syncOptions?.setOption(cork, value: 1)) != nil }
+        var corks = false
+        if case .fileRegion = body { corks = (try? context.channel.syncOptions?.setOption(cork, value: 1)) != nil }
+        let corked = corks
         // Through the response encoder, which pairs each answer with its request (it leaves out the body of an
         // answer to HEAD).
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: r.version, status: status, headers: headers))), promise: nil)
         if let body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
         let done = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
+        // The table and its files belong to this loop, where the write completes.
+        let borrowed = NIOLoopBound((table, file), eventLoop: context.eventLoop)
         done.futureResult.whenComplete { [channel = context.channel] _ in
             if corked { _ = try? channel.syncOptions?.setOption(cork, value: 0) }
+            let (table, file) = borrowed.value
             if let file { table.release(file) }
             if !keepAlive { channel.close(promise: nil) }
         }
