@@ -4,7 +4,7 @@
 # APNs emulator (the fan-out into the queue included). Prints the time, deliveries per second, the node's CPU seconds
 # per 1,000 deliveries (from /proc: steadier than wall time) and its peak memory; then, in the same run, what
 # RichPushAPNs alone sends to the same emulator with the worker's concurrency, and the ratio.
-#   Benchmarks/delivery.sh [DEVICES=1000000] [CONCURRENCY=200]
+#   [BATCH=500] [LANES=2] Benchmarks/delivery.sh [DEVICES=1000000] [CONCURRENCY=200]
 # Release build. Everything shares this machine's cores: the node, its workers and the emulator process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,7 +38,7 @@ PY
 )
 admin=bench-admin-key-0001
 cat > "$dir/config.json" <<JSON
-{"workers": {"batch_size": 500, "concurrency": $concurrency}}
+{"workers": {"batch_size": ${BATCH:-500}, "concurrency": $concurrency, "lanes": ${LANES:-2}}}
 JSON
 "$bin" serve --port 0 --config "$dir/config.json" --db "$dir/rp.sqlite" --sandbox-dir "$dir/sandbox" \
   --external-apns-port "$apns_port" --external-fcm-port "$fcm_port" --admin-key "$admin" --rate-limit 1000000 > "$dir/serve.log" 2>&1 &

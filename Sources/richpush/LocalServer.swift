@@ -101,23 +101,30 @@ struct LocalServer {
             })
         let metrics = ServerMetrics()
         // Leases name the node that holds them (several nodes share a PostgreSQL queue).
-        let worker = DeliveryWorker(
-            configuration: .init(owner: "\(nodeID)/w1", batchSize: config.batchSize, concurrency: config.concurrency, lease: config.leaseSeconds), queue: queue,
-            sender: sender, metrics: metrics, health: backend.health, logger: deliveryLog,
-            prune: { d, _ in
-                do { _ = try await registry.prune(appID: d.appID, token: d.target, invalidSince: nil) } catch {
-                    log.error("could not prune a gone token", metadata: ["delivery_id": .string("\(d.id)"), "error": .string("\(error)")])
-                }
-            })
+        // `lanes` workers share the sends in flight; each claims and settles its own batches.
+        let lanes = max(1, min(config.lanes, config.concurrency))
+        let workers = (1...lanes).map { lane in
+            DeliveryWorker(
+                configuration: .init(
+                    owner: "\(nodeID)/w\(lane)", batchSize: config.batchSize,
+                    concurrency: config.concurrency / lanes + (lane <= config.concurrency % lanes ? 1 : 0), lease: config.leaseSeconds),
+                queue: queue, sender: sender, metrics: metrics, health: backend.health, logger: deliveryLog,
+                prune: { d, _ in
+                    do { _ = try await registry.prune(appID: d.appID, token: d.target, invalidSince: nil) } catch {
+                        log.error("could not prune a gone token", metadata: ["delivery_id": .string("\(d.id)"), "error": .string("\(error)")])
+                    }
+                })
+        }
+        let wakeWorkers: @Sendable () -> Void = { for worker in workers { worker.wake() } }
         // Media in the sandbox is often on loopback over http: allowed there, refused otherwise.
         var api = RichPushAPI(
             backend: backend, adminKey: adminKey,
             validation: .init(allowInsecureMedia: config.sandbox, requireTargets: false), metrics: metrics,
-            limiter: RateLimiter(rate: config.rateLimit, burst: config.rateLimit * 2), onQueued: { worker.wake() })
+            limiter: RateLimiter(rate: config.rateLimit, burst: config.rateLimit * 2), onQueued: wakeWorkers)
         api.onAccepted = { id, message in sender.remember(id, message) }
         api.nodeID = nodeID
         if let running = sandbox { api.simulate = { id in await SimulatedIPhone.run(sandbox: running, notificationID: id) } }
-        backend.onWorkQueued { worker.wake() }
+        backend.onWorkQueued(wakeWorkers)
         api.providers = { clients.sender(for: $0) }
         api.extraFCMTokenEndpoints = Set([sandboxTokenURI].compactMap { $0 })
         // Media preflight and hosting. Outside the sandbox, fetches refuse every internal address.
@@ -153,7 +160,7 @@ struct LocalServer {
         let application = Application(
             router: api.router(), server: .http1(configuration: .init(additionalChannelHandlers: [MediaFastPath(store: mediaStore)])),
             configuration: .init(address: .hostname(config.host, port: config.port), serverName: "richpush", backlog: 4096),
-            services: [WorkerService(worker: worker)] + databaseServices + clusterServices
+            services: workers.map { WorkerService(worker: $0) } + databaseServices + clusterServices
                 + (config.mediaRetentionDays > 0 ? [MediaSweeper(store: mediaStore, retention: config.mediaRetentionDays * 86_400, metrics: metrics)] : []),
             onServerRunning: { [adminPort = sandbox?.adminPort ?? 0] channel in
                 let port = channel.localAddress?.port ?? 0

@@ -218,8 +218,9 @@ import Testing
 @Suite struct ConfigurationTests {
     @Test func fileThenEnvironmentWithProblemsNamed() throws {
         var c = ServerConfiguration()
-        try c.apply(json: #"{"database": "/var/lib/rp.sqlite", "port": 9000, "workers": {"concurrency": 50}, "sandbox": {"enabled": false}, "media": {"cache_megabytes": 128}}"#)
-        #expect(c.database == "/var/lib/rp.sqlite" && c.port == 9000 && c.concurrency == 50 && !c.sandbox && c.mediaCacheMegabytes == 128)
+        #expect(ServerConfiguration().lanes == 2)
+        try c.apply(json: #"{"database": "/var/lib/rp.sqlite", "port": 9000, "workers": {"concurrency": 50, "lanes": 3}, "sandbox": {"enabled": false}, "media": {"cache_megabytes": 128}}"#)
+        #expect(c.database == "/var/lib/rp.sqlite" && c.port == 9000 && c.concurrency == 50 && c.lanes == 3 && !c.sandbox && c.mediaCacheMegabytes == 128)
         try c.apply(environment: ["RICHPUSH_PORT": "9100", "RICHPUSH_SANDBOX": "1", "RICHPUSH_ADMIN_KEY": "an-admin-key-of-20ch"])
         #expect(c.port == 9100 && c.sandbox && c.adminKey == "an-admin-key-of-20ch")
         #expect(c.publicBase(boundPort: 9100) == "http://127.0.0.1:9100")
@@ -229,6 +230,8 @@ import Testing
             return nil
         }
         #expect(problem(#"{"workers": {"concurency": 5}}"#) == "workers.concurency")
+        #expect(problem(#"{"workers": {"lanes": 0}}"#) == "workers.lanes")
+        #expect(problem(#"{"workers": {"lanes": 17}}"#) == "workers.lanes")
         #expect(problem(#"{"port": "eighty"}"#) == "port")
         #expect(problem(#"{"public_url": "ftp://x"}"#) == "public_url")
         #expect(problem(#"{"admin_key": "short"}"#) == "admin_key")

@@ -6,7 +6,7 @@ import RichPushCore
 ///
 /// ```json
 /// {"database": "richpush.sqlite", "host": "0.0.0.0", "port": 8080, "public_url": "https://push.example.com",
-///  "rate_limit": 200, "lease_seconds": 60, "workers": {"batch_size": 200, "concurrency": 200},
+///  "rate_limit": 200, "lease_seconds": 60, "workers": {"batch_size": 200, "concurrency": 200, "lanes": 2},
 ///  "sandbox": {"enabled": false}, "media": {"directory": "richpush-media", "cache_megabytes": 64}}
 /// ```
 public struct ServerConfiguration: Sendable, Equatable {
@@ -25,6 +25,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var leaseSeconds: Double = 60
     public var batchSize = 200
     public var concurrency = 200
+    /// Workers that claim and send side by side, sharing `concurrency` between them: while one waits for the
+    /// last sends of its batch and claims the next, the other keeps sending.
+    public var lanes = 2
     /// In sandbox mode every provider request goes to the emulators (started in this process, or a running
     /// `richpush sandbox` when the ports are given), and apps without credentials use the sandbox's.
     public var sandbox = true
@@ -69,7 +72,7 @@ public struct ServerConfiguration: Sendable, Equatable {
 
     static let keys: [String: Set<String>] = [
         "": ["database", "node_id", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers", "sandbox", "media", "receipts", "credentials_key_file"],
-        "workers": ["batch_size", "concurrency"],
+        "workers": ["batch_size", "concurrency", "lanes"],
         "sandbox": ["enabled", "directory", "apns_port", "fcm_port"],
         "media": ["directory", "cache_megabytes", "public_url", "retention_days"],
     ]
@@ -108,6 +111,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             try Self.checkKeys(wo, section: "workers")
             if let b = try number(wo["batch_size"], "workers.batch_size", 1...10_000) { batchSize = Int(b) }
             if let c = try number(wo["concurrency"], "workers.concurrency", 1...10_000) { concurrency = Int(c) }
+            if let l = try number(wo["lanes"], "workers.lanes", 1...16) { lanes = Int(l) }
         }
         if let sb = o["sandbox"] {
             guard case .object(let so) = sb else { throw Problem(key: "sandbox", rule: "must be an object") }
