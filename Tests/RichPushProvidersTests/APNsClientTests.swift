@@ -396,8 +396,16 @@ import Testing
                 try await Self.waitFor("a second connection", client) { $0.count == 2 }
                 launch(15)
                 try await Self.waitFor("all sent", client) { $0.map(\.inFlight).reduce(0, +) == 26 }
-                #expect(client.connectionStates.count == 2)
-                #expect(client.connectionStates.map(\.inFlight).sorted() == [1, 25], "\(client.connectionStates)")
+                let states = client.connectionStates
+                #expect(states.count == 2, "\(states)")
+                // While the new connection still allows one stream, the burst is on the first. A run so loaded that
+                // the steps above outlasted the answers' 20 s sees the new connection warmed up (its first answer
+                // came back): the burst may then be on both, within each one's limit (a CI run saw [13, 13]).
+                if states.contains(where: { $0.maxStreams == 1 }) {
+                    #expect(states.map(\.inFlight).sorted() == [1, 25], "\(states)")
+                } else {
+                    #expect(states.allSatisfy { $0.inFlight <= $0.maxStreams }, "\(states)")
+                }
                 try await g.waitForAll()
             }
             #expect(emulator.acceptedCount == 27)
