@@ -41,6 +41,8 @@ if _keys:
 _media = [u for u in os.environ.get("RICHPUSH_FUZZ_MEDIA", "").split(",") if u]
 if _media:
     schemathesis.openapi.format("media-url", st.sampled_from(_media))
+    # Hosted files by name, so that GET and HEAD /media/{name} reach real files with fuzzed Range and conditions.
+    schemathesis.openapi.format("media-name", st.sampled_from([u.rsplit("/", 1)[-1] for u in _media]))
 
 # Times from an hour ago (read as now) to 27 days ahead, measured when each is drawn.
 schemathesis.openapi.format(

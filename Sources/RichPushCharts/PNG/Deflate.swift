@@ -42,8 +42,8 @@
     }()
 
     @inline(__always)
-    static func distanceCode(_ d: Int) -> Int {
-        Int(d <= 256 ? distanceCodes[d - 1] : distanceCodes[256 + ((d - 1) >> 7)])
+    static func distanceCode(_ d: Int, in table: [UInt8] = distanceCodes) -> Int {
+        Int(d <= 256 ? table[d - 1] : table[256 + ((d - 1) >> 7)])
     }
 
     /// A zlib stream of `data`.
@@ -83,7 +83,7 @@
             lengths.append(UInt16(length))
             values.append(UInt16(distance))
             litFreq[257 + Int(lengthCodes[length])] += 1
-            distFreq[Int(distance <= 256 ? distanceCodes[distance - 1] : distanceCodes[256 + ((distance - 1) >> 7)])] += 1
+            distFreq[Deflate.distanceCode(distance, in: distanceCodes)] += 1
         }
 
         var count: Int { lengths.count }

@@ -152,17 +152,13 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         return String(uri[start..<end])
     }
 
-    /// Whether the request has a header that changes the answer (a condition or a range).
-    static func isPlain(_ headers: HTTPHeaders) -> Bool {
-        for (name, _) in headers {
-            switch name.utf8.count {
-            case 5, 8, 13:
-                let lower = name.lowercased()
-                if lower == "range" || lower == "if-range" || lower == "if-none-match" { return false }
-            default: continue
-            }
+    /// The request's headers an answer depends on (a condition or a range); none for most requests.
+    static func conditions(_ headers: HTTPHeaders) -> HTTPFields {
+        var fields = HTTPFields()
+        for (name, field) in [("if-none-match", HTTPField.Name.ifNoneMatch), ("range", .range), ("if-range", .ifRange)] {
+            if let v = headers.first(name: name) { fields[field] = v }
         }
-        return true
+        return fields
     }
 
     /// The plain answer's headers, made once per file.
@@ -179,7 +175,8 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         var status = HTTPResponseStatus.ok
         var headers: HTTPHeaders
         var body: IOData?
-        if let file, Self.isPlain(r.headers) {
+        let conditions = Self.conditions(r.headers)
+        if let file, conditions.isEmpty {
             // The common answer, the whole file: its headers are made once.
             if let h = file.plainHeaders {
                 headers = h
@@ -191,12 +188,7 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         } else {
             let response: HTTPResponse
             if let file {
-                var request = HTTPFields()
-                // Only the headers an answer depends on.
-                for (name, field) in [("if-none-match", HTTPField.Name.ifNoneMatch), ("range", .range), ("if-range", .ifRange)] {
-                    if let v = r.headers.first(name: name) { request[field] = v }
-                }
-                let (answer, range) = RichPushAPI.mediaAnswer(name: name, type: file.type, size: file.size, headers: request)
+                let (answer, range) = RichPushAPI.mediaAnswer(name: name, type: file.type, size: file.size, headers: conditions)
                 response = answer
                 if let range, r.method == .GET {
                     body = .fileRegion(FileRegion(fileHandle: file.handle, readerIndex: range.lowerBound, endIndex: range.upperBound + 1))
@@ -211,9 +203,8 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         }
         if !keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
         // Corked, the head and the start of the file leave in full packets together (as a web server's nopush does).
-        var corks = false
-        if case .fileRegion = body { corks = (try? context.channel.syncOptions?.setOption(cork, value: 1)) != nil }
-        let corked = corks
+        let corked: Bool
+        if case .fileRegion = body { corked = (try? context.channel.syncOptions?.setOption(cork, value: 1)) != nil } else { corked = false }
         // Through the response encoder, which pairs each answer with its request (it leaves out the body of an
         // answer to HEAD).
         context.write(wrapOutboundOut(.head(HTTPResponseHead(version: r.version, status: status, headers: headers))), promise: nil)
