@@ -43,7 +43,9 @@ let package = Package(
         // stand-in with Apple's documented API, so that CI compiles and tests it in Swift 6 mode.
         .target(
             name: "RichPushNotificationService",
-            dependencies: ["RichPushMedia", .target(name: "UserNotificationsStandIn", condition: .when(platforms: [.linux]))]
+            dependencies: [
+                "RichPushMedia", .target(name: "UserNotificationsStandIn", condition: .when(platforms: [.linux])),
+            ]
         ),
         // Test-only: never linked on Apple platforms (its sources are empty where UserNotifications exists).
         .target(name: "UserNotificationsStandIn"),
@@ -81,6 +83,8 @@ let package = Package(
                 "RichPushAPNs",
                 "RichPushFCM",
                 "RichPushCharts",
+                "RichPushMedia",
+                "RichPushSandbox",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
@@ -91,6 +95,7 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -152,19 +157,55 @@ let package = Package(
             ]
         ),
         // Sample media built from the formats' specifications, for tests and benchmarks only.
-        .target(name: "RichPushTestSupport", dependencies: ["RichPushSandbox", "RichPushAPNs", "RichPushFCM", "RichPushCharts", .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio")]),
+        .target(
+            name: "RichPushTestSupport",
+            dependencies: [
+                "RichPushSandbox", "RichPushAPNs", "RichPushFCM", "RichPushCharts",
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
         .testTarget(name: "RichPushCoreTests", dependencies: ["RichPushCore", "RichPushTestSupport"]),
-        .testTarget(name: "RichPushChartsTests", dependencies: ["RichPushCharts", "RichPushCore", "RichPushTestSupport"]),
-        .testTarget(name: "RichPushMediaTests", dependencies: ["RichPushMedia", "RichPushSandbox", "RichPushCore", "RichPushTestSupport"]),
-        .testTarget(name: "RichPushProvidersTests", dependencies: ["RichPushTestSupport", "RichPushAPNs", "RichPushFCM", "RichPushSandbox", "RichPushCore", "RichPushTransport", .product(name: "NIOPosix", package: "swift-nio")]),
-        .testTarget(name: "RichPushServerTests", dependencies: ["RichPushServer", "RichPushMedia", "RichPushTestSupport", "RichPushCore", "RichPushTransport", "RichPushAPNs", "RichPushFCM", "RichPushSandbox", .product(name: "HummingbirdTesting", package: "hummingbird"), .product(name: "HTTPTypes", package: "swift-http-types"), .product(name: "NIOConcurrencyHelpers", package: "swift-nio"), .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto"), .product(name: "PostgresNIO", package: "postgres-nio")]),
+        .testTarget(
+            name: "RichPushChartsTests",
+            dependencies: ["RichPushCharts", "RichPushCore", "RichPushTestSupport"]
+        ),
+        .testTarget(
+            name: "RichPushMediaTests",
+            dependencies: ["RichPushMedia", "RichPushSandbox", "RichPushCore", "RichPushTestSupport"]
+        ),
+        .testTarget(
+            name: "RichPushProvidersTests",
+            dependencies: [
+                "RichPushTestSupport", "RichPushAPNs", "RichPushFCM", "RichPushSandbox", "RichPushCore",
+                "RichPushTransport", .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
+            name: "RichPushServerTests",
+            dependencies: [
+                "RichPushServer", "RichPushMedia", "RichPushTestSupport", "RichPushCore", "RichPushTransport",
+                "RichPushAPNs", "RichPushFCM", "RichPushSandbox",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         .testTarget(
             name: "RichPushNotificationServiceTests",
             dependencies: [
-                "RichPushNotificationService", "RichPushMedia", "RichPushCore", "RichPushSandbox", "RichPushTestSupport",
+                "RichPushNotificationService", "RichPushMedia", "RichPushCore", "RichPushSandbox",
+                "RichPushTestSupport",
                 .target(name: "UserNotificationsStandIn", condition: .when(platforms: [.linux])),
             ]
         ),
-        .testTarget(name: "richpushTests", dependencies: ["richpush", "RichPushCore", "RichPushSandbox", "RichPushTestSupport"]),
+        .testTarget(
+            name: "richpushTests",
+            dependencies: ["richpush", "RichPushCore", "RichPushSandbox", "RichPushTestSupport"]
+        ),
     ]
 )

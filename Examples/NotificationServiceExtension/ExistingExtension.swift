@@ -14,7 +14,10 @@ final class ExistingNotificationService: UNNotificationServiceExtension {
     private let lock = NSLock()
     private var session: ProcessingSession?
 
-    override func didReceive(_ request: UNNotificationRequest, withContentHandler contentHandler: @escaping (UNNotificationContent) -> Void) {
+    override func didReceive(
+        _ request: UNNotificationRequest,
+        withContentHandler contentHandler: @escaping (UNNotificationContent) -> Void
+    ) {
         // The system allows the content handler to be called from any thread.
         nonisolated(unsafe) let handler = contentHandler
         let started = RichPushExtension.handle(request) { content, _ in handler(content) }

@@ -85,9 +85,14 @@ public final class APNsClient: Sendable {
         var identity: ClientIdentity?
         if case .certificate(let id) = configuration.authentication { identity = id }
         let poolConfig = HTTP2ConnectionPool<ProviderTokenSlot>.Configuration(
-            target: .init(host: host, port: port, trust: configuration.trust, identity: identity), connections: configuration.connections, streamsPerConnection: configuration.streamsPerConnection,
-            connectTimeout: .nanoseconds(Int64(configuration.connectTimeout * 1e9)), requestTimeout: .nanoseconds(Int64(configuration.requestTimeout * 1e9)),
-            maxAttempts: configuration.maxAttempts, pingInterval: .nanoseconds(Int64(configuration.pingInterval * 1e9)))
+            target: .init(host: host, port: port, trust: configuration.trust, identity: identity),
+            connections: configuration.connections,
+            streamsPerConnection: configuration.streamsPerConnection,
+            connectTimeout: .nanoseconds(Int64(configuration.connectTimeout * 1e9)),
+            requestTimeout: .nanoseconds(Int64(configuration.requestTimeout * 1e9)),
+            maxAttempts: configuration.maxAttempts,
+            pingInterval: .nanoseconds(Int64(configuration.pingInterval * 1e9))
+        )
         pool = HTTP2ConnectionPool(configuration: poolConfig, group: group) { ProviderTokenSlot() }
     }
 
@@ -98,12 +103,17 @@ public final class APNsClient: Sendable {
     }
 
     /// Sends a prepared request to one device token.
-    public func send(_ prepared: APNsPreparedRequest, to deviceToken: String) async throws(APNsFailure) -> APNsDelivery {
+    public func send(_ prepared: APNsPreparedRequest, to deviceToken: String) async throws(APNsFailure) -> APNsDelivery
+    {
         try await send(path: "/3/device/" + deviceToken, headers: prepared.headers, body: prepared.body)
     }
 
     /// Sends a body that is already in a buffer (for one payload to many tokens, render once).
-    public func send(path: String, headers: [(String, String)], body: ByteBuffer) async throws(APNsFailure) -> APNsDelivery {
+    public func send(
+        path: String,
+        headers: [(String, String)],
+        body: ByteBuffer
+    ) async throws(APNsFailure) -> APNsDelivery {
         var tokenRetried = false
         while true {
             let response: H2Response
@@ -112,7 +122,12 @@ public final class APNsClient: Sendable {
                 (response, pooled) = try await pool.execute { [configuration] pooled in
                     var h = headers
                     if case .token(let key) = configuration.authentication {
-                        h.append(("authorization", "bearer " + (try pooled.extra.token(for: key, configuration: configuration))))
+                        h.append(
+                            (
+                                "authorization",
+                                "bearer " + (try pooled.extra.token(for: key, configuration: configuration))
+                            )
+                        )
                     }
                     return H2Request(path: path, headers: h, body: body)
                 }
@@ -127,12 +142,15 @@ public final class APNsClient: Sendable {
             }
             let body = response.bodyBytes
             let json = (try? JSONValue.parse(body)) ?? .null
-            let reason = json["reason"]?.stringValue.map(APNsReason.init(rawValue:)) ?? .unknown("HTTP \(response.status)")
+            let reason =
+                json["reason"]?.stringValue.map(APNsReason.init(rawValue:)) ?? .unknown("HTTP \(response.status)")
             let timestamp = json["timestamp"]?.doubleValue.map { Date(timeIntervalSince1970: $0 / 1000) }
             let retryAfter = parseRetryAfter(response.headers.first(name: "retry-after"))
             // A token the server calls expired, or too many token changes on one connection: this connection
             // is spent (APNs keeps refusing on it); a fresh one with a fresh token gets one more try.
-            if reason == .expiredProviderToken || reason == .tooManyProviderTokenUpdates || reason == .unrelatedKeyIdInToken {
+            if reason == .expiredProviderToken || reason == .tooManyProviderTokenUpdates
+                || reason == .unrelatedKeyIdInToken
+            {
                 pooled.extra.invalidate()
                 pool.retire(pooled)
                 if !tokenRetried {
@@ -140,7 +158,14 @@ public final class APNsClient: Sendable {
                     continue
                 }
             }
-            throw APNsFailure(status: response.status, reason: reason, timestamp: timestamp, apnsID: apnsID, transport: nil, retry: reason.retryDecision(status: response.status, retryAfter: retryAfter))
+            throw APNsFailure(
+                status: response.status,
+                reason: reason,
+                timestamp: timestamp,
+                apnsID: apnsID,
+                transport: nil,
+                retry: reason.retryDecision(status: response.status, retryAfter: retryAfter)
+            )
         }
     }
 

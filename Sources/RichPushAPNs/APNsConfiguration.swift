@@ -67,8 +67,16 @@ public struct APNsConfiguration: Sendable {
     public static let maximumTokenAge: TimeInterval = 60 * 60
 
     public init(
-        endpoint: Endpoint, authentication: Authentication, trust: TLSTrust = .system, connections: Int = HTTP2PoolDefaults.connections, streamsPerConnection: Int = HTTP2PoolDefaults.streamsPerConnection,
-        requestTimeout: TimeInterval = 10, connectTimeout: TimeInterval = 10, tokenRefreshInterval: TimeInterval = 50 * 60, maxAttempts: Int = 3, pingInterval: TimeInterval = 60,
+        endpoint: Endpoint,
+        authentication: Authentication,
+        trust: TLSTrust = .system,
+        connections: Int = HTTP2PoolDefaults.connections,
+        streamsPerConnection: Int = HTTP2PoolDefaults.streamsPerConnection,
+        requestTimeout: TimeInterval = 10,
+        connectTimeout: TimeInterval = 10,
+        tokenRefreshInterval: TimeInterval = 50 * 60,
+        maxAttempts: Int = 3,
+        pingInterval: TimeInterval = 60,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.endpoint = endpoint

@@ -5,21 +5,28 @@ import RichPushTransport
 public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
     case badCollapseId, badDeviceToken, badExpirationDate, badMessageId, badPriority, badTopic, deviceTokenNotForTopic
     case duplicateHeaders, idleTimeout, invalidPushType, missingDeviceToken, missingTopic, payloadEmpty, topicDisallowed
-    case badCertificate, badCertificateEnvironment, expiredProviderToken, forbidden, invalidProviderToken, missingProviderToken
+    case badCertificate, badCertificateEnvironment, expiredProviderToken, forbidden, invalidProviderToken,
+        missingProviderToken
     case unrelatedKeyIdInToken, badEnvironmentKeyIdInToken, badPath, methodNotAllowed, expiredToken, unregistered
-    case payloadTooLarge, tooManyProviderTokenUpdates, tooManyRequests, internalServerError, serviceUnavailable, shutdown
+    case payloadTooLarge, tooManyProviderTokenUpdates, tooManyRequests, internalServerError, serviceUnavailable,
+        shutdown
     case unknown(String)
 
     static let table: [(APNsReason, String)] = [
-        (.badCollapseId, "BadCollapseId"), (.badDeviceToken, "BadDeviceToken"), (.badExpirationDate, "BadExpirationDate"),
+        (.badCollapseId, "BadCollapseId"), (.badDeviceToken, "BadDeviceToken"),
+        (.badExpirationDate, "BadExpirationDate"),
         (.badMessageId, "BadMessageId"), (.badPriority, "BadPriority"), (.badTopic, "BadTopic"),
-        (.deviceTokenNotForTopic, "DeviceTokenNotForTopic"), (.duplicateHeaders, "DuplicateHeaders"), (.idleTimeout, "IdleTimeout"),
-        (.invalidPushType, "InvalidPushType"), (.missingDeviceToken, "MissingDeviceToken"), (.missingTopic, "MissingTopic"),
+        (.deviceTokenNotForTopic, "DeviceTokenNotForTopic"), (.duplicateHeaders, "DuplicateHeaders"),
+        (.idleTimeout, "IdleTimeout"),
+        (.invalidPushType, "InvalidPushType"), (.missingDeviceToken, "MissingDeviceToken"),
+        (.missingTopic, "MissingTopic"),
         (.payloadEmpty, "PayloadEmpty"), (.topicDisallowed, "TopicDisallowed"), (.badCertificate, "BadCertificate"),
         (.badCertificateEnvironment, "BadCertificateEnvironment"), (.expiredProviderToken, "ExpiredProviderToken"),
-        (.forbidden, "Forbidden"), (.invalidProviderToken, "InvalidProviderToken"), (.missingProviderToken, "MissingProviderToken"),
+        (.forbidden, "Forbidden"), (.invalidProviderToken, "InvalidProviderToken"),
+        (.missingProviderToken, "MissingProviderToken"),
         (.unrelatedKeyIdInToken, "UnrelatedKeyIdInToken"), (.badEnvironmentKeyIdInToken, "BadEnvironmentKeyIdInToken"),
-        (.badPath, "BadPath"), (.methodNotAllowed, "MethodNotAllowed"), (.expiredToken, "ExpiredToken"), (.unregistered, "Unregistered"),
+        (.badPath, "BadPath"), (.methodNotAllowed, "MethodNotAllowed"), (.expiredToken, "ExpiredToken"),
+        (.unregistered, "Unregistered"),
         (.payloadTooLarge, "PayloadTooLarge"), (.tooManyProviderTokenUpdates, "TooManyProviderTokenUpdates"),
         (.tooManyRequests, "TooManyRequests"), (.internalServerError, "InternalServerError"),
         (.serviceUnavailable, "ServiceUnavailable"), (.shutdown, "Shutdown"),
@@ -48,15 +55,19 @@ public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
     public func retryDecision(status: Int, retryAfter: Double?) -> RetryDecision {
         switch self {
         case .unregistered, .expiredToken: return .dropToken
-        case .badDeviceToken, .deviceTokenNotForTopic: return .never  // may only be the other environment: do not prune blindly
-        case .badCollapseId, .badExpirationDate, .badMessageId, .badPriority, .badTopic, .duplicateHeaders, .invalidPushType,
-            .missingDeviceToken, .missingTopic, .payloadEmpty, .topicDisallowed, .badPath, .methodNotAllowed, .payloadTooLarge:
+        // may only be the other environment: do not prune blindly
+        case .badDeviceToken, .deviceTokenNotForTopic: return .never
+        case .badCollapseId, .badExpirationDate, .badMessageId, .badPriority, .badTopic, .duplicateHeaders,
+            .invalidPushType,
+            .missingDeviceToken, .missingTopic, .payloadEmpty, .topicDisallowed, .badPath, .methodNotAllowed,
+            .payloadTooLarge:
             return .fixRequest
         case .badCertificate, .badCertificateEnvironment, .forbidden, .invalidProviderToken, .missingProviderToken,
             .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken, .expiredProviderToken:
             return .fixCredentials
         case .tooManyRequests: return retryAfter.map { .retryAfter($0) } ?? .retry
-        case .idleTimeout, .tooManyProviderTokenUpdates, .internalServerError, .serviceUnavailable, .shutdown: return retryAfter.map { .retryAfter($0) } ?? .retry
+        case .idleTimeout, .tooManyProviderTokenUpdates, .internalServerError, .serviceUnavailable, .shutdown:
+            return retryAfter.map { .retryAfter($0) } ?? .retry
         case .unknown:
             if status >= 500 || status == 429 { return retryAfter.map { .retryAfter($0) } ?? .retry }
             if status == 410 { return .dropToken }

@@ -108,14 +108,21 @@ struct ChartLayout {
         self.spec = spec
         self.width = width
         self.height = height
-        axis = AxisScale(values: spec.series.flatMap(\.values), explicitMin: spec.yMin, explicitMax: spec.yMax,
-            tickCount: spec.kind == .sparkline ? 2 : max(spec.gridLines, 2), includeZero: spec.kind == .bar)
+        axis = AxisScale(
+            values: spec.series.flatMap(\.values),
+            explicitMin: spec.yMin,
+            explicitMax: spec.yMax,
+            tickCount: spec.kind == .sparkline ? 2 : max(spec.gridLines, 2),
+            includeZero: spec.kind == .bar
+        )
     }
 
     /// Room on the right for the y labels, measured on the widest one.
     var gutter: Double {
         guard showsGrid else { return 0 }
-        let widest = axis.ticks.map { StrokeFont.width(of: AxisScale.format($0, decimals: axis.decimals), size: Self.labelSize) }.max() ?? 0
+        let widest =
+            axis.ticks.map { StrokeFont.width(of: AxisScale.format($0, decimals: axis.decimals), size: Self.labelSize) }
+            .max() ?? 0
         return widest + 6
     }
 
@@ -125,9 +132,23 @@ struct ChartLayout {
         var y = padding
         if let title = spec.title {
             y += 12
-            bitmap.draw(text: title, x: padding * s, baseline: y * s, size: Self.titleSize * s, color: palette.secondaryText)
+            bitmap.draw(
+                text: title,
+                x: padding * s,
+                baseline: y * s,
+                size: Self.titleSize * s,
+                color: palette.secondaryText
+            )
             if spec.value == nil, let change = spec.change, hasTitle {
-                bitmap.draw(text: change, x: (width - padding) * s, baseline: y * s, size: Self.titleSize * s, weight: .bold, align: .right, color: palette.trendColor(spec.effectiveTrend))
+                bitmap.draw(
+                    text: change,
+                    x: (width - padding) * s,
+                    baseline: y * s,
+                    size: Self.titleSize * s,
+                    weight: .bold,
+                    align: .right,
+                    color: palette.trendColor(spec.effectiveTrend)
+                )
             }
             y += 4
         }
@@ -136,24 +157,52 @@ struct ChartLayout {
             y += 22
             var x = padding
             if let value = spec.value {
-                x += bitmap.draw(text: value, x: x * s, baseline: y * s, size: Self.valueSize * s, weight: .bold, color: palette.text) / s + 8
+                x +=
+                    bitmap.draw(
+                        text: value,
+                        x: x * s,
+                        baseline: y * s,
+                        size: Self.valueSize * s,
+                        weight: .bold,
+                        color: palette.text
+                    ) / s + 8
             }
             if let change = spec.change, spec.value != nil || !hasTitle {
-                bitmap.draw(text: change, x: x * s, baseline: y * s, size: Self.changeSize * s, weight: .bold, color: palette.trendColor(spec.effectiveTrend))
+                bitmap.draw(
+                    text: change,
+                    x: x * s,
+                    baseline: y * s,
+                    size: Self.changeSize * s,
+                    weight: .bold,
+                    color: palette.trendColor(spec.effectiveTrend)
+                )
             }
         }
     }
 
     /// Names of the series with their colours, right-aligned on the title row.
     func drawLegend(on bitmap: inout Bitmap, palette: ChartPalette, baseline: Double) {
-        guard hasTitle, spec.value == nil || spec.change == nil, spec.series.contains(where: { $0.name != nil }) else { return }
+        guard hasTitle, spec.value == nil || spec.change == nil, spec.series.contains(where: { $0.name != nil }) else {
+            return
+        }
         let s = scale
         var x = (width - padding) * s
         for (i, series) in spec.series.enumerated().reversed() {
             guard let name = series.name else { continue }
-            let w = bitmap.draw(text: name, x: x, baseline: baseline * s, size: Self.labelSize * s, align: .right, color: palette.secondaryText)
+            let w = bitmap.draw(
+                text: name,
+                x: x,
+                baseline: baseline * s,
+                size: Self.labelSize * s,
+                align: .right,
+                color: palette.secondaryText
+            )
             x -= w + 4 * s
-            bitmap.stroke([(x - 3 * s, (baseline - 3.2) * s)], lineWidth: 6 * s, color: palette.color(forSeries: i, in: spec))
+            bitmap.stroke(
+                [(x - 3 * s, (baseline - 3.2) * s)],
+                lineWidth: 6 * s,
+                color: palette.color(forSeries: i, in: spec)
+            )
             x -= 16 * s
         }
     }
@@ -170,7 +219,14 @@ struct ChartLayout {
             for tick in axis.ticks {
                 let y = py(tick)
                 bitmap.fill(x0: p.x0 * s, y0: y - hair / 2, x1: p.x1 * s, y1: y + hair / 2, color: palette.grid)
-                bitmap.draw(text: AxisScale.format(tick, decimals: axis.decimals), x: (width - padding) * s, baseline: y + Self.labelSize * 0.35 * s, size: Self.labelSize * s, align: .right, color: palette.secondaryText)
+                bitmap.draw(
+                    text: AxisScale.format(tick, decimals: axis.decimals),
+                    x: (width - padding) * s,
+                    baseline: y + Self.labelSize * 0.35 * s,
+                    size: Self.labelSize * s,
+                    align: .right,
+                    color: palette.secondaryText
+                )
             }
         }
 
@@ -183,8 +239,16 @@ struct ChartLayout {
             for (i, label) in spec.labels.enumerated() {
                 let t = perBar ? (Double(i) + 0.5) / Double(n) : (n == 1 ? 0.5 : Double(i) / Double(n - 1))
                 let x = (p.x0 + (p.x1 - p.x0) * t) * s
-                let align: Bitmap.TextAlignment = perBar || n == 1 ? .center : (i == 0 ? .left : (i == n - 1 ? .right : .center))
-                bitmap.draw(text: label, x: x, baseline: (p.y1 + 12.5) * s, size: Self.labelSize * s, align: align, color: palette.secondaryText)
+                let align: Bitmap.TextAlignment =
+                    perBar || n == 1 ? .center : (i == 0 ? .left : (i == n - 1 ? .right : .center))
+                bitmap.draw(
+                    text: label,
+                    x: x,
+                    baseline: (p.y1 + 12.5) * s,
+                    size: Self.labelSize * s,
+                    align: align,
+                    color: palette.secondaryText
+                )
             }
         }
 
@@ -203,11 +267,19 @@ struct ChartLayout {
         for (index, series) in spec.series.enumerated() {
             let color = palette.color(forSeries: index, in: spec)
             let n = series.values.count
-            func px(_ i: Int) -> Double { n == 1 ? (p.x0 + p.x1) / 2 * s : p.x0 * s + inset + (p.x1 * s - p.x0 * s - 2 * inset) * Double(i) / Double(n - 1) }
+            func px(_ i: Int) -> Double {
+                n == 1
+                    ? (p.x0 + p.x1) / 2 * s
+                    : p.x0 * s + inset + (p.x1 * s - p.x0 * s - 2 * inset) * Double(i) / Double(n - 1)
+            }
             // Gaps (null values) split the line into runs.
             var runs: [[(Double, Double)]] = [[]]
             for (i, v) in series.values.enumerated() {
-                if v.isNaN { if !runs[runs.count - 1].isEmpty { runs.append([]) } } else { runs[runs.count - 1].append((px(i), py(v))) }
+                if v.isNaN {
+                    if !runs[runs.count - 1].isEmpty { runs.append([]) }
+                } else {
+                    runs[runs.count - 1].append((px(i), py(v)))
+                }
             }
             runs = runs.filter { !$0.isEmpty }
             if spec.kind == .area {
@@ -215,9 +287,23 @@ struct ChartLayout {
                 for run in runs where run.count >= 2 {
                     let color = RGBAColor(r: color.r, g: color.g, b: color.b, a: color.a)
                     if spec.gradient {
-                        bitmap.fillUnder(run, baseline: base, gradientTop: p.y0 * s, color: color, topAlpha: 0.42, bottomAlpha: 0.03)
+                        bitmap.fillUnder(
+                            run,
+                            baseline: base,
+                            gradientTop: p.y0 * s,
+                            color: color,
+                            topAlpha: 0.42,
+                            bottomAlpha: 0.03
+                        )
                     } else {
-                        bitmap.fillUnder(run, baseline: base, gradientTop: p.y0 * s, color: color, topAlpha: 0.25, bottomAlpha: 0.25)
+                        bitmap.fillUnder(
+                            run,
+                            baseline: base,
+                            gradientTop: p.y0 * s,
+                            color: color,
+                            topAlpha: 0.25,
+                            bottomAlpha: 0.25
+                        )
                     }
                 }
             }
@@ -249,9 +335,27 @@ struct ChartLayout {
                 let y = py(v)
                 if y <= zero {
                     // Rounded at the top, standing square on the baseline.
-                    bitmap.fillRoundedRect(x0: x0, y0: y, x1: x1, y1: zero + radius, radius: radius, clipY0: y, clipY1: zero, color: color)
+                    bitmap.fillRoundedRect(
+                        x0: x0,
+                        y0: y,
+                        x1: x1,
+                        y1: zero + radius,
+                        radius: radius,
+                        clipY0: y,
+                        clipY1: zero,
+                        color: color
+                    )
                 } else {
-                    bitmap.fillRoundedRect(x0: x0, y0: zero - radius, x1: x1, y1: y, radius: radius, clipY0: zero, clipY1: y, color: color)
+                    bitmap.fillRoundedRect(
+                        x0: x0,
+                        y0: zero - radius,
+                        x1: x1,
+                        y1: y,
+                        radius: radius,
+                        clipY0: zero,
+                        clipY1: y,
+                        color: color
+                    )
                 }
             }
         }

@@ -33,7 +33,17 @@ public struct FCMConfiguration: Sendable {
     public var scope: String
     public var now: @Sendable () -> Date
 
-    public init(serviceAccount: ServiceAccount, endpoint: Endpoint = .production, trust: TLSTrust = .system, connections: Int = HTTP2PoolDefaults.connections, streamsPerConnection: Int = HTTP2PoolDefaults.streamsPerConnection, requestTimeout: TimeInterval = 10, tokenRefreshMargin: TimeInterval = 300, scope: String = "https://www.googleapis.com/auth/firebase.messaging", now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        serviceAccount: ServiceAccount,
+        endpoint: Endpoint = .production,
+        trust: TLSTrust = .system,
+        connections: Int = HTTP2PoolDefaults.connections,
+        streamsPerConnection: Int = HTTP2PoolDefaults.streamsPerConnection,
+        requestTimeout: TimeInterval = 10,
+        tokenRefreshMargin: TimeInterval = 300,
+        scope: String = "https://www.googleapis.com/auth/firebase.messaging",
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         self.serviceAccount = serviceAccount
         self.endpoint = endpoint
         self.trust = trust
@@ -70,11 +80,26 @@ public final class FCMClient: Sendable {
         group = eventLoopGroup ?? MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let (host, port) = configuration.endpoint.hostPort
         let timeout = TimeAmount.nanoseconds(Int64(configuration.requestTimeout * 1e9))
-        pool = HTTP2ConnectionPool(configuration: .init(target: .init(host: host, port: port, trust: configuration.trust), connections: configuration.connections, streamsPerConnection: configuration.streamsPerConnection, requestTimeout: timeout), group: group) {}
+        pool = HTTP2ConnectionPool(
+            configuration: .init(
+                target: .init(host: host, port: port, trust: configuration.trust),
+                connections: configuration.connections,
+                streamsPerConnection: configuration.streamsPerConnection,
+                requestTimeout: timeout
+            ),
+            group: group
+        ) {}
         let tokenURL = URL(string: configuration.serviceAccount.tokenURI)
         let tokenHost = tokenURL?.host ?? "oauth2.googleapis.com"
         tokenPath = tokenURL.map { $0.path.isEmpty ? "/token" : $0.path } ?? "/token"
-        tokenPool = HTTP2ConnectionPool(configuration: .init(target: .init(host: tokenHost, port: tokenURL?.port ?? 443, trust: configuration.trust), connections: 1, requestTimeout: timeout), group: group) {}
+        tokenPool = HTTP2ConnectionPool(
+            configuration: .init(
+                target: .init(host: tokenHost, port: tokenURL?.port ?? 443, trust: configuration.trust),
+                connections: 1,
+                requestTimeout: timeout
+            ),
+            group: group
+        ) {}
         tokens = AccessTokenCache()
     }
 
@@ -86,12 +111,19 @@ public final class FCMClient: Sendable {
     }
 
     /// Sends a `{"message": …}` body to a project (several projects may share one client and account).
-    public func send(message: JSONValue, projectID: String? = nil, validateOnly: Bool = false) async throws(FCMFailure) -> String {
+    public func send(
+        message: JSONValue,
+        projectID: String? = nil,
+        validateOnly: Bool = false
+    ) async throws(FCMFailure) -> String {
         var root: [String: JSONValue] = ["message": message]
         if validateOnly { root["validate_only"] = true }
         var body = ByteBufferAllocator().buffer(capacity: 512)
         body.writeBytes(JSONValue.object(root).serialized())
-        return try await send(path: "/v1/projects/\(projectID ?? configuration.serviceAccount.projectID)/messages:send", body: body)
+        return try await send(
+            path: "/v1/projects/\(projectID ?? configuration.serviceAccount.projectID)/messages:send",
+            body: body
+        )
     }
 
     /// Sends a prepared body to a `messages:send` path.
@@ -102,16 +134,32 @@ public final class FCMClient: Sendable {
             let response: H2Response
             do {
                 (response, _) = try await pool.execute { _ in
-                    H2Request(path: path, headers: [("authorization", "Bearer " + token), ("content-type", "application/json; charset=UTF-8")], body: body)
+                    H2Request(
+                        path: path,
+                        headers: [
+                            ("authorization", "Bearer " + token), ("content-type", "application/json; charset=UTF-8"),
+                        ],
+                        body: body
+                    )
                 }
             } catch let error as TransportError {
-                throw FCMFailure(message: error.description, fieldViolations: [], transport: error, retry: error == .shutDown ? .never : .retry)
+                throw FCMFailure(
+                    message: error.description,
+                    fieldViolations: [],
+                    transport: error,
+                    retry: error == .shutDown ? .never : .retry
+                )
             } catch {
                 throw FCMFailure(message: "\(error)", fieldViolations: [], retry: .retry)
             }
             if response.status == 200 {
                 guard let name = (try? JSONValue.parse(response.bodyBytes))?["name"]?.stringValue else {
-                    throw FCMFailure(httpStatus: 200, message: "a 200 answer without a message name", fieldViolations: [], retry: .never)
+                    throw FCMFailure(
+                        httpStatus: 200,
+                        message: "a 200 answer without a message name",
+                        fieldViolations: [],
+                        retry: .never
+                    )
                 }
                 return name
             }
@@ -121,7 +169,11 @@ public final class FCMClient: Sendable {
                 tokens.invalidate(token)
                 continue
             }
-            throw FCMFailure.from(status: response.status, body: response.bodyBytes, retryAfter: parseRetryAfter(response.headers.first(name: "retry-after")))
+            throw FCMFailure.from(
+                status: response.status,
+                body: response.bodyBytes,
+                retryAfter: parseRetryAfter(response.headers.first(name: "retry-after"))
+            )
         }
     }
 
@@ -154,7 +206,8 @@ public final class FCMClient: Sendable {
         var header = #"{"alg":"RS256","typ":"JWT""#
         if let kid = account.privateKeyID { header += #","kid":"\#(kid)""# }
         header += "}"
-        let claims = #"{"iss":"\#(account.clientEmail)","scope":"\#(configuration.scope)","aud":"\#(account.tokenURI)","iat":\#(iat),"exp":\#(iat + 3600)}"#
+        let claims =
+            #"{"iss":"\#(account.clientEmail)","scope":"\#(configuration.scope)","aud":"\#(account.tokenURI)","iat":\#(iat),"exp":\#(iat + 3600)}"#
         let assertion = try JWT.rs256(header: header, claims: claims, key: account.privateKey)
         let form = "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=" + assertion
         var buffer = ByteBufferAllocator().buffer(capacity: form.utf8.count)
@@ -169,7 +222,13 @@ public final class FCMClient: Sendable {
             // The endpoint's words go into messages and metrics: held to a short printable prefix.
             let error = String((json["error"]?.stringValue ?? "HTTP \(response.status)").prefix(64))
             let description = String((json["error_description"]?.stringValue ?? "").prefix(200))
-            throw FCMFailure(httpStatus: response.status, code: .status("OAUTH_\(error.uppercased())"), message: "token exchange failed: \(error) \(description)", fieldViolations: [], retry: response.status >= 500 ? .retry : .fixCredentials)
+            throw FCMFailure(
+                httpStatus: response.status,
+                code: .status("OAUTH_\(error.uppercased())"),
+                message: "token exchange failed: \(error) \(description)",
+                fieldViolations: [],
+                retry: response.status >= 500 ? .retry : .fixCredentials
+            )
         }
         return (token, now.addingTimeInterval(Self.tokenLifetime(json["expires_in"])))
     }
@@ -198,7 +257,12 @@ final class AccessTokenCache: Sendable {
 
     private let state = NIOLockedValueBox(State())
 
-    func task(now: Date, margin: TimeInterval, force: Bool, fetch: @escaping @Sendable () async throws -> (String, Date)) -> Task<(String, Date), Error> {
+    func task(
+        now: Date,
+        margin: TimeInterval,
+        force: Bool,
+        fetch: @escaping @Sendable () async throws -> (String, Date)
+    ) -> Task<(String, Date), Error> {
         state.withLockedValue { s in
             if !force, let v = s.value, v.expires.timeIntervalSince(now) > margin {
                 let value = v
@@ -209,7 +273,10 @@ final class AccessTokenCache: Sendable {
             let box = state
             let t = Task {
                 let v = try await fetch()
-                box.withLockedValue { $0.value = (v.0, v.1); $0.task = nil }
+                box.withLockedValue {
+                    $0.value = (v.0, v.1)
+                    $0.task = nil
+                }
                 return v
             }
             s.task = t
@@ -225,7 +292,9 @@ final class AccessTokenCache: Sendable {
         }
     }
 
-    func clear(_ task: Task<(String, Date), Error>) { state.withLockedValue { s in if s.task == task { s.task = nil } } }
+    func clear(_ task: Task<(String, Date), Error>) {
+        state.withLockedValue { s in if s.task == task { s.task = nil } }
+    }
 
     func invalidate(_ token: String) { state.withLockedValue { s in if s.value?.token == token { s.value = nil } } }
 

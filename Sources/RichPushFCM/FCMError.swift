@@ -4,7 +4,8 @@ import RichPushTransport
 
 /// FCM's error codes (`FcmError.errorCode`), kept open for codes this code does not know.
 public enum FCMErrorCode: Sendable, Hashable, CustomStringConvertible {
-    case unspecified, invalidArgument, unregistered, senderIDMismatch, quotaExceeded, unavailable, internalError, thirdPartyAuthError
+    case unspecified, invalidArgument, unregistered, senderIDMismatch, quotaExceeded, unavailable, internalError,
+        thirdPartyAuthError
     /// No FcmError detail: the canonical status decided (UNAUTHENTICATED, PERMISSION_DENIED, NOT_FOUND…).
     case status(String)
     case unknown(String)
@@ -64,7 +65,10 @@ public struct FCMFailure: Error, Sendable, CustomStringConvertible {
     public var label: String { code?.metricLabel ?? transport.map { _ in "transport" } ?? "unknown" }
 
     public var description: String {
-        if let code { return "FCM \(httpStatus ?? 0) \(code): \(message)" + fieldViolations.map { " [\($0.field): \($0.description)]" }.joined() }
+        if let code {
+            return "FCM \(httpStatus ?? 0) \(code): \(message)"
+                + fieldViolations.map { " [\($0.field): \($0.description)]" }.joined()
+        }
         return transport?.description ?? message
     }
 
@@ -77,10 +81,17 @@ public struct FCMFailure: Error, Sendable, CustomStringConvertible {
         var violations: [FieldViolation] = []
         for detail in error?["details"]?.arrayValue ?? [] {
             let type = detail["@type"]?.stringValue ?? ""
-            if type.hasSuffix("google.firebase.fcm.v1.FcmError"), let c = detail["errorCode"]?.stringValue { code = FCMErrorCode(errorCode: c) }
+            if type.hasSuffix("google.firebase.fcm.v1.FcmError"), let c = detail["errorCode"]?.stringValue {
+                code = FCMErrorCode(errorCode: c)
+            }
             if type.hasSuffix("google.rpc.BadRequest") {
                 for v in detail["fieldViolations"]?.arrayValue ?? [] {
-                    violations.append(FieldViolation(field: v["field"]?.stringValue ?? "", description: v["description"]?.stringValue ?? ""))
+                    violations.append(
+                        FieldViolation(
+                            field: v["field"]?.stringValue ?? "",
+                            description: v["description"]?.stringValue ?? ""
+                        )
+                    )
                 }
             }
         }
@@ -94,10 +105,19 @@ public struct FCMFailure: Error, Sendable, CustomStringConvertible {
             default: break
             }
         }
-        return FCMFailure(httpStatus: status, code: code, message: message, fieldViolations: violations, retryAfter: retryAfter, transport: nil, retry: decision(code, status: status, retryAfter: retryAfter, message: message))
+        return FCMFailure(
+            httpStatus: status,
+            code: code,
+            message: message,
+            fieldViolations: violations,
+            retryAfter: retryAfter,
+            transport: nil,
+            retry: decision(code, status: status, retryAfter: retryAfter, message: message)
+        )
     }
 
-    static func decision(_ code: FCMErrorCode, status: Int, retryAfter: TimeInterval?, message: String) -> RetryDecision {
+    static func decision(_ code: FCMErrorCode, status: Int, retryAfter: TimeInterval?, message: String) -> RetryDecision
+    {
         switch code {
         case .unregistered: return .dropToken
         case .senderIDMismatch: return .never
@@ -131,14 +151,16 @@ extension FCMErrorCode {
         case .senderIDMismatch:
             return "the token belongs to another Firebase project than this service account's"
         case .thirdPartyAuthError:
-            return "Firebase could not reach APNs for this iOS device: check the APNs key uploaded to the Firebase project"
+            return
+                "Firebase could not reach APNs for this iOS device: check the APNs key uploaded to the Firebase project"
         case .quotaExceeded:
             return "over FCM's sending quota: retried after \(Int(retryAfter ?? 60)) s"
         case .unavailable, .internalError:
             return "a problem on Google's side: retried with backoff"
         case .invalidArgument:
             return message.contains("registration token")
-                ? "the token is not a valid FCM registration token" : message.isEmpty ? nil : "FCM refused the message: \(message)"
+                ? "the token is not a valid FCM registration token"
+                : message.isEmpty ? nil : "FCM refused the message: \(message)"
         case .status(let s) where s.hasPrefix("OAUTH_"):
             return "the service account was refused by the token endpoint (a deleted or revoked key, or this "
                 + "machine's clock far off): download a new key for it"

@@ -17,23 +17,33 @@ public struct ServiceAccount: Sendable {
 
     /// Reads the JSON; the private key never appears in errors.
     public init(json data: Data) throws {
-        guard case .object(let o)? = try? JSONValue.parse(data) else { throw Problem(description: "service account: not a JSON object") }
+        guard case .object(let o)? = try? JSONValue.parse(data) else {
+            throw Problem(description: "service account: not a JSON object")
+        }
         func field(_ name: String) throws -> String {
-            guard let v = o[name]?.stringValue, !v.isEmpty else { throw Problem(description: "service account: missing \(name)") }
+            guard let v = o[name]?.stringValue, !v.isEmpty else {
+                throw Problem(description: "service account: missing \(name)")
+            }
             return v
         }
         projectID = try field("project_id")
         clientEmail = try field("client_email")
         let parts = clientEmail.split(separator: "@", omittingEmptySubsequences: false)
-        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else { throw Problem(description: "service account: client_email is not an email address") }
+        guard parts.count == 2, !parts[0].isEmpty, !parts[1].isEmpty else {
+            throw Problem(description: "service account: client_email is not an email address")
+        }
         privateKeyID = o["private_key_id"]?.stringValue
         switch o["token_uri"] {
         case nil: tokenURI = "https://oauth2.googleapis.com/token"
         case .string(let s)?: tokenURI = s
         default: throw Problem(description: "service account: token_uri is not a string")
         }
-        if let type = o["type"], type != .string("service_account") { throw Problem(description: "service account: type is not service_account") }
-        if let id = o["private_key_id"], id.stringValue == nil { throw Problem(description: "service account: private_key_id is not a string") }
+        if let type = o["type"], type != .string("service_account") {
+            throw Problem(description: "service account: type is not service_account")
+        }
+        if let id = o["private_key_id"], id.stringValue == nil {
+            throw Problem(description: "service account: private_key_id is not a string")
+        }
         do { privateKey = try _RSA.Signing.PrivateKey(pemRepresentation: try field("private_key")) } catch is Problem {
             throw Problem(description: "service account: missing private_key")
         } catch {

@@ -30,7 +30,8 @@ open class RichPushServiceExtension: UNNotificationServiceExtension {
     open func didDeliver(_ report: DeliveryReport) {}
 
     open override func didReceive(
-        _ request: UNNotificationRequest, withContentHandler contentHandler: @escaping (UNNotificationContent) -> Void
+        _ request: UNNotificationRequest,
+        withContentHandler contentHandler: @escaping (UNNotificationContent) -> Void
     ) {
         let handler = ContentHandlerBox(contentHandler)
         // The system keeps this object until the content handler has been called, and `didDeliver` is documented
@@ -64,7 +65,8 @@ public enum RichPushExtension {
     /// ```
     @discardableResult
     public static func handle(
-        _ request: UNNotificationRequest, configuration: RichNotificationProcessor.Configuration = .init(),
+        _ request: UNNotificationRequest,
+        configuration: RichNotificationProcessor.Configuration = .init(),
         deliver: @escaping @Sendable (UNNotificationContent, DeliveryReport) -> Void
     ) -> ProcessingSession {
         let original = OriginalContent(request.content)
@@ -103,7 +105,8 @@ public enum RichPushExtension {
         guard let t = staged.thumbnail else { return options }
         if let c = t.crop {
             // Unit coordinates: the payload's fractions, held to the image.
-            let x = unit(c.x), y = unit(c.y)
+            let x = unit(c.x)
+            let y = unit(c.y)
             let rect = CGRect(x: x, y: y, width: min(unit(c.width), 1 - x), height: min(unit(c.height), 1 - y))
             if rect.width > 0, rect.height > 0 {
                 options[UNNotificationAttachmentOptionsThumbnailClippingRectKey] = rect.dictionaryRepresentation
@@ -120,7 +123,9 @@ public enum RichPushExtension {
                 break
             }
         }
-        if let hidden = t.hidden { options[UNNotificationAttachmentOptionsThumbnailHiddenKey] = NSNumber(value: hidden) }
+        if let hidden = t.hidden {
+            options[UNNotificationAttachmentOptionsThumbnailHiddenKey] = NSNumber(value: hidden)
+        }
         return options
     }
 

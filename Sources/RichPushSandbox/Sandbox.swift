@@ -36,7 +36,16 @@ public final class Sandbox: Sendable {
         }
     }
 
-    init(credentials: SandboxCredentials, apns: APNsEmulator, fcm: FCMEmulator, files: [String: URL], directory: URL, admin: AdminServer, adminPort: Int, group: EventLoopGroup) {
+    init(
+        credentials: SandboxCredentials,
+        apns: APNsEmulator,
+        fcm: FCMEmulator,
+        files: [String: URL],
+        directory: URL,
+        admin: AdminServer,
+        adminPort: Int,
+        group: EventLoopGroup
+    ) {
         self.credentials = credentials
         self.directory = directory
         self.apns = apns
@@ -49,7 +58,13 @@ public final class Sandbox: Sendable {
 
     /// Starts everything on loopback. Credentials are read from `directory` when it holds them, else generated
     /// and written there (so that restarts keep the same keys and CA).
-    public static func start(directory: URL, ports: Ports = Ports(), apnsConfiguration: APNsEmulator.Configuration = .init(), fcmConfiguration: FCMEmulator.Configuration = .init(), threads: Int = System.coreCount) async throws -> Sandbox {
+    public static func start(
+        directory: URL,
+        ports: Ports = Ports(),
+        apnsConfiguration: APNsEmulator.Configuration = .init(),
+        fcmConfiguration: FCMEmulator.Configuration = .init(),
+        threads: Int = System.coreCount
+    ) async throws -> Sandbox {
         let credentials: SandboxCredentials
         if FileManager.default.fileExists(atPath: directory.appendingPathComponent("service-account.json").path) {
             credentials = try SandboxCredentials.read(from: directory)
@@ -66,8 +81,20 @@ public final class Sandbox: Sendable {
             Sandbox.route(apns: apns, fcm: fcm, method: method, path: path, query: query, body: body)
         }
         let adminPort = try await admin.start(port: ports.admin)
-        let sandbox = Sandbox(credentials: credentials, apns: apns, fcm: fcm, files: files, directory: directory, admin: admin, adminPort: adminPort, group: group)
-        try Data(sandbox.summary.prettyPrinted().utf8).write(to: directory.appendingPathComponent(summaryFile), options: .atomic)
+        let sandbox = Sandbox(
+            credentials: credentials,
+            apns: apns,
+            fcm: fcm,
+            files: files,
+            directory: directory,
+            admin: admin,
+            adminPort: adminPort,
+            group: group
+        )
+        try Data(sandbox.summary.prettyPrinted().utf8).write(
+            to: directory.appendingPathComponent(summaryFile),
+            options: .atomic
+        )
         return sandbox
     }
 
@@ -85,49 +112,106 @@ public final class Sandbox: Sendable {
     /// What a client needs, as JSON.
     public var summary: JSONValue {
         [
-            "apns": ["host": "127.0.0.1", "port": .int(Int64(apns.port)), "key_file": .string(files["apns-key"]?.path ?? ""), "key_id": .string(credentials.apnsKeyID), "team_id": .string(credentials.apnsTeamID), "environment": .string(apns.configuration.environment.rawValue)],
-            "fcm": ["url": .string("https://127.0.0.1:\(fcm.port)"), "token_uri": .string(fcm.tokenURI), "service_account_file": .string(files["service-account"]?.path ?? ""), "project_id": .string(credentials.fcmProjectID)],
+            "apns": [
+                "host": "127.0.0.1", "port": .int(Int64(apns.port)), "key_file": .string(files["apns-key"]?.path ?? ""),
+                "key_id": .string(credentials.apnsKeyID), "team_id": .string(credentials.apnsTeamID),
+                "environment": .string(apns.configuration.environment.rawValue),
+            ],
+            "fcm": [
+                "url": .string("https://127.0.0.1:\(fcm.port)"), "token_uri": .string(fcm.tokenURI),
+                "service_account_file": .string(files["service-account"]?.path ?? ""),
+                "project_id": .string(credentials.fcmProjectID),
+            ],
             "ca_file": .string(files["ca"]?.path ?? ""),
             "admin": .string("http://127.0.0.1:\(adminPort)"),
         ]
     }
 
-    static func route(apns: APNsEmulator, fcm: FCMEmulator, method: String, path: String, query: [String: String], body: JSONValue?) -> (Int, JSONValue) {
+    static func route(
+        apns: APNsEmulator,
+        fcm: FCMEmulator,
+        method: String,
+        path: String,
+        query: [String: String],
+        body: JSONValue?
+    ) -> (Int, JSONValue) {
         let limit = Int(query["limit"] ?? "") ?? 100
         switch (method, path) {
         case ("GET", "/health"): return (200, ["ok": true])
         case ("GET", "/apns/notifications"):
             let all = apns.recorded(token: query["token"])
-            return (200, ["count": .int(Int64(all.count)), "accepted_total": .int(Int64(apns.acceptedCount)), "notifications": .array(all.suffix(limit).map(\.json))])
+            return (
+                200,
+                [
+                    "count": .int(Int64(all.count)), "accepted_total": .int(Int64(apns.acceptedCount)),
+                    "notifications": .array(all.suffix(limit).map(\.json)),
+                ]
+            )
         case ("GET", "/apns/stats"):
-            return (200, ["accepted": .int(Int64(apns.acceptedCount)), "rejected": .object(apns.rejectedCounts.mapValues { .int(Int64($0)) })])
+            return (
+                200,
+                [
+                    "accepted": .int(Int64(apns.acceptedCount)),
+                    "rejected": .object(apns.rejectedCounts.mapValues { .int(Int64($0)) }),
+                ]
+            )
         case ("POST", "/apns/devices"):
-            guard let token = body?["token"]?.stringValue, let topic = body?["topic"]?.stringValue else { return (400, ["error": "token and topic are required"]) }
+            guard let token = body?["token"]?.stringValue, let topic = body?["topic"]?.stringValue else {
+                return (400, ["error": "token and topic are required"])
+            }
             apns.registerDevice(token, topic: topic)
             return (201, ["registered": .string(token)])
         case ("POST", "/apns/devices/unregister"):
             guard let token = body?["token"]?.stringValue else { return (400, ["error": "token is required"]) }
-            apns.unregisterDevice(token, at: body?["timestamp_ms"]?.doubleValue.map { Date(timeIntervalSince1970: $0 / 1000) })
+            apns.unregisterDevice(
+                token,
+                at: body?["timestamp_ms"]?.doubleValue.map { Date(timeIntervalSince1970: $0 / 1000) }
+            )
             return (200, ["unregistered": .string(token)])
         case ("POST", "/apns/faults"):
-            guard let fault = apnsFault(body) else { return (400, ["error": "kind must be status, goaway, reset, stall, refuse or lower_streams"]) }
-            if let rate = body?["rate"]?.doubleValue { apns.inject(fault, rate: rate) } else { apns.inject(fault, count: Int(body?["count"]?.intValue ?? 1)) }
+            guard let fault = apnsFault(body) else {
+                return (400, ["error": "kind must be status, goaway, reset, stall, refuse or lower_streams"])
+            }
+            if let rate = body?["rate"]?.doubleValue {
+                apns.inject(fault, rate: rate)
+            } else {
+                apns.inject(fault, count: Int(body?["count"]?.intValue ?? 1))
+            }
             return (201, ["injected": true])
         case ("DELETE", "/apns/faults"):
             apns.clearFaults()
             return (200, ["cleared": true])
         case ("GET", "/fcm/messages"):
             let all = fcm.recorded()
-            return (200, ["count": .int(Int64(all.count)), "accepted_total": .int(Int64(fcm.acceptedCount)), "messages": .array(all.suffix(limit).map(\.json))])
+            return (
+                200,
+                [
+                    "count": .int(Int64(all.count)), "accepted_total": .int(Int64(fcm.acceptedCount)),
+                    "messages": .array(all.suffix(limit).map(\.json)),
+                ]
+            )
         case ("GET", "/fcm/stats"):
-            return (200, ["accepted": .int(Int64(fcm.acceptedCount)), "errors": .object(fcm.errorCounts.mapValues { .int(Int64($0)) }), "token_exchanges": .int(Int64(fcm.tokenExchangeCount))])
+            return (
+                200,
+                [
+                    "accepted": .int(Int64(fcm.acceptedCount)),
+                    "errors": .object(fcm.errorCounts.mapValues { .int(Int64($0)) }),
+                    "token_exchanges": .int(Int64(fcm.tokenExchangeCount)),
+                ]
+            )
         case ("POST", "/fcm/devices/unregister"):
             guard let token = body?["token"]?.stringValue else { return (400, ["error": "token is required"]) }
             fcm.unregister(token: token)
             return (200, ["unregistered": .string(token)])
         case ("POST", "/fcm/faults"):
-            guard let fault = fcmFault(body) else { return (400, ["error": "kind must be quota, unavailable, internal, reset, stall or goaway"]) }
-            if let rate = body?["rate"]?.doubleValue { fcm.inject(fault, rate: rate) } else { fcm.inject(fault, count: Int(body?["count"]?.intValue ?? 1)) }
+            guard let fault = fcmFault(body) else {
+                return (400, ["error": "kind must be quota, unavailable, internal, reset, stall or goaway"])
+            }
+            if let rate = body?["rate"]?.doubleValue {
+                fcm.inject(fault, rate: rate)
+            } else {
+                fcm.inject(fault, count: Int(body?["count"]?.intValue ?? 1))
+            }
             return (201, ["injected": true])
         case ("DELETE", "/fcm/faults"):
             fcm.clearFaults()
@@ -145,7 +229,11 @@ public final class Sandbox: Sendable {
         let retryAfter = body?["retry_after"]?.intValue.map { Int($0) }
         switch body?["kind"]?.stringValue {
         case "status":
-            return .status(Int(body?["status"]?.intValue ?? 503), reason: body?["reason"]?.stringValue ?? "ServiceUnavailable", retryAfter: retryAfter)
+            return .status(
+                Int(body?["status"]?.intValue ?? 503),
+                reason: body?["reason"]?.stringValue ?? "ServiceUnavailable",
+                retryAfter: retryAfter
+            )
         case "goaway": return .goAway(reason: body?["reason"]?.stringValue ?? "Shutdown")
         case "reset": return .reset
         case "stall": return .stall

@@ -1,13 +1,19 @@
 /// Real file headers, built byte by byte from each format's specification, for tests and benchmarks.
 public enum MediaSamples {
-    public static func be32(_ v: Int) -> [UInt8] { [UInt8(v >> 24 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
-    public static func le32(_ v: Int) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24 & 0xFF)] }
+    public static func be32(_ v: Int) -> [UInt8] {
+        [UInt8(v >> 24 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)]
+    }
+    public static func le32(_ v: Int) -> [UInt8] {
+        [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24 & 0xFF)]
+    }
     public static func ascii(_ s: String) -> [UInt8] { Array(s.utf8) }
 
     public static func jpeg(marker: UInt8) -> [UInt8] {
         switch marker {
         case 0xE1:  // EXIF: APP1 "Exif\0\0" then a TIFF header
-            return [0xFF, 0xD8, 0xFF, 0xE1, 0x00, 0x16] + ascii("Exif") + [0, 0] + [0x49, 0x49, 0x2A, 0x00, 0x08, 0, 0, 0] + [0, 0] + Array(repeating: 0, count: 6)
+            return [0xFF, 0xD8, 0xFF, 0xE1, 0x00, 0x16] + ascii("Exif") + [0, 0] + [
+                0x49, 0x49, 0x2A, 0x00, 0x08, 0, 0, 0,
+            ] + [0, 0] + Array(repeating: 0, count: 6)
         case 0xE0:  // JFIF
             return [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10] + ascii("JFIF") + [0, 1, 1, 0, 0, 1, 0, 1, 0, 0]
         default:
@@ -15,11 +21,19 @@ public enum MediaSamples {
         }
     }
 
-    public static let png: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + be32(13) + ascii("IHDR") + be32(1) + be32(1) + [8, 6, 0, 0, 0]
+    public static let png: [UInt8] =
+        [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A] + be32(13) + ascii("IHDR") + be32(1) + be32(1) + [
+            8, 6, 0, 0, 0,
+        ]
     public static let gif87 = ascii("GIF87a") + [1, 0, 1, 0, 0, 0, 0]
     public static let gif89 = ascii("GIF89a") + [1, 0, 1, 0, 0x80, 0, 0]
-    public static func riff(_ form: String) -> [UInt8] { ascii("RIFF") + le32(1000) + ascii(form) + ascii(form == "WAVE" ? "fmt " : form == "AVI " ? "LIST" : "VP8 ") + le32(16) }
-    public static func aiff(_ form: String) -> [UInt8] { ascii("FORM") + be32(1000) + ascii(form) + ascii("COMM") + be32(18) }
+    public static func riff(_ form: String) -> [UInt8] {
+        ascii("RIFF") + le32(1000) + ascii(form) + ascii(form == "WAVE" ? "fmt " : form == "AVI " ? "LIST" : "VP8 ")
+            + le32(16)
+    }
+    public static func aiff(_ form: String) -> [UInt8] {
+        ascii("FORM") + be32(1000) + ascii(form) + ascii("COMM") + be32(18)
+    }
 
     /// An ISO base media `ftyp` box with its major brand and compatible brands.
     public static func ftyp(_ major: String, _ compatible: [String] = []) -> [UInt8] {

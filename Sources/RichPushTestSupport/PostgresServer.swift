@@ -44,7 +44,10 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
     /// A new database on this server, empty or a copy of `template` (a database nobody is connected to); its URL.
     public func createDatabase(template: String? = nil, name given: String? = nil) throws -> String {
         let name = given ?? "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
-        try run("createdb", ["-h", "127.0.0.1", "-p", String(port), "-U", user] + (template.map { ["-T", $0] } ?? []) + [String(name)])
+        try run(
+            "createdb",
+            ["-h", "127.0.0.1", "-p", String(port), "-U", user] + (template.map { ["-T", $0] } ?? []) + [String(name)]
+        )
         return "postgres://\(user)@127.0.0.1:\(port)/\(name)?sslmode=disable"
     }
 
@@ -52,7 +55,13 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
     @discardableResult
     public func psql(_ url: String, _ sql: String) throws -> String {
         let database = URL(string: url)?.path.dropFirst() ?? "postgres"
-        return try run("psql", ["-h", "127.0.0.1", "-p", String(port), "-U", user, "-d", String(database), "-v", "ON_ERROR_STOP=1", "-At", "-c", sql])
+        return try run(
+            "psql",
+            [
+                "-h", "127.0.0.1", "-p", String(port), "-U", user, "-d", String(database), "-v", "ON_ERROR_STOP=1",
+                "-At", "-c", sql,
+            ]
+        )
     }
 
     /// Stops the server at once, keeping its data (SIGQUIT: PostgreSQL's immediate shutdown; every connection is
@@ -76,15 +85,22 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
 
     public static func start() throws -> PostgresServer {
         guard let bin = binaries() else {
-            throw Failure(description: "no PostgreSQL binaries (initdb, postgres): apt-get install postgresql, or set RICHPUSH_PG_BIN")
+            throw Failure(
+                description:
+                    "no PostgreSQL binaries (initdb, postgres): apt-get install postgresql, or set RICHPUSH_PG_BIN"
+            )
         }
         let directory = URL(fileURLWithPath: "/tmp/richpush-pg-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var runAs: String?
         if geteuid() == 0 {
             let name = getpwnam("postgres") != nil ? "postgres" : "nobody"
-            guard let pw = getpwnam(name) else { throw Failure(description: "no unprivileged user to run PostgreSQL as") }
-            guard chown(directory.path, pw.pointee.pw_uid, pw.pointee.pw_gid) == 0 else { throw Failure(description: "cannot give \(directory.path) to \(name)") }
+            guard let pw = getpwnam(name) else {
+                throw Failure(description: "no unprivileged user to run PostgreSQL as")
+            }
+            guard chown(directory.path, pw.pointee.pw_uid, pw.pointee.pw_gid) == 0 else {
+                throw Failure(description: "cannot give \(directory.path) to \(name)")
+            }
             runAs = name
         }
         let server = PostgresServer(port: try freePort(), directory: directory, bin: bin, runAs: runAs)
@@ -109,11 +125,16 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
     /// Starts the server and waits until it says it accepts connections (up to a minute).
     func serve(data: String) throws {
         let logURL = directory.appendingPathComponent("server.log")
-        if !FileManager.default.fileExists(atPath: logURL.path) { FileManager.default.createFile(atPath: logURL.path, contents: nil) }
+        if !FileManager.default.fileExists(atPath: logURL.path) {
+            FileManager.default.createFile(atPath: logURL.path, contents: nil)
+        }
         let log = try FileHandle(forWritingTo: logURL)
         log.seekToEndOfFile()
         let logStart = self.log.count
-        let arguments = ["-D", data, "-p", String(port), "-k", directory.path, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off", "-c", "full_page_writes=off", "-c", "max_connections=500"]
+        let arguments = [
+            "-D", data, "-p", String(port), "-k", directory.path, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
+            "-c", "full_page_writes=off", "-c", "max_connections=500",
+        ]
         command(process, "postgres", arguments)
         process.standardOutput = log
         process.standardError = log
@@ -121,8 +142,12 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
         try process.run()
         let deadline = Date().addingTimeInterval(60)
         while !String(self.log.dropFirst(logStart)).contains("database system is ready to accept connections") {
-            guard process.isRunning else { throw Failure(description: "postgres ended at start: \(self.log.suffix(2000))") }
-            guard Date() < deadline else { throw Failure(description: "postgres did not start within a minute: \(self.log.suffix(2000))") }
+            guard process.isRunning else {
+                throw Failure(description: "postgres ended at start: \(self.log.suffix(2000))")
+            }
+            guard Date() < deadline else {
+                throw Failure(description: "postgres did not start within a minute: \(self.log.suffix(2000))")
+            }
             usleep(20_000)
         }
     }
@@ -151,7 +176,9 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
     }
 
     /// What the server logged (for a failing test's message).
-    public var log: String { (try? String(contentsOf: directory.appendingPathComponent("server.log"), encoding: .utf8)) ?? "" }
+    public var log: String {
+        (try? String(contentsOf: directory.appendingPathComponent("server.log"), encoding: .utf8)) ?? ""
+    }
 
     @discardableResult
     func run(_ tool: String, _ arguments: [String]) throws -> String {
@@ -163,20 +190,26 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
         try p.run()
         let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         p.waitUntilExit()
-        guard p.terminationStatus == 0 else { throw Failure(description: "\(tool) failed (\(p.terminationStatus)): \(text.suffix(2000))") }
+        guard p.terminationStatus == 0 else {
+            throw Failure(description: "\(tool) failed (\(p.terminationStatus)): \(text.suffix(2000))")
+        }
         return text
     }
 
     static func binaries() -> URL? {
         let fm = FileManager.default
-        if let env = ProcessInfo.processInfo.environment["RICHPUSH_PG_BIN"], fm.isExecutableFile(atPath: env + "/initdb") {
+        if let env = ProcessInfo.processInfo.environment["RICHPUSH_PG_BIN"],
+            fm.isExecutableFile(atPath: env + "/initdb")
+        {
             return URL(fileURLWithPath: env)
         }
-        let versions = ((try? fm.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []).compactMap(Int.init).sorted()
+        let versions = ((try? fm.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []).compactMap(Int.init)
+            .sorted()
         for v in versions.reversed() where fm.isExecutableFile(atPath: "/usr/lib/postgresql/\(v)/bin/initdb") {
             return URL(fileURLWithPath: "/usr/lib/postgresql/\(v)/bin")
         }
-        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":") where fm.isExecutableFile(atPath: "\(dir)/initdb") {
+        for dir in (ProcessInfo.processInfo.environment["PATH"] ?? "").split(separator: ":")
+        where fm.isExecutableFile(atPath: "\(dir)/initdb") {
             return URL(fileURLWithPath: String(dir))
         }
         return nil
@@ -193,7 +226,9 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
         address.sin_port = 0
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) { p in
-            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+            }
         }
         guard bound else { throw Failure(description: "no free port") }
         return Int(UInt16(bigEndian: address.sin_port))

@@ -12,7 +12,8 @@ public enum Python {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         p.arguments = ["python3", "-c", script]
-        let input = Pipe(), output = Pipe()
+        let input = Pipe()
+        let output = Pipe()
         p.standardInput = input
         p.standardOutput = output
         try p.run()

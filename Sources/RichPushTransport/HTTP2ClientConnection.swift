@@ -46,7 +46,13 @@ public final class HTTP2ClientConnection: Sendable {
     /// Set once the server's first SETTINGS frame has arrived.
     let ready: EventLoopFuture<Void>
 
-    init(channel: Channel, multiplexer: NIOHTTP2Handler.StreamMultiplexer, state: NIOLockedValueBox<State>, authority: String, ready: EventLoopFuture<Void>) {
+    init(
+        channel: Channel,
+        multiplexer: NIOHTTP2Handler.StreamMultiplexer,
+        state: NIOLockedValueBox<State>,
+        authority: String,
+        ready: EventLoopFuture<Void>
+    ) {
         self.channel = channel
         self.multiplexer = multiplexer
         self.state = state
@@ -55,12 +61,18 @@ public final class HTTP2ClientConnection: Sendable {
     }
 
     /// Connects, negotiates `h2` and waits for the server's SETTINGS.
-    public static func connect(to target: Target, group: EventLoopGroup, timeout: TimeAmount = .seconds(10)) async throws -> HTTP2ClientConnection {
+    public static func connect(
+        to target: Target,
+        group: EventLoopGroup,
+        timeout: TimeAmount = .seconds(10)
+    ) async throws -> HTTP2ClientConnection {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.applicationProtocols = ["h2"]
         try target.trust.apply(to: &tls)
         if let id = target.identity {
-            tls.certificateChain = try NIOSSLCertificate.fromPEMBytes(Array(id.certificateChainPEM.utf8)).map { .certificate($0) }
+            tls.certificateChain = try NIOSSLCertificate.fromPEMBytes(Array(id.certificateChainPEM.utf8)).map {
+                .certificate($0)
+            }
             tls.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(id.privateKeyPEM.utf8), format: .pem))
         }
         let context = try NIOSSLContext(configuration: tls)
@@ -81,12 +93,21 @@ public final class HTTP2ClientConnection: Sendable {
                             mode: .client,
                             connectionConfiguration: .init(),
                             streamConfiguration: .init(),
-                            inboundStreamInitializer: { $0.eventLoop.makeSucceededVoidFuture() })
-                        try channel.pipeline.syncOperations.addHandler(ConnectionObserver(state: state, ready: readyPromise))
+                            inboundStreamInitializer: { $0.eventLoop.makeSucceededVoidFuture() }
+                        )
+                        try channel.pipeline.syncOperations.addHandler(
+                            ConnectionObserver(state: state, ready: readyPromise)
+                        )
                         return (channel, mux, readyPromise.futureResult)
                     }
                 }
-            let connection = HTTP2ClientConnection(channel: channel, multiplexer: multiplexer, state: state, authority: authority, ready: ready)
+            let connection = HTTP2ClientConnection(
+                channel: channel,
+                multiplexer: multiplexer,
+                state: state,
+                authority: authority,
+                ready: ready
+            )
             let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
             defer { deadline.cancel() }
             try await ready.get()
@@ -138,7 +159,11 @@ public final class HTTP2ClientConnection: Sendable {
         }
     }
 
-    public var load: Load { state.withLockedValue { Load(inFlight: $0.inFlight, remoteMaxStreams: $0.remoteMaxStreams, isFresh: $0.completed == 0) } }
+    public var load: Load {
+        state.withLockedValue {
+            Load(inFlight: $0.inFlight, remoteMaxStreams: $0.remoteMaxStreams, isFresh: $0.completed == 0)
+        }
+    }
 
     /// The server's current MAX_CONCURRENT_STREAMS.
     public var remoteMaxStreams: Int { state.withLockedValue { $0.remoteMaxStreams } }
@@ -171,7 +196,13 @@ public final class HTTP2ClientConnection: Sendable {
             return promise.futureResult
         }
         let state = self.state
-        promise.futureResult.whenComplete { _ in state.withLockedValue { $0.inFlight -= 1; $0.completed &+= 1; $0.lastActivity = .now() } }
+        promise.futureResult.whenComplete { _ in
+            state.withLockedValue {
+                $0.inFlight -= 1
+                $0.completed &+= 1
+                $0.lastActivity = .now()
+            }
+        }
 
         var headers = HPACKHeaders()
         headers.reserveCapacity(request.headers.count + 4)
@@ -192,7 +223,10 @@ public final class HTTP2ClientConnection: Sendable {
             let opened = loop.makePromise(of: Channel.self)
             opened.futureResult.whenFailure { _ in
                 // The multiplexer could not open the stream (the connection closed or is closing): nothing was sent.
-                promise.fail(state.withLockedValue { $0.goAway }.map { .goingAway(reason: $0.reason, processed: false) } ?? TransportError.notSent)
+                promise.fail(
+                    state.withLockedValue { $0.goAway }.map { .goingAway(reason: $0.reason, processed: false) }
+                        ?? TransportError.notSent
+                )
             }
             multiplexer.createStreamChannel(promise: opened) { stream in
                 let handler = ResponseCollector(promise: promise, connectionState: state)
@@ -206,8 +240,16 @@ public final class HTTP2ClientConnection: Sendable {
                     if case TransportError.timedOut = error { stream.close(promise: nil) }
                 }
                 let hasBody = body.map { $0.readableBytes > 0 } ?? false
-                stream.write(HTTP2Frame.FramePayload.headers(.init(headers: requestHeaders, endStream: !hasBody)), promise: nil)
-                if let body, hasBody { stream.write(HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(body), endStream: true)), promise: nil) }
+                stream.write(
+                    HTTP2Frame.FramePayload.headers(.init(headers: requestHeaders, endStream: !hasBody)),
+                    promise: nil
+                )
+                if let body, hasBody {
+                    stream.write(
+                        HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(body), endStream: true)),
+                        promise: nil
+                    )
+                }
                 stream.flush()
                 return stream.eventLoop.makeSucceededVoidFuture()
             }
@@ -231,7 +273,10 @@ public final class HTTP2ClientConnection: Sendable {
             observer.pendingPings.append(promise)
             let timer = loop.scheduleTask(in: timeout) { promise.fail(TransportError.timedOut) }
             promise.futureResult.whenComplete { _ in timer.cancel() }
-            channel.writeAndFlush(HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 0x5250), ack: false)), promise: nil)
+            channel.writeAndFlush(
+                HTTP2Frame(streamID: .rootStream, payload: .ping(HTTP2PingData(withInteger: 0x5250), ack: false)),
+                promise: nil
+            )
             return promise.futureResult
         }
     }
@@ -391,7 +436,9 @@ final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
     /// After GOAWAY, a stream above the server's last processed id was not processed, whatever closed it.
     private func goAwayError(_ context: ChannelHandlerContext) -> TransportError? {
         guard let g = connectionState.withLockedValue({ $0.goAway }) else { return nil }
-        let streamID = (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)).flatMap { Int($0.description) }
+        let streamID = (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)).flatMap {
+            Int($0.description)
+        }
         return .goingAway(reason: g.reason, processed: streamID.map { $0 <= g.lastStreamID } ?? false)
     }
 

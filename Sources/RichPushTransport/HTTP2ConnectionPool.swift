@@ -36,7 +36,17 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
         public var backoffBase: TimeAmount
         public var backoffCap: TimeAmount
 
-        public init(target: HTTP2ClientConnection.Target, connections: Int = 2, streamsPerConnection: Int = HTTP2PoolDefaults.streamsPerConnection, connectTimeout: TimeAmount = .seconds(10), requestTimeout: TimeAmount = .seconds(10), maxAttempts: Int = 3, pingInterval: TimeAmount = .seconds(60), backoffBase: TimeAmount = .milliseconds(100), backoffCap: TimeAmount = .seconds(10)) {
+        public init(
+            target: HTTP2ClientConnection.Target,
+            connections: Int = 2,
+            streamsPerConnection: Int = HTTP2PoolDefaults.streamsPerConnection,
+            connectTimeout: TimeAmount = .seconds(10),
+            requestTimeout: TimeAmount = .seconds(10),
+            maxAttempts: Int = 3,
+            pingInterval: TimeAmount = .seconds(60),
+            backoffBase: TimeAmount = .milliseconds(100),
+            backoffCap: TimeAmount = .seconds(10)
+        ) {
             self.target = target
             self.connections = connections
             self.streamsPerConnection = max(1, streamsPerConnection)
@@ -78,7 +88,14 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
         self.configuration = configuration
         self.group = group
         self.makeExtra = makeExtra
-        state = NIOLockedValueBox(State(slots: Array(repeating: .empty(failures: 0, notBefore: .uptimeNanoseconds(0)), count: max(1, configuration.connections))))
+        state = NIOLockedValueBox(
+            State(
+                slots: Array(
+                    repeating: .empty(failures: 0, notBefore: .uptimeNanoseconds(0)),
+                    count: max(1, configuration.connections)
+                )
+            )
+        )
         let interval = configuration.pingInterval
         let task = group.next().scheduleRepeatedAsyncTask(initialDelay: interval, delay: interval) { [weak self] task in
             self?.pingIdle() ?? group.next().makeSucceededVoidFuture()
@@ -116,14 +133,17 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
         pooled.connection.close()
         state.withLockedValue { s in
             for i in s.slots.indices {
-                if case .ready(let p) = s.slots[i], p.id == pooled.id { s.slots[i] = .empty(failures: 0, notBefore: .now()) }
+                if case .ready(let p) = s.slots[i], p.id == pooled.id {
+                    s.slots[i] = .empty(failures: 0, notBefore: .now())
+                }
             }
         }
     }
 
     /// The connections that are open now.
     public var openConnections: [Pooled] {
-        state.withLockedValue { s in s.slots.compactMap { if case .ready(let p) = $0 { return p } else { return nil } } }
+        state.withLockedValue { s in s.slots.compactMap { if case .ready(let p) = $0 { return p } else { return nil } }
+        }
     }
 
     func acquire() async throws -> Pooled {
@@ -131,13 +151,16 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
         var lastError: Error?
         while true {
             if failedConnects >= configuration.maxAttempts {
-                throw (lastError as? TransportError) ?? TransportError.connectFailed(lastError.map { "\($0)" } ?? "no connection")
+                throw (lastError as? TransportError)
+                    ?? TransportError.connectFailed(lastError.map { "\($0)" } ?? "no connection")
             }
             let next: AcquireStep = try state.withLockedValue { s in
                 if s.shutDown { throw TransportError.shutDown }
                 // Forget connections that closed or are going away.
                 for i in s.slots.indices {
-                    if case .ready(let p) = s.slots[i], !p.connection.isUsable { s.slots[i] = .empty(failures: 0, notBefore: .now()) }
+                    if case .ready(let p) = s.slots[i], !p.connection.isUsable {
+                        s.slots[i] = .empty(failures: 0, notBefore: .now())
+                    }
                 }
                 var ready: [(pooled: Pooled, load: HTTP2ClientConnection.Load)] = []
                 ready.reserveCapacity(s.slots.count)
@@ -155,7 +178,8 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                 // one whose server has not yet had the chance to raise its low starting limit, takes the next
                 // requests over the cap once it can, so a burst does not open every slot at once.
                 let now = NIODeadline.now()
-                let growing = s.slots.contains { if case .connecting = $0 { return true } else { return false } }
+                let growing =
+                    s.slots.contains { if case .connecting = $0 { return true } else { return false } }
                     || ready.contains { $0.load.isFresh && $0.load.remoteMaxStreams < cap }
                 for i in s.slots.indices where best == nil || !growing {
                     if case .empty(let failures, let notBefore) = s.slots[i], notBefore <= now {
@@ -167,9 +191,13 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                         break
                     }
                 }
-                if let best, best.connection.reserveStream(cap: nil) { return .use(best) }  // over the cap (the HTTP/2 layer queues past the server's limit)
+                // over the cap (the HTTP/2 layer queues past the server's limit)
+                if let best, best.connection.reserveStream(cap: nil) { return .use(best) }
                 for slot in s.slots { if case .connecting(let t) = slot { return .wait(t) } }
-                let earliest = s.slots.compactMap { slot -> NIODeadline? in if case .empty(_, let nb) = slot { return nb } else { return nil } }.min() ?? now
+                let earliest =
+                    s.slots.compactMap { slot -> NIODeadline? in
+                        if case .empty(_, let nb) = slot { return nb } else { return nil }
+                    }.min() ?? now
                 return .sleep(earliest - now)
             }
             switch next {
@@ -193,7 +221,11 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
         let makeExtra = self.makeExtra
         return Task { [state] in
             do {
-                let connection = try await HTTP2ClientConnection.connect(to: config.target, group: group, timeout: config.connectTimeout)
+                let connection = try await HTTP2ClientConnection.connect(
+                    to: config.target,
+                    group: group,
+                    timeout: config.connectTimeout
+                )
                 let pooled = Pooled(connection: connection, extra: makeExtra(), id: id)
                 let keep = state.withLockedValue { s -> Bool in
                     guard !s.shutDown, s.slots.indices.contains(slot) else { return false }
@@ -224,7 +256,9 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
 
     private func pingIdle() -> EventLoopFuture<Void> {
         let loop = group.next()
-        let idle = openConnections.filter { $0.connection.inFlight == 0 && $0.connection.idleTime >= configuration.pingInterval }
+        let idle = openConnections.filter {
+            $0.connection.inFlight == 0 && $0.connection.idleTime >= configuration.pingInterval
+        }
         let pings = idle.map { p in
             p.connection.ping().flatMapErrorThrowing { [weak self] _ in self?.retire(p) }
         }
@@ -241,7 +275,10 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
     }
 
     public func shutdown() async {
-        pinger.withLockedValue { $0?.cancel(); $0 = nil }
+        pinger.withLockedValue {
+            $0?.cancel()
+            $0 = nil
+        }
         let slots = state.withLockedValue { s -> [Slot] in
             s.shutDown = true
             let old = s.slots

@@ -61,7 +61,8 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .streamRefused: return "stream refused by the server"
-        case let .goingAway(reason, processed): return "connection going away (\(reason ?? "no reason"))\(processed ? "" : ", request not processed")"
+        case let .goingAway(reason, processed):
+            return "connection going away (\(reason ?? "no reason"))\(processed ? "" : ", request not processed")"
         case .connectionClosed: return "connection closed with the request in flight"
         case .notSent: return "connection closed before the request was sent"
         case .timedOut: return "no response before the request timeout"

@@ -5,8 +5,11 @@ import _CryptoExtras
 /// Compact JSON Web Tokens as APNs (ES256) and Google's token endpoint (RS256) use them.
 public enum JWT {
     public static func base64URL(_ data: some DataProtocol) -> String {
-        Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
+        Data(data).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
+            of: "/",
+            with: "_"
+        )
+        .replacingOccurrences(of: "=", with: "")
     }
 
     public static func decodeBase64URL(_ s: Substring) -> Data? {
@@ -31,8 +34,12 @@ public enum JWT {
 
     /// The three parts of a token, decoded; nil when it is not a well-formed compact JWT.
     public struct Parts: Sendable {
-        public var header: [String: Any] { (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any] ?? [:] }
-        public var claims: [String: Any] { (try? JSONSerialization.jsonObject(with: claimsData)) as? [String: Any] ?? [:] }
+        public var header: [String: Any] {
+            (try? JSONSerialization.jsonObject(with: headerData)) as? [String: Any] ?? [:]
+        }
+        public var claims: [String: Any] {
+            (try? JSONSerialization.jsonObject(with: claimsData)) as? [String: Any] ?? [:]
+        }
         public let headerData: Data
         public let claimsData: Data
         public let signature: Data
@@ -40,7 +47,9 @@ public enum JWT {
 
         public init?(_ token: String) {
             let pieces = token.split(separator: ".", omittingEmptySubsequences: false)
-            guard pieces.count == 3, let h = decodeBase64URL(pieces[0]), let c = decodeBase64URL(pieces[1]), let s = decodeBase64URL(pieces[2]) else {
+            guard pieces.count == 3, let h = decodeBase64URL(pieces[0]), let c = decodeBase64URL(pieces[1]),
+                let s = decodeBase64URL(pieces[2])
+            else {
                 return nil
             }
             headerData = h
@@ -51,13 +60,25 @@ public enum JWT {
 
         /// Verifies an ES256 signature given raw (R||S) or DER, as APNs accepts both.
         public func verifiesES256(with key: P256.Signing.PublicKey) -> Bool {
-            if let raw = try? P256.Signing.ECDSASignature(rawRepresentation: signature), key.isValidSignature(raw, for: signingInput) { return true }
-            if let der = try? P256.Signing.ECDSASignature(derRepresentation: signature), key.isValidSignature(der, for: signingInput) { return true }
+            if let raw = try? P256.Signing.ECDSASignature(rawRepresentation: signature),
+                key.isValidSignature(raw, for: signingInput)
+            {
+                return true
+            }
+            if let der = try? P256.Signing.ECDSASignature(derRepresentation: signature),
+                key.isValidSignature(der, for: signingInput)
+            {
+                return true
+            }
             return false
         }
 
         public func verifiesRS256(with key: _RSA.Signing.PublicKey) -> Bool {
-            key.isValidSignature(_RSA.Signing.RSASignature(rawRepresentation: signature), for: signingInput, padding: .insecurePKCS1v1_5)
+            key.isValidSignature(
+                _RSA.Signing.RSASignature(rawRepresentation: signature),
+                for: signingInput,
+                padding: .insecurePKCS1v1_5
+            )
         }
     }
 }

@@ -41,7 +41,9 @@ public let maxRetryAfter: TimeInterval = 86_400
 
 /// Parses a `Retry-After` value: seconds, or an HTTP date; held to `0...maxRetryAfter`, nil when unreadable.
 public func parseRetryAfter(_ value: String?, now: Date = Date()) -> TimeInterval? {
-    guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty, value.utf8.count <= 64 else { return nil }
+    guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty, value.utf8.count <= 64 else {
+        return nil
+    }
     if let seconds = Double(value) {
         guard seconds.isFinite, seconds >= 0 else { return nil }
         return min(seconds, maxRetryAfter)

@@ -16,7 +16,8 @@ open class UNNotificationServiceExtension: NSObject {
     /// Modify `request.content` and call `contentHandler` exactly once. The base class hands the content over
     /// unchanged.
     open func didReceive(
-        _ request: UNNotificationRequest, withContentHandler contentHandler: @escaping (UNNotificationContent) -> Void
+        _ request: UNNotificationRequest,
+        withContentHandler contentHandler: @escaping (UNNotificationContent) -> Void
     ) {
         contentHandler(request.content)
     }

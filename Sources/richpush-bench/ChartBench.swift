@@ -18,15 +18,25 @@ enum BenchChart {
     }
 
     static func spec(scale: Int) -> ChartSpec {
-        ChartSpec(kind: .line, series: [.init(values: values())], title: "ACME · 1D", value: "$184.20", change: "▲ 2.3%",
-            labels: ["9:30", "12:00", "16:00"], width: 320, height: 320, scale: scale)
+        ChartSpec(
+            kind: .line,
+            series: [.init(values: values())],
+            title: "ACME · 1D",
+            value: "$184.20",
+            change: "▲ 2.3%",
+            labels: ["9:30", "12:00", "16:00"],
+            width: 320,
+            height: 320,
+            scale: scale
+        )
     }
 }
 
 struct ChartBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "chart",
-        abstract: "Time a 100-point line chart at 320x320 pt, scale 2; the renderer's peak memory at scale 3; the PNG size; and matplotlib's Agg on the same chart."
+        abstract:
+            "Time a 100-point line chart at 320x320 pt, scale 2; the renderer's peak memory at scale 3; the PNG size; and matplotlib's Agg on the same chart."
     )
 
     @Option(help: "Timed renders.")
@@ -48,25 +58,46 @@ struct ChartBench: ParsableCommand {
         }
         let median = Measure.median(times)
         print("chart: 100-point line, 320x320 pt @2x (640x640 px)")
-        print(String(format: "  render + encode: median %.2f ms, p90 %.2f ms, min %.2f ms over %d runs", median, Measure.percentile(times, 0.9), times.min() ?? 0, runs))
+        print(
+            String(
+                format: "  render + encode: median %.2f ms, p90 %.2f ms, min %.2f ms over %d runs",
+                median,
+                Measure.percentile(times, 0.9),
+                times.min() ?? 0,
+                runs
+            )
+        )
         print("  PNG: \(size) bytes (\(String(format: "%.1f", Double(size) / 1024)) KiB)")
 
         // Memory in a fresh process, so that nothing else in this one inflates the peak.
         let probe = try Measure.runSelf(["chart-memory-probe"])
-        print("  peak memory of one render at scale 3 (960x960 px): " + probe.trimmingCharacters(in: .whitespacesAndNewlines))
+        print(
+            "  peak memory of one render at scale 3 (960x960 px): "
+                + probe.trimmingCharacters(in: .whitespacesAndNewlines)
+        )
 
         guard !noPeer else { return }
         let cfg = FileManager.default.temporaryDirectory.appendingPathComponent("richpush-chart-bench.json")
-        let json: JSONValue = ["values": .array(BenchChart.values().map(JSONValue.double)), "width": 320, "height": 320, "scale": 2,
-            "runs": .int(Int64(min(runs, 50))), "title": "ACME · 1D", "value": "$184.20", "change": "▲ 2.3%"]
+        let json: JSONValue = [
+            "values": .array(BenchChart.values().map(JSONValue.double)), "width": 320, "height": 320, "scale": 2,
+            "runs": .int(Int64(min(runs, 50))), "title": "ACME · 1D", "value": "$184.20", "change": "▲ 2.3%",
+        ]
         try Data(json.serialized()).write(to: cfg)
-        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Benchmarks/chart_matplotlib.py").standardized.path
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+            "../../Benchmarks/chart_matplotlib.py"
+        ).standardized.path
         let (status, out) = try Measure.runProcess("python3", [script, cfg.path])
         guard status == 0, let peer = try? JSONValue.parse(out), let peerMedian = peer["median_ms"]?.doubleValue else {
             print("  matplotlib: not run (python3 -m pip install matplotlib)")
             throw ExitCode(1)
         }
-        print(String(format: "  matplotlib Agg, same chart and pixel size: median %.2f ms, PNG %d bytes", peerMedian, Int(peer["png_bytes"]?.intValue ?? 0)))
+        print(
+            String(
+                format: "  matplotlib Agg, same chart and pixel size: median %.2f ms, PNG %d bytes",
+                peerMedian,
+                Int(peer["png_bytes"]?.intValue ?? 0)
+            )
+        )
         print(String(format: "  ratio: RichPush is %.1fx faster", peerMedian / median))
     }
 }

@@ -7,7 +7,9 @@ struct ChartProfile: ParsableCommand {
 
     func run() throws {
         let spec = BenchChart.spec(scale: 2)
-        var draw: [Double] = [], filter: [Double] = [], deflate: [Double] = []
+        var draw: [Double] = []
+        var filter: [Double] = []
+        var deflate: [Double] = []
         for _ in 0..<100 {
             let t0 = Measure.now()
             var b = ChartRenderer.draw(spec)
@@ -20,6 +22,8 @@ struct ChartProfile: ParsableCommand {
             filter.append(Measure.milliseconds(t1, t2))
             deflate.append(Measure.milliseconds(t2, t3))
         }
-        print("draw \(Measure.median(draw)) ms, index and filter \(Measure.median(filter)) ms, deflate \(Measure.median(deflate)) ms")
+        print(
+            "draw \(Measure.median(draw)) ms, index and filter \(Measure.median(filter)) ms, deflate \(Measure.median(deflate)) ms"
+        )
     }
 }

@@ -5,7 +5,8 @@ import RichPushServer
 struct FanOutBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fanout",
-        abstract: "Register N devices, then fan one notification out to all of them into the durable queue: time and peak memory.",
+        abstract:
+            "Register N devices, then fan one notification out to all of them into the durable queue: time and peak memory.",
         discussion: """
             Embedded SQLite by default. With --database postgres://… the devices are written by the database itself
             (generate_series: registration is not what is measured) and the fan-out is the server's own path: a
@@ -19,23 +20,41 @@ struct FanOutBench: AsyncParsableCommand {
 
     func run() async throws {
         if let database {
-            let backend = try await PostgresBackend.open(url: database, sealer: nil, nodeID: "bench", timeout: .seconds(600))
+            let backend = try await PostgresBackend.open(
+                url: database,
+                sealer: nil,
+                nodeID: "bench",
+                timeout: .seconds(600)
+            )
             let db = backend.database
             let t0 = Measure.now()
-            try await db.rows("TRUNCATE devices, device_tags, device_topics, deliveries, notifications RESTART IDENTITY CASCADE")
+            try await db.rows(
+                "TRUNCATE devices, device_tags, device_topics, deliveries, notifications RESTART IDENTITY CASCADE"
+            )
             // Two of three on APNs; every tenth tagged.
-            try await db.rows("""
+            try await db.rows(
+                """
                 INSERT INTO devices (app_id, token, platform, provider, user_id, updated_at)
                 SELECT 'app', CASE WHEN i % 3 <> 0 THEN lpad(to_hex(i), 64, '0') ELSE 'fcm-token-' || i END,
                     CASE WHEN i % 3 <> 0 THEN 'ios' ELSE 'android' END, CASE WHEN i % 3 <> 0 THEN 'apns' ELSE 'fcm' END,
                     'user-' || (i / 2), now()
                 FROM generate_series(1, \(devices)) AS i
-                """)
-            try await db.rows("INSERT INTO device_tags (device_id, tag) SELECT id, 'vip' FROM devices WHERE id % 10 = 0")
+                """
+            )
+            try await db.rows(
+                "INSERT INTO device_tags (device_id, tag) SELECT id, 'vip' FROM devices WHERE id % 10 = 0"
+            )
             try await db.rows("VACUUM ANALYZE devices")
-            print(String(format: "fanout: %d devices written in PostgreSQL in %.1f s", devices, Double(Measure.now() - t0) / 1e9))
+            print(
+                String(
+                    format: "fanout: %d devices written in PostgreSQL in %.1f s",
+                    devices,
+                    Double(Measure.now() - t0) / 1e9
+                )
+            )
             await backend.close()
-            let out = try Measure.runSelf(["fanout-probe", "--database", database, "--chunk", String(chunk)]).trimmingCharacters(in: .whitespacesAndNewlines)
+            let out = try Measure.runSelf(["fanout-probe", "--database", database, "--chunk", String(chunk)])
+                .trimmingCharacters(in: .whitespacesAndNewlines)
             print("  " + out)
             return
         }
@@ -50,7 +69,15 @@ struct FanOutBench: AsyncParsableCommand {
             batch.reserveCapacity(10_000)
             for i in 0..<devices {
                 let ios = i % 3 != 0
-                batch.append(Device(appID: "app", token: ios ? String(format: "%064x", i + 1) : "fcm-token-\(i)", platform: ios ? .ios : .android, userID: "user-\(i / 2)", tags: i % 10 == 0 ? ["vip"] : []))
+                batch.append(
+                    Device(
+                        appID: "app",
+                        token: ios ? String(format: "%064x", i + 1) : "fcm-token-\(i)",
+                        platform: ios ? .ios : .android,
+                        userID: "user-\(i / 2)",
+                        tags: i % 10 == 0 ? ["vip"] : []
+                    )
+                )
                 if batch.count == 10_000 {
                     try await registry.upsert(contentsOf: batch)
                     batch.removeAll(keepingCapacity: true)
@@ -74,7 +101,13 @@ struct FanOutProbe: AsyncParsableCommand {
     func run() async throws {
         let backend: any StorageBackend
         if let database {
-            backend = try await PostgresBackend.open(url: database, sealer: nil, nodeID: "bench", chunk: chunk, timeout: .seconds(600))
+            backend = try await PostgresBackend.open(
+                url: database,
+                sealer: nil,
+                nodeID: "bench",
+                chunk: chunk,
+                timeout: .seconds(600)
+            )
         } else {
             backend = try SQLiteBackend(path: path ?? "")
         }
@@ -83,17 +116,46 @@ struct FanOutProbe: AsyncParsableCommand {
         let n: Int
         if database != nil {
             // The server's path: accepted with its fan-out pending, then the fan-out (chunks inside the database).
-            let plan = AcceptPlan(notification: .init(id: "broadcast", appID: "app", message: ["title": "t"], response: .null, createdAt: Date()),
-                idempotencyKey: nil, audience: .all, notBefore: Date(), expiresAt: nil)
+            let plan = AcceptPlan(
+                notification: .init(
+                    id: "broadcast",
+                    appID: "app",
+                    message: ["title": "t"],
+                    response: .null,
+                    createdAt: Date()
+                ),
+                idempotencyKey: nil,
+                audience: .all,
+                notBefore: Date(),
+                expiresAt: nil
+            )
             _ = try await backend.intake.accept(plan) { _ in .null }
             n = try await backend.intake.completeFanOut(notificationID: "broadcast")
         } else {
-            n = try await backend.fanOut(notificationID: "broadcast", appID: "app", audience: .all, notBefore: Date(), expiresAt: nil, spread: 0)
+            n = try await backend.fanOut(
+                notificationID: "broadcast",
+                appID: "app",
+                audience: .all,
+                notBefore: Date(),
+                expiresAt: nil,
+                spread: 0
+            )
         }
         let seconds = Double(Measure.now() - t0) / 1e9
         let queued = try await backend.queue.counts(notificationID: "broadcast")[.queued] ?? 0
-        print(String(format: "fan-out to %d devices (%@): %.1f s (%.0f deliveries/s), %d queued; peak memory %@ (resident %@ before)",
-            n, database != nil ? "PostgreSQL, chunks of \(chunk)" : "SQLite", seconds, Double(n) / seconds, queued, Measure.mb(Measure.peakResidentBytes()), Measure.mb(before)))
+        print(
+            String(
+                format:
+                    "fan-out to %d devices (%@): %.1f s (%.0f deliveries/s), %d queued; peak memory %@ (resident %@ before)",
+                n,
+                database != nil ? "PostgreSQL, chunks of \(chunk)" : "SQLite",
+                seconds,
+                Double(n) / seconds,
+                queued,
+                Measure.mb(Measure.peakResidentBytes()),
+                Measure.mb(before)
+            )
+        )
         await backend.close()
     }
 }

@@ -79,7 +79,9 @@ final class HelperProcess {
         process.standardInput = input
         try process.run()
         var line = Data()
-        while let byte = try out.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) { line += byte }
+        while let byte = try out.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {
+            line += byte
+        }
         readyLine = String(decoding: line, as: UTF8.self)
     }
 

@@ -49,8 +49,16 @@ struct SandboxServer: AsyncParsableCommand {
     func run() async throws {
         let delay = ResponseDelay(milliseconds: latencyMs)
         let sandbox = try await Sandbox.start(
-            directory: URL(fileURLWithPath: directory), apnsConfiguration: .init(recordLimit: 1000, responseDelay: delay),
-            fcmConfiguration: .init(projectMessagesPerMinute: 100_000_000, deviceMessagesPerMinute: 100_000_000, recordLimit: 1000, responseDelay: delay), threads: threads)
+            directory: URL(fileURLWithPath: directory),
+            apnsConfiguration: .init(recordLimit: 1000, responseDelay: delay),
+            fcmConfiguration: .init(
+                projectMessagesPerMinute: 100_000_000,
+                deviceMessagesPerMinute: 100_000_000,
+                recordLimit: 1000,
+                responseDelay: delay
+            ),
+            threads: threads
+        )
         FileHandle.standardOutput.write(Data("\(sandbox.apns.port) \(sandbox.fcm.port)\n".utf8))
         _ = FileHandle.standardInput.readDataToEndOfFile()
         await sandbox.stop()
@@ -58,10 +66,14 @@ struct SandboxServer: AsyncParsableCommand {
 }
 
 enum Peers {
-    static let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Benchmarks/peers").standardized
+    static let dir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+        "../../Benchmarks/peers"
+    ).standardized
 
     static func python(_ script: String, _ args: [String]) -> JSONValue? {
-        guard let (status, out) = try? Measure.runProcess("python3", [dir.appendingPathComponent(script).path] + args), status == 0 else { return nil }
+        guard let (status, out) = try? Measure.runProcess("python3", [dir.appendingPathComponent(script).path] + args),
+            status == 0
+        else { return nil }
         return out.split(separator: "\n").last.flatMap { try? JSONValue.parse(String($0)) }
     }
 }
@@ -69,7 +81,8 @@ enum Peers {
 struct APNsBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "apns",
-        abstract: "Send notifications through RichPushAPNs to the APNs emulator; aioapns and h2load against the same emulator; ratios.",
+        abstract:
+            "Send notifications through RichPushAPNs to the APNs emulator; aioapns and h2load against the same emulator; ratios.",
         discussion: """
             Each --latency-ms and --concurrency given is one run (every pair of them): the emulator answers after that
             delay, as the real service a round trip away does, and every client keeps that many requests in flight.
@@ -80,19 +93,32 @@ struct APNsBench: AsyncParsableCommand {
 
     @Option(help: "Notifications RichPushAPNs sends (and h2load).") var count = 200_000
     @Option(help: "Notifications aioapns sends (it is slower).") var peerCount = 20_000
-    @Option(help: "Requests in flight (the same for every client measured); repeat for several runs.") var concurrency: [Int] = [200]
-    @Option(name: .customLong("latency-ms"), help: "The emulator's delay before each answer; repeat for several runs.") var latencyMs: [Double] = [0]
-    @Option(help: "The most connections RichPushAPNs opens (h2load opens as many as RichPushAPNs had open).") var connections = HTTP2PoolDefaults.connections
-    @Option(help: "Requests in flight on one RichPushAPNs connection before it opens the next.") var streamsPerConnection = HTTP2PoolDefaults.streamsPerConnection
+    @Option(help: "Requests in flight (the same for every client measured); repeat for several runs.") var concurrency:
+        [Int] = [200]
+    @Option(name: .customLong("latency-ms"), help: "The emulator's delay before each answer; repeat for several runs.")
+    var latencyMs: [Double] = [0]
+    @Option(help: "The most connections RichPushAPNs opens (h2load opens as many as RichPushAPNs had open).")
+    var connections = HTTP2PoolDefaults.connections
+    @Option(help: "Requests in flight on one RichPushAPNs connection before it opens the next.")
+    var streamsPerConnection = HTTP2PoolDefaults.streamsPerConnection
     @Option(help: "Emulator event-loop threads.") var serverThreads = 1
     @Option(help: "Client event-loop threads.") var clientThreads = 1
-    @Option(name: .customLong("sandbox-dir"), help: "Send to a running `richpush sandbox` (its --dir) instead of starting one: RichPushAPNs alone, no peers.") var sandboxDir: String?
+    @Option(
+        name: .customLong("sandbox-dir"),
+        help: "Send to a running `richpush sandbox` (its --dir) instead of starting one: RichPushAPNs alone, no peers."
+    ) var sandboxDir: String?
     @Option(name: .customLong("apns-port"), help: "That sandbox's APNs port.") var apnsPort: Int?
 
     func validate() throws {
-        guard (sandboxDir == nil) == (apnsPort == nil) else { throw ValidationError("--sandbox-dir and --apns-port go together.") }
-        guard concurrency.allSatisfy({ (1...100_000).contains($0) }) else { throw ValidationError("--concurrency must be from 1 to 100000.") }
-        guard latencyMs.allSatisfy({ $0.isFinite && (0...10_000).contains($0) }) else { throw ValidationError("--latency-ms must be from 0 to 10000.") }
+        guard (sandboxDir == nil) == (apnsPort == nil) else {
+            throw ValidationError("--sandbox-dir and --apns-port go together.")
+        }
+        guard concurrency.allSatisfy({ (1...100_000).contains($0) }) else {
+            throw ValidationError("--concurrency must be from 1 to 100000.")
+        }
+        guard latencyMs.allSatisfy({ $0.isFinite && (0...10_000).contains($0) }) else {
+            throw ValidationError("--latency-ms must be from 0 to 10000.")
+        }
         guard (1...64).contains(connections) else { throw ValidationError("--connections must be from 1 to 64.") }
     }
 
@@ -100,8 +126,26 @@ struct APNsBench: AsyncParsableCommand {
         if let sandboxDir, let apnsPort {
             let sandbox = SandboxProcess(running: URL(fileURLWithPath: sandboxDir), apnsPort: apnsPort)
             for inFlight in concurrency {
-                let r = try await Self.measureClient(sandbox: sandbox, count: count, concurrency: inFlight, connections: connections, streamsPerConnection: streamsPerConnection, clientThreads: clientThreads)
-                print(String(format: "apns: RichPushAPNs alone to the running sandbox: %.0f notifications/s (%d sent, %d in flight, %.2f s, %d failed, %d connections)", r.rate, count, inFlight, r.seconds, r.failures, r.connections))
+                let r = try await Self.measureClient(
+                    sandbox: sandbox,
+                    count: count,
+                    concurrency: inFlight,
+                    connections: connections,
+                    streamsPerConnection: streamsPerConnection,
+                    clientThreads: clientThreads
+                )
+                print(
+                    String(
+                        format:
+                            "apns: RichPushAPNs alone to the running sandbox: %.0f notifications/s (%d sent, %d in flight, %.2f s, %d failed, %d connections)",
+                        r.rate,
+                        count,
+                        inFlight,
+                        r.seconds,
+                        r.failures,
+                        r.connections
+                    )
+                )
             }
             return
         }
@@ -134,27 +178,68 @@ struct APNsBench: AsyncParsableCommand {
         let headers = sample.headers.map { ($0.name, $0.value) }
         let tokens = Self.tokens
         let rssBefore = Measure.residentBytes()
-        let (ours, seconds, failures, opened) = try await Self.measureClient(sandbox: sandbox, count: count, concurrency: concurrency, connections: connections, streamsPerConnection: streamsPerConnection, clientThreads: clientThreads)
+        let (ours, seconds, failures, opened) = try await Self.measureClient(
+            sandbox: sandbox,
+            count: count,
+            concurrency: concurrency,
+            connections: connections,
+            streamsPerConnection: streamsPerConnection,
+            clientThreads: clientThreads
+        )
         let peak = Measure.peakResidentBytes()
         let bound = latencyMs > 0 ? String(format: ", bound %.0f/s", Double(concurrency) * 1000 / latencyMs) : ""
-        print("apns: \(count) notifications, \(concurrency) in flight, at most \(connections) connections, emulator answering after \(Self.ms(latencyMs)) on \(serverThreads) thread(s) in another process\(bound)")
-        print(String(format: "  RichPushAPNs: %.0f notifications/s (%.2f s), %d failed, %d connections open (at most %d streams each before the next)", ours, seconds, failures, opened, streamsPerConnection))
-        print("  peak memory of the sending process: \(Measure.mb(peak)) (resident before the run: \(Measure.mb(rssBefore)))")
+        print(
+            "apns: \(count) notifications, \(concurrency) in flight, at most \(connections) connections, emulator answering after \(Self.ms(latencyMs)) on \(serverThreads) thread(s) in another process\(bound)"
+        )
+        print(
+            String(
+                format:
+                    "  RichPushAPNs: %.0f notifications/s (%.2f s), %d failed, %d connections open (at most %d streams each before the next)",
+                ours,
+                seconds,
+                failures,
+                opened,
+                streamsPerConnection
+            )
+        )
+        print(
+            "  peak memory of the sending process: \(Measure.mb(peak)) (resident before the run: \(Measure.mb(rssBefore)))"
+        )
         var row = String(format: "%@ %5d in flight: RichPushAPNs %6.0f/s", Self.ms(latencyMs), concurrency, ours)
 
-        if let r = Peers.python("aioapns_peer.py", ["bench", sandbox.directory.path, String(sandbox.apnsPort), tokens[0], String(peerCount), String(concurrency)]), let rate = r["rate"]?.doubleValue {
-            print(String(format: "  aioapns: %.0f notifications/s (%d sent, %d ok)", rate, Int(r["sent"]?.intValue ?? 0), Int(r["ok"]?.intValue ?? 0)))
+        if let r = Peers.python(
+            "aioapns_peer.py",
+            [
+                "bench", sandbox.directory.path, String(sandbox.apnsPort), tokens[0], String(peerCount),
+                String(concurrency),
+            ]
+        ), let rate = r["rate"]?.doubleValue {
+            print(
+                String(
+                    format: "  aioapns: %.0f notifications/s (%d sent, %d ok)",
+                    rate,
+                    Int(r["sent"]?.intValue ?? 0),
+                    Int(r["ok"]?.intValue ?? 0)
+                )
+            )
             print(String(format: "  ratio RichPushAPNs / aioapns: %.1fx", ours / rate))
             row += String(format: ", aioapns %6.0f/s (%.1fx)", rate, ours / rate)
         } else {
             print("  aioapns: not run (python3 -m pip install aioapns)")
         }
-        let jwt = try JWT.es256(header: #"{"alg":"ES256","kid":"\#(key.keyID)"}"#, claims: #"{"iss":"\#(key.teamID)","iat":\#(Int(Date().timeIntervalSince1970))}"#, key: key.privateKey)
+        let jwt = try JWT.es256(
+            header: #"{"alg":"ES256","kid":"\#(key.keyID)"}"#,
+            claims: #"{"iss":"\#(key.teamID)","iat":\#(Int(Date().timeIntervalSince1970))}"#,
+            key: key.privateKey
+        )
         let payloadFile = sandbox.directory.appendingPathComponent("payload.json")
         try Data(sample.body).write(to: payloadFile)
         // h2load's -m is streams per connection: the same total in flight over as many connections as ours opened.
         let h2Connections = max(1, opened)
-        var h2args = ["-n", String(count), "-c", String(h2Connections), "-m", String(max(1, concurrency / h2Connections)), "-t", "1", "-d", payloadFile.path]
+        var h2args = [
+            "-n", String(count), "-c", String(h2Connections), "-m", String(max(1, concurrency / h2Connections)), "-t",
+            "1", "-d", payloadFile.path,
+        ]
         for (n, v) in headers { h2args += ["-H", "\(n): \(v)"] }
         h2args += ["-H", "authorization: bearer \(jwt)", "https://127.0.0.1:\(sandbox.apnsPort)/3/device/\(tokens[0])"]
         if let (status, out) = try? Measure.runProcess("h2load", h2args), status == 0, let rate = Self.h2loadRate(out) {
@@ -173,22 +258,48 @@ struct APNsBench: AsyncParsableCommand {
     static let tokens = (0..<1000).map { String(format: "%064x", $0 + 1) }
 
     static func benchMessage() throws -> PushMessage {
-        try PushMessage.decode(JSONValue.parse(#"{"title":"Flash sale","body":"40% off until midnight","media":"https://cdn.example.com/sale.jpg"}"#))
+        try PushMessage.decode(
+            JSONValue.parse(
+                #"{"title":"Flash sale","body":"40% off until midnight","media":"https://cdn.example.com/sale.jpg"}"#
+            )
+        )
     }
 
     /// RichPushAPNs alone against the emulator: `count` sends of one rendered body over 1,000 tokens, after one
     /// send to warm the connections. Returns sends per second, the seconds taken and the failures.
-    static func measureClient(sandbox: SandboxProcess, count: Int, concurrency: Int, connections: Int, streamsPerConnection: Int = HTTP2PoolDefaults.streamsPerConnection, clientThreads: Int) async throws -> (rate: Double, seconds: Double, failures: Int, connections: Int) {
+    static func measureClient(
+        sandbox: SandboxProcess,
+        count: Int,
+        concurrency: Int,
+        connections: Int,
+        streamsPerConnection: Int = HTTP2PoolDefaults.streamsPerConnection,
+        clientThreads: Int
+    ) async throws -> (rate: Double, seconds: Double, failures: Int, connections: Int) {
         let creds = try SandboxCredentials.read(from: sandbox.directory)
         let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: clientThreads)
-        let client = APNsClient(configuration: .init(endpoint: .custom(host: "127.0.0.1", port: sandbox.apnsPort), authentication: .token(key), trust: .certificateAuthority(pem: creds.caCertificatePEM), connections: connections, streamsPerConnection: streamsPerConnection, requestTimeout: 30), eventLoopGroup: group)
-        let prepared = APNsPreparedRequest(APNsRenderer(bundleID: "com.example.app").render(try benchMessage(), deviceToken: ""))
+        let client = APNsClient(
+            configuration: .init(
+                endpoint: .custom(host: "127.0.0.1", port: sandbox.apnsPort),
+                authentication: .token(key),
+                trust: .certificateAuthority(pem: creds.caCertificatePEM),
+                connections: connections,
+                streamsPerConnection: streamsPerConnection,
+                requestTimeout: 30
+            ),
+            eventLoopGroup: group
+        )
+        let prepared = APNsPreparedRequest(
+            APNsRenderer(bundleID: "com.example.app").render(try benchMessage(), deviceToken: "")
+        )
         let tokens = Self.tokens
         _ = try await client.send(prepared, to: tokens[0])
         let start = Measure.now()
         let failures = try await drive(count: count, concurrency: concurrency) { i in
-            do { _ = try await client.send(prepared, to: tokens[i % tokens.count]); return true } catch { return false }
+            do {
+                _ = try await client.send(prepared, to: tokens[i % tokens.count])
+                return true
+            } catch { return false }
         }
         let seconds = Double(Measure.now() - start) / 1e9
         let opened = client.connectionStates.count
@@ -208,7 +319,8 @@ struct APNsBench: AsyncParsableCommand {
     /// Runs `count` operations with at most `concurrency` at once; returns how many failed.
     static func drive(count: Int, concurrency: Int, _ op: @escaping @Sendable (Int) async -> Bool) async throws -> Int {
         await withTaskGroup(of: Bool.self) { group in
-            var next = 0, failed = 0
+            var next = 0
+            var failed = 0
             while next < min(concurrency, count) {
                 let i = next
                 group.addTask { await op(i) }
@@ -230,7 +342,8 @@ struct APNsBench: AsyncParsableCommand {
 struct FCMBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fcm",
-        abstract: "Send messages through RichPushFCM to the FCM emulator; firebase-admin's send_each_async against the same emulator; ratio."
+        abstract:
+            "Send messages through RichPushFCM to the FCM emulator; firebase-admin's send_each_async against the same emulator; ratio."
     )
 
     @Option(help: "Messages RichPushFCM sends.") var count = 100_000
@@ -240,8 +353,12 @@ struct FCMBench: AsyncParsableCommand {
     @Option(name: .customLong("latency-ms"), help: "The emulator's delay before each answer.") var latencyMs = 0.0
 
     func validate() throws {
-        guard (1...100_000).contains(concurrency) else { throw ValidationError("--concurrency must be from 1 to 100000.") }
-        guard latencyMs.isFinite && (0...10_000).contains(latencyMs) else { throw ValidationError("--latency-ms must be from 0 to 10000.") }
+        guard (1...100_000).contains(concurrency) else {
+            throw ValidationError("--concurrency must be from 1 to 100000.")
+        }
+        guard latencyMs.isFinite && (0...10_000).contains(latencyMs) else {
+            throw ValidationError("--latency-ms must be from 0 to 10000.")
+        }
     }
 
     func run() async throws {
@@ -252,8 +369,21 @@ struct FCMBench: AsyncParsableCommand {
         let account = try ServiceAccount(contentsOf: sandbox.directory.appendingPathComponent("service-account.json"))
         let creds = try SandboxCredentials.read(from: sandbox.directory)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let client = FCMClient(configuration: .init(serviceAccount: account, endpoint: .custom(host: "127.0.0.1", port: sandbox.fcmPort), trust: .certificateAuthority(pem: creds.caCertificatePEM), connections: 2, requestTimeout: 30), eventLoopGroup: group)
-        let message = try PushMessage.decode(JSONValue.parse(#"{"title":"Flash sale","body":"40% off until midnight","media":"https://cdn.example.com/sale.jpg"}"#))
+        let client = FCMClient(
+            configuration: .init(
+                serviceAccount: account,
+                endpoint: .custom(host: "127.0.0.1", port: sandbox.fcmPort),
+                trust: .certificateAuthority(pem: creds.caCertificatePEM),
+                connections: 2,
+                requestTimeout: 30
+            ),
+            eventLoopGroup: group
+        )
+        let message = try PushMessage.decode(
+            JSONValue.parse(
+                #"{"title":"Flash sale","body":"40% off until midnight","media":"https://cdn.example.com/sale.jpg"}"#
+            )
+        )
         let renderer = FCMRenderer(projectID: account.projectID)
         let bodies = (0..<1000).map { i -> ByteBuffer in
             let r = renderer.render(message, to: .token("bench-device-token-\(i)"))
@@ -265,16 +395,39 @@ struct FCMBench: AsyncParsableCommand {
         _ = try await client.send(path: path, body: bodies[0])
         let start = Measure.now()
         let failures = try await APNsBench.drive(count: count, concurrency: concurrency) { i in
-            do { _ = try await client.send(path: path, body: bodies[i % bodies.count]); return true } catch { return false }
+            do {
+                _ = try await client.send(path: path, body: bodies[i % bodies.count])
+                return true
+            } catch { return false }
         }
         let seconds = Double(Measure.now() - start) / 1e9
         let ours = Double(count) / seconds
         await client.shutdown()
         try await group.shutdownGracefully()
-        print("fcm: \(count) messages, \(concurrency) in flight, emulator answering after \(APNsBench.ms(latencyMs)) on \(serverThreads) thread(s) in another process")
-        print(String(format: "  RichPushFCM: %.0f messages/s (%.2f s), %d failed; peak memory %@", ours, seconds, failures, Measure.mb(Measure.peakResidentBytes())))
-        if let r = Peers.python("firebase_admin_peer.py", ["bench", sandbox.directory.path, String(sandbox.fcmPort), "bench-device-token-0", String(peerCount)]), let rate = r["rate"]?.doubleValue {
-            print(String(format: "  firebase-admin send_each_async: %.0f messages/s (%d sent, %d ok)", rate, Int(r["sent"]?.intValue ?? 0), Int(r["ok"]?.intValue ?? 0)))
+        print(
+            "fcm: \(count) messages, \(concurrency) in flight, emulator answering after \(APNsBench.ms(latencyMs)) on \(serverThreads) thread(s) in another process"
+        )
+        print(
+            String(
+                format: "  RichPushFCM: %.0f messages/s (%.2f s), %d failed; peak memory %@",
+                ours,
+                seconds,
+                failures,
+                Measure.mb(Measure.peakResidentBytes())
+            )
+        )
+        if let r = Peers.python(
+            "firebase_admin_peer.py",
+            ["bench", sandbox.directory.path, String(sandbox.fcmPort), "bench-device-token-0", String(peerCount)]
+        ), let rate = r["rate"]?.doubleValue {
+            print(
+                String(
+                    format: "  firebase-admin send_each_async: %.0f messages/s (%d sent, %d ok)",
+                    rate,
+                    Int(r["sent"]?.intValue ?? 0),
+                    Int(r["ok"]?.intValue ?? 0)
+                )
+            )
             print(String(format: "  ratio RichPushFCM / firebase-admin: %.1fx", ours / rate))
         } else {
             print("  firebase-admin: not run (python3 -m pip install firebase-admin)")

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import RichPushCharts
 import RichPushCore
 import RichPushMedia
@@ -13,8 +14,10 @@ import FoundationNetworking
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "One rich push end to end on this machine, through the server: register devices, send, watch the outcome, and see what the device shows.",
-        discussion: "Starts the server (embedded SQLite), its sandbox APNs and FCM emulators and a media server on loopback: no network and no Apple or Google account needed."
+        abstract:
+            "One rich push end to end on this machine, through the server: register devices, send, watch the outcome, and see what the device shows.",
+        discussion:
+            "Starts the server (embedded SQLite), its sandbox APNs and FCM emulators and a media server on loopback: no network and no Apple or Google account needed."
     )
 
     @Option(help: "Folder for the database, the sandbox credentials and the staged attachments.")
@@ -29,7 +32,15 @@ struct DemoCommand: AsyncParsableCommand {
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
 
         // The picture the push carries: a PNG drawn by the chart renderer, served over HTTP on loopback.
-        let banner = ChartRenderer.render(ChartSpec(kind: .area, series: [.init(values: [3, 5, 4, 7, 6, 9, 8, 12])], title: "Weekly active", value: "12,408", change: "▲ 18%"))
+        let banner = ChartRenderer.render(
+            ChartSpec(
+                kind: .area,
+                series: [.init(values: [3, 5, 4, 7, 6, 9, 8, 12])],
+                title: "Weekly active",
+                value: "12,408",
+                change: "▲ 18%"
+            )
+        )
         let media = MediaTestServer(routes: ["/banner": .bytes(banner.png, contentType: "application/octet-stream")])
         let mediaPort = try await media.start()
 
@@ -40,31 +51,62 @@ struct DemoCommand: AsyncParsableCommand {
         serverConfig.port = 0
         serverConfig.sandboxDirectory = root.appendingPathComponent("sandbox").path
         serverConfig.mediaDirectory = root.appendingPathComponent("media").path
-        let server = try await LocalServer.make(serverConfig, adminKey: admin, logLevel: .critical) { port, _, _ in
+        var logger = Logger(label: "richpush")
+        logger.logLevel = .critical
+        let server = try await buildApplication(serverConfig, adminKey: admin, logger: logger) { port, _, _ in
             portSink.yield(port)
         }
-        let running = Task { try await server.run(signals: []) }
+        let running = Task { try await server.run() }
         var port = 0
-        for await p in ports { port = p; break }
+        for await p in ports {
+            port = p
+            break
+        }
         let http = HTTPClient(base: "http://127.0.0.1:\(port)")
         defer { running.cancel() }
 
-        let (_, created) = try await http.call("POST", "/v1/apps", key: admin, ["name": "Demo", "bundle_id": "com.example.app"])
-        guard let app = created["app"]?["id"]?.stringValue, let key = created["api_key"]?.stringValue else { throw ExitCode(1) }
+        let (_, created) = try await http.call(
+            "POST",
+            "/v1/apps",
+            key: admin,
+            ["name": "Demo", "bundle_id": "com.example.app"]
+        )
+        guard let app = created["app"]?["id"]?.stringValue, let key = created["api_key"]?.stringValue else {
+            throw ExitCode(1)
+        }
         print("1. server on http://127.0.0.1:\(port), app \(app) created; its API key is stored only as a hash")
         let iosToken = String(repeating: "a1", count: 32)
-        _ = try await http.call("POST", "/v1/apps/\(app)/devices", key: key, ["token": .string(iosToken), "platform": "ios", "tags": ["weekly"]])
-        _ = try await http.call("POST", "/v1/apps/\(app)/devices", key: key, ["token": "demo-android:APA91b-sandbox", "platform": "android", "tags": ["weekly"]])
+        _ = try await http.call(
+            "POST",
+            "/v1/apps/\(app)/devices",
+            key: key,
+            ["token": .string(iosToken), "platform": "ios", "tags": ["weekly"]]
+        )
+        _ = try await http.call(
+            "POST",
+            "/v1/apps/\(app)/devices",
+            key: key,
+            ["token": "demo-android:APA91b-sandbox", "platform": "android", "tags": ["weekly"]]
+        )
         print("2. two devices registered (iOS through APNs, Android through FCM), tagged 'weekly'")
 
         let message: JSONValue = [
             "title": "Your week in numbers", "body": "12,408 active users, up 18%",
             "media": [["url": .string("http://127.0.0.1:\(mediaPort)/banner"), "kind": "image"]],
-            "chart": ["type": "bar", "values": [1200, 1450, 1320, 1800, 1760, 2100, 2778], "labels": ["M", "T", "W", "T", "F", "S", "S"], "title": "Signups"],
+            "chart": [
+                "type": "bar", "values": [1200, 1450, 1320, 1800, 1760, 2100, 2778],
+                "labels": ["M", "T", "W", "T", "F", "S", "S"], "title": "Signups",
+            ],
             "content_override": ["body": "12,408 active users (+18%), 2,778 signups on Sunday"],
             "audience": ["tag": "weekly"],
         ]
-        let (status, accepted) = try await http.call("POST", "/v1/apps/\(app)/notifications", key: key, message, idempotencyKey: "demo-1")
+        let (status, accepted) = try await http.call(
+            "POST",
+            "/v1/apps/\(app)/notifications",
+            key: key,
+            message,
+            idempotencyKey: "demo-1"
+        )
         guard status == 202, let id = accepted["id"]?.stringValue else {
             print("send refused (\(status)): \(accepted.prettyPrinted())")
             throw ExitCode(1)
@@ -83,7 +125,9 @@ struct DemoCommand: AsyncParsableCommand {
         }
         print("4. outcome: \(outcome["counts"]?.jsonString ?? "?")")
         for d in outcome["deliveries"]?.arrayValue ?? [] {
-            print("   \(d["provider"]?.stringValue ?? "") \(d["state"]?.stringValue ?? "") \(d["provider_id"]?.stringValue ?? d["reason"]?.stringValue ?? "")")
+            print(
+                "   \(d["provider"]?.stringValue ?? "") \(d["state"]?.stringValue ?? "") \(d["provider_id"]?.stringValue ?? d["reason"]?.stringValue ?? "")"
+            )
         }
 
         // The iPhone: what the APNs emulator delivered, through the service-extension pipeline.
@@ -99,12 +143,18 @@ struct DemoCommand: AsyncParsableCommand {
         }
         for s in shown.report.skipped { print("   skipped \(s.url): \(s.reason)") }
         if let android = server.sandbox?.fcm.recorded().last?.message {
-            print("   the Android phone gets the image \(android["android"]?["notification"]?["image"]?.stringValue ?? "(none)") (the chart as a PNG hosted by the server: \(android["apns"]?["payload"]?["rp"] != nil ? "in" : "not in") the FCM request's APNs part)")
+            print(
+                "   the Android phone gets the image \(android["android"]?["notification"]?["image"]?.stringValue ?? "(none)") (the chart as a PNG hosted by the server: \(android["apns"]?["payload"]?["rp"] != nil ? "in" : "not in") the FCM request's APNs part)"
+            )
         }
         let final = try await http.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1
-        print("6. the iPhone's receipt, \(shown.report.receipt?.description ?? "none"); the server's receipts: \(final["receipts"]?.jsonString ?? "?")")
+        print(
+            "6. the iPhone's receipt, \(shown.report.receipt?.description ?? "none"); the server's receipts: \(final["receipts"]?.jsonString ?? "?")"
+        )
         if verbose { print(final.prettyPrinted()) }
-        print("next: `richpush serve` and open http://127.0.0.1:8080/console to compose one yourself and see what each device shows")
+        print(
+            "next: `richpush serve` and open http://127.0.0.1:8080/console to compose one yourself and see what each device shows"
+        )
         try? await media.shutdown()
         running.cancel()
         _ = try? await running.value
@@ -117,7 +167,13 @@ struct DemoCommand: AsyncParsableCommand {
 struct HTTPClient {
     let base: String
 
-    func call(_ method: String, _ path: String, key: String, _ body: JSONValue? = nil, idempotencyKey: String? = nil) async throws -> (Int, JSONValue) {
+    func call(
+        _ method: String,
+        _ path: String,
+        key: String,
+        _ body: JSONValue? = nil,
+        idempotencyKey: String? = nil
+    ) async throws -> (Int, JSONValue) {
         var request = URLRequest(url: URL(string: base + path)!)
         request.httpMethod = method
         request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")

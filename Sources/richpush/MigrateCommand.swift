@@ -17,18 +17,24 @@ struct MigrateCommand: AsyncParsableCommand {
     @Option(help: "postgres://USER:PASSWORD@HOST:PORT/DB") var database: String?
 
     func run() async throws {
-        guard let url = database ?? ProcessInfo.processInfo.environment["RICHPUSH_DATABASE"], PostgresSettings.isPostgresURL(url) else {
+        guard let url = database ?? ProcessInfo.processInfo.environment["RICHPUSH_DATABASE"],
+            PostgresSettings.isPostgresURL(url)
+        else {
             throw ValidationError("give --database postgres://… (SQLite files are migrated when the server opens them)")
         }
         let settings: PostgresSettings
         do { settings = try PostgresSettings(url: url) } catch { throw ValidationError(error.description) }
         do {
             let (applied, current) = try await PostgresBackend.migrate(url: url)
-            print(applied.isEmpty
-                ? "\(settings.redacted): already at schema version \(current)"
-                : "\(settings.redacted): applied \(applied.map(String.init).joined(separator: ", ")); now at schema version \(current)")
+            print(
+                applied.isEmpty
+                    ? "\(settings.redacted): already at schema version \(current)"
+                    : "\(settings.redacted): applied \(applied.map(String.init).joined(separator: ", ")); now at schema version \(current)"
+            )
         } catch {
-            FileHandle.standardError.write(Data("error: \(settings.redacted): \(PostgresDatabase.describe(error))\n".utf8))
+            FileHandle.standardError.write(
+                Data("error: \(settings.redacted): \(PostgresDatabase.describe(error))\n".utf8)
+            )
             throw ExitCode(1)
         }
     }

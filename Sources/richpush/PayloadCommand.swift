@@ -63,9 +63,12 @@ struct PayloadCommand: ParsableCommand {
             printError("error: \(error)")
             throw ExitCode(2)
         }
-        let clock: @Sendable () -> Date = { [now] in now.map { Date(timeIntervalSince1970: TimeInterval($0)) } ?? Date() }
+        let clock: @Sendable () -> Date = { [now] in now.map { Date(timeIntervalSince1970: TimeInterval($0)) } ?? Date()
+        }
         let overridesTarget = token != nil || topic != nil || condition != nil
-        let report = MessageValidator(options: .init(allowInsecureMedia: allowHTTP, requireTargets: !overridesTarget, now: clock)).validate(json: value)
+        let report = MessageValidator(
+            options: .init(allowInsecureMedia: allowHTTP, requireTargets: !overridesTarget, now: clock)
+        ).validate(json: value)
         for issue in report.issues { printError(issue.description) }
         if !report.isValid && !force { throw ExitCode(1) }
         let (m, _) = PushMessage.read(value)
@@ -80,23 +83,41 @@ struct PayloadCommand: ParsableCommand {
             emit(method: "POST", path: request.path, headers: request.headers, body: request.payload)
         case .fcm:
             let target: FCMTarget
-            if let token { target = .token(token) } else if let topic { target = .topic(topic) } else if let condition {
+            if let token {
+                target = .token(token)
+            } else if let topic {
+                target = .topic(topic)
+            } else if let condition {
                 target = .condition(condition)
-            } else if let t = m.targets.topic { target = .topic(t) } else if let c = m.targets.condition {
+            } else if let t = m.targets.topic {
+                target = .topic(t)
+            } else if let c = m.targets.condition {
                 target = .condition(c)
-            } else if let t = m.targets.fcmTokens.first { target = .token(t) } else {
+            } else if let t = m.targets.fcmTokens.first {
+                target = .token(t)
+            } else {
                 printError("error: no FCM target: give --token, --topic, --condition or targets in the message")
                 throw ExitCode(2)
             }
             let request = FCMRenderer(projectID: project, chartImageURL: chartImage, now: clock).render(m, to: target)
-            emit(method: "POST", path: request.path, headers: [("content-type", "application/json; charset=utf-8")], body: request.body)
+            emit(
+                method: "POST",
+                path: request.path,
+                headers: [("content-type", "application/json; charset=utf-8")],
+                body: request.body
+            )
         }
     }
 
     private func emit(method: String, path: String, headers: [(name: String, value: String)], body: JSONValue) {
         if json {
-            let h = JSONValue.object(Dictionary(headers.map { ($0.name, JSONValue.string($0.value)) }, uniquingKeysWith: { $1 }))
-            let out: JSONValue = ["method": .string(method), "path": .string(path), "headers": h, "body": body, "body_bytes": .int(Int64(body.serializedSize))]
+            let h = JSONValue.object(
+                Dictionary(headers.map { ($0.name, JSONValue.string($0.value)) }, uniquingKeysWith: { $1 })
+            )
+            let out: JSONValue = [
+                "method": .string(method), "path": .string(path), "headers": h, "body": body,
+                "body_bytes": .int(Int64(body.serializedSize)),
+            ]
             print(out.prettyPrinted())
         } else {
             print("\(method) \(path)")

@@ -7,7 +7,8 @@ struct RichPushCommand: AsyncParsableCommand {
         commandName: "richpush",
         abstract: "Rich push notifications: render, validate, simulate and send.",
         subcommands: [
-            DemoCommand.self, ServeCommand.self, SendCommand.self, PayloadCommand.self, ValidateCommand.self, ChartCommand.self,
+            DemoCommand.self, ServeCommand.self, SendCommand.self, PayloadCommand.self, ValidateCommand.self,
+            ChartCommand.self,
             SimulateCommand.self, SandboxCommand.self, MigrateCommand.self,
         ]
     )

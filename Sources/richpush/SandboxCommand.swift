@@ -6,7 +6,8 @@ import RichPushSandbox
 struct SandboxCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sandbox",
-        abstract: "Run local APNs and FCM emulators with their own CA, APNs key and FCM service account, until stopped.",
+        abstract:
+            "Run local APNs and FCM emulators with their own CA, APNs key and FCM service account, until stopped.",
         discussion: """
             Credentials are written to --dir (and reused on the next start). Point clients at the printed endpoints and
             trust ca.pem. The admin API lists what was received and injects faults:
@@ -35,13 +36,19 @@ struct SandboxCommand: AsyncParsableCommand {
     @Option(help: "Event-loop threads.")
     var threads = 2
 
-    @Option(name: .customLong("latency-ms"), help: "Milliseconds both emulators wait before each answer, as a service a round trip away would (0 to 60000).")
+    @Option(
+        name: .customLong("latency-ms"),
+        help: "Milliseconds both emulators wait before each answer, as a service a round trip away would (0 to 60000)."
+    )
     var latencyMs = 0.0
 
     @Option(name: .customLong("jitter-ms"), help: "Up to this many milliseconds more, drawn per request.")
     var jitterMs = 0.0
 
-    @Flag(name: .customLong("record-limit-small"), help: "Keep only the last 10,000 notifications (for long load tests).")
+    @Flag(
+        name: .customLong("record-limit-small"),
+        help: "Keep only the last 10,000 notifications (for long load tests)."
+    )
     var smallRecords = false
 
     func run() async throws {
@@ -49,13 +56,20 @@ struct SandboxCommand: AsyncParsableCommand {
         let signals = StopSignals()
         let ports = Sandbox.Ports(apns: apnsPort, fcm: fcmPort, admin: adminPort)
         let limit = smallRecords ? 10_000 : 100_000
-        for (name, value) in [("--latency-ms", latencyMs), ("--jitter-ms", jitterMs)] where !(value.isFinite && value >= 0 && value <= ResponseDelay.maximumMilliseconds) {
-            throw ValidationError("\(name) must be a number of milliseconds from 0 to \(Int(ResponseDelay.maximumMilliseconds)).")
+        for (name, value) in [("--latency-ms", latencyMs), ("--jitter-ms", jitterMs)]
+        where !(value.isFinite && value >= 0 && value <= ResponseDelay.maximumMilliseconds) {
+            throw ValidationError(
+                "\(name) must be a number of milliseconds from 0 to \(Int(ResponseDelay.maximumMilliseconds))."
+            )
         }
         let delay = ResponseDelay(milliseconds: latencyMs, jitterMilliseconds: jitterMs)
         let sandbox = try await Sandbox.start(
-            directory: URL(fileURLWithPath: dir, isDirectory: true), ports: ports,
-            apnsConfiguration: .init(maxConcurrentStreams: maxStreams, recordLimit: limit, responseDelay: delay), fcmConfiguration: .init(recordLimit: limit, responseDelay: delay), threads: threads)
+            directory: URL(fileURLWithPath: dir, isDirectory: true),
+            ports: ports,
+            apnsConfiguration: .init(maxConcurrentStreams: maxStreams, recordLimit: limit, responseDelay: delay),
+            fcmConfiguration: .init(recordLimit: limit, responseDelay: delay),
+            threads: threads
+        )
         FileHandle.standardOutput.write(Data((sandbox.summary.prettyPrinted() + "\n").utf8))
         FileHandle.standardOutput.write(Data("sandbox: serving; stop with Ctrl-C or SIGTERM\n".utf8))
         for await _ in signals.stream { break }

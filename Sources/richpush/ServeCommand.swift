@@ -8,7 +8,8 @@ import UnixSignals
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run the RichPush server: HTTP API, device registry, durable queue (one SQLite file, or PostgreSQL shared by several nodes) and delivery workers.",
+        abstract:
+            "Run the RichPush server: HTTP API, device registry, durable queue (one SQLite file, or PostgreSQL shared by several nodes) and delivery workers.",
         discussion: """
             Settings come from --config (a JSON file), then RICHPUSH_* environment variables, then flags. With none, the
             server uses richpush.sqlite and sandbox mode: the APNs and FCM emulators run in this process and every send goes
@@ -19,20 +20,35 @@ struct ServeCommand: AsyncParsableCommand {
     )
 
     @Option(help: "A JSON configuration file.") var config: String?
-    @Option(name: [.customLong("database"), .customLong("db")], help: "An SQLite file, or postgres://USER:PASSWORD@HOST:PORT/DB for several nodes on one PostgreSQL.")
+    @Option(
+        name: [.customLong("database"), .customLong("db")],
+        help: "An SQLite file, or postgres://USER:PASSWORD@HOST:PORT/DB for several nodes on one PostgreSQL."
+    )
     var db: String?
-    @Option(name: .customLong("node-id"), help: "This node's id among the nodes of one PostgreSQL (default: host, process id and a random part).")
+    @Option(
+        name: .customLong("node-id"),
+        help: "This node's id among the nodes of one PostgreSQL (default: host, process id and a random part)."
+    )
     var nodeID: String?
     @Option(help: "Address to listen on.") var host: String?
     @Option(help: "Port (0: any free port).") var port: Int?
     @Option(name: .customLong("admin-key"), help: "The admin API key (16 characters or more).") var adminKey: String?
-    @Option(name: .customLong("public-url"), help: "The address devices reach this server at (hosted media).") var publicURL: String?
+    @Option(name: .customLong("public-url"), help: "The address devices reach this server at (hosted media).")
+    var publicURL: String?
     @Option(name: .customLong("sandbox-dir"), help: "Folder for the sandbox credentials.") var sandboxDir: String?
-    @Option(name: .customLong("external-apns-port"), help: "Use a running `richpush sandbox` (its --dir is --sandbox-dir): its APNs port.") var externalAPNsPort: Int?
+    @Option(
+        name: .customLong("external-apns-port"),
+        help: "Use a running `richpush sandbox` (its --dir is --sandbox-dir): its APNs port."
+    ) var externalAPNsPort: Int?
     @Option(name: .customLong("external-fcm-port"), help: "The running sandbox's FCM port.") var externalFCMPort: Int?
-    @Option(help: "Seconds a worker holds claimed deliveries; after a crash they are sent again once it runs out.") var lease: Double?
-    @Option(name: .customLong("rate-limit"), help: "Requests a second per API key (bursts of twice that).") var rateLimit: Double?
-    @Option(name: .customLong("log-level"), help: "trace, debug, info (the default), notice, warning, error or critical (also RICHPUSH_LOG_LEVEL).")
+    @Option(help: "Seconds a worker holds claimed deliveries; after a crash they are sent again once it runs out.")
+    var lease: Double?
+    @Option(name: .customLong("rate-limit"), help: "Requests a second per API key (bursts of twice that).")
+    var rateLimit: Double?
+    @Option(
+        name: .customLong("log-level"),
+        help: "trace, debug, info (the default), notice, warning, error or critical (also RICHPUSH_LOG_LEVEL)."
+    )
     var logLevel: String?
     @Flag(name: .customLong("sandbox-public"), help: "Let sandbox mode listen on an address other machines reach.")
     var sandboxPublic = false
@@ -41,7 +57,9 @@ struct ServeCommand: AsyncParsableCommand {
     func resolved() throws -> ServerConfiguration {
         var c = ServerConfiguration()
         if let path = config {
-            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { throw ValidationError("cannot read the configuration file \(path)") }
+            guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                throw ValidationError("cannot read the configuration file \(path)")
+            }
             try c.apply(json: text)
         }
         try c.apply(environment: ProcessInfo.processInfo.environment)
@@ -69,17 +87,25 @@ struct ServeCommand: AsyncParsableCommand {
         let announce: @Sendable (String) -> Void = { FileHandle.standardOutput.write(Data(($0 + "\n").utf8)) }
         let levelName = logLevel ?? ProcessInfo.processInfo.environment["RICHPUSH_LOG_LEVEL"] ?? "info"
         guard let level = Logger.Level(rawValue: levelName.lowercased()) else {
-            throw ValidationError("--log-level is one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))")
+            throw ValidationError(
+                "--log-level is one of \(Logger.Level.allCases.map(\.rawValue).joined(separator: ", "))"
+            )
         }
-        let server = try await LocalServer.make(c, adminKey: admin, logLevel: level) { port, sandboxAdmin, mediaBase in
-            let database = c.isPostgres ? ((try? PostgresSettings(url: c.database))?.redacted ?? "postgres") : c.database
-            var line: JSONValueLine = ["listening": "http://\(c.host):\(port)", "database": database, "sandbox": c.sandbox ? "on" : "off", "admin_key_source": generated ? "generated" : "configured", "media": mediaBase + "/media/",
-                "console": "http://\(c.host):\(port)/console"]
+        var logger = Logger(label: "richpush")
+        logger.logLevel = level
+        let server = try await buildApplication(c, adminKey: admin, logger: logger) { port, sandboxAdmin, mediaBase in
+            let database =
+                c.isPostgres ? ((try? PostgresSettings(url: c.database))?.redacted ?? "postgres") : c.database
+            var line: JSONValueLine = [
+                "listening": "http://\(c.host):\(port)", "database": database, "sandbox": c.sandbox ? "on" : "off",
+                "admin_key_source": generated ? "generated" : "configured", "media": mediaBase + "/media/",
+                "console": "http://\(c.host):\(port)/console",
+            ]
             if sandboxAdmin > 0 { line["sandbox_admin"] = "http://127.0.0.1:\(sandboxAdmin)" }
             announce(line.text)
             if generated { announce("admin key (shown once): \(admin)") }
         }
-        try await server.run(signals: [.sigterm, .sigint])
+        try await server.run(gracefulShutdownSignals: [.sigterm, .sigint])
     }
 }
 
@@ -87,6 +113,9 @@ struct ServeCommand: AsyncParsableCommand {
 typealias JSONValueLine = [String: String]
 extension Dictionary where Key == String, Value == String {
     var text: String {
-        "{" + keys.sorted().map { k in "\"\(k)\":\"\(self[k]!.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\""))\"" }.joined(separator: ",") + "}"
+        "{"
+            + keys.sorted().map { k in
+                "\"\(k)\":\"\(self[k]!.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\""))\""
+            }.joined(separator: ",") + "}"
     }
 }

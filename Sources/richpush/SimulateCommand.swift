@@ -7,7 +7,8 @@ struct SimulateCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "simulate",
         abstract: "Run the device's service-extension pipeline on a received payload and print what the device shows.",
-        discussion: "PAYLOAD is what the device receives (the APNs body, or an FCM-delivered userInfo). Files are staged in --out."
+        discussion:
+            "PAYLOAD is what the device receives (the APNs body, or an FCM-delivered userInfo). Files are staged in --out."
     )
 
     @Argument(help: "The received payload JSON, or - for standard input.")

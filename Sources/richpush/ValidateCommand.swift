@@ -5,7 +5,8 @@ import RichPushCore
 struct ValidateCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "validate",
-        abstract: "Check a message against APNs, FCM and attachment rules; exit 1 if anything stops it from being sent.",
+        abstract:
+            "Check a message against APNs, FCM and attachment rules; exit 1 if anything stops it from being sent.",
         discussion: "Every problem is listed at once, with its field path and rule. Warnings do not fail the check."
     )
 

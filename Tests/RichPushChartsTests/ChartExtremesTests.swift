@@ -20,10 +20,20 @@ import Testing
     @Test(arguments: hostileValues)
     func extremeValuesDrawWithoutATrap(_ name: String, _ values: [Double]) {
         for kind in ChartSpec.Kind.allCases {
-            for yRange in [nil, (1e308, -1e308), (-1e308, 1e308), (Double.nan, 1.0), (0.0, 1e-320)] as [(Double, Double)?] {
+            for yRange in [nil, (1e308, -1e308), (-1e308, 1e308), (Double.nan, 1.0), (0.0, 1e-320)]
+                as [(Double, Double)?]
+            {
                 let spec = ChartSpec(
-                    kind: kind, series: [.init(values: values), .init(values: values.reversed())], title: name,
-                    value: "1", change: "+1", labels: ["a", "b", "c"], yMin: yRange?.0, yMax: yRange?.1, scale: 1)
+                    kind: kind,
+                    series: [.init(values: values), .init(values: values.reversed())],
+                    title: name,
+                    value: "1",
+                    change: "+1",
+                    labels: ["a", "b", "c"],
+                    yMin: yRange?.0,
+                    yMax: yRange?.1,
+                    scale: 1
+                )
                 let chart = ChartRenderer.render(spec)
                 #expect(chart.png.starts(with: PNGEncoder.signature))
             }
@@ -69,10 +79,14 @@ import Testing
         // The common sizes keep their scale.
         #expect(ChartSpec.drawnScale(width: 320, height: 180, requested: 3) == 3)
         #expect(ChartSpec.drawnScale(width: 360, height: 360, requested: 3) == 3)
-        let big = ChartRenderer.render(ChartSpec(series: [.init(values: [1, 2, 3])], width: 1024, height: 1024, scale: 3))
+        let big = ChartRenderer.render(
+            ChartSpec(series: [.init(values: [1, 2, 3])], width: 1024, height: 1024, scale: 3)
+        )
         #expect(big.width == 1024 && big.height == 1024)
         // A spec built in code with an out-of-range size and scale is clamped, never trusted.
-        let odd = ChartRenderer.draw(ChartSpec(series: [.init(values: [1])], width: Int.max, height: -5, scale: Int.max))
+        let odd = ChartRenderer.draw(
+            ChartSpec(series: [.init(values: [1])], width: Int.max, height: -5, scale: Int.max)
+        )
         #expect(odd.width * odd.height <= ChartSpec.maxPixels)
         let warned = ChartSpec(series: [.init(values: [1, 2])], width: 1024, height: 1024, scale: 3).validate()
         #expect(warned.isValid && warned.warnings.map(\.rule) == ["pixel-budget"])
@@ -82,8 +96,15 @@ import Testing
         let long = String(repeating: "W", count: 5_000)
         let values = (0..<50_000).map { Double($0 % 17) }
         let spec = ChartSpec(
-            kind: .bar, series: Array(repeating: .init(values: values, name: long), count: 40), title: long, value: long,
-            change: long, labels: Array(repeating: long, count: 500), gridLines: 1_000, lineWidth: 1e9)
+            kind: .bar,
+            series: Array(repeating: .init(values: values, name: long), count: 40),
+            title: long,
+            value: long,
+            change: long,
+            labels: Array(repeating: long, count: 500),
+            gridLines: 1_000,
+            lineWidth: 1e9
+        )
         #expect(!spec.validate().isValid)
         let chart = ChartRenderer.render(spec)
         #expect(chart.png.starts(with: PNGEncoder.signature))

@@ -5,10 +5,14 @@ import Testing
 @testable import RichPushCore
 
 @Suite struct ChartRendererTests {
-    static let examplesDir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../examples/charts").standardized
+    static let examplesDir = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+        "../../examples/charts"
+    ).standardized
 
     static func exampleSpecs() throws -> [(String, ChartSpec)] {
-        let files = try FileManager.default.contentsOfDirectory(atPath: examplesDir.path).filter { $0.hasSuffix(".json") }.sorted()
+        let files = try FileManager.default.contentsOfDirectory(atPath: examplesDir.path).filter {
+            $0.hasSuffix(".json")
+        }.sorted()
         return try files.map { name in
             (name, try ChartSpec.decode(JSONValue.parse(Data(contentsOf: examplesDir.appendingPathComponent(name)))))
         }
@@ -20,10 +24,22 @@ import Testing
         ("single-value", ChartSpec(series: [.init(values: [5])], title: "One")),
         ("flat", ChartSpec(kind: .area, series: [.init(values: [3, 3, 3, 3])])),
         ("all-gaps-but-one", ChartSpec(series: [.init(values: [.nan, 4, .nan])])),
-        ("negative-bars", ChartSpec(kind: .bar, series: [.init(values: [-3, 2, -1, 4])], labels: ["a", "b", "c", "d"])),
-        ("grouped-bars", ChartSpec(kind: .bar, series: [.init(values: [1, 2, 3]), .init(values: [2, 1, 3]), .init(values: [3, 3, 1])])),
+        (
+            "negative-bars",
+            ChartSpec(kind: .bar, series: [.init(values: [-3, 2, -1, 4])], labels: ["a", "b", "c", "d"])
+        ),
+        (
+            "grouped-bars",
+            ChartSpec(
+                kind: .bar,
+                series: [.init(values: [1, 2, 3]), .init(values: [2, 1, 3]), .init(values: [3, 3, 1])]
+            )
+        ),
         ("huge-values", ChartSpec(series: [.init(values: [1e12, 3e12, 2e12])], value: "$3T")),
-        ("tall-scale-3", ChartSpec(kind: .sparkline, series: [.init(values: [1, 3, 2])], width: 40, height: 600, scale: 3)),
+        (
+            "tall-scale-3",
+            ChartSpec(kind: .sparkline, series: [.init(values: [1, 3, 2])], width: 40, height: 600, scale: 3)
+        ),
         ("missing-glyphs", ChartSpec(series: [.init(values: [1, 2])], title: "日本 ✓ ok")),
     ]
 
@@ -55,20 +71,20 @@ import Testing
         let pngcheck = try ExternalTools.run("sh", ["-c", "pngcheck -q \(dir.path)/*.png; echo exit=$?"])
         #expect(pngcheck.output.hasSuffix("exit=0\n"), "\(pngcheck.output)")
         let check = """
-        import sys, os
-        from PIL import Image
-        d = sys.argv[1]
-        for line in sys.argv[2:]:
-            name, size = line.split(' ')
-            w, h = map(int, size.split('x'))
-            im = Image.open(os.path.join(d, name + '.png'))
-            im.load()
-            if im.mode == 'P': im = im.convert('RGB')  # indexed: a chart of at most 256 colours
-            if im.size != (w, h): print(name, 'size', im.size)
-            elif im.mode != 'RGB': print(name, 'mode', im.mode)
-            elif im.tobytes() != open(os.path.join(d, name + '.rgb'), 'rb').read(): print(name, 'pixels differ')
-        print('done')
-        """
+            import sys, os
+            from PIL import Image
+            d = sys.argv[1]
+            for line in sys.argv[2:]:
+                name, size = line.split(' ')
+                w, h = map(int, size.split('x'))
+                im = Image.open(os.path.join(d, name + '.png'))
+                im.load()
+                if im.mode == 'P': im = im.convert('RGB')  # indexed: a chart of at most 256 colours
+                if im.size != (w, h): print(name, 'size', im.size)
+                elif im.mode != 'RGB': print(name, 'mode', im.mode)
+                elif im.tobytes() != open(os.path.join(d, name + '.rgb'), 'rb').read(): print(name, 'pixels differ')
+            print('done')
+            """
         let r = try ExternalTools.python(check, [dir.path] + expected)
         #expect(r.status == 0 && r.output == "done\n", "\(r.output)")
     }
@@ -94,10 +110,20 @@ import Testing
     /// A fixed chart's PNG checksum: any change in geometry, colour, font or compression shows up here,
     /// and a platform that rounds differently fails it.
     @Test func goldenChecksum() {
-        let spec = ChartSpec(kind: .area, series: [.init(values: [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5])], title: "π digits", value: "3.14159", change: "▲ 0.1%", labels: ["a", "b"])
+        let spec = ChartSpec(
+            kind: .area,
+            series: [.init(values: [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5])],
+            title: "π digits",
+            value: "3.14159",
+            change: "▲ 0.1%",
+            labels: ["a", "b"]
+        )
         let png = ChartRenderer.render(spec).png
         #expect(png.count > 1000)
-        #expect(String(CRC32.checksum(png), radix: 16) == Self.golden, "update Self.golden only after looking at the new picture")
+        #expect(
+            String(CRC32.checksum(png), radix: 16) == Self.golden,
+            "update Self.golden only after looking at the new picture"
+        )
     }
 
     static let golden = "a7c86cef"
@@ -107,7 +133,10 @@ import Testing
         #expect(light.pixel(x: 1, y: 1) == RGBAColor(r: 255, g: 255, b: 255))
         let dark = ChartRenderer.draw(ChartSpec(series: [.init(values: [1, 2])], theme: .dark, gridLines: 0), scale: 1)
         #expect(dark.pixel(x: 1, y: 1) == RGBAColor(r: 0x1C, g: 0x1C, b: 0x1E))
-        let custom = ChartRenderer.draw(ChartSpec(series: [.init(values: [1, 2])], colors: .init(background: RGBAColor(hex: "#102030"))), scale: 2)
+        let custom = ChartRenderer.draw(
+            ChartSpec(series: [.init(values: [1, 2])], colors: .init(background: RGBAColor(hex: "#102030"))),
+            scale: 2
+        )
         #expect(custom.pixel(x: 0, y: custom.height - 1) == RGBAColor(r: 0x10, g: 0x20, b: 0x30))
     }
 
@@ -115,13 +144,24 @@ import Testing
         // No header, no grid, no labels: the plot is the canvas less the 12-point padding. The axis for 0...10
         // with two ticks is exactly 0...10, so value v sits at y = 188 - v / 10 × 176 at scale 1 on 200 points.
         let red = RGBAColor(hex: "#FF0000")!
-        let spec = ChartSpec(series: [.init(values: [0, 10, 5, 5], color: red)], width: 300, height: 200, scale: 1, gridLines: 0, lineWidth: 4)
+        let spec = ChartSpec(
+            series: [.init(values: [0, 10, 5, 5], color: red)],
+            width: 300,
+            height: 200,
+            scale: 1,
+            gridLines: 0,
+            lineWidth: 4
+        )
         let b = ChartRenderer.draw(spec, scale: 1)
-        func isRed(_ x: Int, _ y: Int) -> Bool { let p = b.pixel(x: x, y: y); return p.r > 200 && p.g < 60 && p.b < 60 }
+        func isRed(_ x: Int, _ y: Int) -> Bool {
+            let p = b.pixel(x: x, y: y)
+            return p.r > 200 && p.g < 60 && p.b < 60
+        }
         func isWhite(_ x: Int, _ y: Int) -> Bool { b.pixel(x: x, y: y) == RGBAColor(r: 255, g: 255, b: 255) }
         // Points are spread between the inset ends; the flat last segment is at value 5 → y = 100.
         let inset = 4 * 1.6
-        let x0 = 12 + inset, x3 = 288 - inset
+        let x0 = 12 + inset
+        let x3 = 288 - inset
         let xAt = { (i: Double) in x0 + (x3 - x0) * i / 3 }
         let midFlat = Int((xAt(2) + xAt(3)) / 2)
         #expect(isRed(midFlat, 100))
@@ -134,10 +174,17 @@ import Testing
     }
 
     @Test func textIsDrawnWhereItIsPlaced() {
-        let with = ChartRenderer.draw(ChartSpec(series: [.init(values: [1, 2])], title: "Revenue", gridLines: 0), scale: 2)
-        let without = ChartRenderer.draw(ChartSpec(series: [.init(values: [1, 2])], title: " ", gridLines: 0), scale: 2)
+        let with = ChartRenderer.draw(
+            ChartSpec(series: [.init(values: [1, 2])], title: "Revenue", gridLines: 0),
+            scale: 2
+        )
+        let without = ChartRenderer.draw(
+            ChartSpec(series: [.init(values: [1, 2])], title: " ", gridLines: 0),
+            scale: 2
+        )
         // The title's box: from the left padding, cap height above the 24-point baseline.
-        var inked = 0, differs = 0
+        var inked = 0
+        var differs = 0
         for y in (24 - 9) * 2..<(24 + 1) * 2 {
             for x in 12 * 2..<70 * 2 {
                 if with.pixel(x: x, y: y) != with.pixel(x: 0, y: 0) { inked += 1 }
@@ -147,7 +194,14 @@ import Testing
         #expect(inked > 300 && differs == inked)
         // The same text measured and drawn: right-aligned text ends at the x it was given.
         var canvas = Bitmap(width: 200, height: 40, background: RGBAColor(r: 255, g: 255, b: 255))
-        let w = canvas.draw(text: "12:00", x: 190, baseline: 30, size: 20, align: .right, color: RGBAColor(r: 0, g: 0, b: 0))
+        let w = canvas.draw(
+            text: "12:00",
+            x: 190,
+            baseline: 30,
+            size: 20,
+            align: .right,
+            color: RGBAColor(r: 0, g: 0, b: 0)
+        )
         var rightmost = 0
         for y in 0..<40 { for x in 0..<200 where canvas.pixel(x: x, y: y).r < 128 { rightmost = max(rightmost, x) } }
         #expect(abs(Double(rightmost) - 190) <= 2)
@@ -156,18 +210,29 @@ import Testing
 
     @Test func barsStandOnTheBaselineWithTheirHeights() {
         let blue = RGBAColor(hex: "#0000FF")!
-        let spec = ChartSpec(kind: .bar, series: [.init(values: [10, 5], color: blue)], width: 200, height: 200, scale: 1, gridLines: 0)
+        let spec = ChartSpec(
+            kind: .bar,
+            series: [.init(values: [10, 5], color: blue)],
+            width: 200,
+            height: 200,
+            scale: 1,
+            gridLines: 0
+        )
         let b = ChartRenderer.draw(spec, scale: 1)
         // Axis 0...10; plot y from 12 to 188. Bar 1 (value 10) spans the full height; bar 2 half of it.
         let slot = 176.0 / 2
-        let c1 = Int(12 + slot * 0.5), c2 = Int(12 + slot * 1.5)
+        let c1 = Int(12 + slot * 0.5)
+        let c2 = Int(12 + slot * 1.5)
         #expect(b.pixel(x: c1, y: 20) == blue && b.pixel(x: c1, y: 186) == blue)
         #expect(b.pixel(x: c2, y: 110) == blue && b.pixel(x: c2, y: 90) == RGBAColor(r: 255, g: 255, b: 255))
     }
 
     @Test(arguments: [1, 2, 3])
     func sizeIsPointsTimesScale(_ scale: Int) throws {
-        let r = ChartRenderer.render(ChartSpec(series: [.init(values: [1, 2, 3])], width: 320, height: 180), scale: scale)
+        let r = ChartRenderer.render(
+            ChartSpec(series: [.init(values: [1, 2, 3])], width: 320, height: 180),
+            scale: scale
+        )
         #expect(r.width == 320 * scale && r.height == 180 * scale)
         #expect(Array(r.png.prefix(8)) == PNGEncoder.signature)
     }

@@ -15,7 +15,8 @@ import Testing
         for i in 0..<300_000 { mixed.append(i % 1000 < 700 ? 0 : UInt8(truncatingIfNeeded: i &* 31 ^ (i >> 3))) }
         return [
             ("empty", []), ("one", [42]), ("two", [1, 2]), ("zeros", [UInt8](repeating: 0, count: 1_000_000)),
-            ("random", random), ("text", text), ("mixed", mixed), ("run-258", [UInt8](repeating: 7, count: 258 * 3 + 2)),
+            ("random", random), ("text", text), ("mixed", mixed),
+            ("run-258", [UInt8](repeating: 7, count: 258 * 3 + 2)),
         ]
     }
 
@@ -28,15 +29,15 @@ import Testing
             try Data(z).write(to: dir.appendingPathComponent("\(name).z"))
         }
         let check = """
-        import sys, zlib, glob, os
-        bad = []
-        for z in sorted(glob.glob(os.path.join(sys.argv[1], '*.z'))):
-            raw = open(z[:-2] + '.raw', 'rb').read()
-            try:
-                if zlib.decompress(open(z, 'rb').read()) != raw: bad.append(z + ': differs')
-            except Exception as e: bad.append(z + ': ' + str(e))
-        print('\\n'.join(bad) if bad else 'all ok')
-        """
+            import sys, zlib, glob, os
+            bad = []
+            for z in sorted(glob.glob(os.path.join(sys.argv[1], '*.z'))):
+                raw = open(z[:-2] + '.raw', 'rb').read()
+                try:
+                    if zlib.decompress(open(z, 'rb').read()) != raw: bad.append(z + ': differs')
+                except Exception as e: bad.append(z + ': ' + str(e))
+            print('\\n'.join(bad) if bad else 'all ok')
+            """
         let r = try ExternalTools.python(check, [dir.path])
         #expect(r.status == 0 && r.output.trimmingCharacters(in: .whitespacesAndNewlines) == "all ok", "\(r.output)")
     }
@@ -50,8 +51,12 @@ import Testing
     @Test func huffmanLengthsRespectTheLimitAndStayComplete() {
         // Fibonacci frequencies force a very deep tree.
         var freq = [Int](repeating: 0, count: 30)
-        var a = 1, b = 1
-        for i in 0..<30 { freq[i] = a; (a, b) = (b, a + b) }
+        var a = 1
+        var b = 1
+        for i in 0..<30 {
+            freq[i] = a
+            (a, b) = (b, a + b)
+        }
         let lengths = HuffmanCode.lengths(for: freq, maxLength: 15)
         #expect(lengths.allSatisfy { $0 >= 1 && $0 <= 15 })
         // Kraft sum of a complete code is exactly 1.
@@ -74,13 +79,17 @@ import Testing
         var rng = SeededRandom(seed: 11)
         for n in [0, 1, 15, 16, 17, 5551, 5552, 5553, 5568, 100_003] {
             let bytes = (0..<n).map { _ in Bool.random(using: &rng) ? UInt8.random(in: 0...255, using: &rng) : 255 }
-            bytes.withUnsafeBufferPointer { #expect(Adler32.checksum($0) == Adler32.checksum($0, sixteenAtATime: false), "n \(n)") }
+            bytes.withUnsafeBufferPointer {
+                #expect(Adler32.checksum($0) == Adler32.checksum($0, sixteenAtATime: false), "n \(n)")
+            }
         }
         for d in 1...32768 {
             var code = 29
             while Deflate.distBase[code] > d { code -= 1 }
-            if Deflate.distanceCode(d) != code { Issue.record("distance \(d): \(Deflate.distanceCode(d)) not \(code)"); break }
+            if Deflate.distanceCode(d) != code {
+                Issue.record("distance \(d): \(Deflate.distanceCode(d)) not \(code)")
+                break
+            }
         }
     }
 }
-

@@ -10,7 +10,13 @@ import Testing
             price += Double((i * 37) % 11 - 5) / 10
             values.append((price * 10).rounded() / 10)
         }
-        let spec = ChartSpec(kind: .line, series: [.init(values: values)], title: "AAPL · 1D", value: "$189.20", change: "▲ 2.3%")
+        let spec = ChartSpec(
+            kind: .line,
+            series: [.init(values: values)],
+            title: "AAPL · 1D",
+            value: "$189.20",
+            change: "▲ 2.3%"
+        )
         let bytes = spec.json.serializedSize
         #expect(bytes < 600, "\(bytes) bytes")
         #expect(try ChartSpec.decode(spec.json) == spec)
@@ -18,13 +24,32 @@ import Testing
 
     @Test func fullSpecRoundTrips() throws {
         let spec = ChartSpec(
-            kind: .area, series: [.init(values: [1, .nan, 3], color: RGBAColor(hex: "#34C759"), name: "a"), .init(values: [2, 2, 2])],
-            title: "t", value: "v", change: "-1%", trend: .down, labels: ["a", "b"], yMin: 0, yMax: 10, width: 300, height: 100,
-            scale: 3, theme: .dark, colors: .init(background: RGBAColor(hex: "#000"), text: RGBAColor(hex: "#FFFFFF80")), gridLines: 0,
-            lineWidth: 3.5, gradient: false)
+            kind: .area,
+            series: [
+                .init(values: [1, .nan, 3], color: RGBAColor(hex: "#34C759"), name: "a"), .init(values: [2, 2, 2]),
+            ],
+            title: "t",
+            value: "v",
+            change: "-1%",
+            trend: .down,
+            labels: ["a", "b"],
+            yMin: 0,
+            yMax: 10,
+            width: 300,
+            height: 100,
+            scale: 3,
+            theme: .dark,
+            colors: .init(background: RGBAColor(hex: "#000"), text: RGBAColor(hex: "#FFFFFF80")),
+            gridLines: 0,
+            lineWidth: 3.5,
+            gradient: false
+        )
         let back = try ChartSpec.decode(spec.json)
         #expect(back.series[0].values[1].isNaN)
-        #expect(back.series[1] == spec.series[1] && back.colors == spec.colors && back.yMax == 10 && back.scale == 3 && back.theme == .dark)
+        #expect(
+            back.series[1] == spec.series[1] && back.colors == spec.colors && back.yMax == 10 && back.scale == 3
+                && back.theme == .dark
+        )
         #expect(back.lineWidth == 3.5 && back.gradient == false && back.gridLines == 0 && back.labels == ["a", "b"])
     }
 
@@ -44,7 +69,9 @@ import Testing
     }
 
     @Test func everyProblemIsReported() throws {
-        let json = try JSONValue.parse(#"{"type":"pie","values":[1,"x"],"scale":5,"theme":"neon","unknown":1,"size":[1,1]}"#)
+        let json = try JSONValue.parse(
+            #"{"type":"pie","values":[1,"x"],"scale":5,"theme":"neon","unknown":1,"size":[1,1]}"#
+        )
         do {
             _ = try ChartSpec.decode(json)
             Issue.record("should fail")

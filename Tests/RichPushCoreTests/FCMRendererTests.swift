@@ -21,14 +21,20 @@ import Testing
     ]
 
     @Test func rebuildsTheDocumentedExample() throws {
-        let m = try Fixtures.message(#"{"title":"Sparky says hello!","media":"https://foo.bar.pizza-monster.png","targets":{"topic":"industry-tech"}}"#)
+        let m = try Fixtures.message(
+            #"{"title":"Sparky says hello!","media":"https://foo.bar.pizza-monster.png","targets":{"topic":"industry-tech"}}"#
+        )
         let request = renderer.render(m, to: .topic(try #require(m.targets.topic)))
         #expect(request.path == "/v1/projects/myproject-b5ae1/messages:send")
         // Ours adds exactly two things to the documented body: notification.image (read by every platform)
         // and our own key inside apns.payload. Without them the two are the same structure.
-        guard case .object(var message) = request.body["message"], case .object(var notification) = message["notification"],
+        guard case .object(var message) = request.body["message"],
+            case .object(var notification) = message["notification"],
             case .object(var apns) = message["apns"], case .object(var payload) = apns["payload"]
-        else { Issue.record("unexpected shape"); return }
+        else {
+            Issue.record("unexpected shape")
+            return
+        }
         #expect(notification.removeValue(forKey: "image") == "https://foo.bar.pizza-monster.png")
         #expect(payload.removeValue(forKey: "rp") == ["v": 1, "m": [["u": "https://foo.bar.pizza-monster.png"]]])
         message["notification"] = .object(notification)
@@ -47,7 +53,9 @@ import Testing
     }
 
     @Test func aVideoOnlyMessageUsesTheChartImageForAndroid() throws {
-        let m = try Fixtures.message(#"{"title":"t","media":[{"url":"https://x.test/clip.mp4"}],"chart":{"values":[1,2]}}"#)
+        let m = try Fixtures.message(
+            #"{"title":"t","media":[{"url":"https://x.test/clip.mp4"}],"chart":{"values":[1,2]}}"#
+        )
         var r = renderer
         r.chartImageURL = "https://push.example.com/media/abc.png"
         let body = r.render(m, to: .token(Fixtures.fcmToken)).body["message"]
@@ -57,17 +65,23 @@ import Testing
     }
 
     @Test func dataBecomesStringsAndDeliveryOptionsMapPerPlatform() throws {
-        let m = try Fixtures.message(#"""
-        {"title":"t","body":"b","data":{"s":"x","n":42,"o":{"a":[1,true]}},"priority":"high","ttl":3600,"collapse_id":"c",
-         "badge":2,"sound":"ping","deep_link":"https://shop.test/o/1","analytics_label":"camp_1"}
-        """#)
+        let m = try Fixtures.message(
+            #"""
+            {"title":"t","body":"b","data":{"s":"x","n":42,"o":{"a":[1,true]}},"priority":"high","ttl":3600,"collapse_id":"c",
+             "badge":2,"sound":"ping","deep_link":"https://shop.test/o/1","analytics_label":"camp_1"}
+            """#
+        )
         let body = try #require(renderer.render(m, to: .token(Fixtures.fcmToken)).body["message"])
         #expect(body["data"] == ["s": "x", "n": "42", "o": #"{"a":[1,true]}"#])
         #expect(body["android"]?["priority"] == "HIGH")
         #expect(body["android"]?["ttl"] == "3600s")
         #expect(body["android"]?["collapse_key"] == "c")
         #expect(body["android"]?["notification"] == ["sound": "ping", "notification_count": 2])
-        #expect(body["apns"]?["headers"] == ["apns-priority": "10", "apns-expiration": "1700003600", "apns-collapse-id": "c"])
+        #expect(
+            body["apns"]?["headers"] == [
+                "apns-priority": "10", "apns-expiration": "1700003600", "apns-collapse-id": "c",
+            ]
+        )
         #expect(body["apns"]?["payload"]?["aps"] == ["badge": 2, "sound": "ping"])
         #expect(body["webpush"]?["headers"] == ["TTL": "3600", "Urgency": "high"])
         #expect(body["webpush"]?["fcm_options"] == ["link": "https://shop.test/o/1"])
@@ -79,7 +93,8 @@ import Testing
     @Test func appleAlertIsOnlySentWhenItCarriesMoreThanTitleAndBody() throws {
         let plain = renderer.render(try Fixtures.message(#"{"title":"t","body":"b","badge":1}"#), to: .topic("x")).body
         #expect(plain["message"]?["apns"]?["payload"]?["aps"]?["alert"] == nil)
-        let sub = renderer.render(try Fixtures.message(#"{"title":"t","subtitle":"s","body":"b"}"#), to: .topic("x")).body
+        let sub = renderer.render(try Fixtures.message(#"{"title":"t","subtitle":"s","body":"b"}"#), to: .topic("x"))
+            .body
         #expect(sub["message"]?["apns"]?["payload"]?["aps"]?["alert"] == ["title": "t", "subtitle": "s", "body": "b"])
     }
 
@@ -94,7 +109,11 @@ import Testing
 
     @Test func noPushTypeHeaderForAlertsButOneForOthers() throws {
         var m = try Fixtures.message(#"{"content_available":true,"push_type":"background"}"#)
-        #expect(renderer.render(m, to: .token("t")).body["message"]?["apns"]?["headers"] == ["apns-push-type": "background", "apns-priority": "5"])
+        #expect(
+            renderer.render(m, to: .token("t")).body["message"]?["apns"]?["headers"] == [
+                "apns-push-type": "background", "apns-priority": "5",
+            ]
+        )
         m.pushType = .alert
         m.alert.body = "x"
         #expect(renderer.render(m, to: .token("t")).body["message"]?["apns"]?["headers"] == nil)

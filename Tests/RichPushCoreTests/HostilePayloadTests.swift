@@ -24,13 +24,21 @@ import Testing
         }
     }
 
-    @Test(arguments: ["[[[1,]]]", "[[[1]]", #"[[{"a" 1}]]"#, #"[[{"a":1,}]]"#, "[[[1 2]]]", "[[[tru]]]", #"[[["\x"]]]"#])
+    @Test(arguments: [
+        "[[[1,]]]", "[[[1]]", #"[[{"a" 1}]]"#, #"[[{"a":1,}]]"#, "[[[1 2]]]", "[[[tru]]]", #"[[["\x"]]]"#,
+    ])
     func aDeepValueIsStillCheckedForSyntax(_ text: String) {
-        #expect(throws: JSONSyntaxError.self) { try JSONValue.parse(Array(text.utf8), maxDepth: 1, deepValues: .readAsNull) }
+        #expect(throws: JSONSyntaxError.self) {
+            try JSONValue.parse(Array(text.utf8), maxDepth: 1, deepValues: .readAsNull)
+        }
     }
 
     @Test func deepValuesReadAsNullKeepTheirNeighbours() throws {
-        let v = try JSONValue.parse(Array(#"[[[1, {"x": [2]}], []], 3, {}, [[]]]"#.utf8), maxDepth: 2, deepValues: .readAsNull)
+        let v = try JSONValue.parse(
+            Array(#"[[[1, {"x": [2]}], []], 3, {}, [[]]]"#.utf8),
+            maxDepth: 2,
+            deepValues: .readAsNull
+        )
         // The containers at the third level, empty or not, read as null; everything above them is kept.
         #expect(v == [[.null, .null], 3, [:], [.null]])
     }
@@ -66,7 +74,9 @@ import Testing
     @Test func thousandsOfMediaEntriesAndLongStrings() throws {
         let long = String(repeating: "a", count: 100_000)
         let media = (0..<5_000).map { i in JSONValue.object(["u": .string("https://a.example/\(i).jpg")]) }
-        let payload: JSONValue = ["aps": ["alert": .string(long)], "rp": ["v": 1, "m": .array(media), "i": .string(long)]]
+        let payload: JSONValue = [
+            "aps": ["alert": .string(long)], "rp": ["v": 1, "m": .array(media), "i": .string(long)],
+        ]
         let content = ReceivedPayloadDecoder.decode(payload)
         #expect(!content.media.isEmpty)
     }

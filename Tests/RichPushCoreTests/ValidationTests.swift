@@ -19,21 +19,40 @@ import Testing
     }
 
     @Test func aReceiptAddressMustBeHTTPS() throws {
-        #expect(try check(#"{"title":"t","media":"https://x.test/a.jpg","receipt_url":"https://push.example.com/v1/receipts/n.s",\#(target)}"#).isEmpty)
-        #expect(try check(#"{"title":"t","receipt_url":"http://push.example.com/v1/receipts/n.s",\#(target)}"#) == ["receipt_url|https-required"])
-        #expect(try check(#"{"title":"t","receipt_url":"/v1/receipts/n.s",\#(target)}"#) == ["receipt_url|https-required"])
-        #expect(try check(#"{"title":"t","receipt_url":"http://127.0.0.1:8080/v1/receipts/n.s",\#(target)}"#, .init(allowInsecureMedia: true, now: Fixtures.fixedNow)).isEmpty)
+        #expect(
+            try check(
+                #"{"title":"t","media":"https://x.test/a.jpg","receipt_url":"https://push.example.com/v1/receipts/n.s",\#(target)}"#
+            ).isEmpty
+        )
+        #expect(
+            try check(#"{"title":"t","receipt_url":"http://push.example.com/v1/receipts/n.s",\#(target)}"#) == [
+                "receipt_url|https-required"
+            ]
+        )
+        #expect(
+            try check(#"{"title":"t","receipt_url":"/v1/receipts/n.s",\#(target)}"#) == ["receipt_url|https-required"]
+        )
+        #expect(
+            try check(
+                #"{"title":"t","receipt_url":"http://127.0.0.1:8080/v1/receipts/n.s",\#(target)}"#,
+                .init(allowInsecureMedia: true, now: Fixtures.fixedNow)
+            ).isEmpty
+        )
     }
 
     @Test func fiveMistakesAreAllReportedAtOnce() throws {
-        let rules = try check(#"""
-        {"title":"Sale","media":[{"url":"http://x.test/a.jpg"},{"url":"https://x.test/b.webp"}],"ttl":3000000,
-         "targets":{"apns_tokens":["not-hex"],"condition":"'a' in topics || 'b' in topics || 'c' in topics || 'd' in topics || 'e' in topics || 'f' in topics"}}
-        """#)
-        #expect(rules == [
-            "media[0].url|https-required", "media[1].url|apple-unsupported-type", "ttl|range",
-            "targets.apns_tokens[0]|apns-token", "targets.condition|condition-topics",
-        ])
+        let rules = try check(
+            #"""
+            {"title":"Sale","media":[{"url":"http://x.test/a.jpg"},{"url":"https://x.test/b.webp"}],"ttl":3000000,
+             "targets":{"apns_tokens":["not-hex"],"condition":"'a' in topics || 'b' in topics || 'c' in topics || 'd' in topics || 'e' in topics || 'f' in topics"}}
+            """#
+        )
+        #expect(
+            rules == [
+                "media[0].url|https-required", "media[1].url|apple-unsupported-type", "ttl|range",
+                "targets.apns_tokens[0]|apns-token", "targets.condition|condition-topics",
+            ]
+        )
     }
 
     @Test(arguments: [
@@ -102,10 +121,22 @@ import Testing
         (#"{"body":"b","media":"https://x.test/image?id=4"}"#, "media[0].url|no-file-type"),
         (#"{"body":"b","media":[{"url":"https://x.test/a.mp3","kind":"image"}]}"#, "media[0].kind|kind-mismatch"),
         (#"{"body":"b","media":[{"url":"https://x.test/a","type":"image/x-unknown"}]}"#, "media[0].type|unknown-type"),
-        (#"{"body":"b","media":[{"url":"https://x.test/a.jpg","thumbnail":{"crop":{"x":0.5,"y":0,"width":0.6,"height":1}}}]}"#, "media[0].thumbnail.crop|unit-rect"),
-        (#"{"body":"b","media":[{"url":"https://x.test/a.jpg","thumbnail":{"crop":{"x":-0.1,"y":0,"width":0.5,"height":1}}}]}"#, "media[0].thumbnail.crop|unit-rect"),
-        (#"{"body":"b","media":[{"url":"https://x.test/a.gif","thumbnail":{"time":-1}}]}"#, "media[0].thumbnail.time|range"),
-        (#"{"body":"b","media":["https://a.test/1.jpg","https://a.test/2.jpg","https://a.test/3.jpg","https://a.test/4.jpg","https://a.test/5.jpg","https://a.test/6.jpg","https://a.test/7.jpg","https://a.test/8.jpg","https://a.test/9.jpg"]}"#, "media|max-media"),
+        (
+            #"{"body":"b","media":[{"url":"https://x.test/a.jpg","thumbnail":{"crop":{"x":0.5,"y":0,"width":0.6,"height":1}}}]}"#,
+            "media[0].thumbnail.crop|unit-rect"
+        ),
+        (
+            #"{"body":"b","media":[{"url":"https://x.test/a.jpg","thumbnail":{"crop":{"x":-0.1,"y":0,"width":0.5,"height":1}}}]}"#,
+            "media[0].thumbnail.crop|unit-rect"
+        ),
+        (
+            #"{"body":"b","media":[{"url":"https://x.test/a.gif","thumbnail":{"time":-1}}]}"#,
+            "media[0].thumbnail.time|range"
+        ),
+        (
+            #"{"body":"b","media":["https://a.test/1.jpg","https://a.test/2.jpg","https://a.test/3.jpg","https://a.test/4.jpg","https://a.test/5.jpg","https://a.test/6.jpg","https://a.test/7.jpg","https://a.test/8.jpg","https://a.test/9.jpg"]}"#,
+            "media|max-media"
+        ),
         (#"{"body":"b","chart":{"values":[]}}"#, "chart.series[0].values|empty"),
         (#"{"body":"b","chart":{"values":[1],"scale":4}}"#, "chart.scale|enum"),
         (#"{"body":"b","chart":{"values":[1],"y":[5,1]}}"#, "chart.y|range"),
@@ -118,13 +149,18 @@ import Testing
     }
 
     @Test func warningsDoNotMakeAMessageInvalid() throws {
-        let report = validator.validate(json: try JSONValue.parse(#"{"body":"b","id":"x","media":"https://x.test/img?id=1",\#(target)}"#))
+        let report = validator.validate(
+            json: try JSONValue.parse(#"{"body":"b","id":"x","media":"https://x.test/img?id=1",\#(target)}"#)
+        )
         #expect(report.isValid)
         #expect(report.warnings.count == 2)
     }
 
     @Test func httpMediaIsAcceptedWhenAllowed() throws {
-        #expect(try check(#"{"title":"t","media":"http://x.test/a.jpg",\#(target)}"#, .init(allowInsecureMedia: true)).isEmpty)
+        #expect(
+            try check(#"{"title":"t","media":"http://x.test/a.jpg",\#(target)}"#, .init(allowInsecureMedia: true))
+                .isEmpty
+        )
     }
 
     @Test func strictTokenLengthIsOptional() throws {
@@ -134,7 +170,9 @@ import Testing
     }
 
     @Test func conditionsWithFiveTopicsAndNestingAreAccepted() throws {
-        let c = try FCMCondition.parse("'a' in topics && ('b' in topics || !(\"c\" in topics)) || 'd~%.-_' in topics && !'e' in topics")
+        let c = try FCMCondition.parse(
+            "'a' in topics && ('b' in topics || !(\"c\" in topics)) || 'd~%.-_' in topics && !'e' in topics"
+        )
         #expect(c.topics == ["a", "b", "c", "d~%.-_", "e"])
         #expect(throws: FCMCondition.ParseError.self) { try FCMCondition.parse("") }
         #expect(throws: FCMCondition.ParseError.self) { try FCMCondition.parse("'a' in topics 'b' in topics") }
@@ -202,14 +240,22 @@ extension SeededRandom {
         case 1: return .bool(Bool.random(using: &self))
         case 2: return .int(Int64.random(in: -5...5, using: &self))
         case 3: return .double(Double.random(in: -2...2, using: &self))
-        case 4: return .string(["", " ", "https://x.test/a.jpg", "http://[::1]/x", "javascript:alert(1)", "é", "#FFF", "line"].randomElement(using: &self)!)
+        case 4:
+            return .string(
+                ["", " ", "https://x.test/a.jpg", "http://[::1]/x", "javascript:alert(1)", "é", "#FFF", "line"]
+                    .randomElement(using: &self)!
+            )
         case 5: return .string(String(repeating: "x", count: Int.random(in: 0...40, using: &self)))
         case 6, 7:
             var o: [String: JSONValue] = [:]
-            for _ in 0..<Int.random(in: 0...5, using: &self) { o[keys.randomElement(using: &self)!] = jsonValue(depth: depth - 1, keys: keys) }
+            for _ in 0..<Int.random(in: 0...5, using: &self) {
+                o[keys.randomElement(using: &self)!] = jsonValue(depth: depth - 1, keys: keys)
+            }
             return .object(o)
         default:
-            return .array((0..<Int.random(in: 0...4, using: &self)).map { _ in jsonValue(depth: depth - 1, keys: keys) })
+            return .array(
+                (0..<Int.random(in: 0...4, using: &self)).map { _ in jsonValue(depth: depth - 1, keys: keys) }
+            )
         }
     }
 }

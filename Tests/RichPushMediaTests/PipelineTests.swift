@@ -17,7 +17,9 @@ import Testing
     }
 
     static func processor(allowHTTP: Bool = true, folder: URL? = nil) -> RichNotificationProcessor {
-        var c = RichNotificationProcessor.Configuration(fetch: FetchPolicy(allowInsecureHTTP: allowHTTP, idleTimeout: 5))
+        var c = RichNotificationProcessor.Configuration(
+            fetch: FetchPolicy(allowInsecureHTTP: allowHTTP, idleTimeout: 5)
+        )
         c.stagingBase = folder ?? FileManager.default.temporaryDirectory
         return RichNotificationProcessor(configuration: c)
     }
@@ -35,7 +37,8 @@ import Testing
 
     @Test(arguments: [
         ("/photo.png", MediaType.jpeg, "bytes"), ("/image", .jpeg, "bytes"), ("/IMG_0042.JPG", .jpeg, "bytes"),
-        ("/get?filename=photo.png", .png, "bytes"), ("/clip.mp4", .mp4, "bytes"), ("/song.mp3", .mp3, "bytes"), ("/r1", .gif, "bytes"),
+        ("/get?filename=photo.png", .png, "bytes"), ("/clip.mp4", .mp4, "bytes"), ("/song.mp3", .mp3, "bytes"),
+        ("/r1", .gif, "bytes"),
         ("/radio.mp3", .mp3, "content-type"), ("/gzip.png", .png, "bytes"), ("/deflate.jpg", .jpeg, "bytes"),
     ])
     func attachesTheRealType(_ path: String, _ type: MediaType, _ source: String) async throws {
@@ -55,9 +58,12 @@ import Testing
     }
 
     @Test(arguments: [
-        ("/missing.jpg", "http-status"), ("/loop1", "redirect-loop"), ("/c1", "too-many-redirects"), ("/big.jpg", "too-large"),
-        ("/big-nolength.jpg", "too-large"), ("/long.mp3", "too-large"), ("/reset.jpg", "network"), ("/photo.webp", "unsupported-type"),
-        ("/photo.heic", "unsupported-type"), ("/page.jpg", "unsupported-type"), ("/empty.jpg", "empty-body"), ("/garbage.jpg", "unknown-type"),
+        ("/missing.jpg", "http-status"), ("/loop1", "redirect-loop"), ("/c1", "too-many-redirects"),
+        ("/big.jpg", "too-large"),
+        ("/big-nolength.jpg", "too-large"), ("/long.mp3", "too-large"), ("/reset.jpg", "network"),
+        ("/photo.webp", "unsupported-type"),
+        ("/photo.heic", "unsupported-type"), ("/page.jpg", "unsupported-type"), ("/empty.jpg", "empty-body"),
+        ("/garbage.jpg", "unknown-type"),
         ("/to-http-elsewhere", "unsupported-scheme"), ("/bomb.jpg", "too-large"),
     ])
     func refusesWithTheRightReason(_ path: String, _ code: String) async throws {
@@ -94,9 +100,14 @@ import Testing
     @Test func theSamePayloadTwiceIntoOneFolderAttachesBothTimes() async throws {
         try await Self.withServer { base in
             var c = RichNotificationProcessor.Configuration(fetch: FetchPolicy(allowInsecureHTTP: true, idleTimeout: 5))
-            c.stagingDirectory = FileManager.default.temporaryDirectory.appendingPathComponent("same-\(UUID().uuidString)")
+            c.stagingDirectory = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "same-\(UUID().uuidString)"
+            )
             for _ in 0..<2 {
-                let n = await RichNotificationProcessor(configuration: c).process(payload: Self.payload([base + "/photo.png"]), deadline: Date().addingTimeInterval(20))
+                let n = await RichNotificationProcessor(configuration: c).process(
+                    payload: Self.payload([base + "/photo.png"]),
+                    deadline: Date().addingTimeInterval(20)
+                )
                 #expect(n.report.skipped.isEmpty && n.attachments.count == 1, "\(n.report.skipped)")
             }
         }
@@ -112,7 +123,10 @@ import Testing
     @Test func theDeadlineDeliversWhatIsStagedAndCancelsTheRest() async throws {
         try await Self.withServer { base in
             let started = Date()
-            let n = await Self.processor().process(payload: Self.payload([base + "/photo.png", base + "/drip.jpg"]), deadline: Date().addingTimeInterval(2))
+            let n = await Self.processor().process(
+                payload: Self.payload([base + "/photo.png", base + "/drip.jpg"]),
+                deadline: Date().addingTimeInterval(2)
+            )
             let elapsed = Date().timeIntervalSince(started)
             #expect(elapsed >= 1.9 && elapsed < 3.5, "\(elapsed)")
             #expect(n.report.deadlineHit)
@@ -124,7 +138,11 @@ import Testing
     @Test func expiryDeliversOnceWithThePartialResult() async throws {
         try await Self.withServer { base in
             let calls = Counter()
-            let session = Self.processor().start(payload: Self.payload([base + "/IMG_0042.JPG", base + "/drip.jpg"]), text: NotificationText(title: "x"), deadline: Date().addingTimeInterval(20)) { n in
+            let session = Self.processor().start(
+                payload: Self.payload([base + "/IMG_0042.JPG", base + "/drip.jpg"]),
+                text: NotificationText(title: "x"),
+                deadline: Date().addingTimeInterval(20)
+            ) { n in
                 calls.add(n)
             }
             // Wait until the quick image is staged, then expire as the system would.
@@ -147,7 +165,11 @@ import Testing
     @Test func completionDeliversExactlyOnce() async throws {
         try await Self.withServer { base in
             let calls = Counter()
-            let session = Self.processor().start(payload: Self.payload([base + "/image"]), text: NotificationText(), deadline: nil) { calls.add($0) }
+            let session = Self.processor().start(
+                payload: Self.payload([base + "/image"]),
+                text: NotificationText(),
+                deadline: nil
+            ) { calls.add($0) }
             for _ in 0..<100 where calls.count == 0 { try await Task.sleep(nanoseconds: 20_000_000) }
             session.expire()  // too late: already delivered
             try await Task.sleep(nanoseconds: 100_000_000)
@@ -158,7 +180,9 @@ import Testing
 
     @Test func manyMediaInParallelKeepPayloadOrder() async throws {
         try await Self.withServer { base in
-            let urls = ["/final.gif", "/missing.jpg", "/image", "/clip.mp4", "/song.mp3", "/photo.webp"].map { base + $0 }
+            let urls = ["/final.gif", "/missing.jpg", "/image", "/clip.mp4", "/song.mp3", "/photo.webp"].map {
+                base + $0
+            }
             let n = await Self.processor().process(payload: Self.payload(urls))
             #expect(n.attachments.map(\.type) == [.gif, .jpeg, .mp4, .mp3])
             #expect(n.attachments.map(\.identifier) == ["media-0", "media-2", "media-3", "media-4"])
@@ -168,7 +192,10 @@ import Testing
 
     @Test func chartIsDrawnAndOverridesApplied() async throws {
         try await Self.withServer { base in
-            let payload = Self.payload([base + "/image"], extra: ["c": ["values": [1, 3, 2], "title": "Up"], "o": ["b": "new body"], "id": "n-7"])
+            let payload = Self.payload(
+                [base + "/image"],
+                extra: ["c": ["values": [1, 3, 2], "title": "Up"], "o": ["b": "new body"], "id": "n-7"]
+            )
             let n = await Self.processor().process(payload: payload)
             #expect(n.attachments.map(\.identifier) == ["media-0", "chart"])
             let chart = try #require(n.attachments.last)
@@ -182,9 +209,21 @@ import Testing
 
     @Test func thumbnailOptionsTravelToTheAttachment() async throws {
         try await Self.withServer { base in
-            let payload: JSONValue = ["aps": ["alert": "x"], "rp": ["v": 1, "m": [["u": .string(base + "/final.gif"), "c": [0.1, 0.1, 0.5, 0.5], "f": 3, "h": 0]]]]
+            let payload: JSONValue = [
+                "aps": ["alert": "x"],
+                "rp": [
+                    "v": 1, "m": [["u": .string(base + "/final.gif"), "c": [0.1, 0.1, 0.5, 0.5], "f": 3, "h": 0]],
+                ],
+            ]
             let n = await Self.processor().process(payload: payload)
-            #expect(n.attachments.first?.thumbnail == PushMedia.Thumbnail(crop: UnitRect(x: 0.1, y: 0.1, width: 0.5, height: 0.5), time: 3, hidden: false))
+            #expect(
+                n.attachments.first?.thumbnail
+                    == PushMedia.Thumbnail(
+                        crop: UnitRect(x: 0.1, y: 0.1, width: 0.5, height: 0.5),
+                        time: 3,
+                        hidden: false
+                    )
+            )
         }
     }
 
@@ -200,7 +239,10 @@ import Testing
 
     /// A chart-only payload (nothing to download) whose receipt goes to `address`.
     static func receiptPayload(_ address: String) -> JSONValue {
-        ["aps": ["alert": ["title": "T", "body": "B"], "mutable-content": 1], "rp": ["v": 1, "id": "n1", "c": ["type": "bar", "values": [1, 3, 2]], "r": .string(address)]]
+        [
+            "aps": ["alert": ["title": "T", "body": "B"], "mutable-content": 1],
+            "rp": ["v": 1, "id": "n1", "c": ["type": "bar", "values": [1, 3, 2]], "r": .string(address)],
+        ]
     }
 
     static func receiptProcessor(allowHTTP: Bool = true, timeout: TimeInterval = 2) -> RichNotificationProcessor {
@@ -213,8 +255,22 @@ import Testing
     @Test func aLongReportIsTrimmedToFitTheServersLimit() throws {
         let longURL = "https://cdn.example.com/" + String(repeating: "a", count: 400)
         let skipped = (0..<100).map { SkippedMedia(url: longURL + "\($0)", reason: .limitReached(8)) }
-        let problems = (0..<100).map { PayloadProblem(path: "rp.m[\($0)]", code: "bad-url", message: "not a URL: " + String(repeating: "x", count: 100)) }
-        let long = DeliveryReport(notificationID: "n1", sources: [.richpush], attached: [], skipped: skipped, payloadProblems: problems, elapsedMilliseconds: 12, deadlineHit: false)
+        let problems = (0..<100).map {
+            PayloadProblem(
+                path: "rp.m[\($0)]",
+                code: "bad-url",
+                message: "not a URL: " + String(repeating: "x", count: 100)
+            )
+        }
+        let long = DeliveryReport(
+            notificationID: "n1",
+            sources: [.richpush],
+            attached: [],
+            skipped: skipped,
+            payloadProblems: problems,
+            elapsedMilliseconds: 12,
+            deadlineHit: false
+        )
         let bytes = ReceiptPoster.body(long, deviceID: "d1")
         #expect(bytes.count <= 15_000, "\(bytes.count)")
         let posted = try JSONValue.parse(bytes)
@@ -223,36 +279,62 @@ import Testing
         #expect(posted["report"]?["skipped"]?.arrayValue?.count == 16 && posted["report"]?["skipped_dropped"] == 84)
         #expect(posted["report"]?["attachments"]?.arrayValue != nil && posted["report"]?["notification_id"] == "n1")
         // A report that fits goes as it is.
-        let short = DeliveryReport(notificationID: "n1", sources: [.richpush], attached: [], skipped: Array(skipped.prefix(2)), payloadProblems: Array(problems.prefix(2)), elapsedMilliseconds: 12, deadlineHit: false)
+        let short = DeliveryReport(
+            notificationID: "n1",
+            sources: [.richpush],
+            attached: [],
+            skipped: Array(skipped.prefix(2)),
+            payloadProblems: Array(problems.prefix(2)),
+            elapsedMilliseconds: 12,
+            deadlineHit: false
+        )
         #expect(try JSONValue.parse(ReceiptPoster.body(short, deviceID: nil)) == ["report": short.json])
     }
 
     /// A receipt that fails never costs the notification: it is delivered with its chart, and the report says why.
     @Test func aFailedReceiptStillDelivers() async throws {
         try await Self.withServer { base in
-            let refused = await Self.receiptProcessor().process(payload: Self.receiptPayload(base + "/missing.jpg"), deadline: Date().addingTimeInterval(10))
+            let refused = await Self.receiptProcessor().process(
+                payload: Self.receiptPayload(base + "/missing.jpg"),
+                deadline: Date().addingTimeInterval(10)
+            )
             #expect(refused.attachments.count == 1)
             #expect(refused.report.receipt == .failed("HTTP 404"))
 
             // A server that answers too slowly holds delivery up to the receipt's timeout, not longer.
             let started = Date()
-            let slow = await Self.receiptProcessor(timeout: 0.5).process(payload: Self.receiptPayload(base + "/drip.jpg"), deadline: Date().addingTimeInterval(10))
+            let slow = await Self.receiptProcessor(timeout: 0.5).process(
+                payload: Self.receiptPayload(base + "/drip.jpg"),
+                deadline: Date().addingTimeInterval(10)
+            )
             let took = Date().timeIntervalSince(started)
             #expect(slow.attachments.count == 1 && !slow.report.deadlineHit)
-            if case .failed = slow.report.receipt {} else { Issue.record("a slow receipt should fail: \(String(describing: slow.report.receipt))") }
+            if case .failed = slow.report.receipt {
+            } else {
+                Issue.record("a slow receipt should fail: \(String(describing: slow.report.receipt))")
+            }
             // Up to the receipt's 0.5 s, not the 10 s deadline (the bound leaves room for a loaded machine).
             #expect(took >= 0.45 && took < 6, "\(took) \(String(describing: slow.report.receipt))")
 
             // Near the deadline the receipt gets only the time left.
             let nearStart = Date()
-            let near = await Self.receiptProcessor(timeout: 20).process(payload: Self.receiptPayload(base + "/drip.jpg"), deadline: Date().addingTimeInterval(1))
+            let near = await Self.receiptProcessor(timeout: 20).process(
+                payload: Self.receiptPayload(base + "/drip.jpg"),
+                deadline: Date().addingTimeInterval(1)
+            )
             #expect(near.attachments.count == 1)
             #expect(Date().timeIntervalSince(nearStart) < 8)  // not the receipt's 20 s
 
             // Plain http is refused unless media may use it too; other schemes are not read from the payload.
-            let insecure = await Self.receiptProcessor(allowHTTP: false).process(payload: Self.receiptPayload(base + "/missing.jpg"), deadline: Date().addingTimeInterval(10))
+            let insecure = await Self.receiptProcessor(allowHTTP: false).process(
+                payload: Self.receiptPayload(base + "/missing.jpg"),
+                deadline: Date().addingTimeInterval(10)
+            )
             #expect(insecure.report.receipt == .notSent("the receipt address is not https"))
-            let ftp = await Self.receiptProcessor().process(payload: Self.receiptPayload("ftp://example.com/r"), deadline: Date().addingTimeInterval(10))
+            let ftp = await Self.receiptProcessor().process(
+                payload: Self.receiptPayload("ftp://example.com/r"),
+                deadline: Date().addingTimeInterval(10)
+            )
             #expect(ftp.report.receipt == nil)
             #expect(ftp.report.payloadProblems.contains { $0.path == "rp.r" && $0.code == "url" })
         }

@@ -93,7 +93,13 @@ import UserNotificationsStandIn
     @Test func theContentHandlerRunsOnceWithTheAttachmentsTheSystemAccepted() async throws {
         try await Self.withServer { base in
             let ext = TestExtension()
-            Self.receive(ext, Self.request([["u": .string(base + "/a.gif")], ["u": .string(base + "/b.jpg")]], userInfo: ["deep": "kept"]))
+            Self.receive(
+                ext,
+                Self.request(
+                    [["u": .string(base + "/a.gif")], ["u": .string(base + "/b.jpg")]],
+                    userInfo: ["deep": "kept"]
+                )
+            )
             let report = try #require(await ext.calls.waitForReport())
             try await Task.sleep(nanoseconds: 300_000_000)
             #expect(ext.calls.handedOver.count == 1)
@@ -159,8 +165,15 @@ import UserNotificationsStandIn
     @Test func thumbnailOptionsAreTheDocumentedTypes() throws {
         func staged(_ type: MediaType, _ thumbnail: PushMedia.Thumbnail) -> StagedAttachment {
             StagedAttachment(
-                identifier: "x", file: URL(fileURLWithPath: "/tmp/x.\(type.fileExtension)"), type: type, bytes: 10,
-                sourceURL: "https://example.com/x", typeSource: "bytes", thumbnail: thumbnail, stagedAfterMilliseconds: 0)
+                identifier: "x",
+                file: URL(fileURLWithPath: "/tmp/x.\(type.fileExtension)"),
+                type: type,
+                bytes: 10,
+                sourceURL: "https://example.com/x",
+                typeSource: "bytes",
+                thumbnail: thumbnail,
+                stagedAfterMilliseconds: 0
+            )
         }
         let crop = UnitRect(x: 0.1, y: 0.2, width: 0.5, height: 0.4)
         let gif = RichPushExtension.options(for: staged(.gif, .init(crop: crop, time: 3, hidden: false)))
@@ -179,7 +192,9 @@ import UserNotificationsStandIn
         // Audio has no thumbnail time; a rectangle past the image's edge is held to it; extremes never trap.
         let audio = RichPushExtension.options(for: staged(.mp3, .init(time: 4)))
         #expect(audio[UNNotificationAttachmentOptionsThumbnailTimeKey] == nil)
-        let wide = RichPushExtension.options(for: staged(.png, .init(crop: UnitRect(x: 0.8, y: 0, width: 0.9, height: 1), time: 1e300)))
+        let wide = RichPushExtension.options(
+            for: staged(.png, .init(crop: UnitRect(x: 0.8, y: 0, width: 0.9, height: 1), time: 1e300))
+        )
         let held = try #require(wide[UNNotificationAttachmentOptionsThumbnailClippingRectKey] as? NSDictionary)
         #expect(abs(((held["Width"] as? NSNumber)?.doubleValue ?? 0) - 0.2) < 1e-9)
         #expect((wide[UNNotificationAttachmentOptionsThumbnailTimeKey] as? NSNumber)?.intValue == 100_000)
@@ -198,15 +213,25 @@ import UserNotificationsStandIn
             do { try body() } catch let e as UNError { return e.code } catch { return nil }
             return nil
         }
-        #expect(code { _ = try UNNotificationAttachment(identifier: "a", url: dir.appendingPathComponent("none.jpg")) } == .attachmentInvalidURL)
-        #expect(code { _ = try UNNotificationAttachment(identifier: "a", url: URL(string: "https://example.com/a.jpg")!) } == .attachmentInvalidURL)
+        #expect(
+            code { _ = try UNNotificationAttachment(identifier: "a", url: dir.appendingPathComponent("none.jpg")) }
+                == .attachmentInvalidURL
+        )
+        #expect(
+            code { _ = try UNNotificationAttachment(identifier: "a", url: URL(string: "https://example.com/a.jpg")!) }
+                == .attachmentInvalidURL
+        )
         let webp = try write("a.webp", 100)
         #expect(code { _ = try UNNotificationAttachment(identifier: "a", url: webp) } == .attachmentUnrecognizedType)
         let big = try write("big.mp3", 5 * 1024 * 1024 + 1)
         #expect(code { _ = try UNNotificationAttachment(identifier: "a", url: big) } == .attachmentInvalidFileSize)
         // A type hint decides over the extension.
         let noExtension = try write("picture", 100)
-        let a = try UNNotificationAttachment(identifier: "", url: noExtension, options: [UNNotificationAttachmentOptionsTypeHintKey: "public.png"])
+        let a = try UNNotificationAttachment(
+            identifier: "",
+            url: noExtension,
+            options: [UNNotificationAttachmentOptionsTypeHintKey: "public.png"]
+        )
         #expect(a.type == "public.png" && !a.identifier.isEmpty)
         // copy and mutableCopy give independent contents.
         let content = UNMutableNotificationContent()

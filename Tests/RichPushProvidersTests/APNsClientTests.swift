@@ -11,13 +11,22 @@ import Testing
     static let token = "5a4e1c0f9d8b7a6e5d4c3b2a19080706f5e4d3c2b1a09f8e7d6c5b4a39281706"
     let creds = SandboxFixture.credentials
 
-    func withSandbox(_ emulatorConfig: APNsEmulator.Configuration = .init(), client clientChange: (inout APNsConfiguration) -> Void = { _ in }, _ body: (APNsEmulator, APNsClient) async throws -> Void) async throws {
+    func withSandbox(
+        _ emulatorConfig: APNsEmulator.Configuration = .init(),
+        client clientChange: (inout APNsConfiguration) -> Void = { _ in },
+        _ body: (APNsEmulator, APNsClient) async throws -> Void
+    ) async throws {
         let emulator = try APNsEmulator(credentials: creds, configuration: emulatorConfig)
         let port = try await emulator.start()
         var config = APNsConfiguration(
             endpoint: .custom(host: "127.0.0.1", port: port),
-            authentication: .token(try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)),
-            trust: .certificateAuthority(pem: creds.caCertificatePEM), connections: 2, requestTimeout: 2)
+            authentication: .token(
+                try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
+            ),
+            trust: .certificateAuthority(pem: creds.caCertificatePEM),
+            connections: 2,
+            requestTimeout: 2
+        )
         clientChange(&config)
         let client = APNsClient(configuration: config)
         do { try await body(emulator, client) } catch {
@@ -29,7 +38,11 @@ import Testing
         await emulator.stop()
     }
 
-    func request(_ json: String = #"{"title":"Hi","media":"https://x.test/a.jpg"}"#, token: String = token, bundle: String = "com.example.app") throws -> APNsRequest {
+    func request(
+        _ json: String = #"{"title":"Hi","media":"https://x.test/a.jpg"}"#,
+        token: String = token,
+        bundle: String = "com.example.app"
+    ) throws -> APNsRequest {
         APNsRenderer(bundleID: bundle).render(try PushMessage.decode(JSONValue.parse(json)), deviceToken: token)
     }
 
@@ -49,7 +62,13 @@ import Testing
         // A request's timeout runs from the moment it is queued, so the queue behind the limit must drain within it
         // even on a loaded machine (a debug build with the whole suite beside it): a limit of 120 and 300 requests
         // prove the same as larger numbers, with room to spare.
-        try await withSandbox(.init(maxConcurrentStreams: 120), client: { $0.connections = 1; $0.requestTimeout = 120 }) { emulator, client in
+        try await withSandbox(
+            .init(maxConcurrentStreams: 120),
+            client: {
+                $0.connections = 1
+                $0.requestTimeout = 120
+            }
+        ) { emulator, client in
             _ = try await client.send(try request())
             try await Task.sleep(nanoseconds: 100_000_000)
             #expect(client.connectionStates.first?.maxStreams == 120)
@@ -65,15 +84,21 @@ import Testing
     }
 
     @Test(arguments: [
-        (#"{"body":"x","priority":"high","push_type":"background","content_available":true}"#, "BadPriority", RetryDecision.fixRequest),
+        (
+            #"{"body":"x","priority":"high","push_type":"background","content_available":true}"#, "BadPriority",
+            RetryDecision.fixRequest
+        ),
         (#"{"body":"x","collapse_id":"\#(String(repeating: "c", count: 65))"}"#, "BadCollapseId", .fixRequest),
         (#"{"body":"\#(String(repeating: "b", count: 4100))"}"#, "PayloadTooLarge", .fixRequest),
         (#"{"body":"x","push_type":"voip"}"#, "TopicDisallowed", .fixRequest),
     ])
-    func rejectionsMapToReasonsAndRetryDecisions(_ json: String, _ reason: String, _ retry: RetryDecision) async throws {
+    func rejectionsMapToReasonsAndRetryDecisions(_ json: String, _ reason: String, _ retry: RetryDecision) async throws
+    {
         try await withSandbox { _, client in
             var r = try request(json)
-            if reason == "TopicDisallowed" { r.headers = r.headers.map { $0.name == "apns-topic" ? ("apns-topic", "com.example.app") : $0 } }
+            if reason == "TopicDisallowed" {
+                r.headers = r.headers.map { $0.name == "apns-topic" ? ("apns-topic", "com.example.app") : $0 }
+            }
             await #expect(throws: APNsFailure.self) { _ = try await client.send(r) }
             do throws(APNsFailure) { _ = try await client.send(r) } catch {
                 #expect(error.reason?.rawValue == reason && error.retry == retry, "\(error)")
@@ -85,7 +110,10 @@ import Testing
     @Test func badTokensAndHeaders() async throws {
         try await withSandbox { emulator, client in
             func fail(_ r: APNsRequest) async -> APNsFailure? {
-                do throws(APNsFailure) { _ = try await client.send(r); return nil } catch { return error }
+                do throws(APNsFailure) {
+                    _ = try await client.send(r)
+                    return nil
+                } catch { return error }
             }
             #expect(await fail(try request(token: "zz-not-hex"))?.reason == .badDeviceToken)
             var r = try request()
@@ -166,7 +194,15 @@ import Testing
 
     @Test func tokensAreRefreshedOnTheSameConnectionOnlyAfterTwentyMinutes() async throws {
         let clock = TestClock()
-        try await withSandbox(.init(now: clock.now), client: { $0.now = clock.now; $0.connections = 1; $0.pingInterval = 3600; $0.requestTimeout = 5 }) { emulator, client in
+        try await withSandbox(
+            .init(now: clock.now),
+            client: {
+                $0.now = clock.now
+                $0.connections = 1
+                $0.pingInterval = 3600
+                $0.requestTimeout = 5
+            }
+        ) { emulator, client in
             _ = try await client.send(try request())
             clock.advance(30 * 60)  // younger than the 50-minute refresh: same token
             _ = try await client.send(try request())
@@ -186,15 +222,29 @@ import Testing
         let port = try await emulator.start()
         let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
         let group = NIOSingletons.posixEventLoopGroup
-        let conn = try await HTTP2ClientConnection.connect(to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)), group: group)
+        let conn = try await HTTP2ClientConnection.connect(
+            to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)),
+            group: group
+        )
         func jwt(_ iat: Int) throws -> String {
-            try JWT.es256(header: #"{"alg":"ES256","kid":"\#(key.keyID)"}"#, claims: #"{"iss":"\#(key.teamID)","iat":\#(iat)}"#, key: key.privateKey)
+            try JWT.es256(
+                header: #"{"alg":"ES256","kid":"\#(key.keyID)"}"#,
+                claims: #"{"iss":"\#(key.teamID)","iat":\#(iat)}"#,
+                key: key.privateKey
+            )
         }
         let r = try request()
         func send(_ token: String) async throws -> H2Response {
             var body = ByteBufferAllocator().buffer(capacity: r.body.count)
             body.writeBytes(r.body)
-            return try await conn.send(H2Request(path: r.path, headers: r.headers.map { ($0.name, $0.value) } + [("authorization", "bearer " + token)], body: body), timeout: .seconds(5))
+            return try await conn.send(
+                H2Request(
+                    path: r.path,
+                    headers: r.headers.map { ($0.name, $0.value) } + [("authorization", "bearer " + token)],
+                    body: body
+                ),
+                timeout: .seconds(5)
+            )
         }
         let now = Int(Date().timeIntervalSince1970)
         #expect(try await send(try jwt(now)).status == 200)
@@ -204,15 +254,35 @@ import Testing
         // Another key of another team on the same connection.
         let other = APNsSigningKey(privateKey: .init(), keyID: "KEY2222222", teamID: key.teamID)
         emulator.registerKey(id: other.keyID, teamID: other.teamID, publicKey: other.privateKey.publicKey)
-        let third = try await send(try JWT.es256(header: #"{"alg":"ES256","kid":"KEY2222222"}"#, claims: #"{"iss":"\#(key.teamID)","iat":\#(now)}"#, key: other.privateKey))
+        let third = try await send(
+            try JWT.es256(
+                header: #"{"alg":"ES256","kid":"KEY2222222"}"#,
+                claims: #"{"iss":"\#(key.teamID)","iat":\#(now)}"#,
+                key: other.privateKey
+            )
+        )
         #expect(String(decoding: third.bodyBytes, as: UTF8.self).contains("UnrelatedKeyIdInToken"))
         // A DER signature is accepted like a raw one (on a fresh connection).
-        let conn2 = try await HTTP2ClientConnection.connect(to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)), group: group)
-        let input = JWT.base64URL(Data(#"{"alg":"ES256","kid":"\#(key.keyID)"}"#.utf8)) + "." + JWT.base64URL(Data(#"{"iss":"\#(key.teamID)","iat":"\#(now)"}"#.utf8))
+        let conn2 = try await HTTP2ClientConnection.connect(
+            to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)),
+            group: group
+        )
+        let input =
+            JWT.base64URL(Data(#"{"alg":"ES256","kid":"\#(key.keyID)"}"#.utf8)) + "."
+            + JWT.base64URL(Data(#"{"iss":"\#(key.teamID)","iat":"\#(now)"}"#.utf8))
         let der = try key.privateKey.signature(for: Data(input.utf8)).derRepresentation
         var body = ByteBufferAllocator().buffer(capacity: r.body.count)
         body.writeBytes(r.body)
-        let derResponse = try await conn2.send(H2Request(path: r.path, headers: r.headers.map { ($0.name, $0.value) } + [("authorization", "bearer " + input + "." + JWT.base64URL(der))], body: body), timeout: .seconds(5))
+        let derResponse = try await conn2.send(
+            H2Request(
+                path: r.path,
+                headers: r.headers.map { ($0.name, $0.value) } + [
+                    ("authorization", "bearer " + input + "." + JWT.base64URL(der))
+                ],
+                body: body
+            ),
+            timeout: .seconds(5)
+        )
         #expect(derResponse.status == 200)
         conn.close()
         conn2.close()
@@ -290,7 +360,10 @@ import Testing
 
     @Test func aLoweredStreamLimitIsFollowed() async throws {
         // At one stream at a time the 200 requests queue behind each other: the timeout is not what is tested.
-        try await withSandbox(client: { $0.connections = 1; $0.requestTimeout = 60 }) { emulator, client in
+        try await withSandbox(client: {
+            $0.connections = 1
+            $0.requestTimeout = 60
+        }) { emulator, client in
             _ = try await client.send(try request())
             emulator.inject(.lowerStreamLimit(1))
             _ = try await client.send(try request())
@@ -304,7 +377,17 @@ import Testing
 
     @Test func certificateAuthentication() async throws {
         let emulatorConfig = APNsEmulator.Configuration(certificateMode: true)
-        try await withSandbox(emulatorConfig, client: { $0.authentication = .certificate(ClientIdentity(certificateChainPEM: creds.apnsClientCertificatePEM, privateKeyPEM: creds.apnsClientKeyPEM)) }) { emulator, client in
+        try await withSandbox(
+            emulatorConfig,
+            client: {
+                $0.authentication = .certificate(
+                    ClientIdentity(
+                        certificateChainPEM: creds.apnsClientCertificatePEM,
+                        privateKeyPEM: creds.apnsClientKeyPEM
+                    )
+                )
+            }
+        ) { emulator, client in
             _ = try await client.send(try request())
             #expect(emulator.acceptedCount == 1)
         }
@@ -324,14 +407,20 @@ import Testing
         for reason in APNsReason.known { #expect(APNsReason(rawValue: reason.rawValue) == reason) }
         #expect(APNsReason.known.count == 32)
         let new = APNsReason(rawValue: "SomethingNew")
-        #expect(new == .unknown("SomethingNew") && new.metricLabel == "unknown" && new.retryDecision(status: 503, retryAfter: nil) == .retry)
+        #expect(
+            new == .unknown("SomethingNew") && new.metricLabel == "unknown"
+                && new.retryDecision(status: 503, retryAfter: nil) == .retry
+        )
         #expect(new.retryDecision(status: 400, retryAfter: nil) == .never)
     }
 
     /// A response delay stands for the round trip to the real service: each answer waits, but on a timer, so requests
     /// in flight wait together rather than one after another.
     @Test func theEmulatorsDelayIsPerRequestAndNeverQueuesTheOthers() async throws {
-        try await withSandbox(.init(responseDelay: ResponseDelay(milliseconds: 200, jitterMilliseconds: 50)), client: { $0.requestTimeout = 60 }) { emulator, client in
+        try await withSandbox(
+            .init(responseDelay: ResponseDelay(milliseconds: 200, jitterMilliseconds: 50)),
+            client: { $0.requestTimeout = 60 }
+        ) { emulator, client in
             var clock = ContinuousClock.now
             _ = try await client.send(try request())
             #expect(ContinuousClock.now - clock >= .milliseconds(200))
@@ -351,17 +440,34 @@ import Testing
     }
 
     @Test func aResponseDelayIsClampedToWhatMakesSense() {
-        #expect(ResponseDelay(milliseconds: -5).isZero && ResponseDelay(milliseconds: .nan, jitterMilliseconds: -.infinity).isZero)
+        #expect(
+            ResponseDelay(milliseconds: -5).isZero
+                && ResponseDelay(milliseconds: .nan, jitterMilliseconds: -.infinity).isZero
+        )
         #expect(ResponseDelay(milliseconds: 1e12).milliseconds == ResponseDelay.maximumMilliseconds)
         #expect(ResponseDelay(milliseconds: .infinity).isZero)
-        #expect(ResponseDelay(milliseconds: 100, jitterMilliseconds: 20) == ResponseDelay(milliseconds: 100, jitterMilliseconds: 20))
+        #expect(
+            ResponseDelay(milliseconds: 100, jitterMilliseconds: 20)
+                == ResponseDelay(milliseconds: 100, jitterMilliseconds: 20)
+        )
     }
 
     /// A connection holds at most `streamsPerConnection` requests before the next is opened, one connect at a time;
     /// requests go over the cap only while the next connects (certificate mode: the server's limit is 1,000 at once).
     @Test func aConnectionAtItsStreamCapOpensTheNext() async throws {
-        let identity = ClientIdentity(certificateChainPEM: creds.apnsClientCertificatePEM, privateKeyPEM: creds.apnsClientKeyPEM)
-        try await withSandbox(.init(certificateMode: true, responseDelay: ResponseDelay(milliseconds: 20_000)), client: { $0.authentication = .certificate(identity); $0.connections = 4; $0.streamsPerConnection = 10; $0.requestTimeout = 60 }) { emulator, client in
+        let identity = ClientIdentity(
+            certificateChainPEM: creds.apnsClientCertificatePEM,
+            privateKeyPEM: creds.apnsClientKeyPEM
+        )
+        try await withSandbox(
+            .init(certificateMode: true, responseDelay: ResponseDelay(milliseconds: 20_000)),
+            client: {
+                $0.authentication = .certificate(identity)
+                $0.connections = 4
+                $0.streamsPerConnection = 10
+                $0.requestTimeout = 60
+            }
+        ) { emulator, client in
             _ = try await client.send(try request())
             #expect(client.connectionStates.count == 1)
             try await withThrowingTaskGroup(of: Void.self) { g in
@@ -369,9 +475,13 @@ import Testing
                 launch(10)
                 try await Self.waitFor("the first connection at its cap", client) { $0.map(\.inFlight) == [10] }
                 launch(1)
-                try await Self.waitFor("a second connection", client) { $0.count == 2 && $0.map(\.inFlight).reduce(0, +) == 11 }
+                try await Self.waitFor("a second connection", client) {
+                    $0.count == 2 && $0.map(\.inFlight).reduce(0, +) == 11
+                }
                 launch(10)
-                try await Self.waitFor("the second at its cap", client) { $0.count == 2 && $0.allSatisfy { $0.inFlight >= 10 } }
+                try await Self.waitFor("the second at its cap", client) {
+                    $0.count == 2 && $0.allSatisfy { $0.inFlight >= 10 }
+                }
                 launch(1)
                 try await Self.waitFor("a third", client) { $0.count == 3 }
                 try await g.waitForAll()
@@ -386,7 +496,14 @@ import Testing
     @Test func aBurstWhileTheNewConnectionWarmsOpensNoMore() async throws {
         // The answers wait 20 s: every step below happens while the first requests are still in flight, even with the
         // whole suite running beside it (at 3 s, a loaded run saw the new connection warm up mid-test).
-        try await withSandbox(.init(responseDelay: ResponseDelay(milliseconds: 20_000)), client: { $0.connections = 4; $0.streamsPerConnection = 10; $0.requestTimeout = 60 }) { emulator, client in
+        try await withSandbox(
+            .init(responseDelay: ResponseDelay(milliseconds: 20_000)),
+            client: {
+                $0.connections = 4
+                $0.streamsPerConnection = 10
+                $0.requestTimeout = 60
+            }
+        ) { emulator, client in
             _ = try await client.send(try request())
             try await withThrowingTaskGroup(of: Void.self) { g in
                 func launch(_ n: Int) { for _ in 0..<n { g.addTask { _ = try await client.send(try self.request()) } } }
@@ -412,7 +529,11 @@ import Testing
         }
     }
 
-    static func waitFor(_ what: String, _ client: APNsClient, _ condition: ([(id: Int, maxStreams: Int, inFlight: Int)]) -> Bool) async throws {
+    static func waitFor(
+        _ what: String,
+        _ client: APNsClient,
+        _ condition: ([(id: Int, maxStreams: Int, inFlight: Int)]) -> Bool
+    ) async throws {
         for _ in 0..<500 where !condition(client.connectionStates) { try await Task.sleep(nanoseconds: 10_000_000) }
         if !condition(client.connectionStates) { Issue.record("\(what): \(client.connectionStates)") }
     }

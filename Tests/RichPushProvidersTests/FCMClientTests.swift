@@ -10,11 +10,20 @@ import Testing
     static let token = "dQw4w9WgXcQ:APA91bH-sandbox_registration_token_0001"
     let creds = SandboxFixture.credentials
 
-    func withSandbox(_ emulatorConfig: FCMEmulator.Configuration = .init(), client clientChange: (inout FCMConfiguration) -> Void = { _ in }, _ body: (FCMEmulator, FCMClient) async throws -> Void) async throws {
+    func withSandbox(
+        _ emulatorConfig: FCMEmulator.Configuration = .init(),
+        client clientChange: (inout FCMConfiguration) -> Void = { _ in },
+        _ body: (FCMEmulator, FCMClient) async throws -> Void
+    ) async throws {
         let emulator = try FCMEmulator(credentials: creds, configuration: emulatorConfig)
         let port = try await emulator.start()
         let account = try ServiceAccount(json: Data(creds.serviceAccountJSON(tokenURI: emulator.tokenURI).utf8))
-        var config = FCMConfiguration(serviceAccount: account, endpoint: .custom(host: "127.0.0.1", port: port), trust: .certificateAuthority(pem: creds.caCertificatePEM), requestTimeout: 2)
+        var config = FCMConfiguration(
+            serviceAccount: account,
+            endpoint: .custom(host: "127.0.0.1", port: port),
+            trust: .certificateAuthority(pem: creds.caCertificatePEM),
+            requestTimeout: 2
+        )
         clientChange(&config)
         let client = FCMClient(configuration: config)
         do { try await body(emulator, client) } catch {
@@ -26,7 +35,10 @@ import Testing
         await emulator.stop()
     }
 
-    func request(_ json: String = #"{"title":"Hi","media":"https://x.test/a.png"}"#, to target: FCMTarget = .token(token)) throws -> FCMRequest {
+    func request(
+        _ json: String = #"{"title":"Hi","media":"https://x.test/a.png"}"#,
+        to target: FCMTarget = .token(token)
+    ) throws -> FCMRequest {
         FCMRenderer(projectID: creds.fcmProjectID).render(try PushMessage.decode(JSONValue.parse(json)), to: target)
     }
 
@@ -52,9 +64,21 @@ import Testing
 
     @Test func oneTokenFetchServesManyConcurrentSendsUntilItNearsExpiry() async throws {
         let clock = TestClock()
-        try await withSandbox(.init(now: clock.now), client: { $0.now = clock.now; $0.requestTimeout = 30 }) { emulator, client in
+        try await withSandbox(
+            .init(now: clock.now),
+            client: {
+                $0.now = clock.now
+                $0.requestTimeout = 30
+            }
+        ) { emulator, client in
             try await withThrowingTaskGroup(of: Void.self) { g in
-                for i in 0..<300 { g.addTask { _ = try await client.send(try self.request(#"{"body":"n\#(i)"}"#, to: .token("device-token-\(i % 50)-abcdefgh"))) } }
+                for i in 0..<300 {
+                    g.addTask {
+                        _ = try await client.send(
+                            try self.request(#"{"body":"n\#(i)"}"#, to: .token("device-token-\(i % 50)-abcdefgh"))
+                        )
+                    }
+                }
                 try await g.waitForAll()
             }
             #expect(client.tokenFetches == 1 && emulator.tokenExchangeCount == 1)
@@ -68,8 +92,15 @@ import Testing
     @Test func topicsConditionsAndValidateOnly() async throws {
         try await withSandbox { emulator, client in
             #expect(try await client.send(try request(to: .topic("news"))).contains("/messages/"))
-            #expect(try await client.send(try request(to: .condition("'a' in topics && !('b' in topics)"))).contains("/messages/"))
-            let dry = try await client.send(message: ["token": .string(Self.token), "notification": ["title": "t"]], validateOnly: true)
+            #expect(
+                try await client.send(try request(to: .condition("'a' in topics && !('b' in topics)"))).contains(
+                    "/messages/"
+                )
+            )
+            let dry = try await client.send(
+                message: ["token": .string(Self.token), "notification": ["title": "t"]],
+                validateOnly: true
+            )
             #expect(dry == "projects/\(creds.fcmProjectID)/messages/fake_message_id")
             #expect(emulator.acceptedCount == 2)
         }
@@ -95,9 +126,15 @@ import Testing
         (#"{"token":"\#(token)","android":{"ttl":"3 days"}}"#, "message.android.ttl"),
         (#"{"token":"\#(token)","android":{"priority":"urgent"}}"#, "message.android.priority"),
         (#"{"token":"\#(token)","android":{"notification":{"color":"red"}}}"#, "message.android.notification.color"),
-        (#"{"token":"\#(token)","webpush":{"fcm_options":{"link":"http://x.test"}}}"#, "message.webpush.fcm_options.link"),
+        (
+            #"{"token":"\#(token)","webpush":{"fcm_options":{"link":"http://x.test"}}}"#,
+            "message.webpush.fcm_options.link"
+        ),
         (#"{"token":"\#(token)","colour":"red"}"#, "message"),
-        (#"{"condition":"'a' in topics || 'b' in topics || 'c' in topics || 'd' in topics || 'e' in topics || 'f' in topics"}"#, "message.condition"),
+        (
+            #"{"condition":"'a' in topics || 'b' in topics || 'c' in topics || 'd' in topics || 'e' in topics || 'f' in topics"}"#,
+            "message.condition"
+        ),
         (#"{"topic":"news","notification":{"body":"\#(String(repeating: "x", count: 2100))"}}"#, "message"),
     ])
     func invalidMessagesNameTheField(_ message: String, _ field: String) async throws {
@@ -106,7 +143,10 @@ import Testing
                 _ = try await client.send(message: try! JSONValue.parse(message))
                 Issue.record("should fail")
             } catch {
-                #expect(error.httpStatus == 400 && error.code == .invalidArgument && error.retry == .fixRequest, "\(error)")
+                #expect(
+                    error.httpStatus == 400 && error.code == .invalidArgument && error.retry == .fixRequest,
+                    "\(error)"
+                )
                 #expect(error.fieldViolations.map(\.field).contains(field), "\(error.fieldViolations)")
             }
         }
@@ -134,12 +174,19 @@ import Testing
             for _ in 0..<5 { _ = try await client.send(r) }
             let over = await failure(client, r)
             #expect(over?.httpStatus == 429 && over?.code == .quotaExceeded)
-            if case .retryAfter(let s)? = over?.retry { #expect(s > 0 && s <= 60) } else { Issue.record("expected retryAfter") }
+            if case .retryAfter(let s)? = over?.retry {
+                #expect(s > 0 && s <= 60)
+            } else {
+                Issue.record("expected retryAfter")
+            }
         }
     }
 
     @Test func transportFaults() async throws {
-        try await withSandbox(client: { $0.requestTimeout = 1.5; $0.connections = 1 }) { emulator, client in
+        try await withSandbox(client: {
+            $0.requestTimeout = 1.5
+            $0.connections = 1
+        }) { emulator, client in
             _ = try await client.send(try request())
             emulator.inject(.stall)
             #expect(await failure(client, try request())?.transport == .timedOut)
@@ -154,7 +201,10 @@ import Testing
     @Test func anAccountWithoutRightsOnTheProjectIsRefused() async throws {
         try await withSandbox { _, client in
             do throws(FCMFailure) {
-                _ = try await client.send(message: ["token": .string(Self.token), "notification": ["title": "t"]], projectID: "not-mine")
+                _ = try await client.send(
+                    message: ["token": .string(Self.token), "notification": ["title": "t"]],
+                    projectID: "not-mine"
+                )
                 Issue.record("should fail")
             } catch {
                 #expect(error.httpStatus == 403 && error.retry == .fixCredentials)
@@ -165,7 +215,9 @@ import Testing
     @Test func aTokenEndpointThatRejectsTheAssertionMeansFixCredentials() async throws {
         let other = try SandboxCredentials.generate(projectID: creds.fcmProjectID)
         try await withSandbox(client: { config in
-            let wrong = try! ServiceAccount(json: Data(other.serviceAccountJSON(tokenURI: config.serviceAccount.tokenURI).utf8))
+            let wrong = try! ServiceAccount(
+                json: Data(other.serviceAccountJSON(tokenURI: config.serviceAccount.tokenURI).utf8)
+            )
             config.serviceAccount = wrong
         }) { _, client in
             do throws(FCMFailure) {

@@ -3,18 +3,27 @@ import NIOCore
 import NIOPosix
 import RichPushAPNs
 import RichPushSandbox
-@testable import RichPushTransport
 import Testing
+
+@testable import RichPushTransport
 
 /// The connection and the pool at the moment a connection dies: a request must end, never wait forever.
 @Suite struct HTTP2ConnectionTests {
     let creds = SandboxFixture.credentials
 
     func apnsRequest(_ conn: HTTP2ClientConnection, key: APNsSigningKey) throws -> H2Request {
-        let jwt = try JWT.es256(header: #"{"alg":"ES256","kid":"\#(key.keyID)"}"#, claims: #"{"iss":"\#(key.teamID)","iat":\#(Int(Date().timeIntervalSince1970))}"#, key: key.privateKey)
+        let jwt = try JWT.es256(
+            header: #"{"alg":"ES256","kid":"\#(key.keyID)"}"#,
+            claims: #"{"iss":"\#(key.teamID)","iat":\#(Int(Date().timeIntervalSince1970))}"#,
+            key: key.privateKey
+        )
         var body = ByteBufferAllocator().buffer(capacity: 64)
         body.writeString(#"{"aps":{"alert":"hi"}}"#)
-        return H2Request(path: "/3/device/" + String(repeating: "ab", count: 32), headers: [("apns-topic", "com.example.app"), ("authorization", "bearer " + jwt)], body: body)
+        return H2Request(
+            path: "/3/device/" + String(repeating: "ab", count: 32),
+            headers: [("apns-topic", "com.example.app"), ("authorization", "bearer " + jwt)],
+            body: body
+        )
     }
 
     /// Closes the connection, then marks it open again, as if the close had not been noticed yet when the next
@@ -30,7 +39,10 @@ import Testing
         let emulator = try APNsEmulator(credentials: creds)
         let port = try await emulator.start()
         let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
-        let conn = try await HTTP2ClientConnection.connect(to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)), group: NIOSingletons.posixEventLoopGroup)
+        let conn = try await HTTP2ClientConnection.connect(
+            to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)),
+            group: NIOSingletons.posixEventLoopGroup
+        )
         #expect(try await conn.send(try apnsRequest(conn, key: key), timeout: .seconds(5)).status == 200)
         try await closeUnnoticed(conn)
         let started = Date()
@@ -52,8 +64,14 @@ import Testing
         let port = try await emulator.start()
         let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
         let pool = HTTP2ConnectionPool<Void>(
-            configuration: .init(target: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)), connections: 1, requestTimeout: .seconds(30)),
-            group: NIOSingletons.posixEventLoopGroup, makeExtra: {})
+            configuration: .init(
+                target: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)),
+                connections: 1,
+                requestTimeout: .seconds(30)
+            ),
+            group: NIOSingletons.posixEventLoopGroup,
+            makeExtra: {}
+        )
         let (first, used) = try await pool.execute { try apnsRequest($0.connection, key: key) }
         #expect(first.status == 200)
         try await closeUnnoticed(used.connection)
@@ -71,10 +89,15 @@ import Testing
         let emulator = try APNsEmulator(credentials: creds)
         let port = try await emulator.start()
         let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
-        let conn = try await HTTP2ClientConnection.connect(to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)), group: NIOSingletons.posixEventLoopGroup)
+        let conn = try await HTTP2ClientConnection.connect(
+            to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)),
+            group: NIOSingletons.posixEventLoopGroup
+        )
         emulator.inject(.stall)
         let started = Date()
-        await #expect(throws: TransportError.timedOut) { _ = try await conn.send(try apnsRequest(conn, key: key), timeout: .milliseconds(300)) }
+        await #expect(throws: TransportError.timedOut) {
+            _ = try await conn.send(try apnsRequest(conn, key: key), timeout: .milliseconds(300))
+        }
         let took = Date().timeIntervalSince(started)
         #expect(took >= 0.29 && took < 10, "\(took)")
         #expect(conn.inFlight == 0)
@@ -91,8 +114,15 @@ import Testing
             .bind(host: "127.0.0.1", port: 0).get()
         let port = try #require(silent.localAddress?.port)
         let pool = HTTP2ConnectionPool<Void>(
-            configuration: .init(target: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)), connections: 2, connectTimeout: .milliseconds(400), maxAttempts: 1),
-            group: NIOSingletons.posixEventLoopGroup, makeExtra: {})
+            configuration: .init(
+                target: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)),
+                connections: 2,
+                connectTimeout: .milliseconds(400),
+                maxAttempts: 1
+            ),
+            group: NIOSingletons.posixEventLoopGroup,
+            makeExtra: {}
+        )
         let request = Task { try await pool.execute { _ in H2Request(path: "/", headers: [], body: ByteBuffer()) } }
         try await Task.sleep(nanoseconds: 100_000_000)
         await pool.shutdown()

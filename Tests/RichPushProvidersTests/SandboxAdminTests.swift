@@ -13,7 +13,8 @@ import FoundationNetworking
 
 /// The sandbox's admin HTTP API and fault rates, over real sockets.
 @Suite struct SandboxAdminTests {
-    func call(_ port: Int, _ method: String, _ path: String, _ body: JSONValue? = nil) async throws -> (Int, JSONValue) {
+    func call(_ port: Int, _ method: String, _ path: String, _ body: JSONValue? = nil) async throws -> (Int, JSONValue)
+    {
         var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
         request.httpMethod = method
         if let body { request.httpBody = Data(body.serialized()) }
@@ -27,7 +28,10 @@ import FoundationNetworking
         let sandbox = try await Sandbox.start(directory: dir, threads: 1)
         let client = try sandbox.apnsClient(requestTimeout: 2)
         let token = String(repeating: "c4", count: 32)
-        let request = APNsRenderer(bundleID: "com.example.app").render(PushMessage(alert: .init(title: "admin")), deviceToken: token)
+        let request = APNsRenderer(bundleID: "com.example.app").render(
+            PushMessage(alert: .init(title: "admin")),
+            deviceToken: token
+        )
         _ = try await client.send(request)
 
         let (status, list) = try await call(sandbox.adminPort, "GET", "/apns/notifications?token=\(token)")
@@ -35,24 +39,50 @@ import FoundationNetworking
         #expect(list["notifications"]?.arrayValue?.first?["payload"]?["aps"]?["alert"] == ["title": "admin"])
 
         // Every request fails while a fault is injected at rate 1, and none after it is cleared.
-        #expect(try await call(sandbox.adminPort, "POST", "/apns/faults", ["kind": "status", "status": 500, "reason": "InternalServerError", "rate": 1]).0 == 201)
+        #expect(
+            try await call(
+                sandbox.adminPort,
+                "POST",
+                "/apns/faults",
+                ["kind": "status", "status": 500, "reason": "InternalServerError", "rate": 1]
+            ).0 == 201
+        )
         for _ in 0..<3 {
-            do throws(APNsFailure) { _ = try await client.send(request); Issue.record("should fail") } catch { #expect(error.reason == .internalServerError) }
+            do throws(APNsFailure) {
+                _ = try await client.send(request)
+                Issue.record("should fail")
+            } catch { #expect(error.reason == .internalServerError) }
         }
         #expect(try await call(sandbox.adminPort, "DELETE", "/apns/faults").0 == 200)
         _ = try await client.send(request)
 
-        #expect(try await call(sandbox.adminPort, "POST", "/apns/devices/unregister", ["token": .string(token), "timestamp_ms": 1_700_000_000_000]).0 == 200)
-        do throws(APNsFailure) { _ = try await client.send(request); Issue.record("should fail") } catch {
+        #expect(
+            try await call(
+                sandbox.adminPort,
+                "POST",
+                "/apns/devices/unregister",
+                ["token": .string(token), "timestamp_ms": 1_700_000_000_000]
+            ).0 == 200
+        )
+        do throws(APNsFailure) {
+            _ = try await client.send(request)
+            Issue.record("should fail")
+        } catch {
             #expect(error.reason == .unregistered && error.timestamp == Date(timeIntervalSince1970: 1_700_000_000))
         }
         let (_, stats) = try await call(sandbox.adminPort, "GET", "/apns/stats")
-        #expect(stats["accepted"] == 2 && stats["rejected"]?["InternalServerError"] == 3 && stats["rejected"]?["Unregistered"] == 1)
+        #expect(
+            stats["accepted"] == 2 && stats["rejected"]?["InternalServerError"] == 3
+                && stats["rejected"]?["Unregistered"] == 1
+        )
         #expect(try await call(sandbox.adminPort, "POST", "/apns/faults", ["kind": "nonsense"]).0 == 400)
         #expect(try await call(sandbox.adminPort, "GET", "/nowhere").0 == 404)
         // A fault rate below one fails about that share of requests.
         sandbox.apns.inject(.status(503, reason: "ServiceUnavailable"), rate: 0.3)
-        let other = APNsRenderer(bundleID: "com.example.app").render(PushMessage(alert: .init(title: "x")), deviceToken: String(repeating: "d5", count: 32))
+        let other = APNsRenderer(bundleID: "com.example.app").render(
+            PushMessage(alert: .init(title: "x")),
+            deviceToken: String(repeating: "d5", count: 32)
+        )
         var failed = 0
         for _ in 0..<200 { do throws(APNsFailure) { _ = try await client.send(other) } catch { failed += 1 } }
         #expect(failed > 30 && failed < 100, "\(failed) of 200")
@@ -64,7 +94,10 @@ import FoundationNetworking
         let creds = SandboxFixture.credentials
         let emulator = try APNsEmulator(credentials: creds)
         let port = try await emulator.start()
-        let connection = try await HTTP2ClientConnection.connect(to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)), group: NIOSingletons.posixEventLoopGroup)
+        let connection = try await HTTP2ClientConnection.connect(
+            to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)),
+            group: NIOSingletons.posixEventLoopGroup
+        )
         try await connection.ping().get()
         try await connection.ping().get()
         connection.close()

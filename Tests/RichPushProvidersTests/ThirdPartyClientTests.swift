@@ -5,20 +5,26 @@ import Testing
 
 /// Real third-party clients, unmodified except for their endpoint, against the emulators.
 @Suite(.serialized) struct ThirdPartyClientTests {
-    static let peers = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../Benchmarks/peers").standardized
+    static let peers = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+        "../../Benchmarks/peers"
+    ).standardized
 
     static func python(_ script: String, _ args: [String]) throws -> (Int32, String) {
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         p.arguments = ["python3", peers.appendingPathComponent(script).path] + args
-        let out = Pipe(), err = Pipe()
+        let out = Pipe()
+        let err = Pipe()
         p.standardOutput = out
         p.standardError = err
         try p.run()
         let o = out.fileHandleForReading.readDataToEndOfFile()
         let e = err.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
-        return (p.terminationStatus, String(decoding: o, as: UTF8.self) + (p.terminationStatus == 0 ? "" : String(decoding: e, as: UTF8.self)))
+        return (
+            p.terminationStatus,
+            String(decoding: o, as: UTF8.self) + (p.terminationStatus == 0 ? "" : String(decoding: e, as: UTF8.self))
+        )
     }
 
     @Test func aioapnsDeliversAndGetsAPNsReasons() async throws {
@@ -44,7 +50,10 @@ import Testing
         let sandbox = try await Sandbox.start(directory: dir, threads: 1)
         defer { try? FileManager.default.removeItem(at: dir) }
         sandbox.fcm.unregister(token: "unregistered-token-0001")
-        let (status, out) = try Self.python("firebase_admin_peer.py", ["check", dir.path, String(sandbox.fcm.port), "sandbox-device-token-0001"])
+        let (status, out) = try Self.python(
+            "firebase_admin_peer.py",
+            ["check", dir.path, String(sandbox.fcm.port), "sandbox-device-token-0001"]
+        )
         await sandbox.stop()
         #expect(status == 0, "firebase-admin failed (python3 -m pip install firebase-admin): \(out)")
         let r = try JSONValue.parse(out)

@@ -18,16 +18,36 @@ import Testing
     static let admin = "admin-secret-key-0001"
 
     static func sqlite() throws -> (RichPushAPI, SQLiteServerStore, SQLiteDeviceRegistry, SQLiteDeliveryQueue) {
-        let backend = try SQLiteBackend(path: FileManager.default.temporaryDirectory.appendingPathComponent("apps-\(UUID().uuidString).sqlite").path)
-        let api = RichPushAPI(backend: backend, adminKey: admin, validation: .init(allowInsecureMedia: true, requireTargets: false))
+        let backend = try SQLiteBackend(
+            path: FileManager.default.temporaryDirectory.appendingPathComponent("apps-\(UUID().uuidString).sqlite").path
+        )
+        let api = RichPushAPI(
+            backend: backend,
+            adminKey: admin,
+            validation: .init(allowInsecureMedia: true, requireTargets: false)
+        )
         return (api, backend.sqliteStore, backend.sqliteRegistry, backend.sqliteQueue)
     }
 
-    static func call(_ client: Client, _ method: HTTPRequest.Method, _ uri: String, key: String?, body: JSONValue? = nil) async throws -> (Int, JSONValue, String) {
+    static func call(
+        _ client: Client,
+        _ method: HTTPRequest.Method,
+        _ uri: String,
+        key: String?,
+        body: JSONValue? = nil
+    ) async throws -> (Int, JSONValue, String) {
         var headers = HTTPFields()
         if let key { headers[.authorization] = "Bearer \(key)" }
-        return try await client.execute(uri: uri, method: method, headers: headers, body: body.map { ByteBuffer(bytes: $0.serialized()) }) { r in
-            (Int(r.status.code), (try? JSONValue.parse(Array(r.body.readableBytesView))) ?? .null, String(buffer: r.body))
+        return try await client.execute(
+            uri: uri,
+            method: method,
+            headers: headers,
+            body: body.map { ByteBuffer(bytes: $0.serialized()) }
+        ) { r in
+            (
+                Int(r.status.code), (try? JSONValue.parse(Array(r.body.readableBytesView))) ?? .null,
+                String(buffer: r.body)
+            )
         }
     }
 
@@ -39,11 +59,28 @@ import Testing
         _ = try creds.write(to: dir, tokenURI: "https://oauth2.googleapis.com/token")
         let account = try String(contentsOf: dir.appendingPathComponent("service-account.json"), encoding: .utf8)
         try await Application(router: api.router()).test(.router) { client in
-            let apns: JSONValue = ["key": .string(creds.apnsKeyPEM), "key_id": .string(creds.apnsKeyID), "team_id": .string(creds.apnsTeamID), "environment": "development"]
-            let (s, created, text) = try await Self.call(client, .post, "/v1/apps", key: Self.admin, body: ["name": "Shop", "bundle_id": "com.example.app", "apns": apns, "fcm": ["service_account": .string(account)]])
+            let apns: JSONValue = [
+                "key": .string(creds.apnsKeyPEM), "key_id": .string(creds.apnsKeyID),
+                "team_id": .string(creds.apnsTeamID), "environment": "development",
+            ]
+            let (s, created, text) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps",
+                key: Self.admin,
+                body: [
+                    "name": "Shop", "bundle_id": "com.example.app", "apns": apns,
+                    "fcm": ["service_account": .string(account)],
+                ]
+            )
             #expect(s == 201, "\(created)")
             #expect(!text.contains("PRIVATE KEY") && !text.contains("private_key"))
-            #expect(created["app"]?["apns"] == ["key_id": .string(creds.apnsKeyID), "team_id": .string(creds.apnsTeamID), "environment": "development"])
+            #expect(
+                created["app"]?["apns"] == [
+                    "key_id": .string(creds.apnsKeyID), "team_id": .string(creds.apnsTeamID),
+                    "environment": "development",
+                ]
+            )
             #expect(created["app"]?["fcm"]?["project_id"] == .string(creds.fcmProjectID))
             let appID = try #require(created["app"]?["id"]?.stringValue)
             let key = try #require(created["api_key"]?.stringValue)
@@ -51,15 +88,40 @@ import Testing
             #expect(!shownText.contains("PRIVATE KEY") && shown["app"]?["revision"] == 1)
 
             // Each bad field is named with its rule.
-            let (bad, problem, _) = try await Self.call(client, .patch, "/v1/apps/\(appID)", key: key, body: [
-                "apns": ["key": "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----", "key_id": "short", "team_id": .string(creds.apnsTeamID), "environment": "staging"],
-                "fcm": ["service_account": ["type": "service_account"]],
-            ])
+            let (bad, problem, _) = try await Self.call(
+                client,
+                .patch,
+                "/v1/apps/\(appID)",
+                key: key,
+                body: [
+                    "apns": [
+                        "key": "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----", "key_id": "short",
+                        "team_id": .string(creds.apnsTeamID), "environment": "staging",
+                    ],
+                    "fcm": ["service_account": ["type": "service_account"]],
+                ]
+            )
             #expect(bad == 422)
-            let paths = Set((problem["error"]?["issues"]?.arrayValue ?? []).map { "\($0["path"]?.stringValue ?? "") \($0["rule"]?.stringValue ?? "")" })
-            #expect(paths == ["apns.key apns-p8", "apns.key_id apns-key-id", "apns.environment enum", "fcm.service_account service-account"], "\(paths)")
+            let paths = Set(
+                (problem["error"]?["issues"]?.arrayValue ?? []).map {
+                    "\($0["path"]?.stringValue ?? "") \($0["rule"]?.stringValue ?? "")"
+                }
+            )
+            #expect(
+                paths == [
+                    "apns.key apns-p8", "apns.key_id apns-key-id", "apns.environment enum",
+                    "fcm.service_account service-account",
+                ],
+                "\(paths)"
+            )
             // Removing credentials bumps the revision.
-            let (ok, changed, _) = try await Self.call(client, .patch, "/v1/apps/\(appID)", key: key, body: ["apns": .null])
+            let (ok, changed, _) = try await Self.call(
+                client,
+                .patch,
+                "/v1/apps/\(appID)",
+                key: key,
+                body: ["apns": .null]
+            )
             #expect(ok == 200 && changed["app"]?["apns"] == .null && changed["app"]?["revision"] == 2)
         }
     }
@@ -67,16 +129,47 @@ import Testing
     @Test func keysHaveScopesAndCanBeRevoked() async throws {
         let (api, _, _, _) = try Self.sqlite()
         try await Application(router: api.router()).test(.router) { client in
-            let (_, created, _) = try await Self.call(client, .post, "/v1/apps", key: Self.admin, body: ["name": "Shop", "bundle_id": "com.example.app"])
+            let (_, created, _) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps",
+                key: Self.admin,
+                body: ["name": "Shop", "bundle_id": "com.example.app"]
+            )
             let appID = try #require(created["app"]?["id"]?.stringValue)
             let manage = try #require(created["api_key"]?.stringValue)
-            let (s, readKey, _) = try await Self.call(client, .post, "/v1/apps/\(appID)/keys", key: manage, body: ["scopes": ["read"]])
+            let (s, readKey, _) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/keys",
+                key: manage,
+                body: ["scopes": ["read"]]
+            )
             #expect(s == 201 && readKey["scopes"] == ["read"])
             let reader = try #require(readKey["api_key"]?.stringValue)
             #expect(try await Self.call(client, .get, "/v1/apps/\(appID)", key: reader).0 == 200)
-            #expect(try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: reader, body: ["title": "x", "audience": ["all": true]]).0 == 403)
-            #expect(try await Self.call(client, .post, "/v1/apps/\(appID)/keys", key: reader, body: ["scopes": ["send"]]).0 == 403)
-            #expect(try await Self.call(client, .post, "/v1/apps/\(appID)/keys", key: manage, body: ["scopes": ["send", "fly"]]).0 == 422)
+            #expect(
+                try await Self.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(appID)/notifications",
+                    key: reader,
+                    body: ["title": "x", "audience": ["all": true]]
+                ).0 == 403
+            )
+            #expect(
+                try await Self.call(client, .post, "/v1/apps/\(appID)/keys", key: reader, body: ["scopes": ["send"]]).0
+                    == 403
+            )
+            #expect(
+                try await Self.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(appID)/keys",
+                    key: manage,
+                    body: ["scopes": ["send", "fly"]]
+                ).0 == 422
+            )
             let id = try #require(readKey["id"]?.stringValue)
             #expect(try await Self.call(client, .delete, "/v1/apps/\(appID)/keys/\(id)", key: manage).0 == 200)
             #expect(try await Self.call(client, .get, "/v1/apps/\(appID)", key: reader).0 == 401)
@@ -93,27 +186,69 @@ import Testing
         let sandbox = try await Sandbox.start(directory: dir, threads: 1)
         let c = sandbox.credentials
         let account = try ServiceAccount(contentsOf: sandbox.files["service-account"]!)
-        let clients = ProviderClients(routing: .init(
-            apnsEndpoint: .custom(host: "127.0.0.1", port: sandbox.apns.port), fcmEndpoint: .custom(host: "127.0.0.1", port: sandbox.fcm.port),
-            fcmTokenURI: account.tokenURI, trust: .certificateAuthority(pem: c.caCertificatePEM)))
-        let good = ServerApp(id: "good", name: "Good", bundleID: "com.example.app", apns: .init(keyPEM: c.apnsKeyPEM, keyID: c.apnsKeyID, teamID: c.apnsTeamID, environment: .development),
-            fcm: .init(serviceAccountJSON: try String(contentsOf: sandbox.files["service-account"]!, encoding: .utf8), projectID: c.fcmProjectID, clientEmail: account.clientEmail))
-        let stranger = ServerApp(id: "stranger", name: "Stranger", bundleID: "com.example.app", apns: .init(keyPEM: P256.Signing.PrivateKey().pemRepresentation, keyID: "ZZZZZZZZZZ", teamID: c.apnsTeamID, environment: .production))
+        let clients = ProviderClients(
+            routing: .init(
+                apnsEndpoint: .custom(host: "127.0.0.1", port: sandbox.apns.port),
+                fcmEndpoint: .custom(host: "127.0.0.1", port: sandbox.fcm.port),
+                fcmTokenURI: account.tokenURI,
+                trust: .certificateAuthority(pem: c.caCertificatePEM)
+            )
+        )
+        let good = ServerApp(
+            id: "good",
+            name: "Good",
+            bundleID: "com.example.app",
+            apns: .init(keyPEM: c.apnsKeyPEM, keyID: c.apnsKeyID, teamID: c.apnsTeamID, environment: .development),
+            fcm: .init(
+                serviceAccountJSON: try String(contentsOf: sandbox.files["service-account"]!, encoding: .utf8),
+                projectID: c.fcmProjectID,
+                clientEmail: account.clientEmail
+            )
+        )
+        let stranger = ServerApp(
+            id: "stranger",
+            name: "Stranger",
+            bundleID: "com.example.app",
+            apns: .init(
+                keyPEM: P256.Signing.PrivateKey().pemRepresentation,
+                keyID: "ZZZZZZZZZZ",
+                teamID: c.apnsTeamID,
+                environment: .production
+            )
+        )
         let bare = ServerApp(id: "bare", name: "Bare", bundleID: "com.example.app")
         for app in [good, stranger, bare] { _ = try await store.createApp(app) }
         let token = String(repeating: "ab", count: 32)
         for app in ["good", "stranger", "bare"] {
             try await registry.upsert(Device(appID: app, token: token, platform: .ios))
             try await registry.upsert(Device(appID: app, token: "fcm-token-\(app)", platform: .android))
-            _ = try await api.intake.accept(AcceptPlan(notification: .init(id: "n-\(app)", appID: app, message: PushMessage(alert: .init(title: "Hi")).json, response: .null, createdAt: Date()),
-                idempotencyKey: nil, audience: .all, notBefore: Date(), expiresAt: nil)) { _ in .null }
+            _ = try await api.intake.accept(
+                AcceptPlan(
+                    notification: .init(
+                        id: "n-\(app)",
+                        appID: app,
+                        message: PushMessage(alert: .init(title: "Hi")).json,
+                        response: .null,
+                        createdAt: Date()
+                    ),
+                    idempotencyKey: nil,
+                    audience: .all,
+                    notBefore: Date(),
+                    expiresAt: nil
+                )
+            ) { _ in .null }
             try await api.intake.completeFanOut(notificationID: "n-\(app)")
         }
-        let sender = ProviderDeliverySender(app: { id in (try? await store.app(id: id)).flatMap { $0 }.map { clients.sender(for: $0) } }, message: { id in try? await store.message(id: id) })
+        let sender = ProviderDeliverySender(
+            app: { id in (try? await store.app(id: id)).flatMap { $0 }.map { clients.sender(for: $0) } },
+            message: { id in try? await store.message(id: id) }
+        )
         let worker = DeliveryWorker(queue: queue, sender: sender)
         try await worker.runOnce()
         func outcome(_ app: String) async throws -> [String] {
-            try await queue.deliveries(notificationID: "n-\(app)").map { "\($0.provider.rawValue) \($0.state.rawValue) \($0.reason ?? "-")" }.sorted()
+            try await queue.deliveries(notificationID: "n-\(app)").map {
+                "\($0.provider.rawValue) \($0.state.rawValue) \($0.reason ?? "-")"
+            }.sorted()
         }
         #expect(try await outcome("good") == ["apns delivered -", "fcm delivered -"])
         #expect(try await outcome("stranger") == ["apns failed InvalidProviderToken", "fcm failed fcm_not_configured"])
@@ -125,65 +260,172 @@ import Testing
     @Test func fcmTopicsConditionsAndRawTokensNeedNoRegistry() async throws {
         let (api, _, _, queue) = try Self.sqlite()
         try await Application(router: api.router()).test(.router) { client in
-            let (_, created, _) = try await Self.call(client, .post, "/v1/apps", key: Self.admin, body: ["name": "Shop", "bundle_id": "com.example.app"])
+            let (_, created, _) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps",
+                key: Self.admin,
+                body: ["name": "Shop", "bundle_id": "com.example.app"]
+            )
             let appID = try #require(created["app"]?["id"]?.stringValue)
             let key = try #require(created["api_key"]?.stringValue)
-            let (s1, topic, _) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: ["title": "News", "audience": ["fcm_topic": "news"]])
+            let (s1, topic, _) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/notifications",
+                key: key,
+                body: ["title": "News", "audience": ["fcm_topic": "news"]]
+            )
             #expect(s1 == 202 && topic["deliveries"] == 1)
-            #expect(try await queue.deliveries(notificationID: topic["id"]!.stringValue!).map(\.target) == ["topic:news"])
-            let (_, cond, _) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: ["title": "Both", "targets": ["condition": "'a' in topics && 'b' in topics"]])
-            #expect(try await queue.deliveries(notificationID: cond["id"]!.stringValue!).map(\.target) == ["condition:'a' in topics && 'b' in topics"])
+            #expect(
+                try await queue.deliveries(notificationID: topic["id"]!.stringValue!).map(\.target) == ["topic:news"]
+            )
+            let (_, cond, _) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/notifications",
+                key: key,
+                body: ["title": "Both", "targets": ["condition": "'a' in topics && 'b' in topics"]]
+            )
+            #expect(
+                try await queue.deliveries(notificationID: cond["id"]!.stringValue!).map(\.target) == [
+                    "condition:'a' in topics && 'b' in topics"
+                ]
+            )
             let apnsToken = String(repeating: "0f", count: 32)
-            let (_, raw, _) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: ["title": "Raw", "audience": ["apns_tokens": .array([.string(apnsToken)]), "fcm_tokens": .array(["fcm-raw-1"])]])
-            #expect(try await queue.deliveries(notificationID: raw["id"]!.stringValue!).map { "\($0.provider.rawValue):\($0.target)" } == ["apns:\(apnsToken)", "fcm:fcm-raw-1"])
+            let (_, raw, _) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/notifications",
+                key: key,
+                body: [
+                    "title": "Raw",
+                    "audience": ["apns_tokens": .array([.string(apnsToken)]), "fcm_tokens": .array(["fcm-raw-1"])],
+                ]
+            )
+            #expect(
+                try await queue.deliveries(notificationID: raw["id"]!.stringValue!).map {
+                    "\($0.provider.rawValue):\($0.target)"
+                } == ["apns:\(apnsToken)", "fcm:fcm-raw-1"]
+            )
             // Unregistered tokens in `tokens` (registry) are not sent; the answer says how many were found.
-            let (_, registered, _) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: ["title": "Reg", "audience": ["tokens": ["nobody"]]])
+            let (_, registered, _) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/notifications",
+                key: key,
+                body: ["title": "Reg", "audience": ["tokens": ["nobody"]]]
+            )
             #expect(registered["deliveries"] == 0)
-            let (bad, problem, _) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: ["title": "Bad", "audience": ["apns_tokens": ["xyz"], "tag": "t"]])
+            let (bad, problem, _) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/notifications",
+                key: key,
+                body: ["title": "Bad", "audience": ["apns_tokens": ["xyz"], "tag": "t"]]
+            )
             #expect(bad == 422 && problem["error"]?["issues"]?.arrayValue?.first?["path"] == "audience")
-            let (bad2, problem2, _) = try await Self.call(client, .post, "/v1/apps/\(appID)/notifications", key: key, body: ["title": "Bad", "audience": ["apns_tokens": ["xyz"]]])
-            #expect(bad2 == 422 && problem2["error"]?["issues"]?.arrayValue?.first?["path"] == "audience.apns_tokens[0]")
+            let (bad2, problem2, _) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/notifications",
+                key: key,
+                body: ["title": "Bad", "audience": ["apns_tokens": ["xyz"]]]
+            )
+            #expect(
+                bad2 == 422 && problem2["error"]?["issues"]?.arrayValue?.first?["path"] == "audience.apns_tokens[0]"
+            )
         }
     }
 
     /// A spread send's deliveries are due evenly over the window, in the SQLite fan-out and the generic one.
     @Test(arguments: [true, false])
     func aSpreadSendIsDueEvenlyOverItsWindow(sqlite: Bool) async throws {
-        let backend: any StorageBackend = sqlite ? try SQLiteBackend(path: FileManager.default.temporaryDirectory.appendingPathComponent("spread-\(UUID().uuidString).sqlite").path) : MemoryBackend()
+        let backend: any StorageBackend =
+            sqlite
+            ? try SQLiteBackend(
+                path: FileManager.default.temporaryDirectory.appendingPathComponent(
+                    "spread-\(UUID().uuidString).sqlite"
+                ).path
+            ) : MemoryBackend()
         let (registry, queue) = (backend.registry, backend.queue)
-        for i in 0..<10 { try await registry.upsert(Device(appID: "app", token: "t\(i)", platform: .android, tags: ["x"])) }
+        for i in 0..<10 {
+            try await registry.upsert(Device(appID: "app", token: "t\(i)", platform: .android, tags: ["x"]))
+        }
         let start = Date(timeIntervalSince1970: 2_000_000_000)
-        let n = try await backend.fanOut(notificationID: "n", appID: "app", audience: .tag("x"), notBefore: start, expiresAt: nil, spread: 9)
+        let n = try await backend.fanOut(
+            notificationID: "n",
+            appID: "app",
+            audience: .tag("x"),
+            notBefore: start,
+            expiresAt: nil,
+            spread: 9
+        )
         #expect(n == 10)
-        let offsets = try await queue.deliveries(notificationID: "n").map { ($0.notBefore.timeIntervalSince(start) * 1000).rounded() / 1000 }.sorted()
+        let offsets = try await queue.deliveries(notificationID: "n").map {
+            ($0.notBefore.timeIntervalSince(start) * 1000).rounded() / 1000
+        }.sorted()
         #expect(offsets == (0..<10).map(Double.init))
     }
 
     /// A fan-out the process did not finish (it died after answering) is found and finished at the next start,
     /// chunk by chunk with its progress stored, and never twice.
     @Test func anUnfinishedFanOutResumesAfterARestart() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("resume-\(UUID().uuidString).sqlite").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("resume-\(UUID().uuidString).sqlite")
+            .path
         do {
             let pool = try SQLiteDeliveryQueue.openPool(path: path)
             let registry = try SQLiteDeviceRegistry(pool: pool)
             for i in 0..<10 { try await registry.upsert(Device(appID: "app", token: "t\(i)", platform: .android)) }
-            let intake = try SQLiteIntake(store: try SQLiteServerStore(pool: pool), registry: registry, queue: try SQLiteDeliveryQueue(pool: pool), chunk: 3)
-            let accepted = try await intake.accept(AcceptPlan(notification: .init(id: "n1", appID: "app", message: ["title": "x"], response: .null, createdAt: Date()),
-                idempotencyKey: nil, audience: .all, notBefore: Date(), expiresAt: nil, spread: 5)) { _ in .null }
+            let intake = try SQLiteIntake(
+                store: try SQLiteServerStore(pool: pool),
+                registry: registry,
+                queue: try SQLiteDeliveryQueue(pool: pool),
+                chunk: 3
+            )
+            let accepted = try await intake.accept(
+                AcceptPlan(
+                    notification: .init(
+                        id: "n1",
+                        appID: "app",
+                        message: ["title": "x"],
+                        response: .null,
+                        createdAt: Date()
+                    ),
+                    idempotencyKey: nil,
+                    audience: .all,
+                    notBefore: Date(),
+                    expiresAt: nil,
+                    spread: 5
+                )
+            ) { _ in .null }
             #expect(accepted.fanOutPending)
         }
         // "Restart": everything opened again from the file.
         let pool = try SQLiteDeliveryQueue.openPool(path: path)
         let queue = try SQLiteDeliveryQueue(pool: pool)
-        let intake = try SQLiteIntake(store: try SQLiteServerStore(pool: pool), registry: try SQLiteDeviceRegistry(pool: pool), queue: queue, chunk: 3)
+        let intake = try SQLiteIntake(
+            store: try SQLiteServerStore(pool: pool),
+            registry: try SQLiteDeviceRegistry(pool: pool),
+            queue: queue,
+            chunk: 3
+        )
         #expect(try await intake.pendingFanOuts() == ["n1"])
         #expect(try await intake.completeFanOut(notificationID: "n1") == 10)
         #expect(try await intake.pendingFanOuts() == [])
         #expect(try await intake.completeFanOut(notificationID: "n1") == 0)
         let deliveries = try await queue.deliveries(notificationID: "n1")
         #expect(Set(deliveries.map(\.target)).count == 10 && deliveries.count == 10)
-        let progress = try await pool.read { db in try Row.fetchOne(db, sql: "SELECT fanout_inserted, fanout_total, fanout_state FROM notifications WHERE id = 'n1'")! }
-        #expect(progress["fanout_inserted"] as Int == 10 && progress["fanout_total"] as Int == 10 && progress["fanout_state"] as String == "done")
+        let progress = try await pool.read { db in
+            try Row.fetchOne(
+                db,
+                sql: "SELECT fanout_inserted, fanout_total, fanout_state FROM notifications WHERE id = 'n1'"
+            )!
+        }
+        #expect(
+            progress["fanout_inserted"] as Int == 10 && progress["fanout_total"] as Int == 10
+                && progress["fanout_state"] as String == "done"
+        )
     }
 
     /// The store and its in-memory twin follow the same rules.
@@ -203,7 +445,13 @@ import Testing
         renamed.name = "B"
         #expect(try await store.updateApp(renamed)?.revision == 2)
         #expect(try await store.app(id: app.id)?.name == "B")
-        let n = StoredNotification(id: "n1", appID: app.id, message: ["title": "x"], response: ["id": "n1"], createdAt: Date())
+        let n = StoredNotification(
+            id: "n1",
+            appID: app.id,
+            message: ["title": "x"],
+            response: ["id": "n1"],
+            createdAt: Date()
+        )
         #expect(try await store.insertNotification(n, idempotencyKey: "k").created)
         var again = n
         again.id = "n2"
@@ -219,14 +467,24 @@ import Testing
     @Test func fileThenEnvironmentWithProblemsNamed() throws {
         var c = ServerConfiguration()
         #expect(ServerConfiguration().lanes == 2)
-        try c.apply(json: #"{"database": "/var/lib/rp.sqlite", "port": 9000, "workers": {"concurrency": 50, "lanes": 3}, "sandbox": {"enabled": false}, "media": {"cache_megabytes": 128}}"#)
-        #expect(c.database == "/var/lib/rp.sqlite" && c.port == 9000 && c.concurrency == 50 && c.lanes == 3 && !c.sandbox && c.mediaCacheMegabytes == 128)
-        try c.apply(environment: ["RICHPUSH_PORT": "9100", "RICHPUSH_SANDBOX": "1", "RICHPUSH_ADMIN_KEY": "an-admin-key-of-20ch"])
+        try c.apply(
+            json:
+                #"{"database": "/var/lib/rp.sqlite", "port": 9000, "workers": {"concurrency": 50, "lanes": 3}, "sandbox": {"enabled": false}, "media": {"cache_megabytes": 128}}"#
+        )
+        #expect(
+            c.database == "/var/lib/rp.sqlite" && c.port == 9000 && c.concurrency == 50 && c.lanes == 3 && !c.sandbox
+                && c.mediaCacheMegabytes == 128
+        )
+        try c.apply(environment: [
+            "RICHPUSH_PORT": "9100", "RICHPUSH_SANDBOX": "1", "RICHPUSH_ADMIN_KEY": "an-admin-key-of-20ch",
+        ])
         #expect(c.port == 9100 && c.sandbox && c.adminKey == "an-admin-key-of-20ch")
         #expect(c.publicBase(boundPort: 9100) == "http://127.0.0.1:9100")
         func problem(_ text: String) -> String? {
             var c = ServerConfiguration()
-            do { try c.apply(json: text) } catch let p as ServerConfiguration.Problem { return p.key } catch { return "other" }
+            do { try c.apply(json: text) } catch let p as ServerConfiguration.Problem { return p.key } catch {
+                return "other"
+            }
             return nil
         }
         #expect(problem(#"{"workers": {"concurency": 5}}"#) == "workers.concurency")

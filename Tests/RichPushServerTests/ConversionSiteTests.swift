@@ -1,13 +1,16 @@
 import Foundation
 import RichPushCore
 import Testing
+
 @testable import RichPushServer
 
 /// Every place a number received from outside is converted (to an integer, a date, a header): the extremes a
 /// request can carry are refused or held, never trapped on. The same values travel over a real socket in
 /// `HostileRequestTests`; these are the sites one by one.
 @Suite struct ConversionSiteTests {
-    static let extremes: [Double] = [1e19, -1e19, 1e308, -1e308, .infinity, -.infinity, .nan, 9.3e18, -9.3e18, 1e-320, 0]
+    static let extremes: [Double] = [
+        1e19, -1e19, 1e308, -1e308, .infinity, -.infinity, .nan, 9.3e18, -9.3e18, 1e-320, 0,
+    ]
 
     @Test func sendTimeRefusesWhatIsOutsideItsWindow() throws {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
@@ -23,7 +26,9 @@ import Testing
     }
 
     @Test func mediaRetentionHoldsAnyDate() throws {
-        let store = try MediaStore(directory: FileManager.default.temporaryDirectory.appendingPathComponent("keep-\(UUID().uuidString)"))
+        let store = try MediaStore(
+            directory: FileManager.default.temporaryDirectory.appendingPathComponent("keep-\(UUID().uuidString)")
+        )
         let item = try store.put(Array(repeating: 1, count: 10) + [0x89], type: .png)
         for x in Self.extremes {
             _ = store.keep(item.name, until: Date(timeIntervalSince1970: x))
@@ -39,7 +44,9 @@ import Testing
         }
         var m = PushMessage()
         m.alert.body = "x"
-        for (badge, ok) in [(Int.max, false), (Int(Int32.max) + 1, false), (Int(Int32.max), true), (-1, false), (0, true)] {
+        for (badge, ok) in [
+            (Int.max, false), (Int(Int32.max) + 1, false), (Int(Int32.max), true), (-1, false), (0, true),
+        ] {
             m.badge = badge
             #expect(MessageValidator().validate(m).errors.contains { $0.path == "badge" } == !ok, "badge \(badge)")
         }
@@ -51,11 +58,17 @@ import Testing
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         for e in [Int64.max, Int64.min, 0, -1, 1_800_000_000] {
             m.expiration = e
-            let apns = APNsRenderer(bundleID: "com.example.app", now: { now }).render(m, deviceToken: String(repeating: "ab", count: 32))
+            let apns = APNsRenderer(bundleID: "com.example.app", now: { now }).render(
+                m,
+                deviceToken: String(repeating: "ab", count: 32)
+            )
             #expect(apns.headers.first { $0.0 == "apns-expiration" }?.1 == String(e))
             let fcm = FCMRenderer(projectID: "p", now: { now }).render(m, to: .token("t")).body
             let ttl = fcm["message"]?["android"]?["ttl"]?.stringValue ?? ""
-            #expect(ttl.hasSuffix("s") && Int64(ttl.dropLast()).map { $0 >= 0 } == true, "expiration \(e) → android.ttl \(ttl)")
+            #expect(
+                ttl.hasSuffix("s") && Int64(ttl.dropLast()).map { $0 >= 0 } == true,
+                "expiration \(e) → android.ttl \(ttl)"
+            )
         }
     }
 }

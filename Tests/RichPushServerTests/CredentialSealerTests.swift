@@ -7,14 +7,22 @@ import Testing
 /// Provider credentials sealed at rest: a copy of the database alone does not give them away.
 @Suite struct CredentialSealerTests {
     static let pem = P256.Signing.PrivateKey().pemRepresentation
-    static let serviceAccount = #"{"type":"service_account","project_id":"p","private_key":"-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n","client_email":"a@p.iam.gserviceaccount.com"}"#
+    static let serviceAccount =
+        #"{"type":"service_account","project_id":"p","private_key":"-----BEGIN PRIVATE KEY-----\nMIIB\n-----END PRIVATE KEY-----\n","client_email":"a@p.iam.gserviceaccount.com"}"#
 
     static func app() -> ServerApp {
-        ServerApp(id: "", name: "Shop", bundleID: "com.example.app", apns: .init(keyPEM: pem, keyID: "ABC123DEFG", teamID: "DEF123GHIJ", environment: .production),
-            fcm: .init(serviceAccountJSON: serviceAccount, projectID: "p", clientEmail: "a@p.iam.gserviceaccount.com"))
+        ServerApp(
+            id: "",
+            name: "Shop",
+            bundleID: "com.example.app",
+            apns: .init(keyPEM: pem, keyID: "ABC123DEFG", teamID: "DEF123GHIJ", environment: .production),
+            fcm: .init(serviceAccountJSON: serviceAccount, projectID: "p", clientEmail: "a@p.iam.gserviceaccount.com")
+        )
     }
 
-    static func temp(_ name: String) -> String { FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)").path }
+    static func temp(_ name: String) -> String {
+        FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)").path
+    }
 
     @Test func sealedTextOpensWithItsKeyOnly() throws {
         let sealer = try CredentialSealer(key: Array(repeating: 1, count: 32))
@@ -23,7 +31,9 @@ import Testing
         #expect(try sealer.seal("secret text") != sealed)  // a fresh nonce each time
         #expect(try sealer.open(sealed) == "secret text")
         #expect(try sealer.open("written before sealing") == "written before sealing")
-        #expect(throws: CredentialSealer.Problem.self) { try CredentialSealer(key: Array(repeating: 2, count: 32)).open(sealed) }
+        #expect(throws: CredentialSealer.Problem.self) {
+            try CredentialSealer(key: Array(repeating: 2, count: 32)).open(sealed)
+        }
         #expect(throws: CredentialSealer.Problem.self) { try sealer.open("sealed:v1:not-base64!") }
         #expect(throws: CredentialSealer.Problem.self) { try CredentialSealer(key: [1, 2, 3]) }
     }
@@ -49,8 +59,11 @@ import Testing
         let store = try SQLiteServerStore(pool: pool, sealer: key)
         let (app, _) = try await store.createApp(Self.app())
         // What is on disk: no key, no service account.
-        let raw = try await pool.read { db in try Row.fetchOne(db, sql: "SELECT apns, fcm FROM apps WHERE id = ?", arguments: [app.id]) }
-        let apns: String = try #require(raw?["apns"]), fcm: String = try #require(raw?["fcm"])
+        let raw = try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT apns, fcm FROM apps WHERE id = ?", arguments: [app.id])
+        }
+        let apns: String = try #require(raw?["apns"])
+        let fcm: String = try #require(raw?["fcm"])
         #expect(apns.hasPrefix("sealed:v1:") && fcm.hasPrefix("sealed:v1:"))
         #expect(!apns.contains("PRIVATE KEY") && !fcm.contains("private_key") && !fcm.contains("gserviceaccount"))
         #expect(try SQLiteServerStore.hasSealedCredentials(pool: pool))
@@ -59,7 +72,9 @@ import Testing
         #expect(reopened?.apns?.keyPEM == Self.pem && reopened?.fcm?.serviceAccountJSON == Self.serviceAccount)
         // Without the key, or with another, the store does not open: no silent loss of every app's credentials.
         #expect(throws: CredentialSealer.Problem.self) { try SQLiteServerStore(pool: pool) }
-        #expect(throws: CredentialSealer.Problem.self) { try SQLiteServerStore(pool: pool, sealer: CredentialSealer(key: Array(repeating: 8, count: 32))) }
+        #expect(throws: CredentialSealer.Problem.self) {
+            try SQLiteServerStore(pool: pool, sealer: CredentialSealer(key: Array(repeating: 8, count: 32)))
+        }
     }
 
     @Test func credentialsStoredBeforeSealingAreSealedAtTheNextStart() async throws {

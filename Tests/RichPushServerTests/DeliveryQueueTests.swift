@@ -11,7 +11,9 @@ import Testing
         switch kind {
         case .memory: return MemoryDeliveryQueue()
         case .sqlite:
-            let path = FileManager.default.temporaryDirectory.appendingPathComponent("queue-\(UUID().uuidString).sqlite").path
+            let path = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "queue-\(UUID().uuidString).sqlite"
+            ).path
             return try SQLiteDeliveryQueue(path: path)
         case .postgres: return try await PostgresFixture.backend().queue
         }
@@ -19,8 +21,22 @@ import Testing
 
     let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
-    func deliveries(_ n: Int, notification: String = "n1", notBefore: Date? = nil, expiresAt: Date? = nil) -> [NewDelivery] {
-        (0..<n).map { NewDelivery(notificationID: notification, appID: "app", provider: $0 % 2 == 0 ? .apns : .fcm, target: "token-\($0)", notBefore: notBefore ?? t0, expiresAt: expiresAt) }
+    func deliveries(
+        _ n: Int,
+        notification: String = "n1",
+        notBefore: Date? = nil,
+        expiresAt: Date? = nil
+    ) -> [NewDelivery] {
+        (0..<n).map {
+            NewDelivery(
+                notificationID: notification,
+                appID: "app",
+                provider: $0 % 2 == 0 ? .apns : .fcm,
+                target: "token-\($0)",
+                notBefore: notBefore ?? t0,
+                expiresAt: expiresAt
+            )
+        }
     }
 
     /// One notification's counts per state and its deliveries a page at a time, the other notifications left out.
@@ -72,8 +88,13 @@ import Testing
         let again = try await q.claim(owner: "B", limit: 10, now: t0.addingTimeInterval(31), lease: 30)
         #expect(again.count == 2 && again.allSatisfy { $0.attempts == 2 && $0.leaseOwner == "B" })
         // The crashed worker's late answer is refused; the new owner's is kept.
-        #expect(try await q.finish(id: again[0].id, owner: "crashed", outcome: .delivered(providerID: "x"), now: t0) == false)
-        #expect(try await q.finish(id: again[0].id, owner: "B", outcome: .delivered(providerID: "apns-1"), now: t0) == true)
+        #expect(
+            try await q.finish(id: again[0].id, owner: "crashed", outcome: .delivered(providerID: "x"), now: t0)
+                == false
+        )
+        #expect(
+            try await q.finish(id: again[0].id, owner: "B", outcome: .delivered(providerID: "apns-1"), now: t0) == true
+        )
         #expect(try await q.finish(id: again[0].id, owner: "B", outcome: .failed("twice"), now: t0) == false)
     }
 
@@ -85,7 +106,15 @@ import Testing
         try await q.finish(id: c[0].id, owner: "W", outcome: .delivered(providerID: "id-0"), now: t0)
         try await q.finish(id: c[1].id, owner: "W", outcome: .failed("BadDeviceToken"), now: t0)
         try await q.finish(id: c[2].id, owner: "W", outcome: .pruned("Unregistered"), now: t0)
-        #expect(try await q.reschedule(id: c[3].id, owner: "W", notBefore: t0.addingTimeInterval(10), reason: "ServiceUnavailable", now: t0))
+        #expect(
+            try await q.reschedule(
+                id: c[3].id,
+                owner: "W",
+                notBefore: t0.addingTimeInterval(10),
+                reason: "ServiceUnavailable",
+                now: t0
+            )
+        )
         #expect(try await q.counts() == [.delivered: 1, .failed: 1, .pruned: 1, .queued: 1])
         let retried = try await q.claim(owner: "W", limit: 4, now: t0.addingTimeInterval(10), lease: 30)
         #expect(retried.count == 1 && retried[0].attempts == 2 && retried[0].reason == "ServiceUnavailable")
@@ -119,7 +148,14 @@ import Testing
                     while true {
                         let batch = try await q.claim(owner: "w\(w)", limit: 50, now: self.t0, lease: 60)
                         if batch.isEmpty { return mine }
-                        for d in batch { try await q.finish(id: d.id, owner: "w\(w)", outcome: .delivered(providerID: nil), now: self.t0) }
+                        for d in batch {
+                            try await q.finish(
+                                id: d.id,
+                                owner: "w\(w)",
+                                outcome: .delivered(providerID: nil),
+                                now: self.t0
+                            )
+                        }
                         mine += batch.map(\.id)
                     }
                 }
@@ -135,7 +171,8 @@ import Testing
     /// The claim's updates find the taken deliveries by id: a plan through a state index reads every queued
     /// delivery on each claim (the cost of a claim then grows with the queue).
     @Test func theSQLiteClaimTouchesOnlyTheDeliveriesItTakes() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("queue-\(UUID().uuidString).sqlite").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("queue-\(UUID().uuidString).sqlite")
+            .path
         defer { try? FileManager.default.removeItem(atPath: path) }
         let q = try SQLiteDeliveryQueue(path: path)
         try await q.enqueue(deliveries(50))
@@ -147,7 +184,8 @@ import Testing
     }
 
     @Test func theSQLiteQueueSurvivesAReopenInWALMode() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("queue-\(UUID().uuidString).sqlite").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("queue-\(UUID().uuidString).sqlite")
+            .path
         do {
             let q = try SQLiteDeliveryQueue(path: path)
             #expect(try q.journalMode() == "wal")
@@ -166,25 +204,68 @@ import Testing
     let policy = RetryPolicy(baseDelay: 1, maxDelay: 900, maxAttempts: 5)
 
     @Test func permanentErrorsAreFinal() {
-        #expect(policy.action(after: .dropToken, reason: "Unregistered", attempts: 1, expiresAt: nil, now: now, random: { 0.5 }) == .final(.pruned("Unregistered")))
+        #expect(
+            policy.action(
+                after: .dropToken,
+                reason: "Unregistered",
+                attempts: 1,
+                expiresAt: nil,
+                now: now,
+                random: { 0.5 }
+            ) == .final(.pruned("Unregistered"))
+        )
         for d in [RetryDecision.never, .fixRequest, .fixCredentials] {
-            #expect(policy.action(after: d, reason: "r", attempts: 1, expiresAt: nil, now: now, random: { 0.5 }) == .final(.failed("r")))
+            #expect(
+                policy.action(after: d, reason: "r", attempts: 1, expiresAt: nil, now: now, random: { 0.5 })
+                    == .final(.failed("r"))
+            )
         }
     }
 
     @Test func backoffGrowsWithJitterAndIsCapped() {
         // Full jitter: random 1.0 gives the whole exponential delay, 0 gives none.
-        #expect(policy.action(after: .retry, reason: "r", attempts: 1, expiresAt: nil, now: now, random: { 1 }) == .retry(at: now.addingTimeInterval(1)))
-        #expect(policy.action(after: .retry, reason: "r", attempts: 4, expiresAt: nil, now: now, random: { 1 }) == .retry(at: now.addingTimeInterval(8)))
-        #expect(policy.action(after: .retry, reason: "r", attempts: 4, expiresAt: nil, now: now, random: { 0.25 }) == .retry(at: now.addingTimeInterval(2)))
+        #expect(
+            policy.action(after: .retry, reason: "r", attempts: 1, expiresAt: nil, now: now, random: { 1 })
+                == .retry(at: now.addingTimeInterval(1))
+        )
+        #expect(
+            policy.action(after: .retry, reason: "r", attempts: 4, expiresAt: nil, now: now, random: { 1 })
+                == .retry(at: now.addingTimeInterval(8))
+        )
+        #expect(
+            policy.action(after: .retry, reason: "r", attempts: 4, expiresAt: nil, now: now, random: { 0.25 })
+                == .retry(at: now.addingTimeInterval(2))
+        )
         let capped = RetryPolicy(baseDelay: 1, maxDelay: 10, maxAttempts: 50)
-        #expect(capped.action(after: .retry, reason: "r", attempts: 30, expiresAt: nil, now: now, random: { 1 }) == .retry(at: now.addingTimeInterval(10)))
+        #expect(
+            capped.action(after: .retry, reason: "r", attempts: 30, expiresAt: nil, now: now, random: { 1 })
+                == .retry(at: now.addingTimeInterval(10))
+        )
     }
 
     @Test func retryAfterIsAFloorAndTTLAndAttemptsEndIt() {
-        #expect(policy.action(after: .retryAfter(60), reason: "r", attempts: 1, expiresAt: nil, now: now, random: { 1 }) == .retry(at: now.addingTimeInterval(60)))
-        #expect(policy.action(after: .retry, reason: "r", attempts: 3, expiresAt: now.addingTimeInterval(2), now: now, random: { 1 }) == .final(.expired("r")))
-        if case .final(let o) = policy.action(after: .retry, reason: "Shutdown", attempts: 5, expiresAt: nil, now: now, random: { 1 }) {
+        #expect(
+            policy.action(after: .retryAfter(60), reason: "r", attempts: 1, expiresAt: nil, now: now, random: { 1 })
+                == .retry(at: now.addingTimeInterval(60))
+        )
+        #expect(
+            policy.action(
+                after: .retry,
+                reason: "r",
+                attempts: 3,
+                expiresAt: now.addingTimeInterval(2),
+                now: now,
+                random: { 1 }
+            ) == .final(.expired("r"))
+        )
+        if case .final(let o) = policy.action(
+            after: .retry,
+            reason: "Shutdown",
+            attempts: 5,
+            expiresAt: nil,
+            now: now,
+            random: { 1 }
+        ) {
             #expect(o.state == .failed && o.reason?.contains("gave up after 5 attempts") == true)
         } else {
             Issue.record("should give up")

@@ -5,9 +5,10 @@ import RichPushCore
 import RichPushFCM
 import RichPushSandbox
 import RichPushTestSupport
-@testable import RichPushServer
 import RichPushTransport
 import Testing
+
+@testable import RichPushServer
 
 /// The worker against the APNs and FCM emulators over real TLS HTTP/2, with faults injected.
 @Suite struct DeliveryWorkerTests {
@@ -18,16 +19,31 @@ import Testing
         let apns = try sandbox.apnsClient(requestTimeout: 20)
         let fcm = try sandbox.fcmClient(requestTimeout: 20)
 
-        let message = try PushMessage.decode(JSONValue.parse(#"{"title":"Worker","body":"through faults","media":"https://x.test/a.jpg"}"#))
-        let sender = ProviderDeliverySender(apps: ["app": .init(apns: apns, bundleID: "com.example.app", fcm: fcm, fcmProjectID: sandbox.credentials.fcmProjectID)]) { id in
+        let message = try PushMessage.decode(
+            JSONValue.parse(#"{"title":"Worker","body":"through faults","media":"https://x.test/a.jpg"}"#)
+        )
+        let sender = ProviderDeliverySender(apps: [
+            "app": .init(
+                apns: apns,
+                bundleID: "com.example.app",
+                fcm: fcm,
+                fcmProjectID: sandbox.credentials.fcmProjectID
+            )
+        ]) { id in
             id == "n1" ? message : nil
         }
         let queue = try SQLiteDeliveryQueue(path: dir.appendingPathComponent("queue.sqlite").path)
         let apnsTokens = (0..<300).map { String(format: "%064x", $0 + 1) }
         let fcmTokens = (0..<300).map { "fcm-device-token-\($0)" }
-        try await queue.enqueue(apnsTokens.map { NewDelivery(notificationID: "n1", appID: "app", provider: .apns, target: $0) })
-        try await queue.enqueue(fcmTokens.map { NewDelivery(notificationID: "n1", appID: "app", provider: .fcm, target: $0) })
-        try await queue.enqueue([NewDelivery(notificationID: "missing", appID: "app", provider: .apns, target: apnsTokens[0])])
+        try await queue.enqueue(
+            apnsTokens.map { NewDelivery(notificationID: "n1", appID: "app", provider: .apns, target: $0) }
+        )
+        try await queue.enqueue(
+            fcmTokens.map { NewDelivery(notificationID: "n1", appID: "app", provider: .fcm, target: $0) }
+        )
+        try await queue.enqueue([
+            NewDelivery(notificationID: "missing", appID: "app", provider: .apns, target: apnsTokens[0])
+        ])
         for t in apnsTokens.prefix(10) {
             sandbox.apns.registerDevice(t, topic: "com.example.app")
             sandbox.apns.unregisterDevice(t)
@@ -37,9 +53,19 @@ import Testing
         sandbox.fcm.inject(.unavailable(retryAfter: nil), rate: 0.2)
 
         let pruned = NIOLockedValueBox<[String]>([])
-        let worker = DeliveryWorker(configuration: .init(batchSize: 100, concurrency: 100, lease: 30, retry: RetryPolicy(baseDelay: 0.01, maxDelay: 0.05, maxAttempts: 20)), queue: queue, sender: sender, prune: { d, _ in
-            pruned.withLockedValue { $0.append(d.target) }
-        })
+        let worker = DeliveryWorker(
+            configuration: .init(
+                batchSize: 100,
+                concurrency: 100,
+                lease: 30,
+                retry: RetryPolicy(baseDelay: 0.01, maxDelay: 0.05, maxAttempts: 20)
+            ),
+            queue: queue,
+            sender: sender,
+            prune: { d, _ in
+                pruned.withLockedValue { $0.append(d.target) }
+            }
+        )
         let started = Date()
         while Date().timeIntervalSince(started) < 60 {
             let c = try await queue.counts()
@@ -76,8 +102,15 @@ import Testing
         }
         let stuck = NIOLockedValueBox<[CheckedContinuation<Void, Never>]>([])
         let queue = MemoryDeliveryQueue()
-        _ = await queue.enqueue(["a", "stuck", "b", "c"].map { NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: $0) })
-        var config = DeliveryWorker.Configuration(batchSize: 10, concurrency: 10, lease: 60, retry: RetryPolicy(baseDelay: 0.01, maxDelay: 0.05, maxAttempts: 5))
+        _ = await queue.enqueue(
+            ["a", "stuck", "b", "c"].map { NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: $0) }
+        )
+        var config = DeliveryWorker.Configuration(
+            batchSize: 10,
+            concurrency: 10,
+            lease: 60,
+            retry: RetryPolicy(baseDelay: 0.01, maxDelay: 0.05, maxAttempts: 5)
+        )
         config.sendDeadline = 0.3
         let worker = DeliveryWorker(configuration: config, queue: queue, sender: Sender(stuck: stuck))
         let started = Date()
@@ -86,9 +119,16 @@ import Testing
         // Without the deadline the batch would never end; with it, it ends once the deadline passes (later than 0.3 s
         // when the whole suite shares the two cores).
         #expect(took >= 0.29 && took < 30, "\(took)")
-        let records = Dictionary(uniqueKeysWithValues: await queue.deliveries(notificationID: "n").map { ($0.target, $0) })
-        #expect(records["a"]?.state == .delivered && records["b"]?.state == .delivered && records["c"]?.state == .delivered)
-        #expect(records["stuck"]?.state == .queued && records["stuck"]?.reason == "send_deadline", "\(String(describing: records["stuck"]))")
+        let records = Dictionary(
+            uniqueKeysWithValues: await queue.deliveries(notificationID: "n").map { ($0.target, $0) }
+        )
+        #expect(
+            records["a"]?.state == .delivered && records["b"]?.state == .delivered && records["c"]?.state == .delivered
+        )
+        #expect(
+            records["stuck"]?.state == .queued && records["stuck"]?.reason == "send_deadline",
+            "\(String(describing: records["stuck"]))"
+        )
         // The abandoned send was cancelled; let it end so that nothing is left waiting.
         for c in stuck.withLockedValue({ $0 }) { c.resume() }
     }
@@ -106,7 +146,8 @@ import Testing
         for _ in 0..<200 where deadlines.count > 0 { try await Task.sleep(nanoseconds: 10_000_000) }
         let times = fired.withLockedValue { $0 }
         #expect(times["removed"] == nil)
-        let a = try #require(times["a"]).timeIntervalSince(start), b = try #require(times["b"]).timeIntervalSince(start)
+        let a = try #require(times["a"]).timeIntervalSince(start)
+        let b = try #require(times["b"]).timeIntervalSince(start)
         #expect(a >= 0.1 && b >= 0.3 && a < b, "a \(a) b \(b)")
         #expect(deadlines.count == 0)
         // Registered again after the sweep stopped: it starts again.

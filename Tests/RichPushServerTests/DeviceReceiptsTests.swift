@@ -10,7 +10,9 @@ import Testing
 /// Receipts from devices: the server signs a receipt address into each rich payload, the device library posts its
 /// report there with no API key, and the server admits reports for that notification only.
 @Suite struct DeviceReceiptsTests {
-    static func token(_ client: APITests.Client) async throws -> (String, String) { try await APITests.createApp(client) }
+    static func token(_ client: APITests.Client) async throws -> (String, String) {
+        try await APITests.createApp(client)
+    }
 
     @Test func tokensAdmitTheirNotificationOnlyUntilItsEnd() {
         let receipts = DeviceReceipts(secret: Array(repeating: 7, count: 32), base: "https://push.example.com/")
@@ -26,15 +28,19 @@ import Testing
         let signature = parts[2]
         // The signature of one notification does not admit another, a later expiry cannot be written in, and a
         // changed signature admits nothing.
-        #expect(receipts.check(token: "2d259275-c295-4862-a90c-8c107bbd80e1.\(parts[1]).\(signature)", now: end) == .forged)
+        #expect(
+            receipts.check(token: "2d259275-c295-4862-a90c-8c107bbd80e1.\(parts[1]).\(signature)", now: end) == .forged
+        )
         #expect(receipts.check(token: "\(id).zzzzzz.\(signature)", now: end) == .forged)
         var flipped = Array(signature)
         flipped[3] = flipped[3] == "A" ? "B" : "A"
         #expect(receipts.check(token: "\(id).\(parts[1]).\(String(flipped))", now: end) == .forged)
         let short = String(signature.dropLast(2))
         let bads: [String] = [
-            "", ".", "..", id, id + ".", "." + signature, id + "." + signature, token + "A", id + ".\(parts[1]).!!!!!!!!!!!!!!!!!!!!!!",
-            id + ".\(parts[1])." + short, id + ".-1." + signature, id + ".ZZZ." + signature, id + ".123456789." + signature,
+            "", ".", "..", id, id + ".", "." + signature, id + "." + signature, token + "A",
+            id + ".\(parts[1]).!!!!!!!!!!!!!!!!!!!!!!",
+            id + ".\(parts[1])." + short, id + ".-1." + signature, id + ".ZZZ." + signature,
+            id + ".123456789." + signature,
         ]
         for bad in bads {
             #expect(receipts.check(token: bad, now: end) == .forged, "\(bad)")
@@ -42,18 +48,28 @@ import Testing
         // Another server's secret makes other signatures.
         #expect(DeviceReceipts(secret: Array(repeating: 8, count: 32)).check(token: token, now: end) == .forged)
         // Extreme expiries are held to a range, never a trap.
-        for extreme in [Date.distantFuture, Date.distantPast, Date(timeIntervalSince1970: .infinity), Date(timeIntervalSince1970: -.infinity)] {
+        for extreme in [
+            Date.distantFuture, Date.distantPast, Date(timeIntervalSince1970: .infinity),
+            Date(timeIntervalSince1970: -.infinity),
+        ] {
             _ = receipts.check(token: receipts.token(for: id, until: extreme))
         }
     }
 
     @Test func theSecretOutlivesARestart() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("secret-\(UUID().uuidString).sqlite").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("secret-\(UUID().uuidString).sqlite")
+            .path
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let first = try await SQLiteServerStore(pool: SQLiteDeliveryQueue.openPool(path: path)).secret(named: "receipts")
-        let second = try await SQLiteServerStore(pool: SQLiteDeliveryQueue.openPool(path: path)).secret(named: "receipts")
+        let first = try await SQLiteServerStore(pool: SQLiteDeliveryQueue.openPool(path: path)).secret(
+            named: "receipts"
+        )
+        let second = try await SQLiteServerStore(pool: SQLiteDeliveryQueue.openPool(path: path)).secret(
+            named: "receipts"
+        )
         #expect(first.count == 32 && first == second)
-        #expect(try await SQLiteServerStore(pool: SQLiteDeliveryQueue.openPool(path: path)).secret(named: "other") != first)
+        #expect(
+            try await SQLiteServerStore(pool: SQLiteDeliveryQueue.openPool(path: path)).secret(named: "other") != first
+        )
         let token = DeviceReceipts(secret: first).token(for: "n1", until: Date().addingTimeInterval(60))
         #expect(DeviceReceipts(secret: second).notificationID(fromToken: token) == "n1")
     }
@@ -71,7 +87,13 @@ import Testing
             let (app, key) = try await Self.token(client)
             let token = String(repeating: "ab", count: 32)
             let chart: JSONValue = ["type": "bar", "values": [3, 5, 4, 6], "title": "Signups"]
-            let (status, accepted) = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: ["title": "Week", "chart": chart, "audience": ["apns_tokens": [.string(token)]]])
+            let (status, accepted) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                key: key,
+                body: ["title": "Week", "chart": chart, "audience": ["apns_tokens": [.string(token)]]]
+            )
             #expect(status == 202)
             let id = try #require(accepted["id"]?.stringValue)
             let stored = try await f.store.message(id: id)
@@ -81,8 +103,14 @@ import Testing
             let addressToken = String(address.split(separator: "/").last!)
             #expect(receipts.notificationID(fromToken: addressToken) == id)
             // Without a ttl, the address lasts the 28 days a notification may wait, and an hour more.
-            #expect(receipts.check(token: addressToken, now: Date().addingTimeInterval(28 * 86_400 + 1800)) == .valid(notificationID: id))
-            #expect(receipts.check(token: addressToken, now: Date().addingTimeInterval(28 * 86_400 + 7200)) == .expired(notificationID: id))
+            #expect(
+                receipts.check(token: addressToken, now: Date().addingTimeInterval(28 * 86_400 + 1800))
+                    == .valid(notificationID: id)
+            )
+            #expect(
+                receipts.check(token: addressToken, now: Date().addingTimeInterval(28 * 86_400 + 7200))
+                    == .expired(notificationID: id)
+            )
             let payload = APNsRenderer.payload(for: message)
             #expect(payload["rp"]?["r"]?.stringValue == address)
 
@@ -91,21 +119,37 @@ import Testing
             // The device's 2 s default is for a phone; the whole suite runs at once on two cores here, and CI saw the
             // repeated post go unanswered for 8 s (see the closing note of that stop): 20 s, within a 25 s deadline.
             config.receipts = ReceiptPolicy(timeout: 20, deviceID: "iphone-1")
-            let shown = await RichNotificationProcessor(configuration: config).process(payload: payload, deadline: Date().addingTimeInterval(25))
+            let shown = await RichNotificationProcessor(configuration: config).process(
+                payload: payload,
+                deadline: Date().addingTimeInterval(25)
+            )
             #expect(shown.attachments.count == 1)
             #expect(shown.report.receipt == .posted(status: 201))
             var outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
             #expect(outcome["receipts"] == ["count": 1, "with_media": 1, "skipped_reasons": [:]])
             // The same device again is refused (its first report stands); another device adds one.
-            let again = await RichNotificationProcessor(configuration: config).process(payload: payload, deadline: Date().addingTimeInterval(25))
+            let again = await RichNotificationProcessor(configuration: config).process(
+                payload: payload,
+                deadline: Date().addingTimeInterval(25)
+            )
             #expect(again.report.receipt == .failed("HTTP 409"))
             config.receipts = ReceiptPolicy(timeout: 20, deviceID: nil)
-            #expect(await RichNotificationProcessor(configuration: config).process(payload: payload, deadline: Date().addingTimeInterval(25)).report.receipt == .posted(status: 201))
+            #expect(
+                await RichNotificationProcessor(configuration: config).process(
+                    payload: payload,
+                    deadline: Date().addingTimeInterval(25)
+                ).report.receipt == .posted(status: 201)
+            )
             outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
             #expect(outcome["receipts"]?["count"] == 2)
             // With receipts off on the device nothing is posted.
             config.receipts.enabled = false
-            #expect(await RichNotificationProcessor(configuration: config).process(payload: payload, deadline: Date().addingTimeInterval(25)).report.receipt == .notSent("receipts are off"))
+            #expect(
+                await RichNotificationProcessor(configuration: config).process(
+                    payload: payload,
+                    deadline: Date().addingTimeInterval(25)
+                ).report.receipt == .notSent("receipts are off")
+            )
             outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
             #expect(outcome["receipts"]?["count"] == 2)
             #expect(metrics.render().contains("richpush_device_receipts_total 2"))
@@ -114,23 +158,60 @@ import Testing
 
     @Test func receiptsAreRefusedWithTheReason() async throws {
         let f = try APITests.fixture()
-        let receipts = DeviceReceipts(secret: try await f.store.secret(named: "receipts"), base: "https://push.example.com", rate: 0.001, burst: 2)
+        let receipts = DeviceReceipts(
+            secret: try await f.store.secret(named: "receipts"),
+            base: "https://push.example.com",
+            rate: 0.001,
+            burst: 2
+        )
         var api = f.api
         api.receipts = receipts
         try await Application(router: api.router()).test(.router) { client in
             let (app, key) = try await Self.token(client)
-            let (_, accepted) = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: ["title": "T", "media": "https://cdn.example.com/a.jpg", "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]]])
+            let (_, accepted) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                key: key,
+                body: [
+                    "title": "T", "media": "https://cdn.example.com/a.jpg",
+                    "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]],
+                ]
+            )
             let id = try #require(accepted["id"]?.stringValue)
             let path = "/v1/receipts/" + receipts.token(for: id, until: Date().addingTimeInterval(3600))
-            let good: JSONValue = ["device": "d1", "report": ["attachments": [], "skipped": [["url": "https://cdn.example.com/a.jpg", "reason": "too-large"]]]]
+            let good: JSONValue = [
+                "device": "d1",
+                "report": [
+                    "attachments": [], "skipped": [["url": "https://cdn.example.com/a.jpg", "reason": "too-large"]],
+                ],
+            ]
 
             // No API key needed, and none taken instead of the signature.
             #expect(try await APITests.call(client, .post, path, key: nil, body: good).0 == 201)
-            let forged = try await APITests.call(client, .post, "/v1/receipts/\(id).AAAAAAAAAAAAAAAAAAAAAA", key: key, body: good)
+            let forged = try await APITests.call(
+                client,
+                .post,
+                "/v1/receipts/\(id).AAAAAAAAAAAAAAAAAAAAAA",
+                key: key,
+                body: good
+            )
             #expect(forged.0 == 403 && forged.1["error"]?["code"] == "bad-receipt-token")
-            let unknown = try await APITests.call(client, .post, "/v1/receipts/" + receipts.token(for: "no-such-notification", until: Date().addingTimeInterval(3600)), key: nil, body: good)
+            let unknown = try await APITests.call(
+                client,
+                .post,
+                "/v1/receipts/" + receipts.token(for: "no-such-notification", until: Date().addingTimeInterval(3600)),
+                key: nil,
+                body: good
+            )
             #expect(unknown.0 == 404)
-            let bad = try await APITests.call(client, .post, path, key: nil, body: ["device": "", "report": ["attachments": 3]])
+            let bad = try await APITests.call(
+                client,
+                .post,
+                path,
+                key: nil,
+                body: ["device": "", "report": ["attachments": 3]]
+            )
             #expect(bad.0 == 422)
             let paths = Set((bad.1["error"]?["issues"]?.arrayValue ?? []).compactMap { $0["path"]?.stringValue })
             #expect(paths == ["report.attachments", "report.skipped", "device"], "\(bad.1)")
@@ -146,10 +227,25 @@ import Testing
         api.receipts = big
         try await Application(router: api.router()).test(.router) { client in
             let (app, key) = try await Self.token(client)
-            let (_, accepted) = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: ["title": "T", "media": "https://cdn.example.com/a.jpg", "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]]])
+            let (_, accepted) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                key: key,
+                body: [
+                    "title": "T", "media": "https://cdn.example.com/a.jpg",
+                    "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]],
+                ]
+            )
             let id = try #require(accepted["id"]?.stringValue)
             let padding = String(repeating: "x", count: 17_000)
-            let status = try await APITests.call(client, .post, "/v1/receipts/" + big.token(for: id, until: Date().addingTimeInterval(3600)), key: nil, body: ["report": ["attachments": [], "skipped": [], "pad": .string(padding)]]).0
+            let status = try await APITests.call(
+                client,
+                .post,
+                "/v1/receipts/" + big.token(for: id, until: Date().addingTimeInterval(3600)),
+                key: nil,
+                body: ["report": ["attachments": [], "skipped": [], "pad": .string(padding)]]
+            ).0
             #expect(status == 413)
         }
     }
@@ -157,30 +253,64 @@ import Testing
     @Test func onlyRichNotificationsWithRoomGetAnAddress() async throws {
         let f = try APITests.fixture()
         var api = f.api
-        api.receipts = DeviceReceipts(secret: try await f.store.secret(named: "receipts"), base: "https://push.example.com")
+        api.receipts = DeviceReceipts(
+            secret: try await f.store.secret(named: "receipts"),
+            base: "https://push.example.com"
+        )
         try await Application(router: api.router()).test(.router) { client in
             let (app, key) = try await Self.token(client)
             let audience: JSONValue = ["apns_tokens": [.string(String(repeating: "ab", count: 32))]]
             func send(_ body: JSONValue) async throws -> (PushMessage, JSONValue) {
-                let (status, accepted) = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: body)
+                let (status, accepted) = try await APITests.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/notifications",
+                    key: key,
+                    body: body
+                )
                 #expect(status == 202, "\(accepted)")
                 let id = try #require(accepted["id"]?.stringValue)
                 let stored = try await f.store.message(id: id)
                 return (try #require(stored), accepted["warnings"] ?? .null)
             }
-            #expect(try await send(["title": "T", "media": "https://cdn.example.com/a.jpg", "audience": audience]).0.receiptURL != nil)
+            #expect(
+                try await send(["title": "T", "media": "https://cdn.example.com/a.jpg", "audience": audience]).0
+                    .receiptURL != nil
+            )
             // Nothing for the extension to do: nothing to report.
             #expect(try await send(["title": "Plain", "audience": audience]).0.receiptURL == nil)
             // Turned off for one send.
-            #expect(try await send(["title": "T", "media": "https://cdn.example.com/a.jpg", "receipts": false, "audience": audience]).0.receiptURL == nil)
-            #expect(try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: ["title": "T", "receipts": "yes", "audience": audience]).0 == 422)
+            #expect(
+                try await send([
+                    "title": "T", "media": "https://cdn.example.com/a.jpg", "receipts": false, "audience": audience,
+                ]).0.receiptURL == nil
+            )
+            #expect(
+                try await APITests.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/notifications",
+                    key: key,
+                    body: ["title": "T", "receipts": "yes", "audience": audience]
+                ).0 == 422
+            )
             // A payload just under APNs' 4 KB has no room for the address: sent without, with a warning.
-            var base = PushMessage(alert: .init(title: "T"), media: [PushMedia(url: "https://cdn.example.com/a.jpg")], data: ["x": ""])
+            var base = PushMessage(
+                alert: .init(title: "T"),
+                media: [PushMedia(url: "https://cdn.example.com/a.jpg")],
+                data: ["x": ""]
+            )
             base.id = UUID().uuidString.lowercased()
             let room = 4096 - APNsRenderer.payload(for: base).serializedSize - 30
-            let (full, warnings) = try await send(["title": "T", "media": "https://cdn.example.com/a.jpg", "data": ["x": .string(String(repeating: "y", count: room))], "audience": audience])
+            let (full, warnings) = try await send([
+                "title": "T", "media": "https://cdn.example.com/a.jpg",
+                "data": ["x": .string(String(repeating: "y", count: room))], "audience": audience,
+            ])
             #expect(full.receiptURL == nil)
-            #expect((warnings.arrayValue ?? []).contains { $0["path"] == "receipt_url" && $0["rule"] == "no-room" }, "\(warnings)")
+            #expect(
+                (warnings.arrayValue ?? []).contains { $0["path"] == "receipt_url" && $0["rule"] == "no-room" },
+                "\(warnings)"
+            )
         }
     }
 
@@ -188,16 +318,34 @@ import Testing
     /// request is over 4 KB is refused for a registry tag (Android devices may be in it), accepted for APNs tokens.
     @Test func sizesAreCheckedForTheProvidersTheAudienceUses() async throws {
         let f = try APITests.fixture()
-        func message(_ n: Int) -> PushMessage { PushMessage(alert: .init(title: "T"), media: [PushMedia(url: "https://cdn.example.com/a.jpg")], data: ["x": .string(String(repeating: "y", count: n))]) }
-        let n = try #require(stride(from: 0, to: 4000, by: 25).first { n in
-            MessageValidator.sizeIssues(message(n), apns: true, fcm: nil).isEmpty && !MessageValidator.sizeIssues(message(n), apns: false, fcm: .token("t")).isEmpty
-        })
+        func message(_ n: Int) -> PushMessage {
+            PushMessage(
+                alert: .init(title: "T"),
+                media: [PushMedia(url: "https://cdn.example.com/a.jpg")],
+                data: ["x": .string(String(repeating: "y", count: n))]
+            )
+        }
+        let n = try #require(
+            stride(from: 0, to: 4000, by: 25).first { n in
+                MessageValidator.sizeIssues(message(n), apns: true, fcm: nil).isEmpty
+                    && !MessageValidator.sizeIssues(message(n), apns: false, fcm: .token("t")).isEmpty
+            }
+        )
         try await Application(router: f.api.router()).test(.router) { client in
             let (app, key) = try await Self.token(client)
-            let body: [String: JSONValue] = ["title": "T", "media": "https://cdn.example.com/a.jpg", "data": ["x": .string(String(repeating: "y", count: n))]]
+            let body: [String: JSONValue] = [
+                "title": "T", "media": "https://cdn.example.com/a.jpg",
+                "data": ["x": .string(String(repeating: "y", count: n))],
+            ]
             var toTag = body
             toTag["audience"] = ["tag": "vip"]
-            let (status, refused) = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: .object(toTag))
+            let (status, refused) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                key: key,
+                body: .object(toTag)
+            )
             #expect(status == 422)
             let issue = refused["error"]?["issues"]?.arrayValue?.first
             #expect(issue?["rule"] == "payload-too-large", "\(refused)")
@@ -205,7 +353,10 @@ import Testing
             #expect(said.contains("FCM"), "\(said)")
             var toAPNs = body
             toAPNs["audience"] = ["apns_tokens": [.string(String(repeating: "ab", count: 32))]]
-            #expect(try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: .object(toAPNs)).0 == 202)
+            #expect(
+                try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: .object(toAPNs))
+                    .0 == 202
+            )
         }
     }
 }

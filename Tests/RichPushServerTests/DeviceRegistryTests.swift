@@ -9,7 +9,11 @@ import Testing
         switch kind {
         case .memory: return (MemoryDeviceRegistry(), MemoryDeliveryQueue())
         case .sqlite:
-            let pool = try SQLiteDeliveryQueue.openPool(path: FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString).sqlite").path)
+            let pool = try SQLiteDeliveryQueue.openPool(
+                path: FileManager.default.temporaryDirectory.appendingPathComponent(
+                    "registry-\(UUID().uuidString).sqlite"
+                ).path
+            )
             return (try SQLiteDeviceRegistry(pool: pool), try SQLiteDeliveryQueue(pool: pool))
         case .postgres:
             let b = try await PostgresFixture.backend()
@@ -17,7 +21,12 @@ import Testing
         }
     }
 
-    static func collect(_ r: DeviceRegistry, _ audience: Audience, app: String = "app", page: Int = 3) async throws -> [String] {
+    static func collect(
+        _ r: DeviceRegistry,
+        _ audience: Audience,
+        app: String = "app",
+        page: Int = 3
+    ) async throws -> [String] {
         var out: [String] = []
         var cursor: Int64 = 0
         while true {
@@ -32,7 +41,16 @@ import Testing
     func audiencesPageThroughInRegistrationOrder(_ kind: Kind) async throws {
         let (r, _) = try await Self.make(kind)
         for i in 0..<10 {
-            try await r.upsert(Device(appID: "app", token: "t\(i)", platform: i % 2 == 0 ? .ios : .android, userID: "u\(i % 3)", tags: i < 4 ? ["vip", "beta"] : ["beta"], topics: i % 5 == 0 ? ["news"] : []))
+            try await r.upsert(
+                Device(
+                    appID: "app",
+                    token: "t\(i)",
+                    platform: i % 2 == 0 ? .ios : .android,
+                    userID: "u\(i % 3)",
+                    tags: i < 4 ? ["vip", "beta"] : ["beta"],
+                    topics: i % 5 == 0 ? ["news"] : []
+                )
+            )
         }
         try await r.upsert(Device(appID: "other", token: "t0", platform: .ios, tags: ["vip"]))
         #expect(try await Self.collect(r, .all) == (0..<10).map { "t\($0)" })
@@ -76,12 +94,27 @@ import Testing
     @Test(arguments: Kind.allCases)
     func fanOutEnqueuesEachMatchingDeviceOnce(_ kind: Kind) async throws {
         let (r, q) = try await Self.make(kind)
-        let devices = (0..<5000).map { Device(appID: "app", token: "tok-\($0)", platform: $0 % 3 == 0 ? .android : .ios, tags: $0 % 2 == 0 ? ["even"] : []) }
+        let devices = (0..<5000).map {
+            Device(
+                appID: "app",
+                token: "tok-\($0)",
+                platform: $0 % 3 == 0 ? .android : .ios,
+                tags: $0 % 2 == 0 ? ["even"] : []
+            )
+        }
         try await r.upsert(contentsOf: devices)
-        let n = try await FanOut(pageSize: 333).enqueue(notificationID: "n", appID: "app", audience: .tag("even"), registry: r, queue: q)
+        let n = try await FanOut(pageSize: 333).enqueue(
+            notificationID: "n",
+            appID: "app",
+            audience: .tag("even"),
+            registry: r,
+            queue: q
+        )
         #expect(n == 2500)
         let deliveries = try await q.deliveries(notificationID: "n")
         #expect(deliveries.count == 2500 && Set(deliveries.map(\.target)).count == 2500)
-        #expect(deliveries.filter { $0.provider == .fcm }.count == (0..<5000).filter { $0 % 2 == 0 && $0 % 3 == 0 }.count)
+        #expect(
+            deliveries.filter { $0.provider == .fcm }.count == (0..<5000).filter { $0 % 2 == 0 && $0 % 3 == 0 }.count
+        )
     }
 }

@@ -19,9 +19,18 @@ import Testing
         let f = try APITests.fixture()
         let account = try ServiceAccount(contentsOf: sandbox.files["service-account"]!)
         let clients = ProviderClients(
-            routing: .init(apnsEndpoint: .custom(host: "127.0.0.1", port: sandbox.apns.port), fcmEndpoint: .custom(host: "127.0.0.1", port: sandbox.fcm.port),
-                fcmTokenURI: account.tokenURI, trust: .certificateAuthority(pem: sandbox.credentials.caCertificatePEM)),
-            fallback: .init(apns: try sandbox.apnsClient(requestTimeout: 5), fcm: try sandbox.fcmClient(requestTimeout: 5), fcmProjectID: account.projectID))
+            routing: .init(
+                apnsEndpoint: .custom(host: "127.0.0.1", port: sandbox.apns.port),
+                fcmEndpoint: .custom(host: "127.0.0.1", port: sandbox.fcm.port),
+                fcmTokenURI: account.tokenURI,
+                trust: .certificateAuthority(pem: sandbox.credentials.caCertificatePEM)
+            ),
+            fallback: .init(
+                apns: try sandbox.apnsClient(requestTimeout: 5),
+                fcm: try sandbox.fcmClient(requestTimeout: 5),
+                fcmProjectID: account.projectID
+            )
+        )
         var api = f.api
         api.providers = { clients.sender(for: $0) }
         sandbox.fcm.unregister(token: "fcm-gone-token-0001")
@@ -30,34 +39,78 @@ import Testing
             for (i, platform) in ["ios", "ios", "ios", "android", "android", "ios"].enumerated() {
                 let token = platform == "ios" ? String(format: "%064x", i + 1) : "fcm-registered-token-\(i)"
                 let tags: JSONValue = i < 5 ? ["vip"] : []
-                #expect(try await APITests.call(client, .post, "/v1/apps/\(app)/devices", key: key, body: ["token": .string(token), "platform": .string(platform), "tags": tags]).0 == 200)
+                #expect(
+                    try await APITests.call(
+                        client,
+                        .post,
+                        "/v1/apps/\(app)/devices",
+                        key: key,
+                        body: ["token": .string(token), "platform": .string(platform), "tags": tags]
+                    ).0 == 200
+                )
             }
             // A registry tag: counted per provider, both requests shown.
-            let (status, tag) = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: [
-                "title": "Sale", "media": "https://cdn.example.com/a.jpg", "audience": ["tag": "vip"], "dry_run": true,
-            ])
+            let (status, tag) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                key: key,
+                body: [
+                    "title": "Sale", "media": "https://cdn.example.com/a.jpg", "audience": ["tag": "vip"],
+                    "dry_run": true,
+                ]
+            )
             #expect(status == 200, "\(tag)")
             #expect(tag["deliveries"] == ["apns": 3, "fcm": 2])
             #expect(tag["requests"]?["apns"]?["payload"]?["aps"]?["mutable-content"] == 1)
             #expect(tag["requests"]?["apns"]?["headers"]?["apns-topic"] == "com.example.app")
-            #expect(tag["requests"]?["fcm"]?["body"]?["message"]?["android"]?["notification"]?["image"] == "https://cdn.example.com/a.jpg")
+            #expect(
+                tag["requests"]?["fcm"]?["body"]?["message"]?["android"]?["notification"]?["image"]
+                    == "https://cdn.example.com/a.jpg"
+            )
             #expect(tag["requests"]?["fcm"]?["path"]?.stringValue?.contains(account.projectID) == true)
             #expect(tag["id"] == nil)
 
             // Tokens as given: FCM's verdict on each, without a delivery.
             let accepted = sandbox.fcm.acceptedCount
-            let (_, tokens) = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: [
-                "title": "Hi", "dry_run": true,
-                "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))], "fcm_tokens": ["fcm-fresh-token-0001", "fcm-gone-token-0001"]],
-            ])
+            let (_, tokens) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                key: key,
+                body: [
+                    "title": "Hi", "dry_run": true,
+                    "audience": [
+                        "apns_tokens": [.string(String(repeating: "ab", count: 32))],
+                        "fcm_tokens": ["fcm-fresh-token-0001", "fcm-gone-token-0001"],
+                    ],
+                ]
+            )
             #expect(tokens["deliveries"] == ["apns": 1, "fcm": 2])
-            #expect(tokens["fcm_tokens"] == ["fcm-fresh-token-0001": "valid", "fcm-gone-token-0001": "UNREGISTERED"], "\(tokens)")
+            #expect(
+                tokens["fcm_tokens"] == ["fcm-fresh-token-0001": "valid", "fcm-gone-token-0001": "UNREGISTERED"],
+                "\(tokens)"
+            )
             #expect(tokens["requests"]?["apns"]?["path"] == .string("/3/device/" + String(repeating: "ab", count: 32)))
             #expect(sandbox.fcm.acceptedCount == accepted)
 
             // An invalid dry run is refused like a send; a wrong type for dry_run is named.
-            #expect(try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: ["dry_run": true, "audience": ["tag": "vip"]]).0 == 422)
-            let bad = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: ["title": "x", "dry_run": "yes", "audience": ["tag": "vip"]])
+            #expect(
+                try await APITests.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/notifications",
+                    key: key,
+                    body: ["dry_run": true, "audience": ["tag": "vip"]]
+                ).0 == 422
+            )
+            let bad = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                key: key,
+                body: ["title": "x", "dry_run": "yes", "audience": ["tag": "vip"]]
+            )
             #expect(bad.0 == 422 && (bad.1["error"]?["issues"]?.arrayValue ?? []).contains { $0["path"] == "dry_run" })
         }
         // Nothing queued, nothing sent.

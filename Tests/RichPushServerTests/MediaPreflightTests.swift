@@ -5,9 +5,10 @@ import HummingbirdTesting
 import RichPushCharts
 import RichPushCore
 import RichPushSandbox
-@testable import RichPushServer
 import RichPushTestSupport
 import Testing
+
+@testable import RichPushServer
 
 /// Every spelling of an address a fetch must not reach.
 @Suite struct AddressPolicyTests {
@@ -21,24 +22,37 @@ import Testing
 
     @Test(arguments: [
         // IPv4 loopback in every spelling a URL parser accepts.
-        ("127.0.0.1", "loopback"), ("127.1", "loopback"), ("127.0.1", "loopback"), ("2130706433", "loopback"), ("0x7f000001", "loopback"),
-        ("0X7F000001", "loopback"), ("0177.0.0.1", "loopback"), ("0x7f.0.0.1", "loopback"), ("0x7f.1", "loopback"), ("017700000001", "loopback"),
+        ("127.0.0.1", "loopback"), ("127.1", "loopback"), ("127.0.1", "loopback"), ("2130706433", "loopback"),
+        ("0x7f000001", "loopback"),
+        ("0X7F000001", "loopback"), ("0177.0.0.1", "loopback"), ("0x7f.0.0.1", "loopback"), ("0x7f.1", "loopback"),
+        ("017700000001", "loopback"),
         ("127.0.0.1.", "loopback"), ("127.255.255.254", "loopback"),
         // Private, shared, link-local, metadata, multicast, unspecified, reserved, documentation.
-        ("10.0.0.1", "private"), ("10.255.255.255", "private"), ("172.16.0.1", "private"), ("172.31.255.255", "private"), ("192.168.0.1", "private"),
+        ("10.0.0.1", "private"), ("10.255.255.255", "private"), ("172.16.0.1", "private"),
+        ("172.31.255.255", "private"), ("192.168.0.1", "private"),
         ("0xa.0.0.1", "private"), ("167772161", "private"), ("100.64.0.1", "shared"), ("169.254.1.1", "link-local"),
-        ("169.254.169.254", "metadata"), ("2852039166", "metadata"), ("0xa9fea9fe", "metadata"), ("0251.0376.0251.0376", "metadata"), ("100.100.100.200", "metadata"),
-        ("224.0.0.1", "multicast"), ("239.255.255.250", "multicast"), ("0.0.0.0", "unspecified"), ("0", "unspecified"), ("0.1.2.3", "unspecified"),
-        ("255.255.255.255", "reserved"), ("240.0.0.1", "reserved"), ("198.18.0.1", "reserved"), ("192.0.2.1", "documentation"),
+        ("169.254.169.254", "metadata"), ("2852039166", "metadata"), ("0xa9fea9fe", "metadata"),
+        ("0251.0376.0251.0376", "metadata"), ("100.100.100.200", "metadata"),
+        ("224.0.0.1", "multicast"), ("239.255.255.250", "multicast"), ("0.0.0.0", "unspecified"), ("0", "unspecified"),
+        ("0.1.2.3", "unspecified"),
+        ("255.255.255.255", "reserved"), ("240.0.0.1", "reserved"), ("198.18.0.1", "reserved"),
+        ("192.0.2.1", "documentation"),
         // IPv6, bracketed or not, and IPv4 inside IPv6.
-        ("::1", "loopback"), ("[::1]", "loopback"), ("0:0:0:0:0:0:0:1", "loopback"), ("::", "unspecified"), ("[::]", "unspecified"),
-        ("::ffff:127.0.0.1", "loopback"), ("[::ffff:7f00:1]", "loopback"), ("::ffff:10.0.0.1", "private"), ("::ffff:169.254.169.254", "metadata"),
-        ("::127.0.0.1", "loopback"), ("64:ff9b::a9fe:a9fe", "metadata"), ("64:ff9b::7f00:1", "loopback"), ("2002:7f00:1::1", "tunnel"), ("2002:a00:1::", "tunnel"),
-        ("2001::1", "tunnel"), ("fe80::1", "link-local"), ("fe80::1%eth0", "link-local"), ("[fe80::1%25eth0]", "link-local"), ("fc00::1", "private"),
-        ("fd12:3456::1", "private"), ("fd00:ec2::254", "metadata"), ("ff02::1", "multicast"), ("fec0::1", "private"), ("2001:db8::1", "documentation"),
+        ("::1", "loopback"), ("[::1]", "loopback"), ("0:0:0:0:0:0:0:1", "loopback"), ("::", "unspecified"),
+        ("[::]", "unspecified"),
+        ("::ffff:127.0.0.1", "loopback"), ("[::ffff:7f00:1]", "loopback"), ("::ffff:10.0.0.1", "private"),
+        ("::ffff:169.254.169.254", "metadata"),
+        ("::127.0.0.1", "loopback"), ("64:ff9b::a9fe:a9fe", "metadata"), ("64:ff9b::7f00:1", "loopback"),
+        ("2002:7f00:1::1", "tunnel"), ("2002:a00:1::", "tunnel"),
+        ("2001::1", "tunnel"), ("fe80::1", "link-local"), ("fe80::1%eth0", "link-local"),
+        ("[fe80::1%25eth0]", "link-local"), ("fc00::1", "private"),
+        ("fd12:3456::1", "private"), ("fd00:ec2::254", "metadata"), ("ff02::1", "multicast"), ("fec0::1", "private"),
+        ("2001:db8::1", "documentation"),
         // Public addresses pass.
-        ("93.184.216.34", "allowed"), ("8.8.8.8", "allowed"), ("172.32.0.1", "allowed"), ("172.15.255.255", "allowed"), ("192.169.0.1", "allowed"),
-        ("100.128.0.1", "allowed"), ("2606:4700:4700::1111", "allowed"), ("::ffff:8.8.8.8", "allowed"), ("2002:0808:0808::1", "allowed"),
+        ("93.184.216.34", "allowed"), ("8.8.8.8", "allowed"), ("172.32.0.1", "allowed"), ("172.15.255.255", "allowed"),
+        ("192.169.0.1", "allowed"),
+        ("100.128.0.1", "allowed"), ("2606:4700:4700::1111", "allowed"), ("::ffff:8.8.8.8", "allowed"),
+        ("2002:0808:0808::1", "allowed"),
         // Names are not addresses.
         ("example.com", "name"), ("1.2.3.4.5", "name"), ("0x7g.1.1.1", "name"), ("127.0.0.1.example.com", "name"),
     ])
@@ -76,25 +90,47 @@ struct FixedResolver: HostResolver {
     static let jpeg = MediaSamples.jpeg(marker: 0xE0) + Array(repeating: 7, count: 4000)
     static let png = ChartRenderer.render(ChartSpec(kind: .line, series: [.init(values: [1, 3, 2])])).png
 
-    static func service(routes: [String: MediaRoute], deadline: TimeInterval = 15) async throws -> (MediaService, String, MediaTestServer) {
+    static func service(
+        routes: [String: MediaRoute],
+        deadline: TimeInterval = 15
+    ) async throws -> (MediaService, String, MediaTestServer) {
         let server = MediaTestServer(routes: routes)
         let port = try await server.start()
         let resolver = FixedResolver(answers: [
-            "media.test": [.v4(0x7F00_0001)], "evil.test": [IPAddress(host: "10.0.0.5")!], "split.test": [IPAddress(host: "8.8.8.8")!, IPAddress(host: "127.0.0.1")!],
+            "media.test": [.v4(0x7F00_0001)], "evil.test": [IPAddress(host: "10.0.0.5")!],
+            "split.test": [IPAddress(host: "8.8.8.8")!, IPAddress(host: "127.0.0.1")!],
             "meta.test": [IPAddress(host: "::ffff:169.254.169.254")!],
         ])
-        let fetcher = try SafeFetcher(policy: AddressPolicy(exceptions: ["127.0.0.1:\(port)"]), limits: .init(deadline: deadline, allowHTTP: true), resolver: resolver)
-        let store = try MediaStore(directory: FileManager.default.temporaryDirectory.appendingPathComponent("media-\(UUID().uuidString)"))
-        return (MediaService(store: store, fetcher: fetcher, publicBase: "https://push.example.com"), "http://127.0.0.1:\(port)", server)
+        let fetcher = try SafeFetcher(
+            policy: AddressPolicy(exceptions: ["127.0.0.1:\(port)"]),
+            limits: .init(deadline: deadline, allowHTTP: true),
+            resolver: resolver
+        )
+        let store = try MediaStore(
+            directory: FileManager.default.temporaryDirectory.appendingPathComponent("media-\(UUID().uuidString)")
+        )
+        return (
+            MediaService(store: store, fetcher: fetcher, publicBase: "https://push.example.com"),
+            "http://127.0.0.1:\(port)", server
+        )
     }
 
     @Test func refusals() async throws {
         let big = MediaSamples.jpeg(marker: 0xE0) + Array(repeating: 1, count: 11_000_000)
         let (media, base, server) = try await Self.service(routes: [
             "/missing.jpg": .bytes(Array("no".utf8), contentType: "text/plain", status: 404),
-            "/page.jpg": .bytes(Array("<!doctype html><html><body>Sign in</body></html>".utf8), contentType: "text/html"),
-            "/photo.heic": .bytes(MediaSamples.ftyp("heic", ["mif1", "heic"]) + Array(repeating: 0, count: 100), contentType: "image/heic"),
-            "/photo.webp": .bytes(MediaSamples.riff("WEBP") + Array(repeating: 0, count: 100), contentType: "image/webp"),
+            "/page.jpg": .bytes(
+                Array("<!doctype html><html><body>Sign in</body></html>".utf8),
+                contentType: "text/html"
+            ),
+            "/photo.heic": .bytes(
+                MediaSamples.ftyp("heic", ["mif1", "heic"]) + Array(repeating: 0, count: 100),
+                contentType: "image/heic"
+            ),
+            "/photo.webp": .bytes(
+                MediaSamples.riff("WEBP") + Array(repeating: 0, count: 100),
+                contentType: "image/webp"
+            ),
             "/huge.jpg": .bytes(big, contentType: "image/jpeg"),
             "/huge-unannounced.jpg": .bytes(big, contentType: "image/jpeg", sendLength: false),
             "/loop": .redirect(to: "/loop"),
@@ -117,7 +153,10 @@ struct FixedResolver: HostResolver {
         #expect(await rule("\(base)/huge.jpg") == "too-large")
         #expect(await rule("\(base)/huge-unannounced.jpg") == "too-large")
         // A slow drip ends at the deadline, whatever it has sent.
-        let (slow, slowBase, slowServer) = try await Self.service(routes: ["/drip.jpg": .drip(total: 200_000, chunk: 100, interval: 0.05, contentType: "image/jpeg")], deadline: 1.5)
+        let (slow, slowBase, slowServer) = try await Self.service(
+            routes: ["/drip.jpg": .drip(total: 200_000, chunk: 100, interval: 0.05, contentType: "image/jpeg")],
+            deadline: 1.5
+        )
         let started = Date()
         #expect(await slow.check("\(slowBase)/drip.jpg").failure?.rule == "timeout")
         // The drip would take 100 s; the bound leaves room for a loaded machine (the whole suite shares two cores).
@@ -129,9 +168,12 @@ struct FixedResolver: HostResolver {
             #expect(await rule(base + path) == "address-refused", "\(path)")
         }
         // Direct URLs in other spellings, and names resolving inside, are refused before any connection.
-        for url in ["http://2130706433/a.jpg", "http://0177.0.0.1/a.jpg", "http://[::ffff:127.0.0.1]/a.jpg", "http://[fe80::1]/a.jpg", "http://10.1.2.3/a.jpg",
-                    "http://localhost/a.jpg", "http://metadata.google.internal/computeMetadata/v1/", "http://evil.test/a.jpg", "http://split.test/a.jpg", "http://meta.test/a.jpg"]
-        {
+        for url in [
+            "http://2130706433/a.jpg", "http://0177.0.0.1/a.jpg", "http://[::ffff:127.0.0.1]/a.jpg",
+            "http://[fe80::1]/a.jpg", "http://10.1.2.3/a.jpg",
+            "http://localhost/a.jpg", "http://metadata.google.internal/computeMetadata/v1/", "http://evil.test/a.jpg",
+            "http://split.test/a.jpg", "http://meta.test/a.jpg",
+        ] {
             #expect(await rule(url) == "address-refused", "\(url)")
         }
         #expect(await media.check("http://nowhere.test/a.jpg").failure?.rule == "dns-failed")
@@ -148,18 +190,28 @@ struct FixedResolver: HostResolver {
             "/lying.png": .bytes(Self.png, contentType: "image/jpeg"),
             "/hop1": .redirect(to: "/hop2"), "/hop2": .redirect(to: "http://media.test:PORT/a.jpg"),
             "/clip.mp3": .bytes(MediaSamples.id3(then: MediaSamples.mp3Raw), contentType: "audio/mpeg"),
-            "/big-for-android.jpg": .bytes(MediaSamples.jpeg(marker: 0xE0) + Array(repeating: 1, count: 2_000_000), contentType: "image/jpeg"),
+            "/big-for-android.jpg": .bytes(
+                MediaSamples.jpeg(marker: 0xE0) + Array(repeating: 1, count: 2_000_000),
+                contentType: "image/jpeg"
+            ),
         ])
         let ok = await media.check("\(base)/a.jpg")
         #expect(ok.isOK, "\(ok.json)")
-        #expect(ok.isOK && ok.type == .jpeg && ok.bytes == Self.jpeg.count && ok.rehostReason == nil && ok.android == .accepted(.jpeg))
+        #expect(
+            ok.isOK && ok.type == .jpeg && ok.bytes == Self.jpeg.count && ok.rehostReason == nil
+                && ok.android == .accepted(.jpeg)
+        )
         #expect(await media.check("\(base)/photo").rehostReason == "no-extension")
         #expect(await media.check("\(base)/chart.jpg").rehostReason == "extension-mismatch")
         #expect(await media.check("\(base)/lying.png").rehostReason == "content-type-mismatch")
         let audio = await media.check("\(base)/clip.mp3")
         #expect(audio.isOK && audio.type == .mp3 && audio.android == nil)
         let large = await media.check("\(base)/big-for-android.jpg")
-        #expect(large.isOK && large.android == .refused(.tooLarge(kind: .image, size: large.bytes ?? 0, limit: MediaRules.androidImageLimit)))
+        #expect(
+            large.isOK
+                && large.android
+                    == .refused(.tooLarge(kind: .image, size: large.bytes ?? 0, limit: MediaRules.androidImageLimit))
+        )
         try? await server.shutdown()
     }
 
@@ -181,14 +233,26 @@ struct FixedResolver: HostResolver {
     }
 
     @Test func redirectsAreFollowedAndEachHopChecked() async throws {
-        let server = MediaTestServer(routes: ["/a.jpg": .bytes(Self.jpeg, contentType: "image/jpeg"), "/hop1": .redirect(to: "/hop2"), "/hop2": .redirect(to: "/a.jpg")])
+        let server = MediaTestServer(routes: [
+            "/a.jpg": .bytes(Self.jpeg, contentType: "image/jpeg"), "/hop1": .redirect(to: "/hop2"),
+            "/hop2": .redirect(to: "/a.jpg"),
+        ])
         let port = try await server.start()
-        let fetcher = try SafeFetcher(policy: AddressPolicy(exceptions: ["127.0.0.1:\(port)"]), limits: .init(allowHTTP: true), resolver: FixedResolver(answers: [:]))
+        let fetcher = try SafeFetcher(
+            policy: AddressPolicy(exceptions: ["127.0.0.1:\(port)"]),
+            limits: .init(allowHTTP: true),
+            resolver: FixedResolver(answers: [:])
+        )
         let r = try await fetcher.fetch("http://127.0.0.1:\(port)/hop1") { _ in 1 << 20 }
-        #expect(r.status == 200 && r.prefix == Array(Self.jpeg.prefix(MediaSniffer.preferredPrefixLength)) && r.size == Self.jpeg.count && r.redirects.count == 2 && r.address == "127.0.0.1")
+        #expect(
+            r.status == 200 && r.prefix == Array(Self.jpeg.prefix(MediaSniffer.preferredPrefixLength))
+                && r.size == Self.jpeg.count && r.redirects.count == 2 && r.address == "127.0.0.1"
+        )
         // Outside the sandbox, http is refused.
         let strict = try SafeFetcher(policy: AddressPolicy(exceptions: ["127.0.0.1:\(port)"]))
-        await #expect(throws: FetchFailure.scheme("http")) { _ = try await strict.fetch("http://127.0.0.1:\(port)/a.jpg") { _ in 1 << 20 } }
+        await #expect(throws: FetchFailure.scheme("http")) {
+            _ = try await strict.fetch("http://127.0.0.1:\(port)/a.jpg") { _ in 1 << 20 }
+        }
         try? await server.shutdown()
     }
 }
@@ -198,19 +262,37 @@ struct FixedResolver: HostResolver {
 @Suite struct MediaHostingTests {
     static let admin = "admin-secret-key-0001"
 
-    static func api(routes: [String: MediaRoute]) async throws -> (RichPushAPI, String, MediaTestServer, SQLiteDeliveryQueue, SQLiteServerStore) {
+    static func api(
+        routes: [String: MediaRoute]
+    ) async throws -> (RichPushAPI, String, MediaTestServer, SQLiteDeliveryQueue, SQLiteServerStore) {
         let (media, base, server) = try await MediaPreflightTests.service(routes: routes)
-        let backend = try SQLiteBackend(path: FileManager.default.temporaryDirectory.appendingPathComponent("media-api-\(UUID().uuidString).sqlite").path)
+        let backend = try SQLiteBackend(
+            path: FileManager.default.temporaryDirectory.appendingPathComponent("media-api-\(UUID().uuidString).sqlite")
+                .path
+        )
         let (queue, store) = (backend.sqliteQueue, backend.sqliteStore)
-        var api = RichPushAPI(backend: backend, adminKey: admin, validation: .init(allowInsecureMedia: true, requireTargets: false))
+        var api = RichPushAPI(
+            backend: backend,
+            adminKey: admin,
+            validation: .init(allowInsecureMedia: true, requireTargets: false)
+        )
         api.media = media
         return (api, base, server, queue, store)
     }
 
-    static func call(_ client: any TestClientProtocol, _ method: HTTPRequest.Method, _ uri: String, key: String? = admin, headers extra: HTTPFields = [:], body: ByteBuffer? = nil) async throws -> (Int, HTTPFields, [UInt8]) {
+    static func call(
+        _ client: any TestClientProtocol,
+        _ method: HTTPRequest.Method,
+        _ uri: String,
+        key: String? = admin,
+        headers extra: HTTPFields = [:],
+        body: ByteBuffer? = nil
+    ) async throws -> (Int, HTTPFields, [UInt8]) {
         var headers = extra
         if let key { headers[.authorization] = "Bearer \(key)" }
-        return try await client.execute(uri: uri, method: method, headers: headers, body: body) { r in (Int(r.status.code), r.headers, Array(r.body.readableBytesView)) }
+        return try await client.execute(uri: uri, method: method, headers: headers, body: body) { r in
+            (Int(r.status.code), r.headers, Array(r.body.readableBytesView))
+        }
     }
 
     @Test func uploadedMediaIsServedImmutableWithRangesAndHead() async throws {
@@ -225,22 +307,46 @@ struct FixedResolver: HostResolver {
             #expect(path.hasPrefix("/media/") && path.hasSuffix(".jpg"))
             let (g, h, bytes) = try await Self.call(client, .get, path, key: nil)
             #expect(g == 200 && bytes == jpeg)
-            #expect(h[.contentType] == "image/jpeg" && h[.cacheControl] == "public, max-age=31536000, immutable" && h[.acceptRanges] == "bytes")
+            #expect(
+                h[.contentType] == "image/jpeg" && h[.cacheControl] == "public, max-age=31536000, immutable"
+                    && h[.acceptRanges] == "bytes"
+            )
             let etag = try #require(h[.eTag])
             #expect(etag.hasPrefix("\"") && etag.count == 66)
             let (notModified, _, _) = try await Self.call(client, .get, path, key: nil, headers: [.ifNoneMatch: etag])
             #expect(notModified == 304)
-            let (partial, ph, part) = try await Self.call(client, .get, path, key: nil, headers: [.range: "bytes=10-19"])
+            let (partial, ph, part) = try await Self.call(
+                client,
+                .get,
+                path,
+                key: nil,
+                headers: [.range: "bytes=10-19"]
+            )
             #expect(partial == 206 && part == Array(jpeg[10...19]) && ph[.contentRange] == "bytes 10-19/\(jpeg.count)")
             let (_, _, tail) = try await Self.call(client, .get, path, key: nil, headers: [.range: "bytes=-5"])
             #expect(tail == Array(jpeg.suffix(5)))
-            let (unsatisfiable, uh, _) = try await Self.call(client, .get, path, key: nil, headers: [.range: "bytes=999999-"])
+            let (unsatisfiable, uh, _) = try await Self.call(
+                client,
+                .get,
+                path,
+                key: nil,
+                headers: [.range: "bytes=999999-"]
+            )
             #expect(unsatisfiable == 416 && uh[.contentRange] == "bytes */\(jpeg.count)")
-            let (stale, _, whole) = try await Self.call(client, .get, path, key: nil, headers: [.range: "bytes=0-3", .ifRange: "\"other\""])
+            let (stale, _, whole) = try await Self.call(
+                client,
+                .get,
+                path,
+                key: nil,
+                headers: [.range: "bytes=0-3", .ifRange: "\"other\""]
+            )
             #expect(stale == 200 && whole == jpeg)
             let (headStatus, hh, headBody) = try await Self.call(client, .head, path, key: nil)
             #expect(headStatus == 200 && headBody.isEmpty && hh[.contentLength] == String(jpeg.count))
-            #expect(try await Self.call(client, .get, "/media/" + String(repeating: "0", count: 64) + ".jpg", key: nil).0 == 404)
+            #expect(
+                try await Self.call(client, .get, "/media/" + String(repeating: "0", count: 64) + ".jpg", key: nil).0
+                    == 404
+            )
             #expect(try await Self.call(client, .get, "/media/..%2F..%2Fetc%2Fpasswd", key: nil).0 == 404)
             #expect(try await Self.call(client, .post, "/v1/media", key: nil, body: ByteBuffer(bytes: jpeg)).0 == 401)
             #expect(try await Self.call(client, .post, "/v1/media", body: ByteBuffer(string: "<html></html>")).0 == 422)
@@ -254,28 +360,54 @@ struct FixedResolver: HostResolver {
             "/photo": .bytes(MediaPreflightTests.jpeg, contentType: "application/octet-stream"),
         ])
         try await Application(router: api.router()).test(.router) { client in
-            let (_, _, createdBody) = try await Self.call(client, .post, "/v1/apps", body: ByteBuffer(bytes: (["name": "Shop", "bundle_id": "com.example.app"] as JSONValue).serialized()))
+            let (_, _, createdBody) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps",
+                body: ByteBuffer(bytes: (["name": "Shop", "bundle_id": "com.example.app"] as JSONValue).serialized())
+            )
             let created = try JSONValue.parse(createdBody)
-            let app = try #require(created["app"]?["id"]?.stringValue), key = try #require(created["api_key"]?.stringValue)
+            let app = try #require(created["app"]?["id"]?.stringValue)
+            let key = try #require(created["api_key"]?.stringValue)
             func send(_ m: JSONValue) async throws -> (Int, JSONValue) {
-                let (s, _, b) = try await Self.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: ByteBuffer(bytes: m.serialized()))
+                let (s, _, b) = try await Self.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/notifications",
+                    key: key,
+                    body: ByteBuffer(bytes: m.serialized())
+                )
                 return (s, try JSONValue.parse(b))
             }
             let target: JSONValue = ["fcm_tokens": ["fcm-1"]]
-            let (rejected, why) = try await send(["title": "x", "media": .string("\(base)/missing.jpg"), "audience": target])
+            let (rejected, why) = try await send([
+                "title": "x", "media": .string("\(base)/missing.jpg"), "audience": target,
+            ])
             #expect(rejected == 422 && why["error"]?["code"] == "media-refused")
-            #expect(why["error"]?["issues"]?.arrayValue?.first?["path"] == "media[0].url" && why["error"]?["issues"]?.arrayValue?.first?["rule"] == "http-status")
-            let (dropped, dropBody) = try await send(["title": "x", "media": .string("\(base)/missing.jpg"), "audience": target, "media_check": "drop"])
+            #expect(
+                why["error"]?["issues"]?.arrayValue?.first?["path"] == "media[0].url"
+                    && why["error"]?["issues"]?.arrayValue?.first?["rule"] == "http-status"
+            )
+            let (dropped, dropBody) = try await send([
+                "title": "x", "media": .string("\(base)/missing.jpg"), "audience": target, "media_check": "drop",
+            ])
             #expect(dropped == 202)
             let droppedMessage = try #require(try await store.notification(id: dropBody["id"]!.stringValue!)?.message)
             #expect(droppedMessage["media"] == nil)
             // A URL without an extension is re-hosted and the stored message points at the hosted copy.
-            let (moved, movedBody) = try await send(["title": "x", "media": .string("\(base)/photo"), "audience": target])
+            let (moved, movedBody) = try await send([
+                "title": "x", "media": .string("\(base)/photo"), "audience": target,
+            ])
             #expect(moved == 202 && movedBody["warnings"]?.arrayValue?.contains { $0["rule"] == "rehosted" } == true)
             let stored = try #require(try await store.message(id: movedBody["id"]!.stringValue!))
             let hosted = try #require(stored.media.first?.url)
             #expect(hosted.hasPrefix("https://push.example.com/media/") && hosted.hasSuffix(".jpg"))
-            let (g, _, bytes) = try await Self.call(client, .get, String(hosted.dropFirst("https://push.example.com".count)), key: nil)
+            let (g, _, bytes) = try await Self.call(
+                client,
+                .get,
+                String(hosted.dropFirst("https://push.example.com".count)),
+                key: nil
+            )
             #expect(g == 200 && bytes == MediaPreflightTests.jpeg)
             // The chart gets a PNG from the device's renderer, used as the FCM image.
             let chart: JSONValue = ["type": "line", "values": [1, 4, 2, 8], "title": "Sales"]
@@ -283,14 +415,30 @@ struct FixedResolver: HostResolver {
             #expect(charted == 202)
             let withChart = try #require(try await store.message(id: chartBody["id"]!.stringValue!))
             let chartURL = try #require(withChart.chartImageURL)
-            let (_, _, png) = try await Self.call(client, .get, String(chartURL.dropFirst("https://push.example.com".count)), key: nil)
+            let (_, _, png) = try await Self.call(
+                client,
+                .get,
+                String(chartURL.dropFirst("https://push.example.com".count)),
+                key: nil
+            )
             #expect(png == ChartRenderer.render(try #require(withChart.chart)).png)
             let fcm = FCMRenderer(projectID: "p").render(withChart, to: .token("fcm-1")).body
             #expect(fcm["message"]?["android"]?["notification"]?["image"] == .string(chartURL))
             // The check route answers per URL.
-            let (c, _, checkBody) = try await Self.call(client, .post, "/v1/media/check", key: key, body: ByteBuffer(bytes: (["media": [.string("\(base)/photo"), .string("\(base)/missing.jpg")]] as JSONValue).serialized()))
+            let (c, _, checkBody) = try await Self.call(
+                client,
+                .post,
+                "/v1/media/check",
+                key: key,
+                body: ByteBuffer(
+                    bytes: (["media": [.string("\(base)/photo"), .string("\(base)/missing.jpg")]] as JSONValue)
+                        .serialized()
+                )
+            )
             let results = try JSONValue.parse(checkBody)
-            #expect(c == 200 && results["ok"] == false && results["results"]?.arrayValue?.map { $0["ok"] } == [true, false])
+            #expect(
+                c == 200 && results["ok"] == false && results["results"]?.arrayValue?.map { $0["ok"] } == [true, false]
+            )
         }
         try? await server.shutdown()
     }
@@ -307,7 +455,9 @@ struct FixedResolver: HostResolver {
             MediaSamples.jpeg(marker: 0xE0), MediaSamples.png, MediaSamples.gif89, MediaSamples.ftyp("isom", ["mp41"]),
             MediaSamples.riff("WEBP"), MediaSamples.riff("WAVE"), Array("<html>".utf8), Array("{\"a\":1}".utf8), [],
         ]
-        let types: [String?] = [nil, "image/jpeg", "image/png", "video/mp4", "text/html", "application/octet-stream", "image/*;;", "\u{7F}"]
+        let types: [String?] = [
+            nil, "image/jpeg", "image/png", "video/mp4", "text/html", "application/octet-stream", "image/*;;", "\u{7F}",
+        ]
         var routes: [String: MediaRoute] = [:]
         var served: [String: [UInt8]] = [:]
         for i in 0..<120 {
@@ -317,13 +467,23 @@ struct FixedResolver: HostResolver {
             let status = [200, 200, 200, 200, 204, 206, 404, 500, 302].randomElement(using: &rng)!
             let path = "/r\(i)" + (["", ".jpg", ".png", ".mp4", ".gif"].randomElement(using: &rng)!)
             switch Int.random(in: 0..<10, using: &rng) {
-            case 0: routes[path] = .reset(declared: body.count + 100, sent: Array(body.prefix(body.count / 2)), contentType: types.randomElement(using: &rng)!)
+            case 0:
+                routes[path] = .reset(
+                    declared: body.count + 100,
+                    sent: Array(body.prefix(body.count / 2)),
+                    contentType: types.randomElement(using: &rng)!
+                )
             case 1:
                 routes[path] = .redirect(to: path + "-target")
                 routes[path + "-target"] = .bytes(body, contentType: types.randomElement(using: &rng)!)
                 served[path] = body
             default:
-                routes[path] = .bytes(body, contentType: types.randomElement(using: &rng)!, status: status, sendLength: Bool.random(using: &rng))
+                routes[path] = .bytes(
+                    body,
+                    contentType: types.randomElement(using: &rng)!,
+                    status: status,
+                    sendLength: Bool.random(using: &rng)
+                )
                 if status == 200 || status == 206 { served[path] = body }
             }
         }
@@ -345,7 +505,10 @@ struct FixedResolver: HostResolver {
             #expect(Array(stored) == body, "\(path): the kept file is not the bytes served")
         }
         try? await server.shutdown()
-        let left = (try? FileManager.default.contentsOfDirectory(atPath: media.store.directory.appendingPathComponent("up").path)) ?? []
+        let left =
+            (try? FileManager.default.contentsOfDirectory(
+                atPath: media.store.directory.appendingPathComponent("up").path
+            )) ?? []
         #expect(left.isEmpty, "upload files left behind: \(left)")
         #expect(verdicts["ok", default: 0] > 10 && verdicts.count > 4, "\(verdicts)")
         print("preflight random answers: \(verdicts.sorted { $0.key < $1.key })")

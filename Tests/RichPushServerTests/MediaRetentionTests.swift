@@ -9,7 +9,9 @@ import Testing
 /// Hosted media is kept while devices may fetch it, then swept.
 @Suite struct MediaRetentionTests {
     static func store() throws -> MediaStore {
-        try MediaStore(directory: FileManager.default.temporaryDirectory.appendingPathComponent("retention-\(UUID().uuidString)"))
+        try MediaStore(
+            directory: FileManager.default.temporaryDirectory.appendingPathComponent("retention-\(UUID().uuidString)")
+        )
     }
 
     static func modified(_ store: MediaStore, _ name: String) throws -> Date {
@@ -19,7 +21,10 @@ import Testing
 
     static func age(_ store: MediaStore, _ name: String, days: Double) throws {
         let path = store.directory.appendingPathComponent(String(name.prefix(2))).appendingPathComponent(name).path
-        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-days * 86_400)], ofItemAtPath: path)
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(-days * 86_400)],
+            ofItemAtPath: path
+        )
     }
 
     @Test func filesAreSweptOnlyPastTheirRetention() throws {
@@ -35,23 +40,34 @@ import Testing
         #expect(try Self.modified(store, kept.name) > Date().addingTimeInterval(86_000))
         // Leftovers of interrupted writes: an old one goes, a fresh one (a write under way) stays.
         let shard = store.directory.appendingPathComponent(String(kept.name.prefix(2)))
-        let stalePart = shard.appendingPathComponent(".stale.part"), livePart = shard.appendingPathComponent(".live.part")
+        let stalePart = shard.appendingPathComponent(".stale.part")
+        let livePart = shard.appendingPathComponent(".live.part")
         try Data([1]).write(to: stalePart)
         try Data([1]).write(to: livePart)
-        try FileManager.default.setAttributes([.modificationDate: Date().addingTimeInterval(-7200)], ofItemAtPath: stalePart.path)
+        try FileManager.default.setAttributes(
+            [.modificationDate: Date().addingTimeInterval(-7200)],
+            ofItemAtPath: stalePart.path
+        )
 
         let swept = store.sweep(retention: 7 * 86_400)
         #expect(swept.files == 2 && swept.bytes == old.size + 1)
         #expect(store.get(old.name) == nil)  // gone from memory too
         #expect(!store.keep(old.name, until: Date()))
         #expect(store.get(kept.name) != nil && store.get(fresh.name) != nil)
-        #expect(FileManager.default.fileExists(atPath: livePart.path) && !FileManager.default.fileExists(atPath: stalePart.path))
+        #expect(
+            FileManager.default.fileExists(atPath: livePart.path)
+                && !FileManager.default.fileExists(atPath: stalePart.path)
+        )
     }
 
     @Test func aSweptChartIsDrawnAgainWhenASendNeedsIt() async throws {
         let store = try Self.store()
         defer { try? FileManager.default.removeItem(at: store.directory) }
-        let media = MediaService(store: store, fetcher: try SafeFetcher(policy: AddressPolicy(allowAll: true)), publicBase: "https://push.example.com")
+        let media = MediaService(
+            store: store,
+            fetcher: try SafeFetcher(policy: AddressPolicy(allowAll: true)),
+            publicBase: "https://push.example.com"
+        )
         let spec = try ChartSpec.decode(["type": "bar", "values": [1, 2, 3]])
         let first = try await media.chartImage(spec)
         try Self.age(store, first.name, days: 40)
@@ -66,15 +82,26 @@ import Testing
         let store = try Self.store()
         defer { try? FileManager.default.removeItem(at: store.directory) }
         var api = f.api
-        let media = MediaService(store: store, fetcher: try SafeFetcher(policy: AddressPolicy(allowAll: true)), publicBase: "https://push.example.com")
+        let media = MediaService(
+            store: store,
+            fetcher: try SafeFetcher(policy: AddressPolicy(allowAll: true)),
+            publicBase: "https://push.example.com"
+        )
         api.media = media
         try await Application(router: api.router()).test(.router) { client in
             let (app, key) = try await APITests.createApp(client)
             let sendAt = Date().addingTimeInterval(3600)
-            let (status, _) = try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: [
-                "title": "T", "chart": ["type": "bar", "values": [4, 5, 6]], "ttl": 7200, "send_at": .double(sendAt.timeIntervalSince1970),
-                "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]],
-            ])
+            let (status, _) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                key: key,
+                body: [
+                    "title": "T", "chart": ["type": "bar", "values": [4, 5, 6]], "ttl": 7200,
+                    "send_at": .double(sendAt.timeIntervalSince1970),
+                    "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]],
+                ]
+            )
             #expect(status == 202)
             let chart = try await media.chartImage(try ChartSpec.decode(["type": "bar", "values": [4, 5, 6]]))
             let until = try Self.modified(store, chart.name)

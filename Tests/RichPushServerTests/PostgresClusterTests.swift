@@ -1,9 +1,10 @@
 import Foundation
 import NIOConcurrencyHelpers
 import RichPushCore
-@testable import RichPushServer
 import ServiceLifecycle
 import Testing
+
+@testable import RichPushServer
 
 /// Several nodes on one PostgreSQL, each a backend of its own in this process: claims never overlap, a dead node's
 /// leases and fan-outs are taken over, changes reach every node's cache, one node leads.
@@ -12,14 +13,30 @@ import Testing
     static func nodes(_ n: Int = 2, chunk: Int = 50_000) async throws -> [PostgresBackend] {
         let url = try await PostgresFixture.url()
         var out: [PostgresBackend] = []
-        for i in 0..<n { out.append(try await PostgresBackend.open(url: url, sealer: nil, nodeID: "node-\(i + 1)", chunk: chunk, timeout: .seconds(60))) }
+        for i in 0..<n {
+            out.append(
+                try await PostgresBackend.open(
+                    url: url,
+                    sealer: nil,
+                    nodeID: "node-\(i + 1)",
+                    chunk: chunk,
+                    timeout: .seconds(60)
+                )
+            )
+        }
         return out
     }
 
     /// Runs the nodes' background services (listener, heartbeat, leader with `jobs`) while `body` runs.
-    static func running<T: Sendable>(_ nodes: [PostgresBackend], jobs: @escaping @Sendable (Int) -> [PeriodicJob] = { _ in [] }, _ body: () async throws -> T) async throws -> T {
+    static func running<T: Sendable>(
+        _ nodes: [PostgresBackend],
+        jobs: @escaping @Sendable (Int) -> [PeriodicJob] = { _ in [] },
+        _ body: () async throws -> T
+    ) async throws -> T {
         let tasks = nodes.enumerated().flatMap { i, node in
-            node.backgroundServices(address: "test", leaderJobs: jobs(i), onNodes: { _ in }).map { service in Task { try? await service.run() } }
+            node.backgroundServices(address: "test", leaderJobs: jobs(i), onNodes: { _ in }).map { service in
+                Task { try? await service.run() }
+            }
         }
         defer { for t in tasks { t.cancel() } }
         return try await body()
@@ -30,14 +47,23 @@ import Testing
     /// Two nodes claiming at once, round after round, never hold the same delivery.
     @Test func concurrentClaimsAreDisjoint() async throws {
         let nodes = try await Self.nodes(3)
-        try await nodes[0].queue.enqueue((0..<3000).map { NewDelivery(notificationID: "n", appID: "a", provider: .apns, target: "t\($0)", notBefore: Self.t0) })
+        try await nodes[0].queue.enqueue(
+            (0..<3000).map {
+                NewDelivery(notificationID: "n", appID: "a", provider: .apns, target: "t\($0)", notBefore: Self.t0)
+            }
+        )
         let claimed = NIOLockedValueBox<[Int64: String]>([:])
         let duplicates = NIOLockedValueBox(0)
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (i, node) in nodes.enumerated() {
                 group.addTask {
                     while true {
-                        let batch = try await node.queue.claim(owner: "node-\(i)", limit: 50, now: Self.t0.addingTimeInterval(1), lease: 600)
+                        let batch = try await node.queue.claim(
+                            owner: "node-\(i)",
+                            limit: 50,
+                            now: Self.t0.addingTimeInterval(1),
+                            lease: 600
+                        )
                         if batch.isEmpty { return }
                         claimed.withLockedValue { c in
                             for d in batch {
@@ -61,15 +87,40 @@ import Testing
     /// the first node's late outcome is not recorded.
     @Test func anExpiredLeaseIsTakenOverAndTheLateOutcomeRefused() async throws {
         let nodes = try await Self.nodes()
-        try await nodes[0].queue.enqueue([NewDelivery(notificationID: "n", appID: "a", provider: .apns, target: "t", notBefore: Self.t0)])
+        try await nodes[0].queue.enqueue([
+            NewDelivery(notificationID: "n", appID: "a", provider: .apns, target: "t", notBefore: Self.t0)
+        ])
         let first = try await nodes[0].queue.claim(owner: "node-1/w1", limit: 10, now: Self.t0, lease: 30)
         #expect(first.count == 1)
-        #expect(try await nodes[1].queue.claim(owner: "node-2/w1", limit: 10, now: Self.t0.addingTimeInterval(29), lease: 30).isEmpty)
-        let second = try await nodes[1].queue.claim(owner: "node-2/w1", limit: 10, now: Self.t0.addingTimeInterval(31), lease: 30)
-        #expect(second.map(\.id) == first.map(\.id) && second.first?.attempts == 2 && second.first?.leaseOwner == "node-2/w1")
-        let late = try await nodes[0].queue.settle([Settlement(id: first[0].id, .finish(.delivered(providerID: "late")))], owner: "node-1/w1", now: Self.t0.addingTimeInterval(32))
+        #expect(
+            try await nodes[1].queue.claim(
+                owner: "node-2/w1",
+                limit: 10,
+                now: Self.t0.addingTimeInterval(29),
+                lease: 30
+            ).isEmpty
+        )
+        let second = try await nodes[1].queue.claim(
+            owner: "node-2/w1",
+            limit: 10,
+            now: Self.t0.addingTimeInterval(31),
+            lease: 30
+        )
+        #expect(
+            second.map(\.id) == first.map(\.id) && second.first?.attempts == 2
+                && second.first?.leaseOwner == "node-2/w1"
+        )
+        let late = try await nodes[0].queue.settle(
+            [Settlement(id: first[0].id, .finish(.delivered(providerID: "late")))],
+            owner: "node-1/w1",
+            now: Self.t0.addingTimeInterval(32)
+        )
         #expect(late.isEmpty)
-        let held = try await nodes[1].queue.settle([Settlement(id: first[0].id, .finish(.delivered(providerID: "p2")))], owner: "node-2/w1", now: Self.t0.addingTimeInterval(33))
+        let held = try await nodes[1].queue.settle(
+            [Settlement(id: first[0].id, .finish(.delivered(providerID: "p2")))],
+            owner: "node-2/w1",
+            now: Self.t0.addingTimeInterval(33)
+        )
         #expect(held == [first[0].id])
         #expect(try await nodes[0].queue.deliveries(notificationID: "n").first?.providerID == "p2")
     }
@@ -79,21 +130,41 @@ import Testing
     @Test func aDeadNodesFanOutIsResumedWhereItStopped() async throws {
         let nodes = try await Self.nodes(2, chunk: 100)
         let (a, b) = (nodes[0], nodes[1])
-        try await a.registry.upsert(contentsOf: (0..<1000).map { Device(appID: "app", token: String(format: "%064x", $0), platform: $0 % 4 == 0 ? .android : .ios, tags: ["all"]) })
-        let plan = AcceptPlan(notification: .init(id: "n", appID: "app", message: ["title": "t"], response: .null, createdAt: Date()), idempotencyKey: nil,
-            audience: .tag("all"), notBefore: Date(), expiresAt: nil)
+        try await a.registry.upsert(
+            contentsOf: (0..<1000).map {
+                Device(
+                    appID: "app",
+                    token: String(format: "%064x", $0),
+                    platform: $0 % 4 == 0 ? .android : .ios,
+                    tags: ["all"]
+                )
+            }
+        )
+        let plan = AcceptPlan(
+            notification: .init(id: "n", appID: "app", message: ["title": "t"], response: .null, createdAt: Date()),
+            idempotencyKey: nil,
+            audience: .tag("all"),
+            notBefore: Date(),
+            expiresAt: nil
+        )
         #expect(try await a.intake.accept(plan) { _ in .null }.fanOutPending)
         // The first 300 devices done by a node that then died, holding the fan-out for one more second.
         let db = a.database
-        let cursor = try await db.rows("SELECT id FROM devices ORDER BY id OFFSET 299 LIMIT 1").first!.decode(Int64.self)
-        try await db.rows("""
+        let cursor = try await db.rows("SELECT id FROM devices ORDER BY id OFFSET 299 LIMIT 1").first!.decode(
+            Int64.self
+        )
+        try await db.rows(
+            """
             INSERT INTO deliveries (notification_id, app_id, provider, target, state, not_before, updated_at)
             SELECT 'n', app_id, provider, token, 'queued', now(), now() FROM devices WHERE id <= \(cursor)
-            """)
-        try await db.rows("""
+            """
+        )
+        try await db.rows(
+            """
             UPDATE notifications SET fanout_owner = 'dead-node', fanout_lease_until = now() + interval '1 second',
                 fanout_cursor = \(cursor), fanout_inserted = 300 WHERE id = 'n'
-            """)
+            """
+        )
         #expect(try await b.intake.pendingFanOuts().isEmpty)  // held
         #expect(try await b.intake.completeFanOut(notificationID: "n") == 0)
         try await Task.sleep(for: .milliseconds(1200))
@@ -141,11 +212,18 @@ import Testing
         try await Self.running(nodes) {
             try await Task.sleep(for: .milliseconds(300))
             let before = woken.withLockedValue { $0 }
-            let plan = AcceptPlan(notification: .init(id: "n", appID: "app", message: [:], response: .null, createdAt: Date()), idempotencyKey: nil,
-                audience: .providerTokens(apns: ["aa"], fcm: []), notBefore: Date(), expiresAt: nil)
+            let plan = AcceptPlan(
+                notification: .init(id: "n", appID: "app", message: [:], response: .null, createdAt: Date()),
+                idempotencyKey: nil,
+                audience: .providerTokens(apns: ["aa"], fcm: []),
+                notBefore: Date(),
+                expiresAt: nil
+            )
             _ = try await nodes[0].intake.accept(plan) { _ in .null }
             let start = Date()
-            while woken.withLockedValue({ $0 }) == before, Date().timeIntervalSince(start) < 2 { try await Task.sleep(for: .milliseconds(10)) }
+            while woken.withLockedValue({ $0 }) == before, Date().timeIntervalSince(start) < 2 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
             #expect(woken.withLockedValue { $0 } > before)
         }
     }
@@ -154,9 +232,13 @@ import Testing
     @Test func oneNodeLeadsAndAnotherTakesOver() async throws {
         let nodes = try await Self.nodes()
         let runs = NIOLockedValueBox<[Int]>([])
-        let jobs: @Sendable (Int) -> [PeriodicJob] = { i in [PeriodicJob(name: "tick", interval: 0.2) { runs.withLockedValue { $0.append(i) } }] }
+        let jobs: @Sendable (Int) -> [PeriodicJob] = { i in
+            [PeriodicJob(name: "tick", interval: 0.2) { runs.withLockedValue { $0.append(i) } }]
+        }
         var tasks = nodes.enumerated().map { i, node in
-            node.backgroundServices(address: "test", leaderJobs: jobs(i), onNodes: { _ in }).map { service in Task { try? await service.run() } }
+            node.backgroundServices(address: "test", leaderJobs: jobs(i), onNodes: { _ in }).map { service in
+                Task { try? await service.run() }
+            }
         }
         try await Task.sleep(for: .seconds(2))
         let leader = try #require(runs.withLockedValue { $0.first })
@@ -167,7 +249,9 @@ import Testing
         runs.withLockedValue { $0.removeAll() }
         // The lock goes with the leader's connection; the other node tries again every 5 s.
         let start = Date()
-        while runs.withLockedValue({ $0.isEmpty }), Date().timeIntervalSince(start) < 15 { try await Task.sleep(for: .milliseconds(100)) }
+        while runs.withLockedValue({ $0.isEmpty }), Date().timeIntervalSince(start) < 15 {
+            try await Task.sleep(for: .milliseconds(100))
+        }
         #expect(runs.withLockedValue { $0.first } == 1 - leader)
         for t in tasks.flatMap({ $0 }) { t.cancel() }
     }
@@ -177,13 +261,24 @@ import Testing
         let url = try await PostgresFixture.url()
         let key = try CredentialSealer(key: Array(repeating: 7, count: 32))
         let first = try await PostgresBackend.open(url: url, sealer: key, nodeID: "n1")
-        let apns = APNsCredentials(keyPEM: ServerStoreTests.apnsKey, keyID: "ABCDEFGHIJ", teamID: "TEAM123456", environment: .production)
-        let (app, _) = try await first.store.createApp(ServerApp(id: "", name: "A", bundleID: "com.example.a", apns: apns))
+        let apns = APNsCredentials(
+            keyPEM: ServerStoreTests.apnsKey,
+            keyID: "ABCDEFGHIJ",
+            teamID: "TEAM123456",
+            environment: .production
+        )
+        let (app, _) = try await first.store.createApp(
+            ServerApp(id: "", name: "A", bundleID: "com.example.a", apns: apns)
+        )
         // Sealed at rest: the key is not in the row.
         let raw = try await first.database.rows("SELECT apns FROM apps WHERE id = \(app.id)").first!.decode(String.self)
         #expect(raw.hasPrefix("sealed:v1:") && !raw.contains("PRIVATE KEY"))
         await #expect(throws: CredentialSealer.Problem.self) {
-            _ = try await PostgresBackend.open(url: url, sealer: try CredentialSealer(key: Array(repeating: 8, count: 32)), nodeID: "n2")
+            _ = try await PostgresBackend.open(
+                url: url,
+                sealer: try CredentialSealer(key: Array(repeating: 8, count: 32)),
+                nodeID: "n2"
+            )
         }
         let second = try await PostgresBackend.open(url: url, sealer: key, nodeID: "n3")
         #expect(try await second.store.app(id: app.id)?.apns == apns)

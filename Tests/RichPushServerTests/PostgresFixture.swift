@@ -19,7 +19,17 @@ enum PostgresFixture {
     }
 
     /// The database deadline is the product's 10 s times six: the whole suite shares two cores with this server.
-    static func backend(sealer: CredentialSealer? = nil, nodeID: String = "test-node", chunk: Int = 50_000) async throws -> PostgresBackend {
-        try await PostgresBackend.open(url: try await url(), sealer: sealer, nodeID: nodeID, chunk: chunk, timeout: .seconds(60))
+    static func backend(
+        sealer: CredentialSealer? = nil,
+        nodeID: String = "test-node",
+        chunk: Int = 50_000
+    ) async throws -> PostgresBackend {
+        try await PostgresBackend.open(
+            url: try await url(),
+            sealer: sealer,
+            nodeID: nodeID,
+            chunk: chunk,
+            timeout: .seconds(60)
+        )
     }
 }

@@ -10,7 +10,16 @@ import Testing
     @Test func aRealServerStartsAnswersAndSkipsLockedRows() async throws {
         let server = try PostgresServer.start()
         defer { server.stop() }
-        let client = PostgresClient(configuration: .init(host: "127.0.0.1", port: server.port, username: server.user, password: nil, database: "postgres", tls: .disable))
+        let client = PostgresClient(
+            configuration: .init(
+                host: "127.0.0.1",
+                port: server.port,
+                username: server.user,
+                password: nil,
+                database: "postgres",
+                tls: .disable
+            )
+        )
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             let version = try await client.query("SHOW server_version_num").collect().first?.decode(String.self) ?? ""
@@ -22,8 +31,14 @@ import Testing
                 try await client.withConnection { second in
                     _ = try await first.query("BEGIN", logger: Self.logger)
                     _ = try await second.query("BEGIN", logger: Self.logger)
-                    let a = try await first.query("SELECT id FROM jobs ORDER BY id LIMIT 6 FOR UPDATE SKIP LOCKED", logger: Self.logger).collect().map { try $0.decode(Int64.self) }
-                    let b = try await second.query("SELECT id FROM jobs ORDER BY id LIMIT 6 FOR UPDATE SKIP LOCKED", logger: Self.logger).collect().map { try $0.decode(Int64.self) }
+                    let a = try await first.query(
+                        "SELECT id FROM jobs ORDER BY id LIMIT 6 FOR UPDATE SKIP LOCKED",
+                        logger: Self.logger
+                    ).collect().map { try $0.decode(Int64.self) }
+                    let b = try await second.query(
+                        "SELECT id FROM jobs ORDER BY id LIMIT 6 FOR UPDATE SKIP LOCKED",
+                        logger: Self.logger
+                    ).collect().map { try $0.decode(Int64.self) }
                     _ = try await first.query("COMMIT", logger: Self.logger)
                     _ = try await second.query("COMMIT", logger: Self.logger)
                     #expect(a.count == 6 && b.count == 4 && Set(a).isDisjoint(with: b), "\(a) \(b)")

@@ -7,8 +7,14 @@ import Testing
 /// that traps.
 @Suite struct PostgresSettingsTests {
     @Test func aFullURLIsRead() throws {
-        let s = try PostgresSettings(url: "postgresql://push%40er:p%3Ass@db.internal:6543/richpush?sslmode=verify-full&pool_size=40&connect_timeout=3&application_name=node-a")
-        #expect(s.user == "push@er" && s.password == "p:ss" && s.host == "db.internal" && s.port == 6543 && s.database == "richpush")
+        let s = try PostgresSettings(
+            url:
+                "postgresql://push%40er:p%3Ass@db.internal:6543/richpush?sslmode=verify-full&pool_size=40&connect_timeout=3&application_name=node-a"
+        )
+        #expect(
+            s.user == "push@er" && s.password == "p:ss" && s.host == "db.internal" && s.port == 6543
+                && s.database == "richpush"
+        )
         #expect(s.tls == .verifyFull && s.poolSize == 40 && s.connectTimeout == 3 && s.applicationName == "node-a")
         #expect(!s.redacted.contains("p:ss") && s.redacted.contains("***"))
     }
@@ -24,8 +30,10 @@ import Testing
         for (url, words) in [
             ("mysql://u@h/db", "postgres://USER"), ("postgres://u@/db", "no host"), ("postgres://u@h:0/db", "port"),
             ("postgres://u@h/db?sslmode=maybe", "sslmode is one of"), ("postgres://u@h/db?pool_size=0", "pool_size"),
-            ("postgres://u@h/db?pool_size=x", "pool_size"), ("postgres://u@h/db?connect_timeout=999", "connect_timeout"),
-            ("postgres://u@h/db?colour=red", "unknown URL parameter colour"), ("postgres://u@h/a/b", "one database name"),
+            ("postgres://u@h/db?pool_size=x", "pool_size"),
+            ("postgres://u@h/db?connect_timeout=999", "connect_timeout"),
+            ("postgres://u@h/db?colour=red", "unknown URL parameter colour"),
+            ("postgres://u@h/a/b", "one database name"),
             ("postgres://:secret@h/db", "no user"),
         ] {
             do {
@@ -40,9 +48,16 @@ import Testing
 
     @Test func theConfigurationChecksIt() throws {
         var c = ServerConfiguration()
-        try c.apply(environment: ["RICHPUSH_DATABASE": "postgres://u@db/richpush", "RICHPUSH_NODE_ID": "node-1", "RICHPUSH_SANDBOX": "0"])
-        #expect(c.isPostgres && c.nodeID == "node-1" && c.resolvedCredentialsKeyFile == "richpush-credentials.key" && c.resolvedMediaDirectory == "richpush-media")
-        #expect(throws: ServerConfiguration.Problem.self) { try c.apply(json: #"{"database": "postgres://u@db/r?sslmode=nope"}"#) }
+        try c.apply(environment: [
+            "RICHPUSH_DATABASE": "postgres://u@db/richpush", "RICHPUSH_NODE_ID": "node-1", "RICHPUSH_SANDBOX": "0",
+        ])
+        #expect(
+            c.isPostgres && c.nodeID == "node-1" && c.resolvedCredentialsKeyFile == "richpush-credentials.key"
+                && c.resolvedMediaDirectory == "richpush-media"
+        )
+        #expect(throws: ServerConfiguration.Problem.self) {
+            try c.apply(json: #"{"database": "postgres://u@db/r?sslmode=nope"}"#)
+        }
         #expect(throws: ServerConfiguration.Problem.self) { try c.apply(json: #"{"node_id": "a b"}"#) }
     }
 
@@ -67,7 +82,10 @@ import Testing
             if let s = try? PostgresSettings(url: text) {
                 accepted += 1
                 #expect((1...65535).contains(s.port) && !s.host.isEmpty, "\(text)")
-                #expect(s.password.map { $0 == "***" || !s.redacted.contains(":" + $0 + "@") } ?? true, "\(text) → \(s.redacted)")
+                #expect(
+                    s.password.map { $0 == "***" || !s.redacted.contains(":" + $0 + "@") } ?? true,
+                    "\(text) → \(s.redacted)"
+                )
             }
         }
         #expect(accepted > 0 && accepted < 20_000)

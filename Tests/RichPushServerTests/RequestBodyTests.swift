@@ -2,6 +2,7 @@ import Foundation
 import RichPushCore
 import RichPushTestSupport
 import Testing
+
 @testable import RichPushServer
 
 /// The typed edge: each body decoder refuses what its schema refuses (unknown fields, nulls, wrong types, 0/1 for
@@ -12,8 +13,8 @@ import Testing
         do {
             try body()
             return []
-        } catch let error as RichPushAPI.Failure {
-            #expect(error.status == 422)
+        } catch let error as APIError {
+            #expect(error.status == .unprocessableContent)
             return error.issues.map { "\($0.path) \($0.rule)" }.sorted()
         } catch {
             Issue.record("unexpected \(error)")
@@ -22,41 +23,123 @@ import Testing
     }
 
     @Test func appBodiesNameEveryProblem() throws {
-        #expect(Self.rules { _ = try AppBody.decode(["name": "", "bundle_id": "com/evil", "fcm_project_id": "../xxxxxx", "extra": 1], creating: true, tokenEndpoints: []) } ==
-            ["bundle_id bundle-id", "extra unknown-field", "fcm_project_id project-id", "name empty"])
-        #expect(Self.rules { _ = try AppBody.decode([:], creating: true, tokenEndpoints: []) } == ["bundle_id required", "name required"])
-        #expect(Self.rules { _ = try AppBody.decode(["name": .null], creating: false, tokenEndpoints: []) } == ["name type"])
-        #expect(Self.rules { _ = try AppBody.decode(["fcm_project_id": .null], creating: true, tokenEndpoints: []) } == ["bundle_id required", "fcm_project_id type", "name required"])
-        #expect(Self.rules { _ = try AppBody.decode(["apns": ["key_id": "ABC", "team_id": 5, "environment": "prod", "k": 1]], creating: false, tokenEndpoints: []) } ==
-            ["apns.environment enum", "apns.k unknown-field", "apns.key required", "apns.key_id apns-key-id", "apns.team_id type"])
+        #expect(
+            Self.rules {
+                _ = try AppBody.decode(
+                    ["name": "", "bundle_id": "com/evil", "fcm_project_id": "../xxxxxx", "extra": 1],
+                    creating: true,
+                    tokenEndpoints: []
+                )
+            } == ["bundle_id bundle-id", "extra unknown-field", "fcm_project_id project-id", "name empty"]
+        )
+        #expect(
+            Self.rules { _ = try AppBody.decode([:], creating: true, tokenEndpoints: []) } == [
+                "bundle_id required", "name required",
+            ]
+        )
+        #expect(
+            Self.rules { _ = try AppBody.decode(["name": .null], creating: false, tokenEndpoints: []) } == ["name type"]
+        )
+        #expect(
+            Self.rules { _ = try AppBody.decode(["fcm_project_id": .null], creating: true, tokenEndpoints: []) } == [
+                "bundle_id required", "fcm_project_id type", "name required",
+            ]
+        )
+        #expect(
+            Self.rules {
+                _ = try AppBody.decode(
+                    ["apns": ["key_id": "ABC", "team_id": 5, "environment": "prod", "k": 1]],
+                    creating: false,
+                    tokenEndpoints: []
+                )
+            } == [
+                "apns.environment enum", "apns.k unknown-field", "apns.key required", "apns.key_id apns-key-id",
+                "apns.team_id type",
+            ]
+        )
         // A change of nothing is valid; null removes credentials and the project.
         var app = ServerApp(id: "a", name: "A", bundleID: "com.example.a", fcmProjectID: "shop-app-1")
-        try AppBody.decode(["fcm_project_id": .null, "apns": .null], creating: false, tokenEndpoints: []).apply(to: &app)
+        try AppBody.decode(["fcm_project_id": .null, "apns": .null], creating: false, tokenEndpoints: []).apply(
+            to: &app
+        )
         #expect(app.fcmProjectID == nil && app.apns == nil && app.name == "A")
-        #expect(AppBody.isProjectID("example.com:shop-app") && AppBody.isProjectID("richpush-sandbox") && !AppBody.isProjectID("Shop") && !AppBody.isProjectID("shop-app-"))
+        #expect(
+            AppBody.isProjectID("example.com:shop-app") && AppBody.isProjectID("richpush-sandbox")
+                && !AppBody.isProjectID("Shop") && !AppBody.isProjectID("shop-app-")
+        )
     }
 
     @Test func deviceBodiesFollowTheProvidersTokenRules() throws {
         let hex = String(repeating: "ab", count: 32)
-        let d = try DeviceBody.decode(["token": .string(hex), "platform": "ios", "tags": ["a", "b"]], appID: "app").device
+        let d = try DeviceBody.decode(["token": .string(hex), "platform": "ios", "tags": ["a", "b"]], appID: "app")
+            .device
         #expect(d.provider == .apns && d.tags == ["a", "b"])
-        #expect(Self.rules { _ = try DeviceBody.decode(["token": "not hex", "platform": "ios"], appID: "app") } == ["token apns-token"])
-        #expect(Self.rules { _ = try DeviceBody.decode(["token": .string(hex), "platform": "android", "provider": .null, "tags": "solo", "user_id": ""], appID: "app") } ==
-            ["provider type", "tags type", "user_id empty"])
-        #expect(Self.rules { _ = try DeviceBody.decode(["token": "t", "platform": "android", "topics": .array(Array(repeating: "x", count: 101))], appID: "app") } == ["topics max-items"])
-        #expect(Self.rules { _ = try DeviceBody.decode(["token": "t", "platform": "android", "locale": .string(String(repeating: "é", count: 36))], appID: "app") } == ["locale length"])
+        #expect(
+            Self.rules { _ = try DeviceBody.decode(["token": "not hex", "platform": "ios"], appID: "app") } == [
+                "token apns-token"
+            ]
+        )
+        #expect(
+            Self.rules {
+                _ = try DeviceBody.decode(
+                    ["token": .string(hex), "platform": "android", "provider": .null, "tags": "solo", "user_id": ""],
+                    appID: "app"
+                )
+            } == ["provider type", "tags type", "user_id empty"]
+        )
+        #expect(
+            Self.rules {
+                _ = try DeviceBody.decode(
+                    ["token": "t", "platform": "android", "topics": .array(Array(repeating: "x", count: 101))],
+                    appID: "app"
+                )
+            } == ["topics max-items"]
+        )
+        #expect(
+            Self.rules {
+                _ = try DeviceBody.decode(
+                    ["token": "t", "platform": "android", "locale": .string(String(repeating: "é", count: 36))],
+                    appID: "app"
+                )
+            } == ["locale length"]
+        )
     }
 
     @Test func keysMediaChecksAndReceipts() throws {
         #expect(Self.rules { _ = try KeyBody.decode(["scopes": ["read", "read"]]) } == ["scopes[1] duplicate"])
         #expect(Self.rules { _ = try KeyBody.decode(["scopes": "read"]) } == ["scopes type"])
         #expect(try KeyBody.decode(["scopes": ["send", "read"]]).scopes == [.send, .read])
-        #expect(Self.rules { _ = try MediaCheckBody.decode(["url": "https://a/x.png", "media": ["https://a/y.png"]]) } == ["media exclusive"])
-        #expect(Self.rules { _ = try MediaCheckBody.decode(["media": [["url": "https://a/x.png", "kind": .null], 5]]) } == ["media[0].kind type", "media[1] type"])
+        #expect(
+            Self.rules { _ = try MediaCheckBody.decode(["url": "https://a/x.png", "media": ["https://a/y.png"]]) } == [
+                "media exclusive"
+            ]
+        )
+        #expect(
+            Self.rules { _ = try MediaCheckBody.decode(["media": [["url": "https://a/x.png", "kind": .null], 5]]) } == [
+                "media[0].kind type", "media[1] type",
+            ]
+        )
         #expect(try MediaCheckBody.decode(["url": "https://a/x.png", "kind": "video"]).items.first?.kind == .video)
-        #expect(Self.rules { _ = try ReceiptBody.decode(["report": ["attachments": .array(Array(repeating: [:], count: 17)), "skipped": []]], byApp: false) } == ["report.attachments max-items"])
-        #expect(Self.rules { _ = try ReceiptBody.decode(["device": 7, "report": ["attachments": [], "skipped": []], "x": true], byApp: false) } == ["device type", "x unknown-field"])
-        #expect(try ReceiptBody.decode(["token": "t", "report": ["attachments": [], "skipped": []]], byApp: true).from == "t")
+        #expect(
+            Self.rules {
+                _ = try ReceiptBody.decode(
+                    ["report": ["attachments": .array(Array(repeating: [:], count: 17)), "skipped": []]],
+                    byApp: false
+                )
+            } == ["report.attachments max-items"]
+        )
+        #expect(
+            Self.rules {
+                _ = try ReceiptBody.decode(
+                    ["device": 7, "report": ["attachments": [], "skipped": []], "x": true],
+                    byApp: false
+                )
+            } == ["device type", "x unknown-field"]
+        )
+        #expect(
+            try ReceiptBody.decode(["token": "t", "report": ["attachments": [], "skipped": []]], byApp: true).from
+                == "t"
+        )
     }
 
     @Test func theAudienceIsOneKindWithNothingElse() {
@@ -70,7 +153,11 @@ import Testing
         #expect(rules(["tag": "t", "extra": 1]) == ["audience.extra unknown-field"])
         #expect(rules(["tag": "t", "user": "u"]) == ["audience one-kind"])
         #expect(rules(["apns_tokens": [5], "fcm_tokens": ["a", "b", "c"]]) == ["audience.apns_tokens[0] type"])
-        #expect(rules(["apns_tokens": .array([.string(String(repeating: "ab", count: 32))]), "fcm_tokens": ["a", "b", "c"]]) == ["audience max-tokens"])
+        #expect(
+            rules([
+                "apns_tokens": .array([.string(String(repeating: "ab", count: 32))]), "fcm_tokens": ["a", "b", "c"],
+            ]) == ["audience max-tokens"]
+        )
         #expect(rules(["fcm_topic": "news!"]) == ["audience.fcm_topic topic-name"])
         #expect(rules(["tokens": []]) == ["audience.tokens empty"])
         #expect(rules(["user": .null]) == ["audience.user type"])
@@ -79,8 +166,15 @@ import Testing
     @Test func theMessageAtTheEdgeRefusesNullsAndLooseTypes() {
         let (m, lenient) = PushMessage.read(["alert": "Hello", "badge": .null, "content_available": 1])
         #expect(lenient.isValid && m.alert.body == "Hello" && m.contentAvailable)
-        let (_, strict) = PushMessage.read(["alert": "Hello", "badge": .null, "content_available": 1, "alert_x": 1], strict: true)
-        #expect(strict.errors.map { "\($0.path) \($0.rule)" }.sorted() == ["alert_x unknown-field", "badge type", "content_available type"])
+        let (_, strict) = PushMessage.read(
+            ["alert": "Hello", "badge": .null, "content_available": 1, "alert_x": 1],
+            strict: true
+        )
+        #expect(
+            strict.errors.map { "\($0.path) \($0.rule)" }.sorted() == [
+                "alert_x unknown-field", "badge type", "content_available type",
+            ]
+        )
         let (_, empty) = PushMessage.read(["alert": ""])
         #expect(empty.errors.map(\.rule) == ["empty"])
         let (_, both) = PushMessage.read(["title": "t", "chart": ["values": [1, 2], "series": [[1, 2]]]])
@@ -90,23 +184,23 @@ import Testing
     /// The schema's request bodies list exactly the fields the decoders read.
     @Test func theSchemaListsTheFieldsTheDecodersRead() throws {
         let script = """
-        import sys, yaml, json
-        d = yaml.safe_load(sys.stdin.read())
-        s = d['components']['schemas']
-        body = lambda p, m: d['paths'][p][m]['requestBody']['content']['application/json']['schema']
-        out = {
-          'notification': sorted(s['Notification']['properties']),
-          'device': sorted(s['Device']['properties']),
-          'app': sorted(body('/v1/apps', 'post')['properties']),
-          'app-change': sorted(body('/v1/apps/{app}', 'patch')['properties']),
-          'apns': sorted(s['Credentials']['properties']['apns']['properties']),
-          'fcm': sorted(s['Credentials']['properties']['fcm']['properties']),
-          'chart': sorted(s['Chart']['properties']),
-          'media': sorted(s['Media']['properties']),
-          'audience': sorted(k for b in s['Audience']['anyOf'] for k in b['properties']),
-        }
-        print(json.dumps(out))
-        """
+            import sys, yaml, json
+            d = yaml.safe_load(sys.stdin.read())
+            s = d['components']['schemas']
+            body = lambda p, m: d['paths'][p][m]['requestBody']['content']['application/json']['schema']
+            out = {
+              'notification': sorted(s['Notification']['properties']),
+              'device': sorted(s['Device']['properties']),
+              'app': sorted(body('/v1/apps', 'post')['properties']),
+              'app-change': sorted(body('/v1/apps/{app}', 'patch')['properties']),
+              'apns': sorted(s['Credentials']['properties']['apns']['properties']),
+              'fcm': sorted(s['Credentials']['properties']['fcm']['properties']),
+              'chart': sorted(s['Chart']['properties']),
+              'media': sorted(s['Media']['properties']),
+              'audience': sorted(k for b in s['Audience']['anyOf'] for k in b['properties']),
+            }
+            print(json.dumps(out))
+            """
         let python = try Python.run(script, stdin: RichPushAPI.openAPIDocument)
         #expect(python.status == 0)
         let fields = try JSONValue.parse(python.output)

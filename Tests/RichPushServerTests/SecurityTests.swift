@@ -53,8 +53,12 @@ import Testing
         let f = try APITests.fixture()
         try await Application(router: f.api.router()).test(.router) { client in
             let (status, body) = try await APITests.call(
-                client, .post, "/v1/apps", key: "admin-secret",
-                body: ["name": "Shop", "bundle_id": "com.example.app", "fcm": ["service_account": .string(account)]])
+                client,
+                .post,
+                "/v1/apps",
+                key: "admin-secret",
+                body: ["name": "Shop", "bundle_id": "com.example.app", "fcm": ["service_account": .string(account)]]
+            )
             #expect(status == 422)
             #expect(body["error"]?["issues"]?.arrayValue?.first?["path"] == "fcm.service_account.token_uri")
             #expect(body["error"]?["issues"]?.arrayValue?.first?["rule"] == "token-endpoint")
@@ -62,8 +66,11 @@ import Testing
         // A row stored before the check (or edited in the database) is refused again before any connection.
         let clients = ProviderClients()
         let app = ServerApp(
-            id: "app_x", name: "Shop", bundleID: "com.example.app",
-            fcm: FCMCredentials(serviceAccountJSON: account, projectID: "p", clientEmail: "c@example.com"))
+            id: "app_x",
+            name: "Shop",
+            bundleID: "com.example.app",
+            fcm: FCMCredentials(serviceAccountJSON: account, projectID: "p", clientEmail: "c@example.com")
+        )
         #expect(clients.sender(for: app).fcm == nil)
         try await Task.sleep(nanoseconds: 300_000_000)
         #expect(listener.connections == 0)
@@ -73,8 +80,12 @@ import Testing
         sandboxAPI.extraFCMTokenEndpoints = ["https://127.0.0.1:\(listener.port)/token"]
         try await Application(router: sandboxAPI.router()).test(.router) { client in
             let (status, _) = try await APITests.call(
-                client, .post, "/v1/apps", key: "admin-secret",
-                body: ["name": "Shop", "bundle_id": "com.example.app", "fcm": ["service_account": .string(account)]])
+                client,
+                .post,
+                "/v1/apps",
+                key: "admin-secret",
+                body: ["name": "Shop", "bundle_id": "com.example.app", "fcm": ["service_account": .string(account)]]
+            )
             #expect(status == 201)
         }
         try await listener.stop()
@@ -83,31 +94,58 @@ import Testing
     @Test func onlyMediaAPlatformAttachesIsHostedAndEveryAnswerIsSandboxed() async throws {
         let (api, _, server, _, _) = try await MediaHostingTests.api(routes: [:])
         try await Application(router: api.router()).test(.router) { client in
-            let svg = Array(#"<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><script>alert(document.domain)</script></svg>"#.utf8)
+            let svg = Array(
+                #"<?xml version="1.0"?><svg xmlns="http://www.w3.org/2000/svg"><script>alert(document.domain)</script></svg>"#
+                    .utf8
+            )
             let pdf = Array("%PDF-1.7\n%\u{e2}\u{e3}\n1 0 obj".utf8) + Array(repeating: 0x20, count: 200)
-            for refused in [svg, pdf, Array("<!DOCTYPE html><html><script>x</script></html>".utf8), MediaSamples.file(MediaSamples.ftyp("heic", ["mif1"]), size: 300)] {
-                let (s, _, body) = try await MediaHostingTests.call(client, .post, "/v1/media", body: ByteBuffer(bytes: refused))
+            for refused in [
+                svg, pdf, Array("<!DOCTYPE html><html><script>x</script></html>".utf8),
+                MediaSamples.file(MediaSamples.ftyp("heic", ["mif1"]), size: 300),
+            ] {
+                let (s, _, body) = try await MediaHostingTests.call(
+                    client,
+                    .post,
+                    "/v1/media",
+                    body: ByteBuffer(bytes: refused)
+                )
                 #expect(s == 422, "\(String(decoding: body, as: UTF8.self))")
                 let rule = try JSONValue.parse(body)["error"]?["issues"]?.arrayValue?.first?["rule"]?.stringValue
                 #expect(rule == "not-attachable" || rule == "unknown-type")
             }
             // Nothing else can store one either.
             #expect(throws: MediaStore.NotHostable.self) { try api.media!.store.put(svg, type: .svg) }
-            let (s, _, body) = try await MediaHostingTests.call(client, .post, "/v1/media", body: ByteBuffer(bytes: MediaPreflightTests.jpeg))
+            let (s, _, body) = try await MediaHostingTests.call(
+                client,
+                .post,
+                "/v1/media",
+                body: ByteBuffer(bytes: MediaPreflightTests.jpeg)
+            )
             #expect(s == 201)
-            let path = String(try #require(JSONValue.parse(body)["url"]?.stringValue).dropFirst("https://push.example.com".count))
+            let path = String(
+                try #require(JSONValue.parse(body)["url"]?.stringValue).dropFirst("https://push.example.com".count)
+            )
             let etag = "\"" + path.dropFirst("/media/".count).prefix(64) + "\""
             let answers: [(HTTPRequest.Method, HTTPFields, Int)] = [
-                (.get, [:], 200), (.head, [:], 200), (.get, [.ifNoneMatch: etag], 304), (.get, [.range: "bytes=0-1"], 206),
+                (.get, [:], 200), (.head, [:], 200), (.get, [.ifNoneMatch: etag], 304),
+                (.get, [.range: "bytes=0-1"], 206),
                 (.get, [.range: "bytes=99999999-"], 416),
             ]
             for (method, headers, expected) in answers {
                 let (status, h, _) = try await MediaHostingTests.call(client, method, path, key: nil, headers: headers)
                 #expect(status == expected)
                 #expect(h[HTTPField.Name("X-Content-Type-Options")!] == "nosniff", "\(method) \(expected)")
-                #expect(h[HTTPField.Name("Content-Security-Policy")!]?.hasPrefix("sandbox") == true, "\(method) \(expected)")
+                #expect(
+                    h[HTTPField.Name("Content-Security-Policy")!]?.hasPrefix("sandbox") == true,
+                    "\(method) \(expected)"
+                )
             }
-            let (missing, mh, _) = try await MediaHostingTests.call(client, .get, "/media/" + String(repeating: "a", count: 64) + ".svg", key: nil)
+            let (missing, mh, _) = try await MediaHostingTests.call(
+                client,
+                .get,
+                "/media/" + String(repeating: "a", count: 64) + ".svg",
+                key: nil
+            )
             #expect(missing == 404 && mh[HTTPField.Name("X-Content-Type-Options")!] == "nosniff")
         }
         try await server.shutdown()
@@ -120,39 +158,77 @@ import Testing
         let store = try #require(api.media?.store)
         try await Application(router: api.router()).test(.live) { client in
             let clip = MediaSamples.file(MediaSamples.ftyp("isom", ["iso2", "mp41"]), size: 3_000_000)
-            let (s, _, body) = try await MediaHostingTests.call(client, .post, "/v1/media", body: ByteBuffer(bytes: clip))
+            let (s, _, body) = try await MediaHostingTests.call(
+                client,
+                .post,
+                "/v1/media",
+                body: ByteBuffer(bytes: clip)
+            )
             #expect(s == 201)
             let name = try #require(JSONValue.parse(body)["name"]?.stringValue)
             let stored = try #require(store.file(name))
             #expect(stored.size == clip.count && stored.type == .mp4)
             #expect(FileManager.default.contents(atPath: stored.path).map(Array.init) == clip)
             let tooBig = MediaSamples.file(MediaSamples.ftyp("isom", ["mp41"]), size: MediaRules.largestAppleLimit + 1)
-            let (big, _, bigBody) = try await MediaHostingTests.call(client, .post, "/v1/media", body: ByteBuffer(bytes: tooBig))
+            let (big, _, bigBody) = try await MediaHostingTests.call(
+                client,
+                .post,
+                "/v1/media",
+                body: ByteBuffer(bytes: tooBig)
+            )
             #expect(big == 413, "\(String(decoding: bigBody.prefix(300), as: UTF8.self))")
         }
-        let parts = (try? FileManager.default.contentsOfDirectory(atPath: store.directory.appendingPathComponent("up").path)) ?? []
+        let parts =
+            (try? FileManager.default.contentsOfDirectory(atPath: store.directory.appendingPathComponent("up").path))
+            ?? []
         #expect(parts.isEmpty, "\(parts)")
         try await server.shutdown()
     }
 
     @Test func anExpiredOrRepeatedReceiptIsRefusedAndANotificationHoldsALimitedNumber() async throws {
         let f = try APITests.fixture()
-        let receipts = DeviceReceipts(secret: try await f.store.secret(named: "receipts"), base: "https://push.example.com", maxReportsPerNotification: 3)
+        let receipts = DeviceReceipts(
+            secret: try await f.store.secret(named: "receipts"),
+            base: "https://push.example.com",
+            maxReportsPerNotification: 3
+        )
         var api = f.api
         api.receipts = receipts
         try await Application(router: api.router()).test(.router) { client in
             let (app, key) = try await APITests.createApp(client)
             let (_, accepted) = try await APITests.call(
-                client, .post, "/v1/apps/\(app)/notifications", key: key,
-                body: ["title": "T", "media": "https://cdn.example.com/a.jpg", "ttl": 60, "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]]])
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                key: key,
+                body: [
+                    "title": "T", "media": "https://cdn.example.com/a.jpg", "ttl": 60,
+                    "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]],
+                ]
+            )
             let id = try #require(accepted["id"]?.stringValue)
             let report: JSONValue = ["attachments": [], "skipped": []]
             let live = "/v1/receipts/" + receipts.token(for: id, until: Date().addingTimeInterval(60))
             let ended = "/v1/receipts/" + receipts.token(for: id, until: Date().addingTimeInterval(-1))
-            let expired = try await APITests.call(client, .post, ended, key: nil, body: ["device": "d1", "report": report])
+            let expired = try await APITests.call(
+                client,
+                .post,
+                ended,
+                key: nil,
+                body: ["device": "d1", "report": report]
+            )
             #expect(expired.0 == 410 && expired.1["error"]?["code"] == "receipt-expired")
-            #expect(try await APITests.call(client, .post, live, key: nil, body: ["device": "d1", "report": report]).0 == 201)
-            let repeated = try await APITests.call(client, .post, live, key: nil, body: ["device": "d1", "report": report])
+            #expect(
+                try await APITests.call(client, .post, live, key: nil, body: ["device": "d1", "report": report]).0
+                    == 201
+            )
+            let repeated = try await APITests.call(
+                client,
+                .post,
+                live,
+                key: nil,
+                body: ["device": "d1", "report": report]
+            )
             #expect(repeated.0 == 409 && repeated.1["error"]?["code"] == "already-reported")
             #expect(try await APITests.call(client, .post, live, key: nil, body: ["report": report]).0 == 201)
             #expect(try await APITests.call(client, .post, live, key: nil, body: ["report": report]).0 == 201)
@@ -164,21 +240,28 @@ import Testing
     }
 
     @Test func theReceiptSecretIsSealedAtRest() async throws {
-        let path = FileManager.default.temporaryDirectory.appendingPathComponent("sealed-\(UUID().uuidString).sqlite").path
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("sealed-\(UUID().uuidString).sqlite")
+            .path
         defer { try? FileManager.default.removeItem(atPath: path) }
         // A secret made before sealing is sealed the first time it is read with a key, and reads the same after.
-        let before = try await SQLiteServerStore(pool: SQLiteDeliveryQueue.openPool(path: path)).secret(named: "receipts")
+        let before = try await SQLiteServerStore(pool: SQLiteDeliveryQueue.openPool(path: path)).secret(
+            named: "receipts"
+        )
         let sealer = try CredentialSealer(key: Array(repeating: 3, count: 32))
         let pool = try SQLiteDeliveryQueue.openPool(path: path)
         let sealedStore = try SQLiteServerStore(pool: pool, sealer: sealer)
         #expect(try await sealedStore.secret(named: "receipts") == before)
-        let stored = try await pool.read { db in try Data.fetchOne(db, sql: "SELECT value FROM secrets WHERE name = 'receipts'") }
+        let stored = try await pool.read { db in
+            try Data.fetchOne(db, sql: "SELECT value FROM secrets WHERE name = 'receipts'")
+        }
         #expect(String(decoding: try #require(stored), as: UTF8.self).hasPrefix("sealed:v1:"))
         #expect(try await SQLiteServerStore(pool: pool, sealer: sealer).secret(named: "receipts") == before)
         let fresh = try await sealedStore.secret(named: "other")
         #expect(fresh.count == 32)
         // Without the key, a sealed secret is an error, never a new secret.
-        await #expect(throws: CredentialSealer.Problem.self) { try await SQLiteServerStore(pool: pool).secret(named: "receipts") }
+        await #expect(throws: CredentialSealer.Problem.self) {
+            try await SQLiteServerStore(pool: pool).secret(named: "receipts")
+        }
     }
 
     @Test func sandboxModeStaysOnLoopbackUnlessForced() throws {

@@ -8,19 +8,30 @@ import Testing
 @Suite struct ServerStoreTests {
     typealias Kind = StorageBackendTests.Kind
 
-    static let apnsKey = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----"
+    static let apnsKey =
+        "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----"
 
     @Test(arguments: Kind.allCases)
     func appsAreCreatedChangedAndReadBack(_ kind: Kind) async throws {
         let store = try await StorageBackendTests.make(kind).store
-        let (app, key) = try await store.createApp(ServerApp(id: "", name: "Shop", bundleID: "com.example.shop", fcmProjectID: "shop-123456"))
+        let (app, key) = try await store.createApp(
+            ServerApp(id: "", name: "Shop", bundleID: "com.example.shop", fcmProjectID: "shop-123456")
+        )
         #expect(app.id.hasPrefix("app_") && app.revision == 1 && key.hasPrefix("rp_"))
         #expect(try await store.app(id: app.id) == app)
         var changed = app
         changed.name = "Shop 2"
-        changed.apns = APNsCredentials(keyPEM: Self.apnsKey, keyID: "ABCDEFGHIJ", teamID: "TEAM123456", environment: .development)
+        changed.apns = APNsCredentials(
+            keyPEM: Self.apnsKey,
+            keyID: "ABCDEFGHIJ",
+            teamID: "TEAM123456",
+            environment: .development
+        )
         let updated = try #require(try await store.updateApp(changed))
-        #expect(updated.revision == 2 && updated.name == "Shop 2" && updated.apns?.environment == .development && updated.apns?.keyPEM == Self.apnsKey)
+        #expect(
+            updated.revision == 2 && updated.name == "Shop 2" && updated.apns?.environment == .development
+                && updated.apns?.keyPEM == Self.apnsKey
+        )
         #expect(try await store.app(id: app.id)?.revision == 2)
         #expect(try await store.updateApp(ServerApp(id: "app_none", name: "x", bundleID: "y")) == nil)
         #expect(try await store.app(id: "app_none") == nil)
@@ -32,7 +43,9 @@ import Testing
         let (app, first) = try await store.createApp(ServerApp(id: "", name: "A", bundleID: "com.example.a"))
         #expect(try await store.authorize(key: first)?.scopes == Set(APIScope.allCases))
         let (grant, second) = try await store.createKey(appID: app.id, scopes: [.send])
-        #expect(try await store.authorize(key: second) == grant && grant.scopes == [.send] && grant.keyID.hasPrefix("key_"))
+        #expect(
+            try await store.authorize(key: second) == grant && grant.scopes == [.send] && grant.keyID.hasPrefix("key_")
+        )
         #expect(try await store.authorize(key: "rp_unknown") == nil)
         #expect(try await store.revokeKey(appID: app.id, keyID: grant.keyID))
         #expect(try await store.authorize(key: second) == nil)
@@ -44,14 +57,31 @@ import Testing
     @Test(arguments: Kind.allCases)
     func anIdempotencyKeyReturnsTheFirstNotification(_ kind: Kind) async throws {
         let store = try await StorageBackendTests.make(kind).store
-        let n1 = StoredNotification(id: "n1", appID: "app", message: ["title": "one"], response: ["id": "n1"], createdAt: Date(timeIntervalSince1970: 1_900_000_000))
-        let n2 = StoredNotification(id: "n2", appID: "app", message: ["title": "two"], response: ["id": "n2"], createdAt: Date())
+        let n1 = StoredNotification(
+            id: "n1",
+            appID: "app",
+            message: ["title": "one"],
+            response: ["id": "n1"],
+            createdAt: Date(timeIntervalSince1970: 1_900_000_000)
+        )
+        let n2 = StoredNotification(
+            id: "n2",
+            appID: "app",
+            message: ["title": "two"],
+            response: ["id": "n2"],
+            createdAt: Date()
+        )
         #expect(try await store.insertNotification(n1, idempotencyKey: "k").created)
         let again = try await store.insertNotification(n2, idempotencyKey: "k")
         #expect(!again.created && again.0.id == "n1" && again.0.response == ["id": "n1"])
         #expect(try await store.insertNotification(n2, idempotencyKey: nil).created)
         // The same key in another app is another notification.
-        #expect(try await store.insertNotification(StoredNotification(id: "n3", appID: "other", message: [:], response: [:], createdAt: Date()), idempotencyKey: "k").created)
+        #expect(
+            try await store.insertNotification(
+                StoredNotification(id: "n3", appID: "other", message: [:], response: [:], createdAt: Date()),
+                idempotencyKey: "k"
+            ).created
+        )
         let read = try #require(try await store.notification(id: "n1"))
         #expect(read.message == ["title": "one"] && abs(read.createdAt.timeIntervalSince1970 - 1_900_000_000) < 0.001)
         #expect(try await store.notification(id: "none") == nil)
@@ -60,11 +90,22 @@ import Testing
     @Test(arguments: Kind.allCases)
     func receiptsCountEachDeviceOnceUpToTheLimit(_ kind: Kind) async throws {
         let store = try await StorageBackendTests.make(kind).store
-        _ = try await store.insertNotification(StoredNotification(id: "n", appID: "app", message: [:], response: [:], createdAt: Date()), idempotencyKey: nil)
-        #expect(try await store.addDeviceReceipt(notificationID: "n", device: "d1", report: ["a": 1], limit: 2) == .recorded)
-        #expect(try await store.addDeviceReceipt(notificationID: "n", device: "d1", report: ["a": 2], limit: 2) == .repeated)
-        #expect(try await store.addDeviceReceipt(notificationID: "n", device: "d2", report: ["a": 3], limit: 2) == .recorded)
-        #expect(try await store.addDeviceReceipt(notificationID: "n", device: "d3", report: ["a": 4], limit: 2) == .full)
+        _ = try await store.insertNotification(
+            StoredNotification(id: "n", appID: "app", message: [:], response: [:], createdAt: Date()),
+            idempotencyKey: nil
+        )
+        #expect(
+            try await store.addDeviceReceipt(notificationID: "n", device: "d1", report: ["a": 1], limit: 2) == .recorded
+        )
+        #expect(
+            try await store.addDeviceReceipt(notificationID: "n", device: "d1", report: ["a": 2], limit: 2) == .repeated
+        )
+        #expect(
+            try await store.addDeviceReceipt(notificationID: "n", device: "d2", report: ["a": 3], limit: 2) == .recorded
+        )
+        #expect(
+            try await store.addDeviceReceipt(notificationID: "n", device: "d3", report: ["a": 4], limit: 2) == .full
+        )
         try await store.saveReceipt(notificationID: "n", token: "d2", report: ["a": 5])
         #expect(try await store.receipts(notificationID: "n") == ["d1": ["a": 1], "d2": ["a": 5]])
         #expect(try await store.receipts(notificationID: "none").isEmpty)

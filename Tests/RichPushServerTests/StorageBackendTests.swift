@@ -10,30 +10,56 @@ import Testing
     static func make(_ kind: Kind) async throws -> any StorageBackend {
         switch kind {
         case .memory: return MemoryBackend()
-        case .sqlite: return try SQLiteBackend(path: FileManager.default.temporaryDirectory.appendingPathComponent("backend-\(UUID().uuidString).sqlite").path)
+        case .sqlite:
+            return try SQLiteBackend(
+                path: FileManager.default.temporaryDirectory.appendingPathComponent(
+                    "backend-\(UUID().uuidString).sqlite"
+                ).path
+            )
         case .postgres: return try await PostgresFixture.backend()
         }
     }
 
     static func plan(_ id: String, _ audience: Audience, key: String? = nil, spread: TimeInterval = 0) -> AcceptPlan {
-        AcceptPlan(notification: .init(id: id, appID: "app", message: ["title": "t"], response: .null, createdAt: Date()), idempotencyKey: key,
-            audience: audience, notBefore: Date(), expiresAt: nil, spread: spread)
+        AcceptPlan(
+            notification: .init(id: id, appID: "app", message: ["title": "t"], response: .null, createdAt: Date()),
+            idempotencyKey: key,
+            audience: audience,
+            notBefore: Date(),
+            expiresAt: nil,
+            spread: spread
+        )
     }
 
     static func register(_ backend: any StorageBackend) async throws {
-        for i in 1...3 { try await backend.registry.upsert(Device(appID: "app", token: String(format: "%064x", i), platform: .ios, tags: ["x"])) }
-        for i in 1...2 { try await backend.registry.upsert(Device(appID: "app", token: "android-\(i)", platform: .android, tags: i == 1 ? ["x"] : [])) }
+        for i in 1...3 {
+            try await backend.registry.upsert(
+                Device(appID: "app", token: String(format: "%064x", i), platform: .ios, tags: ["x"])
+            )
+        }
+        for i in 1...2 {
+            try await backend.registry.upsert(
+                Device(appID: "app", token: "android-\(i)", platform: .android, tags: i == 1 ? ["x"] : [])
+            )
+        }
     }
 
     /// Tokens are queued with the notification; a replayed idempotency key answers as the first time and queues nothing.
     @Test(arguments: Kind.allCases)
     func aTokenSendIsQueuedWithItsNotification(_ kind: Kind) async throws {
         let b = try await Self.make(kind)
-        let first = try await b.intake.accept(Self.plan("n1", .providerTokens(apns: ["aa", "bb"], fcm: ["f1"]), key: "k")) { ["queued": .int(Int64($0 ?? -1))] }
+        let first = try await b.intake.accept(
+            Self.plan("n1", .providerTokens(apns: ["aa", "bb"], fcm: ["f1"]), key: "k")
+        ) { ["queued": .int(Int64($0 ?? -1))] }
         #expect(first.created && first.queued == 3 && !first.fanOutPending)
         #expect(first.notification.response == ["queued": 3])
-        let again = try await b.intake.accept(Self.plan("n2", .providerTokens(apns: ["cc"], fcm: []), key: "k")) { _ in .null }
-        #expect(!again.created && again.queued == 0 && again.notification.id == "n1" && again.notification.response == ["queued": 3])
+        let again = try await b.intake.accept(Self.plan("n2", .providerTokens(apns: ["cc"], fcm: []), key: "k")) { _ in
+            .null
+        }
+        #expect(
+            !again.created && again.queued == 0 && again.notification.id == "n1"
+                && again.notification.response == ["queued": 3]
+        )
         #expect(try await b.queue.deliveries(notificationID: "n1").map(\.target) == ["aa", "bb", "f1"])
         #expect(try await b.queue.deliveries(notificationID: "n2").isEmpty)
         #expect(try await b.intake.pendingFanOuts().isEmpty)
@@ -44,7 +70,10 @@ import Testing
     func aRegistryAudienceIsAcceptedWithItsFanOutPending(_ kind: Kind) async throws {
         let b = try await Self.make(kind)
         try await Self.register(b)
-        let accepted = try await b.intake.accept(Self.plan("n1", .tag("x"))) { #expect($0 == nil); return .null }
+        let accepted = try await b.intake.accept(Self.plan("n1", .tag("x"))) {
+            #expect($0 == nil)
+            return .null
+        }
         #expect(accepted.created && accepted.queued == 0 && accepted.fanOutPending)
         #expect(try await b.intake.pendingFanOuts() == ["n1"])
         #expect(try await b.queue.deliveries(notificationID: "n1").isEmpty)
@@ -62,9 +91,15 @@ import Testing
         let b = try await Self.make(kind)
         try await Self.register(b)
         let tokens = [String(format: "%064x", 1), "android-2", "not-registered", "android-2"]
-        let accepted = try await b.intake.accept(Self.plan("n1", .tokens(tokens))) { ["deliveries": .int(Int64($0 ?? -1))] }
+        let accepted = try await b.intake.accept(Self.plan("n1", .tokens(tokens))) {
+            ["deliveries": .int(Int64($0 ?? -1))]
+        }
         #expect(accepted.queued == 2 && !accepted.fanOutPending && accepted.notification.response == ["deliveries": 2])
-        #expect(Set(try await b.queue.deliveries(notificationID: "n1").map(\.target)) == [String(format: "%064x", 1), "android-2"])
+        #expect(
+            Set(try await b.queue.deliveries(notificationID: "n1").map(\.target)) == [
+                String(format: "%064x", 1), "android-2",
+            ]
+        )
     }
 
     /// A dry run's counts per provider, for the registry and for named targets.
@@ -85,9 +120,29 @@ import Testing
         let b = try await Self.make(kind)
         try await Self.register(b)
         let start = Date(timeIntervalSince1970: 2_000_000_000)
-        #expect(try await b.fanOut(notificationID: "n", appID: "app", audience: .all, notBefore: start, expiresAt: nil, spread: 8) == 5)
-        let offsets = try await b.queue.deliveries(notificationID: "n").map { $0.notBefore.timeIntervalSince(start).rounded() }
+        #expect(
+            try await b.fanOut(
+                notificationID: "n",
+                appID: "app",
+                audience: .all,
+                notBefore: start,
+                expiresAt: nil,
+                spread: 8
+            ) == 5
+        )
+        let offsets = try await b.queue.deliveries(notificationID: "n").map {
+            $0.notBefore.timeIntervalSince(start).rounded()
+        }
         #expect(offsets == [0, 2, 4, 6, 8])
-        #expect(try await b.fanOut(notificationID: "m", appID: "app", audience: .providerTokens(apns: ["aa"], fcm: []), notBefore: start, expiresAt: nil, spread: 0) == 1)
+        #expect(
+            try await b.fanOut(
+                notificationID: "m",
+                appID: "app",
+                audience: .providerTokens(apns: ["aa"], fcm: []),
+                notBefore: start,
+                expiresAt: nil,
+                spread: 0
+            ) == 1
+        )
     }
 }

@@ -7,12 +7,16 @@ import Testing
 @Suite struct CLITests {
     static var binary: URL {
         // The test bundle sits in the build folder next to the executables it depends on.
-        let dir = Bundle.main.bundleURL.hasDirectoryPath && Bundle.main.bundleURL.lastPathComponent.hasSuffix(".xctest")
-            ? Bundle.main.bundleURL.deletingLastPathComponent() : URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let dir =
+            Bundle.main.bundleURL.hasDirectoryPath && Bundle.main.bundleURL.lastPathComponent.hasSuffix(".xctest")
+            ? Bundle.main.bundleURL.deletingLastPathComponent()
+            : URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         return dir.appendingPathComponent("richpush")
     }
 
-    static let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../examples").standardized
+    static let examples = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+        "../../examples"
+    ).standardized
 
     struct Run {
         var status: Int32
@@ -24,7 +28,8 @@ import Testing
         let p = Process()
         p.executableURL = Self.binary
         p.arguments = args
-        let out = Pipe(), err = Pipe()
+        let out = Pipe()
+        let err = Pipe()
         p.standardOutput = out
         p.standardError = err
         let input = Pipe()
@@ -35,7 +40,11 @@ import Testing
         let o = out.fileHandleForReading.readDataToEndOfFile()
         let e = err.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
-        return Run(status: p.terminationStatus, stdout: String(decoding: o, as: UTF8.self), stderr: String(decoding: e, as: UTF8.self))
+        return Run(
+            status: p.terminationStatus,
+            stdout: String(decoding: o, as: UTF8.self),
+            stderr: String(decoding: e, as: UTF8.self)
+        )
     }
 
     func example(_ name: String) -> String { Self.examples.appendingPathComponent(name).path }
@@ -67,7 +76,8 @@ import Testing
             let v: Double = Double(i % 37) * 1.5 + Double(i) / 10
             return String(v)
         }.joined(separator: ",")
-        let spec = #"{"type":"area","title":"Revenue","value":"$1.2M","change":"+3%","labels":["a","b","c"],"size":[\#(width),\#(height)],"scale":\#(scale),"series":[{"values":[\#(values)],"name":"one"},{"values":[\#(values)],"name":"two"}]}"#
+        let spec =
+            #"{"type":"area","title":"Revenue","value":"$1.2M","change":"+3%","labels":["a","b","c"],"size":[\#(width),\#(height)],"scale":\#(scale),"series":[{"values":[\#(values)],"name":"one"},{"values":[\#(values)],"name":"two"}]}"#
         let specFile = dir.appendingPathComponent("spec.json")
         try Data(spec.utf8).write(to: specFile)
         let r = try run(["chart", specFile.path, "--out", dir.appendingPathComponent("c.png").path, "--memory"])
@@ -105,7 +115,10 @@ import Testing
     }
 
     @Test func apnsPayloadWithHeaders() throws {
-        let r = try run(["payload", "--provider", "apns", "--now", "1700000000", "--bundle-id", "com.shop.app", example("rich-image.json")])
+        let r = try run([
+            "payload", "--provider", "apns", "--now", "1700000000", "--bundle-id", "com.shop.app",
+            example("rich-image.json"),
+        ])
         #expect(r.status == 0)
         let lines = r.stdout.split(separator: "\n", omittingEmptySubsequences: false)
         #expect(lines.first == "POST /3/device/5a4e1c0f9d8b7a6e5d4c3b2a19080706f5e4d3c2b1a09f8e7d6c5b4a39281706")
@@ -117,7 +130,10 @@ import Testing
     }
 
     @Test func readsStandardInputAndReportsBadJSON() throws {
-        let ok = try run(["payload", "--provider", "apns", "--token", "aabbccddeeff00112233", "-"], stdin: #"{"body":"hi"}"#)
+        let ok = try run(
+            ["payload", "--provider", "apns", "--token", "aabbccddeeff00112233", "-"],
+            stdin: #"{"body":"hi"}"#
+        )
         #expect(ok.status == 0 && ok.stdout.contains("\"alert\": \"hi\""))
         let bad = try run(["validate", "-"], stdin: #"{"body": }"#)
         #expect(bad.status == 2 && bad.stderr.contains("invalid JSON at byte"))

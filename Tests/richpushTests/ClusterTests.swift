@@ -44,10 +44,14 @@ import FoundationNetworking
     struct Scratch {
         let dir: URL
         var sandbox: String { dir.appendingPathComponent("sandbox").path }
-        var environment: [String: String] { ["RICHPUSH_CREDENTIALS_KEY_FILE": dir.appendingPathComponent("credentials.key").path] }
+        var environment: [String: String] {
+            ["RICHPUSH_CREDENTIALS_KEY_FILE": dir.appendingPathComponent("credentials.key").path]
+        }
 
         init(_ name: String) throws {
-            dir = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString.prefix(8))")
+            dir = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "\(name)-\(UUID().uuidString.prefix(8))"
+            )
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         }
 
@@ -85,8 +89,14 @@ import FoundationNetworking
         defer { sandbox.stop() }
         let args = sandbox.serverArguments + ["--lease", "5"]
         func start(_ name: String) throws -> ServeTests.Server {
-            try ServeTests.Server(db: url, sandboxDir: scratch.sandbox, extra: args + ["--node-id", name], directory: try scratch.node(name),
-                environment: scratch.environment, log: scratch.dir.appendingPathComponent("\(name).log"))
+            try ServeTests.Server(
+                db: url,
+                sandboxDir: scratch.sandbox,
+                extra: args + ["--node-id", name],
+                directory: try scratch.node(name),
+                environment: scratch.environment,
+                log: scratch.dir.appendingPathComponent("\(name).log")
+            )
         }
         let first = try start("node-1")
         let (second, third) = (try start("node-2"), try start("node-3"))
@@ -103,20 +113,32 @@ import FoundationNetworking
         let fourth = try start("node-4")
         let totals = try await second.settledTotals(app: app, key: key, ids: ids, expecting: 10_000)
         #expect(totals == ["delivered": 10_000], "\(totals)")
-        let overlaps = Int(try pg.psql(url, Self.overlappingLeases).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
-        let leases = try pg.psql(url, "SELECT count(*), count(DISTINCT delivery_id), count(DISTINCT split_part(owner, '/', 1)) FROM lease_log")
+        let overlaps =
+            Int(try pg.psql(url, Self.overlappingLeases).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        let leases = try pg.psql(
+            url,
+            "SELECT count(*), count(DISTINCT delivery_id), count(DISTINCT split_part(owner, '/', 1)) FROM lease_log"
+        )
         #expect(overlaps == 0, "leases held by two nodes at once: \(overlaps)")
         let accepted = try await sandbox.acceptedCount()
-        let holders = try pg.psql(url, "SELECT split_part(lease_owner, '/', 1), count(*) FROM deliveries GROUP BY 1 ORDER BY 1")
-        print("""
+        let holders = try pg.psql(
+            url,
+            "SELECT split_part(lease_owner, '/', 1), count(*) FROM deliveries GROUP BY 1 ORDER BY 1"
+        )
+        print(
+            """
             cluster kill test: node-1 killed after \(arrived) deliveries; 10,000 delivered; leases (given, deliveries, nodes): \
             \(leases.trimmingCharacters(in: .whitespacesAndNewlines)); overlapping: \(overlaps); the emulators accepted \(accepted): \
             \(accepted - 10_000) repeats
-            """)
+            """
+        )
         // Repeats come from the sends node 1 had made and not yet recorded when it died (a batch at most, sent
         // again by the node that took its leases); the bound leaves room for a loaded machine's slower batches.
         #expect(accepted >= 10_000 && accepted - 10_000 < 2000)
-        #expect(holders.trimmingCharacters(in: .whitespacesAndNewlines) == "|10000", "deliveries still leased: \(holders)")
+        #expect(
+            holders.trimmingCharacters(in: .whitespacesAndNewlines) == "|10000",
+            "deliveries still leased: \(holders)"
+        )
         for node in [second, third, fourth] {
             #expect(node.process.isRunning)
             node.process.terminate()
@@ -141,22 +163,39 @@ import FoundationNetworking
         let sandbox = try ExternalSandbox(dir: scratch.sandbox)
         defer { sandbox.stop() }
         let args = sandbox.serverArguments + ["--lease", "5"]
-        let cut = try ServeTests.Server(db: relayed, sandboxDir: scratch.sandbox, extra: args + ["--node-id", "cut", "--log-level", "debug"], directory: try scratch.node("cut"),
-            environment: scratch.environment, log: scratch.dir.appendingPathComponent("cut.log"))
-        let other = try ServeTests.Server(db: url, sandboxDir: scratch.sandbox, extra: args + ["--node-id", "other"], directory: try scratch.node("other"),
-            environment: scratch.environment, log: scratch.dir.appendingPathComponent("other.log"))
+        let cut = try ServeTests.Server(
+            db: relayed,
+            sandboxDir: scratch.sandbox,
+            extra: args + ["--node-id", "cut", "--log-level", "debug"],
+            directory: try scratch.node("cut"),
+            environment: scratch.environment,
+            log: scratch.dir.appendingPathComponent("cut.log")
+        )
+        let other = try ServeTests.Server(
+            db: url,
+            sandboxDir: scratch.sandbox,
+            extra: args + ["--node-id", "other"],
+            directory: try scratch.node("other"),
+            environment: scratch.environment,
+            log: scratch.dir.appendingPathComponent("other.log")
+        )
         let (app, key, ids) = try await cut.sendToAHundredDevices(notifications: 100, audience: ["tag": "load"])
         // Cut while the node holds leases (asked of the database just before).
         let leasedByCut = "SELECT count(*) FROM deliveries WHERE state = 'leased' AND lease_owner LIKE 'cut/%'"
         let waitingSince = Date()
-        while (Int(try pg.psql(url, leasedByCut).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) == 0, Date().timeIntervalSince(waitingSince) < 60 {
+        while (Int(try pg.psql(url, leasedByCut).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) == 0,
+            Date().timeIntervalSince(waitingSince) < 60
+        {
             try await Task.sleep(nanoseconds: 5_000_000)
         }
         relay.cut()
         let cutAt = Date()
         let heldAtCut = try pg.psql(url, leasedByCut)
-        let heldIDs = try pg.psql(url, "SELECT string_agg(id::text, ',') FROM deliveries WHERE state = 'leased' AND lease_owner LIKE 'cut/%'")
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let heldIDs = try pg.psql(
+            url,
+            "SELECT string_agg(id::text, ',') FROM deliveries WHERE state = 'leased' AND lease_owner LIKE 'cut/%'"
+        )
+        .trimmingCharacters(in: .whitespacesAndNewlines)
         // Within a few seconds the node knows.
         var ready = 200
         while ready != 503, Date().timeIntervalSince(cutAt) < 10 {
@@ -167,21 +206,38 @@ import FoundationNetworking
         #expect(ready == 503, "still ready \(noticed) s after the cut")
         let (liveStatus, live) = try await cut.call("GET", "/health/live", key: "")
         #expect(liveStatus == 200 && live["live"] == true && live["ready"] == false && live["database"] == "down")
-        let (status, body, headers) = try await cut.exchange("POST", "/v1/apps/\(app)/notifications", key: key, body: ["title": "t", "audience": ["all": true]])
-        #expect(status == 503 && body["error"]?["code"] == "database-unavailable" && headers["retry-after"] == "5", "\(status) \(body) \(headers)")
+        let (status, body, headers) = try await cut.exchange(
+            "POST",
+            "/v1/apps/\(app)/notifications",
+            key: key,
+            body: ["title": "t", "audience": ["all": true]]
+        )
+        #expect(
+            status == 503 && body["error"]?["code"] == "database-unavailable" && headers["retry-after"] == "5",
+            "\(status) \(body) \(headers)"
+        )
         // The other node delivers everything, the cut node's leases included: those it held when it was cut ran
         // out and the other node took them (the audit shows a lease of the cut node's never released, then one of
         // the other's).
         let totals = try await other.settledTotals(app: app, key: key, ids: ids, expecting: 10_000)
         #expect(totals == ["delivered": 10_000], "\(totals)")
         // What the cut node held when it was cut: each leased again by the other node, and delivered.
-        let takenOver = heldIDs.isEmpty ? "0" : try pg.psql(url, """
-            SELECT count(DISTINCT l.delivery_id) FROM lease_log l JOIN deliveries d ON d.id = l.delivery_id
-            WHERE l.delivery_id IN (\(heldIDs)) AND l.owner LIKE 'other/%' AND d.state = 'delivered'
-            """).trimmingCharacters(in: .whitespacesAndNewlines)
+        let takenOver =
+            heldIDs.isEmpty
+            ? "0"
+            : try pg.psql(
+                url,
+                """
+                SELECT count(DISTINCT l.delivery_id) FROM lease_log l JOIN deliveries d ON d.id = l.delivery_id
+                WHERE l.delivery_id IN (\(heldIDs)) AND l.owner LIKE 'other/%' AND d.state = 'delivered'
+                """
+            ).trimmingCharacters(in: .whitespacesAndNewlines)
         let overlaps = try pg.psql(url, Self.overlappingLeases).trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(Int(takenOver) == Int(heldAtCut.trimmingCharacters(in: .whitespacesAndNewlines)) && (Int(takenOver) ?? 0) > 0,
-            "of the \(heldAtCut) deliveries the cut node held, the other node took over \(takenOver)")
+        #expect(
+            Int(takenOver) == Int(heldAtCut.trimmingCharacters(in: .whitespacesAndNewlines))
+                && (Int(takenOver) ?? 0) > 0,
+            "of the \(heldAtCut) deliveries the cut node held, the other node took over \(takenOver)"
+        )
         #expect(overlaps == "0")
         #expect(cut.process.isRunning)
         relay.restore()
@@ -190,15 +246,27 @@ import FoundationNetworking
             try await Task.sleep(nanoseconds: 100_000_000)
         }
         let back = Date().timeIntervalSince(restoredAt)
-        let (again, accepted) = try await cut.call("POST", "/v1/apps/\(app)/notifications", key: key, body: ["title": "back", "audience": ["tag": "load"]])
+        let (again, accepted) = try await cut.call(
+            "POST",
+            "/v1/apps/\(app)/notifications",
+            key: key,
+            body: ["title": "back", "audience": ["tag": "load"]]
+        )
         #expect(again == 202, "\(accepted)")
-        let after = try await other.settledTotals(app: app, key: key, ids: [try #require(accepted["id"]?.stringValue)], expecting: 100)
+        let after = try await other.settledTotals(
+            app: app,
+            key: key,
+            ids: [try #require(accepted["id"]?.stringValue)],
+            expecting: 100
+        )
         #expect(after == ["delivered": 100], "\(after)")
-        print("""
+        print(
+            """
             database cut test: the cut node held \(heldAtCut.trimmingCharacters(in: .whitespacesAndNewlines)) leases when cut, saw the cut in \
             \(String(format: "%.1f", noticed)) s and was ready again \(String(format: "%.1f", back)) s after the relay was restored; the other node \
             took over \(takenOver) of its deliveries and delivered all 10,000; overlapping leases: \(overlaps)
-            """)
+            """
+        )
         for node in [cut, other] {
             node.process.terminate()
             node.process.waitUntilExit()
@@ -217,12 +285,23 @@ import FoundationNetworking
         defer { try? FileManager.default.removeItem(at: scratch.dir) }
         let sandbox = try ExternalSandbox(dir: scratch.sandbox)
         defer { sandbox.stop() }
-        let node = try ServeTests.Server(db: url, sandboxDir: scratch.sandbox, extra: sandbox.serverArguments + ["--lease", "5"], directory: try scratch.node("n"),
-            environment: scratch.environment, log: scratch.dir.appendingPathComponent("n.log"))
+        let node = try ServeTests.Server(
+            db: url,
+            sandboxDir: scratch.sandbox,
+            extra: sandbox.serverArguments + ["--lease", "5"],
+            directory: try scratch.node("n"),
+            environment: scratch.environment,
+            log: scratch.dir.appendingPathComponent("n.log")
+        )
         // Scheduled a few seconds ahead: due while the database is away.
         let sendAt = Date().addingTimeInterval(3).timeIntervalSince1970
         let (app, key, ids) = try await node.sendToAHundredDevices(notifications: 10, audience: ["tag": "load"])
-        let (s, later) = try await node.call("POST", "/v1/apps/\(app)/notifications", key: key, body: ["title": "later", "audience": ["tag": "load"], "send_at": .double(sendAt)])
+        let (s, later) = try await node.call(
+            "POST",
+            "/v1/apps/\(app)/notifications",
+            key: key,
+            body: ["title": "later", "audience": ["tag": "load"], "send_at": .double(sendAt)]
+        )
         #expect(s == 202)
         pg.halt()
         var ready = 200
@@ -259,17 +338,56 @@ import FoundationNetworking
         let env = scratch.environment
         let (dirA, dirB) = (try scratch.node("a"), try scratch.node("b"))
         let logs = (scratch.dir.appendingPathComponent("a.log"), scratch.dir.appendingPathComponent("b.log"))
-        let a = try ServeTests.Server(db: url, sandboxDir: scratch.sandbox, extra: args, directory: dirA, environment: env, log: logs.0, wait: false)
-        let b = try ServeTests.Server(db: url, sandboxDir: scratch.sandbox, extra: args, directory: dirB, environment: env, log: logs.1, wait: false)
+        let a = try ServeTests.Server(
+            db: url,
+            sandboxDir: scratch.sandbox,
+            extra: args,
+            directory: dirA,
+            environment: env,
+            log: logs.0,
+            wait: false
+        )
+        let b = try ServeTests.Server(
+            db: url,
+            sandboxDir: scratch.sandbox,
+            extra: args,
+            directory: dirB,
+            environment: env,
+            log: logs.1,
+            wait: false
+        )
         try a.waitUntilListening()
         try b.waitUntilListening()
-        #expect(!a.base.isEmpty && !b.base.isEmpty, "a node did not start: \((try? String(contentsOf: logs.0, encoding: .utf8)) ?? "")")
+        #expect(
+            !a.base.isEmpty && !b.base.isEmpty,
+            "a node did not start: \((try? String(contentsOf: logs.0, encoding: .utf8)) ?? "")"
+        )
         let admin = "test-admin-key-0001"
-        let (created, body) = try await a.call("POST", "/v1/apps", key: admin, body: ["name": "Shop", "bundle_id": "com.example.app"])
+        let (created, body) = try await a.call(
+            "POST",
+            "/v1/apps",
+            key: admin,
+            body: ["name": "Shop", "bundle_id": "com.example.app"]
+        )
         #expect(created == 201)
-        let app = try #require(body["app"]?["id"]?.stringValue), key = try #require(body["api_key"]?.stringValue)
-        #expect(try await a.call("POST", "/v1/apps/\(app)/devices", key: key, body: ["token": .string(String(repeating: "ab", count: 32)), "platform": "ios", "tags": ["weekly"]]).0 == 200)
-        #expect(try await a.call("POST", "/v1/apps/\(app)/devices", key: key, body: ["token": "android-demo-token-1", "platform": "android", "tags": ["weekly"]]).0 == 200)
+        let app = try #require(body["app"]?["id"]?.stringValue)
+        let key = try #require(body["api_key"]?.stringValue)
+        #expect(
+            try await a.call(
+                "POST",
+                "/v1/apps/\(app)/devices",
+                key: key,
+                body: ["token": .string(String(repeating: "ab", count: 32)), "platform": "ios", "tags": ["weekly"]]
+            ).0 == 200
+        )
+        #expect(
+            try await a.call(
+                "POST",
+                "/v1/apps/\(app)/devices",
+                key: key,
+                body: ["token": "android-demo-token-1", "platform": "android", "tags": ["weekly"]]
+            ).0 == 200
+        )
         // Uploaded through A.
         let png = ChartRenderer.render(try ChartSpec.decode(["type": "bar", "values": [1, 2]])).png
         var upload = URLRequest(url: URL(string: a.base + "/v1/media")!)
@@ -279,26 +397,48 @@ import FoundationNetworking
         let (uploaded, _) = try await URLSession.shared.data(for: upload)
         let mediaURL = try #require(try JSONValue.parse(uploaded)["url"]?.stringValue)
         // Sent through B with a chart; read back through A.
-        let (status, accepted) = try await b.call("POST", "/v1/apps/\(app)/notifications", key: key, body: [
-            "title": "Your week in numbers", "body": "12,408 active users", "media": .string(mediaURL),
-            "chart": ["type": "bar", "values": [3, 5, 8, 13], "labels": ["M", "T", "W", "T"]], "audience": ["tag": "weekly"],
-        ])
+        let (status, accepted) = try await b.call(
+            "POST",
+            "/v1/apps/\(app)/notifications",
+            key: key,
+            body: [
+                "title": "Your week in numbers", "body": "12,408 active users", "media": .string(mediaURL),
+                "chart": ["type": "bar", "values": [3, 5, 8, 13], "labels": ["M", "T", "W", "T"]],
+                "audience": ["tag": "weekly"],
+            ]
+        )
         #expect(status == 202, "\(accepted)")
         let id = try #require(accepted["id"]?.stringValue)
         let totals = try await a.settledTotals(app: app, key: key, ids: [id], expecting: 2)
         #expect(totals == ["delivered": 2], "\(totals)")
         // The media A stored, served by B; a chart B drew, served by A.
-        let (served, response) = try await URLSession.shared.data(from: URL(string: mediaURL.replacingOccurrences(of: a.base, with: b.base))!)
+        let (served, response) = try await URLSession.shared.data(
+            from: URL(string: mediaURL.replacingOccurrences(of: a.base, with: b.base))!
+        )
         #expect((response as? HTTPURLResponse)?.statusCode == 200 && Array(served) == png)
-        let (_, chartOnly) = try await b.call("POST", "/v1/apps/\(app)/notifications", key: key, body: [
-            "title": "Chart", "chart": ["type": "line", "values": [1, 4, 2, 6]], "audience": ["tokens": ["android-demo-token-1"]],
-        ])
+        let (_, chartOnly) = try await b.call(
+            "POST",
+            "/v1/apps/\(app)/notifications",
+            key: key,
+            body: [
+                "title": "Chart", "chart": ["type": "line", "values": [1, 4, 2, 6]],
+                "audience": ["tokens": ["android-demo-token-1"]],
+            ]
+        )
         let chartID = try #require(chartOnly["id"]?.stringValue)
         #expect(try await a.settledTotals(app: app, key: key, ids: [chartID], expecting: 1) == ["delivered": 1])
-        let (messages, _) = try await URLSession.shared.data(from: URL(string: sandbox.admin + "/fcm/messages?limit=1")!)
-        let image = try #require(try JSONValue.parse(messages)["messages"]?.arrayValue?.last?["message"]?["android"]?["notification"]?["image"]?.stringValue)
+        let (messages, _) = try await URLSession.shared.data(
+            from: URL(string: sandbox.admin + "/fcm/messages?limit=1")!
+        )
+        let image = try #require(
+            try JSONValue.parse(messages)["messages"]?.arrayValue?.last?["message"]?["android"]?["notification"]?[
+                "image"
+            ]?.stringValue
+        )
         #expect(image.hasPrefix(b.base + "/media/") && image.hasSuffix(".png"), "\(image)")
-        let (chart, chartResponse) = try await URLSession.shared.data(from: URL(string: image.replacingOccurrences(of: b.base, with: a.base))!)
+        let (chart, chartResponse) = try await URLSession.shared.data(
+            from: URL(string: image.replacingOccurrences(of: b.base, with: a.base))!
+        )
         #expect((chartResponse as? HTTPURLResponse)?.statusCode == 200 && chart.starts(with: [0x89, 0x50, 0x4E, 0x47]))
         for node in [a, b] {
             node.process.terminate()

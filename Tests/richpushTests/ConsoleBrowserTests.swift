@@ -17,11 +17,15 @@ import Testing
             server.process.terminate()
             server.process.waitUntilExit()
         }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
         let shots = root.appendingPathComponent(".build/console-screenshots")
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", root.appendingPathComponent("Tests/Browser/console_test.py").path, server.base, "test-admin-key-0001", CLITests.binary.path, shots.path]
+        p.arguments = [
+            "python3", root.appendingPathComponent("Tests/Browser/console_test.py").path, server.base,
+            "test-admin-key-0001", CLITests.binary.path, shots.path,
+        ]
         let output = Pipe()
         p.standardOutput = output
         p.standardError = output

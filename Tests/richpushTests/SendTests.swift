@@ -18,7 +18,11 @@ import Glibc
         init(_ name: String, apns: APNsEmulator.Configuration = .init()) async throws {
             dir = FileManager.default.temporaryDirectory.appendingPathComponent("send-\(name)-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-            sandbox = try await Sandbox.start(directory: dir.appendingPathComponent("sandbox"), apnsConfiguration: apns, threads: 1)
+            sandbox = try await Sandbox.start(
+                directory: dir.appendingPathComponent("sandbox"),
+                apnsConfiguration: apns,
+                threads: 1
+            )
         }
 
         var sandboxDir: String { sandbox.directory.path }
@@ -29,17 +33,25 @@ import Glibc
             return file(name)
         }
 
-        func message(_ json: String = #"{"title":"Flash sale","body":"40% off until midnight"}"#) throws -> String { try write("message.json", json) }
+        func message(_ json: String = #"{"title":"Flash sale","body":"40% off until midnight"}"#) throws -> String {
+            try write("message.json", json)
+        }
 
         /// The options of a direct APNs send to the emulator with the sandbox's key.
         var apnsOptions: [String] {
             let c = sandbox.credentials
-            return ["--apns-key", sandbox.files["apns-key"]!.path, "--key-id", c.apnsKeyID, "--team-id", c.apnsTeamID, "--bundle-id", "com.example.app",
-                    "--apns-url", "https://127.0.0.1:\(sandbox.apns.port)", "--ca-file", sandbox.files["ca"]!.path]
+            return [
+                "--apns-key", sandbox.files["apns-key"]!.path, "--key-id", c.apnsKeyID, "--team-id", c.apnsTeamID,
+                "--bundle-id", "com.example.app",
+                "--apns-url", "https://127.0.0.1:\(sandbox.apns.port)", "--ca-file", sandbox.files["ca"]!.path,
+            ]
         }
 
         var fcmOptions: [String] {
-            ["--fcm-service-account", sandbox.files["service-account"]!.path, "--fcm-url", "https://127.0.0.1:\(sandbox.fcm.port)", "--ca-file", sandbox.files["ca"]!.path]
+            [
+                "--fcm-service-account", sandbox.files["service-account"]!.path, "--fcm-url",
+                "https://127.0.0.1:\(sandbox.fcm.port)", "--ca-file", sandbox.files["ca"]!.path,
+            ]
         }
 
         func stop() async {
@@ -59,12 +71,29 @@ import Glibc
         let header = lines.removeFirst().split(separator: ",", omittingEmptySubsequences: false).map(String.init)
         return lines.map { line in
             var fields: [String] = []
-            var field = "", quoted = false
+            var field = ""
+            var quoted = false
             var chars = Array(line)[...]
             while let c = chars.popFirst() {
                 if quoted {
-                    if c == "\"" { if chars.first == "\"" { field.append("\""); chars.removeFirst() } else { quoted = false } } else { field.append(c) }
-                } else if c == "\"" { quoted = true } else if c == "," { fields.append(field); field = "" } else { field.append(c) }
+                    if c == "\"" {
+                        if chars.first == "\"" {
+                            field.append("\"")
+                            chars.removeFirst()
+                        } else {
+                            quoted = false
+                        }
+                    } else {
+                        field.append(c)
+                    }
+                } else if c == "\"" {
+                    quoted = true
+                } else if c == "," {
+                    fields.append(field)
+                    field = ""
+                } else {
+                    field.append(c)
+                }
             }
             fields.append(field)
             return Dictionary(uniqueKeysWithValues: zip(header, fields))
@@ -89,15 +118,23 @@ import Glibc
         #expect(f.sandbox.apns.recorded(token: Self.apnsToken(2)).count == 1)
 
         // Straight to FCM: a token, a topic, a condition.
-        for target in [["--token", "device-token-1"], ["--topic", "news"], ["--condition", "'news' in topics && 'uk' in topics"]] {
+        for target in [
+            ["--token", "device-token-1"], ["--topic", "news"], ["--condition", "'news' in topics && 'uk' in topics"],
+        ] {
             let r = try Self.run(["send", message, "--json"] + target + f.fcmOptions)
             #expect(r.status == 0, "\(target): \(r.stderr)")
             let out = try JSONValue.parse(r.stdout)
             #expect(out["delivered"] == 1 && out["targets"] == 1)
-            #expect(out["outcomes"]?.arrayValue?.first?["provider_id"]?.stringValue?.hasPrefix("projects/richpush-sandbox/messages/") == true)
+            #expect(
+                out["outcomes"]?.arrayValue?.first?["provider_id"]?.stringValue?.hasPrefix(
+                    "projects/richpush-sandbox/messages/"
+                ) == true
+            )
         }
         let targets = f.sandbox.fcm.recorded().map(\.target)
-        #expect(targets == [.token("device-token-1"), .topic("news"), .condition("'news' in topics && 'uk' in topics")])
+        #expect(
+            targets == [.token("device-token-1"), .topic("news"), .condition("'news' in topics && 'uk' in topics")]
+        )
     }
 
     @Test func aClientCertificateAuthenticatesInsteadOfAKey() async throws {
@@ -105,7 +142,8 @@ import Glibc
         defer { Task { await f.stop() } }
         let r = try Self.run([
             "send", try f.message(), "--token", Self.apnsToken(3), "--bundle-id", "com.example.app",
-            "--apns-cert", f.sandbox.files["apns-client-certificate"]!.path, "--apns-cert-key", f.sandbox.files["apns-client-key"]!.path,
+            "--apns-cert", f.sandbox.files["apns-client-certificate"]!.path, "--apns-cert-key",
+            f.sandbox.files["apns-client-key"]!.path,
             "--apns-url", "https://127.0.0.1:\(f.sandbox.apns.port)", "--ca-file", f.sandbox.files["ca"]!.path,
         ])
         #expect(r.status == 0, "\(r.stdout) \(r.stderr)")
@@ -121,12 +159,18 @@ import Glibc
         wrongTeam[wrongTeam.firstIndex(of: "--team-id")! + 1] = "OTHERTEAM1"
         let team = try Self.run(["send", message, "--token", Self.apnsToken(4)] + wrongTeam)
         #expect(team.status == 1)
-        #expect(team.stdout.contains("InvalidProviderToken") && team.stdout.contains("team id the team that owns it"), "\(team.stdout)")
+        #expect(
+            team.stdout.contains("InvalidProviderToken") && team.stdout.contains("team id the team that owns it"),
+            "\(team.stdout)"
+        )
 
         f.sandbox.apns.registerDevice(Self.apnsToken(5), topic: "com.example.app", environment: .production)
         let environment = try Self.run(["send", message, "--token", Self.apnsToken(5)] + f.apnsOptions)
         #expect(environment.status == 1)
-        #expect(environment.stdout.contains("BadDeviceToken") && environment.stdout.contains("other APNs environment"), "\(environment.stdout)")
+        #expect(
+            environment.stdout.contains("BadDeviceToken") && environment.stdout.contains("other APNs environment"),
+            "\(environment.stdout)"
+        )
 
         f.sandbox.apns.unregisterDevice(Self.apnsToken(6))
         let gone = try Self.run(["send", message, "--token", Self.apnsToken(6), "--json"] + f.apnsOptions)
@@ -144,7 +188,9 @@ import Glibc
             #expect(!(r.stdout + r.stderr).contains("PRIVATE KEY"))
         }
         // A service account whose token_uri is not Google's is not used without an emulator named.
-        let fcm = try Self.run(["send", message, "--token", "device-1", "--fcm-service-account", f.sandbox.files["service-account"]!.path])
+        let fcm = try Self.run([
+            "send", message, "--token", "device-1", "--fcm-service-account", f.sandbox.files["service-account"]!.path,
+        ])
         #expect(fcm.status == 2 && fcm.stderr.contains("token_uri is not Google's token endpoint"))
     }
 
@@ -158,13 +204,20 @@ import Glibc
         let gone = Set((1...10_000).filter { $0 % 100 == 7 }.map(Self.apnsToken))
         for t in gone { f.sandbox.apns.unregisterDevice(t) }
         let otherEnvironment = Set((1...10_000).filter { $0 % 100 == 50 }.map(Self.apnsToken))
-        for t in otherEnvironment { f.sandbox.apns.registerDevice(t, topic: "com.example.app", environment: .production) }
+        for t in otherEnvironment {
+            f.sandbox.apns.registerDevice(t, topic: "com.example.app", environment: .production)
+        }
         f.sandbox.apns.inject(.status(503, reason: "ServiceUnavailable"), count: 30)
         let file = try f.write("tokens.txt", tokens.joined(separator: "\n") + "\n")
         let report = f.file("report.csv")
-        let r = try Self.run(["send", try f.message(), "--tokens", file, "--report", report, "--progress", "none"] + f.apnsOptions)
+        let r = try Self.run(
+            ["send", try f.message(), "--tokens", file, "--report", report, "--progress", "none"] + f.apnsOptions
+        )
         #expect(r.status == 1)
-        #expect(r.stdout.contains("10,000 target(s): 9,800 delivered, 100 failed, 100 pruned (token gone)"), "\(r.stdout)")
+        #expect(
+            r.stdout.contains("10,000 target(s): 9,800 delivered, 100 failed, 100 pruned (token gone)"),
+            "\(r.stdout)"
+        )
         #expect(r.stdout.contains("… and 180 more not delivered: every outcome is in \(report)"))
 
         let rows = try Self.csv(report)
@@ -174,10 +227,15 @@ import Glibc
         for row in rows { byState[row["state"]!, default: 0] += 1 }
         #expect(byState == ["delivered": 9_800, "failed": 100, "pruned": 100])
         for row in rows where row["state"] == "pruned" {
-            #expect(gone.contains(row["token"]!) && row["reason"] == "Unregistered" && row["detail"]!.contains("delete this token"))
+            #expect(
+                gone.contains(row["token"]!) && row["reason"] == "Unregistered"
+                    && row["detail"]!.contains("delete this token")
+            )
         }
         for row in rows where row["state"] == "failed" {
-            #expect(otherEnvironment.contains(row["token"]!) && row["reason"] == "BadDeviceToken" && row["attempts"] == "1")
+            #expect(
+                otherEnvironment.contains(row["token"]!) && row["reason"] == "BadDeviceToken" && row["attempts"] == "1"
+            )
             #expect(row["detail"]!.contains("other APNs environment"))
         }
         for row in rows where row["state"] == "delivered" { #expect(!row["provider_id"]!.isEmpty) }
@@ -197,10 +255,19 @@ import Glibc
         csv += "u21,\"zz not hex!\",ios\n"
         let file = try f.write("tokens.csv", csv)
         let report = f.file("report.jsonl")
-        let r = try Self.run(["send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--column", "device token", "--report", report, "--progress", "none"])
+        let r = try Self.run([
+            "send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--column", "device token",
+            "--report", report, "--progress", "none",
+        ])
         #expect(r.status == 1, "\(r.stdout) \(r.stderr)")
-        #expect(r.stdout.contains("16 target(s): 15 delivered, 1 failed") && r.stdout.contains("5 repeated token(s) skipped"), "\(r.stdout)")
-        let lines = try String(contentsOfFile: report, encoding: .utf8).split(separator: "\n").map { try JSONValue.parse(String($0)) }
+        #expect(
+            r.stdout.contains("16 target(s): 15 delivered, 1 failed")
+                && r.stdout.contains("5 repeated token(s) skipped"),
+            "\(r.stdout)"
+        )
+        let lines = try String(contentsOfFile: report, encoding: .utf8).split(separator: "\n").map {
+            try JSONValue.parse(String($0))
+        }
         #expect(lines.count == 21)
         #expect(lines.filter { $0["state"] == "skipped" }.count == 5)
         // A malformed token is refused before any send, with the rule it breaks.
@@ -211,7 +278,9 @@ import Glibc
 
         let noColumn = try Self.run(["send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file])
         #expect(noColumn.status == 2 && noColumn.stderr.contains("name the column with --column"))
-        let missing = try Self.run(["send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--column", "token"])
+        let missing = try Self.run([
+            "send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--column", "token",
+        ])
         #expect(missing.status == 2 && missing.stderr.contains("has no column token"))
     }
 
@@ -224,8 +293,12 @@ import Glibc
         let report = f.file("report.csv")
         let p = Process()
         p.executableURL = CLITests.binary
-        p.arguments = ["send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--report", report, "--concurrency", "4", "--progress", "lines", "--progress-interval", "0.1"]
-        let out = Pipe(), err = Pipe()
+        p.arguments = [
+            "send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--report", report, "--concurrency",
+            "4", "--progress", "lines", "--progress-interval", "0.1",
+        ]
+        let out = Pipe()
+        let err = Pipe()
         p.standardOutput = out
         p.standardError = err
         try p.run()
@@ -234,7 +307,8 @@ import Glibc
         while true {
             guard let chunk = try err.fileHandleForReading.read(upToCount: 256), !chunk.isEmpty else { break }
             seen += String(decoding: chunk, as: UTF8.self)
-            let done = seen.split(separator: "\n").last { $0.hasPrefix("progress: ") }
+            let done =
+                seen.split(separator: "\n").last { $0.hasPrefix("progress: ") }
                 .flatMap { Int($0.dropFirst(10).prefix { $0 != " " }.replacingOccurrences(of: ",", with: "")) } ?? 0
             if done >= 1000 { break }
         }
@@ -263,7 +337,10 @@ import Glibc
         let f = try await Fixture("progress")
         defer { Task { await f.stop() } }
         let file = try f.write("tokens.txt", (1...3000).map(Self.apnsToken).joined(separator: "\n"))
-        let args = ["send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--concurrency", "8", "--progress-interval", "0.05"]
+        let args = [
+            "send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--concurrency", "8",
+            "--progress-interval", "0.05",
+        ]
 
         let plain = try Self.run(args)
         #expect(plain.status == 0, "\(plain.stderr)")
@@ -272,7 +349,8 @@ import Glibc
         #expect(lines.allSatisfy { $0.contains(" of 3,000 (") && $0.contains("/s") && $0.contains(" delivered, ") })
         #expect(!plain.stderr.contains("\r"))
 
-        var primary: Int32 = 0, secondary: Int32 = 0
+        var primary: Int32 = 0
+        var secondary: Int32 = 0
         #expect(openpty(&primary, &secondary, nil, nil, nil) == 0)
         let p = Process()
         p.executableURL = CLITests.binary
@@ -315,13 +393,21 @@ import Glibc
         let cases: [([String], String)] = [
             (["send", message] + token, "give one way to send"),
             (["send", message, "--sandbox", f.sandboxDir] + f.apnsOptions + token, "give only one way to send"),
-            (["send", message, "--sandbox", f.sandboxDir, "--concurrency", "0"] + token, "--concurrency is from 1 to 10000"),
+            (
+                ["send", message, "--sandbox", f.sandboxDir, "--concurrency", "0"] + token,
+                "--concurrency is from 1 to 10000"
+            ),
             (["send", message, "--sandbox", f.sandboxDir, "--timeout", "nan"] + token, "--timeout is from 1 to 300"),
             (["send", message, "--sandbox", f.sandboxDir], "no targets"),
             (["send", message, "--sandbox", f.dir.path] + token, "no running sandbox"),
             (["send", message, "--sandbox", f.sandboxDir, "--no-such-option"] + token, "Unknown option"),
             (["send", message] + f.apnsOptions + ["--topic", "news"], "APNs sends to device tokens only"),
-            (["send", try f.write("scheduled.json", #"{"title":"t","send_at":"2030-01-01T00:00:00Z"}"#), "--sandbox", f.sandboxDir] + token, "send_at is for sends through a server"),
+            (
+                [
+                    "send", try f.write("scheduled.json", #"{"title":"t","send_at":"2030-01-01T00:00:00Z"}"#),
+                    "--sandbox", f.sandboxDir,
+                ] + token, "send_at is for sends through a server"
+            ),
         ]
         for (args, expected) in cases {
             let r = try Self.run(args)
@@ -330,7 +416,10 @@ import Glibc
         }
         let invalid = try f.write("invalid.json", #"{"title":"t","badge":-1}"#)
         let refused = try Self.run(["send", invalid, "--sandbox", f.sandboxDir] + token)
-        #expect(refused.status == 2 && refused.stderr.contains("badge") && refused.stderr.contains("nothing sent"), "\(refused.stderr)")
+        #expect(
+            refused.status == 2 && refused.stderr.contains("badge") && refused.stderr.contains("nothing sent"),
+            "\(refused.stderr)"
+        )
         #expect(f.sandbox.apns.acceptedCount == 0)
         let forced = try Self.run(["send", invalid, "--sandbox", f.sandboxDir, "--force"] + token)
         #expect(forced.status == 0, "\(forced.stderr)")
@@ -352,9 +441,15 @@ import Glibc
         defer { Task { try? await media.shutdown() } }
         let page = try f.write("page.json", #"{"title":"t","media":"http://127.0.0.1:\#(port)/page.jpg"}"#)
         let refused = try Self.run(["send", page, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(10)])
-        #expect(refused.status == 2 && refused.stderr.contains("not-media") && refused.stderr.contains("media preflight refused"), "\(refused.stderr)")
+        #expect(
+            refused.status == 2 && refused.stderr.contains("not-media")
+                && refused.stderr.contains("media preflight refused"),
+            "\(refused.stderr)"
+        )
         #expect(f.sandbox.apns.acceptedCount == 0)
-        let skipped = try Self.run(["send", page, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(10), "--no-preflight"])
+        let skipped = try Self.run([
+            "send", page, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(10), "--no-preflight",
+        ])
         #expect(skipped.status == 0, "\(skipped.stderr)")
         let ok = try f.write("ok.json", #"{"title":"t","media":"http://127.0.0.1:\#(port)/ok.png"}"#)
         let sent = try Self.run(["send", ok, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(11)])
@@ -372,11 +467,24 @@ import Glibc
             server.process.terminate()
             server.process.waitUntilExit()
         }
-        let (_, created) = try await server.call("POST", "/v1/apps", key: "test-admin-key-0001", body: ["name": "Shop", "bundle_id": "com.example.app"])
-        let app = try #require(created["app"]?["id"]?.stringValue), key = try #require(created["api_key"]?.stringValue)
+        let (_, created) = try await server.call(
+            "POST",
+            "/v1/apps",
+            key: "test-admin-key-0001",
+            body: ["name": "Shop", "bundle_id": "com.example.app"]
+        )
+        let app = try #require(created["app"]?["id"]?.stringValue)
+        let key = try #require(created["api_key"]?.stringValue)
         for i in 1...30 {
             let token: JSONValue = .string(i % 2 == 0 ? Self.apnsToken(i) : "android-beta-\(i)")
-            #expect(try await server.call("POST", "/v1/apps/\(app)/devices", key: key, body: ["token": token, "platform": .string(i % 2 == 0 ? "ios" : "android"), "tags": ["beta"]]).0 == 200)
+            #expect(
+                try await server.call(
+                    "POST",
+                    "/v1/apps/\(app)/devices",
+                    key: key,
+                    body: ["token": token, "platform": .string(i % 2 == 0 ? "ios" : "android"), "tags": ["beta"]]
+                ).0 == 200
+            )
         }
         let message = dir.appendingPathComponent("message.json").path
         try Data(#"{"title":"Beta build","body":"Version 2 is out"}"#.utf8).write(to: URL(fileURLWithPath: message))
@@ -385,7 +493,10 @@ import Glibc
         let report = dir.appendingPathComponent("tag.csv").path
         let tag = try Self.run(["send", message, "--tag", "beta", "--report", report, "--progress", "none"] + through)
         #expect(tag.status == 0, "\(tag.stdout) \(tag.stderr)")
-        #expect(tag.stdout.contains("accepted as ") && tag.stdout.contains("30 target(s): 30 delivered"), "\(tag.stdout)")
+        #expect(
+            tag.stdout.contains("accepted as ") && tag.stdout.contains("30 target(s): 30 delivered"),
+            "\(tag.stdout)"
+        )
         let rows = try Self.csv(report)
         #expect(rows.count == 30 && rows.allSatisfy { $0["state"] == "delivered" && !$0["provider_id"]!.isEmpty })
         #expect(Set(rows.map { $0["provider"]! }) == ["apns", "fcm"])
@@ -393,14 +504,23 @@ import Glibc
         // 1,200 tokens named in the audience: listed back over two pages.
         let tokens = (1001...2200).map(Self.apnsToken)
         let audience = JSONValue.object(["apns_tokens": .array(tokens.map(JSONValue.string))]).jsonString
-        let listed = try Self.run(["send", message, "--audience", audience, "--json", "--report", dir.appendingPathComponent("list.jsonl").path] + through)
+        let listed = try Self.run(
+            [
+                "send", message, "--audience", audience, "--json", "--report",
+                dir.appendingPathComponent("list.jsonl").path,
+            ] + through
+        )
         #expect(listed.status == 0, "\(listed.stderr)")
         let out = try JSONValue.parse(listed.stdout)
         #expect(out["delivered"] == 1200 && out["targets"] == 1200)
-        let lines = try String(contentsOfFile: dir.appendingPathComponent("list.jsonl").path, encoding: .utf8).split(separator: "\n")
+        let lines = try String(contentsOfFile: dir.appendingPathComponent("list.jsonl").path, encoding: .utf8).split(
+            separator: "\n"
+        )
         #expect(Set(lines.compactMap { try? JSONValue.parse(String($0))["token"]?.stringValue }) == Set(tokens))
 
-        let wrongKey = try Self.run(["send", message, "--all", "--server", server.base, "--key", "rp_wrong", "--app", app])
+        let wrongKey = try Self.run([
+            "send", message, "--all", "--server", server.base, "--key", "rp_wrong", "--app", app,
+        ])
         #expect(wrongKey.status == 2 && wrongKey.stderr.contains("the API key was refused"), "\(wrongKey.stderr)")
         let invalid = dir.appendingPathComponent("invalid.json").path
         try Data(#"{"title":"t","badge":-1,"audience":{"tag":"beta"}}"#.utf8).write(to: URL(fileURLWithPath: invalid))
@@ -424,48 +544,88 @@ import Glibc
         for seed in UInt64(1)...40 {
             var r = SeededRandom(seed: seed)
             func number() -> JSONValue {
-                let picks: [JSONValue] = [.int(Int64.max), .int(Int64.min), .int(-1), .int(0), .int(Int64(r.next() % 5000)), .double(1e300), .double(-0.5), "12", .null, true]
+                let picks: [JSONValue] = [
+                    .int(Int64.max), .int(Int64.min), .int(-1), .int(0), .int(Int64(r.next() % 5000)), .double(1e300),
+                    .double(-0.5), "12", .null, true,
+                ]
                 return picks[Int(r.next() % UInt64(picks.count))]
             }
             func text() -> JSONValue {
-                let picks: [JSONValue] = ["delivered", "failed", "pruned", "queued", "Unregistered", "BadDeviceToken", "UNREGISTERED", "", .int(3), .null, .string(String(repeating: "x", count: Int(r.next() % 300)))]
+                let picks: [JSONValue] = [
+                    "delivered", "failed", "pruned", "queued", "Unregistered", "BadDeviceToken", "UNREGISTERED", "",
+                    .int(3), .null, .string(String(repeating: "x", count: Int(r.next() % 300))),
+                ]
                 return picks[Int(r.next() % UInt64(picks.count))]
             }
             // Counts without queued or leased, so that the notification is over and the pages are read.
             var counts: [String: JSONValue] = [:]
-            for state in ["delivered", "failed", "pruned", "expired", "bogus"] where r.next() % 2 == 0 { counts[state] = number() }
-            let deliveries: [JSONValue] = (0..<Int(r.next() % 30)).map { _ in
-                ["target": text(), "provider": text(), "state": text(), "reason": text(), "attempts": number(), "provider_id": text()]
+            for state in ["delivered", "failed", "pruned", "expired", "bogus"] where r.next() % 2 == 0 {
+                counts[state] = number()
             }
-            var page: [String: JSONValue] = ["id": "n1", "total": number(), "counts": .object(counts), "deliveries": .array(deliveries)]
+            let deliveries: [JSONValue] = (0..<Int(r.next() % 30)).map { _ in
+                [
+                    "target": text(), "provider": text(), "state": text(), "reason": text(), "attempts": number(),
+                    "provider_id": text(),
+                ]
+            }
+            var page: [String: JSONValue] = [
+                "id": "n1", "total": number(), "counts": .object(counts), "deliveries": .array(deliveries),
+            ]
             if r.next() % 3 != 0 { page["next_after"] = number() }
             let postStatus = [202, 202, 202, 400, 401, 403, 404, 422, 429, 500, 503][Int(r.next() % 11)]
-            let post: JSONValue = postStatus == 202
-                ? ["id": r.next() % 5 == 0 ? .int(7) : "n1", "warnings": [["path": text(), "message": text(), "rule": text()]]]
+            let post: JSONValue =
+                postStatus == 202
+                ? [
+                    "id": r.next() % 5 == 0 ? .int(7) : "n1",
+                    "warnings": [["path": text(), "message": text(), "rule": text()]],
+                ]
                 : ["error": ["code": text(), "message": text(), "issues": [["path": text(), "message": text()]]]]
             let garbage = r.next() % 7 == 0
             let server = MediaTestServer(routes: [
-                "/v1/apps/app_x/notifications": .bytes(garbage ? [0xFF, 0x00, 0x7B] : post.serialized(), contentType: "application/json", status: postStatus),
-                "/v1/apps/app_x/notifications/n1": .bytes(JSONValue.object(page).serialized(), contentType: "application/json"),
+                "/v1/apps/app_x/notifications": .bytes(
+                    garbage ? [0xFF, 0x00, 0x7B] : post.serialized(),
+                    contentType: "application/json",
+                    status: postStatus
+                ),
+                "/v1/apps/app_x/notifications/n1": .bytes(
+                    JSONValue.object(page).serialized(),
+                    contentType: "application/json"
+                ),
             ])
             let port = try await server.start()
             let progress = ["lines", "bar", "none"][Int(r.next() % 3)]
-            let run = try Self.run(["send", message, "--server", "http://127.0.0.1:\(port)", "--key", "rp_x", "--app", "app_x", "--all",
-                                    "--progress", progress, "--progress-interval", "0.01", "--report", dir.appendingPathComponent("r.csv").path] + (r.next() % 2 == 0 ? ["--json"] : []))
+            let run = try Self.run(
+                [
+                    "send", message, "--server", "http://127.0.0.1:\(port)", "--key", "rp_x", "--app", "app_x", "--all",
+                    "--progress", progress, "--progress-interval", "0.01", "--report",
+                    dir.appendingPathComponent("r.csv").path,
+                ] + (r.next() % 2 == 0 ? ["--json"] : [])
+            )
             try await server.shutdown()
-            #expect([0, 1, 2].contains(run.status), "seed \(seed): status \(run.status) \(String(run.stderr.suffix(500)))")
+            #expect(
+                [0, 1, 2].contains(run.status),
+                "seed \(seed): status \(run.status) \(String(run.stderr.suffix(500)))"
+            )
         }
         // sandbox.json as anything at all: a usage error (2), or a send that fails (1), never a trap.
         let sandbox = dir.appendingPathComponent("sandbox")
         try FileManager.default.createDirectory(at: sandbox, withIntermediateDirectories: true)
         try SandboxCredentials.generate().write(to: sandbox, tokenURI: "https://127.0.0.1:1/token")
         for (seed, summary) in [
-            #"{"apns":{"port":99999999999},"fcm":{"url":"https://127.0.0.1:1"}}"#, #"{"apns":{"port":-5},"fcm":{"url":"https://127.0.0.1:1"}}"#,
-            #"{"apns":{"port":1},"fcm":{"url":"https://127.0.0.1:99999999"}}"#, #"{"apns":{"port":"x"}}"#, #"[1,2]"#, "\u{FF}\u{FE}", #"{"apns":{"port":1},"fcm":{"url":"ftp://x"}}"#,
+            #"{"apns":{"port":99999999999},"fcm":{"url":"https://127.0.0.1:1"}}"#,
+            #"{"apns":{"port":-5},"fcm":{"url":"https://127.0.0.1:1"}}"#,
+            #"{"apns":{"port":1},"fcm":{"url":"https://127.0.0.1:99999999"}}"#, #"{"apns":{"port":"x"}}"#, #"[1,2]"#,
+            "\u{FF}\u{FE}", #"{"apns":{"port":1},"fcm":{"url":"ftp://x"}}"#,
         ].enumerated() {
             try Data(summary.utf8).write(to: sandbox.appendingPathComponent("sandbox.json"))
-            let run = try Self.run(["send", message, "--sandbox", sandbox.path, "--token", Self.apnsToken(1), "--max-attempts", "1", "--timeout", "1"])
-            #expect([1, 2].contains(run.status), "sandbox.json \(seed): status \(run.status) \(String(run.stderr.suffix(300)))")
+            let run = try Self.run([
+                "send", message, "--sandbox", sandbox.path, "--token", Self.apnsToken(1), "--max-attempts", "1",
+                "--timeout", "1",
+            ])
+            #expect(
+                [1, 2].contains(run.status),
+                "sandbox.json \(seed): status \(run.status) \(String(run.stderr.suffix(300)))"
+            )
         }
     }
 }

@@ -16,9 +16,19 @@ import FoundationNetworking
         /// `directory`: the working folder (a PostgreSQL node keeps its media cache there); `environment` is added to
         /// this process's.
         /// Started; with `wait` false, ``waitUntilListening()`` reads its address later (to start several at once).
-        init(db: String, sandboxDir: String, extra: [String] = [], directory: URL? = nil, environment: [String: String] = [:], log: URL? = nil, wait: Bool = true) throws {
+        init(
+            db: String,
+            sandboxDir: String,
+            extra: [String] = [],
+            directory: URL? = nil,
+            environment: [String: String] = [:],
+            log: URL? = nil,
+            wait: Bool = true
+        ) throws {
             process.executableURL = CLITests.binary
-            process.arguments = ["serve", "--port", "0", "--db", db, "--sandbox-dir", sandboxDir, "--admin-key", "test-admin-key-0001"] + extra
+            process.arguments =
+                ["serve", "--port", "0", "--db", db, "--sandbox-dir", sandboxDir, "--admin-key", "test-admin-key-0001"]
+                + extra
             if let directory { process.currentDirectoryURL = directory }
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
             process.standardOutput = out
@@ -42,13 +52,23 @@ import FoundationNetworking
             base = (try? JSONValue.parse(line))?["listening"]?.stringValue ?? ""
         }
 
-        func call(_ method: String, _ path: String, key: String, body: JSONValue? = nil) async throws -> (Int, JSONValue) {
+        func call(
+            _ method: String,
+            _ path: String,
+            key: String,
+            body: JSONValue? = nil
+        ) async throws -> (Int, JSONValue) {
             let (status, value, _) = try await exchange(method, path, key: key, body: body)
             return (status, value)
         }
 
         /// Status, body and headers.
-        func exchange(_ method: String, _ path: String, key: String, body: JSONValue? = nil) async throws -> (Int, JSONValue, [String: String]) {
+        func exchange(
+            _ method: String,
+            _ path: String,
+            key: String,
+            body: JSONValue? = nil
+        ) async throws -> (Int, JSONValue, [String: String]) {
             var request = URLRequest(url: URL(string: base + path)!)
             request.httpMethod = method
             request.timeoutInterval = 30
@@ -57,23 +77,46 @@ import FoundationNetworking
             let (data, response) = try await URLSession.shared.data(for: request)
             let http = response as? HTTPURLResponse
             var headers: [String: String] = [:]
-            for (k, v) in http?.allHeaderFields ?? [:] { headers[String(describing: k).lowercased()] = String(describing: v) }
+            for (k, v) in http?.allHeaderFields ?? [:] {
+                headers[String(describing: k).lowercased()] = String(describing: v)
+            }
             return (http?.statusCode ?? 0, (try? JSONValue.parse(data)) ?? .null, headers)
         }
 
         /// An app with 100 devices (half iOS, half Android) and `notifications` sends to all of them (or to a tag
         /// they all have).
-        func sendToAHundredDevices(notifications: Int, audience: JSONValue = ["all": true]) async throws -> (app: String, key: String, ids: [String]) {
-            let (_, created) = try await call("POST", "/v1/apps", key: "test-admin-key-0001", body: ["name": "Load", "bundle_id": "com.example.app"])
-            let app = try #require(created["app"]?["id"]?.stringValue), key = try #require(created["api_key"]?.stringValue)
+        func sendToAHundredDevices(
+            notifications: Int,
+            audience: JSONValue = ["all": true]
+        ) async throws -> (app: String, key: String, ids: [String]) {
+            let (_, created) = try await call(
+                "POST",
+                "/v1/apps",
+                key: "test-admin-key-0001",
+                body: ["name": "Load", "bundle_id": "com.example.app"]
+            )
+            let app = try #require(created["app"]?["id"]?.stringValue)
+            let key = try #require(created["api_key"]?.stringValue)
             for i in 0..<100 {
                 let ios = i % 2 == 0
                 let token: JSONValue = .string(ios ? String(format: "%064x", i + 1) : "load-android-token-\(i)")
-                #expect(try await call("POST", "/v1/apps/\(app)/devices", key: key, body: ["token": token, "platform": .string(ios ? "ios" : "android"), "tags": ["load"]]).0 == 200)
+                #expect(
+                    try await call(
+                        "POST",
+                        "/v1/apps/\(app)/devices",
+                        key: key,
+                        body: ["token": token, "platform": .string(ios ? "ios" : "android"), "tags": ["load"]]
+                    ).0 == 200
+                )
             }
             var ids: [String] = []
             for i in 0..<notifications {
-                let (status, accepted) = try await call("POST", "/v1/apps/\(app)/notifications", key: key, body: ["title": .string("n\(i)"), "audience": audience])
+                let (status, accepted) = try await call(
+                    "POST",
+                    "/v1/apps/\(app)/notifications",
+                    key: key,
+                    body: ["title": .string("n\(i)"), "audience": audience]
+                )
                 #expect(status == 202)
                 ids.append(try #require(accepted["id"]?.stringValue))
             }
@@ -88,11 +131,15 @@ import FoundationNetworking
             while Date() < deadline {
                 totals = [:]
                 for id in ids {
-                    for (state, n) in try await call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1["counts"]?.objectValue ?? [:] {
+                    for (state, n) in try await call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1[
+                        "counts"
+                    ]?.objectValue ?? [:] {
                         totals[state, default: 0] += n.intValue ?? 0
                     }
                 }
-                if totals["queued"] == nil && totals["leased"] == nil && totals.values.reduce(0, +) == expecting { break }
+                if totals["queued"] == nil && totals["leased"] == nil && totals.values.reduce(0, +) == expecting {
+                    break
+                }
                 try await Task.sleep(nanoseconds: 300_000_000)
             }
             return totals
@@ -113,13 +160,31 @@ import FoundationNetworking
         #expect(first.base.hasPrefix("http://127.0.0.1:"))
         // The key provider credentials are sealed with, beside the database, for its owner only.
         #expect(try FileManager.default.attributesOfItem(atPath: db + ".key")[.posixPermissions] as? Int == 0o600)
-        let (s1, created) = try await first.call("POST", "/v1/apps", key: "test-admin-key-0001", body: ["name": "Shop", "bundle_id": "com.example.app"])
+        let (s1, created) = try await first.call(
+            "POST",
+            "/v1/apps",
+            key: "test-admin-key-0001",
+            body: ["name": "Shop", "bundle_id": "com.example.app"]
+        )
         #expect(s1 == 201)
-        let app = try #require(created["app"]?["id"]?.stringValue), key = try #require(created["api_key"]?.stringValue)
+        let app = try #require(created["app"]?["id"]?.stringValue)
+        let key = try #require(created["api_key"]?.stringValue)
         let token = String(repeating: "be", count: 32)
-        #expect(try await first.call("POST", "/v1/apps/\(app)/devices", key: key, body: ["token": .string(token), "platform": "ios"]).0 == 200)
+        #expect(
+            try await first.call(
+                "POST",
+                "/v1/apps/\(app)/devices",
+                key: key,
+                body: ["token": .string(token), "platform": "ios"]
+            ).0 == 200
+        )
         let sendAt = Date().addingTimeInterval(2).timeIntervalSince1970
-        let (s2, accepted) = try await first.call("POST", "/v1/apps/\(app)/notifications", key: key, body: ["title": "Survives", "audience": ["all": true], "send_at": .double(sendAt)])
+        let (s2, accepted) = try await first.call(
+            "POST",
+            "/v1/apps/\(app)/notifications",
+            key: key,
+            body: ["title": "Survives", "audience": ["all": true], "send_at": .double(sendAt)]
+        )
         #expect(s2 == 202)
         let id = try #require(accepted["id"]?.stringValue)
         kill(first.process.processIdentifier, SIGKILL)
@@ -144,7 +209,9 @@ import FoundationNetworking
         defer { try? FileManager.default.removeItem(at: dir) }
         let server = try Server(db: db, sandboxDir: sbx)
         defer { server.process.terminate() }
-        let jpeg: [UInt8] = [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10] + Array("JFIF".utf8) + [0, 1, 1, 0, 0, 1, 0, 1, 0, 0] + Array(repeating: 9, count: 5000)
+        let jpeg: [UInt8] =
+            [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10] + Array("JFIF".utf8) + [0, 1, 1, 0, 0, 1, 0, 1, 0, 0]
+            + Array(repeating: 9, count: 5000)
         var upload = URLRequest(url: URL(string: server.base + "/v1/media")!)
         upload.httpMethod = "POST"
         upload.setValue("Bearer test-admin-key-0001", forHTTPHeaderField: "Authorization")
@@ -157,7 +224,10 @@ import FoundationNetworking
         for _ in 0..<3 {  // several requests on one kept-alive connection
             let (body, r) = try await URLSession.shared.data(from: URL(string: url)!)
             let http = try #require(r as? HTTPURLResponse)
-            #expect(http.statusCode == 200 && Array(body) == jpeg && http.value(forHTTPHeaderField: "Content-Type") == "image/jpeg")
+            #expect(
+                http.statusCode == 200 && Array(body) == jpeg
+                    && http.value(forHTTPHeaderField: "Content-Type") == "image/jpeg"
+            )
             #expect(http.value(forHTTPHeaderField: "Cache-Control") == "public, max-age=31536000, immutable")
         }
         var ranged = URLRequest(url: URL(string: url)!)
@@ -167,7 +237,10 @@ import FoundationNetworking
         var head = URLRequest(url: URL(string: url)!)
         head.httpMethod = "HEAD"
         let (headBody, hr) = try await URLSession.shared.data(for: head)
-        #expect((hr as? HTTPURLResponse)?.statusCode == 200 && headBody.isEmpty && (hr as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Length") == String(jpeg.count))
+        #expect(
+            (hr as? HTTPURLResponse)?.statusCode == 200 && headBody.isEmpty
+                && (hr as? HTTPURLResponse)?.value(forHTTPHeaderField: "Content-Length") == String(jpeg.count)
+        )
         // Pipelined on one connection, answered in order: the plain answer (headers made once per file) beside
         // HEAD, a range, a condition, a missing file and a routed request; no body after HEAD, none lost after it.
         let name = String(url.split(separator: "/").last!)
@@ -191,7 +264,10 @@ import FoundationNetworking
         if answers.count == 8 {
             #expect(answers[0].body == jpeg && answers[2].body == jpeg && answers[7].body == jpeg)
             #expect(answers[1].body.isEmpty && answers[1].headers["content-length"] == String(jpeg.count))
-            #expect(answers[3].body == Array(jpeg[2...5]) && answers[3].headers["content-range"] == "bytes 2-5/\(jpeg.count)")
+            #expect(
+                answers[3].body == Array(jpeg[2...5])
+                    && answers[3].headers["content-range"] == "bytes 2-5/\(jpeg.count)"
+            )
             #expect(answers[0].headers["etag"] == etag && answers[0].headers["x-content-type-options"] == "nosniff")
             #expect(answers[0].headers["content-security-policy"] == "sandbox; default-src 'none'")
         }
@@ -239,7 +315,9 @@ import FoundationNetworking
         #expect(totals == ["delivered": 10_000], "\(totals)")
         let accepted = try await sandbox.acceptedCount()
         let duplicates = accepted - 10_000
-        print("crash test: 3 SIGKILLs during 10,000 deliveries; all delivered; the emulators accepted \(accepted): \(duplicates) duplicates")
+        print(
+            "crash test: 3 SIGKILLs during 10,000 deliveries; all delivered; the emulators accepted \(accepted): \(duplicates) duplicates"
+        )
         #expect(duplicates >= 0 && duplicates < 1000)
         server.process.terminate()
         server.process.waitUntilExit()
@@ -277,7 +355,9 @@ import FoundationNetworking
         let totals = try await server.settledTotals(app: app, key: key, ids: ids, expecting: 5_000)
         #expect(totals == ["delivered": 5_000], "\(totals)")
         let accepted = try await sandbox.acceptedCount()
-        print("drain test: SIGTERM after \(arrived) deliveries, exit in \(String(format: "%.2f", took)) s with \(atStop) delivered; after the restart the emulators accepted \(accepted) of 5,000")
+        print(
+            "drain test: SIGTERM after \(arrived) deliveries, exit in \(String(format: "%.2f", took)) s with \(atStop) delivered; after the restart the emulators accepted \(accepted) of 5,000"
+        )
         #expect(atStop < 5_000, "the send was over before the SIGTERM; the test proves nothing")
         #expect(accepted == 5_000)
         server.process.terminate()
@@ -312,13 +392,17 @@ final class ExternalSandbox {
         admin = summary["admin"]?.stringValue ?? ""
     }
 
-    var serverArguments: [String] { ["--external-apns-port", String(apnsPort), "--external-fcm-port", String(fcmPort)] }
+    var serverArguments: [String] {
+        ["--external-apns-port", String(apnsPort), "--external-fcm-port", String(fcmPort)]
+    }
 
     /// Notifications the APNs and FCM emulators accepted, repeats included.
     func acceptedCount() async throws -> Int {
         var total = 0
         for provider in ["apns", "fcm"] {
-            let (data, _) = try await URLSession.shared.data(for: URLRequest(url: URL(string: admin + "/\(provider)/stats")!))
+            let (data, _) = try await URLSession.shared.data(
+                for: URLRequest(url: URL(string: admin + "/\(provider)/stats")!)
+            )
             total += Int(try JSONValue.parse(data)["accepted"]?.intValue ?? 0)
         }
         return total
@@ -348,7 +432,9 @@ enum RawHTTP {
         address.sin_port = in_port_t(UInt16(port).bigEndian)
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
         }
         guard connected == 0 else { throw CocoaError(.fileReadUnknown) }
         var timeout = timeval(tv_sec: 10, tv_usec: 0)
@@ -375,13 +461,17 @@ enum RawHTTP {
         var at = 0
         let crlf2: [UInt8] = [13, 10, 13, 10]
         while at < bytes.count {
-            guard let end = (at...(bytes.count - 4)).first(where: { Array(bytes[$0..<($0 + 4)]) == crlf2 }) else { break }
+            guard let end = (at...(bytes.count - 4)).first(where: { Array(bytes[$0..<($0 + 4)]) == crlf2 }) else {
+                break
+            }
             let lines = String(decoding: bytes[at..<end], as: UTF8.self).components(separatedBy: "\r\n")
             let status = lines.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
             var headers: [String: String] = [:]
             for line in lines.dropFirst() {
                 guard let colon = line.firstIndex(of: ":") else { continue }
-                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                    in: .whitespaces
+                )
             }
             let isHead = answers.count < heads.count && heads[answers.count]
             let length = isHead ? 0 : Int(headers["content-length"] ?? "0") ?? 0

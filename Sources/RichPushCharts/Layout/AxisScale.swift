@@ -78,8 +78,16 @@ struct AxisScale {
         let a = abs(v)
         // Past what a spec may carry there is no honest label (and Int64 below would overflow).
         guard v.isFinite, a <= 1e15 else { return "" }
-        if a >= 10_000_000 { return format(v / 1_000_000, decimals: a >= 100_000_000 || a.truncatingRemainder(dividingBy: 1_000_000) == 0 ? 0 : 1) + "M" }
-        if a >= 10_000 { return format(v / 1000, decimals: a >= 100_000 || a.truncatingRemainder(dividingBy: 1000) == 0 ? 0 : 1) + "K" }
+        if a >= 10_000_000 {
+            return format(
+                v / 1_000_000,
+                decimals: a >= 100_000_000 || a.truncatingRemainder(dividingBy: 1_000_000) == 0 ? 0 : 1
+            ) + "M"
+        }
+        if a >= 10_000 {
+            return format(v / 1000, decimals: a >= 100_000 || a.truncatingRemainder(dividingBy: 1000) == 0 ? 0 : 1)
+                + "K"
+        }
         var factor = 1.0
         for _ in 0..<decimals { factor *= 10 }
         let scaled = Int64((abs(v) * factor).rounded())

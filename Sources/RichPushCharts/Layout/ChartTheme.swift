@@ -38,7 +38,9 @@ struct ChartPalette {
         }
     }
 
-    static func rgb(_ v: Int) -> RGBAColor { RGBAColor(r: UInt8(v >> 16 & 0xFF), g: UInt8(v >> 8 & 0xFF), b: UInt8(v & 0xFF)) }
+    static func rgb(_ v: Int) -> RGBAColor {
+        RGBAColor(r: UInt8(v >> 16 & 0xFF), g: UInt8(v >> 8 & 0xFF), b: UInt8(v & 0xFF))
+    }
 
     func trendColor(_ trend: ChartSpec.Trend) -> RGBAColor {
         switch trend {
@@ -51,7 +53,9 @@ struct ChartPalette {
     /// A series' colour: its own, else (for a lone series with a trend) the trend's, else the palette's.
     func color(forSeries i: Int, in spec: ChartSpec) -> RGBAColor {
         if let c = spec.series[i].color { return c }
-        if spec.series.count == 1 && spec.change != nil && spec.effectiveTrend != .flat { return trendColor(spec.effectiveTrend) }
+        if spec.series.count == 1 && spec.change != nil && spec.effectiveTrend != .flat {
+            return trendColor(spec.effectiveTrend)
+        }
         return series[i % series.count]
     }
 }

@@ -23,7 +23,8 @@ enum Adler32 {
     /// sums a₀, b₀, a grows by Σ lanes of S = Σvⱼ, and b by 16·c·a₀ + 16·Σ lanes of P + Σ lanes of weights·S, where P
     /// adds up S as it stood before each chunk. The same checksum as byte by byte.
     static func checksum(_ bytes: UnsafeBufferPointer<UInt8>, sixteenAtATime: Bool = true) -> UInt32 {
-        var a: UInt64 = 1, b: UInt64 = 0
+        var a: UInt64 = 1
+        var b: UInt64 = 0
         var i = 0
         let n = bytes.count
         guard let base = bytes.baseAddress else { return 1 }
@@ -32,11 +33,14 @@ enum Adler32 {
             // below 2^32.
             let end = min(i + 5552, n)
             if sixteenAtATime && i + 16 <= end {
-                var s = SIMD16<UInt32>(), p = SIMD16<UInt32>()
+                var s = SIMD16<UInt32>()
+                var p = SIMD16<UInt32>()
                 var chunks: UInt64 = 0
                 while i + 16 <= end {
                     p &+= s
-                    s &+= SIMD16<UInt32>(truncatingIfNeeded: UnsafeRawPointer(base + i).loadUnaligned(as: SIMD16<UInt8>.self))
+                    s &+= SIMD16<UInt32>(
+                        truncatingIfNeeded: UnsafeRawPointer(base + i).loadUnaligned(as: SIMD16<UInt8>.self)
+                    )
                     chunks += 1
                     i += 16
                 }

@@ -13,10 +13,20 @@
     static let niceLength = 258
     static let symbolsPerBlock = 16384
 
-    static let lengthBase: [Int] = [3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258]
-    static let lengthExtra: [Int] = [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0]
-    static let distBase: [Int] = [1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577]
-    static let distExtra: [Int] = [0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13]
+    static let lengthBase: [Int] = [
+        3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 15, 17, 19, 23, 27, 31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227,
+        258,
+    ]
+    static let lengthExtra: [Int] = [
+        0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0,
+    ]
+    static let distBase: [Int] = [
+        1, 2, 3, 4, 5, 7, 9, 13, 17, 25, 33, 49, 65, 97, 129, 193, 257, 385, 513, 769, 1025, 1537, 2049, 3073, 4097,
+        6145, 8193, 12289, 16385, 24577,
+    ]
+    static let distExtra: [Int] = [
+        0, 0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13,
+    ]
     static let codeLengthOrder = [16, 17, 18, 0, 8, 7, 9, 6, 10, 5, 11, 4, 12, 3, 13, 2, 14, 1, 15]
 
     /// Length code (0...28) for each match length 3...258.
@@ -54,7 +64,9 @@
         compress(data, into: &w)
         w.alignToByte()
         let adler = Adler32.checksum(data)
-        w.bytes.append(contentsOf: [UInt8(adler >> 24), UInt8(adler >> 16 & 0xFF), UInt8(adler >> 8 & 0xFF), UInt8(adler & 0xFF)])
+        w.bytes.append(contentsOf: [
+            UInt8(adler >> 24), UInt8(adler >> 16 & 0xFF), UInt8(adler >> 8 & 0xFF), UInt8(adler & 0xFF),
+        ])
         return w.bytes
     }
 
@@ -112,7 +124,8 @@
                 @inline(__always) func longestMatch(_ p: Int) -> (Int, Int) {
                     guard p + 2 < n else { return (0, 0) }
                     var candidate = Int(head[hash(p)])
-                    var best = 0, bestDist = 0
+                    var best = 0
+                    var bestDist = 0
                     var chain = maxChain
                     let limit = min(maxMatch, n - p)
                     while candidate >= 0 && p - candidate <= windowSize && chain > 0 {
@@ -121,7 +134,9 @@
                             var l = 0
                             let base = UnsafeRawPointer(data.baseAddress!)
                             while l + 8 <= limit {
-                                let diff = base.loadUnaligned(fromByteOffset: candidate + l, as: UInt64.self) ^ base.loadUnaligned(fromByteOffset: p + l, as: UInt64.self)
+                                let diff =
+                                    base.loadUnaligned(fromByteOffset: candidate + l, as: UInt64.self)
+                                    ^ base.loadUnaligned(fromByteOffset: p + l, as: UInt64.self)
                                 if diff != 0 {
                                     l += UInt64(littleEndian: diff).trailingZeroBitCount / 8
                                     break
@@ -208,13 +223,24 @@
             while i + run < all.count && all[i + run] == v { run += 1 }
             if v == 0 {
                 var left = run
-                while left >= 11 { let r = min(left, 138); rle.append((18, r - 11)); left -= r }
-                if left >= 3 { rle.append((17, left - 3)); left = 0 }
+                while left >= 11 {
+                    let r = min(left, 138)
+                    rle.append((18, r - 11))
+                    left -= r
+                }
+                if left >= 3 {
+                    rle.append((17, left - 3))
+                    left = 0
+                }
                 for _ in 0..<left { rle.append((0, 0)) }
             } else {
                 rle.append((Int(v), 0))
                 var left = run - 1
-                while left >= 3 { let r = min(left, 6); rle.append((16, r - 3)); left -= r }
+                while left >= 3 {
+                    let r = min(left, 6)
+                    rle.append((16, r - 3))
+                    left -= r
+                }
                 for _ in 0..<left { rle.append((Int(v), 0)) }
             }
             i += run

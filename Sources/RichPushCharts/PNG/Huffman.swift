@@ -29,7 +29,9 @@ struct HuffmanCode {
         var weight = [Int](repeating: 0, count: 2 * n)
         var parent = [Int](repeating: -1, count: 2 * n)
         for (i, s) in used.enumerated() { weight[i] = frequencies[s] }
-        var leaf = 0, node = n, next = n
+        var leaf = 0
+        var node = n
+        var next = n
         func take() -> Int {
             if leaf < n && (node >= next || weight[leaf] <= weight[node]) {
                 leaf += 1
@@ -39,7 +41,8 @@ struct HuffmanCode {
             return node - 1
         }
         while next < 2 * n - 1 {
-            let a = take(), b = take()
+            let a = take()
+            let b = take()
             weight[next] = weight[a] + weight[b]
             parent[a] = next
             parent[b] = next

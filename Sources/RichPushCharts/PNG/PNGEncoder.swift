@@ -20,18 +20,23 @@ public enum PNGEncoder {
         var out = signature
         var ihdr: [UInt8] = []
         ihdr += be32(bitmap.width) + be32(bitmap.height)
-        ihdr += [8, palette == nil ? 2 : 3, 0, 0, 0]  // 8 bits, RGB or indexed, deflate, adaptive filtering, no interlace
+        // 8 bits, RGB or indexed, deflate, adaptive filtering, no interlace
+        ihdr += [8, palette == nil ? 2 : 3, 0, 0, 0]
         chunk("IHDR", ihdr, into: &out)
         if let palette { chunk("PLTE", palette, into: &out) }
         let perMeter = 2835 * max(1, pixelsPerPoint)  // 72 dpi is 2834.6 pixels per metre
         chunk("pHYs", be32(perMeter) + be32(perMeter) + [1], into: &out)
-        let compressed = bitmap.storage.withUnsafeBufferPointer { Deflate.zlib(UnsafeBufferPointer(rebasing: $0[0..<count])) }
+        let compressed = bitmap.storage.withUnsafeBufferPointer {
+            Deflate.zlib(UnsafeBufferPointer(rebasing: $0[0..<count]))
+        }
         chunk("IDAT", compressed, into: &out)
         chunk("IEND", [], into: &out)
         return out
     }
 
-    static func be32(_ v: Int) -> [UInt8] { [UInt8(v >> 24 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+    static func be32(_ v: Int) -> [UInt8] {
+        [UInt8(v >> 24 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)]
+    }
 
     static func chunk(_ type: String, _ data: [UInt8], into out: inout [UInt8]) {
         out += be32(data.count)
@@ -46,7 +51,9 @@ public enum PNGEncoder {
     /// palette's R, G, B triples are returned, in order of first use) or RGB. `count` is how many leading bytes
     /// of the storage those rows take.
     @_spi(Benchmark) public static func prepareRows(_ bitmap: inout Bitmap) -> (palette: [UInt8]?, count: Int) {
-        let w = bitmap.width, h = bitmap.height, rgbStride = bitmap.stride
+        let w = bitmap.width
+        let h = bitmap.height
+        let rgbStride = bitmap.stride
         var table = ColorTable()
         let indexed = bitmap.storage.withUnsafeBufferPointer { buf -> Bool in
             let base = buf.baseAddress!

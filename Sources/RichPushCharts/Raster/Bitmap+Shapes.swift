@@ -5,14 +5,25 @@ extension Bitmap {
     mutating func stroke(_ points: [(Double, Double)], lineWidth: Double, color: RGBAColor) {
         guard !points.isEmpty, lineWidth.isFinite, points.allSatisfy({ $0.0.isFinite && $0.1.isFinite }) else { return }
         let r = lineWidth / 2
-        var minX = Double.infinity, minY = Double.infinity, maxX = -Double.infinity, maxY = -Double.infinity
+        var minX = Double.infinity
+        var minY = Double.infinity
+        var maxX = -Double.infinity
+        var maxY = -Double.infinity
         for (x, y) in points {
             minX = min(minX, x)
             minY = min(minY, y)
             maxX = max(maxX, x)
             maxY = max(maxY, y)
         }
-        guard var mask = CoverageMask(minX: minX - r - 1, minY: minY - r - 1, maxX: maxX + r + 1, maxY: maxY + r + 1, clipWidth: width, clipHeight: height)
+        guard
+            var mask = CoverageMask(
+                minX: minX - r - 1,
+                minY: minY - r - 1,
+                maxX: maxX + r + 1,
+                maxY: maxY + r + 1,
+                clipWidth: width,
+                clipHeight: height
+            )
         else { return }
         if points.count == 1 {
             mask.addSegment(points[0].0, points[0].1, points[0].0, points[0].1, radius: r)
@@ -28,9 +39,19 @@ extension Bitmap {
         let r = lineWidth / 2
         let all = paths.flatMap { $0 }
         guard !all.isEmpty, lineWidth.isFinite, all.allSatisfy({ $0.0.isFinite && $0.1.isFinite }) else { return }
-        let minX = all.map(\.0).min()!, maxX = all.map(\.0).max()!
-        let minY = all.map(\.1).min()!, maxY = all.map(\.1).max()!
-        guard var mask = CoverageMask(minX: minX - r - 1, minY: minY - r - 1, maxX: maxX + r + 1, maxY: maxY + r + 1, clipWidth: width, clipHeight: height)
+        let minX = all.map(\.0).min()!
+        let maxX = all.map(\.0).max()!
+        let minY = all.map(\.1).min()!
+        let maxY = all.map(\.1).max()!
+        guard
+            var mask = CoverageMask(
+                minX: minX - r - 1,
+                minY: minY - r - 1,
+                maxX: maxX + r + 1,
+                maxY: maxY + r + 1,
+                clipWidth: width,
+                clipHeight: height
+            )
         else { return }
         for path in paths {
             if path.count == 1 { mask.addSegment(path[0].0, path[0].1, path[0].0, path[0].1, radius: r) }
@@ -44,8 +65,10 @@ extension Bitmap {
     /// An axis-aligned rectangle with exact area coverage at its edges (hairline grid lines stay crisp).
     mutating func fill(x0: Double, y0: Double, x1: Double, y1: Double, color: RGBAColor) {
         guard x0.isFinite, y0.isFinite, x1.isFinite, y1.isFinite else { return }
-        let ax = max(0, Bitmap.pixel(x0.rounded(.down))), bx = min(width - 1, Bitmap.pixel(x1.rounded(.up)) - 1)
-        let ay = max(0, Bitmap.pixel(y0.rounded(.down))), by = min(height - 1, Bitmap.pixel(y1.rounded(.up)) - 1)
+        let ax = max(0, Bitmap.pixel(x0.rounded(.down)))
+        let bx = min(width - 1, Bitmap.pixel(x1.rounded(.up)) - 1)
+        let ay = max(0, Bitmap.pixel(y0.rounded(.down)))
+        let by = min(height - 1, Bitmap.pixel(y1.rounded(.up)) - 1)
         guard ax <= bx, ay <= by else { return }
         for py in ay...by {
             let oy = min(y1, Double(py + 1)) - max(y0, Double(py))
@@ -59,13 +82,26 @@ extension Bitmap {
 
     /// A rectangle with rounded corners, clipped to rows `clipY0..<clipY1` (so that a bar can stand
     /// square on its baseline).
-    mutating func fillRoundedRect(x0: Double, y0: Double, x1: Double, y1: Double, radius: Double, clipY0: Double, clipY1: Double, color: RGBAColor) {
+    mutating func fillRoundedRect(
+        x0: Double,
+        y0: Double,
+        x1: Double,
+        y1: Double,
+        radius: Double,
+        clipY0: Double,
+        clipY1: Double,
+        color: RGBAColor
+    ) {
         guard [x0, y0, x1, y1, radius, clipY0, clipY1].allSatisfy(\.isFinite) else { return }
         let r = min(radius, (x1 - x0) / 2, (y1 - y0) / 2)
-        let cx = (x0 + x1) / 2, cy = (y0 + y1) / 2
-        let hx = (x1 - x0) / 2 - r, hy = (y1 - y0) / 2 - r
-        let ax = max(0, Bitmap.pixel(x0.rounded(.down))), bx = min(width - 1, Bitmap.pixel(x1.rounded(.up)))
-        let ay = max(0, Bitmap.pixel(max(y0, clipY0).rounded(.down))), by = min(height - 1, Bitmap.pixel(min(y1, clipY1).rounded(.up)))
+        let cx = (x0 + x1) / 2
+        let cy = (y0 + y1) / 2
+        let hx = (x1 - x0) / 2 - r
+        let hy = (y1 - y0) / 2 - r
+        let ax = max(0, Bitmap.pixel(x0.rounded(.down)))
+        let bx = min(width - 1, Bitmap.pixel(x1.rounded(.up)))
+        let ay = max(0, Bitmap.pixel(max(y0, clipY0).rounded(.down)))
+        let by = min(height - 1, Bitmap.pixel(min(y1, clipY1).rounded(.up)))
         guard ax <= bx, ay <= by else { return }
         for py in ay...by {
             let pcy = Double(py) + 0.5
@@ -75,7 +111,8 @@ extension Bitmap {
             for px in ax...bx {
                 let qx = abs(Double(px) + 0.5 - cx) - hx
                 let qy = abs(pcy - cy) - hy
-                let ox = max(qx, 0), oy = max(qy, 0)
+                let ox = max(qx, 0)
+                let oy = max(qy, 0)
                 let d = (ox * ox + oy * oy).squareRoot() + min(max(qx, qy), 0) - r
                 let cov = min(max(0.5 - d, 0), 1) * min(rowShare, 1)
                 if cov > 0 { blend(x: px, y: py, alpha: alpha(cov, color), color: color) }
@@ -85,12 +122,21 @@ extension Bitmap {
 
     /// The region between a polyline (points sorted by x) and a horizontal baseline, filled with `color`
     /// whose opacity runs from `topAlpha` at `gradientTop` to `bottomAlpha` at the baseline.
-    mutating func fillUnder(_ points: [(Double, Double)], baseline: Double, gradientTop: Double, color: RGBAColor, topAlpha: Double, bottomAlpha: Double) {
+    mutating func fillUnder(
+        _ points: [(Double, Double)],
+        baseline: Double,
+        gradientTop: Double,
+        color: RGBAColor,
+        topAlpha: Double,
+        bottomAlpha: Double
+    ) {
         guard points.count >= 2, baseline.isFinite, gradientTop.isFinite, topAlpha.isFinite, bottomAlpha.isFinite,
             points.allSatisfy({ $0.0.isFinite && $0.1.isFinite })
         else { return }
-        let firstX = points[0].0, lastX = points[points.count - 1].0
-        let ax = max(0, Bitmap.pixel(firstX.rounded(.down))), bx = min(width - 1, Bitmap.pixel(lastX.rounded(.up)) - 1)
+        let firstX = points[0].0
+        let lastX = points[points.count - 1].0
+        let ax = max(0, Bitmap.pixel(firstX.rounded(.down)))
+        let bx = min(width - 1, Bitmap.pixel(lastX.rounded(.up)) - 1)
         guard ax <= bx else { return }
         var seg = 0
         let span = max(baseline - gradientTop, 1)
@@ -100,11 +146,14 @@ extension Bitmap {
             if colShare <= 0 { continue }
             let cx = min(max(Double(px) + 0.5, firstX), lastX)
             while seg < points.count - 2 && points[seg + 1].0 < cx { seg += 1 }
-            let (x0, y0) = points[seg], (x1, y1) = points[seg + 1]
+            let (x0, y0) = points[seg]
+            let (x1, y1) = points[seg + 1]
             let t = x1 > x0 ? (cx - x0) / (x1 - x0) : 0
             let lineY = y0 + (y1 - y0) * t
-            let top = min(lineY, baseline), bottom = max(lineY, baseline)
-            let ay = max(0, Bitmap.pixel(top.rounded(.down))), by = min(height - 1, Bitmap.pixel(bottom.rounded(.up)) - 1)
+            let top = min(lineY, baseline)
+            let bottom = max(lineY, baseline)
+            let ay = max(0, Bitmap.pixel(top.rounded(.down)))
+            let by = min(height - 1, Bitmap.pixel(bottom.rounded(.up)) - 1)
             guard ay <= by else { continue }
             for py in ay...by {
                 let share = min(bottom, Double(py + 1)) - max(top, Double(py))

@@ -41,7 +41,9 @@ public struct Bitmap: Sendable {
     @inline(__always)
     mutating func blend(row y: Int, x0: Int, coverage: UnsafeBufferPointer<UInt8>, color: RGBAColor) {
         let alpha = UInt32(color.a)
-        let r = UInt32(color.r), g = UInt32(color.g), b = UInt32(color.b)
+        let r = UInt32(color.r)
+        let g = UInt32(color.g)
+        let b = UInt32(color.b)
         let base = y * stride + 1 + 3 * x0
         storage.withUnsafeMutableBufferPointer { buf in
             var i = base

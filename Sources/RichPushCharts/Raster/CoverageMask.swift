@@ -31,7 +31,8 @@ struct CoverageMask {
         let minY = max(y0, Bitmap.pixel((min(ay, by) - reach).rounded(.down)))
         let maxY = min(y0 + height - 1, Bitmap.pixel((max(ay, by) + reach).rounded(.up)))
         guard minX <= maxX, minY <= maxY else { return }
-        let dx = bx - ax, dy = by - ay
+        let dx = bx - ax
+        let dy = by - ay
         let len2 = dx * dx + dy * dy
         let reach2 = reach * reach
         values.withUnsafeMutableBufferPointer { v in
@@ -42,7 +43,8 @@ struct CoverageMask {
                     let cx = Double(px) + 0.5
                     var t = len2 > 0 ? ((cx - ax) * dx + (cy - ay) * dy) / len2 : 0
                     t = t < 0 ? 0 : (t > 1 ? 1 : t)
-                    let ex = ax + t * dx - cx, ey = ay + t * dy - cy
+                    let ex = ax + t * dx - cx
+                    let ey = ay + t * dy - cy
                     let d2 = ex * ex + ey * ey
                     if !(d2 < reach2) { continue }  // also skips NaN from extreme coordinates
                     let cov = reach - d2.squareRoot()
@@ -57,7 +59,12 @@ struct CoverageMask {
     func draw(on bitmap: inout Bitmap, color: RGBAColor) {
         values.withUnsafeBufferPointer { v in
             for row in 0..<height {
-                bitmap.blend(row: y0 + row, x0: x0, coverage: UnsafeBufferPointer(rebasing: v[(row * width)..<(row * width + width)]), color: color)
+                bitmap.blend(
+                    row: y0 + row,
+                    x0: x0,
+                    coverage: UnsafeBufferPointer(rebasing: v[(row * width)..<(row * width + width)]),
+                    color: color
+                )
             }
         }
     }

@@ -43,7 +43,13 @@ public enum StrokeFont {
     }
 
     /// The pixel paths of `text` whose left edge is at `x` and baseline at `baseline`.
-    static func paths(for text: String, x: Double, baseline: Double, size: Double, weight: Weight) -> [[(Double, Double)]] {
+    static func paths(
+        for text: String,
+        x: Double,
+        baseline: Double,
+        size: Double,
+        weight: Weight
+    ) -> [[(Double, Double)]] {
         let unit = size / unitsPerEm
         let stroke = size * weight.strokeFraction
         var pen = x + stroke / 2
@@ -71,7 +77,15 @@ extension Bitmap {
 
     /// Draws one line of text; returns its width in pixels.
     @discardableResult
-    mutating func draw(text: String, x: Double, baseline: Double, size: Double, weight: StrokeFont.Weight = .regular, align: TextAlignment = .left, color: RGBAColor) -> Double {
+    mutating func draw(
+        text: String,
+        x: Double,
+        baseline: Double,
+        size: Double,
+        weight: StrokeFont.Weight = .regular,
+        align: TextAlignment = .left,
+        color: RGBAColor
+    ) -> Double {
         let w = StrokeFont.width(of: text, size: size, weight: weight)
         let left: Double
         switch align {
@@ -79,7 +93,11 @@ extension Bitmap {
         case .right: left = x - w
         case .center: left = x - w / 2
         }
-        stroke(paths: StrokeFont.paths(for: text, x: left, baseline: baseline, size: size, weight: weight), lineWidth: size * weight.strokeFraction, color: color)
+        stroke(
+            paths: StrokeFont.paths(for: text, x: left, baseline: baseline, size: size, weight: weight),
+            lineWidth: size * weight.strokeFraction,
+            color: color
+        )
         return w
     }
 }

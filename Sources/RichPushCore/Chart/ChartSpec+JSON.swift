@@ -15,7 +15,9 @@ extension ChartSpec {
         let before = reader.report.errors.count
 
         if let t = reader.string(o, "type", at: path) {
-            if let k = Kind(rawValue: t) { spec.kind = k } else {
+            if let k = Kind(rawValue: t) {
+                spec.kind = k
+            } else {
                 reader.report.add(FieldReader.join(path, "type"), "enum", "must be one of line, area, bar, sparkline")
             }
         }
@@ -27,26 +29,50 @@ extension ChartSpec {
                         spec.series.append(Series(values: readValues(element, at: p, into: &reader)))
                     } else if let so = reader.object(element, at: p) {
                         reader.rejectUnknown(so, known: ["values", "color", "name"], at: p)
-                        let values = so["values"].map { readValues($0, at: FieldReader.join(p, "values"), into: &reader) } ?? []
-                        if so["values"] == nil { reader.report.add(FieldReader.join(p, "values"), "required", "a series needs values") }
-                        spec.series.append(Series(values: values, color: readColor(so, "color", at: p, into: &reader), name: reader.string(so, "name", at: p)))
+                        let values =
+                            so["values"].map { readValues($0, at: FieldReader.join(p, "values"), into: &reader) } ?? []
+                        if so["values"] == nil {
+                            reader.report.add(FieldReader.join(p, "values"), "required", "a series needs values")
+                        }
+                        spec.series.append(
+                            Series(
+                                values: values,
+                                color: readColor(so, "color", at: p, into: &reader),
+                                name: reader.string(so, "name", at: p)
+                            )
+                        )
                     }
                 }
             } else {
-                reader.report.add(FieldReader.join(path, "series"), "type", "expected an array, found \(seriesValue.typeName)")
+                reader.report.add(
+                    FieldReader.join(path, "series"),
+                    "type",
+                    "expected an array, found \(seriesValue.typeName)"
+                )
             }
         }
         if o["values"] != nil && o["series"] != nil {
-            reader.report.add(FieldReader.join(path, "values"), "exclusive", "give values (one series) or series, not both")
+            reader.report.add(
+                FieldReader.join(path, "values"),
+                "exclusive",
+                "give values (one series) or series, not both"
+            )
         }
         if let values = reader.present(o["values"], at: FieldReader.join(path, "values")) {
-            spec.series.append(Series(values: readValues(values, at: FieldReader.join(path, "values"), into: &reader), color: readColor(o, "color", at: path, into: &reader)))
+            spec.series.append(
+                Series(
+                    values: readValues(values, at: FieldReader.join(path, "values"), into: &reader),
+                    color: readColor(o, "color", at: path, into: &reader)
+                )
+            )
         }
         spec.title = reader.string(o, "title", at: path)
         spec.value = reader.string(o, "value", at: path)
         spec.change = reader.string(o, "change", at: path)
         if let t = reader.string(o, "trend", at: path) {
-            if let tr = Trend(rawValue: t) { spec.trend = tr } else {
+            if let tr = Trend(rawValue: t) {
+                spec.trend = tr
+            } else {
                 reader.report.add(FieldReader.join(path, "trend"), "enum", "must be one of up, down, flat")
             }
         }
@@ -69,7 +95,9 @@ extension ChartSpec {
         }
         if let s = reader.int(o, "scale", at: path) { spec.scale = Int(clamping: s) }
         if let t = reader.string(o, "theme", at: path) {
-            if let th = Theme(rawValue: t) { spec.theme = th } else {
+            if let th = Theme(rawValue: t) {
+                spec.theme = th
+            } else {
                 reader.report.add(FieldReader.join(path, "theme"), "enum", "must be light or dark")
             }
         }
@@ -77,9 +105,12 @@ extension ChartSpec {
             let p = FieldReader.join(path, "colors")
             reader.rejectUnknown(c, known: ["background", "text", "grid", "up", "down"], at: p)
             spec.colors = Colors(
-                background: readColor(c, "background", at: p, into: &reader), text: readColor(c, "text", at: p, into: &reader),
-                grid: readColor(c, "grid", at: p, into: &reader), up: readColor(c, "up", at: p, into: &reader),
-                down: readColor(c, "down", at: p, into: &reader))
+                background: readColor(c, "background", at: p, into: &reader),
+                text: readColor(c, "text", at: p, into: &reader),
+                grid: readColor(c, "grid", at: p, into: &reader),
+                up: readColor(c, "up", at: p, into: &reader),
+                down: readColor(c, "down", at: p, into: &reader)
+            )
         }
         if let g = reader.int(o, "grid", at: path) { spec.gridLines = Int(clamping: g) }
         if let w = reader.double(o, "line_width", at: path) { spec.lineWidth = w }
@@ -97,7 +128,9 @@ extension ChartSpec {
         var out: [Double] = []
         out.reserveCapacity(a.count)
         for (i, v) in a.enumerated() {
-            if let d = v.doubleValue { out.append(d) } else if v.isNull {
+            if let d = v.doubleValue {
+                out.append(d)
+            } else if v.isNull {
                 out.append(.nan)  // a gap in the line
             } else {
                 reader.report.add("\(path)[\(i)]", "type", "expected a number or null, found \(v.typeName)")
@@ -106,7 +139,12 @@ extension ChartSpec {
         return out
     }
 
-    private static func readColor(_ o: [String: JSONValue], _ key: String, at path: String, into reader: inout FieldReader) -> RGBAColor? {
+    private static func readColor(
+        _ o: [String: JSONValue],
+        _ key: String,
+        at path: String,
+        into reader: inout FieldReader
+    ) -> RGBAColor? {
         guard let s = reader.string(o, key, at: path) else { return nil }
         guard let c = RGBAColor(hex: s) else {
             reader.report.add(FieldReader.join(path, key), "color", "expected #RGB, #RRGGBB or #RRGGBBAA")
@@ -122,16 +160,26 @@ extension ChartSpec {
         if series.isEmpty { r.add(j("series"), "required", "a chart needs at least one series of values") }
         if series.count > Self.maxSeries { r.add(j("series"), "max-series", "at most \(Self.maxSeries) series") }
         for (i, s) in series.enumerated() {
-            if s.values.filter({ !$0.isNaN }).isEmpty { r.add("\(j("series"))[\(i)].values", "empty", "a series needs at least one number") }
+            if s.values.filter({ !$0.isNaN }).isEmpty {
+                r.add("\(j("series"))[\(i)].values", "empty", "a series needs at least one number")
+            }
             if s.values.count > Self.maxValuesPerSeries {
-                r.add("\(j("series"))[\(i)].values", "max-values", "at most \(Self.maxValuesPerSeries) values per series")
+                r.add(
+                    "\(j("series"))[\(i)].values",
+                    "max-values",
+                    "at most \(Self.maxValuesPerSeries) values per series"
+                )
             }
             if s.values.contains(where: { !$0.isNaN && !Self.isPlaceable($0) }) {
                 r.add("\(j("series"))[\(i)].values", "range", "values must be finite and within ±1e15")
             }
         }
         if !Self.sizeRange.contains(width) || !Self.sizeRange.contains(height) {
-            r.add(j("size"), "range", "width and height must be \(Self.sizeRange.lowerBound)...\(Self.sizeRange.upperBound) points")
+            r.add(
+                j("size"),
+                "range",
+                "width and height must be \(Self.sizeRange.lowerBound)...\(Self.sizeRange.upperBound) points"
+            )
         }
         if ![1, 2, 3].contains(scale) { r.add(j("scale"), "enum", "scale must be 1, 2 or 3") }
         if let lo = yMin, let hi = yMax, !(lo < hi) || !Self.isPlaceable(lo) || !Self.isPlaceable(hi) {
@@ -139,8 +187,13 @@ extension ChartSpec {
         }
         let drawn = Self.drawnScale(width: width, height: height, requested: scale)
         if drawn < scale, Self.sizeRange.contains(width), Self.sizeRange.contains(height) {
-            r.add(j("scale"), "pixel-budget", "drawn at scale \(drawn): \(width)x\(height) points at scale \(scale) would "
-                + "exceed the device's \(Self.maxPixels) pixels", .warning)
+            r.add(
+                j("scale"),
+                "pixel-budget",
+                "drawn at scale \(drawn): \(width)x\(height) points at scale \(scale) would "
+                    + "exceed the device's \(Self.maxPixels) pixels",
+                .warning
+            )
         }
         if !Self.gridRange.contains(gridLines) {
             r.add(j("grid"), "range", "grid must be \(Self.gridRange.lowerBound)...\(Self.gridRange.upperBound) lines")
@@ -160,12 +213,14 @@ extension ChartSpec {
             o["values"] = .array(series[0].values.map(Self.number))
             if let c = series[0].color { o["color"] = .string(c.description) }
         } else {
-            o["series"] = .array(series.map { s in
-                var so: [String: JSONValue] = ["values": .array(s.values.map(Self.number))]
-                if let c = s.color { so["color"] = .string(c.description) }
-                if let n = s.name { so["name"] = .string(n) }
-                return .object(so)
-            })
+            o["series"] = .array(
+                series.map { s in
+                    var so: [String: JSONValue] = ["values": .array(s.values.map(Self.number))]
+                    if let c = s.color { so["color"] = .string(c.description) }
+                    if let n = s.name { so["name"] = .string(n) }
+                    return .object(so)
+                }
+            )
         }
         if let title { o["title"] = .string(title) }
         if let value { o["value"] = .string(value) }
@@ -173,7 +228,9 @@ extension ChartSpec {
         if let trend { o["trend"] = .string(trend.rawValue) }
         if !labels.isEmpty { o["labels"] = .array(labels.map(JSONValue.string)) }
         if let yMin, let yMax { o["y"] = [.double(yMin), .double(yMax)] }
-        if width != Self.defaultWidth || height != Self.defaultHeight { o["size"] = [.int(Int64(width)), .int(Int64(height))] }
+        if width != Self.defaultWidth || height != Self.defaultHeight {
+            o["size"] = [.int(Int64(width)), .int(Int64(height))]
+        }
         if scale != 2 { o["scale"] = .int(Int64(scale)) }
         if theme != .light { o["theme"] = .string(theme.rawValue) }
         if let colors {

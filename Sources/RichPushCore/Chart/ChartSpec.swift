@@ -37,7 +37,13 @@ public struct ChartSpec: Sendable, Hashable {
         public var up: RGBAColor?
         public var down: RGBAColor?
 
-        public init(background: RGBAColor? = nil, text: RGBAColor? = nil, grid: RGBAColor? = nil, up: RGBAColor? = nil, down: RGBAColor? = nil) {
+        public init(
+            background: RGBAColor? = nil,
+            text: RGBAColor? = nil,
+            grid: RGBAColor? = nil,
+            up: RGBAColor? = nil,
+            down: RGBAColor? = nil
+        ) {
             self.background = background
             self.text = text
             self.grid = grid
@@ -104,10 +110,23 @@ public struct ChartSpec: Sendable, Hashable {
     public static func isPlaceable(_ v: Double) -> Bool { v.isFinite && abs(v) <= maxMagnitude }
 
     public init(
-        kind: Kind = .line, series: [Series], title: String? = nil, value: String? = nil, change: String? = nil,
-        trend: Trend? = nil, labels: [String] = [], yMin: Double? = nil, yMax: Double? = nil,
-        width: Int = ChartSpec.defaultWidth, height: Int = ChartSpec.defaultHeight, scale: Int = 2,
-        theme: Theme = .light, colors: Colors? = nil, gridLines: Int = 3, lineWidth: Double = 2, gradient: Bool = true
+        kind: Kind = .line,
+        series: [Series],
+        title: String? = nil,
+        value: String? = nil,
+        change: String? = nil,
+        trend: Trend? = nil,
+        labels: [String] = [],
+        yMin: Double? = nil,
+        yMax: Double? = nil,
+        width: Int = ChartSpec.defaultWidth,
+        height: Int = ChartSpec.defaultHeight,
+        scale: Int = 2,
+        theme: Theme = .light,
+        colors: Colors? = nil,
+        gridLines: Int = 3,
+        lineWidth: Double = 2,
+        gradient: Bool = true
     ) {
         self.kind = kind
         self.series = series
@@ -164,16 +183,22 @@ public struct RGBAColor: Sendable, Hashable, CustomStringConvertible {
         case 3: self.init(r: values[0] * 17, g: values[1] * 17, b: values[2] * 17)
         case 6: self.init(r: values[0] << 4 | values[1], g: values[2] << 4 | values[3], b: values[4] << 4 | values[5])
         case 8:
-            self.init(r: values[0] << 4 | values[1], g: values[2] << 4 | values[3], b: values[4] << 4 | values[5], a: values[6] << 4 | values[7])
+            self.init(
+                r: values[0] << 4 | values[1],
+                g: values[2] << 4 | values[3],
+                b: values[4] << 4 | values[5],
+                a: values[6] << 4 | values[7]
+            )
         default: return nil
         }
     }
 
     public var description: String {
         let hex = [r, g, b] + (a == 255 ? [] : [a])
-        return "#" + hex.map { byte in
-            let s = String(byte, radix: 16, uppercase: true)
-            return s.count == 1 ? "0" + s : s
-        }.joined()
+        return "#"
+            + hex.map { byte in
+                let s = String(byte, radix: 16, uppercase: true)
+                return s.count == 1 ? "0" + s : s
+            }.joined()
     }
 }

@@ -16,8 +16,12 @@ public enum ReceivedPayloadDecoder {
         var content = ReceivedRichContent()
         for (k, v) in userInfo {
             guard let key = k.base as? String else { continue }
-            if let value = JSONValue(foundation: v) { root[key] = value } else {
-                content.problems.append(PayloadProblem(path: key, code: "type", message: "value of type \(type(of: v)) is not JSON"))
+            if let value = JSONValue(foundation: v) {
+                root[key] = value
+            } else {
+                content.problems.append(
+                    PayloadProblem(path: key, code: "type", message: "value of type \(type(of: v)) is not JSON")
+                )
             }
         }
         var decoded = decode(.object(root))
@@ -63,7 +67,10 @@ private struct Decoding {
         case nil, .null?: return nil
         case .string(let s)?:
             let t = s.trimmingCharacters(in: .whitespacesAndNewlines)
-            if t.isEmpty { problem(path, "empty", "empty string"); return nil }
+            if t.isEmpty {
+                problem(path, "empty", "empty string")
+                return nil
+            }
             return t
         case let other?:
             problem(path, "type", "expected a string, found \(other.typeName)")
@@ -87,8 +94,17 @@ private struct Decoding {
     }
 
     /// Adds media after checking its URL; the same URL from two providers is kept once.
-    mutating func add(_ url: String, _ path: String, source: PayloadSource, kind: MediaKind? = nil, type: String? = nil, thumbnail: PushMedia.Thumbnail? = nil) {
-        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), let host = parsed.host, !host.isEmpty else {
+    mutating func add(
+        _ url: String,
+        _ path: String,
+        source: PayloadSource,
+        kind: MediaKind? = nil,
+        type: String? = nil,
+        thumbnail: PushMedia.Thumbnail? = nil
+    ) {
+        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), let host = parsed.host,
+            !host.isEmpty
+        else {
             problem(path, "bad-url", "'\(url.prefix(100))' is not an absolute URL")
             return
         }
@@ -98,7 +114,9 @@ private struct Decoding {
         }
         found(source)
         guard seenURLs.insert(url).inserted else { return }
-        content.media.append(ReceivedMedia(url: url, kindHint: kind, typeHint: type, thumbnail: thumbnail, source: source))
+        content.media.append(
+            ReceivedMedia(url: url, kindHint: kind, typeHint: type, thumbnail: thumbnail, source: source)
+        )
     }
 
     mutating func number(_ value: JSONValue?, _ path: String) -> Double? {
@@ -157,7 +175,11 @@ private struct Decoding {
         guard let rp = object(value, p) else { return }
         found(.richpush)
         if let v = rp["v"], let version = v.intValue, version > RichPushKey.version {
-            problem("\(p).v", "newer-version", "format version \(version) is newer than this library's \(RichPushKey.version); reading the fields it knows")
+            problem(
+                "\(p).v",
+                "newer-version",
+                "format version \(version) is newer than this library's \(RichPushKey.version); reading the fields it knows"
+            )
         }
         content.notificationID = string(rp["id"], "\(p).id")
         switch rp["m"] {
@@ -165,35 +187,63 @@ private struct Decoding {
         case .array(let list)?:
             for (i, element) in list.enumerated() {
                 let mp = "\(p).m[\(i)]"
-                if case .string(let s) = element { add(s, mp, source: .richpush); continue }
+                if case .string(let s) = element {
+                    add(s, mp, source: .richpush)
+                    continue
+                }
                 guard let m = object(element, mp), let url = string(m["u"], "\(mp).u") else { continue }
                 let kind = string(m["k"], "\(mp).k").flatMap(MediaKind.init(hint:))
-                var thumb = PushMedia.Thumbnail(crop: crop(m["c"], "\(mp).c"), time: number(m["f"], "\(mp).f"), hidden: flag(m["h"], "\(mp).h"))
+                var thumb = PushMedia.Thumbnail(
+                    crop: crop(m["c"], "\(mp).c"),
+                    time: number(m["f"], "\(mp).f"),
+                    hidden: flag(m["h"], "\(mp).h")
+                )
                 if thumb.time.map({ $0 < 0 }) == true { thumb.time = nil }
-                add(url, mp, source: .richpush, kind: kind, type: string(m["t"], "\(mp).t"), thumbnail: thumb == PushMedia.Thumbnail() ? nil : thumb)
+                add(
+                    url,
+                    mp,
+                    source: .richpush,
+                    kind: kind,
+                    type: string(m["t"], "\(mp).t"),
+                    thumbnail: thumb == PushMedia.Thumbnail() ? nil : thumb
+                )
             }
         case let other?:
             problem("\(p).m", "type", "expected an array, found \(other.typeName)")
         }
         if let c = rp["c"], !c.isNull {
             do { content.chart = try ChartSpec.decode(c) } catch {
-                problem("\(p).c", "bad-chart", "chart ignored: " + error.issues.map(\.description).joined(separator: "; "))
+                problem(
+                    "\(p).c",
+                    "bad-chart",
+                    "chart ignored: " + error.issues.map(\.description).joined(separator: "; ")
+                )
             }
         }
         if let o = object(rp["o"], "\(p).o") {
-            let co = PushMessage.ContentOverride(title: string(o["t"], "\(p).o.t"), subtitle: string(o["s"], "\(p).o.s"), body: string(o["b"], "\(p).o.b"))
+            let co = PushMessage.ContentOverride(
+                title: string(o["t"], "\(p).o.t"),
+                subtitle: string(o["s"], "\(p).o.s"),
+                body: string(o["b"], "\(p).o.b")
+            )
             if co != PushMessage.ContentOverride() { content.contentOverride = co }
         }
         if let l = string(rp["l"], "\(p).l") { content.deepLink = l }
         if let r = string(rp["r"], "\(p).r") {
             let scheme = URL(string: r)?.scheme?.lowercased()
-            if scheme == "https" || scheme == "http" { content.receiptURL = r } else { problem("\(p).r", "url", "the receipt address is not an http(s) URL") }
+            if scheme == "https" || scheme == "http" {
+                content.receiptURL = r
+            } else {
+                problem("\(p).r", "url", "the receipt address is not an http(s) URL")
+            }
         }
     }
 
     mutating func readFCM(_ root: [String: JSONValue]) {
         guard let o = object(root["fcm_options"], "fcm_options") else { return }
-        if let url = string(o["image"], "fcm_options.image") { add(url, "fcm_options.image", source: .fcm, kind: .image) }
+        if let url = string(o["image"], "fcm_options.image") {
+            add(url, "fcm_options.image", source: .fcm, kind: .image)
+        }
     }
 
     mutating func readBraze(_ root: [String: JSONValue]) {
@@ -209,7 +259,9 @@ private struct Decoding {
         var places: [(JSONValue?, String)] = [(root["att"], "att"), (root["at"], "at")]
         if let os = object(root["os_data"], "os_data") {
             places += [(os["att"], "os_data.att"), (os["at"], "os_data.at")]
-            if content.deepLink == nil, let custom = object(os["custom"], "os_data.custom"), let u = string(custom["u"], "os_data.custom.u") {
+            if content.deepLink == nil, let custom = object(os["custom"], "os_data.custom"),
+                let u = string(custom["u"], "os_data.custom.u")
+            {
                 content.deepLink = u
             }
         }
@@ -226,7 +278,9 @@ private struct Decoding {
                 problem(path, "type", "expected an object of id → url, found \(other.typeName)")
             }
         }
-        if content.deepLink == nil, let custom = object(root["custom"], "custom"), let u = string(custom["u"], "custom.u") {
+        if content.deepLink == nil, let custom = object(root["custom"], "custom"),
+            let u = string(custom["u"], "custom.u")
+        {
             content.deepLink = u
         }
     }
@@ -239,7 +293,9 @@ private struct Decoding {
         case nil, .null?: break
         case .string?: if let u = string(a["url"], "\(p).url") { entries.append((u, nil, "\(p).url")) }
         case .array(let list)?:
-            for (i, v) in list.enumerated() { if let u = string(v, "\(p).url[\(i)]") { entries.append((u, nil, "\(p).url[\(i)]")) } }
+            for (i, v) in list.enumerated() {
+                if let u = string(v, "\(p).url[\(i)]") { entries.append((u, nil, "\(p).url[\(i)]")) }
+            }
         case let other?: problem("\(p).url", "type", "expected a string or an array, found \(other.typeName)")
         }
         switch a["urls"] {
@@ -253,17 +309,27 @@ private struct Decoding {
         case let other?: problem("\(p).urls", "type", "expected an array, found \(other.typeName)")
         }
         // The thumbnail's attachment goes first: the system shows the first attachment's thumbnail.
-        if let thumb = string(a["thumbnail_id"], "\(p).thumbnail_id"), let i = entries.firstIndex(where: { $0.id == thumb }) {
+        if let thumb = string(a["thumbnail_id"], "\(p).thumbnail_id"),
+            let i = entries.firstIndex(where: { $0.id == thumb })
+        {
             entries.insert(entries.remove(at: i), at: 0)
         }
         var thumbnail: PushMedia.Thumbnail?
         if let options = object(a["options"], "\(p).options") {
-            let t = PushMedia.Thumbnail(crop: crop(options["crop"], "\(p).options.crop"), time: number(options["time"], "\(p).options.time"), hidden: flag(options["hidden"], "\(p).options.hidden"))
+            let t = PushMedia.Thumbnail(
+                crop: crop(options["crop"], "\(p).options.crop"),
+                time: number(options["time"], "\(p).options.time"),
+                hidden: flag(options["hidden"], "\(p).options.hidden")
+            )
             if t != PushMedia.Thumbnail() { thumbnail = t }
         }
         for (n, e) in entries.enumerated() { add(e.url, e.path, source: .airship, thumbnail: n == 0 ? thumbnail : nil) }
         if content.contentOverride == nil, let c = object(a["content"], "\(p).content") {
-            let co = PushMessage.ContentOverride(title: string(c["title"], "\(p).content.title"), subtitle: string(c["subtitle"], "\(p).content.subtitle"), body: string(c["body"], "\(p).content.body"))
+            let co = PushMessage.ContentOverride(
+                title: string(c["title"], "\(p).content.title"),
+                subtitle: string(c["subtitle"], "\(p).content.subtitle"),
+                body: string(c["body"], "\(p).content.body")
+            )
             if co != PushMessage.ContentOverride() { content.contentOverride = co }
         }
         if content.deepLink == nil, let link = string(root["^d"], "^d") { content.deepLink = link }
@@ -272,13 +338,21 @@ private struct Decoding {
     mutating func readCleverTap(_ root: [String: JSONValue]) {
         guard let url = string(root["ct_mediaUrl"], "ct_mediaUrl") else { return }
         let type = string(root["ct_mediaType"], "ct_mediaType")
-        add(url, "ct_mediaUrl", source: .clevertap, kind: type.flatMap(MediaKind.init(hint:)), type: type == "gif" ? "gif" : nil)
+        add(
+            url,
+            "ct_mediaUrl",
+            source: .clevertap,
+            kind: type.flatMap(MediaKind.init(hint:)),
+            type: type == "gif" ? "gif" : nil
+        )
         if content.deepLink == nil, let link = string(root["wzrk_dl"], "wzrk_dl") { content.deepLink = link }
     }
 
     mutating func readIterable(_ root: [String: JSONValue]) {
         guard let itbl = object(root["itbl"], "itbl") else { return }
-        if let url = string(itbl["attachment-url"], "itbl.attachment-url") { add(url, "itbl.attachment-url", source: .iterable) }
+        if let url = string(itbl["attachment-url"], "itbl.attachment-url") {
+            add(url, "itbl.attachment-url", source: .iterable)
+        }
     }
 
     mutating func readCustomerIO(_ root: [String: JSONValue]) {

@@ -12,7 +12,13 @@ public struct ReceivedMedia: Sendable, Hashable {
     public var thumbnail: PushMedia.Thumbnail?
     public var source: PayloadSource
 
-    public init(url: String, kindHint: MediaKind? = nil, typeHint: String? = nil, thumbnail: PushMedia.Thumbnail? = nil, source: PayloadSource) {
+    public init(
+        url: String,
+        kindHint: MediaKind? = nil,
+        typeHint: String? = nil,
+        thumbnail: PushMedia.Thumbnail? = nil,
+        source: PayloadSource
+    ) {
         self.url = url
         self.kindHint = kindHint
         self.typeHint = typeHint
@@ -23,7 +29,8 @@ public struct ReceivedMedia: Sendable, Hashable {
     /// The type the payload's hint names, if it names one RichPush knows.
     public var hintedType: MediaType? {
         guard let hint = typeHint else { return nil }
-        return MediaType(mimeType: hint) ?? MediaType(fileExtension: hint.hasPrefix(".") ? String(hint.dropFirst()) : hint)
+        return MediaType(mimeType: hint)
+            ?? MediaType(fileExtension: hint.hasPrefix(".") ? String(hint.dropFirst()) : hint)
     }
 }
 

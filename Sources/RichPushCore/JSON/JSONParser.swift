@@ -14,7 +14,9 @@ extension JSONValue {
     /// let value = try JSONValue.parse(Data(#"{"aps":{"mutable-content":1}}"#.utf8))
     /// ```
     public static func parse(
-        _ data: some Collection<UInt8>, maxDepth: Int = 64, deepValues: DeepValues = .refuse
+        _ data: some Collection<UInt8>,
+        maxDepth: Int = 64,
+        deepValues: DeepValues = .refuse
     ) throws(JSONSyntaxError) -> JSONValue {
         var parser = JSONParser(bytes: Array(data), maxDepth: maxDepth, deepValues: deepValues)
         return try parser.parseDocument()
@@ -76,9 +78,15 @@ struct JSONParser {
         case UInt8(ascii: "{"): return try parseObject()
         case UInt8(ascii: "["): return try parseArray()
         case UInt8(ascii: "\""): return .string(try parseString())
-        case UInt8(ascii: "t"): try expectLiteral("true"); return .bool(true)
-        case UInt8(ascii: "f"): try expectLiteral("false"); return .bool(false)
-        case UInt8(ascii: "n"): try expectLiteral("null"); return .null
+        case UInt8(ascii: "t"):
+            try expectLiteral("true")
+            return .bool(true)
+        case UInt8(ascii: "f"):
+            try expectLiteral("false")
+            return .bool(false)
+        case UInt8(ascii: "n"):
+            try expectLiteral("null")
+            return .null
         case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"): return try parseNumber()
         default: throw fail("unexpected character")
         }
@@ -165,7 +173,10 @@ struct JSONParser {
         index += 1
         var result: [String: JSONValue] = [:]
         skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "}") { index += 1; return .object(result) }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "}") {
+            index += 1
+            return .object(result)
+        }
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a key string") }
@@ -177,8 +188,14 @@ struct JSONParser {
             result[key] = try parseValue()
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end of input in object") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "}") { index += 1; return .object(result) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "}") {
+                index += 1
+                return .object(result)
+            }
             throw fail("expected ',' or '}'")
         }
     }
@@ -190,14 +207,23 @@ struct JSONParser {
         index += 1
         var result: [JSONValue] = []
         skipWhitespace()
-        if index < bytes.count, bytes[index] == UInt8(ascii: "]") { index += 1; return .array(result) }
+        if index < bytes.count, bytes[index] == UInt8(ascii: "]") {
+            index += 1
+            return .array(result)
+        }
         while true {
             skipWhitespace()
             result.append(try parseValue())
             skipWhitespace()
             guard index < bytes.count else { throw fail("unexpected end of input in array") }
-            if bytes[index] == UInt8(ascii: ",") { index += 1; continue }
-            if bytes[index] == UInt8(ascii: "]") { index += 1; return .array(result) }
+            if bytes[index] == UInt8(ascii: ",") {
+                index += 1
+                continue
+            }
+            if bytes[index] == UInt8(ascii: "]") {
+                index += 1
+                return .array(result)
+            }
             throw fail("expected ',' or ']'")
         }
     }
@@ -229,7 +255,8 @@ struct JSONParser {
                 case UInt8(ascii: "u"):
                     var scalar = try parseHex4()
                     if (0xD800...0xDBFF).contains(scalar) {
-                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"), bytes[index + 1] == UInt8(ascii: "u")
+                        guard index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                            bytes[index + 1] == UInt8(ascii: "u")
                         else { throw fail("lone high surrogate") }
                         index += 2
                         let low = try parseHex4()
@@ -291,7 +318,9 @@ struct JSONParser {
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             isInteger = false
             index += 1
-            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                index += 1
+            }
             guard index < bytes.count, isDigit(bytes[index]) else { throw fail("digit expected in exponent") }
             while index < bytes.count, isDigit(bytes[index]) { index += 1 }
         }

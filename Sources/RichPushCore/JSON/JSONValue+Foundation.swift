@@ -18,21 +18,29 @@ extension JSONValue {
         // Exact Swift types first: NSNumber bridges 0 and 1 to Bool, so a cast alone cannot tell them apart.
         let type = Swift.type(of: value)
         if value is NSNull {
-            self = .null; return
+            self = .null
+            return
         } else if let s = value as? String {
-            self = .string(s); return
+            self = .string(s)
+            return
         } else if type == Bool.self, let b = value as? Bool {
-            self = .bool(b); return
+            self = .bool(b)
+            return
         } else if type == Int.self, let i = value as? Int {
-            self = .int(Int64(i)); return
+            self = .int(Int64(i))
+            return
         } else if type == Int64.self, let i = value as? Int64 {
-            self = .int(i); return
+            self = .int(i)
+            return
         } else if type == Int32.self, let i = value as? Int32 {
-            self = .int(Int64(i)); return
+            self = .int(Int64(i))
+            return
         } else if type == Double.self, let d = value as? Double {
-            self = d.isFinite ? .double(d) : .null; return
+            self = d.isFinite ? .double(d) : .null
+            return
         } else if type == Float.self, let f = value as? Float {
-            self = f.isFinite ? .double(Double(f)) : .null; return
+            self = f.isFinite ? .double(Double(f)) : .null
+            return
         } else if let n = value as? NSNumber {
             let code = String(cString: n.objCType)
             if code == "c" || code == "B" {

@@ -84,7 +84,8 @@ public enum MediaSniffer {
         case "M4A ", "M4B ", "M4P ", "F4A ", "F4B ": return .m4a
         case "qt  ": return .quickTime
         case "isom", "iso2", "iso3", "iso4", "iso5", "iso6", "iso7", "iso8", "iso9", "mp41", "mp42", "mp71", "avc1",
-            "dash", "M4V ", "M4VH", "M4VP", "mmp4", "MSNV", "NDAS", "f4v ", "3gp4", "3gp5", "3gp6", "3g2a", "3ge6", "3gg6":
+            "dash", "M4V ", "M4VH", "M4VP", "mmp4", "MSNV", "NDAS", "f4v ", "3gp4", "3gp5", "3gp6", "3g2a", "3ge6",
+            "3gg6":
             return .mp4
         default: return nil
         }
@@ -156,7 +157,8 @@ public enum MediaSniffer {
         guard bitrateIndex > 0 else { return nil }  // free format: length unknown
         let v1 = [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320]
         let v2 = [0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160]
-        let rates: [Int] = version == 3 ? [44100, 48000, 32000] : version == 2 ? [22050, 24000, 16000] : [11025, 12000, 8000]
+        let rates: [Int] =
+            version == 3 ? [44100, 48000, 32000] : version == 2 ? [22050, 24000, 16000] : [11025, 12000, 8000]
         let kbps = version == 3 ? v1[bitrateIndex] : v2[bitrateIndex]
         let samples = version == 3 ? 144 : 72
         return samples * kbps * 1000 / rates[rateIndex] + padding

@@ -19,10 +19,14 @@ public enum MediaType: String, Sendable, Hashable, CaseIterable {
     // Apple attaches these.
     case jpeg, png, gif
     case mp3, wav, aiff, m4a
-    case mp4, mpeg, mpeg2Video = "mpeg2-video", avi
+    case mp4, mpeg
+    case mpeg2Video = "mpeg2-video"
+    case avi
     // Recognised, but Apple will not attach them.
     case webp, heic, heif, avif, bmp, tiff, svg
-    case quickTime = "quicktime", mpegTransportStream = "mpeg-ts", webm, aac, flac, ogg
+    case quickTime = "quicktime"
+    case mpegTransportStream = "mpeg-ts"
+    case webm, aac, flac, ogg
     case html, xml, json, pdf
 
     /// The Uniform Type Identifier, used as the attachment's type hint.

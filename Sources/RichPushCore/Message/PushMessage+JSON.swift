@@ -3,7 +3,8 @@ extension PushMessage {
     public static let knownKeys: Set<String> = [
         "id", "alert", "title", "subtitle", "body", "media", "chart", "sound", "badge", "category", "thread_id",
         "collapse_id", "push_type", "priority", "ttl", "expiration", "interruption_level", "relevance_score",
-        "content_available", "content_override", "data", "deep_link", "chart_image_url", "receipt_url", "analytics_label", "targets",
+        "content_available", "content_override", "data", "deep_link", "chart_image_url", "receipt_url",
+        "analytics_label", "targets",
     ]
 
     /// Reads a message from its JSON form (see `docs/payload-format.md`), throwing every problem found in
@@ -35,13 +36,26 @@ extension PushMessage {
             // A string is the body, held to the body's rule.
             if body.isEmpty { r.report.add("alert", "empty", "must not be empty") } else { m.alert.body = body }
         } else if let a = r.object(o["alert"], at: "alert") {
-            r.rejectUnknown(a, known: ["title", "subtitle", "body", "title_loc_key", "title_loc_args", "subtitle_loc_key", "subtitle_loc_args", "loc_key", "loc_args", "launch_image"], at: "alert")
+            r.rejectUnknown(
+                a,
+                known: [
+                    "title", "subtitle", "body", "title_loc_key", "title_loc_args", "subtitle_loc_key",
+                    "subtitle_loc_args", "loc_key", "loc_args", "launch_image",
+                ],
+                at: "alert"
+            )
             m.alert = Alert(
-                title: r.string(a, "title", at: "alert"), subtitle: r.string(a, "subtitle", at: "alert"),
-                body: r.string(a, "body", at: "alert"), titleLocKey: r.string(a, "title_loc_key", at: "alert"),
-                titleLocArgs: r.strings(a, "title_loc_args", at: "alert"), subtitleLocKey: r.string(a, "subtitle_loc_key", at: "alert"),
-                subtitleLocArgs: r.strings(a, "subtitle_loc_args", at: "alert"), locKey: r.string(a, "loc_key", at: "alert"),
-                locArgs: r.strings(a, "loc_args", at: "alert"), launchImage: r.string(a, "launch_image", at: "alert"))
+                title: r.string(a, "title", at: "alert"),
+                subtitle: r.string(a, "subtitle", at: "alert"),
+                body: r.string(a, "body", at: "alert"),
+                titleLocKey: r.string(a, "title_loc_key", at: "alert"),
+                titleLocArgs: r.strings(a, "title_loc_args", at: "alert"),
+                subtitleLocKey: r.string(a, "subtitle_loc_key", at: "alert"),
+                subtitleLocArgs: r.strings(a, "subtitle_loc_args", at: "alert"),
+                locKey: r.string(a, "loc_key", at: "alert"),
+                locArgs: r.strings(a, "loc_args", at: "alert"),
+                launchImage: r.string(a, "launch_image", at: "alert")
+            )
         }
         // Top-level title/subtitle/body are a shorthand for the alert's.
         if let t = r.string(o, "title", at: "") { m.alert.title = t }
@@ -55,7 +69,11 @@ extension PushMessage {
         case .string(let name)?: m.sound = Sound(name: name)
         case .object(let so)?:
             r.rejectUnknown(so, known: ["name", "critical", "volume"], at: "sound")
-            m.sound = Sound(name: r.string(so, "name", at: "sound") ?? "default", critical: r.bool(so, "critical", at: "sound") ?? false, volume: r.double(so, "volume", at: "sound"))
+            m.sound = Sound(
+                name: r.string(so, "name", at: "sound") ?? "default",
+                critical: r.bool(so, "critical", at: "sound") ?? false,
+                volume: r.double(so, "volume", at: "sound")
+            )
         case nil: break
         case let other?: r.report.add("sound", "type", "expected a sound name or an object, found \(other.typeName)")
         }
@@ -64,17 +82,27 @@ extension PushMessage {
         m.threadID = r.string(o, "thread_id", at: "")
         m.collapseID = r.string(o, "collapse_id", at: "")
         if let t = r.string(o, "push_type", at: "") {
-            if let pt = PushType(rawValue: t) { m.pushType = pt } else {
-                r.report.add("push_type", "enum", "unknown push type '\(t)'; one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))")
+            if let pt = PushType(rawValue: t) {
+                m.pushType = pt
+            } else {
+                r.report.add(
+                    "push_type",
+                    "enum",
+                    "unknown push type '\(t)'; one of \(PushType.allCases.map(\.rawValue).joined(separator: ", "))"
+                )
             }
         }
         switch r.present(o["priority"], at: "priority") {
         case .string(let s)?:
-            if let p = Priority(rawValue: s.lowercased()) { m.priority = p } else {
+            if let p = Priority(rawValue: s.lowercased()) {
+                m.priority = p
+            } else {
                 r.report.add("priority", "enum", "must be high, normal or low (or 10, 5, 1)")
             }
         case let v? where v.intValue != nil:
-            if let p = Priority(apnsValue: Int(clamping: v.intValue!)) { m.priority = p } else {
+            if let p = Priority(apnsValue: Int(clamping: v.intValue!)) {
+                m.priority = p
+            } else {
                 r.report.add("priority", "enum", "must be high, normal or low (or 10, 5, 1)")
             }
         case nil: break
@@ -83,7 +111,9 @@ extension PushMessage {
         if let t = r.int(o, "ttl", at: "") { m.ttl = Int(clamping: t) }
         m.expiration = r.int(o, "expiration", at: "")
         if let l = r.string(o, "interruption_level", at: "") {
-            if let il = InterruptionLevel(rawValue: l) { m.interruptionLevel = il } else {
+            if let il = InterruptionLevel(rawValue: l) {
+                m.interruptionLevel = il
+            } else {
                 r.report.add("interruption_level", "enum", "must be passive, active, time-sensitive or critical")
             }
         }
@@ -94,7 +124,8 @@ extension PushMessage {
             m.contentOverride = ContentOverride(
                 title: r.string(co, "title", at: "content_override", allowEmpty: true),
                 subtitle: r.string(co, "subtitle", at: "content_override", allowEmpty: true),
-                body: r.string(co, "body", at: "content_override", allowEmpty: true))
+                body: r.string(co, "body", at: "content_override", allowEmpty: true)
+            )
         }
         m.data = r.object(o["data"], at: "data") ?? [:]
         m.deepLink = r.string(o, "deep_link", at: "")
@@ -104,8 +135,11 @@ extension PushMessage {
         if let t = r.object(o["targets"], at: "targets") {
             r.rejectUnknown(t, known: ["apns_tokens", "fcm_tokens", "topic", "condition"], at: "targets")
             m.targets = Targets(
-                apnsTokens: r.strings(t, "apns_tokens", at: "targets") ?? [], fcmTokens: r.strings(t, "fcm_tokens", at: "targets") ?? [],
-                topic: r.string(t, "topic", at: "targets"), condition: r.string(t, "condition", at: "targets"))
+                apnsTokens: r.strings(t, "apns_tokens", at: "targets") ?? [],
+                fcmTokens: r.strings(t, "fcm_tokens", at: "targets") ?? [],
+                topic: r.string(t, "topic", at: "targets"),
+                condition: r.string(t, "condition", at: "targets")
+            )
         }
         return (m, r.report)
     }
@@ -134,7 +168,9 @@ extension PushMessage {
             }
             var media = PushMedia(url: url)
             if let k = r.string(mo, "kind", at: path) {
-                if let kind = MediaKind(hint: k) { media.kind = kind } else {
+                if let kind = MediaKind(hint: k) {
+                    media.kind = kind
+                } else {
                     r.report.add("\(path).kind", "enum", "must be image, audio or video")
                 }
             }
@@ -146,9 +182,13 @@ extension PushMessage {
                 if let c = r.object(t["crop"], at: "\(tp).crop") {
                     let cp = "\(tp).crop"
                     r.rejectUnknown(c, known: ["x", "y", "width", "height"], at: cp)
-                    let x = r.double(c, "x", at: cp), y = r.double(c, "y", at: cp)
-                    let w = r.double(c, "width", at: cp), h = r.double(c, "height", at: cp)
-                    if let w, let h { thumb.crop = UnitRect(x: x ?? 0, y: y ?? 0, width: w, height: h) } else {
+                    let x = r.double(c, "x", at: cp)
+                    let y = r.double(c, "y", at: cp)
+                    let w = r.double(c, "width", at: cp)
+                    let h = r.double(c, "height", at: cp)
+                    if let w, let h {
+                        thumb.crop = UnitRect(x: x ?? 0, y: y ?? 0, width: w, height: h)
+                    } else {
                         r.report.add(cp, "required", "crop needs width and height")
                     }
                 }
@@ -166,7 +206,9 @@ extension PushMessage {
         put("id", id)
         var a: [String: JSONValue] = [:]
         func putA(_ key: String, _ value: String?) { if let value { a[key] = .string(value) } }
-        func putArgs(_ key: String, _ value: [String]?) { if let value { a[key] = .array(value.map(JSONValue.string)) } }
+        func putArgs(_ key: String, _ value: [String]?) {
+            if let value { a[key] = .array(value.map(JSONValue.string)) }
+        }
         putA("title", alert.title)
         putA("subtitle", alert.subtitle)
         putA("body", alert.body)
@@ -179,23 +221,32 @@ extension PushMessage {
         putA("launch_image", alert.launchImage)
         if !a.isEmpty { o["alert"] = .object(a) }
         if !media.isEmpty {
-            o["media"] = .array(media.map { m in
-                var mo: [String: JSONValue] = ["url": .string(m.url)]
-                if let k = m.kind { mo["kind"] = .string(k.rawValue) }
-                if let t = m.mimeType { mo["type"] = .string(t) }
-                if let t = m.thumbnail {
-                    var to: [String: JSONValue] = [:]
-                    if let c = t.crop { to["crop"] = ["x": .double(c.x), "y": .double(c.y), "width": .double(c.width), "height": .double(c.height)] }
-                    if let time = t.time { to["time"] = .double(time) }
-                    if let h = t.hidden { to["hidden"] = .bool(h) }
-                    mo["thumbnail"] = .object(to)
+            o["media"] = .array(
+                media.map { m in
+                    var mo: [String: JSONValue] = ["url": .string(m.url)]
+                    if let k = m.kind { mo["kind"] = .string(k.rawValue) }
+                    if let t = m.mimeType { mo["type"] = .string(t) }
+                    if let t = m.thumbnail {
+                        var to: [String: JSONValue] = [:]
+                        if let c = t.crop {
+                            to["crop"] = [
+                                "x": .double(c.x), "y": .double(c.y), "width": .double(c.width),
+                                "height": .double(c.height),
+                            ]
+                        }
+                        if let time = t.time { to["time"] = .double(time) }
+                        if let h = t.hidden { to["hidden"] = .bool(h) }
+                        mo["thumbnail"] = .object(to)
+                    }
+                    return .object(mo)
                 }
-                return .object(mo)
-            })
+            )
         }
         if let chart { o["chart"] = chart.json }
         if let sound {
-            if !sound.critical && sound.volume == nil { o["sound"] = .string(sound.name) } else {
+            if !sound.critical && sound.volume == nil {
+                o["sound"] = .string(sound.name)
+            } else {
                 var so: [String: JSONValue] = ["name": .string(sound.name), "critical": .bool(sound.critical)]
                 if let v = sound.volume { so["volume"] = .double(v) }
                 o["sound"] = .object(so)

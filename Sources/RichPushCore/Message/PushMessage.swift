@@ -49,12 +49,27 @@ public struct PushMessage: Sendable, Hashable {
     public var targets: Targets
 
     public init(
-        id: String? = nil, alert: Alert = Alert(), media: [PushMedia] = [], chart: ChartSpec? = nil, sound: Sound? = nil,
-        badge: Int? = nil, category: String? = nil, threadID: String? = nil, collapseID: String? = nil,
-        pushType: PushType = .alert, priority: Priority? = nil, ttl: Int? = nil, expiration: Int64? = nil,
-        interruptionLevel: InterruptionLevel? = nil, relevanceScore: Double? = nil, contentAvailable: Bool = false,
-        contentOverride: ContentOverride? = nil, data: [String: JSONValue] = [:], deepLink: String? = nil,
-        analyticsLabel: String? = nil, targets: Targets = Targets()
+        id: String? = nil,
+        alert: Alert = Alert(),
+        media: [PushMedia] = [],
+        chart: ChartSpec? = nil,
+        sound: Sound? = nil,
+        badge: Int? = nil,
+        category: String? = nil,
+        threadID: String? = nil,
+        collapseID: String? = nil,
+        pushType: PushType = .alert,
+        priority: Priority? = nil,
+        ttl: Int? = nil,
+        expiration: Int64? = nil,
+        interruptionLevel: InterruptionLevel? = nil,
+        relevanceScore: Double? = nil,
+        contentAvailable: Bool = false,
+        contentOverride: ContentOverride? = nil,
+        data: [String: JSONValue] = [:],
+        deepLink: String? = nil,
+        analyticsLabel: String? = nil,
+        targets: Targets = Targets()
     ) {
         self.id = id
         self.alert = alert
@@ -97,9 +112,16 @@ extension PushMessage {
         public var launchImage: String?
 
         public init(
-            title: String? = nil, subtitle: String? = nil, body: String? = nil, titleLocKey: String? = nil,
-            titleLocArgs: [String]? = nil, subtitleLocKey: String? = nil, subtitleLocArgs: [String]? = nil,
-            locKey: String? = nil, locArgs: [String]? = nil, launchImage: String? = nil
+            title: String? = nil,
+            subtitle: String? = nil,
+            body: String? = nil,
+            titleLocKey: String? = nil,
+            titleLocArgs: [String]? = nil,
+            subtitleLocKey: String? = nil,
+            subtitleLocArgs: [String]? = nil,
+            locKey: String? = nil,
+            locArgs: [String]? = nil,
+            launchImage: String? = nil
         ) {
             self.title = title
             self.subtitle = subtitle
@@ -114,7 +136,9 @@ extension PushMessage {
         }
 
         /// True when the device would show something.
-        public var isVisible: Bool { title != nil || subtitle != nil || body != nil || titleLocKey != nil || locKey != nil }
+        public var isVisible: Bool {
+            title != nil || subtitle != nil || body != nil || titleLocKey != nil || locKey != nil
+        }
     }
 
     public struct Sound: Sendable, Hashable {
@@ -151,7 +175,8 @@ extension PushMessage {
         /// An FCM condition such as `'stocks' in topics && !('news' in topics)`.
         public var condition: String?
 
-        public init(apnsTokens: [String] = [], fcmTokens: [String] = [], topic: String? = nil, condition: String? = nil) {
+        public init(apnsTokens: [String] = [], fcmTokens: [String] = [], topic: String? = nil, condition: String? = nil)
+        {
             self.apnsTokens = apnsTokens
             self.fcmTokens = fcmTokens
             self.topic = topic

@@ -49,5 +49,7 @@ public enum Priority: String, Sendable, Hashable, CaseIterable {
 }
 
 public enum InterruptionLevel: String, Sendable, Hashable, CaseIterable {
-    case passive, active, timeSensitive = "time-sensitive", critical
+    case passive, active
+    case timeSensitive = "time-sensitive"
+    case critical
 }

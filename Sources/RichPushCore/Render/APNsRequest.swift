@@ -13,7 +13,8 @@ public struct APNsRequest: Sendable, Hashable {
     public func header(_ name: String) -> String? { headers.first { $0.name == name }?.value }
 
     public static func == (a: APNsRequest, b: APNsRequest) -> Bool {
-        a.path == b.path && a.body == b.body && a.headers.map(\.name) == b.headers.map(\.name) && a.headers.map(\.value) == b.headers.map(\.value)
+        a.path == b.path && a.body == b.body && a.headers.map(\.name) == b.headers.map(\.name)
+            && a.headers.map(\.value) == b.headers.map(\.value)
     }
 
     public func hash(into h: inout Hasher) {
@@ -41,7 +42,12 @@ public struct APNsRenderer: Sendable {
 
     public func render(_ m: PushMessage, deviceToken: String) -> APNsRequest {
         let payload = Self.payload(for: m)
-        return APNsRequest(path: "/3/device/\(deviceToken)", headers: headers(for: m), payload: payload, body: payload.serialized())
+        return APNsRequest(
+            path: "/3/device/\(deviceToken)",
+            headers: headers(for: m),
+            payload: payload,
+            body: payload.serialized()
+        )
     }
 
     /// The headers: push type, topic with its suffix, priority, expiration, collapse id, and `apns-id` when the

@@ -81,7 +81,12 @@ public struct FCMRenderer: Sendable {
         var root: [String: JSONValue] = ["message": .object(message)]
         if validateOnly { root["validate_only"] = true }
         let body = JSONValue.object(root)
-        return FCMRequest(path: "/v1/projects/\(projectID)/messages:send", body: body, bodyBytes: body.serialized(), payloadSize: withoutTarget)
+        return FCMRequest(
+            path: "/v1/projects/\(projectID)/messages:send",
+            body: body,
+            bodyBytes: body.serialized(),
+            payloadSize: withoutTarget
+        )
     }
 
     /// The image Android and the web show: the first media that Android can display, else the chart's PNG.
@@ -132,8 +137,14 @@ public struct FCMRenderer: Sendable {
         // Apple, through FCM
         var apns: [String: JSONValue] = [:]
         let apnsHeaders = APNsRenderer(bundleID: "", now: now).headers(for: m)
-            .filter { $0.name != "apns-topic" && ($0.name != "apns-push-type" || m.pushType != .alert) && $0.name != "apns-id" }
-        if !apnsHeaders.isEmpty { apns["headers"] = .object(Dictionary(apnsHeaders.map { ($0.name, JSONValue.string($0.value)) }, uniquingKeysWith: { $1 })) }
+            .filter {
+                $0.name != "apns-topic" && ($0.name != "apns-push-type" || m.pushType != .alert) && $0.name != "apns-id"
+            }
+        if !apnsHeaders.isEmpty {
+            apns["headers"] = .object(
+                Dictionary(apnsHeaders.map { ($0.name, JSONValue.string($0.value)) }, uniquingKeysWith: { $1 })
+            )
+        }
         var payload: [String: JSONValue] = [:]
         var aps = APNsRenderer.aps(for: m)
         // FCM builds the alert from `notification`; an `aps.alert` here would replace it, so only send one when
@@ -156,7 +167,9 @@ public struct FCMRenderer: Sendable {
         if let ttl = ttlSeconds(for: m) { webHeaders["TTL"] = .string(String(ttl)) }
         if let p = m.priority { webHeaders["Urgency"] = .string(p == .high ? "high" : p == .normal ? "normal" : "low") }
         if !webHeaders.isEmpty { web["headers"] = .object(webHeaders) }
-        if let link = m.deepLink, link.lowercased().hasPrefix("https://") { web["fcm_options"] = ["link": .string(link)] }
+        if let link = m.deepLink, link.lowercased().hasPrefix("https://") {
+            web["fcm_options"] = ["link": .string(link)]
+        }
         if !web.isEmpty { msg["webpush"] = .object(web) }
 
         if let label = m.analyticsLabel { msg["fcm_options"] = ["analytics_label": .string(label)] }

@@ -21,17 +21,21 @@ public enum RichPushKey {
         guard isNeeded(for: m) else { return nil }
         var o: [String: JSONValue] = [:]
         if !m.media.isEmpty {
-            o["m"] = .array(m.media.map { media in
-                var mo: [String: JSONValue] = ["u": .string(media.url)]
-                if let k = media.kind { mo["k"] = .string(k.rawValue) }
-                if let t = media.mimeType { mo["t"] = .string(t) }
-                if let thumb = media.thumbnail {
-                    if let c = thumb.crop { mo["c"] = [.double(c.x), .double(c.y), .double(c.width), .double(c.height)] }
-                    if let time = thumb.time { mo["f"] = .double(time) }
-                    if thumb.hidden == true { mo["h"] = 1 }
+            o["m"] = .array(
+                m.media.map { media in
+                    var mo: [String: JSONValue] = ["u": .string(media.url)]
+                    if let k = media.kind { mo["k"] = .string(k.rawValue) }
+                    if let t = media.mimeType { mo["t"] = .string(t) }
+                    if let thumb = media.thumbnail {
+                        if let c = thumb.crop {
+                            mo["c"] = [.double(c.x), .double(c.y), .double(c.width), .double(c.height)]
+                        }
+                        if let time = thumb.time { mo["f"] = .double(time) }
+                        if thumb.hidden == true { mo["h"] = 1 }
+                    }
+                    return .object(mo)
                 }
-                return .object(mo)
-            })
+            )
         }
         if let chart = m.chart { o["c"] = chart.json }
         if let co = m.contentOverride {

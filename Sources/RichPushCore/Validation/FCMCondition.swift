@@ -9,7 +9,9 @@ public struct FCMCondition: Sendable, Hashable {
     public enum ParseError: Error, Sendable, Hashable, CustomStringConvertible {
         case syntax(String)
         public var description: String {
-            switch self { case .syntax(let s): return s }
+            switch self {
+            case .syntax(let s): return s
+            }
         }
     }
 
@@ -33,7 +35,9 @@ public struct FCMCondition: Sendable, Hashable {
             try term()
             while true {
                 skipSpaces()
-                if i + 1 < chars.count, (chars[i] == "&" && chars[i + 1] == "&") || (chars[i] == "|" && chars[i + 1] == "|") {
+                if i + 1 < chars.count,
+                    (chars[i] == "&" && chars[i + 1] == "&") || (chars[i] == "|" && chars[i + 1] == "|")
+                {
                     i += 2
                     try term()
                 } else {
@@ -66,7 +70,9 @@ public struct FCMCondition: Sendable, Hashable {
                 guard i < chars.count else { throw .syntax("unterminated topic name") }
                 let name = String(chars[start..<i])
                 i += 1
-                guard MessageValidator.isValidTopicName(name) else { throw .syntax("'\(name)' is not a valid topic name") }
+                guard MessageValidator.isValidTopicName(name) else {
+                    throw .syntax("'\(name)' is not a valid topic name")
+                }
                 skipSpaces()
                 guard match("in") else { throw .syntax("expected 'in topics' after '\(name)'") }
                 skipSpaces()

@@ -45,7 +45,12 @@ public struct FieldReader {
         }
     }
 
-    public mutating func string(_ object: [String: JSONValue], _ key: String, at path: String, allowEmpty: Bool = false) -> String? {
+    public mutating func string(
+        _ object: [String: JSONValue],
+        _ key: String,
+        at path: String,
+        allowEmpty: Bool = false
+    ) -> String? {
         guard let value = present(object[key], at: Self.join(path, key)) else { return nil }
         guard case .string(let s) = value else {
             report.add(Self.join(path, key), "type", "expected a string, found \(value.typeName)")
@@ -90,7 +95,11 @@ public struct FieldReader {
     public mutating func int(_ object: [String: JSONValue], _ key: String, at path: String) -> Int64? {
         guard let value = present(object[key], at: Self.join(path, key)) else { return nil }
         guard let i = value.intValue else {
-            report.add(Self.join(path, key), "type", "expected a whole number, found \(value.typeName == "a number" ? "a fraction" : value.typeName)")
+            report.add(
+                Self.join(path, key),
+                "type",
+                "expected a whole number, found \(value.typeName == "a number" ? "a fraction" : value.typeName)"
+            )
             return nil
         }
         return i
@@ -118,8 +127,12 @@ public struct FieldReader {
     /// A string of `lengths` characters (Unicode scalars, as a JSON schema's maxLength counts them) matching `rule` when given; a
     /// missing value is reported when `required`.
     public mutating func text(
-        _ object: [String: JSONValue], _ key: String, at path: String, required: Bool = false,
-        lengths: ClosedRange<Int> = 1...200, shape: (rule: String, message: String, test: (String) -> Bool)? = nil
+        _ object: [String: JSONValue],
+        _ key: String,
+        at path: String,
+        required: Bool = false,
+        lengths: ClosedRange<Int> = 1...200,
+        shape: (rule: String, message: String, test: (String) -> Bool)? = nil
     ) -> String? {
         let field = Self.join(path, key)
         guard let value = present(object[key], at: field) else {
@@ -131,7 +144,11 @@ public struct FieldReader {
             return nil
         }
         guard lengths.contains(s.unicodeScalars.count) else {
-            report.add(field, s.isEmpty ? "empty" : "length", "\(key) is \(lengths.lowerBound) to \(lengths.upperBound) characters")
+            report.add(
+                field,
+                s.isEmpty ? "empty" : "length",
+                "\(key) is \(lengths.lowerBound) to \(lengths.upperBound) characters"
+            )
             return nil
         }
         guard admits(s, at: field) else { return nil }
@@ -144,7 +161,11 @@ public struct FieldReader {
 
     /// A list of at most `maxCount` strings, each of `lengths` characters; every bad element is named.
     public mutating func texts(
-        _ object: [String: JSONValue], _ key: String, at path: String, maxCount: Int, lengths: ClosedRange<Int> = 1...200
+        _ object: [String: JSONValue],
+        _ key: String,
+        at path: String,
+        maxCount: Int,
+        lengths: ClosedRange<Int> = 1...200
     ) -> [String]? {
         let field = Self.join(path, key)
         guard let value = present(object[key], at: Self.join(path, key)) else { return nil }
@@ -163,7 +184,11 @@ public struct FieldReader {
                 continue
             }
             guard lengths.contains(s.unicodeScalars.count) else {
-                report.add("\(field)[\(i)]", s.isEmpty ? "empty" : "length", "each is \(lengths.lowerBound) to \(lengths.upperBound) characters")
+                report.add(
+                    "\(field)[\(i)]",
+                    s.isEmpty ? "empty" : "length",
+                    "each is \(lengths.lowerBound) to \(lengths.upperBound) characters"
+                )
                 continue
             }
             guard admits(s, at: "\(field)[\(i)]") else { continue }
@@ -174,7 +199,11 @@ public struct FieldReader {
 
     /// One of the raw values of `E`.
     public mutating func choice<E: RawRepresentable & CaseIterable>(
-        _ object: [String: JSONValue], _ key: String, at path: String, required: Bool = false, _ type: E.Type
+        _ object: [String: JSONValue],
+        _ key: String,
+        at path: String,
+        required: Bool = false,
+        _ type: E.Type
     ) -> E? where E.RawValue == String {
         let field = Self.join(path, key)
         guard let value = present(object[key], at: field) else {

@@ -20,7 +20,12 @@ public struct MessageValidator: Sendable {
         /// after validating it checks the final one with ``sizeIssues(_:apns:fcm:)`` instead).
         public var checksSizes = true
 
-        public init(allowInsecureMedia: Bool = false, requireTargets: Bool = true, strictAPNsTokenLength: Bool = false, now: @escaping @Sendable () -> Date = { Date() }) {
+        public init(
+            allowInsecureMedia: Bool = false,
+            requireTargets: Bool = true,
+            strictAPNsTokenLength: Bool = false,
+            now: @escaping @Sendable () -> Date = { Date() }
+        ) {
             self.allowInsecureMedia = allowInsecureMedia
             self.requireTargets = requireTargets
             self.strictAPNsTokenLength = strictAPNsTokenLength
@@ -36,7 +41,9 @@ public struct MessageValidator: Sendable {
     public static let maxTTL = 2_419_200
     public static let maxMediaCount = 8
     /// Keys of the payload root that APNs, FCM or RichPush own.
-    public static let reservedDataKeys: Set<String> = ["aps", RichPushKey.name, "from", "message_type", "collapse_key", "notification"]
+    public static let reservedDataKeys: Set<String> = [
+        "aps", RichPushKey.name, "from", "message_type", "collapse_key", "notification",
+    ]
 
     /// Reads JSON and validates it: shape problems and rule problems come back in one report.
     public func validate(json: JSONValue) -> ValidationReport {
@@ -61,28 +68,56 @@ public struct MessageValidator: Sendable {
     private func checkAlertAndType(_ m: PushMessage, _ r: inout ValidationReport) {
         let visible = m.alert.isVisible
         if m.needsServiceExtension && !visible {
-            r.add("alert", "media-needs-alert", "media, a chart or a content override need a title or body: the service extension only runs for notifications that show an alert")
+            r.add(
+                "alert",
+                "media-needs-alert",
+                "media, a chart or a content override need a title or body: the service extension only runs for notifications that show an alert"
+            )
         }
         if m.needsServiceExtension && m.pushType != .alert {
-            r.add("push_type", "media-needs-alert-push", "media and charts are only processed for push type 'alert', not '\(m.pushType.rawValue)'")
+            r.add(
+                "push_type",
+                "media-needs-alert-push",
+                "media and charts are only processed for push type 'alert', not '\(m.pushType.rawValue)'"
+            )
         }
         if m.pushType == .background {
             if let p = m.priority, p != .normal {
-                r.add("priority", "background-priority", "background pushes must be sent with priority normal (5); APNs refuses \(p.apnsValue)")
+                r.add(
+                    "priority",
+                    "background-priority",
+                    "background pushes must be sent with priority normal (5); APNs refuses \(p.apnsValue)"
+                )
             }
             if visible || m.sound != nil || m.badge != nil {
-                r.add("push_type", "background-content", "a background push may only carry content_available and data: remove the alert, sound and badge, or use push type 'alert'")
+                r.add(
+                    "push_type",
+                    "background-content",
+                    "a background push may only carry content_available and data: remove the alert, sound and badge, or use push type 'alert'"
+                )
             }
         }
         if m.priority == .high && !visible && m.sound == nil && m.badge == nil && m.pushType == .alert {
-            r.add("priority", "high-priority-needs-alert", "priority high needs an alert, a sound or a badge; a silent push must use priority normal")
+            r.add(
+                "priority",
+                "high-priority-needs-alert",
+                "priority high needs an alert, a sound or a badge; a silent push must use priority normal"
+            )
         }
         if !visible && m.sound == nil && m.badge == nil && !m.contentAvailable && m.pushType == .alert {
-            r.add("alert", "empty-notification", "the notification has nothing to show: add a title or body (or a sound, a badge, or content_available)")
+            r.add(
+                "alert",
+                "empty-notification",
+                "the notification has nothing to show: add a title or body (or a sound, a badge, or content_available)"
+            )
         }
         let a = m.alert
-        if a.titleLocArgs != nil && a.titleLocKey == nil { r.add("alert.title_loc_args", "loc-args-need-key", "title_loc_args need title_loc_key") }
-        if a.subtitleLocArgs != nil && a.subtitleLocKey == nil { r.add("alert.subtitle_loc_args", "loc-args-need-key", "subtitle_loc_args need subtitle_loc_key") }
+        if a.titleLocArgs != nil && a.titleLocKey == nil {
+            r.add("alert.title_loc_args", "loc-args-need-key", "title_loc_args need title_loc_key")
+        }
+        if a.subtitleLocArgs != nil && a.subtitleLocKey == nil {
+            r.add("alert.subtitle_loc_args", "loc-args-need-key", "subtitle_loc_args need subtitle_loc_key")
+        }
         if a.locArgs != nil && a.locKey == nil { r.add("alert.loc_args", "loc-args-need-key", "loc_args need loc_key") }
         // FCM carries the badge as notification_count, a 32-bit integer.
         if let b = m.badge, !(0...Self.maxBadge).contains(b) {
@@ -90,13 +125,20 @@ public struct MessageValidator: Sendable {
         }
         if let s = m.sound {
             if s.name.isEmpty { r.add("sound.name", "empty", "sound name must not be empty") }
-            if let v = s.volume, !(0...1).contains(v) { r.add("sound.volume", "range", "volume must be between 0 and 1") }
+            if let v = s.volume, !(0...1).contains(v) {
+                r.add("sound.volume", "range", "volume must be between 0 and 1")
+            }
         }
         if let score = m.relevanceScore, m.pushType != .liveactivity, !(0...1).contains(score) {
             r.add("relevance_score", "range", "relevance_score must be between 0 and 1")
         }
         if let id = m.id, UUID(uuidString: id) == nil {
-            r.add("id", "not-a-uuid", "id is not a UUID, so it is not sent as apns-id and APNs assigns its own", .warning)
+            r.add(
+                "id",
+                "not-a-uuid",
+                "id is not a UUID, so it is not sent as apns-id and APNs assigns its own",
+                .warning
+            )
         }
         if let chartURL = m.chartImageURL {
             let scheme = URL(string: chartURL)?.scheme?.lowercased()
@@ -112,10 +154,20 @@ public struct MessageValidator: Sendable {
             }
         }
         if let link = m.deepLink {
-            if URL(string: link)?.scheme == nil { r.add("deep_link", "url", "deep_link must be a URL with a scheme, such as myapp://orders/42 or https://…") }
+            if URL(string: link)?.scheme == nil {
+                r.add(
+                    "deep_link",
+                    "url",
+                    "deep_link must be a URL with a scheme, such as myapp://orders/42 or https://…"
+                )
+            }
         }
         if let label = m.analyticsLabel, !Self.isValidAnalyticsLabel(label) {
-            r.add("analytics_label", "analytics-label", "analytics_label must be 1 to 50 characters of letters, digits and - _ . ~ %")
+            r.add(
+                "analytics_label",
+                "analytics-label",
+                "analytics_label must be 1 to 50 characters of letters, digits and - _ . ~ %"
+            )
         }
     }
 
@@ -139,7 +191,11 @@ public struct MessageValidator: Sendable {
             r.add("targets", "required", "give at least one of apns_tokens, fcm_tokens, topic or condition")
         }
         if t.topic != nil && t.condition != nil {
-            r.add("targets", "exclusive", "give either a topic or a condition, not both (write the topic into the condition)")
+            r.add(
+                "targets",
+                "exclusive",
+                "give either a topic or a condition, not both (write the topic into the condition)"
+            )
         }
         var seen = Set<String>()
         for (i, token) in t.apnsTokens.enumerated() {
@@ -166,7 +222,9 @@ public struct MessageValidator: Sendable {
     private func checkData(_ m: PushMessage, _ r: inout ValidationReport) {
         for key in m.data.keys.sorted() {
             let lower = key.lowercased()
-            if Self.reservedDataKeys.contains(key) || lower.hasPrefix("google.") || lower.hasPrefix("gcm.") || lower == "google" || lower == "gcm" {
+            if Self.reservedDataKeys.contains(key) || lower.hasPrefix("google.") || lower.hasPrefix("gcm.")
+                || lower == "google" || lower == "gcm"
+            {
                 r.add("data.\(key)", "reserved-key", "'\(key)' is reserved by APNs, FCM or RichPush")
             }
             if key.isEmpty { r.add("data", "empty-key", "data keys must not be empty") }
@@ -190,16 +248,34 @@ public struct MessageValidator: Sendable {
             }
             if let type = byURL ?? byHint {
                 if !type.isAppleAttachable {
-                    r.add("\(path).url", "apple-unsupported-type", "\(type.displayName) cannot be attached on Apple devices; use JPEG, PNG, GIF, MP3, M4A, WAV, AIFF, MP4, MPEG or AVI")
+                    r.add(
+                        "\(path).url",
+                        "apple-unsupported-type",
+                        "\(type.displayName) cannot be attached on Apple devices; use JPEG, PNG, GIF, MP3, M4A, WAV, AIFF, MP4, MPEG or AVI"
+                    )
                 } else if let kind = media.kind, type.kind != kind {
-                    r.add("\(path).kind", "kind-mismatch", "kind says \(kind.rawValue) but the URL names a \(type.displayName)", .warning)
+                    r.add(
+                        "\(path).kind",
+                        "kind-mismatch",
+                        "kind says \(kind.rawValue) but the URL names a \(type.displayName)",
+                        .warning
+                    )
                 }
             } else if media.kind == nil {
-                r.add("\(path).url", "no-file-type", "the URL has no file extension and no type is given: RichPush's device library decides from the bytes, but other extensions and FCM's helper drop such attachments; add an extension or a type", .warning)
+                r.add(
+                    "\(path).url",
+                    "no-file-type",
+                    "the URL has no file extension and no type is given: RichPush's device library decides from the bytes, but other extensions and FCM's helper drop such attachments; add an extension or a type",
+                    .warning
+                )
             }
             if let t = media.thumbnail {
                 if let c = t.crop, !c.isInsideUnitSquare {
-                    r.add("\(path).thumbnail.crop", "unit-rect", "crop is in unit coordinates: x, y ≥ 0, width, height > 0, x + width ≤ 1, y + height ≤ 1")
+                    r.add(
+                        "\(path).thumbnail.crop",
+                        "unit-rect",
+                        "crop is in unit coordinates: x, y ≥ 0, width, height > 0, x + width ≤ 1, y + height ≤ 1"
+                    )
                 }
                 if let time = t.time, !(time >= 0 && time.isFinite) {
                     r.add("\(path).thumbnail.time", "range", "time must be 0 or more")
@@ -214,33 +290,48 @@ public struct MessageValidator: Sendable {
         }
         if scheme == "https" { return nil }
         if scheme == "http" {
-            return options.allowInsecureMedia ? nil : ("https-required", "must use https (iOS App Transport Security blocks plain http)")
+            return options.allowInsecureMedia
+                ? nil : ("https-required", "must use https (iOS App Transport Security blocks plain http)")
         }
         return ("url-scheme", "scheme '\(scheme)' is not fetchable; use https")
     }
 
     /// The size limits the message breaks: its APNs payload (when `apns`) and its FCM message to that kind of
     /// target (when `fcm` is given; a topic or condition message is held to 2,048 bytes, a token's to 4,096).
-    public static func sizeIssues(_ m: PushMessage, apns: Bool, fcm: FCMTarget?, now: @escaping @Sendable () -> Date = { Date() }) -> [ValidationIssue] {
+    public static func sizeIssues(
+        _ m: PushMessage,
+        apns: Bool,
+        fcm: FCMTarget?,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) -> [ValidationIssue] {
         var r = ValidationReport()
         if apns {
             let size = APNsRenderer.payload(for: m).serializedSize
             if size > m.pushType.payloadLimit {
-                r.add("", "payload-too-large", "the APNs payload is \(size) bytes; the limit for push type \(m.pushType.rawValue) is \(m.pushType.payloadLimit)")
+                r.add(
+                    "",
+                    "payload-too-large",
+                    "the APNs payload is \(size) bytes; the limit for push type \(m.pushType.rawValue) is \(m.pushType.payloadLimit)"
+                )
             }
         }
         if let target = fcm {
             let size = FCMRenderer(projectID: "p", now: now).render(m, to: target).payloadSize
             if size > target.payloadLimit {
                 let what = target.payloadLimit == 2048 ? "messages to topics" : "messages to tokens"
-                r.add("", "payload-too-large", "the FCM message is \(size) bytes; FCM allows \(target.payloadLimit) for \(what)")
+                r.add(
+                    "",
+                    "payload-too-large",
+                    "the FCM message is \(size) bytes; FCM allows \(target.payloadLimit) for \(what)"
+                )
             }
         }
         return r.issues
     }
 
     private func checkSizes(_ m: PushMessage, _ r: inout ValidationReport) {
-        let targets: [FCMTarget] = (m.targets.topic.map { [.topic($0)] } ?? []) + (m.targets.condition.map { [.condition($0)] } ?? [])
+        let targets: [FCMTarget] =
+            (m.targets.topic.map { [.topic($0)] } ?? []) + (m.targets.condition.map { [.condition($0)] } ?? [])
             + (m.targets.fcmTokens.isEmpty ? [] : [.token("t")])
         var issues = Self.sizeIssues(m, apns: true, fcm: nil, now: options.now)
         for target in targets { issues += Self.sizeIssues(m, apns: false, fcm: target, now: options.now) }
@@ -262,7 +353,10 @@ public struct MessageValidator: Sendable {
         do {
             let parsed = try FCMCondition.parse(condition)
             if parsed.topics.count > FCMCondition.maxTopics {
-                return ("condition-topics", "the condition names \(parsed.topics.count) topics; FCM allows \(FCMCondition.maxTopics)")
+                return (
+                    "condition-topics",
+                    "the condition names \(parsed.topics.count) topics; FCM allows \(FCMCondition.maxTopics)"
+                )
             }
             return nil
         } catch {
@@ -276,8 +370,12 @@ public struct MessageValidator: Sendable {
             return "APNs tokens are hexadecimal (0-9, a-f); this one is not"
         }
         if token.utf8.count % 2 != 0 { return "APNs tokens are whole bytes in hex, so an even number of characters" }
-        if strict && token.utf8.count != 64 { return "APNs tokens are 64 hex characters; this one has \(token.utf8.count)" }
-        if token.utf8.count < 16 || token.utf8.count > 400 { return "APNs token length \(token.utf8.count) is implausible" }
+        if strict && token.utf8.count != 64 {
+            return "APNs tokens are 64 hex characters; this one has \(token.utf8.count)"
+        }
+        if token.utf8.count < 16 || token.utf8.count > 400 {
+            return "APNs token length \(token.utf8.count) is implausible"
+        }
         return nil
     }
 
@@ -285,16 +383,19 @@ public struct MessageValidator: Sendable {
         if token.isEmpty { return "FCM token is empty" }
         if token.utf8.count > 4096 { return "FCM token is longer than 4096 characters" }
         let allowed = token.utf8.allSatisfy { b in
-            (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122) || b == 45 || b == 95 || b == 58 || b == 46
+            (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122) || b == 45 || b == 95 || b == 58
+                || b == 46
         }
         if !allowed { return "FCM tokens contain only letters, digits and - _ : ." }
         return nil
     }
 
     public static func isValidTopicName(_ name: String) -> Bool {
-        !name.isEmpty && name.utf8.count <= 900 && name.utf8.allSatisfy { b in
-            (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122) || b == 45 || b == 95 || b == 46 || b == 126 || b == 37
-        }
+        !name.isEmpty && name.utf8.count <= 900
+            && name.utf8.allSatisfy { b in
+                (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122) || b == 45 || b == 95 || b == 46
+                    || b == 126 || b == 37
+            }
     }
 
     public static func isValidAnalyticsLabel(_ label: String) -> Bool {

@@ -28,7 +28,10 @@ public struct ValidationIssue: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var json: JSONValue {
-        ["path": .string(path), "rule": .string(rule), "message": .string(message), "severity": .string(severity.rawValue)]
+        [
+            "path": .string(path), "rule": .string(rule), "message": .string(message),
+            "severity": .string(severity.rawValue),
+        ]
     }
 }
 
@@ -43,7 +46,12 @@ public struct ValidationReport: Sendable, Hashable, Error, CustomStringConvertib
     /// True when nothing stops the message from being sent (warnings allowed).
     public var isValid: Bool { errors.isEmpty }
 
-    public mutating func add(_ path: String, _ rule: String, _ message: String, _ severity: ValidationIssue.Severity = .error) {
+    public mutating func add(
+        _ path: String,
+        _ rule: String,
+        _ message: String,
+        _ severity: ValidationIssue.Severity = .error
+    ) {
         issues.append(ValidationIssue(path: path, rule: rule, message: message, severity: severity))
     }
 

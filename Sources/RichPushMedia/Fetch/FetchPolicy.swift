@@ -11,7 +11,12 @@ public struct FetchPolicy: Sendable {
     /// Downloads running at once.
     public var maxConcurrentDownloads: Int
 
-    public init(allowInsecureHTTP: Bool = false, maxRedirects: Int = 5, idleTimeout: TimeInterval = 10, maxConcurrentDownloads: Int = 4) {
+    public init(
+        allowInsecureHTTP: Bool = false,
+        maxRedirects: Int = 5,
+        idleTimeout: TimeInterval = 10,
+        maxConcurrentDownloads: Int = 4
+    ) {
         self.allowInsecureHTTP = allowInsecureHTTP
         self.maxRedirects = maxRedirects
         self.idleTimeout = idleTimeout

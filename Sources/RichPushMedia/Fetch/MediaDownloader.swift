@@ -34,14 +34,27 @@ final class MediaDownloader: NSObject, URLSessionDataDelegate, @unchecked Sendab
     func invalidate() { session.invalidateAndCancel() }
 
     /// Downloads `url` into `destination` (a path without extension); the hint is the payload's type hint.
-    func download(_ url: URL, to destination: URL, hint: MediaType?, kindHint: MediaKind?) async -> Result<DownloadedFile, SkipReason> {
-        let state = TaskState(url: url, destination: destination, hint: hint, kindHint: kindHint, maxRedirects: policy.maxRedirects, allowHTTP: policy.allowInsecureHTTP)
+    func download(
+        _ url: URL,
+        to destination: URL,
+        hint: MediaType?,
+        kindHint: MediaKind?
+    ) async -> Result<DownloadedFile, SkipReason> {
+        let state = TaskState(
+            url: url,
+            destination: destination,
+            hint: hint,
+            kindHint: kindHint,
+            maxRedirects: policy.maxRedirects,
+            allowHTTP: policy.allowInsecureHTTP
+        )
         var request = URLRequest(url: url)
         request.timeoutInterval = policy.idleTimeout
         request.setValue("image/*, audio/*, video/*;q=0.9, */*;q=0.5", forHTTPHeaderField: "Accept")
         let task = session.dataTask(with: request)
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Result<DownloadedFile, SkipReason>, Never>) in
+            await withCheckedContinuation {
+                (continuation: CheckedContinuation<Result<DownloadedFile, SkipReason>, Never>) in
                 state.continuation = continuation
                 lock.withLock { tasks[task.taskIdentifier] = state }
                 if Task.isCancelled {
@@ -59,7 +72,13 @@ final class MediaDownloader: NSObject, URLSessionDataDelegate, @unchecked Sendab
 
     // MARK: URLSession delegate (serial queue)
 
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest,
+        completionHandler: @escaping (URLRequest?) -> Void
+    ) {
         guard let s = state(task) else { return completionHandler(nil) }
         s.redirects += 1
         let next = request.url
@@ -81,7 +100,12 @@ final class MediaDownloader: NSObject, URLSessionDataDelegate, @unchecked Sendab
         task.cancel()
     }
 
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse, completionHandler: @escaping (URLSession.ResponseDisposition) -> Void) {
+    func urlSession(
+        _ session: URLSession,
+        dataTask: URLSessionDataTask,
+        didReceive response: URLResponse,
+        completionHandler: @escaping (URLSession.ResponseDisposition) -> Void
+    ) {
         guard let s = state(dataTask), s.failure == nil else { return completionHandler(.cancel) }
         if let http = response as? HTTPURLResponse {
             guard (200..<300).contains(http.statusCode) else {
@@ -202,7 +226,9 @@ final class TaskState: @unchecked Sendable {
 
     /// True when the body arrives as sent: no Content-Encoding, or `identity`.
     var isIdentityEncoded: Bool {
-        guard let e = contentEncoding?.trimmingCharacters(in: .whitespaces).lowercased(), !e.isEmpty else { return true }
+        guard let e = contentEncoding?.trimmingCharacters(in: .whitespaces).lowercased(), !e.isEmpty else {
+            return true
+        }
         return e == "identity"
     }
 
@@ -214,11 +240,14 @@ final class TaskState: @unchecked Sendable {
         if type == nil {
             let fallbacks: [(MediaType?, String)] = [
                 (contentType.flatMap(MediaType.init(mimeType:)), "content-type"),
-                (MediaType(urlString: finalURL.absoluteString), "url"), (MediaType(urlString: url.absoluteString), "url"), (hint, "hint"),
+                (MediaType(urlString: finalURL.absoluteString), "url"),
+                (MediaType(urlString: url.absoluteString), "url"), (hint, "hint"),
             ]
             // Unrecognised bytes: a label is only believed for a type Apple attaches whose files need not start
             // with a signature (an EXIF JPEG always does, so "photo.jpg" full of junk stays unknown).
-            if let found = fallbacks.first(where: { $0.0.map { $0.isAppleAttachable && !$0.hasMandatorySignature } ?? false }) {
+            if let found = fallbacks.first(where: {
+                $0.0.map { $0.isAppleAttachable && !$0.hasMandatorySignature } ?? false
+            }) {
                 type = found.0
                 typeSource = found.1
             }
@@ -241,7 +270,17 @@ final class TaskState: @unchecked Sendable {
         if let failure {
             c.resume(returning: .failure(failure))
         } else if let sniffed {
-            c.resume(returning: .success(DownloadedFile(file: destination, bytes: bytes, type: sniffed, typeSource: typeSource, finalURL: finalURL)))
+            c.resume(
+                returning: .success(
+                    DownloadedFile(
+                        file: destination,
+                        bytes: bytes,
+                        type: sniffed,
+                        typeSource: typeSource,
+                        finalURL: finalURL
+                    )
+                )
+            )
         } else {
             c.resume(returning: .failure(.unknownType))
         }

@@ -26,7 +26,9 @@ final class DeliveryGate: @unchecked Sendable {
 
     /// Delivers unless something already has; returns whether this call did.
     @discardableResult
-    func deliver(_ make: (_ attached: [StagedAttachment], _ skipped: [Int: SkippedMedia]) -> EnrichedNotification) -> Bool {
+    func deliver(
+        _ make: (_ attached: [StagedAttachment], _ skipped: [Int: SkippedMedia]) -> EnrichedNotification
+    ) -> Bool {
         let call: (EnrichedNotification, @Sendable (EnrichedNotification) -> Void)? = lock.withLock {
             guard !delivered, let handler else { return nil }
             delivered = true

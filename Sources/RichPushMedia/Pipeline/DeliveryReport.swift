@@ -15,7 +15,16 @@ public struct DeliveryReport: Sendable {
     /// posted before the content is handed over, so the report it carries does not know its own outcome.
     public var receipt: ReceiptOutcome?
 
-    public init(notificationID: String?, sources: [PayloadSource], attached: [StagedAttachment], skipped: [SkippedMedia], payloadProblems: [PayloadProblem], elapsedMilliseconds: Int, deadlineHit: Bool, receipt: ReceiptOutcome? = nil) {
+    public init(
+        notificationID: String?,
+        sources: [PayloadSource],
+        attached: [StagedAttachment],
+        skipped: [SkippedMedia],
+        payloadProblems: [PayloadProblem],
+        elapsedMilliseconds: Int,
+        deadlineHit: Bool,
+        receipt: ReceiptOutcome? = nil
+    ) {
         self.notificationID = notificationID
         self.sources = sources
         self.attached = attached
@@ -35,7 +44,11 @@ public struct DeliveryReport: Sendable {
         if let id = notificationID { o["notification_id"] = .string(id) }
         if let receipt { o["receipt"] = .string(receipt.description) }
         if !payloadProblems.isEmpty {
-            o["payload_problems"] = .array(payloadProblems.map { ["path": .string($0.path), "code": .string($0.code), "message": .string($0.message)] })
+            o["payload_problems"] = .array(
+                payloadProblems.map {
+                    ["path": .string($0.path), "code": .string($0.code), "message": .string($0.message)]
+                }
+            )
         }
         return .object(o)
     }

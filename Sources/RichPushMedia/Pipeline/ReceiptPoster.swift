@@ -44,9 +44,19 @@ public enum ReceiptOutcome: Sendable, Hashable, CustomStringConvertible {
 /// Posts a delivery report: `POST <receipt address>` with `{"report": …, "device": …}`, bounded by a timeout, no
 /// cookies, no redirects followed.
 public enum ReceiptPoster {
-    public static func post(_ report: DeliveryReport, to address: String, policy: ReceiptPolicy, allowInsecureHTTP: Bool, timeout: TimeInterval) async -> ReceiptOutcome {
-        guard let url = URL(string: address), let scheme = url.scheme?.lowercased(), url.host != nil else { return .notSent("the receipt address is not a URL") }
-        guard scheme == "https" || (scheme == "http" && allowInsecureHTTP) else { return .notSent("the receipt address is not https") }
+    public static func post(
+        _ report: DeliveryReport,
+        to address: String,
+        policy: ReceiptPolicy,
+        allowInsecureHTTP: Bool,
+        timeout: TimeInterval
+    ) async -> ReceiptOutcome {
+        guard let url = URL(string: address), let scheme = url.scheme?.lowercased(), url.host != nil else {
+            return .notSent("the receipt address is not a URL")
+        }
+        guard scheme == "https" || (scheme == "http" && allowInsecureHTTP) else {
+            return .notSent("the receipt address is not https")
+        }
         guard timeout > 0.05 else { return .notSent("no time left before the deadline") }
         var request = URLRequest(url: url, cachePolicy: .reloadIgnoringLocalCacheData, timeoutInterval: timeout)
         request.httpMethod = "POST"
@@ -63,10 +73,16 @@ public enum ReceiptPoster {
         return await withCheckedContinuation { (continuation: CheckedContinuation<ReceiptOutcome, Never>) in
             let task = session.dataTask(with: request) { _, response, error in
                 if let error {
-                    return continuation.resume(returning: .failed(timedOut.value ? "no answer within \(Self.seconds(timeout))" : error.localizedDescription))
+                    return continuation.resume(
+                        returning: .failed(
+                            timedOut.value ? "no answer within \(Self.seconds(timeout))" : error.localizedDescription
+                        )
+                    )
                 }
                 let status = (response as? HTTPURLResponse)?.statusCode ?? 0
-                continuation.resume(returning: (200..<300).contains(status) ? .posted(status: status) : .failed("HTTP \(status)"))
+                continuation.resume(
+                    returning: (200..<300).contains(status) ? .posted(status: status) : .failed("HTTP \(status)")
+                )
             }
             DispatchQueue.global().asyncAfter(deadline: .now() + timeout) { [weak task] in
                 guard let task, task.state == .running || task.state == .suspended else { return }
@@ -94,17 +110,23 @@ public enum ReceiptPoster {
             bytes = encode(.object(r))
         }
         if bytes.count > limit {
-            r["skipped"] = .array(report.skipped.prefix(16).map { ["url": .string(String($0.url.prefix(256))), "reason": .string($0.reason.code)] })
+            r["skipped"] = .array(
+                report.skipped.prefix(16).map {
+                    ["url": .string(String($0.url.prefix(256))), "reason": .string($0.reason.code)]
+                }
+            )
             if report.skipped.count > 16 { r["skipped_dropped"] = .int(Int64(report.skipped.count - 16)) }
             bytes = encode(.object(r))
         }
         if bytes.count > limit {
-            r["attachments"] = .array(report.attached.map { a in
-                guard case .object(var o) = a.json else { return a.json }
-                o["url"] = .string(String(a.sourceURL.prefix(256)))
-                o["file"] = .string(String(a.file.lastPathComponent.prefix(128)))
-                return .object(o)
-            })
+            r["attachments"] = .array(
+                report.attached.map { a in
+                    guard case .object(var o) = a.json else { return a.json }
+                    o["url"] = .string(String(a.sourceURL.prefix(256)))
+                    o["file"] = .string(String(a.file.lastPathComponent.prefix(128)))
+                    return .object(o)
+                }
+            )
             bytes = encode(.object(r))
         }
         return bytes
@@ -127,7 +149,13 @@ private final class Flag: @unchecked Sendable {
 /// A receipt goes to the address given or nowhere.
 private final class RedirectRefuser: NSObject, URLSessionTaskDelegate, @unchecked Sendable {
     // @unchecked: no state.
-    func urlSession(_ session: URLSession, task: URLSessionTask, willPerformHTTPRedirection response: HTTPURLResponse, newRequest request: URLRequest, completionHandler: @escaping (URLRequest?) -> Void) {
+    func urlSession(
+        _ session: URLSession,
+        task: URLSessionTask,
+        willPerformHTTPRedirection response: HTTPURLResponse,
+        newRequest request: URLRequest,
+        completionHandler: @escaping (URLRequest?) -> Void
+    ) {
         completionHandler(nil)
     }
 }

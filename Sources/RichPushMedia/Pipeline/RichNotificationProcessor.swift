@@ -29,7 +29,13 @@ public struct RichNotificationProcessor: Sendable {
         /// Post the delivery report to the payload's receipt address before handing the content over.
         public var receipts = ReceiptPolicy()
 
-        public init(fetch: FetchPolicy = FetchPolicy(), safetyMargin: TimeInterval = 5, stagingBase: URL = FileManager.default.temporaryDirectory, maxAttachments: Int = 8, rendersCharts: Bool = true) {
+        public init(
+            fetch: FetchPolicy = FetchPolicy(),
+            safetyMargin: TimeInterval = 5,
+            stagingBase: URL = FileManager.default.temporaryDirectory,
+            maxAttachments: Int = 8,
+            rendersCharts: Bool = true
+        ) {
             self.fetch = fetch
             self.safetyMargin = safetyMargin
             self.stagingBase = stagingBase
@@ -58,18 +64,30 @@ public struct RichNotificationProcessor: Sendable {
     /// Starts processing; `deliver` is called exactly once, when everything is done, at the deadline, or on
     /// ``ProcessingSession/expire()``, whichever comes first.
     public func start(
-        payload: JSONValue, text: NotificationText, deadline: Date? = nil, admit: Admission? = nil,
+        payload: JSONValue,
+        text: NotificationText,
+        deadline: Date? = nil,
+        admit: Admission? = nil,
         deliver: @escaping @Sendable (EnrichedNotification) -> Void
     ) -> ProcessingSession {
         let session = ProcessingSession(
-            configuration: configuration, payload: payload, text: text, deadline: deadline ?? defaultDeadline(),
-            admit: admit, deliver: deliver)
+            configuration: configuration,
+            payload: payload,
+            text: text,
+            deadline: deadline ?? defaultDeadline(),
+            admit: admit,
+            deliver: deliver
+        )
         session.begin()
         return session
     }
 
     /// Processes and waits for the result (the simulator and tests use this).
-    public func process(payload: JSONValue, text: NotificationText? = nil, deadline: Date? = nil) async -> EnrichedNotification {
+    public func process(
+        payload: JSONValue,
+        text: NotificationText? = nil,
+        deadline: Date? = nil
+    ) async -> EnrichedNotification {
         let original = text ?? NotificationText(aps: payload)
         let box = ResultBox()
         return await withCheckedContinuation { continuation in
@@ -98,8 +116,11 @@ public final class ProcessingSession: Sendable {
     private let work = TaskHolder()
 
     init(
-        configuration: RichNotificationProcessor.Configuration, payload: JSONValue, text: NotificationText,
-        deadline: Date, admit: RichNotificationProcessor.Admission? = nil,
+        configuration: RichNotificationProcessor.Configuration,
+        payload: JSONValue,
+        text: NotificationText,
+        deadline: Date,
+        admit: RichNotificationProcessor.Admission? = nil,
         deliver: @escaping @Sendable (EnrichedNotification) -> Void
     ) {
         self.configuration = configuration
@@ -145,11 +166,15 @@ public final class ProcessingSession: Sendable {
                 staging = try StagingDirectory.create(under: configuration.stagingBase)
             }
         } catch {
-            for (i, m) in media.enumerated() { gate.record(SkippedMedia(url: m.url, reason: .stagingFailed("\(error)")), at: i) }
+            for (i, m) in media.enumerated() {
+                gate.record(SkippedMedia(url: m.url, reason: .stagingFailed("\(error)")), at: i)
+            }
             finish(deadlineHit: false)
             return
         }
-        for (i, m) in media.enumerated() where i >= limit { gate.record(SkippedMedia(url: m.url, reason: .limitReached(limit)), at: i) }
+        for (i, m) in media.enumerated() where i >= limit {
+            gate.record(SkippedMedia(url: m.url, reason: .limitReached(limit)), at: i)
+        }
         let downloader = MediaDownloader(policy: configuration.fetch)
         defer { downloader.invalidate() }
 
@@ -179,12 +204,21 @@ public final class ProcessingSession: Sendable {
         func postReceipt(timeout: TimeInterval) async -> ReceiptOutcome {
             let (attached, skipped) = gate.snapshot
             let report = makeReport(attached: attached, skippedByIndex: skipped, deadlineHit: late)
-            return await ReceiptPoster.post(report, to: address, policy: configuration.receipts, allowInsecureHTTP: configuration.fetch.allowInsecureHTTP, timeout: timeout)
+            return await ReceiptPoster.post(
+                report,
+                to: address,
+                policy: configuration.receipts,
+                allowInsecureHTTP: configuration.fetch.allowInsecureHTTP,
+                timeout: timeout
+            )
         }
         if late {
             // Delivered already (or now): the receipt follows on a best-effort basis, as the system may end the
             // extension as soon as the content is handed over.
-            finish(deadlineHit: true, receipt: .notSent("the deadline came first; posted after the hand-over, best effort"))
+            finish(
+                deadlineHit: true,
+                receipt: .notSent("the deadline came first; posted after the hand-over, best effort")
+            )
             _ = await postReceipt(timeout: configuration.receipts.timeout)
             return
         }
@@ -200,14 +234,21 @@ public final class ProcessingSession: Sendable {
                 guard next < media.count else { return }
                 let index = next
                 next += 1
-                group.addTask { [self] in await fetchOne(media[index], index: index, staging: staging, downloader: downloader) }
+                group.addTask { [self] in
+                    await fetchOne(media[index], index: index, staging: staging, downloader: downloader)
+                }
             }
             for _ in 0..<max(1, configuration.fetch.maxConcurrentDownloads) { add() }
             while await group.next() != nil { add() }
         }
     }
 
-    private func fetchOne(_ media: ReceivedMedia, index: Int, staging: StagingDirectory, downloader: MediaDownloader) async {
+    private func fetchOne(
+        _ media: ReceivedMedia,
+        index: Int,
+        staging: StagingDirectory,
+        downloader: MediaDownloader
+    ) async {
         guard let url = URL(string: media.url), let scheme = url.scheme?.lowercased() else {
             return gate.record(SkippedMedia(url: media.url, reason: .badURL), at: index)
         }
@@ -217,10 +258,18 @@ public final class ProcessingSession: Sendable {
         guard scheme == "http" || scheme == "https" else {
             return gate.record(SkippedMedia(url: media.url, reason: .unsupportedScheme(scheme)), at: index)
         }
-        let result = await downloader.download(url, to: staging.partialFile(index: index), hint: media.hintedType, kindHint: media.kindHint)
+        let result = await downloader.download(
+            url,
+            to: staging.partialFile(index: index),
+            hint: media.hintedType,
+            kindHint: media.kindHint
+        )
         switch result {
         case .failure(let reason):
-            gate.record(SkippedMedia(url: media.url, reason: Task.isCancelled && reason.code == "network" ? .deadline : reason), at: index)
+            gate.record(
+                SkippedMedia(url: media.url, reason: Task.isCancelled && reason.code == "network" ? .deadline : reason),
+                at: index
+            )
         case .success(let file):
             let final = staging.finalFile(index: index, sourceURL: media.url, fileExtension: file.type.fileExtension)
             do {
@@ -228,8 +277,18 @@ public final class ProcessingSession: Sendable {
                 if FileManager.default.fileExists(atPath: final.path) { try FileManager.default.removeItem(at: final) }
                 try FileManager.default.moveItem(at: file.file, to: final)
                 record(
-                    StagedAttachment(identifier: "media-\(index)", file: final, type: file.type, bytes: file.bytes, sourceURL: media.url, typeSource: file.typeSource, thumbnail: media.thumbnail, stagedAfterMilliseconds: milliseconds()),
-                    at: index)
+                    StagedAttachment(
+                        identifier: "media-\(index)",
+                        file: final,
+                        type: file.type,
+                        bytes: file.bytes,
+                        sourceURL: media.url,
+                        typeSource: file.typeSource,
+                        thumbnail: media.thumbnail,
+                        stagedAfterMilliseconds: milliseconds()
+                    ),
+                    at: index
+                )
             } catch {
                 gate.record(SkippedMedia(url: media.url, reason: .stagingFailed(error.localizedDescription)), at: index)
             }
@@ -241,7 +300,19 @@ public final class ProcessingSession: Sendable {
         let file = staging.root.appendingPathComponent("\(index)-chart.png")
         do {
             try Data(png).write(to: file)
-            record(StagedAttachment(identifier: "chart", file: file, type: .png, bytes: png.count, sourceURL: "chart:", typeSource: "rendered", thumbnail: nil, stagedAfterMilliseconds: milliseconds()), at: index)
+            record(
+                StagedAttachment(
+                    identifier: "chart",
+                    file: file,
+                    type: .png,
+                    bytes: png.count,
+                    sourceURL: "chart:",
+                    typeSource: "rendered",
+                    thumbnail: nil,
+                    stagedAfterMilliseconds: milliseconds()
+                ),
+                at: index
+            )
         } catch {
             gate.record(SkippedMedia(url: "chart:", reason: .stagingFailed(error.localizedDescription)), at: index)
         }
@@ -260,20 +331,41 @@ public final class ProcessingSession: Sendable {
     private func finish(deadlineHit: Bool, receipt: ReceiptOutcome? = nil) {
         gate.deliver { attached, skippedByIndex in
             var report = makeReport(attached: attached, skippedByIndex: skippedByIndex, deadlineHit: deadlineHit)
-            report.receipt = receipt ?? (content.receiptURL == nil ? nil : .notSent(configuration.receipts.enabled ? "the deadline came first" : "receipts are off"))
-            return EnrichedNotification(text: text.applying(content.contentOverride), attachments: attached, report: report)
+            report.receipt =
+                receipt
+                ?? (content.receiptURL == nil
+                    ? nil : .notSent(configuration.receipts.enabled ? "the deadline came first" : "receipts are off"))
+            return EnrichedNotification(
+                text: text.applying(content.contentOverride),
+                attachments: attached,
+                report: report
+            )
         }
     }
 
-    private func makeReport(attached: [StagedAttachment], skippedByIndex: [Int: SkippedMedia], deadlineHit: Bool) -> DeliveryReport {
+    private func makeReport(
+        attached: [StagedAttachment],
+        skippedByIndex: [Int: SkippedMedia],
+        deadlineHit: Bool
+    ) -> DeliveryReport {
         var skipped = skippedByIndex.sorted { $0.key < $1.key }.map(\.value)
         // Media neither staged nor skipped when time ran out.
         let done = Set(attached.map(\.sourceURL)).union(skipped.map(\.url))
-        for m in content.media where !done.contains(m.url) { skipped.append(SkippedMedia(url: m.url, reason: .deadline)) }
+        for m in content.media where !done.contains(m.url) {
+            skipped.append(SkippedMedia(url: m.url, reason: .deadline))
+        }
         if let _ = content.chart, configuration.rendersCharts, !done.contains("chart:") {
             skipped.append(SkippedMedia(url: "chart:", reason: .deadline))
         }
-        return DeliveryReport(notificationID: content.notificationID, sources: content.sources, attached: attached, skipped: skipped, payloadProblems: content.problems, elapsedMilliseconds: milliseconds(), deadlineHit: deadlineHit)
+        return DeliveryReport(
+            notificationID: content.notificationID,
+            sources: content.sources,
+            attached: attached,
+            skipped: skipped,
+            payloadProblems: content.problems,
+            elapsedMilliseconds: milliseconds(),
+            deadlineHit: deadlineHit
+        )
     }
 }
 

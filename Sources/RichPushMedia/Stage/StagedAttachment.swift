@@ -20,8 +20,10 @@ public struct StagedAttachment: Sendable, Hashable {
 
     public var json: JSONValue {
         var o: [String: JSONValue] = [
-            "id": .string(identifier), "file": .string(file.path), "uti": .string(uti), "kind": .string(kind?.rawValue ?? "other"),
-            "bytes": .int(Int64(bytes)), "url": .string(sourceURL), "type_source": .string(typeSource), "ms": .int(Int64(stagedAfterMilliseconds)),
+            "id": .string(identifier), "file": .string(file.path), "uti": .string(uti),
+            "kind": .string(kind?.rawValue ?? "other"),
+            "bytes": .int(Int64(bytes)), "url": .string(sourceURL), "type_source": .string(typeSource),
+            "ms": .int(Int64(stagedAfterMilliseconds)),
         ]
         if let t = thumbnail {
             var to: [String: JSONValue] = [:]

@@ -17,7 +17,10 @@ struct StagingDirectory: Sendable {
     /// The final name: index, a readable stem from the URL, and the extension of the decided type.
     func finalFile(index: Int, sourceURL: String, fileExtension: String) -> URL {
         let last = URL(string: sourceURL)?.deletingPathExtension().lastPathComponent ?? ""
-        let stem = String(last.unicodeScalars.filter { CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_" }.prefix(40).map(Character.init))
+        let stem = String(
+            last.unicodeScalars.filter { CharacterSet.alphanumerics.contains($0) || $0 == "-" || $0 == "_" }.prefix(40)
+                .map(Character.init)
+        )
         let name = stem.isEmpty ? "media" : stem
         return root.appendingPathComponent("\(index)-\(name).\(fileExtension)")
     }

@@ -36,7 +36,17 @@ public final class APNsEmulator: Sendable {
         public var responseDelay: ResponseDelay
         public var now: @Sendable () -> Date
 
-        public init(environment: Environment = .sandbox, maxConcurrentStreams: Int = 1000, autoRegisterTokens: Bool = true, strictTokenLength: Bool = false, certificateMode: Bool = false, teamTopics: [String: Set<String>] = [:], recordLimit: Int = 100_000, responseDelay: ResponseDelay = .none, now: @escaping @Sendable () -> Date = { Date() }) {
+        public init(
+            environment: Environment = .sandbox,
+            maxConcurrentStreams: Int = 1000,
+            autoRegisterTokens: Bool = true,
+            strictTokenLength: Bool = false,
+            certificateMode: Bool = false,
+            teamTopics: [String: Set<String>] = [:],
+            recordLimit: Int = 100_000,
+            responseDelay: ResponseDelay = .none,
+            now: @escaping @Sendable () -> Date = { Date() }
+        ) {
             self.responseDelay = responseDelay
             self.environment = environment
             self.maxConcurrentStreams = maxConcurrentStreams
@@ -56,12 +66,21 @@ public final class APNsEmulator: Sendable {
     let state: APNsEmulatorState
     let server: EmulatorServer<APNsEmulatorLogic>
 
-    public init(credentials: SandboxCredentials, configuration: Configuration = Configuration(), eventLoopGroup: EventLoopGroup? = nil) throws {
+    public init(
+        credentials: SandboxCredentials,
+        configuration: Configuration = Configuration(),
+        eventLoopGroup: EventLoopGroup? = nil
+    ) throws {
         self.configuration = configuration
         state = APNsEmulatorState(recordLimit: configuration.recordLimit)
         server = try EmulatorServer(
-            logic: APNsEmulatorLogic(state: state, configuration: configuration), certificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM,
-            clientCertificateAuthorityPEM: configuration.certificateMode ? credentials.caCertificatePEM : nil, allowHTTP1: false, group: eventLoopGroup)
+            logic: APNsEmulatorLogic(state: state, configuration: configuration),
+            certificatePEM: credentials.serverCertificatePEM,
+            keyPEM: credentials.serverKeyPEM,
+            clientCertificateAuthorityPEM: configuration.certificateMode ? credentials.caCertificatePEM : nil,
+            allowHTTP1: false,
+            group: eventLoopGroup
+        )
         registerKey(id: credentials.apnsKeyID, teamID: credentials.apnsTeamID, publicKey: credentials.apnsPublicKey)
     }
 
@@ -78,12 +97,21 @@ public final class APNsEmulator: Sendable {
     // MARK: Keys and devices
 
     /// Accepts provider tokens signed by this key for this team (nil environment: both).
-    public func registerKey(id: String, teamID: String, publicKey: P256.Signing.PublicKey, environment: Environment? = nil) {
-        state.data.withLockedValue { $0.keys[id] = .init(teamID: teamID, publicKey: publicKey, environment: environment) }
+    public func registerKey(
+        id: String,
+        teamID: String,
+        publicKey: P256.Signing.PublicKey,
+        environment: Environment? = nil
+    ) {
+        state.data.withLockedValue {
+            $0.keys[id] = .init(teamID: teamID, publicKey: publicKey, environment: environment)
+        }
     }
 
     public func registerDevice(_ token: String, topic: String, environment: Environment? = nil) {
-        state.data.withLockedValue { $0.devices[token.lowercased()] = .init(topic: topic, environment: environment ?? configuration.environment) }
+        state.data.withLockedValue {
+            $0.devices[token.lowercased()] = .init(topic: topic, environment: environment ?? configuration.environment)
+        }
     }
 
     /// Marks a token as no longer valid for its topic: later sends get `410 Unregistered` with this time.
@@ -94,7 +122,11 @@ public final class APNsEmulator: Sendable {
                 dev.unregisteredAt = when
                 d.devices[token.lowercased()] = dev
             } else {
-                d.devices[token.lowercased()] = .init(topic: "", environment: configuration.environment, unregisteredAt: when)
+                d.devices[token.lowercased()] = .init(
+                    topic: "",
+                    environment: configuration.environment,
+                    unregisteredAt: when
+                )
             }
         }
     }

@@ -27,10 +27,18 @@ struct APNsEmulatorLogic: EmulatorLogic {
     var initialMaxConcurrentStreams: Int { configuration.certificateMode ? configuration.maxConcurrentStreams : 1 }
     var responseDelay: ResponseDelay { configuration.responseDelay }
 
-    func makeConnection(hasClientCertificate: Bool) -> APNsConnectionState { APNsConnectionState(hasClientCertificate: hasClientCertificate) }
+    func makeConnection(hasClientCertificate: Bool) -> APNsConnectionState {
+        APNsConnectionState(hasClientCertificate: hasClientCertificate)
+    }
 
-    func handle(_ request: EmulatorRequest, connection: APNsConnectionState, control: ConnectionControl) -> EmulatorAction {
-        let apnsID = request.header("apns-id").flatMap { UUID(uuidString: $0) != nil ? $0.lowercased() : nil } ?? UUID().uuidString.lowercased()
+    func handle(
+        _ request: EmulatorRequest,
+        connection: APNsConnectionState,
+        control: ConnectionControl
+    ) -> EmulatorAction {
+        let apnsID =
+            request.header("apns-id").flatMap { UUID(uuidString: $0) != nil ? $0.lowercased() : nil }
+            ?? UUID().uuidString.lowercased()
         func reject(_ status: Int, _ reason: String, timestamp: Date? = nil) -> EmulatorAction {
             state.reject(reason)
             var body: [String: Any] = ["reason": reason]
@@ -62,7 +70,10 @@ struct APNsEmulatorLogic: EmulatorLogic {
         guard request.path.hasPrefix("/3/device/") else { return reject(404, "BadPath") }
         let token = String(request.path.dropFirst("/3/device/".count))
         guard !token.isEmpty else { return reject(400, "MissingDeviceToken") }
-        for name in ["apns-id", "apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id", "authorization"]
+        for name in [
+            "apns-id", "apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id",
+            "authorization",
+        ]
         where request.count(name) > 1 {
             return reject(400, "DuplicateHeaders")
         }
@@ -72,7 +83,9 @@ struct APNsEmulatorLogic: EmulatorLogic {
         guard let topic = request.header("apns-topic"), !topic.isEmpty else {
             return reject(400, "MissingTopic")
         }
-        if !pushType.topicSuffix.isEmpty && !topic.hasSuffix(pushType.topicSuffix) { return reject(400, "TopicDisallowed") }
+        if !pushType.topicSuffix.isEmpty && !topic.hasSuffix(pushType.topicSuffix) {
+            return reject(400, "TopicDisallowed")
+        }
         let bundle = String(topic.dropLast(pushType.topicSuffix.count))
         var priority = 10
         if let p = request.header("apns-priority") {
@@ -86,7 +99,9 @@ struct APNsEmulatorLogic: EmulatorLogic {
             expiration = v
         }
         if let c = request.header("apns-collapse-id"), c.utf8.count > 64 { return reject(400, "BadCollapseId") }
-        if MessageValidator.apnsTokenProblem(token, strict: configuration.strictTokenLength) != nil { return reject(400, "BadDeviceToken") }
+        if MessageValidator.apnsTokenProblem(token, strict: configuration.strictTokenLength) != nil {
+            return reject(400, "BadDeviceToken")
+        }
 
         // Authentication.
         if !configuration.certificateMode {
@@ -122,7 +137,19 @@ struct APNsEmulatorLogic: EmulatorLogic {
         if request.body.count > pushType.payloadLimit { return reject(413, "PayloadTooLarge") }
         guard case .object? = try? JSONValue.parse(request.body) else { return reject(400, "PayloadEmpty") }
 
-        state.record(RecordedAPNsNotification(apnsID: apnsID, deviceToken: lower, topic: topic, pushType: pushType.rawValue, priority: priority, expiration: expiration, collapseID: request.header("apns-collapse-id"), payload: request.body, receivedAt: now))
+        state.record(
+            RecordedAPNsNotification(
+                apnsID: apnsID,
+                deviceToken: lower,
+                topic: topic,
+                pushType: pushType.rawValue,
+                priority: priority,
+                expiration: expiration,
+                collapseID: request.header("apns-collapse-id"),
+                payload: request.body,
+                receivedAt: now
+            )
+        )
         var headers = idHeaders(apnsID)
         if configuration.environment == .sandbox { headers.append(("apns-unique-id", UUID().uuidString.lowercased())) }
         return .respond(EmulatorResponse(status: 200, headers: headers))
@@ -134,19 +161,25 @@ struct APNsEmulatorLogic: EmulatorLogic {
     private func checkToken(_ header: String?, bundle: String, connection: APNsConnectionState) -> (Int, String)? {
         guard let header, !header.isEmpty else { return (403, "MissingProviderToken") }
         let parts = header.split(separator: " ", maxSplits: 1)
-        guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else { return (403, "MissingProviderToken") }
+        guard parts.count == 2, parts[0].lowercased() == "bearer", !parts[1].isEmpty else {
+            return (403, "MissingProviderToken")
+        }
         let token = String(parts[1])
         let now = configuration.now()
         if token == connection.currentToken, connection.verified.contains(token) {
             return now.timeIntervalSince1970 - connection.verifiedIssuedAt > 3600 ? (403, "ExpiredProviderToken") : nil
         }
         guard let jwt = JWT.Parts(token) else { return (403, "InvalidProviderToken") }
-        let jose = jwt.header, claims = jwt.claims
-        guard jose["alg"] as? String == "ES256", let kid = jose["kid"] as? String, let iss = claims["iss"] as? String else {
+        let jose = jwt.header
+        let claims = jwt.claims
+        guard jose["alg"] as? String == "ES256", let kid = jose["kid"] as? String, let iss = claims["iss"] as? String
+        else {
             return (403, "InvalidProviderToken")
         }
         let key: APNsEmulatorState.Key? = state.data.withLockedValue { $0.keys[kid] }
-        guard let key, key.teamID == iss, jwt.verifiesES256(with: key.publicKey) else { return (403, "InvalidProviderToken") }
+        guard let key, key.teamID == iss, jwt.verifiesES256(with: key.publicKey) else {
+            return (403, "InvalidProviderToken")
+        }
         if let env = key.environment, env != configuration.environment { return (403, "BadEnvironmentKeyIdInToken") }
         if let teams = configuration.teamTopics[iss], !teams.contains(bundle) { return (403, "InvalidProviderToken") }
         guard let iat = Self.issuedAt(claims["iat"]) else { return (403, "InvalidProviderToken") }

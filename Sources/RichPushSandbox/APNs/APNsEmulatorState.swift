@@ -19,8 +19,10 @@ public struct RecordedAPNsNotification: Sendable {
 
     public var json: JSONValue {
         var o: [String: JSONValue] = [
-            "apns_id": .string(apnsID), "token": .string(deviceToken), "topic": .string(topic), "push_type": .string(pushType),
-            "priority": .int(Int64(priority)), "received_at": .double(receivedAt.timeIntervalSince1970), "payload": payloadJSON ?? .null,
+            "apns_id": .string(apnsID), "token": .string(deviceToken), "topic": .string(topic),
+            "push_type": .string(pushType),
+            "priority": .int(Int64(priority)), "received_at": .double(receivedAt.timeIntervalSince1970),
+            "payload": payloadJSON ?? .null,
         ]
         if let e = expiration { o["expiration"] = .int(e) }
         if let c = collapseID { o["collapse_id"] = .string(c) }

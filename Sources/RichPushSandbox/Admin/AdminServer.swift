@@ -6,7 +6,8 @@ import RichPushCore
 
 /// A plain HTTP/1.1 JSON API on loopback for looking into the emulators and steering them.
 final class AdminServer: Sendable {
-    typealias Route = @Sendable (_ method: String, _ path: String, _ query: [String: String], _ body: JSONValue?) -> (Int, JSONValue)
+    typealias Route =
+        @Sendable (_ method: String, _ path: String, _ query: [String: String], _ body: JSONValue?) -> (Int, JSONValue)
 
     let route: Route
     let group: EventLoopGroup
@@ -22,7 +23,9 @@ final class AdminServer: Sendable {
         let ch = try await ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .childChannelInitializer { channel in
-                channel.pipeline.configureHTTPServerPipeline().flatMap { channel.pipeline.addHandler(AdminHandler(route: route)) }
+                channel.pipeline.configureHTTPServerPipeline().flatMap {
+                    channel.pipeline.addHandler(AdminHandler(route: route))
+                }
             }
             .bind(host: "127.0.0.1", port: port).get()
         channel.value = ch
@@ -56,7 +59,9 @@ final class AdminHandler: ChannelInboundHandler, @unchecked Sendable {
             var query: [String: String] = [:]
             if parts.count > 1 {
                 for pair in parts[1].split(separator: "&") {
-                    let kv = pair.split(separator: "=", maxSplits: 1).map { String($0).removingPercentEncoding ?? String($0) }
+                    let kv = pair.split(separator: "=", maxSplits: 1).map {
+                        String($0).removingPercentEncoding ?? String($0)
+                    }
                     query[kv[0]] = kv.count > 1 ? kv[1] : ""
                 }
             }
@@ -77,8 +82,20 @@ final class AdminHandler: ChannelInboundHandler, @unchecked Sendable {
         let bytes = answer.prettyPrinted().utf8
         var h = HTTPHeaders([("content-type", "application/json"), ("content-length", String(bytes.count + 1))])
         if !head.isKeepAlive { h.add(name: "connection", value: "close") }
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .init(statusCode: status), headers: h))), promise: nil)
-        context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(string: String(decoding: bytes, as: UTF8.self) + "\n")))), promise: nil)
+        context.write(
+            wrapOutboundOut(
+                .head(HTTPResponseHead(version: head.version, status: .init(statusCode: status), headers: h))
+            ),
+            promise: nil
+        )
+        context.write(
+            wrapOutboundOut(
+                .body(
+                    .byteBuffer(context.channel.allocator.buffer(string: String(decoding: bytes, as: UTF8.self) + "\n"))
+                )
+            ),
+            promise: nil
+        )
         let keep = head.isKeepAlive
         let ch = context.channel
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in if !keep { ch.close(promise: nil) } }

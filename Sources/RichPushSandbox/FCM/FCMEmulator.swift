@@ -28,7 +28,16 @@ public final class FCMEmulator: Sendable {
         public var responseDelay: ResponseDelay
         public var now: @Sendable () -> Date
 
-        public init(accessTokenLifetime: TimeInterval = 3600, autoRegisterTokens: Bool = true, minimumTokenLength: Int = 8, projectMessagesPerMinute: Int = 600_000, deviceMessagesPerMinute: Int = 240, recordLimit: Int = 100_000, responseDelay: ResponseDelay = .none, now: @escaping @Sendable () -> Date = { Date() }) {
+        public init(
+            accessTokenLifetime: TimeInterval = 3600,
+            autoRegisterTokens: Bool = true,
+            minimumTokenLength: Int = 8,
+            projectMessagesPerMinute: Int = 600_000,
+            deviceMessagesPerMinute: Int = 240,
+            recordLimit: Int = 100_000,
+            responseDelay: ResponseDelay = .none,
+            now: @escaping @Sendable () -> Date = { Date() }
+        ) {
             self.responseDelay = responseDelay
             self.accessTokenLifetime = accessTokenLifetime
             self.autoRegisterTokens = autoRegisterTokens
@@ -44,11 +53,25 @@ public final class FCMEmulator: Sendable {
     let state: FCMEmulatorState
     let server: EmulatorServer<FCMEmulatorLogic>
 
-    public init(credentials: SandboxCredentials, configuration: Configuration = Configuration(), eventLoopGroup: EventLoopGroup? = nil) throws {
+    public init(
+        credentials: SandboxCredentials,
+        configuration: Configuration = Configuration(),
+        eventLoopGroup: EventLoopGroup? = nil
+    ) throws {
         self.configuration = configuration
         state = FCMEmulatorState(recordLimit: configuration.recordLimit)
-        server = try EmulatorServer(logic: FCMEmulatorLogic(state: state, configuration: configuration), certificatePEM: credentials.serverCertificatePEM, keyPEM: credentials.serverKeyPEM, allowHTTP1: true, group: eventLoopGroup)
-        registerServiceAccount(email: credentials.fcmClientEmail, publicKey: credentials.fcmPublicKey, projects: [credentials.fcmProjectID])
+        server = try EmulatorServer(
+            logic: FCMEmulatorLogic(state: state, configuration: configuration),
+            certificatePEM: credentials.serverCertificatePEM,
+            keyPEM: credentials.serverKeyPEM,
+            allowHTTP1: true,
+            group: eventLoopGroup
+        )
+        registerServiceAccount(
+            email: credentials.fcmClientEmail,
+            publicKey: credentials.fcmPublicKey,
+            projects: [credentials.fcmProjectID]
+        )
     }
 
     @discardableResult
@@ -80,9 +103,13 @@ public final class FCMEmulator: Sendable {
     }
 
     /// The next `count` sends show this fault.
-    public func inject(_ fault: FCMFault, count: Int = 1) { state.data.withLockedValue { $0.faults.add(fault, count: count) } }
+    public func inject(_ fault: FCMFault, count: Int = 1) {
+        state.data.withLockedValue { $0.faults.add(fault, count: count) }
+    }
     /// This share of sends (0...1) show this fault, until cleared.
-    public func inject(_ fault: FCMFault, rate: Double) { state.data.withLockedValue { $0.faults.add(fault, rate: rate) } }
+    public func inject(_ fault: FCMFault, rate: Double) {
+        state.data.withLockedValue { $0.faults.add(fault, rate: rate) }
+    }
     public func clearFaults() { state.data.withLockedValue { $0.faults.clear() } }
     /// Faults injected with a count that requests have not met yet.
     public var pendingFaults: Int { state.data.withLockedValue { $0.faults.pending } }

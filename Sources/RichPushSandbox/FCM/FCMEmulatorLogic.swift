@@ -14,13 +14,19 @@ struct FCMEmulatorLogic: EmulatorLogic {
 
     func makeConnection(hasClientCertificate: Bool) -> FCMConnectionState { FCMConnectionState() }
 
-    func handle(_ request: EmulatorRequest, connection: FCMConnectionState, control: ConnectionControl) -> EmulatorAction {
+    func handle(
+        _ request: EmulatorRequest,
+        connection: FCMConnectionState,
+        control: ConnectionControl
+    ) -> EmulatorAction {
         let path = String(request.path.split(separator: "?", maxSplits: 1).first ?? "")
         if path == "/token" || path == "/oauth2/token" || path == "/o/oauth2/token" { return tokenEndpoint(request) }
         guard path.hasPrefix("/v1/projects/"), path.hasSuffix("/messages:send") else {
             return .respond(googleError(404, "NOT_FOUND", "The requested URL was not found on this server."))
         }
-        guard request.method == "POST" else { return .respond(googleError(405, "INVALID_ARGUMENT", "Method not allowed")) }
+        guard request.method == "POST" else {
+            return .respond(googleError(405, "INVALID_ARGUMENT", "Method not allowed"))
+        }
         let project = String(path.dropFirst("/v1/projects/".count).dropLast("/messages:send".count))
         return send(request, project: project)
     }
@@ -36,21 +42,33 @@ struct FCMEmulatorLogic: EmulatorLogic {
         guard form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer" else {
             return oauthError("unsupported_grant_type", "Invalid grant_type: \(form["grant_type"] ?? "")")
         }
-        guard let assertion = form["assertion"], let jwt = JWT.Parts(assertion) else { return oauthError("invalid_request", "Invalid JWT: malformed") }
+        guard let assertion = form["assertion"], let jwt = JWT.Parts(assertion) else {
+            return oauthError("invalid_request", "Invalid JWT: malformed")
+        }
         let claims = jwt.claims
-        guard jwt.header["alg"] as? String == "RS256", let iss = claims["iss"] as? String else { return oauthError("invalid_grant", "Invalid JWT Signature.") }
-        guard let account = state.data.withLockedValue({ $0.accounts[iss] }), jwt.verifiesRS256(with: account.publicKey) else {
+        guard jwt.header["alg"] as? String == "RS256", let iss = claims["iss"] as? String else {
+            return oauthError("invalid_grant", "Invalid JWT Signature.")
+        }
+        guard let account = state.data.withLockedValue({ $0.accounts[iss] }), jwt.verifiesRS256(with: account.publicKey)
+        else {
             return oauthError("invalid_grant", "Invalid JWT Signature.")
         }
         let now = configuration.now().timeIntervalSince1970
         guard let iat = (claims["iat"] as? NSNumber)?.doubleValue, let exp = (claims["exp"] as? NSNumber)?.doubleValue,
             exp - iat <= 3600 + 60, iat <= now + 300, exp > now
         else {
-            return oauthError("invalid_grant", "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim.")
+            return oauthError(
+                "invalid_grant",
+                "Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim."
+            )
         }
-        guard let aud = claims["aud"] as? String, aud.hasSuffix("/token") else { return oauthError("invalid_grant", "Invalid JWT: Failed audience check.") }
+        guard let aud = claims["aud"] as? String, aud.hasSuffix("/token") else {
+            return oauthError("invalid_grant", "Invalid JWT: Failed audience check.")
+        }
         let scopes = (claims["scope"] as? String ?? "").split(separator: " ")
-        guard scopes.contains(where: { $0.hasSuffix("/auth/firebase.messaging") || $0.hasSuffix("/auth/cloud-platform") }) else {
+        guard
+            scopes.contains(where: { $0.hasSuffix("/auth/firebase.messaging") || $0.hasSuffix("/auth/cloud-platform") })
+        else {
             return oauthError("invalid_scope", "Invalid OAuth scope or ID token audience provided.")
         }
         let token = "ya29.sandbox-" + UUID().uuidString.lowercased()
@@ -58,7 +76,12 @@ struct FCMEmulatorLogic: EmulatorLogic {
             d.accessTokens[token] = (iss, configuration.now().addingTimeInterval(configuration.accessTokenLifetime))
             d.tokenExchanges += 1
         }
-        return .respond(.json(200, ["access_token": token, "expires_in": Int(configuration.accessTokenLifetime), "token_type": "Bearer"]))
+        return .respond(
+            .json(
+                200,
+                ["access_token": token, "expires_in": Int(configuration.accessTokenLifetime), "token_type": "Bearer"]
+            )
+        )
     }
 
     static func parseForm(_ s: String) -> [String: String] {
@@ -66,7 +89,9 @@ struct FCMEmulatorLogic: EmulatorLogic {
         for pair in s.split(separator: "&") {
             let kv = pair.split(separator: "=", maxSplits: 1)
             let key = String(kv[0]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(kv[0])
-            let value = kv.count > 1 ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(kv[1])) : ""
+            let value =
+                kv.count > 1
+                ? (String(kv[1]).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String(kv[1])) : ""
             out[key] = value
         }
         return out
@@ -78,10 +103,27 @@ struct FCMEmulatorLogic: EmulatorLogic {
         if let fault = state.nextFault() {
             switch fault {
             case .quotaExceeded(let r):
-                return .respond(fcmError(429, "RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Messages'.", code: "QUOTA_EXCEEDED", headers: [("retry-after", String(r))]))
+                return .respond(
+                    fcmError(
+                        429,
+                        "RESOURCE_EXHAUSTED",
+                        "Quota exceeded for quota metric 'Messages'.",
+                        code: "QUOTA_EXCEEDED",
+                        headers: [("retry-after", String(r))]
+                    )
+                )
             case .unavailable(let r):
-                return .respond(fcmError(503, "UNAVAILABLE", "The service is currently unavailable.", code: "UNAVAILABLE", headers: r.map { [("retry-after", String($0))] } ?? []))
-            case .internalError: return .respond(fcmError(500, "INTERNAL", "Internal error encountered.", code: "INTERNAL"))
+                return .respond(
+                    fcmError(
+                        503,
+                        "UNAVAILABLE",
+                        "The service is currently unavailable.",
+                        code: "UNAVAILABLE",
+                        headers: r.map { [("retry-after", String($0))] } ?? []
+                    )
+                )
+            case .internalError:
+                return .respond(fcmError(500, "INTERNAL", "Internal error encountered.", code: "INTERNAL"))
             case .reset: return .resetConnection
             case .stall: return .stall
             case .goAway: return .goAway(debugReason: "maintenance")
@@ -96,19 +138,41 @@ struct FCMEmulatorLogic: EmulatorLogic {
             let issued = state.data.withLockedValue({ $0.accessTokens[String(parts[1])] }), issued.expires > now
         else {
             state.count(error: "UNAUTHENTICATED")
-            return .respond(googleError(401, "UNAUTHENTICATED", "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.", headers: [("www-authenticate", #"Bearer realm="https://accounts.google.com/", error="invalid_token""#)]))
+            return .respond(
+                googleError(
+                    401,
+                    "UNAUTHENTICATED",
+                    "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
+                    headers: [
+                        ("www-authenticate", #"Bearer realm="https://accounts.google.com/", error="invalid_token""#)
+                    ]
+                )
+            )
         }
         let allowed = state.data.withLockedValue { $0.accounts[issued.email]?.projects.contains(project) ?? false }
         guard allowed else {
             state.count(error: "PERMISSION_DENIED")
-            return .respond(googleError(403, "PERMISSION_DENIED", "Permission 'cloudmessaging.messages.create' denied on resource '//cloudmessaging.googleapis.com/projects/\(project)' (or it may not exist)."))
+            return .respond(
+                googleError(
+                    403,
+                    "PERMISSION_DENIED",
+                    "Permission 'cloudmessaging.messages.create' denied on resource '//cloudmessaging.googleapis.com/projects/\(project)' (or it may not exist)."
+                )
+            )
         }
 
         guard case .object(let root)? = try? JSONValue.parse(request.body) else {
             return .respond(badRequest([.init(field: "", description: "Invalid JSON payload received.")]))
         }
         for key in root.keys where !["message", "validate_only", "validateOnly"].contains(key) {
-            return .respond(badRequest([.init(field: "", description: "Invalid JSON payload received. Unknown name \"\(key)\": Cannot find field.")]))
+            return .respond(
+                badRequest([
+                    .init(
+                        field: "",
+                        description: "Invalid JSON payload received. Unknown name \"\(key)\": Cannot find field."
+                    )
+                ])
+            )
         }
         guard case .object(let message)? = root["message"] else {
             return .respond(badRequest([.init(field: "message", description: "Message must be set")]))
@@ -120,7 +184,14 @@ struct FCMEmulatorLogic: EmulatorLogic {
 
         if case .token(let token) = target {
             if MessageValidator.fcmTokenProblem(token) != nil || token.count < configuration.minimumTokenLength {
-                return .respond(fcmError(400, "INVALID_ARGUMENT", "The registration token is not a valid FCM registration token", code: "INVALID_ARGUMENT"))
+                return .respond(
+                    fcmError(
+                        400,
+                        "INVALID_ARGUMENT",
+                        "The registration token is not a valid FCM registration token",
+                        code: "INVALID_ARGUMENT"
+                    )
+                )
             }
             let device: FCMEmulatorState.Device? = state.data.withLockedValue { d in
                 if let existing = d.devices[token] { return existing }
@@ -138,7 +209,9 @@ struct FCMEmulatorLogic: EmulatorLogic {
         if let quota = checkQuota(project: project, target: target) { return .respond(quota) }
         if validateOnly { return .respond(.json(200, ["name": "projects/\(project)/messages/fake_message_id"])) }
         let name = "projects/\(project)/messages/\(UInt64.random(in: 1_000_000_000_000...9_999_999_999_999_999))"
-        state.record(RecordedFCMMessage(name: name, project: project, target: target, message: .object(message), receivedAt: now))
+        state.record(
+            RecordedFCMMessage(name: name, project: project, target: target, message: .object(message), receivedAt: now)
+        )
         return .respond(.json(200, ["name": name]))
     }
 
@@ -160,10 +233,24 @@ struct FCMEmulatorLogic: EmulatorLogic {
         }
         let retry = String(60 - Int(configuration.now().timeIntervalSince1970) % 60)
         if projectCount > configuration.projectMessagesPerMinute {
-            return fcmError(429, "RESOURCE_EXHAUSTED", "Quota exceeded for quota metric 'Messages' and limit 'Messages per minute' of service 'fcm.googleapis.com' for consumer 'project_number:\(project)'.", code: "QUOTA_EXCEEDED", headers: [("retry-after", retry)], quotaSubject: "project")
+            return fcmError(
+                429,
+                "RESOURCE_EXHAUSTED",
+                "Quota exceeded for quota metric 'Messages' and limit 'Messages per minute' of service 'fcm.googleapis.com' for consumer 'project_number:\(project)'.",
+                code: "QUOTA_EXCEEDED",
+                headers: [("retry-after", retry)],
+                quotaSubject: "project"
+            )
         }
         if deviceCount > configuration.deviceMessagesPerMinute {
-            return fcmError(429, "RESOURCE_EXHAUSTED", "Message rate exceeded for this device.", code: "QUOTA_EXCEEDED", headers: [("retry-after", retry)], quotaSubject: "device")
+            return fcmError(
+                429,
+                "RESOURCE_EXHAUSTED",
+                "Message rate exceeded for this device.",
+                code: "QUOTA_EXCEEDED",
+                headers: [("retry-after", retry)],
+                quotaSubject: "device"
+            )
         }
         return nil
     }
@@ -172,21 +259,53 @@ struct FCMEmulatorLogic: EmulatorLogic {
         state.count(error: "INVALID_ARGUMENT")
         let details: [[String: Any]] = [
             ["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": "INVALID_ARGUMENT"],
-            ["@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": violations.map { ["field": $0.field, "description": $0.description] }],
+            [
+                "@type": "type.googleapis.com/google.rpc.BadRequest",
+                "fieldViolations": violations.map { ["field": $0.field, "description": $0.description] },
+            ],
         ]
-        return .json(400, ["error": ["code": 400, "message": violations.first?.description ?? "Request contains an invalid argument.", "status": "INVALID_ARGUMENT", "details": details]])
+        return .json(
+            400,
+            [
+                "error": [
+                    "code": 400, "message": violations.first?.description ?? "Request contains an invalid argument.",
+                    "status": "INVALID_ARGUMENT", "details": details,
+                ]
+            ]
+        )
     }
 
-    private func fcmError(_ http: Int, _ status: String, _ message: String, code: String, headers: [(String, String)] = [], quotaSubject: String? = nil) -> EmulatorResponse {
+    private func fcmError(
+        _ http: Int,
+        _ status: String,
+        _ message: String,
+        code: String,
+        headers: [(String, String)] = [],
+        quotaSubject: String? = nil
+    ) -> EmulatorResponse {
         state.count(error: code)
-        var details: [[String: Any]] = [["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": code]]
+        var details: [[String: Any]] = [
+            ["@type": "type.googleapis.com/google.firebase.fcm.v1.FcmError", "errorCode": code]
+        ]
         if let subject = quotaSubject {
-            details.append(["@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": [["subject": subject, "description": message]]])
+            details.append([
+                "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                "violations": [["subject": subject, "description": message]],
+            ])
         }
-        return .json(http, ["error": ["code": http, "message": message, "status": status, "details": details]], headers: headers)
+        return .json(
+            http,
+            ["error": ["code": http, "message": message, "status": status, "details": details]],
+            headers: headers
+        )
     }
 
-    private func googleError(_ http: Int, _ status: String, _ message: String, headers: [(String, String)] = []) -> EmulatorResponse {
+    private func googleError(
+        _ http: Int,
+        _ status: String,
+        _ message: String,
+        headers: [(String, String)] = []
+    ) -> EmulatorResponse {
         .json(http, ["error": ["code": http, "message": message, "status": status]], headers: headers)
     }
 }

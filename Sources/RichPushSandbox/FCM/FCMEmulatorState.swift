@@ -12,7 +12,10 @@ public struct RecordedFCMMessage: Sendable {
     public var receivedAt: Date
 
     public var json: JSONValue {
-        var o: [String: JSONValue] = ["name": .string(name), "project": .string(project), "message": message, "received_at": .double(receivedAt.timeIntervalSince1970)]
+        var o: [String: JSONValue] = [
+            "name": .string(name), "project": .string(project), "message": message,
+            "received_at": .double(receivedAt.timeIntervalSince1970),
+        ]
         switch target {
         case .token(let v): o["token"] = .string(v)
         case .topic(let v): o["topic"] = .string(v)

@@ -3,7 +3,13 @@ import Foundation
 /// What the media test server does for one path.
 public enum MediaRoute: Sendable {
     /// Serves bytes with a status, a Content-Type and extra headers.
-    case bytes([UInt8], contentType: String?, status: Int = 200, headers: [(String, String)] = [], sendLength: Bool = true)
+    case bytes(
+        [UInt8],
+        contentType: String?,
+        status: Int = 200,
+        headers: [(String, String)] = [],
+        sendLength: Bool = true
+    )
     /// Streams a file from disk in chunks (nothing held in memory).
     case file(path: String, contentType: String?)
     /// Redirects to another path or URL.

@@ -83,7 +83,12 @@ final class MediaHandler: ChannelInboundHandler, @unchecked Sendable {
 
     private func respond(context: ChannelHandlerContext) {
         guard let route = routes[path] else {
-            return send(context, status: 404, body: Array("<!DOCTYPE html><html><body>Not found</body></html>".utf8), contentType: "text/html")
+            return send(
+                context,
+                status: 404,
+                body: Array("<!DOCTYPE html><html><body>Not found</body></html>".utf8),
+                contentType: "text/html"
+            )
         }
         switch route {
         case let .bytes(body, contentType, status, headers, sendLength):
@@ -95,7 +100,12 @@ final class MediaHandler: ChannelInboundHandler, @unchecked Sendable {
                 keepAlive = false  // no length: the end of the body is the end of the connection
             }
             context.write(wrapOutboundOut(head(status, h)), promise: nil)
-            if !body.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil) }
+            if !body.isEmpty {
+                context.write(
+                    wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))),
+                    promise: nil
+                )
+            }
             end(context)
         case let .file(path, contentType):
             serveFile(context, path: path, contentType: contentType)
@@ -113,18 +123,31 @@ final class MediaHandler: ChannelInboundHandler, @unchecked Sendable {
             let channel = context.channel
             context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(channel.allocator.buffer(bytes: sent)))))
                 .flatMap { () -> EventLoopFuture<Void> in
-                    guard let socket = channel as? SocketOptionProvider else { return channel.eventLoop.makeSucceededVoidFuture() }
+                    guard let socket = channel as? SocketOptionProvider else {
+                        return channel.eventLoop.makeSucceededVoidFuture()
+                    }
                     return socket.setSoLinger(linger(l_onoff: 1, l_linger: 0))
                 }
                 .whenComplete { _ in channel.close(promise: nil) }  // linger 0: the close sends a reset
         }
     }
 
-    private func send(_ context: ChannelHandlerContext, status: Int, body: [UInt8], contentType: String?, extra: [(String, String)] = []) {
+    private func send(
+        _ context: ChannelHandlerContext,
+        status: Int,
+        body: [UInt8],
+        contentType: String?,
+        extra: [(String, String)] = []
+    ) {
         var h = extra + [("Content-Length", String(body.count))]
         if let contentType { h.append(("Content-Type", contentType)) }
         context.write(wrapOutboundOut(head(status, h)), promise: nil)
-        if !body.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))), promise: nil) }
+        if !body.isEmpty {
+            context.write(
+                wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: body)))),
+                promise: nil
+            )
+        }
         end(context)
     }
 
@@ -137,7 +160,10 @@ final class MediaHandler: ChannelInboundHandler, @unchecked Sendable {
     private func drip(_ context: ChannelHandlerContext, remaining: Int, chunk: Int, interval: TimeInterval) {
         guard remaining > 0, context.channel.isActive else { return end(context) }
         let n = min(chunk, remaining)
-        context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(repeating: 0xFF, count: n)))), promise: nil)
+        context.writeAndFlush(
+            wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(repeating: 0xFF, count: n)))),
+            promise: nil
+        )
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.eventLoop.scheduleTask(in: .nanoseconds(Int64(interval * 1_000_000_000))) { [self] in
             drip(bound.value, remaining: remaining - n, chunk: chunk, interval: interval)
@@ -156,15 +182,19 @@ final class MediaHandler: ChannelInboundHandler, @unchecked Sendable {
         let bound = NIOLoopBound(context, eventLoop: context.eventLoop)
         let box = FileBox(handle)
         @Sendable func next() {
-            NIOThreadPool.singleton.runIfActive(eventLoop: bound.value.eventLoop) { box.handle.readData(ofLength: 64 * 1024) }
-                .whenComplete { [self] result in
-                    let context = bound.value
-                    guard case .success(let data) = result, !data.isEmpty, context.channel.isActive else {
-                        try? box.handle.close()
-                        return end(context)
-                    }
-                    context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: data))))).whenComplete { _ in next() }
+            NIOThreadPool.singleton.runIfActive(eventLoop: bound.value.eventLoop) {
+                box.handle.readData(ofLength: 64 * 1024)
+            }
+            .whenComplete { [self] result in
+                let context = bound.value
+                guard case .success(let data) = result, !data.isEmpty, context.channel.isActive else {
+                    try? box.handle.close()
+                    return end(context)
                 }
+                context.writeAndFlush(
+                    wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: data))))
+                ).whenComplete { _ in next() }
+            }
         }
         next()
     }

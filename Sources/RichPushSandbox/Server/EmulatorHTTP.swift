@@ -33,8 +33,14 @@ public struct EmulatorResponse: Sendable {
     }
 
     public static func json(_ status: Int, _ value: Any, headers: [(String, String)] = []) -> EmulatorResponse {
-        let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])) ?? Data()
-        return EmulatorResponse(status: status, headers: headers + [("content-type", "application/json; charset=UTF-8")], body: Array(data))
+        let data =
+            (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes]))
+            ?? Data()
+        return EmulatorResponse(
+            status: status,
+            headers: headers + [("content-type", "application/json; charset=UTF-8")],
+            body: Array(data)
+        )
     }
 }
 
@@ -113,7 +119,13 @@ final class HTTP2EmulatorStreamHandler<Logic: EmulatorLogic>: ChannelInboundHand
         let parent = self.parent
         let control = ConnectionControl { n in
             parent.eventLoop.execute {
-                parent.writeAndFlush(HTTP2Frame(streamID: .rootStream, payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: n)]))), promise: nil)
+                parent.writeAndFlush(
+                    HTTP2Frame(
+                        streamID: .rootStream,
+                        payload: .settings(.settings([HTTP2Setting(parameter: .maxConcurrentStreams, value: n)]))
+                    ),
+                    promise: nil
+                )
             }
         }
         let request = EmulatorRequest(method: method, path: path, headers: headers, body: body, isHTTP2: true)
@@ -136,7 +148,14 @@ final class HTTP2EmulatorStreamHandler<Logic: EmulatorLogic>: ChannelInboundHand
                 return
             }
             if !r.body.isEmpty {
-                context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(context.channel.allocator.buffer(bytes: r.body)), endStream: true))), promise: nil)
+                context.write(
+                    wrapOutboundOut(
+                        .data(
+                            .init(data: .byteBuffer(context.channel.allocator.buffer(bytes: r.body)), endStream: true)
+                        )
+                    ),
+                    promise: nil
+                )
             }
             context.flush()
         case .stall:
@@ -146,12 +165,18 @@ final class HTTP2EmulatorStreamHandler<Logic: EmulatorLogic>: ChannelInboundHand
         case .resetConnection:
             EmulatorSockets.reset(parent)
         case .goAway(let reason):
-            let streamID = (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) ?? .rootStream
+            let streamID =
+                (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) ?? .rootStream
             // The last stream the server says it processed is the one before this: this request was not.
             let last = Int(streamID.description).map { HTTP2StreamID(max(0, $0 - 2)) } ?? .rootStream
             let debug = parent.allocator.buffer(string: #"{"reason":"\#(reason)"}"#)
-            parent.writeAndFlush(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: debug)))
-                .whenComplete { _ in parent.eventLoop.scheduleTask(in: .milliseconds(50)) { parent.close(promise: nil) } }
+            parent.writeAndFlush(
+                HTTP2Frame(
+                    streamID: .rootStream,
+                    payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: debug)
+                )
+            )
+            .whenComplete { _ in parent.eventLoop.scheduleTask(in: .milliseconds(50)) { parent.close(promise: nil) } }
         }
     }
 }
@@ -181,7 +206,13 @@ final class HTTP1EmulatorHandler<Logic: EmulatorLogic>: ChannelInboundHandler, @
             if let bytes = b.readBytes(length: b.readableBytes) { body += bytes }
         case .end:
             guard let head else { return }
-            let request = EmulatorRequest(method: head.method.rawValue, path: head.uri, headers: head.headers.map { ($0.name.lowercased(), $0.value) }, body: body, isHTTP2: false)
+            let request = EmulatorRequest(
+                method: head.method.rawValue,
+                path: head.uri,
+                headers: head.headers.map { ($0.name.lowercased(), $0.value) },
+                body: body,
+                isHTTP2: false
+            )
             let action = logic.handle(request, connection: connection, control: ConnectionControl { _ in })
             guard let delay = logic.responseDelay.sample() else { return act(action, head: head, context) }
             // Answers on one HTTP/1.1 connection go out in the order asked, whatever the jitter drew.
@@ -200,11 +231,23 @@ final class HTTP1EmulatorHandler<Logic: EmulatorLogic>: ChannelInboundHandler, @
             var h = HTTPHeaders(r.headers)
             h.replaceOrAdd(name: "content-length", value: String(r.body.count))
             if !head.isKeepAlive { h.replaceOrAdd(name: "connection", value: "close") }
-            context.write(wrapOutboundOut(.head(HTTPResponseHead(version: head.version, status: .init(statusCode: r.status), headers: h))), promise: nil)
-            if !r.body.isEmpty { context.write(wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: r.body)))), promise: nil) }
+            context.write(
+                wrapOutboundOut(
+                    .head(HTTPResponseHead(version: head.version, status: .init(statusCode: r.status), headers: h))
+                ),
+                promise: nil
+            )
+            if !r.body.isEmpty {
+                context.write(
+                    wrapOutboundOut(.body(.byteBuffer(context.channel.allocator.buffer(bytes: r.body)))),
+                    promise: nil
+                )
+            }
             let keepAlive = head.isKeepAlive
             let channel = context.channel
-            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in if !keepAlive { channel.close(promise: nil) } }
+            context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+                if !keepAlive { channel.close(promise: nil) }
+            }
         case .stall: break
         case .resetConnection, .goAway, .refuseStream: EmulatorSockets.reset(context.channel)
         }

@@ -18,10 +18,18 @@ public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
     private let channel: NIOLockedBox<Channel?> = NIOLockedBox(nil)
 
     /// With no group given, the server runs its own one-thread group.
-    init(logic: Logic, certificatePEM: String, keyPEM: String, clientCertificateAuthorityPEM: String? = nil, allowHTTP1: Bool, group: EventLoopGroup?) throws {
+    init(
+        logic: Logic,
+        certificatePEM: String,
+        keyPEM: String,
+        clientCertificateAuthorityPEM: String? = nil,
+        allowHTTP1: Bool,
+        group: EventLoopGroup?
+    ) throws {
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(certificatePEM.utf8)).map { .certificate($0) },
-            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem)))
+            privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem))
+        )
         tls.applicationProtocols = allowHTTP1 ? ["h2", "http/1.1"] : ["h2"]
         if let ca = clientCertificateAuthorityPEM {
             tls.certificateVerification = .noHostnameVerification
@@ -94,12 +102,15 @@ final class ProtocolSwitch<Logic: EmulatorLogic>: ChannelInboundHandler, Removab
 
     private func configure(context: ChannelHandlerContext, protocol negotiated: String?) {
         let channel = context.channel
-        let hasCertificate = (try? channel.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate) != nil
+        let hasCertificate =
+            (try? channel.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate) != nil
         let connection = logic.makeConnection(hasClientCertificate: hasCertificate)
         do {
             if negotiated == "http/1.1" && allowHTTP1 {
                 try channel.pipeline.syncOperations.configureHTTPServerPipeline(position: .after(self))
-                try channel.pipeline.syncOperations.addHandler(HTTP1EmulatorHandler(logic: logic, connection: connection))
+                try channel.pipeline.syncOperations.addHandler(
+                    HTTP1EmulatorHandler(logic: logic, connection: connection)
+                )
             } else {
                 let logic = self.logic
                 var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
@@ -117,7 +128,9 @@ final class ProtocolSwitch<Logic: EmulatorLogic>: ChannelInboundHandler, Removab
                     position: .after(self)
                 ) { stream in
                     stream.eventLoop.makeCompletedFuture {
-                        try stream.pipeline.syncOperations.addHandler(HTTP2EmulatorStreamHandler(logic: logic, connection: bound.value, parent: channel))
+                        try stream.pipeline.syncOperations.addHandler(
+                            HTTP2EmulatorStreamHandler(logic: logic, connection: bound.value, parent: channel)
+                        )
                     }
                 }
             }

@@ -15,12 +15,26 @@ public enum HostileAnswer: Sendable, Hashable {
     func response(extraHeaders: [(String, String)]) -> EmulatorResponse {
         switch self {
         case let .body(status, bytes):
-            return EmulatorResponse(status: status, headers: extraHeaders + [("content-type", "application/json")], body: bytes)
+            return EmulatorResponse(
+                status: status,
+                headers: extraHeaders + [("content-type", "application/json")],
+                body: bytes
+            )
         case let .huge(status, count):
-            let filler = Array(#"{"reason":""#.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: max(0, count - 14)) + Array(#""}"#.utf8)
-            return EmulatorResponse(status: status, headers: extraHeaders + [("content-type", "application/json")], body: filler)
+            let filler =
+                Array(#"{"reason":""#.utf8) + [UInt8](repeating: UInt8(ascii: "x"), count: max(0, count - 14))
+                + Array(#""}"#.utf8)
+            return EmulatorResponse(
+                status: status,
+                headers: extraHeaders + [("content-type", "application/json")],
+                body: filler
+            )
         case let .header(status, name, value):
-            return EmulatorResponse(status: status, headers: extraHeaders + [(name, value)], body: Array(#"{"reason":"TooManyRequests"}"#.utf8))
+            return EmulatorResponse(
+                status: status,
+                headers: extraHeaders + [(name, value)],
+                body: Array(#"{"reason":"TooManyRequests"}"#.utf8)
+            )
         case .status(let text):
             var r = EmulatorResponse(status: 0, headers: extraHeaders)
             r.rawStatus = text

@@ -1,11 +1,13 @@
 import Hummingbird
 import NIOCore
 
-/// The context of one API request: Hummingbird's core context and the client's address, which failed
-/// authentication is limited by (an unknown key has no bucket of its own).
+/// The context of one API request: Hummingbird's core context, the client's address (failed authentication is
+/// limited by it: an unknown key has no bucket of its own) and, on routes behind ``Authenticator``, the caller.
 public struct APIRequestContext: RequestContext, RemoteAddressRequestContext {
     public var coreContext: CoreRequestContextStorage
     public let remoteAddress: SocketAddress?
+    /// Who is calling, decided once by ``Authenticator``; nil on routes that take no key.
+    public var caller: Caller?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
@@ -14,4 +16,28 @@ public struct APIRequestContext: RequestContext, RemoteAddressRequestContext {
 
     /// The client's address without its port: the key failed authentications are counted under.
     var clientKey: String { remoteAddress?.ipAddress ?? "unknown" }
+
+    /// The proven caller; a route behind the authenticator always has one.
+    func requireCaller() throws -> Caller {
+        guard let caller else { throw APIError(.unauthenticated, "send Authorization: Bearer <key>") }
+        return caller
+    }
+
+    /// Only the admin key passes.
+    func requireAdmin() throws {
+        guard case .admin = try requireCaller() else { throw APIError(.forbidden, "this route needs the admin key") }
+    }
+
+    /// A key of any app with this scope, or the admin key.
+    func requireAnyKey(_ scope: APIScope) throws {
+        if case .app(let grant) = try requireCaller(), !grant.scopes.contains(scope) {
+            throw APIError(.forbidden, "this key lacks the '\(scope.rawValue)' scope")
+        }
+    }
+}
+
+/// Who a request comes from: the admin key, or an app's key with its scopes.
+public enum Caller: Sendable {
+    case admin
+    case app(APIGrant)
 }

@@ -10,7 +10,10 @@ public final class BackgroundWork: Sendable {
     public init() {}
 
     /// Runs `body` until it succeeds; `onFailure` hears of each failed run.
-    func run(_ body: @escaping @Sendable () async throws -> Void, onFailure: @escaping @Sendable (Error) -> Void = { _ in }) {
+    func run(
+        _ body: @escaping @Sendable () async throws -> Void,
+        onFailure: @escaping @Sendable (Error) -> Void = { _ in }
+    ) {
         let id = UUID()
         tasks.withLockedValue { tasks in
             tasks[id] = Task {

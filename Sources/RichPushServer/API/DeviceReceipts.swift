@@ -24,7 +24,10 @@ public final class DeviceReceipts: Sendable {
     /// `secret`: the server's receipt secret (``ServerStore/secret(named:)``); `base`: the address devices reach
     /// this server at, when known now (else set ``base`` once the listener is up).
     public init(
-        secret: [UInt8], base: String? = nil, rate: Double = 2_000, burst: Double = 20_000,
+        secret: [UInt8],
+        base: String? = nil,
+        rate: Double = 2_000,
+        burst: Double = 20_000,
         maxReportsPerNotification: Int = 100_000
     ) {
         keyed = HMAC<SHA256>(key: SymmetricKey(data: secret))
@@ -102,18 +105,24 @@ public final class DeviceReceipts: Sendable {
     }
 
     static func expiry(_ stamp: String) -> TimeInterval? {
-        guard (1...8).contains(stamp.utf8.count), stamp.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 122) }),
+        guard (1...8).contains(stamp.utf8.count),
+            stamp.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 122) }),
             let v = Int64(stamp, radix: 36)
         else { return nil }
         return TimeInterval(v)
     }
 
     static func base64URL(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
+            of: "/",
+            with: "_"
+        ).replacingOccurrences(of: "=", with: "")
     }
 
     static func decodeBase64URL(_ text: String) -> [UInt8]? {
-        guard text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else { return nil }
+        guard text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
+            return nil
+        }
         var s = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while s.count % 4 != 0 { s += "=" }
         return Data(base64Encoded: s).map(Array.init)
@@ -126,16 +135,32 @@ public final class DeviceReceipts: Sendable {
     /// Checks a report's shape: the device library's delivery report object (`attachments` and `skipped` lists).
     static func problems(in report: JSONValue?, at path: String) -> [ValidationIssue] {
         guard let o = report?.objectValue else {
-            return [.init(path: path, rule: "type", message: "\(path) must be the device library's delivery report object")]
+            return [
+                .init(path: path, rule: "type", message: "\(path) must be the device library's delivery report object")
+            ]
         }
         var issues: [ValidationIssue] = []
         for (list, most) in [("attachments", maxAttachments), ("skipped", maxSkipped)] {
             switch o[list] {
             case .array(let a)? where a.count > most:
-                issues.append(.init(path: "\(path).\(list)", rule: "max-items", message: "\(path).\(list) holds at most \(most) entries"))
+                issues.append(
+                    .init(
+                        path: "\(path).\(list)",
+                        rule: "max-items",
+                        message: "\(path).\(list) holds at most \(most) entries"
+                    )
+                )
             case .array?: break
-            case nil: issues.append(.init(path: "\(path).\(list)", rule: "required", message: "\(path).\(list) is a list (empty when there is nothing to report)"))
-            default: issues.append(.init(path: "\(path).\(list)", rule: "type", message: "\(path).\(list) must be a list"))
+            case nil:
+                issues.append(
+                    .init(
+                        path: "\(path).\(list)",
+                        rule: "required",
+                        message: "\(path).\(list) is a list (empty when there is nothing to report)"
+                    )
+                )
+            default:
+                issues.append(.init(path: "\(path).\(list)", rule: "type", message: "\(path).\(list) must be a list"))
             }
         }
         return issues

@@ -1,13 +1,15 @@
 import HTTPTypes
-#if canImport(Glibc)
-import Glibc
-#endif
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
-import RichPushCore
 import NIOHTTP1
 import NIOHTTPTypes
 import NIOHTTPTypesHTTP1
+import RichPushCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Answers `GET` and `HEAD /media/…` on the connection's event loop before the request reaches the router: the
 /// file is written with `sendfile` (no copy through the process; the kernel's page cache keeps hot files in
@@ -21,15 +23,51 @@ public final class MediaFastPath: ChannelInboundHandler, RemovableChannelHandler
     public typealias InboundOut = HTTPRequestPart
 
     let store: MediaStore
+    let status: Status
+    let logger: Logger
 
-    public init(store: MediaStore) { self.store = store }
+    public init(store: MediaStore, status: Status = Status(), logger: Logger = Logger(label: "richpush.media")) {
+        self.store = store
+        self.status = status
+        self.logger = logger
+    }
 
     public func handlerAdded(context: ChannelHandlerContext) {
         let pipeline = context.pipeline.syncOperations
-        if let codec = try? pipeline.handler(type: HTTP1ToHTTPServerCodec.self) {
-            try? pipeline.addHandler(MediaFileAnswerer(store: store), position: .before(codec))
+        do {
+            let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
+            try pipeline.addHandler(MediaFileAnswerer(store: store), position: .before(codec))
+            status.count(installed: true)
+        } catch {
+            // The server's pipeline is not the one this was written for (a new Hummingbird, another codec): media
+            // is still served, through the router, but slower. Said once, loudly, and counted for the tests.
+            if status.count(installed: false) {
+                logger.error(
+                    "media fast path not in place: the connection has no HTTP/1 codec to go in front of; media goes through the router",
+                    metadata: ["error": .string(String(describing: error))]
+                )
+            }
         }
-        context.pipeline.syncOperations.removeHandler(context: context, promise: nil)
+        pipeline.removeHandler(context: context, promise: nil)
+    }
+
+    /// How many connections got the fast path, and how many did not.
+    public final class Status: Sendable {
+        private let counts = NIOLockedValueBox((installed: 0, missed: 0))
+
+        public init() {}
+
+        public var installed: Int { counts.withLockedValue { $0.installed } }
+        public var missed: Int { counts.withLockedValue { $0.missed } }
+
+        /// Counts one connection; true for the first miss.
+        @discardableResult
+        func count(installed: Bool) -> Bool {
+            counts.withLockedValue {
+                if installed { $0.installed += 1 } else { $0.missed += 1 }
+                return !installed && $0.missed == 1
+            }
+        }
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.fireChannelRead(data) }
@@ -78,7 +116,9 @@ final class LoopFiles {
             f.lastUse = clock
             return f
         }
-        guard let (path, size, type) = store.file(name), let handle = try? NIOFileHandle(_deprecatedPath: path) else { return nil }
+        guard let (path, size, type) = store.file(name), let handle = try? NIOFileHandle(_deprecatedPath: path) else {
+            return nil
+        }
         let f = File(handle: handle, size: size, type: type)
         f.users = 1
         f.lastUse = clock
@@ -155,7 +195,8 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     /// The request's headers an answer depends on (a condition or a range); none for most requests.
     static func conditions(_ headers: HTTPHeaders) -> HTTPFields {
         var fields = HTTPFields()
-        for (name, field) in [("if-none-match", HTTPField.Name.ifNoneMatch), ("range", .range), ("if-range", .ifRange)] {
+        for (name, field) in [("if-none-match", HTTPField.Name.ifNoneMatch), ("range", .range), ("if-range", .ifRange)]
+        {
             if let v = headers.first(name: name) { fields[field] = v }
         }
         return fields
@@ -163,7 +204,7 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
 
     /// The plain answer's headers, made once per file.
     static func plainHeaders(name: String, file: LoopFiles.File) -> HTTPHeaders {
-        let (answer, _) = RichPushAPI.mediaAnswer(name: name, type: file.type, size: file.size, headers: [:])
+        let (answer, _) = MediaController.mediaAnswer(name: name, type: file.type, size: file.size, headers: [:])
         return HTTPHeaders(answer.headerFields.map { ($0.name.rawName, $0.value) })
     }
 
@@ -171,7 +212,10 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         let table = self.table ?? LoopFiles.forLoop(context.eventLoop)
         let keepAlive = r.isKeepAlive
         let file = table.acquire(name, store: store)
-        let cork = ChannelOptions.Types.SocketOption(level: SocketOptionLevel(IPPROTO_TCP), name: SocketOptionName(TCP_CORK))
+        let cork = ChannelOptions.Types.SocketOption(
+            level: SocketOptionLevel(IPPROTO_TCP),
+            name: SocketOptionName(TCP_CORK)
+        )
         var status = HTTPResponseStatus.ok
         var headers: HTTPHeaders
         var body: IOData?
@@ -184,17 +228,30 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
                 headers = Self.plainHeaders(name: name, file: file)
                 file.plainHeaders = headers
             }
-            if r.method == .GET, file.size > 0 { body = .fileRegion(FileRegion(fileHandle: file.handle, readerIndex: 0, endIndex: file.size)) }
+            if r.method == .GET, file.size > 0 {
+                body = .fileRegion(FileRegion(fileHandle: file.handle, readerIndex: 0, endIndex: file.size))
+            }
         } else {
             let response: HTTPResponse
             if let file {
-                let (answer, range) = RichPushAPI.mediaAnswer(name: name, type: file.type, size: file.size, headers: conditions)
+                let (answer, range) = MediaController.mediaAnswer(
+                    name: name,
+                    type: file.type,
+                    size: file.size,
+                    headers: conditions
+                )
                 response = answer
                 if let range, r.method == .GET {
-                    body = .fileRegion(FileRegion(fileHandle: file.handle, readerIndex: range.lowerBound, endIndex: range.upperBound + 1))
+                    body = .fileRegion(
+                        FileRegion(
+                            fileHandle: file.handle,
+                            readerIndex: range.lowerBound,
+                            endIndex: range.upperBound + 1
+                        )
+                    )
                 }
             } else {
-                let (answer, buffer) = RichPushAPI.notFound(head: r.method == .HEAD)
+                let (answer, buffer) = MediaController.notFound(head: r.method == .HEAD)
                 response = answer
                 body = buffer.map { .byteBuffer($0) }
             }
@@ -204,10 +261,17 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         if !keepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
         // Corked, the head and the start of the file leave in full packets together (as a web server's nopush does).
         let corked: Bool
-        if case .fileRegion = body { corked = (try? context.channel.syncOptions?.setOption(cork, value: 1)) != nil } else { corked = false }
+        if case .fileRegion = body {
+            corked = (try? context.channel.syncOptions?.setOption(cork, value: 1)) != nil
+        } else {
+            corked = false
+        }
         // Through the response encoder, which pairs each answer with its request (it leaves out the body of an
         // answer to HEAD).
-        context.write(wrapOutboundOut(.head(HTTPResponseHead(version: r.version, status: status, headers: headers))), promise: nil)
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: r.version, status: status, headers: headers))),
+            promise: nil
+        )
         if let body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
         let done = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)

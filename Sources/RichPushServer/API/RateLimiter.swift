@@ -24,7 +24,12 @@ public final class RateLimiter: Sendable {
     private let state: NIOLockedValueBox<State>
     let now: @Sendable () -> Date
 
-    public init(rate: Double = 200, burst: Double = 400, sweepAbove: Int = 100_000, now: @escaping @Sendable () -> Date = { Date() }) {
+    public init(
+        rate: Double = 200,
+        burst: Double = 400,
+        sweepAbove: Int = 100_000,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
         // Held to sane values: both divide and convert below.
         self.rate = rate.isFinite ? min(max(rate, 0.001), 1e9) : 200
         self.burst = burst.isFinite ? min(max(burst, 1), 1e9) : 400

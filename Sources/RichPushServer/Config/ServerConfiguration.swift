@@ -53,7 +53,9 @@ public struct ServerConfiguration: Sendable, Equatable {
 
     /// The credentials key file in use: beside an SQLite file, or `richpush-credentials.key` in the working folder
     /// for PostgreSQL (every node of a cluster needs a copy of the same key).
-    public var resolvedCredentialsKeyFile: String { credentialsKeyFile ?? (isPostgres ? "richpush-credentials.key" : database + ".key") }
+    public var resolvedCredentialsKeyFile: String {
+        credentialsKeyFile ?? (isPostgres ? "richpush-credentials.key" : database + ".key")
+    }
 
     /// Whether the database is PostgreSQL (else an SQLite file).
     public var isPostgres: Bool { PostgresSettings.isPostgresURL(database) }
@@ -71,7 +73,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     }
 
     static let keys: [String: Set<String>] = [
-        "": ["database", "node_id", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers", "sandbox", "media", "receipts", "credentials_key_file"],
+        "": [
+            "database", "node_id", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers",
+            "sandbox", "media", "receipts", "credentials_key_file",
+        ],
         "workers": ["batch_size", "concurrency", "lanes"],
         "sandbox": ["enabled", "directory", "apns_port", "fcm_port"],
         "media": ["directory", "cache_megabytes", "public_url", "retention_days"],
@@ -81,7 +86,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     public mutating func apply(json text: String) throws {
         let root: JSONValue
         do { root = try JSONValue.parse(text) } catch { throw Problem(key: "(file)", rule: "not JSON: \(error)") }
-        guard case .object(let o) = root else { throw Problem(key: "(file)", rule: "the file must hold one JSON object") }
+        guard case .object(let o) = root else {
+            throw Problem(key: "(file)", rule: "the file must hold one JSON object")
+        }
         try Self.checkKeys(o, section: "")
         func string(_ v: JSONValue?, _ key: String) throws -> String? {
             guard let v else { return nil }
@@ -90,7 +97,9 @@ public struct ServerConfiguration: Sendable, Equatable {
         }
         func number(_ v: JSONValue?, _ key: String, _ range: ClosedRange<Double>) throws -> Double? {
             guard let v else { return nil }
-            guard let d = v.doubleValue, range.contains(d) else { throw Problem(key: key, rule: "must be a number from \(range.lowerBound) to \(range.upperBound)") }
+            guard let d = v.doubleValue, range.contains(d) else {
+                throw Problem(key: key, rule: "must be a number from \(range.lowerBound) to \(range.upperBound)")
+            }
             return d
         }
         if let s = try string(o["database"], "database") { database = s }
@@ -128,7 +137,9 @@ public struct ServerConfiguration: Sendable, Equatable {
             guard case .object(let mo) = m else { throw Problem(key: "media", rule: "must be an object") }
             try Self.checkKeys(mo, section: "media")
             if let d = try string(mo["directory"], "media.directory") { mediaDirectory = d }
-            if let c = try number(mo["cache_megabytes"], "media.cache_megabytes", 0...65536) { mediaCacheMegabytes = Int(c) }
+            if let c = try number(mo["cache_megabytes"], "media.cache_megabytes", 0...65536) {
+                mediaCacheMegabytes = Int(c)
+            }
             if let u = try string(mo["public_url"], "media.public_url") { mediaPublicURL = u }
             if let r = try number(mo["retention_days"], "media.retention_days", 0...36_500) { mediaRetentionDays = r }
         }
@@ -138,7 +149,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     static func checkKeys(_ o: [String: JSONValue], section: String) throws {
         let known = keys[section] ?? []
         if let unknown = o.keys.sorted().first(where: { !known.contains($0) }) {
-            throw Problem(key: section.isEmpty ? unknown : section + "." + unknown, rule: "unknown key (known: \(known.sorted().joined(separator: ", ")))")
+            throw Problem(
+                key: section.isEmpty ? unknown : section + "." + unknown,
+                rule: "unknown key (known: \(known.sorted().joined(separator: ", ")))"
+            )
         }
     }
 
@@ -149,13 +163,17 @@ public struct ServerConfiguration: Sendable, Equatable {
         if let v = env["RICHPUSH_NODE_ID"], !v.isEmpty { nodeID = v }
         if let v = env["RICHPUSH_HOST"], !v.isEmpty { host = v }
         if let v = env["RICHPUSH_PORT"] {
-            guard let p = Int(v), (0...65535).contains(p) else { throw Problem(key: "RICHPUSH_PORT", rule: "must be a port number") }
+            guard let p = Int(v), (0...65535).contains(p) else {
+                throw Problem(key: "RICHPUSH_PORT", rule: "must be a port number")
+            }
             port = p
         }
         if let v = env["RICHPUSH_ADMIN_KEY"], !v.isEmpty { adminKey = v }
         if let v = env["RICHPUSH_PUBLIC_URL"], !v.isEmpty { publicURL = v }
         if let v = env["RICHPUSH_RATE_LIMIT"] {
-            guard let r = Double(v), r > 0 else { throw Problem(key: "RICHPUSH_RATE_LIMIT", rule: "must be a positive number") }
+            guard let r = Double(v), r > 0 else {
+                throw Problem(key: "RICHPUSH_RATE_LIMIT", rule: "must be a positive number")
+            }
             rateLimit = r
         }
         if let v = env["RICHPUSH_CREDENTIALS_KEY_FILE"], !v.isEmpty { credentialsKeyFile = v }
@@ -178,28 +196,45 @@ public struct ServerConfiguration: Sendable, Equatable {
 
     /// Rules across keys.
     public func check() throws {
-        if (externalSandboxAPNsPort == nil) != (externalSandboxFCMPort == nil) { throw Problem(key: "sandbox", rule: "give both apns_port and fcm_port, or neither") }
+        if (externalSandboxAPNsPort == nil) != (externalSandboxFCMPort == nil) {
+            throw Problem(key: "sandbox", rule: "give both apns_port and fcm_port, or neither")
+        }
         if let u = publicURL {
-            guard let url = URL(string: u), url.scheme == "http" || url.scheme == "https", url.host != nil else { throw Problem(key: "public_url", rule: "must be an http(s) URL") }
+            guard let url = URL(string: u), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+                throw Problem(key: "public_url", rule: "must be an http(s) URL")
+            }
         }
         if let u = mediaPublicURL {
-            guard let url = URL(string: u), url.scheme == "http" || url.scheme == "https", url.host != nil else { throw Problem(key: "media.public_url", rule: "must be an http(s) URL") }
+            guard let url = URL(string: u), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+                throw Problem(key: "media.public_url", rule: "must be an http(s) URL")
+            }
         }
-        if adminKey.map({ $0.count < 16 }) == true { throw Problem(key: "admin_key", rule: "must be at least 16 characters") }
+        if adminKey.map({ $0.count < 16 }) == true {
+            throw Problem(key: "admin_key", rule: "must be at least 16 characters")
+        }
         if isPostgres {
-            do { _ = try PostgresSettings(url: database) } catch { throw Problem(key: "database", rule: error.description) }
+            do { _ = try PostgresSettings(url: database) } catch {
+                throw Problem(key: "database", rule: error.description)
+            }
         }
-        if let id = nodeID, id.isEmpty || id.count > 100 || !id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) }) {
+        if let id = nodeID,
+            id.isEmpty || id.count > 100
+                || !id.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "-_.".contains($0)) })
+        {
             throw Problem(key: "node_id", rule: "1 to 100 letters, digits, - _ and .")
         }
         // Flags and the environment reach here without the file's range checks; the values feed conversions.
-        if !(0.001...10_000_000).contains(rateLimit) { throw Problem(key: "rate_limit", rule: "must be 0.001...10000000 requests a second") }
+        if !(0.001...10_000_000).contains(rateLimit) {
+            throw Problem(key: "rate_limit", rule: "must be 0.001...10000000 requests a second")
+        }
         if !(1...3600).contains(leaseSeconds) { throw Problem(key: "lease_seconds", rule: "must be 1...3600 seconds") }
         if !(0...65535).contains(port) { throw Problem(key: "port", rule: "must be a port number (0...65535)") }
         if sandbox && !sandboxPublic && !Self.isLoopback(host) {
             throw Problem(
-                key: "host", rule: "sandbox mode listens on loopback only (\(host) given): it fetches media from any "
-                    + "address; turn sandbox mode off, or pass --sandbox-public to force it")
+                key: "host",
+                rule: "sandbox mode listens on loopback only (\(host) given): it fetches media from any "
+                    + "address; turn sandbox mode off, or pass --sandbox-public to force it"
+            )
         }
     }
 
@@ -213,7 +248,11 @@ public struct ServerConfiguration: Sendable, Equatable {
 
     /// The media folder in use.
     public var resolvedMediaDirectory: String {
-        mediaDirectory ?? (isPostgres ? "richpush-media" : URL(fileURLWithPath: database).deletingLastPathComponent().appendingPathComponent("richpush-media").path)
+        mediaDirectory
+            ?? (isPostgres
+                ? "richpush-media"
+                : URL(fileURLWithPath: database).deletingLastPathComponent().appendingPathComponent("richpush-media")
+                    .path)
     }
 
     /// The address devices fetch hosted media from.

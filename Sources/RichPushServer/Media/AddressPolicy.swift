@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -100,7 +101,10 @@ public struct AddressPolicy: Sendable {
     }
 
     /// Host names refused before any lookup (cloud metadata services).
-    static let metadataNames: Set<String> = ["metadata.google.internal", "metadata", "metadata.goog", "instance-data", "instance-data.ec2.internal", "metadata.azure.internal"]
+    static let metadataNames: Set<String> = [
+        "metadata.google.internal", "metadata", "metadata.goog", "instance-data", "instance-data.ec2.internal",
+        "metadata.azure.internal",
+    ]
 
     public func check(hostName: String) -> Verdict {
         if allowAll || !nameRules { return .allowed }
@@ -114,7 +118,12 @@ public struct AddressPolicy: Sendable {
     public func check(_ address: IPAddress, port: Int? = nil) -> Verdict {
         if allowAll { return .allowed }
         if exceptions.contains(address.description) { return .allowed }
-        if let port, exceptions.contains(address.description + ":\(port)") || exceptions.contains("[\(address.description)]:\(port)") { return .allowed }
+        if let port,
+            exceptions.contains(address.description + ":\(port)")
+                || exceptions.contains("[\(address.description)]:\(port)")
+        {
+            return .allowed
+        }
         return Self.classify(address)
     }
 
@@ -128,45 +137,71 @@ public struct AddressPolicy: Sendable {
     static func classify(v4 a: UInt32) -> Verdict {
         func within(_ base: UInt32, _ bits: UInt32) -> Bool { bits == 0 || (a >> (32 - bits)) == (base >> (32 - bits)) }
         let ip = { (x: UInt32, y: UInt32, z: UInt32, w: UInt32) in x << 24 | y << 16 | z << 8 | w }
-        if a == ip(169, 254, 169, 254) || a == ip(100, 100, 100, 200) || a == ip(192, 0, 0, 192) { return .refused("metadata") }
+        if a == ip(169, 254, 169, 254) || a == ip(100, 100, 100, 200) || a == ip(192, 0, 0, 192) {
+            return .refused("metadata")
+        }
         if within(ip(0, 0, 0, 0), 8) { return .refused("unspecified") }
         if within(ip(127, 0, 0, 0), 8) { return .refused("loopback") }
-        if within(ip(10, 0, 0, 0), 8) || within(ip(172, 16, 0, 0), 12) || within(ip(192, 168, 0, 0), 16) { return .refused("private") }
+        if within(ip(10, 0, 0, 0), 8) || within(ip(172, 16, 0, 0), 12) || within(ip(192, 168, 0, 0), 16) {
+            return .refused("private")
+        }
         if within(ip(100, 64, 0, 0), 10) { return .refused("shared") }
         if within(ip(169, 254, 0, 0), 16) { return .refused("link-local") }
         if within(ip(224, 0, 0, 0), 4) { return .refused("multicast") }
         if within(ip(240, 0, 0, 0), 4) { return .refused("reserved") }  // includes 255.255.255.255
-        if within(ip(192, 0, 0, 0), 24) || within(ip(198, 18, 0, 0), 15) || within(ip(192, 88, 99, 0), 24) { return .refused("reserved") }
-        if within(ip(192, 0, 2, 0), 24) || within(ip(198, 51, 100, 0), 24) || within(ip(203, 0, 113, 0), 24) { return .refused("documentation") }
+        if within(ip(192, 0, 0, 0), 24) || within(ip(198, 18, 0, 0), 15) || within(ip(192, 88, 99, 0), 24) {
+            return .refused("reserved")
+        }
+        if within(ip(192, 0, 2, 0), 24) || within(ip(198, 51, 100, 0), 24) || within(ip(203, 0, 113, 0), 24) {
+            return .refused("documentation")
+        }
         return .allowed
     }
 
     static func classify(v6 b: [UInt8]) -> Verdict {
         func prefix(_ p: [UInt8], bits: Int) -> Bool {
             for i in 0..<bits {
-                let byte = i / 8, bit = 7 - i % 8
+                let byte = i / 8
+                let bit = 7 - i % 8
                 if (b[byte] >> bit) & 1 != (p[byte] >> bit) & 1 { return false }
             }
             return true
         }
-        func v4(at offset: Int) -> UInt32 { UInt32(b[offset]) << 24 | UInt32(b[offset + 1]) << 16 | UInt32(b[offset + 2]) << 8 | UInt32(b[offset + 3]) }
+        func v4(at offset: Int) -> UInt32 {
+            UInt32(b[offset]) << 24 | UInt32(b[offset + 1]) << 16 | UInt32(b[offset + 2]) << 8 | UInt32(b[offset + 3])
+        }
         let zero = [UInt8](repeating: 0, count: 16)
         if b == zero { return .refused("unspecified") }
         if b == zero.dropLast() + [1] { return .refused("loopback") }
         // IPv4 inside IPv6: the embedded address decides.
-        if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xff && b[11] == 0xff { return classify(v4: v4(at: 12)) }  // ::ffff:a.b.c.d
-        if b[0..<12].allSatisfy({ $0 == 0 }) { return classify(v4: v4(at: 12)) }  // ::a.b.c.d (deprecated compatible form)
-        if prefix([0, 0x64, 0xff, 0x9b] + [UInt8](repeating: 0, count: 12), bits: 96) { return classify(v4: v4(at: 12)) }  // NAT64 64:ff9b::/96
-        if prefix([0, 0x64, 0xff, 0x9b, 0, 1] + [UInt8](repeating: 0, count: 10), bits: 48) { return .refused("private") }  // local NAT64
-        if prefix([0x20, 0x02] + [UInt8](repeating: 0, count: 14), bits: 16) { return classify(v4: v4(at: 2)) == .allowed ? .allowed : .refused("tunnel") }  // 6to4
-        if prefix([0x20, 0x01, 0, 0] + [UInt8](repeating: 0, count: 12), bits: 32) { return .refused("tunnel") }  // Teredo hides its address
-        if b == [0xfd, 0, 0x0e, 0xc2] + [UInt8](repeating: 0, count: 10) + [0x02, 0x54] { return .refused("metadata") }  // fd00:ec2::254
+        // ::ffff:a.b.c.d
+        if b[0..<10].allSatisfy({ $0 == 0 }) && b[10] == 0xff && b[11] == 0xff { return classify(v4: v4(at: 12)) }
+        // ::a.b.c.d (deprecated compatible form)
+        if b[0..<12].allSatisfy({ $0 == 0 }) { return classify(v4: v4(at: 12)) }
+        if prefix([0, 0x64, 0xff, 0x9b] + [UInt8](repeating: 0, count: 12), bits: 96) {
+            return classify(v4: v4(at: 12))
+        }  // NAT64 64:ff9b::/96
+        if prefix([0, 0x64, 0xff, 0x9b, 0, 1] + [UInt8](repeating: 0, count: 10), bits: 48) {
+            return .refused("private")
+        }  // local NAT64
+        if prefix([0x20, 0x02] + [UInt8](repeating: 0, count: 14), bits: 16) {
+            return classify(v4: v4(at: 2)) == .allowed ? .allowed : .refused("tunnel")
+        }  // 6to4
+        // Teredo hides its address
+        if prefix([0x20, 0x01, 0, 0] + [UInt8](repeating: 0, count: 12), bits: 32) { return .refused("tunnel") }
+        if b == [0xfd, 0, 0x0e, 0xc2] + [UInt8](repeating: 0, count: 10) + [0x02, 0x54] {
+            return .refused("metadata")
+        }  // fd00:ec2::254
         if prefix([0xfc] + [UInt8](repeating: 0, count: 15), bits: 7) { return .refused("private") }  // fc00::/7
         if prefix([0xfe, 0x80] + [UInt8](repeating: 0, count: 14), bits: 10) { return .refused("link-local") }
-        if prefix([0xfe, 0xc0] + [UInt8](repeating: 0, count: 14), bits: 10) { return .refused("private") }  // site-local (deprecated)
+        // site-local (deprecated)
+        if prefix([0xfe, 0xc0] + [UInt8](repeating: 0, count: 14), bits: 10) { return .refused("private") }
         if b[0] == 0xff { return .refused("multicast") }
-        if prefix([0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 0, count: 12), bits: 32) { return .refused("documentation") }
-        if prefix([0x01, 0] + [UInt8](repeating: 0, count: 14), bits: 64) { return .refused("reserved") }  // discard 100::/64
+        if prefix([0x20, 0x01, 0x0d, 0xb8] + [UInt8](repeating: 0, count: 12), bits: 32) {
+            return .refused("documentation")
+        }
+        // discard 100::/64
+        if prefix([0x01, 0] + [UInt8](repeating: 0, count: 14), bits: 64) { return .refused("reserved") }
         return .allowed
     }
 }

@@ -99,12 +99,18 @@ public final class MediaService: Sendable {
             judge(&result)
             return result
         }
-        if !keepBody, let (hit, at) = checks.withLockedValue({ $0[url] }), Date().timeIntervalSince(at) < checkLifetime { return hit }
+        if !keepBody, let (hit, at) = checks.withLockedValue({ $0[url] }), Date().timeIntervalSince(at) < checkLifetime
+        {
+            return hit
+        }
         // Bytes that may be re-hosted stream into a file of the store's, never into memory.
         var upload: MediaStore.Upload?
         if keepBody {
             do { upload = try store.beginUpload() } catch {
-                Logger(label: "richpush.media").warning("media preflight: no file to keep the bytes in, so they cannot be re-hosted", metadata: ["error": "\(error)"])
+                Logger(label: "richpush.media").warning(
+                    "media preflight: no file to keep the bytes in, so they cannot be re-hosted",
+                    metadata: ["error": "\(error)"]
+                )
             }
         }
         do {
@@ -126,7 +132,10 @@ public final class MediaService: Sendable {
             guard let type = MediaSniffer.sniff(fetched.prefix) else {
                 let declared = fetched.contentType?.lowercased() ?? ""
                 let looksHTML = declared.contains("html") || fetched.prefix.prefix(1) == [UInt8(ascii: "<")]
-                result.failure = looksHTML ? ("not-media", "the URL gives a web page, not media") : ("unknown-type", "the bytes are not a recognisable image, audio or video file")
+                result.failure =
+                    looksHTML
+                    ? ("not-media", "the URL gives a web page, not media")
+                    : ("unknown-type", "the bytes are not a recognisable image, audio or video file")
                 upload?.discard()
                 return result
             }
@@ -144,7 +153,9 @@ public final class MediaService: Sendable {
             } else {
                 result.rehostReason = "no-extension"
             }
-            if result.rehostReason == nil, let declared = fetched.contentType.flatMap(MediaType.init(mimeType:)), declared != type {
+            if result.rehostReason == nil, let declared = fetched.contentType.flatMap(MediaType.init(mimeType:)),
+                declared != type
+            {
                 result.rehostReason = "content-type-mismatch"
             }
             // Only what may be sent is kept: a type or size Apple refuses is never re-hosted.
@@ -175,12 +186,23 @@ public final class MediaService: Sendable {
 
     /// Checks, re-hosts and charts a message before it is accepted. Returns the problems (errors under
     /// `reject`) and what was changed or dropped (warnings).
-    public func prepare(_ message: inout PushMessage, onFailure: OnFailure, rehost: Rehost) async -> (errors: [ValidationIssue], warnings: [ValidationIssue]) {
+    public func prepare(
+        _ message: inout PushMessage,
+        onFailure: OnFailure,
+        rehost: Rehost
+    ) async -> (errors: [ValidationIssue], warnings: [ValidationIssue]) {
         var (errors, warnings) = await checkMedia(&message, onFailure: onFailure, rehost: rehost)
         if let spec = message.chart, message.chartImageURL == nil {
             do { message.chartImageURL = url(for: try await chartImage(spec)) } catch {
                 // Android and the web go without the picture; the sender learns why.
-                warnings.append(.init(path: "chart", rule: "chart-image-failed", message: "the chart's PNG for Android and the web could not be stored: \(error)", severity: .warning))
+                warnings.append(
+                    .init(
+                        path: "chart",
+                        rule: "chart-image-failed",
+                        message: "the chart's PNG for Android and the web could not be stored: \(error)",
+                        severity: .warning
+                    )
+                )
             }
         }
         return (errors, warnings)
@@ -188,13 +210,20 @@ public final class MediaService: Sendable {
 
     /// The media part of ``prepare(_:onFailure:rehost:)``: checks (and re-hosts) every media URL, and leaves the
     /// chart alone. `richpush send` calls it with `rehost: .never` for the server's verdicts without a server.
-    public func checkMedia(_ message: inout PushMessage, onFailure: OnFailure, rehost: Rehost) async -> (errors: [ValidationIssue], warnings: [ValidationIssue]) {
-        var errors: [ValidationIssue] = [], warnings: [ValidationIssue] = []
+    public func checkMedia(
+        _ message: inout PushMessage,
+        onFailure: OnFailure,
+        rehost: Rehost
+    ) async -> (errors: [ValidationIssue], warnings: [ValidationIssue]) {
+        var errors: [ValidationIssue] = []
+        var warnings: [ValidationIssue] = []
         if onFailure != .off || rehost == .always, !message.media.isEmpty {
             let media = message.media
             let wantBody = rehost != .never
             let results = await withTaskGroup(of: (Int, MediaCheck).self) { group in
-                for (i, m) in media.enumerated() { group.addTask { (i, await self.check(m.url, kind: m.kind, keepBody: wantBody)) } }
+                for (i, m) in media.enumerated() {
+                    group.addTask { (i, await self.check(m.url, kind: m.kind, keepBody: wantBody)) }
+                }
                 var out = [MediaCheck?](repeating: nil, count: media.count)
                 for await (i, r) in group { out[i] = r }
                 return out.compactMap { $0 }
@@ -206,27 +235,58 @@ public final class MediaService: Sendable {
                     if onFailure == .reject {
                         errors.append(.init(path: path, rule: f.rule, message: "\(m.url): \(f.message)"))
                     } else {
-                        warnings.append(.init(path: path, rule: f.rule, message: "dropped \(m.url): \(f.message)", severity: .warning))
+                        warnings.append(
+                            .init(
+                                path: path,
+                                rule: f.rule,
+                                message: "dropped \(m.url): \(f.message)",
+                                severity: .warning
+                            )
+                        )
                     }
                     continue
                 }
                 var m = m
                 // Whatever is not re-hosted below leaves no file behind (finish moves the one it uses).
                 defer { r.upload?.discard() }
-                if r.isOK, hostedName(m.url) == nil, let type = r.type, let upload = r.upload, rehost == .always || (rehost == .auto && r.rehostReason != nil) {
+                if r.isOK, hostedName(m.url) == nil, let type = r.type, let upload = r.upload,
+                    rehost == .always || (rehost == .auto && r.rehostReason != nil)
+                {
                     do {
                         let item = try store.finish(upload, type: type)
                         try await store.publish(item, keepUntil: Date())
-                        warnings.append(.init(path: path, rule: "rehosted", message: "\(m.url) is served from \(url(for: item))\(r.rehostReason.map { " (\($0))" } ?? "")", severity: .warning))
+                        warnings.append(
+                            .init(
+                                path: path,
+                                rule: "rehosted",
+                                message:
+                                    "\(m.url) is served from \(url(for: item))\(r.rehostReason.map { " (\($0))" } ?? "")",
+                                severity: .warning
+                            )
+                        )
                         m.url = url(for: item)
                         m.mimeType = type.mimeType
                     } catch {
                         // Sent from its own address instead; the sender learns why it was not re-hosted.
-                        warnings.append(.init(path: path, rule: "not-rehosted", message: "\(m.url) is sent as it is: \(error)", severity: .warning))
+                        warnings.append(
+                            .init(
+                                path: path,
+                                rule: "not-rehosted",
+                                message: "\(m.url) is sent as it is: \(error)",
+                                severity: .warning
+                            )
+                        )
                     }
                 }
                 if case .refused(let why)? = r.android, m.kind == .image || r.type?.kind == .image {
-                    warnings.append(.init(path: path, rule: "android-" + why.code, message: "Android will not show it: \(why.description)", severity: .warning))
+                    warnings.append(
+                        .init(
+                            path: path,
+                            rule: "android-" + why.code,
+                            message: "Android will not show it: \(why.description)",
+                            severity: .warning
+                        )
+                    )
                 }
                 kept.append(m)
             }

@@ -15,7 +15,8 @@ extension MediaStore {
         guard Self.parse(name) != nil else { return false }
         // Held to a year ahead: the time is derived from a request, and it is converted to whole seconds below.
         let latest = Date().addingTimeInterval(366 * 86_400).timeIntervalSince1970
-        let requestedSeconds = requested.timeIntervalSince1970.isFinite ? min(requested.timeIntervalSince1970, latest) : latest
+        let requestedSeconds =
+            requested.timeIntervalSince1970.isFinite ? min(requested.timeIntervalSince1970, latest) : latest
         let until = Date(timeIntervalSince1970: (requestedSeconds / 3600).rounded(.up) * 3600)
         if let known = kept.withLockedValue({ $0[name] }), known >= until { return true }
         let p = path(name).path
@@ -39,7 +40,10 @@ extension MediaStore {
     public func keepEverywhere(_ name: String, until requested: Date) async throws {
         keep(name, until: requested)
         guard let shared else { return }
-        let until = Date(timeIntervalSince1970: (min(requested.timeIntervalSince1970, Date().timeIntervalSince1970 + 366 * 86_400) / 3600).rounded(.up) * 3600)
+        let until = Date(
+            timeIntervalSince1970: (min(requested.timeIntervalSince1970, Date().timeIntervalSince1970 + 366 * 86_400)
+                / 3600).rounded(.up) * 3600
+        )
         if let known = sharedKept.withLockedValue({ $0[name] }), known >= until { return }
         try await shared.keep(name: name, until: until)
         sharedKept.withLockedValue { k in
@@ -53,7 +57,8 @@ extension MediaStore {
     @discardableResult
     public func sweep(retention: TimeInterval, now: Date = Date()) -> (files: Int, bytes: Int) {
         let cutoff = now.addingTimeInterval(-retention)
-        var files = 0, bytes = 0
+        var files = 0
+        var bytes = 0
         let fm = FileManager.default
         for shard in (try? fm.contentsOfDirectory(atPath: directory.path)) ?? [] where shard.count == 2 {
             let folder = directory.appendingPathComponent(shard)
@@ -62,7 +67,9 @@ extension MediaStore {
                 var st = stat()
                 guard stat(p, &st) == 0 else { continue }
                 let modified = Date(timeIntervalSince1970: Self.modified(st))
-                let stale = Self.parse(name) != nil ? modified < cutoff : (name.hasSuffix(".part") && modified < now.addingTimeInterval(-3600))
+                let stale =
+                    Self.parse(name) != nil
+                    ? modified < cutoff : (name.hasSuffix(".part") && modified < now.addingTimeInterval(-3600))
                 guard stale, unlink(p) == 0 else { continue }
                 files += 1
                 bytes += Int(st.st_size)

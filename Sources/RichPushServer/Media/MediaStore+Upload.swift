@@ -96,7 +96,10 @@ extension MediaStore {
         if FileManager.default.fileExists(atPath: file.path) {
             upload.discard()
         } else {
-            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: file.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
             // Renamed into place: a reader never sees half a file.
             try FileManager.default.moveItem(at: upload.temp, to: file)
         }

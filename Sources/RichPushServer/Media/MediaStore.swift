@@ -1,11 +1,12 @@
 import Crypto
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import NIOConcurrencyHelpers
 import NIOCore
 import RichPushCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Media stored by content: the SHA-256 of the bytes names the file (`<hash>.<ext>`, the extension from the
 /// sniffed type), so the same bytes are stored once, a URL never changes meaning, and it can be cached forever.
@@ -40,7 +41,9 @@ public final class MediaStore: Sendable {
 
     static func hex(_ digest: SHA256.Digest) -> String { APIKeys.lowercaseHex(digest) }
 
-    func path(_ name: String) -> URL { directory.appendingPathComponent(String(name.prefix(2))).appendingPathComponent(name) }
+    func path(_ name: String) -> URL {
+        directory.appendingPathComponent(String(name.prefix(2))).appendingPathComponent(name)
+    }
 
     /// Stores bytes of a known type; storing the same bytes again is free.
     @discardableResult
@@ -49,7 +52,10 @@ public final class MediaStore: Sendable {
         let item = Item(hash: Self.hex(SHA256.hash(data: bytes)), type: type, size: bytes.count)
         let file = path(item.name)
         if !FileManager.default.fileExists(atPath: file.path) {
-            try FileManager.default.createDirectory(at: file.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: file.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
             // Written aside, then renamed: a reader never sees half a file.
             let temp = file.deletingLastPathComponent().appendingPathComponent(".\(UUID().uuidString).part")
             try Data(bytes).write(to: temp)
@@ -82,7 +88,9 @@ public final class MediaStore: Sendable {
     /// The type of a well-formed name (64 lowercase hex digits, a dot, the extension of a known type).
     public static func parse(_ name: String) -> MediaType? {
         let parts = name.split(separator: ".", maxSplits: 1)
-        guard parts.count == 2, parts[0].count == 64, parts[0].utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) }) else { return nil }
+        guard parts.count == 2, parts[0].count == 64,
+            parts[0].utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 102) })
+        else { return nil }
         // A name of a type that may not be hosted (stored by an older version) is never served.
         return byExtension[String(parts[1])].flatMap { MediaRules.isHostable($0) ? $0 : nil }
     }
@@ -96,7 +104,10 @@ public final class MediaStore: Sendable {
         }
     }
 
-    static let byExtension = Dictionary(MediaType.allCases.map { ($0.fileExtension, $0) }, uniquingKeysWith: { first, _ in first })
+    static let byExtension = Dictionary(
+        MediaType.allCases.map { ($0.fileExtension, $0) },
+        uniquingKeysWith: { first, _ in first }
+    )
 
     /// Makes a file stored here reachable from every node, kept at least until `keepUntil` (nothing to do without
     /// shared media). A file other nodes cannot serve must not be named in a send: callers fail or fall back.
@@ -114,13 +125,18 @@ public final class MediaStore: Sendable {
         let target = path(name)
         let temp = target.deletingLastPathComponent().appendingPathComponent(".\(UUID().uuidString).part")
         do {
-            try FileManager.default.createDirectory(at: target.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try FileManager.default.createDirectory(
+                at: target.deletingLastPathComponent(),
+                withIntermediateDirectories: true
+            )
             guard let keepUntil = try await shared.fetch(name: name, to: temp) else {
                 try? FileManager.default.removeItem(at: temp)
                 return false
             }
             // Renamed into place: a reader never sees half a file. Another request may have fetched it meanwhile.
-            if FileManager.default.fileExists(atPath: target.path) { try? FileManager.default.removeItem(at: temp) } else {
+            if FileManager.default.fileExists(atPath: target.path) {
+                try? FileManager.default.removeItem(at: temp)
+            } else {
                 try FileManager.default.moveItem(at: temp, to: target)
             }
             keep(name, until: keepUntil)

@@ -9,7 +9,12 @@ public struct MediaSweeper: Service {
     let interval: TimeInterval
     let metrics: ServerMetrics?
 
-    public init(store: MediaStore, retention: TimeInterval, interval: TimeInterval = 3600, metrics: ServerMetrics? = nil) {
+    public init(
+        store: MediaStore,
+        retention: TimeInterval,
+        interval: TimeInterval = 3600,
+        metrics: ServerMetrics? = nil
+    ) {
         self.store = store
         self.retention = retention
         self.interval = interval

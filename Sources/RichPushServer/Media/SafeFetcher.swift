@@ -4,6 +4,7 @@ import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import RichPushCore
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -34,7 +35,9 @@ public struct SystemResolver: HostResolver {
                 var p: UnsafeMutablePointer<addrinfo>? = first
                 while let ai = p {
                     if ai.pointee.ai_family == AF_INET, let sa = ai.pointee.ai_addr {
-                        let v = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { UInt32(bigEndian: $0.pointee.sin_addr.s_addr) }
+                        let v = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                            UInt32(bigEndian: $0.pointee.sin_addr.s_addr)
+                        }
                         out.append(.v4(v))
                     } else if ai.pointee.ai_family == AF_INET6, let sa = ai.pointee.ai_addr {
                         var a = sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
@@ -80,7 +83,8 @@ public enum FetchFailure: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .invalidURL(let u): return "not a usable URL: \(u)"
-        case .scheme(let s): return "the scheme '\(s)' is not allowed (https\(s == "http" ? " only outside the sandbox" : ""))"
+        case .scheme(let s):
+            return "the scheme '\(s)' is not allowed (https\(s == "http" ? " only outside the sandbox" : ""))"
         case let .refusedAddress(host, address, reason): return "\(host) is \(address), a \(reason) address: refused"
         case .dns(let h): return "\(h) does not resolve"
         case .connect(let e): return "could not connect: \(e)"
@@ -143,7 +147,13 @@ public final class SafeFetcher: Sendable {
     let group: EventLoopGroup
     let tls: NIOSSLContext
 
-    public init(policy: AddressPolicy, limits: Limits = .init(), resolver: HostResolver = SystemResolver(), group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton, extraTrustRootsPEM: String? = nil) throws {
+    public init(
+        policy: AddressPolicy,
+        limits: Limits = .init(),
+        resolver: HostResolver = SystemResolver(),
+        group: EventLoopGroup = MultiThreadedEventLoopGroup.singleton,
+        extraTrustRootsPEM: String? = nil
+    ) throws {
         self.policy = policy
         self.limits = limits
         self.resolver = resolver
@@ -158,7 +168,11 @@ public final class SafeFetcher: Sendable {
     /// GETs `url`, following redirects. `cap` gives the most bytes to read once the first bytes (up to 64) are
     /// known; more is `tooLarge`. A non-2xx final status is returned, not thrown.
     /// The body streams into `sink` when one is given; only its first bytes are held in memory either way.
-    public func fetch(_ url: String, into sink: (any FetchSink)? = nil, cap: @escaping @Sendable (_ firstBytes: [UInt8]) -> Int) async throws(FetchFailure) -> FetchedResource {
+    public func fetch(
+        _ url: String,
+        into sink: (any FetchSink)? = nil,
+        cap: @escaping @Sendable (_ firstBytes: [UInt8]) -> Int
+    ) async throws(FetchFailure) -> FetchedResource {
         let deadline = limits.deadline
         do {
             return try await withThrowingTaskGroup(of: FetchedResource.self) { group in
@@ -179,14 +193,22 @@ public final class SafeFetcher: Sendable {
         }
     }
 
-    func follow(_ start: String, sink: (any FetchSink)?, cap: @escaping @Sendable ([UInt8]) -> Int) async throws -> FetchedResource {
+    func follow(
+        _ start: String,
+        sink: (any FetchSink)?,
+        cap: @escaping @Sendable ([UInt8]) -> Int
+    ) async throws -> FetchedResource {
         guard var url = URL(string: start), url.host != nil else { throw FetchFailure.invalidURL(start) }
         var redirects: [String] = []
         while true {
             var r = try await once(url, sink: sink, cap: cap)
             if (300...399).contains(r.status), r.status != 304 {
-                guard redirects.count < limits.maxRedirects else { throw FetchFailure.redirectLimit(limits.maxRedirects) }
-                guard let location = r.redirectLocation, let next = URL(string: location, relativeTo: url)?.absoluteURL, next.host != nil else {
+                guard redirects.count < limits.maxRedirects else {
+                    throw FetchFailure.redirectLimit(limits.maxRedirects)
+                }
+                guard let location = r.redirectLocation, let next = URL(string: location, relativeTo: url)?.absoluteURL,
+                    next.host != nil
+                else {
                     throw FetchFailure.redirectInvalid(r.redirectLocation ?? "(no Location)")
                 }
                 redirects.append(next.absoluteString)
@@ -217,13 +239,17 @@ public final class SafeFetcher: Sendable {
         if let literal {
             addresses = [literal]
         } else {
-            if case .refused(let why) = policy.check(hostName: host) { throw FetchFailure.refusedAddress(host: host, address: host, reason: why) }
+            if case .refused(let why) = policy.check(hostName: host) {
+                throw FetchFailure.refusedAddress(host: host, address: host, reason: why)
+            }
             addresses = try await resolver.resolve(host, port: port)
             guard !addresses.isEmpty else { throw FetchFailure.dns(host: host) }
         }
         // One refused address refuses the name: a name that answers both ways is not trusted with either.
         for a in addresses {
-            if case .refused(let why) = policy.check(a, port: port) { throw FetchFailure.refusedAddress(host: host, address: a.description, reason: why) }
+            if case .refused(let why) = policy.check(a, port: port) {
+                throw FetchFailure.refusedAddress(host: host, address: a.description, reason: why)
+            }
         }
         var lastError = "no address"
         for a in addresses {
@@ -235,7 +261,17 @@ public final class SafeFetcher: Sendable {
                 }
             } catch { continue }
             do {
-                return try await request(url, host: host, literal: literal != nil, socket: socket, tls: scheme == "https", port: port, sink: sink, cap: cap, address: a.description)
+                return try await request(
+                    url,
+                    host: host,
+                    literal: literal != nil,
+                    socket: socket,
+                    tls: scheme == "https",
+                    port: port,
+                    sink: sink,
+                    cap: cap,
+                    address: a.description
+                )
             } catch let f as FetchFailure {
                 throw f
             } catch is CancellationError {
@@ -247,17 +283,31 @@ public final class SafeFetcher: Sendable {
         throw FetchFailure.connect(lastError)
     }
 
-    func request(_ url: URL, host: String, literal: Bool, socket: SocketAddress, tls useTLS: Bool, port: Int, sink: (any FetchSink)?, cap: @escaping @Sendable ([UInt8]) -> Int, address: String) async throws -> Answer {
+    func request(
+        _ url: URL,
+        host: String,
+        literal: Bool,
+        socket: SocketAddress,
+        tls useTLS: Bool,
+        port: Int,
+        sink: (any FetchSink)?,
+        cap: @escaping @Sendable ([UInt8]) -> Int,
+        address: String
+    ) async throws -> Answer {
         let context = tls
         let channel = try await ClientBootstrap(group: group)
             .connectTimeout(limits.connectTimeout)
             .connect(to: socket) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if useTLS {
-                        try channel.pipeline.syncOperations.addHandler(try NIOSSLClientHandler(context: context, serverHostname: literal ? nil : host))
+                        try channel.pipeline.syncOperations.addHandler(
+                            try NIOSSLClientHandler(context: context, serverHostname: literal ? nil : host)
+                        )
                     }
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                    return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(wrappingChannelSynchronously: channel)
+                    return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(
+                        wrappingChannelSynchronously: channel
+                    )
                 }
             }
         let defaultPort = useTLS ? 443 : 80
@@ -266,7 +316,10 @@ public final class SafeFetcher: Sendable {
         if let q = url.query { path += "?" + q }
         return try await channel.executeThenClose { inbound, outbound in
             var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path)
-            head.headers = ["Host": hostHeader, "User-Agent": "RichPush-Preflight/1", "Accept": "*/*", "Accept-Encoding": "identity", "Connection": "close"]
+            head.headers = [
+                "Host": hostHeader, "User-Agent": "RichPush-Preflight/1", "Accept": "*/*",
+                "Accept-Encoding": "identity", "Connection": "close",
+            ]
             // Head and end in one write; a server that answers and closes as soon as it has the head may make the
             // write fail, and its answer is still there to read.
             try? await outbound.write(contentsOf: [.head(head), .end(nil)])
@@ -282,7 +335,19 @@ public final class SafeFetcher: Sendable {
                     status = Int(h.status.code)
                     headers = h.headers
                     if (300...399).contains(status) {
-                        return Answer(resource: FetchedResource(finalURL: url, status: status, contentType: nil, contentLength: nil, prefix: [], size: 0, redirects: [], address: address), redirectLocation: headers.first(name: "location"))
+                        return Answer(
+                            resource: FetchedResource(
+                                finalURL: url,
+                                status: status,
+                                contentType: nil,
+                                contentLength: nil,
+                                prefix: [],
+                                size: 0,
+                                redirects: [],
+                                address: address
+                            ),
+                            redirectLocation: headers.first(name: "location")
+                        )
                     }
                 case .body(let buffer):
                     guard (200...299).contains(status) else { continue }  // an error page is not kept
@@ -292,18 +357,42 @@ public final class SafeFetcher: Sendable {
                     }
                     size += buffer.readableBytes
                     if prefix.count < MediaSniffer.preferredPrefixLength {
-                        prefix += buffer.getBytes(at: buffer.readerIndex, length: min(buffer.readableBytes, MediaSniffer.preferredPrefixLength - prefix.count)) ?? []
+                        prefix +=
+                            buffer.getBytes(
+                                at: buffer.readerIndex,
+                                length: min(buffer.readableBytes, MediaSniffer.preferredPrefixLength - prefix.count)
+                            ) ?? []
                     }
                     if limit == nil && prefix.count >= 64 { limit = cap(Array(prefix.prefix(64))) }
                     if let limit, size > limit { throw FetchFailure.tooLarge(limit: limit) }
                     // A declared length over the cap ends the fetch before the rest is read.
-                    if let limit, let declared = headers.first(name: "content-length").flatMap({ Int($0) }), declared > limit { throw FetchFailure.tooLarge(limit: limit) }
-                    if size > MediaRules.largestAppleLimit { throw FetchFailure.tooLarge(limit: MediaRules.largestAppleLimit) }
+                    if let limit, let declared = headers.first(name: "content-length").flatMap({ Int($0) }),
+                        declared > limit
+                    {
+                        throw FetchFailure.tooLarge(limit: limit)
+                    }
+                    if size > MediaRules.largestAppleLimit {
+                        throw FetchFailure.tooLarge(limit: MediaRules.largestAppleLimit)
+                    }
                     try sink?.append(buffer)
                 case .end:
-                    if let limit = limit ?? (prefix.isEmpty ? nil : cap(prefix)), size > limit { throw FetchFailure.tooLarge(limit: limit) }
+                    if let limit = limit ?? (prefix.isEmpty ? nil : cap(prefix)), size > limit {
+                        throw FetchFailure.tooLarge(limit: limit)
+                    }
                     let length = headers.first(name: "content-length").flatMap { Int($0) }
-                    return Answer(resource: FetchedResource(finalURL: url, status: status, contentType: headers.first(name: "content-type"), contentLength: length, prefix: prefix, size: size, redirects: [], address: address), redirectLocation: nil)
+                    return Answer(
+                        resource: FetchedResource(
+                            finalURL: url,
+                            status: status,
+                            contentType: headers.first(name: "content-type"),
+                            contentLength: length,
+                            prefix: prefix,
+                            size: size,
+                            redirects: [],
+                            address: address
+                        ),
+                        redirectLocation: nil
+                    )
                 }
             }
             throw FetchFailure.protocolError("the connection closed before the answer ended")

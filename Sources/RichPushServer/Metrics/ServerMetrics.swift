@@ -6,10 +6,16 @@ import Prometheus
 public final class ServerMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
     let accepted: Counter
-    let latencyBuckets: [Double] = [0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300]
+    let latencyBuckets: [Double] = [
+        0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+        300,
+    ]
 
     public init() {
-        accepted = registry.makeCounter(name: "richpush_notifications_accepted_total", help: "Notifications accepted by the API")
+        accepted = registry.makeCounter(
+            name: "richpush_notifications_accepted_total",
+            help: "Notifications accepted by the API"
+        )
     }
 
     func notificationAccepted(deliveries: Int) {
@@ -18,20 +24,24 @@ public final class ServerMetrics: Sendable {
     }
 
     func deliveriesEnqueued(_ n: Int) {
-        registry.makeCounter(name: "richpush_deliveries_enqueued_total", help: "Deliveries created by fan-out").increment(by: Int64(n))
+        registry.makeCounter(name: "richpush_deliveries_enqueued_total", help: "Deliveries created by fan-out")
+            .increment(by: Int64(n))
     }
 
     /// One attempt's result: `state` is delivered, failed, pruned, expired or retry.
     func attempt(provider: DeliveryProvider, state: String, reason: String?) {
         registry.makeCounter(
-            name: "richpush_delivery_attempts_total", labels: [("provider", provider.rawValue), ("state", state), ("reason", reason ?? "none")],
+            name: "richpush_delivery_attempts_total",
+            labels: [("provider", provider.rawValue), ("state", state), ("reason", reason ?? "none")],
             help: "Delivery attempts by provider, outcome and reason"
         ).increment()
     }
 
     func delivered(provider: DeliveryProvider, secondsSinceDue: Double) {
         registry.makeValueHistogram(
-            name: "richpush_delivery_latency_seconds", labels: [("provider", provider.rawValue)], buckets: latencyBuckets,
+            name: "richpush_delivery_latency_seconds",
+            labels: [("provider", provider.rawValue)],
+            buckets: latencyBuckets,
             help: "Seconds from a delivery being due to its acceptance by the provider"
         ).record(max(0, secondsSinceDue))
     }
@@ -39,40 +49,61 @@ public final class ServerMetrics: Sendable {
     /// One claim of a batch from the queue: how long the database took (whatever it handed out).
     func claimed(seconds: Double) {
         registry.makeValueHistogram(
-            name: "richpush_claim_seconds", buckets: latencyBuckets, help: "Seconds one claim of a batch of deliveries took"
+            name: "richpush_claim_seconds",
+            buckets: latencyBuckets,
+            help: "Seconds one claim of a batch of deliveries took"
         ).record(max(0, seconds))
     }
 
     /// Whether the node's database answers (1) or not (0).
     public func databaseUp(_ up: Bool) {
-        registry.makeGauge(name: "richpush_database_up", help: "1 while this node's database answers, 0 while it does not").set(Double(up ? 1 : 0))
+        registry.makeGauge(
+            name: "richpush_database_up",
+            help: "1 while this node's database answers, 0 while it does not"
+        ).set(Double(up ? 1 : 0))
     }
 
     func queueDepth(_ counts: [DeliveryState: Int]) {
         for state in DeliveryState.allCases {
-            registry.makeGauge(name: "richpush_queue_deliveries", labels: [("state", state.rawValue)], help: "Deliveries in the queue by state")
-                .set(Double(counts[state] ?? 0))
+            registry.makeGauge(
+                name: "richpush_queue_deliveries",
+                labels: [("state", state.rawValue)],
+                help: "Deliveries in the queue by state"
+            )
+            .set(Double(counts[state] ?? 0))
         }
     }
 
     /// A registry fan-out run failed (it is tried again with growing pauses): an alert rule watches this.
     func fanOutFailed() {
-        registry.makeCounter(name: "richpush_fanout_failures_total", help: "Registry fan-out runs that failed and will be tried again").increment()
+        registry.makeCounter(
+            name: "richpush_fanout_failures_total",
+            help: "Registry fan-out runs that failed and will be tried again"
+        ).increment()
     }
 
     func fanOutsRunning(_ n: Int) {
-        registry.makeGauge(name: "richpush_fanouts_running", help: "Registry fan-outs running after their answer").set(Double(n))
+        registry.makeGauge(name: "richpush_fanouts_running", help: "Registry fan-outs running after their answer").set(
+            Double(n)
+        )
     }
 
     /// A device's receipt was recorded.
     func receiptRecorded() {
-        registry.makeCounter(name: "richpush_device_receipts_total", help: "Delivery reports recorded from devices").increment()
+        registry.makeCounter(name: "richpush_device_receipts_total", help: "Delivery reports recorded from devices")
+            .increment()
     }
 
     /// Hosted media deleted past its retention.
     public func mediaSwept(files: Int, bytes: Int) {
-        registry.makeCounter(name: "richpush_media_swept_files_total", help: "Hosted media files deleted past their retention").increment(by: Int64(files))
-        registry.makeCounter(name: "richpush_media_swept_bytes_total", help: "Bytes of hosted media deleted past their retention").increment(by: Int64(bytes))
+        registry.makeCounter(
+            name: "richpush_media_swept_files_total",
+            help: "Hosted media files deleted past their retention"
+        ).increment(by: Int64(files))
+        registry.makeCounter(
+            name: "richpush_media_swept_bytes_total",
+            help: "Bytes of hosted media deleted past their retention"
+        ).increment(by: Int64(bytes))
     }
 
     /// The Prometheus text exposition.

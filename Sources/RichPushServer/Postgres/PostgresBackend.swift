@@ -31,7 +31,13 @@ public final class PostgresBackend: StorageBackend {
     public var sharedMedia: (any SharedMediaFiles)? { media }
 
     /// Opens the database, applies its migrations (one node at a time) and checks the credentials key.
-    public static func open(url: String, sealer: CredentialSealer?, nodeID: String = PostgresBackend.newNodeID(), chunk: Int = 50_000, timeout: Duration = .seconds(10)) async throws -> PostgresBackend {
+    public static func open(
+        url: String,
+        sealer: CredentialSealer?,
+        nodeID: String = PostgresBackend.newNodeID(),
+        chunk: Int = 50_000,
+        timeout: Duration = .seconds(10)
+    ) async throws -> PostgresBackend {
         try await open(url: url, sealer: { _ in sealer }, nodeID: nodeID, chunk: chunk, timeout: timeout)
     }
 
@@ -40,21 +46,38 @@ public final class PostgresBackend: StorageBackend {
     /// stopped renewing it (each chunk renews it).
 
     public static func open(
-        url: String, sealer makeSealer: (_ sealedExist: Bool) throws -> CredentialSealer?, nodeID: String = PostgresBackend.newNodeID(), chunk: Int = 50_000,
-        fanOutLease: TimeInterval = 60, timeout: Duration = .seconds(10), logger: Logger = Logger(label: "richpush.postgres")
+        url: String,
+        sealer makeSealer: (_ sealedExist: Bool) throws -> CredentialSealer?,
+        nodeID: String = PostgresBackend.newNodeID(),
+        chunk: Int = 50_000,
+        fanOutLease: TimeInterval = 60,
+        timeout: Duration = .seconds(10),
+        logger: Logger = Logger(label: "richpush.postgres")
     ) async throws -> PostgresBackend {
         let db = try await PostgresDatabase.open(try PostgresSettings(url: url), timeout: timeout, logger: logger)
         do {
             try await PostgresMigrations.migrate(db)
             let sealer = try makeSealer(try await PostgresServerStore.hasSealedCredentials(db))
-            return try await PostgresBackend(database: db, sealer: sealer, nodeID: nodeID, chunk: chunk, fanOutLease: fanOutLease)
+            return try await PostgresBackend(
+                database: db,
+                sealer: sealer,
+                nodeID: nodeID,
+                chunk: chunk,
+                fanOutLease: fanOutLease
+            )
         } catch {
             await db.close()
             throw error
         }
     }
 
-    init(database: PostgresDatabase, sealer: CredentialSealer?, nodeID: String, chunk: Int, fanOutLease: TimeInterval = 60) async throws {
+    init(
+        database: PostgresDatabase,
+        sealer: CredentialSealer?,
+        nodeID: String,
+        chunk: Int,
+        fanOutLease: TimeInterval = 60
+    ) async throws {
         self.database = database
         self.nodeID = nodeID
         let announcer = WorkAnnouncer(db: database)
@@ -62,7 +85,9 @@ public final class PostgresBackend: StorageBackend {
         pgStore = try await PostgresServerStore(database: database, sealer: sealer)
         pgRegistry = PostgresDeviceRegistry(database: database)
         pgQueue = PostgresDeliveryQueue(database: database)
-        pgIntake = PostgresIntake(database: database, nodeID: nodeID, chunk: chunk, fanOutLease: fanOutLease) { announcer.announce() }
+        pgIntake = PostgresIntake(database: database, nodeID: nodeID, chunk: chunk, fanOutLease: fanOutLease) {
+            announcer.announce()
+        }
         media = PostgresMediaFiles(database: database)
     }
 
@@ -86,11 +111,19 @@ public final class PostgresBackend: StorageBackend {
 
     public func workQueued() { announcer.announce() }
 
-    public func backgroundServices(address: String, leaderJobs: [PeriodicJob], onNodes: @escaping @Sendable (Int) -> Void) -> [any Service] {
+    public func backgroundServices(
+        address: String,
+        leaderJobs: [PeriodicJob],
+        onNodes: @escaping @Sendable (Int) -> Void
+    ) -> [any Service] {
         let wakers = self.wakers
         let store = pgStore
         return [
-            PostgresListener(db: database, onWork: { for w in wakers.withLockedValue({ $0 }) { w() } }, onCache: { store.forget($0) }),
+            PostgresListener(
+                db: database,
+                onWork: { for w in wakers.withLockedValue({ $0 }) { w() } },
+                onCache: { store.forget($0) }
+            ),
             PostgresHeartbeat(db: database, nodeID: nodeID, address: address, interval: 2, onNodes: onNodes),
             PostgresLeader(db: database, jobs: leaderJobs + clusterJobs()),
         ]
@@ -102,10 +135,12 @@ public final class PostgresBackend: StorageBackend {
         return [
             // A dead node's leases go back to the queue (a claim takes them anyway; this keeps the counts honest).
             PeriodicJob(name: "reap-leases", interval: 5) {
-                try await db.rows("""
+                try await db.rows(
+                    """
                     UPDATE deliveries SET state = 'queued', lease_owner = NULL, lease_until = NULL, updated_at = now()
                     WHERE state = 'leased' AND lease_until < now() - interval '5 seconds'
-                    """)
+                    """
+                )
             },
             PeriodicJob(name: "forget-nodes", interval: 600) {
                 try await db.rows("DELETE FROM nodes WHERE seen_at < now() - interval '1 day'")
@@ -113,18 +148,45 @@ public final class PostgresBackend: StorageBackend {
         ]
     }
 
-    public func fanOut(notificationID: String, appID: String, audience: Audience, notBefore: Date, expiresAt: Date?, spread: TimeInterval) async throws -> Int {
+    public func fanOut(
+        notificationID: String,
+        appID: String,
+        audience: Audience,
+        notBefore: Date,
+        expiresAt: Date?,
+        spread: TimeInterval
+    ) async throws -> Int {
         if audience.directTargets == nil, PostgresDeviceRegistry.audienceSQL(audience, appID: appID) != nil {
             let total = spread > 0 ? try await pgRegistry.countInDatabase(appID: appID, audience: audience) ?? 0 : 0
             return try await pgIntake.insertInChunks(
-                notificationID: notificationID, appID: appID, audience: audience, notBefore: notBefore, expiresAt: expiresAt,
-                step: Spread.step(spread, count: total), from: .init(cursor: 0, inserted: 0), tracked: false).added
+                notificationID: notificationID,
+                appID: appID,
+                audience: audience,
+                notBefore: notBefore,
+                expiresAt: expiresAt,
+                step: Spread.step(spread, count: total),
+                from: .init(cursor: 0, inserted: 0),
+                tracked: false
+            ).added
         }
-        return try await FanOut().enqueue(notificationID: notificationID, appID: appID, audience: audience, registry: registry, queue: queue, notBefore: notBefore, expiresAt: expiresAt, spread: spread)
+        return try await FanOut().enqueue(
+            notificationID: notificationID,
+            appID: appID,
+            audience: audience,
+            registry: registry,
+            queue: queue,
+            notBefore: notBefore,
+            expiresAt: expiresAt,
+            spread: spread
+        )
     }
 
     public func countByProvider(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int] {
-        if audience.directTargets == nil, let counted = try await pgRegistry.countByProviderInDatabase(appID: appID, audience: audience) { return counted }
+        if audience.directTargets == nil,
+            let counted = try await pgRegistry.countByProviderInDatabase(appID: appID, audience: audience)
+        {
+            return counted
+        }
         return try await FanOut().count(appID: appID, audience: audience, registry: registry)
     }
 

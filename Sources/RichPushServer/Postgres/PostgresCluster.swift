@@ -41,14 +41,19 @@ struct PostgresListener: Service {
                             for try await _ in try await connection.listen("richpush_work") { onWork() }
                         }
                         group.addTask {
-                            for try await n in try await connection.listen(PostgresServerStore.cacheChannel) { onCache(n.payload) }
+                            for try await n in try await connection.listen(PostgresServerStore.cacheChannel) {
+                                onCache(n.payload)
+                            }
                         }
                         // A listening connection says nothing when the network between drops it: asked every few
                         // seconds, it must answer in time, else it is replaced (and the caches flushed).
                         group.addTask {
                             while true {
                                 try await Task.sleep(for: .seconds(3))
-                                _ = try await db.deadline(.seconds(3), onTimeout: { _ = connection.close() as EventLoopFuture<Void> }) {
+                                _ = try await db.deadline(
+                                    .seconds(3),
+                                    onTimeout: { _ = connection.close() as EventLoopFuture<Void> }
+                                ) {
                                     try await connection.query("SELECT 1", logger: db.logger).collect()
                                 }
                             }
@@ -59,7 +64,10 @@ struct PostgresListener: Service {
                     try? await connection.close()
                 } catch {
                     if Task.isCancelled { return }
-                    db.logger.debug("listener reconnecting", metadata: ["error": .string(PostgresDatabase.describe(error))])
+                    db.logger.debug(
+                        "listener reconnecting",
+                        metadata: ["error": .string(PostgresDatabase.describe(error))]
+                    )
                 }
                 try await Task.sleep(for: backoff)
                 backoff = min(backoff * 2, .seconds(5))
@@ -82,11 +90,15 @@ struct PostgresHeartbeat: Service {
             let started = Date()
             while !Task.isCancelled {
                 do {
-                    try await db.rows("""
+                    try await db.rows(
+                        """
                         INSERT INTO nodes (id, started_at, seen_at, address) VALUES (\(nodeID), \(started), now(), \(address))
                         ON CONFLICT (id) DO UPDATE SET seen_at = now(), address = excluded.address
-                        """)
-                    let live = try await db.rows("SELECT count(*) FROM nodes WHERE seen_at > now() - make_interval(secs => \(interval * 5))")
+                        """
+                    )
+                    let live = try await db.rows(
+                        "SELECT count(*) FROM nodes WHERE seen_at > now() - make_interval(secs => \(interval * 5))"
+                    )
                     onNodes(max(1, try live.first?.decode(Int.self) ?? 1))
                 } catch {
                     db.logger.debug("heartbeat failed", metadata: ["error": .string(PostgresDatabase.describe(error))])
@@ -123,30 +135,37 @@ final class PostgresLeader: Service, Sendable {
     }
 
     func loop() async throws {
-            while !Task.isCancelled {
-                do {
-                    db.logger.trace("leader: connecting")
-                    let connection = try await db.connect()
-                    defer { Task { try? await connection.close() } }
-                    while !Task.isCancelled {
-                        db.logger.trace("leader: trying the lock")
-                        let rows = try await db.deadline(.seconds(5), onTimeout: { _ = connection.close() as EventLoopFuture<Void> }) { [db] in
-                            try await connection.query("SELECT pg_try_advisory_lock(\(Self.lockKey))", logger: db.logger).collect()
-                        }
-                        if try rows.first?.decode(Bool.self) == true { break }
-                        try await Task.sleep(for: .seconds(retry))
+        while !Task.isCancelled {
+            do {
+                db.logger.trace("leader: connecting")
+                let connection = try await db.connect()
+                defer { Task { try? await connection.close() } }
+                while !Task.isCancelled {
+                    db.logger.trace("leader: trying the lock")
+                    let rows = try await db.deadline(
+                        .seconds(5),
+                        onTimeout: { _ = connection.close() as EventLoopFuture<Void> }
+                    ) { [db] in
+                        try await connection.query("SELECT pg_try_advisory_lock(\(Self.lockKey))", logger: db.logger)
+                            .collect()
                     }
-                    leading.withLockedValue { $0 = true }
-                    db.logger.info("this node leads the cluster's periodic work")
-                    try await lead(on: connection)
-                } catch {
-                    leading.withLockedValue { $0 = false }
-                    if Task.isCancelled { return }
-                    db.logger.debug("leader connection lost", metadata: ["error": .string(PostgresDatabase.describe(error))])
+                    if try rows.first?.decode(Bool.self) == true { break }
+                    try await Task.sleep(for: .seconds(retry))
                 }
+                leading.withLockedValue { $0 = true }
+                db.logger.info("this node leads the cluster's periodic work")
+                try await lead(on: connection)
+            } catch {
                 leading.withLockedValue { $0 = false }
-                try await Task.sleep(for: .seconds(retry))
+                if Task.isCancelled { return }
+                db.logger.debug(
+                    "leader connection lost",
+                    metadata: ["error": .string(PostgresDatabase.describe(error))]
+                )
             }
+            leading.withLockedValue { $0 = false }
+            try await Task.sleep(for: .seconds(retry))
+        }
     }
 
     /// Runs each job at its interval while the lock's connection answers.
@@ -155,13 +174,17 @@ final class PostgresLeader: Service, Sendable {
         while !Task.isCancelled {
             // The lock lives as long as this connection: check it (in time: a connection into a black hole never
             // answers), so that a lost connection ends the lead.
-            _ = try await db.deadline(.seconds(5), onTimeout: { _ = connection.close() as EventLoopFuture<Void> }) { [db] in
+            _ = try await db.deadline(.seconds(5), onTimeout: { _ = connection.close() as EventLoopFuture<Void> }) {
+                [db] in
                 try await connection.query("SELECT 1", logger: db.logger).collect()
             }
             for job in jobs where due[job.name, default: .distantPast] <= Date() && !Task.isCancelled {
                 db.logger.trace("leader: job", metadata: ["job": .string(job.name)])
                 do { try await job.run() } catch {
-                    db.logger.warning("periodic job failed", metadata: ["job": .string(job.name), "error": .string(PostgresDatabase.describe(error))])
+                    db.logger.warning(
+                        "periodic job failed",
+                        metadata: ["job": .string(job.name), "error": .string(PostgresDatabase.describe(error))]
+                    )
                 }
                 due[job.name] = Date().addingTimeInterval(job.interval)
             }

@@ -31,7 +31,11 @@ public final class PostgresDatabase: Sendable {
     }
 
     /// Starts the pool and checks that the database answers (within `timeout`).
-    public static func open(_ settings: PostgresSettings, timeout: Duration = .seconds(10), logger: Logger = Logger(label: "richpush.postgres")) async throws -> PostgresDatabase {
+    public static func open(
+        _ settings: PostgresSettings,
+        timeout: Duration = .seconds(10),
+        logger: Logger = Logger(label: "richpush.postgres")
+    ) async throws -> PostgresDatabase {
         let client = PostgresClient(configuration: try settings.clientConfiguration(), backgroundLogger: logger)
         let db = PostgresDatabase(settings: settings, client: client, timeout: timeout, logger: logger)
         db.running.withLockedValue { $0 = Task { await client.run() } }
@@ -48,7 +52,10 @@ public final class PostgresDatabase: Sendable {
     /// Stops the probe and the pool.
     public func close() async {
         probing.withLockedValue { $0?.cancel() }
-        let task = running.withLockedValue { t -> Task<Void, Never>? in defer { t = nil }; return t }
+        let task = running.withLockedValue { t -> Task<Void, Never>? in
+            defer { t = nil }
+            return t
+        }
         task?.cancel()
         await task?.value
     }
@@ -88,7 +95,9 @@ public final class PostgresDatabase: Sendable {
     }
 
     /// Runs `body` in one transaction on one connection, committed when it returns.
-    public func transaction<T: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> T) async throws -> T {
+    public func transaction<T: Sendable>(
+        _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
         try await run { [client, logger] in
             try await client.withConnection { connection in
                 do {
@@ -114,7 +123,9 @@ public final class PostgresDatabase: Sendable {
                 throw DatabaseUnavailable(reason)
             }
             // The client's own description hides the server's message; this one names it (and never a value).
-            if error is PSQLError || error is PostgresTransactionError { throw StatementFailed(description: Self.describe(error)) }
+            if error is PSQLError || error is PostgresTransactionError {
+                throw StatementFailed(description: Self.describe(error))
+            }
             throw error
         }
     }
@@ -130,7 +141,9 @@ public final class PostgresDatabase: Sendable {
     /// that does not end (a query on a connection into a black hole does not heed cancellation): that one is
     /// cancelled and left behind, and `onTimeout` runs (close its connection, so it ends).
     func deadline<T: Sendable>(
-        _ limit: Duration, onTimeout: (@Sendable () -> Void)? = nil, _ body: @escaping @Sendable () async throws -> T
+        _ limit: Duration,
+        onTimeout: (@Sendable () -> Void)? = nil,
+        _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let waiting = NIOLockedValueBox<CheckedContinuation<T, Error>?>(nil)
         let work = NIOLockedValueBox<Task<Void, Never>?>(nil)
@@ -172,16 +185,23 @@ public final class PostgresDatabase: Sendable {
             let state = p.serverInfo?[.sqlState] ?? ""
             return state.hasPrefix("08") || ["57P01", "57P02", "57P03", "53300"].contains(state)
         }
-        return [.connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed, .sslUnsupported, .failedToAddSSLHandler].contains(p.code)
+        return [
+            .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed,
+            .sslUnsupported, .failedToAddSSLHandler,
+        ].contains(p.code)
     }
 
     /// An error in a line: the server's message and SQLSTATE, or the client's code (never a password).
     public static func describe(_ error: any Error) -> String {
         if error is TimedOut { return "no answer in time" }
         if let d = error as? DatabaseUnavailable { return d.reason }
-        if let e = error as? PostgresTransactionError, let inner = e.closureError ?? e.beginError ?? e.commitError { return describe(inner) }
+        if let e = error as? PostgresTransactionError, let inner = e.closureError ?? e.beginError ?? e.commitError {
+            return describe(inner)
+        }
         if let p = error as? PSQLError {
-            if let message = p.serverInfo?[.message] { return "\(message) (SQLSTATE \(p.serverInfo?[.sqlState] ?? "?"))" }
+            if let message = p.serverInfo?[.message] {
+                return "\(message) (SQLSTATE \(p.serverInfo?[.sqlState] ?? "?"))"
+            }
             return "\(p.code)" + (p.underlying.map { ": \($0)" } ?? "")
         }
         return "\(error)"
@@ -192,13 +212,19 @@ public final class PostgresDatabase: Sendable {
     /// A connection of its own (a listener's, the leader's), closed by the caller.
     func connect() async throws -> PostgresConnection {
         try await PostgresConnection.connect(
-            configuration: try settings.connectionConfiguration(), id: Int.random(in: 1_000_000...Int(Int32.max)), logger: logger)
+            configuration: try settings.connectionConfiguration(),
+            id: Int.random(in: 1_000_000...Int(Int32.max)),
+            logger: logger
+        )
     }
 
     /// Sends a notification to every node listening on `channel` (after the current transaction, if any).
     public func notify(_ channel: String, _ payload: String = "") async {
         do { try await rows("SELECT pg_notify(\(channel), \(payload))") } catch {
-            logger.debug("notify failed", metadata: ["channel": .string(channel), "error": .string(Self.describe(error))])
+            logger.debug(
+                "notify failed",
+                metadata: ["channel": .string(channel), "error": .string(Self.describe(error))]
+            )
         }
     }
 }

@@ -10,7 +10,8 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
 
     public init(database: PostgresDatabase) { db = database }
 
-    static let columns = "id, notification_id, app_id, provider, target, state, attempts, not_before, expires_at, lease_owner, lease_until, reason, provider_id, updated_at"
+    static let columns =
+        "id, notification_id, app_id, provider, target, state, attempts, not_before, expires_at, lease_owner, lease_until, reason, provider_id, updated_at"
     /// The columns a new delivery sets, in the order every insert gives them.
     static let insertColumns = "(notification_id, app_id, provider, target, state, not_before, expires_at, updated_at)"
 
@@ -37,9 +38,13 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
         // A claim that took only expired deliveries says nothing of what is behind them: it looks again (an empty
         // answer would make the worker wait as if the queue were empty).
         for _ in 0..<100 {
-            let taken = try await db.execute(PostgresStatements.Claim(now: now, limit: limit, owner: owner, until: now.addingTimeInterval(lease)))
+            let taken = try await db.execute(
+                PostgresStatements.Claim(now: now, limit: limit, owner: owner, until: now.addingTimeInterval(lease))
+            )
             let leased = taken.filter { $0.state == .leased }
-            if !leased.isEmpty || taken.isEmpty { return leased.sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) } }
+            if !leased.isEmpty || taken.isEmpty {
+                return leased.sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) }
+            }
         }
         return []
     }
@@ -51,7 +56,11 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
 
     @discardableResult
     public func reschedule(id: Int64, owner: String, notBefore: Date, reason: String, now: Date) async throws -> Bool {
-        try await settle([Settlement(id: id, .reschedule(notBefore: notBefore, reason: reason))], owner: owner, now: now).contains(id)
+        try await settle(
+            [Settlement(id: id, .reschedule(notBefore: notBefore, reason: reason))],
+            owner: owner,
+            now: now
+        ).contains(id)
     }
 
     /// Every outcome and new time of a batch in one statement; only rows `owner` still holds change.
@@ -62,7 +71,8 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
             let (state, reason, providerID, at): (DeliveryState, String?, String?, Double)
             switch item.action {
             case .finish(let o): (state, reason, providerID, at) = (o.state, o.reason, o.providerID, -1)
-            case let .reschedule(time, r): (state, reason, providerID, at) = (.queued, r, nil, time.timeIntervalSince1970)
+            case let .reschedule(time, r):
+                (state, reason, providerID, at) = (.queued, r, nil, time.timeIntervalSince1970)
             }
             statement.ids.append(item.id)
             statement.states.append(state.rawValue)
@@ -85,7 +95,9 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
     }
 
     public func counts(notificationID: String) async throws -> [DeliveryState: Int] {
-        try await Self.counts(db.rows("SELECT state, count(*) FROM deliveries WHERE notification_id = \(notificationID) GROUP BY state"))
+        try await Self.counts(
+            db.rows("SELECT state, count(*) FROM deliveries WHERE notification_id = \(notificationID) GROUP BY state")
+        )
     }
 
     static func counts(_ rows: [PostgresRow]) throws -> [DeliveryState: Int] {
@@ -98,21 +110,45 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
     }
 
     public func deliveries(notificationID: String) async throws -> [DeliveryRecord] {
-        try await db.rows("SELECT \(unescaped: Self.columns) FROM deliveries WHERE notification_id = \(notificationID) ORDER BY id").map(Self.record)
+        try await db.rows(
+            "SELECT \(unescaped: Self.columns) FROM deliveries WHERE notification_id = \(notificationID) ORDER BY id"
+        ).map(Self.record)
     }
 
     public func deliveries(notificationID: String, after: Int64, limit: Int) async throws -> [DeliveryRecord] {
-        try await db.rows("""
+        try await db.rows(
+            """
             SELECT \(unescaped: Self.columns) FROM deliveries WHERE notification_id = \(notificationID) AND id > \(after) ORDER BY id LIMIT \(max(0, limit))
-            """).map(Self.record)
+            """
+        ).map(Self.record)
     }
 
     static func record(_ row: PostgresRow) throws -> DeliveryRecord {
-        let (id, notification, app, provider, target, state, attempts, notBefore, expires, owner, until, reason, providerID, updated) =
-            try row.decode((Int64, String, String, String, String, String, Int, Date, Date?, String?, Date?, String?, String?, Date).self)
+        let (
+            id, notification, app, provider, target, state, attempts, notBefore, expires, owner, until, reason,
+            providerID, updated
+        ) =
+            try row.decode(
+                (
+                    Int64, String, String, String, String, String, Int, Date, Date?, String?, Date?, String?, String?,
+                    Date
+                ).self
+            )
         return DeliveryRecord(
-            id: id, notificationID: notification, appID: app, provider: DeliveryProvider(rawValue: provider) ?? .apns, target: target,
-            state: DeliveryState(rawValue: state) ?? .queued, attempts: attempts, notBefore: notBefore, expiresAt: expires, leaseOwner: owner,
-            leaseUntil: until, reason: reason, providerID: providerID, updatedAt: updated)
+            id: id,
+            notificationID: notification,
+            appID: app,
+            provider: DeliveryProvider(rawValue: provider) ?? .apns,
+            target: target,
+            state: DeliveryState(rawValue: state) ?? .queued,
+            attempts: attempts,
+            notBefore: notBefore,
+            expiresAt: expires,
+            leaseOwner: owner,
+            leaseUntil: until,
+            reason: reason,
+            providerID: providerID,
+            updatedAt: updated
+        )
     }
 }

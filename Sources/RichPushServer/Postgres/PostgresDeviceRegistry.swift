@@ -8,7 +8,8 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
 
     public init(database: PostgresDatabase) { db = database }
 
-    static let deviceColumns = "d.id, d.app_id, d.token, d.platform, d.provider, d.user_id, d.locale, d.time_zone, d.app_version, d.updated_at"
+    static let deviceColumns =
+        "d.id, d.app_id, d.token, d.platform, d.provider, d.user_id, d.locale, d.time_zone, d.app_version, d.updated_at"
 
     public func upsert(_ d: Device) async throws {
         try await upsert(contentsOf: [d])
@@ -19,11 +20,14 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
     public func upsert(contentsOf given: [Device]) async throws {
         var latest: [String: Int] = [:]
         for (i, d) in given.enumerated() { latest[d.appID + "\u{0}" + d.token] = i }
-        let devices = given.indices.filter { latest[given[$0].appID + "\u{0}" + given[$0].token] == $0 }.map { given[$0] }
+        let devices = given.indices.filter { latest[given[$0].appID + "\u{0}" + given[$0].token] == $0 }.map {
+            given[$0]
+        }
         guard !devices.isEmpty else { return }
         // Optional columns travel as text with a mask of which are present (bit 0 user, 1 locale, 2 zone, 3 version).
         let masks = devices.map { d in
-            (d.userID != nil ? 1 : 0) | (d.locale != nil ? 2 : 0) | (d.timeZone != nil ? 4 : 0) | (d.appVersion != nil ? 8 : 0)
+            (d.userID != nil ? 1 : 0) | (d.locale != nil ? 2 : 0) | (d.timeZone != nil ? 4 : 0)
+                | (d.appVersion != nil ? 8 : 0)
         }
         let insert: PostgresQuery = """
             INSERT INTO devices (app_id, token, platform, provider, user_id, locale, time_zone, app_version, updated_at)
@@ -45,19 +49,36 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
                 ids[app + "\u{0}" + token] = id
             }
             let all = Array(ids.values)
-            _ = try await c.query("DELETE FROM device_tags WHERE device_id = ANY(\(all)::int8[])", logger: logger).collect()
-            _ = try await c.query("DELETE FROM device_topics WHERE device_id = ANY(\(all)::int8[])", logger: logger).collect()
-            var tagIDs: [Int64] = [], tags: [String] = [], topicIDs: [Int64] = [], topics: [String] = []
+            _ = try await c.query("DELETE FROM device_tags WHERE device_id = ANY(\(all)::int8[])", logger: logger)
+                .collect()
+            _ = try await c.query("DELETE FROM device_topics WHERE device_id = ANY(\(all)::int8[])", logger: logger)
+                .collect()
+            var tagIDs: [Int64] = []
+            var tags: [String] = []
+            var topicIDs: [Int64] = []
+            var topics: [String] = []
             for d in devices {
                 guard let id = ids[d.appID + "\u{0}" + d.token] else { continue }
-                for t in Set(d.tags) { tagIDs.append(id); tags.append(t) }
-                for t in Set(d.topics) { topicIDs.append(id); topics.append(t) }
+                for t in Set(d.tags) {
+                    tagIDs.append(id)
+                    tags.append(t)
+                }
+                for t in Set(d.topics) {
+                    topicIDs.append(id)
+                    topics.append(t)
+                }
             }
             if !tags.isEmpty {
-                _ = try await c.query("INSERT INTO device_tags (device_id, tag) SELECT * FROM unnest(\(tagIDs)::int8[], \(tags)::text[])", logger: logger).collect()
+                _ = try await c.query(
+                    "INSERT INTO device_tags (device_id, tag) SELECT * FROM unnest(\(tagIDs)::int8[], \(tags)::text[])",
+                    logger: logger
+                ).collect()
             }
             if !topics.isEmpty {
-                _ = try await c.query("INSERT INTO device_topics (device_id, topic) SELECT * FROM unnest(\(topicIDs)::int8[], \(topics)::text[])", logger: logger).collect()
+                _ = try await c.query(
+                    "INSERT INTO device_topics (device_id, topic) SELECT * FROM unnest(\(topicIDs)::int8[], \(topics)::text[])",
+                    logger: logger
+                ).collect()
             }
         }
     }
@@ -69,14 +90,17 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
     }
 
     public func device(appID: String, token: String) async throws -> Device? {
-        let rows = try await db.rows("""
+        let rows = try await db.rows(
+            """
             SELECT \(unescaped: Self.deviceColumns), \(unescaped: Self.listColumns) FROM devices d WHERE d.app_id = \(appID) AND d.token = \(token)
-            """)
+            """
+        )
         return try rows.first.map(Self.deviceWithLists)?.1
     }
 
     /// A device's tags and topics, as two columns after ``deviceColumns``.
-    static let listColumns = "ARRAY(SELECT tag FROM device_tags WHERE device_id = d.id ORDER BY tag), ARRAY(SELECT topic FROM device_topics WHERE device_id = d.id ORDER BY topic)"
+    static let listColumns =
+        "ARRAY(SELECT tag FROM device_tags WHERE device_id = d.id ORDER BY tag), ARRAY(SELECT topic FROM device_topics WHERE device_id = d.id ORDER BY topic)"
 
     /// A device from a row of ``deviceColumns`` and ``listColumns``, with its row id.
     static func deviceWithLists(_ row: PostgresRow) throws -> (Int64, Device) {
@@ -87,18 +111,29 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
         return (id, device)
     }
 
-    public func page(appID: String, audience: Audience, after cursor: Int64, limit: Int) async throws -> (devices: [Device], next: Int64?) {
+    public func page(
+        appID: String,
+        audience: Audience,
+        after cursor: Int64,
+        limit: Int
+    ) async throws -> (devices: [Device], next: Int64?) {
         let rows: [PostgresRow]
         if case .tokens(let tokens) = audience {
             let wanted = Array(Set(tokens))
             guard !wanted.isEmpty else { return ([], nil) }
-            rows = try await db.rows("""
+            rows = try await db.rows(
+                """
                 SELECT \(unescaped: Self.deviceColumns) FROM devices d
                 WHERE d.app_id = \(appID) AND d.token = ANY(\(wanted)::text[]) AND d.id > \(cursor) ORDER BY d.id LIMIT \(limit)
-                """)
+                """
+            )
         } else {
             guard let sql = Self.audienceSQL(audience, appID: appID) else { return ([], nil) }
-            var q = PostgresQuery(unsafeSQL: "SELECT \(Self.deviceColumns) FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(sql.binds.count + 1) ORDER BY d.id LIMIT $\(sql.binds.count + 2)", binds: sql.binds)
+            var q = PostgresQuery(
+                unsafeSQL:
+                    "SELECT \(Self.deviceColumns) FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(sql.binds.count + 1) ORDER BY d.id LIMIT $\(sql.binds.count + 2)",
+                binds: sql.binds
+            )
             q.binds.append(cursor)
             q.binds.append(limit)
             rows = try await db.rows(q)
@@ -110,22 +145,31 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
     @discardableResult
     public func prune(appID: String, token: String, invalidSince: Date?) async throws -> Bool {
         // Not when the device registered again after the provider said it was gone.
-        let rows = try await db.rows("""
+        let rows = try await db.rows(
+            """
             DELETE FROM devices WHERE app_id = \(appID) AND token = \(token) AND (\(invalidSince)::timestamptz IS NULL OR updated_at <= \(invalidSince))
             RETURNING id
-            """)
+            """
+        )
         return !rows.isEmpty
     }
 
-    public func search(appID: String, matching query: String, after cursor: Int64, limit: Int) async throws -> (devices: [Device], next: Int64?) {
+    public func search(
+        appID: String,
+        matching query: String,
+        after cursor: Int64,
+        limit: Int
+    ) async throws -> (devices: [Device], next: Int64?) {
         // A token prefix as a range on the (app_id, token) index (byte order, so any prefix is one range).
-        let rows = try await db.rows("""
+        let rows = try await db.rows(
+            """
             SELECT \(unescaped: Self.deviceColumns), \(unescaped: Self.listColumns)
             FROM devices d WHERE d.app_id = \(appID) AND d.id > \(cursor)
               AND ((d.token COLLATE "C" >= \(query) AND d.token COLLATE "C" < \(query + "\u{10FFFF}")) OR d.user_id = \(query)
                    OR d.id IN (SELECT device_id FROM device_tags WHERE tag = \(query)))
             ORDER BY d.id LIMIT \(max(0, limit))
-            """)
+            """
+        )
         let found = try rows.map(Self.deviceWithLists)
         return (found.map(\.1), rows.count == limit ? found.last?.0 : nil)
     }
@@ -140,15 +184,25 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
         func text(_ i: Int) throws -> String { try columns[i].decode(String.self) }
         func optional(_ i: Int) throws -> String? { try columns[i].decode(String?.self) }
         let device = Device(
-            appID: try text(1), token: try text(2), platform: Device.Platform(rawValue: try text(3)) ?? .ios,
-            provider: DeliveryProvider(rawValue: try text(4)), userID: try optional(5), locale: try optional(6), timeZone: try optional(7),
-            appVersion: try optional(8), updatedAt: try columns[9].decode(Date.self))
+            appID: try text(1),
+            token: try text(2),
+            platform: Device.Platform(rawValue: try text(3)) ?? .ios,
+            provider: DeliveryProvider(rawValue: try text(4)),
+            userID: try optional(5),
+            locale: try optional(6),
+            timeZone: try optional(7),
+            appVersion: try optional(8),
+            updatedAt: try columns[9].decode(Date.self)
+        )
         return (try columns[0].decode(Int64.self), device)
     }
 
     /// The devices of a registry audience as SQL over `d` (devices) and its binds; nil for token lists and
     /// audiences that are not the registry's.
-    static func audienceSQL(_ audience: Audience, appID: String) -> (from: String, condition: String, binds: PostgresBindings)? {
+    static func audienceSQL(
+        _ audience: Audience,
+        appID: String
+    ) -> (from: String, condition: String, binds: PostgresBindings)? {
         var binds = PostgresBindings()
         switch audience {
         case .all:
@@ -175,7 +229,10 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
     func countByProviderInDatabase(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]? {
         guard let sql = Self.audienceSQL(audience, appID: appID) else { return nil }
         var out: [DeliveryProvider: Int] = [:]
-        let q = PostgresQuery(unsafeSQL: "SELECT d.provider, count(*) FROM \(sql.from) WHERE \(sql.condition) GROUP BY d.provider", binds: sql.binds)
+        let q = PostgresQuery(
+            unsafeSQL: "SELECT d.provider, count(*) FROM \(sql.from) WHERE \(sql.condition) GROUP BY d.provider",
+            binds: sql.binds
+        )
         for row in try await db.rows(q) {
             let (provider, n) = try row.decode((String, Int).self)
             if let p = DeliveryProvider(rawValue: provider) { out[p] = n }
@@ -186,7 +243,10 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
     /// How many devices of a registry audience there are after a row id (nil for the others).
     func countInDatabase(appID: String, audience: Audience, after cursor: Int64 = 0) async throws -> Int? {
         guard let sql = Self.audienceSQL(audience, appID: appID) else { return nil }
-        var q = PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(sql.binds.count + 1)", binds: sql.binds)
+        var q = PostgresQuery(
+            unsafeSQL: "SELECT count(*) FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(sql.binds.count + 1)",
+            binds: sql.binds
+        )
         q.binds.append(cursor)
         return try await db.rows(q).first?.decode(Int.self) ?? 0
     }

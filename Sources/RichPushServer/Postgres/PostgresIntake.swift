@@ -17,7 +17,13 @@ public final class PostgresIntake: NotificationIntake {
     /// Called after a commit that queued deliveries (other nodes' workers are told).
     let queued: @Sendable () -> Void
 
-    public init(database: PostgresDatabase, nodeID: String, chunk: Int = 50_000, fanOutLease: TimeInterval = 60, queued: @escaping @Sendable () -> Void = {}) {
+    public init(
+        database: PostgresDatabase,
+        nodeID: String,
+        chunk: Int = 50_000,
+        fanOutLease: TimeInterval = 60,
+        queued: @escaping @Sendable () -> Void = {}
+    ) {
         db = database
         self.nodeID = nodeID
         self.chunk = chunk
@@ -31,7 +37,9 @@ public final class PostgresIntake: NotificationIntake {
         if case .tokens(let tokens) = plan.audience {
             var seen = Set<String>()
             let wanted = tokens.filter { seen.insert($0).inserted }
-            targets = try await db.execute(PostgresStatements.DevicesByToken(appID: n.appID, tokens: wanted)).map { provider, token in
+            targets = try await db.execute(PostgresStatements.DevicesByToken(appID: n.appID, tokens: wanted)).map {
+                provider,
+                token in
                 (DeliveryProvider(rawValue: provider) ?? .apns, token)
             }
         }
@@ -41,19 +49,34 @@ public final class PostgresIntake: NotificationIntake {
         let step = Spread.step(plan.spread, count: list.count)
         let start = plan.notBefore.timeIntervalSince1970
         let statement = PostgresStatements.Accept(
-            notification: n, idempotencyKey: plan.idempotencyKey, fanOut: targets == nil ? plan : nil, expiresAt: plan.expiresAt,
-            providers: list.map(\.0.rawValue), targets: list.map(\.1), due: list.indices.map { start + step * Double($0) })
+            notification: n,
+            idempotencyKey: plan.idempotencyKey,
+            fanOut: targets == nil ? plan : nil,
+            expiresAt: plan.expiresAt,
+            providers: list.map(\.0.rawValue),
+            targets: list.map(\.1),
+            due: list.indices.map { start + step * Double($0) }
+        )
         guard let (created, queued) = try await db.execute(statement).first else {
             throw DatabaseUnavailable("the accept statement answered nothing")
         }
         guard created == 1 else {
             // The app used this idempotency key before: the first notification and its answer.
-            let rows = try await db.rows("""
+            let rows = try await db.rows(
+                """
                 SELECT \(unescaped: PostgresServerStore.notificationColumns) FROM notifications
                 WHERE app_id = \(n.appID) AND idempotency_key = \(plan.idempotencyKey)
-                """)
-            guard let row = rows.first else { throw DatabaseUnavailable("a notification's idempotency key was taken and then not found") }
-            return Accepted(notification: try PostgresServerStore.notification(row), created: false, queued: 0, fanOutPending: false)
+                """
+            )
+            guard let row = rows.first else {
+                throw DatabaseUnavailable("a notification's idempotency key was taken and then not found")
+            }
+            return Accepted(
+                notification: try PostgresServerStore.notification(row),
+                created: false,
+                queued: 0,
+                fanOutPending: false
+            )
         }
         if queued > 0 { self.queued() }
         return Accepted(notification: n, created: true, queued: Int(queued), fanOutPending: targets == nil)
@@ -61,34 +84,53 @@ public final class PostgresIntake: NotificationIntake {
 
     public func completeFanOut(notificationID: String) async throws -> Int {
         // Taken unless another node holds it under a live lease.
-        let rows = try await db.rows("""
+        let rows = try await db.rows(
+            """
             UPDATE notifications SET fanout_owner = \(nodeID), fanout_lease_until = now() + make_interval(secs => \(fanOutLease))
             WHERE id = \(notificationID) AND fanout_state = 'pending'
               AND (fanout_owner IS NULL OR fanout_owner = \(nodeID) OR fanout_lease_until < now())
             RETURNING app_id, audience, not_before, expires_at, spread, fanout_cursor, fanout_inserted, fanout_total
-            """)
+            """
+        )
         guard let row = rows.first else { return 0 }
         let (appID, audienceText, notBefore, expiresAt, spread, cursor, inserted, storedTotal) =
             try row.decode((String, String?, Date?, Date?, Double, Int64, Int, Int).self)
         guard let audienceText, let audience = Audience.read(try JSONValue.parse(audienceText)).0 else {
-            try await db.rows("UPDATE notifications SET fanout_state = 'done', fanout_owner = NULL WHERE id = \(notificationID)")
+            try await db.rows(
+                "UPDATE notifications SET fanout_state = 'done', fanout_owner = NULL WHERE id = \(notificationID)"
+            )
             return 0
         }
         var total = storedTotal
         if spread > 0 && total == 0 {
             // Counted once and stored, so that a resumed fan-out keeps the same spacing.
-            total = inserted + (try await PostgresDeviceRegistry(database: db).countInDatabase(appID: appID, audience: audience, after: cursor) ?? 0)
+            total =
+                inserted
+                + (try await PostgresDeviceRegistry(database: db).countInDatabase(
+                    appID: appID,
+                    audience: audience,
+                    after: cursor
+                ) ?? 0)
             try await db.rows("UPDATE notifications SET fanout_total = \(total) WHERE id = \(notificationID)")
         }
         return try await insertInChunks(
-            notificationID: notificationID, appID: appID, audience: audience, notBefore: notBefore ?? Date(), expiresAt: expiresAt,
-            step: Spread.step(spread, count: total), from: FanOutProgress(cursor: cursor, inserted: inserted), tracked: true).added
+            notificationID: notificationID,
+            appID: appID,
+            audience: audience,
+            notBefore: notBefore ?? Date(),
+            expiresAt: expiresAt,
+            step: Spread.step(spread, count: total),
+            from: FanOutProgress(cursor: cursor, inserted: inserted),
+            tracked: true
+        ).added
     }
 
     public func pendingFanOuts() async throws -> [String] {
-        try await db.rows("""
+        try await db.rows(
+            """
             SELECT id FROM notifications WHERE fanout_state = 'pending' AND (fanout_owner IS NULL OR fanout_lease_until < now()) ORDER BY created_at
-            """).map { try $0.decode(String.self) }
+            """
+        ).map { try $0.decode(String.self) }
     }
 
     /// Where an in-database fan-out stands: the last device row id done and how many deliveries so far.
@@ -101,8 +143,14 @@ public final class PostgresIntake: NotificationIntake {
     /// progress with the notification and renews this node's lease on it; it stops (without error) when the lease
     /// was lost to another node.
     func insertInChunks(
-        notificationID: String, appID: String, audience: Audience, notBefore: Date, expiresAt: Date?, step: TimeInterval,
-        from start: FanOutProgress, tracked: Bool
+        notificationID: String,
+        appID: String,
+        audience: Audience,
+        notBefore: Date,
+        expiresAt: Date?,
+        step: TimeInterval,
+        from start: FanOutProgress,
+        tracked: Bool
     ) async throws -> (progress: FanOutProgress, added: Int) {
         guard let sql = PostgresDeviceRegistry.audienceSQL(audience, appID: appID) else { return (start, 0) }
         var progress = start
@@ -115,41 +163,54 @@ public final class PostgresIntake: NotificationIntake {
                 if tracked {
                     // The progress is read from the locked row, not remembered: two runs of one fan-out (a resume
                     // while the first still runs) take turns and go on from each other's last chunk.
-                    let held = try await c.query("""
+                    let held = try await c.query(
+                        """
                         SELECT fanout_cursor, fanout_inserted FROM notifications
                         WHERE id = \(notificationID) AND fanout_state = 'pending' AND fanout_owner = \(self.nodeID) FOR UPDATE
-                        """, logger: logger).collect()
+                        """,
+                        logger: logger
+                    ).collect()
                     guard let row = held.first else { return (known, 0, true) }
                     let (cursor, inserted) = try row.decode((Int64, Int).self)
                     before = FanOutProgress(cursor: cursor, inserted: inserted)
                 }
-                var last = PostgresQuery(unsafeSQL: """
-                    SELECT max(id) FROM (SELECT d.id AS id FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(sql.binds.count + 1)
-                    ORDER BY d.id LIMIT $\(sql.binds.count + 2)) chunk
-                    """, binds: sql.binds)
+                var last = PostgresQuery(
+                    unsafeSQL: """
+                        SELECT max(id) FROM (SELECT d.id AS id FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(sql.binds.count + 1)
+                        ORDER BY d.id LIMIT $\(sql.binds.count + 2)) chunk
+                        """,
+                    binds: sql.binds
+                )
                 last.binds.append(before.cursor)
                 last.binds.append(self.chunk)
                 guard let upTo = try await c.query(last, logger: logger).collect().first?.decode(Int64?.self) else {
                     if tracked {
-                        _ = try await c.query("""
+                        _ = try await c.query(
+                            """
                             UPDATE notifications SET fanout_state = 'done', fanout_owner = NULL, fanout_lease_until = NULL WHERE id = \(notificationID)
-                            """, logger: logger).collect()
+                            """,
+                            logger: logger
+                        ).collect()
                     }
                     return (before, 0, true)
                 }
                 let k = sql.binds.count
                 // Spread sends number the rows to space them; the others are all due at once.
-                let due = step > 0
+                let due =
+                    step > 0
                     ? "$\(k + 2)::timestamptz + (($\(k + 3)::bigint + row_number() OVER (ORDER BY d.id) - 1) * $\(k + 4)::float8) * interval '1 second'"
                     : "$\(k + 2)::timestamptz"
-                var insert = PostgresQuery(unsafeSQL: """
-                    WITH added AS (
-                        INSERT INTO deliveries \(PostgresDeliveryQueue.insertColumns)
-                        SELECT $\(k + 1), d.app_id, d.provider, d.token, 'queued', \(due), $\(k + 5)::timestamptz, now()
-                        FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(k + 6) AND d.id <= $\(k + 7)
-                        RETURNING 1)
-                    SELECT count(*) FROM added
-                    """, binds: sql.binds)
+                var insert = PostgresQuery(
+                    unsafeSQL: """
+                        WITH added AS (
+                            INSERT INTO deliveries \(PostgresDeliveryQueue.insertColumns)
+                            SELECT $\(k + 1), d.app_id, d.provider, d.token, 'queued', \(due), $\(k + 5)::timestamptz, now()
+                            FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(k + 6) AND d.id <= $\(k + 7)
+                            RETURNING 1)
+                        SELECT count(*) FROM added
+                        """,
+                    binds: sql.binds
+                )
                 insert.binds.append(notificationID)
                 insert.binds.append(notBefore)
                 insert.binds.append(Int64(before.inserted))
@@ -160,11 +221,14 @@ public final class PostgresIntake: NotificationIntake {
                 let added = try await c.query(insert, logger: logger).collect().first?.decode(Int.self) ?? 0
                 let next = FanOutProgress(cursor: upTo, inserted: before.inserted + added)
                 if tracked {
-                    _ = try await c.query("""
+                    _ = try await c.query(
+                        """
                         UPDATE notifications SET fanout_cursor = \(next.cursor), fanout_inserted = \(next.inserted),
                             fanout_lease_until = now() + make_interval(secs => \(self.fanOutLease))
                         WHERE id = \(notificationID)
-                        """, logger: logger).collect()
+                        """,
+                        logger: logger
+                    ).collect()
                 }
                 return (next, added, false)
             }

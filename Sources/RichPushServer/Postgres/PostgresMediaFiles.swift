@@ -19,27 +19,37 @@ public final class PostgresMediaFiles: SharedMediaFiles {
         let chunks = (size + Self.chunkSize - 1) / Self.chunkSize
         try await db.transaction { c in
             let logger = self.db.logger
-            let claimed = try await c.query("""
+            let claimed = try await c.query(
+                """
                 INSERT INTO media_files (name, size, chunks, keep_until) VALUES (\(name), \(Int64(size)), \(chunks), \(keepUntil))
                 ON CONFLICT (name) DO NOTHING RETURNING name
-                """, logger: logger).collect()
+                """,
+                logger: logger
+            ).collect()
             guard !claimed.isEmpty else { return }  // another node stored the same bytes meanwhile
             for seq in 0..<chunks {
                 guard let data = try handle.read(upToCount: Self.chunkSize) else { break }
-                _ = try await c.query("INSERT INTO media_chunks (name, seq, bytes) VALUES (\(name), \(seq), \(ByteBuffer(bytes: data)))", logger: logger).collect()
+                _ = try await c.query(
+                    "INSERT INTO media_chunks (name, seq, bytes) VALUES (\(name), \(seq), \(ByteBuffer(bytes: data)))",
+                    logger: logger
+                ).collect()
             }
         }
     }
 
     public func fetch(name: String, to destination: URL) async throws -> Date? {
-        guard let row = try await db.rows("SELECT chunks, keep_until FROM media_files WHERE name = \(name)").first else { return nil }
+        guard let row = try await db.rows("SELECT chunks, keep_until FROM media_files WHERE name = \(name)").first
+        else { return nil }
         let (chunks, keepUntil) = try row.decode((Int, Date).self)
         FileManager.default.createFile(atPath: destination.path, contents: nil)
         let out = try FileHandle(forWritingTo: destination)
         defer { try? out.close() }
         // One chunk per query: memory holds one chunk, whatever the file's size.
         for seq in 0..<chunks {
-            guard let buffer = try await db.rows("SELECT bytes FROM media_chunks WHERE name = \(name) AND seq = \(seq)").first?.decode(ByteBuffer.self) else {
+            guard
+                let buffer = try await db.rows("SELECT bytes FROM media_chunks WHERE name = \(name) AND seq = \(seq)")
+                    .first?.decode(ByteBuffer.self)
+            else {
                 throw DatabaseUnavailable("media \(name) lacks its chunk \(seq)")
             }
             try out.write(contentsOf: buffer.readableBytesView)
@@ -49,7 +59,9 @@ public final class PostgresMediaFiles: SharedMediaFiles {
 
     @discardableResult
     public func keep(name: String, until: Date) async throws -> Bool {
-        !(try await db.rows("UPDATE media_files SET keep_until = greatest(keep_until, \(until)) WHERE name = \(name) RETURNING name")).isEmpty
+        !(try await db.rows(
+            "UPDATE media_files SET keep_until = greatest(keep_until, \(until)) WHERE name = \(name) RETURNING name"
+        )).isEmpty
     }
 
     public func sweep(before cutoff: Date) async throws -> (files: Int, bytes: Int) {

@@ -15,66 +15,86 @@ enum PostgresMigrations {
     static let lockKey: Int64 = 0x7269_6368_7075_7301
 
     static let all: [Migration] = [
-        Migration(version: 1, name: "apps, keys, notifications, receipts, secrets", sql: """
-            CREATE TABLE apps (
-                id text PRIMARY KEY, name text NOT NULL, bundle_id text NOT NULL, fcm_project_id text,
-                apns text, fcm text, revision integer NOT NULL DEFAULT 1, created_at timestamptz NOT NULL DEFAULT now());
-            CREATE TABLE api_keys (
-                key_hash text PRIMARY KEY, key_id text NOT NULL, app_id text NOT NULL REFERENCES apps(id),
-                scopes text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
-            CREATE INDEX api_keys_app ON api_keys (app_id, key_id);
-            CREATE TABLE notifications (
-                id text PRIMARY KEY, app_id text NOT NULL, idempotency_key text, message text NOT NULL, response text NOT NULL,
-                created_at timestamptz NOT NULL, audience text, not_before timestamptz, expires_at timestamptz,
-                spread double precision NOT NULL DEFAULT 0, fanout_state text NOT NULL DEFAULT 'done',
-                fanout_cursor bigint NOT NULL DEFAULT 0, fanout_inserted bigint NOT NULL DEFAULT 0, fanout_total bigint NOT NULL DEFAULT 0,
-                fanout_owner text, fanout_lease_until timestamptz,
-                UNIQUE (app_id, idempotency_key));
-            CREATE INDEX notifications_fanout ON notifications (created_at) WHERE fanout_state = 'pending';
-            CREATE TABLE receipts (
-                notification_id text NOT NULL, token text NOT NULL, report text NOT NULL, received_at timestamptz NOT NULL,
-                PRIMARY KEY (notification_id, token));
-            CREATE TABLE secrets (name text PRIMARY KEY, value bytea NOT NULL);
-            """),
-        Migration(version: 2, name: "devices, tags, topics", sql: """
-            CREATE TABLE devices (
-                id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, app_id text NOT NULL, token text NOT NULL,
-                platform text NOT NULL, provider text NOT NULL, user_id text, locale text, time_zone text, app_version text,
-                updated_at timestamptz NOT NULL, UNIQUE (app_id, token));
-            CREATE INDEX devices_app ON devices (app_id, id);
-            CREATE INDEX devices_user ON devices (app_id, user_id, id);
-            CREATE TABLE device_tags (device_id bigint NOT NULL REFERENCES devices(id) ON DELETE CASCADE, tag text NOT NULL, PRIMARY KEY (tag, device_id));
-            CREATE TABLE device_topics (device_id bigint NOT NULL REFERENCES devices(id) ON DELETE CASCADE, topic text NOT NULL, PRIMARY KEY (topic, device_id));
-            CREATE INDEX device_tags_device ON device_tags (device_id);
-            CREATE INDEX device_topics_device ON device_topics (device_id);
-            """),
+        Migration(
+            version: 1,
+            name: "apps, keys, notifications, receipts, secrets",
+            sql: """
+                CREATE TABLE apps (
+                    id text PRIMARY KEY, name text NOT NULL, bundle_id text NOT NULL, fcm_project_id text,
+                    apns text, fcm text, revision integer NOT NULL DEFAULT 1, created_at timestamptz NOT NULL DEFAULT now());
+                CREATE TABLE api_keys (
+                    key_hash text PRIMARY KEY, key_id text NOT NULL, app_id text NOT NULL REFERENCES apps(id),
+                    scopes text NOT NULL, created_at timestamptz NOT NULL DEFAULT now());
+                CREATE INDEX api_keys_app ON api_keys (app_id, key_id);
+                CREATE TABLE notifications (
+                    id text PRIMARY KEY, app_id text NOT NULL, idempotency_key text, message text NOT NULL, response text NOT NULL,
+                    created_at timestamptz NOT NULL, audience text, not_before timestamptz, expires_at timestamptz,
+                    spread double precision NOT NULL DEFAULT 0, fanout_state text NOT NULL DEFAULT 'done',
+                    fanout_cursor bigint NOT NULL DEFAULT 0, fanout_inserted bigint NOT NULL DEFAULT 0, fanout_total bigint NOT NULL DEFAULT 0,
+                    fanout_owner text, fanout_lease_until timestamptz,
+                    UNIQUE (app_id, idempotency_key));
+                CREATE INDEX notifications_fanout ON notifications (created_at) WHERE fanout_state = 'pending';
+                CREATE TABLE receipts (
+                    notification_id text NOT NULL, token text NOT NULL, report text NOT NULL, received_at timestamptz NOT NULL,
+                    PRIMARY KEY (notification_id, token));
+                CREATE TABLE secrets (name text PRIMARY KEY, value bytea NOT NULL);
+                """
+        ),
+        Migration(
+            version: 2,
+            name: "devices, tags, topics",
+            sql: """
+                CREATE TABLE devices (
+                    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, app_id text NOT NULL, token text NOT NULL,
+                    platform text NOT NULL, provider text NOT NULL, user_id text, locale text, time_zone text, app_version text,
+                    updated_at timestamptz NOT NULL, UNIQUE (app_id, token));
+                CREATE INDEX devices_app ON devices (app_id, id);
+                CREATE INDEX devices_user ON devices (app_id, user_id, id);
+                CREATE TABLE device_tags (device_id bigint NOT NULL REFERENCES devices(id) ON DELETE CASCADE, tag text NOT NULL, PRIMARY KEY (tag, device_id));
+                CREATE TABLE device_topics (device_id bigint NOT NULL REFERENCES devices(id) ON DELETE CASCADE, topic text NOT NULL, PRIMARY KEY (topic, device_id));
+                CREATE INDEX device_tags_device ON device_tags (device_id);
+                CREATE INDEX device_topics_device ON device_topics (device_id);
+                """
+        ),
         // The queue is the table that changes most: its due and lease indexes are partial, so that finished rows
         // (most of the table) are in neither, and autovacuum visits it long before the default 20 % of dead rows.
-        Migration(version: 3, name: "deliveries", sql: """
-            CREATE TABLE deliveries (
-                id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, notification_id text NOT NULL, app_id text NOT NULL,
-                provider text NOT NULL, target text NOT NULL, state text NOT NULL, attempts integer NOT NULL DEFAULT 0,
-                not_before timestamptz NOT NULL, expires_at timestamptz, lease_owner text, lease_until timestamptz,
-                reason text, provider_id text, updated_at timestamptz NOT NULL)
-                WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02, fillfactor = 90);
-            CREATE INDEX deliveries_due ON deliveries (not_before, id) WHERE state = 'queued';
-            CREATE INDEX deliveries_lease ON deliveries (lease_until) WHERE state = 'leased';
-            CREATE INDEX deliveries_notification ON deliveries (notification_id, id);
-            """),
-        Migration(version: 4, name: "nodes and shared media", sql: """
-            CREATE TABLE nodes (id text PRIMARY KEY, started_at timestamptz NOT NULL, seen_at timestamptz NOT NULL, address text);
-            CREATE TABLE media_files (
-                name text PRIMARY KEY, size bigint NOT NULL, chunks integer NOT NULL, keep_until timestamptz NOT NULL,
-                created_at timestamptz NOT NULL DEFAULT now());
-            CREATE TABLE media_chunks (
-                name text NOT NULL REFERENCES media_files(name) ON DELETE CASCADE, seq integer NOT NULL, bytes bytea NOT NULL,
-                PRIMARY KEY (name, seq));
-            CREATE INDEX media_files_keep ON media_files (keep_until);
-            """),
+        Migration(
+            version: 3,
+            name: "deliveries",
+            sql: """
+                CREATE TABLE deliveries (
+                    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, notification_id text NOT NULL, app_id text NOT NULL,
+                    provider text NOT NULL, target text NOT NULL, state text NOT NULL, attempts integer NOT NULL DEFAULT 0,
+                    not_before timestamptz NOT NULL, expires_at timestamptz, lease_owner text, lease_until timestamptz,
+                    reason text, provider_id text, updated_at timestamptz NOT NULL)
+                    WITH (autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02, fillfactor = 90);
+                CREATE INDEX deliveries_due ON deliveries (not_before, id) WHERE state = 'queued';
+                CREATE INDEX deliveries_lease ON deliveries (lease_until) WHERE state = 'leased';
+                CREATE INDEX deliveries_notification ON deliveries (notification_id, id);
+                """
+        ),
+        Migration(
+            version: 4,
+            name: "nodes and shared media",
+            sql: """
+                CREATE TABLE nodes (id text PRIMARY KEY, started_at timestamptz NOT NULL, seen_at timestamptz NOT NULL, address text);
+                CREATE TABLE media_files (
+                    name text PRIMARY KEY, size bigint NOT NULL, chunks integer NOT NULL, keep_until timestamptz NOT NULL,
+                    created_at timestamptz NOT NULL DEFAULT now());
+                CREATE TABLE media_chunks (
+                    name text NOT NULL REFERENCES media_files(name) ON DELETE CASCADE, seq integer NOT NULL, bytes bytea NOT NULL,
+                    PRIMARY KEY (name, seq));
+                CREATE INDEX media_files_keep ON media_files (keep_until);
+                """
+        ),
         // An app's notifications listed newest first (the console's list).
-        Migration(version: 5, name: "notifications by app", sql: """
-            CREATE INDEX notifications_app ON notifications (app_id, created_at)
-            """),
+        Migration(
+            version: 5,
+            name: "notifications by app",
+            sql: """
+                CREATE INDEX notifications_app ON notifications (app_id, created_at)
+                """
+        ),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.
@@ -84,12 +104,17 @@ enum PostgresMigrations {
             try await client.withConnection { c in
                 _ = try await c.query("SELECT pg_advisory_lock(\(lockKey))", logger: logger)
                 do {
-                    _ = try await c.query("""
+                    _ = try await c.query(
+                        """
                         CREATE TABLE IF NOT EXISTS richpush_migrations (
                             version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())
-                        """, logger: logger)
+                        """,
+                        logger: logger
+                    )
                     var done = Set<Int>()
-                    for try await v in try await c.query("SELECT version FROM richpush_migrations", logger: logger).decode(Int.self) { done.insert(v) }
+                    for try await v in try await c.query("SELECT version FROM richpush_migrations", logger: logger)
+                        .decode(Int.self)
+                    { done.insert(v) }
                     if let newest = done.max(), newest > (all.last?.version ?? 0) {
                         throw DatabaseTooNew(version: newest)
                     }
@@ -98,10 +123,15 @@ enum PostgresMigrations {
                         try await c.withTransaction(logger: logger) { t in
                             // One statement per query (the extended protocol takes no more); no statement here
                             // holds a semicolon of its own.
-                            for statement in m.sql.split(separator: ";").map({ $0.trimmingCharacters(in: .whitespacesAndNewlines) }) where !statement.isEmpty {
+                            for statement in m.sql.split(separator: ";").map({
+                                $0.trimmingCharacters(in: .whitespacesAndNewlines)
+                            }) where !statement.isEmpty {
                                 _ = try await t.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                             }
-                            _ = try await t.query("INSERT INTO richpush_migrations (version, name) VALUES (\(m.version), \(m.name))", logger: logger)
+                            _ = try await t.query(
+                                "INSERT INTO richpush_migrations (version, name) VALUES (\(m.version), \(m.name))",
+                                logger: logger
+                            )
                         }
                         applied.append(m.version)
                     }

@@ -36,27 +36,37 @@ public final class PostgresServerStore: ServerStore {
     func checkKey(_ sealer: CredentialSealer?) async throws {
         guard let sealer else { return }
         let check = Data(HMAC<SHA256>.authenticationCode(for: Data("richpush credentials key".utf8), using: sealer.key))
-        try await db.rows("INSERT INTO secrets (name, value) VALUES ('credentials-key-check', \(check)) ON CONFLICT (name) DO NOTHING")
-        let stored = try await db.rows("SELECT value FROM secrets WHERE name = 'credentials-key-check'").first?.decode(Data.self)
+        try await db.rows(
+            "INSERT INTO secrets (name, value) VALUES ('credentials-key-check', \(check)) ON CONFLICT (name) DO NOTHING"
+        )
+        let stored = try await db.rows("SELECT value FROM secrets WHERE name = 'credentials-key-check'").first?.decode(
+            Data.self
+        )
         guard stored == check else {
             throw CredentialSealer.Problem(
-                description: "\(sealer.source) is not the key this database's credentials are sealed with: give every node the same key file")
+                description:
+                    "\(sealer.source) is not the key this database's credentials are sealed with: give every node the same key file"
+            )
         }
     }
 
     /// Whether any app's credentials are sealed (a node without a key file must not make a new one then).
     public static func hasSealedCredentials(_ db: PostgresDatabase) async throws -> Bool {
         let prefix = CredentialSealer.prefix + "%"
-        let rows = try await db.rows("""
+        let rows = try await db.rows(
+            """
             SELECT EXISTS (SELECT 1 FROM apps WHERE apns LIKE \(prefix) OR fcm LIKE \(prefix))
                 OR EXISTS (SELECT 1 FROM secrets WHERE name = 'credentials-key-check')
-            """)
+            """
+        )
         return try rows.first?.decode(Bool.self) ?? false
     }
 
     /// A change another node announced: `app:ID`, `key:HASH`, or anything else to forget everything.
     public func forget(_ payload: String) {
-        if payload.hasPrefix("app:") { apps.forget(String(payload.dropFirst(4))) } else if payload.hasPrefix("key:") {
+        if payload.hasPrefix("app:") {
+            apps.forget(String(payload.dropFirst(4)))
+        } else if payload.hasPrefix("key:") {
             grants.forget(String(payload.dropFirst(4)))
         } else {
             apps.forgetAll()
@@ -69,8 +79,18 @@ public final class PostgresServerStore: ServerStore {
     static let appColumns = "id, name, bundle_id, fcm_project_id, apns, fcm, revision"
 
     func app(_ row: PostgresRow) throws -> ServerApp {
-        let (id, name, bundle, project, apns, fcm, revision) = try row.decode((String, String, String, String?, String?, String?, Int).self)
-        return try credentials.app(id: id, name: name, bundleID: bundle, fcmProjectID: project, apns: apns, fcm: fcm, revision: revision)
+        let (id, name, bundle, project, apns, fcm, revision) = try row.decode(
+            (String, String, String, String?, String?, String?, Int).self
+        )
+        return try credentials.app(
+            id: id,
+            name: name,
+            bundleID: bundle,
+            fcmProjectID: project,
+            apns: apns,
+            fcm: fcm,
+            revision: revision
+        )
     }
 
     public func createApp(_ app: ServerApp) async throws -> (ServerApp, key: String) {
@@ -82,11 +102,17 @@ public final class PostgresServerStore: ServerStore {
         let (apns, fcm) = try credentials.columns(app)
         let stored = app
         try await db.transaction { c in
-            try await c.query("""
+            try await c.query(
+                """
                 INSERT INTO apps (id, name, bundle_id, fcm_project_id, apns, fcm, revision)
                 VALUES (\(stored.id), \(stored.name), \(stored.bundleID), \(stored.fcmProjectID), \(apns), \(fcm), 1)
-                """, logger: self.db.logger)
-            try await c.query(Self.insertKey(hash: hash, appID: stored.id, scopes: Set(APIScope.allCases)), logger: self.db.logger)
+                """,
+                logger: self.db.logger
+            )
+            try await c.query(
+                Self.insertKey(hash: hash, appID: stored.id, scopes: Set(APIScope.allCases)),
+                logger: self.db.logger
+            )
         }
         apps.set(app.id, app)
         return (app, key)
@@ -94,11 +120,13 @@ public final class PostgresServerStore: ServerStore {
 
     public func updateApp(_ app: ServerApp) async throws -> ServerApp? {
         let (apns, fcm) = try credentials.columns(app)
-        let rows = try await db.rows("""
+        let rows = try await db.rows(
+            """
             UPDATE apps SET name = \(app.name), bundle_id = \(app.bundleID), fcm_project_id = \(app.fcmProjectID), apns = \(apns), fcm = \(fcm),
                 revision = revision + 1
             WHERE id = \(app.id) RETURNING \(unescaped: Self.appColumns)
-            """)
+            """
+        )
         let updated = try rows.first.map(self.app)
         apps.set(app.id, updated)
         await db.notify(Self.cacheChannel, "app:" + app.id)
@@ -125,7 +153,9 @@ public final class PostgresServerStore: ServerStore {
     }
 
     public func revokeKey(appID: String, keyID: String) async throws -> Bool {
-        let rows = try await db.rows("DELETE FROM api_keys WHERE app_id = \(appID) AND key_id = \(keyID) RETURNING key_hash")
+        let rows = try await db.rows(
+            "DELETE FROM api_keys WHERE app_id = \(appID) AND key_id = \(keyID) RETURNING key_hash"
+        )
         guard let hash = try rows.first?.decode(String.self) else { return false }
         grants.forget(hash)
         await db.notify(Self.cacheChannel, "key:" + hash)
@@ -133,7 +163,9 @@ public final class PostgresServerStore: ServerStore {
     }
 
     public func keys(appID: String) async throws -> [APIKeyInfo] {
-        try await db.rows("SELECT key_id, scopes, created_at FROM api_keys WHERE app_id = \(appID) ORDER BY created_at, key_id").map { row in
+        try await db.rows(
+            "SELECT key_id, scopes, created_at FROM api_keys WHERE app_id = \(appID) ORDER BY created_at, key_id"
+        ).map { row in
             let (id, scopes, created) = try row.decode((String, String, Date).self)
             return APIKeyInfo(keyID: id, scopes: APIScope.parse(scopes), createdAt: created)
         }
@@ -141,11 +173,13 @@ public final class PostgresServerStore: ServerStore {
 
     public func notifications(appID: String, before seconds: Double?, limit: Int) async throws -> [StoredNotification] {
         let before = seconds.map { Date(timeIntervalSince1970: $0) }
-        return try await db.rows("""
+        return try await db.rows(
+            """
             SELECT \(unescaped: Self.notificationColumns) FROM notifications
             WHERE app_id = \(appID) AND (\(before)::timestamptz IS NULL OR created_at < \(before))
             ORDER BY created_at DESC, id DESC LIMIT \(max(0, limit))
-            """).map(Self.notification)
+            """
+        ).map(Self.notification)
     }
 
     public func authorize(keyHash h: String) async throws -> APIGrant? {
@@ -159,24 +193,43 @@ public final class PostgresServerStore: ServerStore {
 
     // MARK: Notifications
 
-    public func insertNotification(_ n: StoredNotification, idempotencyKey: String?) async throws -> (StoredNotification, created: Bool) {
-        try await db.transaction { c in try await Self.insert(n, idempotencyKey: idempotencyKey, fanOut: nil, on: c, logger: self.db.logger) }
+    public func insertNotification(
+        _ n: StoredNotification,
+        idempotencyKey: String?
+    ) async throws -> (StoredNotification, created: Bool) {
+        try await db.transaction { c in
+            try await Self.insert(n, idempotencyKey: idempotencyKey, fanOut: nil, on: c, logger: self.db.logger)
+        }
     }
 
     /// Inserts unless the app used the idempotency key before (then the first notification is returned);
     /// `fanOut` is the audience and times of a fan-out still to run.
-    static func insert(_ n: StoredNotification, idempotencyKey: String?, fanOut: AcceptPlan?, on c: PostgresConnection, logger: Logger) async throws -> (StoredNotification, created: Bool) {
-        let inserted = try await c.query("""
+    static func insert(
+        _ n: StoredNotification,
+        idempotencyKey: String?,
+        fanOut: AcceptPlan?,
+        on c: PostgresConnection,
+        logger: Logger
+    ) async throws -> (StoredNotification, created: Bool) {
+        let inserted = try await c.query(
+            """
             INSERT INTO notifications (id, app_id, idempotency_key, message, response, created_at, audience, not_before, expires_at, spread, fanout_state)
             VALUES (\(n.id), \(n.appID), \(idempotencyKey), \(n.message.jsonString), \(n.response.jsonString), \(n.createdAt),
                 \(fanOut?.audience.json.jsonString), \(fanOut?.notBefore), \(fanOut?.expiresAt), \(fanOut?.spread ?? 0), \(fanOut == nil ? "done" : "pending"))
             ON CONFLICT (app_id, idempotency_key) DO NOTHING RETURNING id
-            """, logger: logger).collect()
+            """,
+            logger: logger
+        ).collect()
         if !inserted.isEmpty { return (n, true) }
-        let existing = try await c.query("""
+        let existing = try await c.query(
+            """
             SELECT \(unescaped: notificationColumns) FROM notifications WHERE app_id = \(n.appID) AND idempotency_key = \(idempotencyKey)
-            """, logger: logger).collect()
-        guard let row = existing.first else { throw DatabaseUnavailable("a notification's idempotency key was taken and then not found") }
+            """,
+            logger: logger
+        ).collect()
+        guard let row = existing.first else {
+            throw DatabaseUnavailable("a notification's idempotency key was taken and then not found")
+        }
         return (try notification(row), false)
     }
 
@@ -184,33 +237,60 @@ public final class PostgresServerStore: ServerStore {
 
     static func notification(_ row: PostgresRow) throws -> StoredNotification {
         let (id, app, message, response, created) = try row.decode((String, String, String, String, Date).self)
-        return StoredNotification(id: id, appID: app, message: try JSONValue.parse(message), response: try JSONValue.parse(response), createdAt: created)
+        return StoredNotification(
+            id: id,
+            appID: app,
+            message: try JSONValue.parse(message),
+            response: try JSONValue.parse(response),
+            createdAt: created
+        )
     }
 
     public func notification(id: String) async throws -> StoredNotification? {
-        try await db.rows("SELECT \(unescaped: Self.notificationColumns) FROM notifications WHERE id = \(id)").first.map(Self.notification)
+        try await db.rows("SELECT \(unescaped: Self.notificationColumns) FROM notifications WHERE id = \(id)").first
+            .map(Self.notification)
     }
 
     // MARK: Receipts
 
     public func saveReceipt(notificationID: String, token: String, report: JSONValue) async throws {
-        try await db.rows("""
+        try await db.rows(
+            """
             INSERT INTO receipts (notification_id, token, report, received_at) VALUES (\(notificationID), \(token), \(report.jsonString), now())
             ON CONFLICT (notification_id, token) DO UPDATE SET report = excluded.report, received_at = excluded.received_at
-            """)
+            """
+        )
     }
 
-    public func addDeviceReceipt(notificationID: String, device: String, report: JSONValue, limit: Int) async throws -> ReceiptAdmission {
+    public func addDeviceReceipt(
+        notificationID: String,
+        device: String,
+        report: JSONValue,
+        limit: Int
+    ) async throws -> ReceiptAdmission {
         try await db.transaction { c in
             // The notification's row is locked first, so that two reports at once cannot both pass the limit.
-            _ = try await c.query("SELECT 1 FROM notifications WHERE id = \(notificationID) FOR UPDATE", logger: self.db.logger).collect()
-            let seen = try await c.query("SELECT 1 FROM receipts WHERE notification_id = \(notificationID) AND token = \(device)", logger: self.db.logger).collect()
+            _ = try await c.query(
+                "SELECT 1 FROM notifications WHERE id = \(notificationID) FOR UPDATE",
+                logger: self.db.logger
+            ).collect()
+            let seen = try await c.query(
+                "SELECT 1 FROM receipts WHERE notification_id = \(notificationID) AND token = \(device)",
+                logger: self.db.logger
+            ).collect()
             if !seen.isEmpty { return .repeated }
-            let count = try await c.query("SELECT count(*) FROM receipts WHERE notification_id = \(notificationID)", logger: self.db.logger).collect().first?.decode(Int.self) ?? 0
+            let count =
+                try await c.query(
+                    "SELECT count(*) FROM receipts WHERE notification_id = \(notificationID)",
+                    logger: self.db.logger
+                ).collect().first?.decode(Int.self) ?? 0
             guard count < limit else { return .full }
-            _ = try await c.query("""
+            _ = try await c.query(
+                """
                 INSERT INTO receipts (notification_id, token, report, received_at) VALUES (\(notificationID), \(device), \(report.jsonString), now())
-                """, logger: self.db.logger).collect()
+                """,
+                logger: self.db.logger
+            ).collect()
             return .recorded
         }
     }
@@ -228,12 +308,15 @@ public final class PostgresServerStore: ServerStore {
         let (fresh, stored) = try credentials.newSecret()
         // The first node to ask makes it; every other node reads that one.
         try await db.rows("INSERT INTO secrets (name, value) VALUES (\(name), \(stored)) ON CONFLICT (name) DO NOTHING")
-        guard let value = try await db.rows("SELECT value FROM secrets WHERE name = \(name)").first?.decode(Data.self) else {
+        guard let value = try await db.rows("SELECT value FROM secrets WHERE name = \(name)").first?.decode(Data.self)
+        else {
             throw DatabaseUnavailable("the \(name) secret was written and then not found")
         }
         if value == stored { return fresh }
         let (bytes, replacement) = try credentials.openSecret(value, name: name)
-        if let replacement { try await db.rows("UPDATE secrets SET value = \(replacement) WHERE name = \(name) AND value = \(value)") }
+        if let replacement {
+            try await db.rows("UPDATE secrets SET value = \(replacement) WHERE name = \(name) AND value = \(value)")
+        }
         return bytes
     }
 }

@@ -11,7 +11,11 @@ import PostgresNIO
 /// `pool_size` (connections this node opens, default 20), `connect_timeout` (seconds, default 10),
 /// `application_name`.
 public struct PostgresSettings: Sendable, Equatable {
-    public enum TLSMode: String, Sendable, CaseIterable { case disable, prefer, require, verifyCA = "verify-ca", verifyFull = "verify-full" }
+    public enum TLSMode: String, Sendable, CaseIterable {
+        case disable, prefer, require
+        case verifyCA = "verify-ca"
+        case verifyFull = "verify-full"
+    }
 
     public var host: String
     public var port: Int
@@ -54,21 +58,31 @@ public struct PostgresSettings: Sendable, Equatable {
         let known: Set<String> = ["sslmode", "sslrootcert", "pool_size", "connect_timeout", "application_name"]
         for item in c.queryItems ?? [] {
             guard known.contains(item.name) else {
-                throw Problem(description: "database: unknown URL parameter \(item.name) (known: \(known.sorted().joined(separator: ", ")))")
+                throw Problem(
+                    description:
+                        "database: unknown URL parameter \(item.name) (known: \(known.sorted().joined(separator: ", ")))"
+                )
             }
             let value = item.value ?? ""
             switch item.name {
             case "sslmode":
                 guard let m = TLSMode(rawValue: value) else {
-                    throw Problem(description: "database: sslmode is one of \(TLSMode.allCases.map(\.rawValue).joined(separator: ", "))")
+                    throw Problem(
+                        description:
+                            "database: sslmode is one of \(TLSMode.allCases.map(\.rawValue).joined(separator: ", "))"
+                    )
                 }
                 tls = m
             case "sslrootcert": rootCertificateFile = value
             case "pool_size":
-                guard let n = Int(value), (1...500).contains(n) else { throw Problem(description: "database: pool_size is 1 to 500") }
+                guard let n = Int(value), (1...500).contains(n) else {
+                    throw Problem(description: "database: pool_size is 1 to 500")
+                }
                 poolSize = n
             case "connect_timeout":
-                guard let n = Int(value), (1...300).contains(n) else { throw Problem(description: "database: connect_timeout is 1 to 300 seconds") }
+                guard let n = Int(value), (1...300).contains(n) else {
+                    throw Problem(description: "database: connect_timeout is 1 to 300 seconds")
+                }
                 connectTimeout = n
             default: applicationName = value
             }
@@ -96,7 +110,14 @@ public struct PostgresSettings: Sendable, Equatable {
 
     /// The pooled client's configuration.
     public func clientConfiguration() throws -> PostgresClient.Configuration {
-        var c = PostgresClient.Configuration(host: host, port: port, username: user, password: password, database: database, tls: try tlsConfiguration())
+        var c = PostgresClient.Configuration(
+            host: host,
+            port: port,
+            username: user,
+            password: password,
+            database: database,
+            tls: try tlsConfiguration()
+        )
         c.options.maximumConnections = poolSize
         c.options.connectTimeout = .seconds(connectTimeout)
         c.options.additionalStartupParameters = startupParameters
@@ -107,7 +128,10 @@ public struct PostgresSettings: Sendable, Equatable {
     /// went away without closing its connections (a network partition): its session ends, and with it the
     /// leader's advisory lock, which another node then takes.
     var startupParameters: [(String, String)] {
-        [("application_name", applicationName), ("tcp_keepalives_idle", "10"), ("tcp_keepalives_interval", "5"), ("tcp_keepalives_count", "3")]
+        [
+            ("application_name", applicationName), ("tcp_keepalives_idle", "10"), ("tcp_keepalives_interval", "5"),
+            ("tcp_keepalives_count", "3"),
+        ]
     }
 
     /// A single connection's configuration (the listener's and the leader's, which live outside the pool).
@@ -117,12 +141,20 @@ public struct PostgresSettings: Sendable, Equatable {
         case .disable: tlsMode = .disable
         default:
             var t = TLSConfiguration.makeClientConfiguration()
-            t.certificateVerification = tls == .verifyFull ? .fullVerification : tls == .verifyCA ? .noHostnameVerification : .none
+            t.certificateVerification =
+                tls == .verifyFull ? .fullVerification : tls == .verifyCA ? .noHostnameVerification : .none
             if let file = rootCertificateFile { t.trustRoots = .certificates(try NIOSSLCertificate.fromPEMFile(file)) }
             let context = try NIOSSLContext(configuration: t)
             tlsMode = tls == .prefer ? .prefer(context) : .require(context)
         }
-        var c = PostgresConnection.Configuration(host: host, port: port, username: user, password: password, database: database, tls: tlsMode)
+        var c = PostgresConnection.Configuration(
+            host: host,
+            port: port,
+            username: user,
+            password: password,
+            database: database,
+            tls: tlsMode
+        )
         c.options.connectTimeout = .seconds(Int64(connectTimeout))
         c.options.additionalStartupParameters = startupParameters
         return c

@@ -148,7 +148,8 @@ enum PostgresStatements {
 
     /// Moves the end of the leases an owner still holds.
     struct Extend: PostgresPreparedStatement {
-        static let sql = "UPDATE deliveries SET lease_until = $1 WHERE id = ANY($2::int8[]) AND state = 'leased' AND lease_owner = $3 RETURNING id"
+        static let sql =
+            "UPDATE deliveries SET lease_until = $1 WHERE id = ANY($2::int8[]) AND state = 'leased' AND lease_owner = $3 RETURNING id"
         typealias Row = Int64
         var until: Date
         var ids: [Int64]

@@ -34,7 +34,14 @@ public struct NewDelivery: Sendable, Hashable {
     /// Give up after this time (the message's TTL).
     public var expiresAt: Date?
 
-    public init(notificationID: String, appID: String, provider: DeliveryProvider, target: String, notBefore: Date = Date(), expiresAt: Date? = nil) {
+    public init(
+        notificationID: String,
+        appID: String,
+        provider: DeliveryProvider,
+        target: String,
+        notBefore: Date = Date(),
+        expiresAt: Date? = nil
+    ) {
         self.notificationID = notificationID
         self.appID = appID
         self.provider = provider
@@ -71,10 +78,18 @@ public struct DeliveryOutcome: Sendable, Hashable {
     public var reason: String?
     public var providerID: String?
 
-    public static func delivered(providerID: String?) -> DeliveryOutcome { .init(state: .delivered, reason: nil, providerID: providerID) }
-    public static func failed(_ reason: String) -> DeliveryOutcome { .init(state: .failed, reason: reason, providerID: nil) }
-    public static func pruned(_ reason: String) -> DeliveryOutcome { .init(state: .pruned, reason: reason, providerID: nil) }
-    public static func expired(_ reason: String = "ttl") -> DeliveryOutcome { .init(state: .expired, reason: reason, providerID: nil) }
+    public static func delivered(providerID: String?) -> DeliveryOutcome {
+        .init(state: .delivered, reason: nil, providerID: providerID)
+    }
+    public static func failed(_ reason: String) -> DeliveryOutcome {
+        .init(state: .failed, reason: reason, providerID: nil)
+    }
+    public static func pruned(_ reason: String) -> DeliveryOutcome {
+        .init(state: .pruned, reason: reason, providerID: nil)
+    }
+    public static func expired(_ reason: String = "ttl") -> DeliveryOutcome {
+        .init(state: .expired, reason: reason, providerID: nil)
+    }
 }
 
 /// A durable queue of deliveries: workers claim batches under a lease, and every claim ends in a final outcome or
@@ -142,7 +157,8 @@ extension DeliveryQueue {
             let ok: Bool
             switch item.action {
             case .finish(let outcome): ok = try await finish(id: item.id, owner: owner, outcome: outcome, now: now)
-            case let .reschedule(at, reason): ok = try await reschedule(id: item.id, owner: owner, notBefore: at, reason: reason, now: now)
+            case let .reschedule(at, reason):
+                ok = try await reschedule(id: item.id, owner: owner, notBefore: at, reason: reason, now: now)
             }
             if ok { held.insert(item.id) }
         }

@@ -21,13 +21,22 @@ public struct RetryPolicy: Sendable {
     }
 
     /// The action for a delivery that failed on its `attempts`-th attempt. `random` returns a value in 0..<1.
-    public func action(after decision: RetryDecision, reason: String, attempts: Int, expiresAt: Date?, now: Date, random: () -> Double) -> Action {
+    public func action(
+        after decision: RetryDecision,
+        reason: String,
+        attempts: Int,
+        expiresAt: Date?,
+        now: Date,
+        random: () -> Double
+    ) -> Action {
         let delay: TimeInterval
         switch decision {
         case .dropToken: return .final(.pruned(reason))
         case .never, .fixRequest, .fixCredentials: return .final(.failed(reason))
         case .retry, .retryAfter:
-            guard attempts < maxAttempts else { return .final(.failed("\(reason) (gave up after \(attempts) attempts)")) }
+            guard attempts < maxAttempts else {
+                return .final(.failed("\(reason) (gave up after \(attempts) attempts)"))
+            }
             let exponential = min(maxDelay, baseDelay * pow(2, Double(max(0, attempts - 1))))
             var jittered = exponential * random()
             if case .retryAfter(let seconds) = decision { jittered = max(jittered, seconds) }

@@ -39,27 +39,29 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
     static var migrator: DatabaseMigrator {
         var m = DatabaseMigrator()
         m.registerMigration("deliveries-v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE deliveries (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    notification_id TEXT NOT NULL,
-                    app_id TEXT NOT NULL,
-                    provider TEXT NOT NULL,
-                    target TEXT NOT NULL,
-                    state TEXT NOT NULL,
-                    attempts INTEGER NOT NULL DEFAULT 0,
-                    not_before REAL NOT NULL,
-                    expires_at REAL,
-                    lease_owner TEXT,
-                    lease_until REAL,
-                    reason TEXT,
-                    provider_id TEXT,
-                    updated_at REAL NOT NULL
-                );
-                CREATE INDEX deliveries_due ON deliveries(state, not_before);
-                CREATE INDEX deliveries_lease ON deliveries(state, lease_until);
-                CREATE INDEX deliveries_notification ON deliveries(notification_id);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE deliveries (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        notification_id TEXT NOT NULL,
+                        app_id TEXT NOT NULL,
+                        provider TEXT NOT NULL,
+                        target TEXT NOT NULL,
+                        state TEXT NOT NULL,
+                        attempts INTEGER NOT NULL DEFAULT 0,
+                        not_before REAL NOT NULL,
+                        expires_at REAL,
+                        lease_owner TEXT,
+                        lease_until REAL,
+                        reason TEXT,
+                        provider_id TEXT,
+                        updated_at REAL NOT NULL
+                    );
+                    CREATE INDEX deliveries_due ON deliveries(state, not_before);
+                    CREATE INDEX deliveries_lease ON deliveries(state, lease_until);
+                    CREATE INDEX deliveries_notification ON deliveries(notification_id);
+                    """
+            )
         }
         return m
     }
@@ -75,8 +77,12 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
         let marks = Array(repeating: "?", count: max(1, batch)).joined(separator: ",")
         return try pool.read { db in
             try [Self.expireTaken(marks), Self.leaseTaken(marks)].map { sql in
-                try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: StatementArguments(Array(repeating: 1 as Int, count: sql.filter { $0 == "?" }.count)))
-                    .map { $0["detail"] as String? ?? "" }.joined(separator: "; ")
+                try Row.fetchAll(
+                    db,
+                    sql: "EXPLAIN QUERY PLAN " + sql,
+                    arguments: StatementArguments(Array(repeating: 1 as Int, count: sql.filter { $0 == "?" }.count))
+                )
+                .map { $0["detail"] as String? ?? "" }.joined(separator: "; ")
             }
         }
     }
@@ -92,7 +98,10 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
         return try await pool.write { db in
             let statement = try db.cachedStatement(sql: Self.insertOne)
             for d in deliveries {
-                try statement.execute(arguments: [d.notificationID, d.appID, d.provider.rawValue, d.target, d.notBefore.timeIntervalSince1970, d.expiresAt?.timeIntervalSince1970, now])
+                try statement.execute(arguments: [
+                    d.notificationID, d.appID, d.provider.rawValue, d.target, d.notBefore.timeIntervalSince1970,
+                    d.expiresAt?.timeIntervalSince1970, now,
+                ])
             }
             return deliveries.count
         }
@@ -106,12 +115,16 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
         return try await pool.write { db in
             // A claim that took only expired deliveries looks again: an empty answer means an empty queue.
             for _ in 0..<100 {
-                let ids = try Int64.fetchAll(db, sql: """
-                    SELECT id FROM (SELECT id FROM deliveries WHERE state = 'queued' AND not_before <= ? ORDER BY not_before, id LIMIT ?)
-                    UNION ALL
-                    SELECT id FROM (SELECT id FROM deliveries WHERE state = 'leased' AND lease_until < ? ORDER BY lease_until LIMIT ?)
-                    LIMIT ?
-                    """, arguments: [t, limit, t, limit, limit])
+                let ids = try Int64.fetchAll(
+                    db,
+                    sql: """
+                        SELECT id FROM (SELECT id FROM deliveries WHERE state = 'queued' AND not_before <= ? ORDER BY not_before, id LIMIT ?)
+                        UNION ALL
+                        SELECT id FROM (SELECT id FROM deliveries WHERE state = 'leased' AND lease_until < ? ORDER BY lease_until LIMIT ?)
+                        LIMIT ?
+                        """,
+                    arguments: [t, limit, t, limit, limit]
+                )
                 if ids.isEmpty { return [] }
                 let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
                 var expiring: [any DatabaseValueConvertible] = [t, t]
@@ -121,7 +134,9 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
                 var leasing: [any DatabaseValueConvertible] = [owner, t + lease, t]
                 leasing += ids
                 let rows = try Row.fetchAll(db, sql: Self.leaseTaken(marks), arguments: StatementArguments(leasing))
-                if !rows.isEmpty { return rows.map(Self.record).sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) } }
+                if !rows.isEmpty {
+                    return rows.map(Self.record).sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) }
+                }
             }
             return []
         }
@@ -149,10 +164,15 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
     @discardableResult
     public func finish(id: Int64, owner: String, outcome: DeliveryOutcome, now: Date) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(sql: """
-                UPDATE deliveries SET state = ?, reason = ?, provider_id = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?
-                WHERE id = ? AND state = 'leased' AND lease_owner = ?
-                """, arguments: [outcome.state.rawValue, outcome.reason, outcome.providerID, now.timeIntervalSince1970, id, owner])
+            try db.execute(
+                sql: """
+                    UPDATE deliveries SET state = ?, reason = ?, provider_id = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?
+                    WHERE id = ? AND state = 'leased' AND lease_owner = ?
+                    """,
+                arguments: [
+                    outcome.state.rawValue, outcome.reason, outcome.providerID, now.timeIntervalSince1970, id, owner,
+                ]
+            )
             return db.changesCount == 1
         }
     }
@@ -160,10 +180,13 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
     @discardableResult
     public func reschedule(id: Int64, owner: String, notBefore: Date, reason: String, now: Date) async throws -> Bool {
         try await pool.write { db in
-            try db.execute(sql: """
-                UPDATE deliveries SET state = 'queued', not_before = ?, reason = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?
-                WHERE id = ? AND state = 'leased' AND lease_owner = ?
-                """, arguments: [notBefore.timeIntervalSince1970, reason, now.timeIntervalSince1970, id, owner])
+            try db.execute(
+                sql: """
+                    UPDATE deliveries SET state = 'queued', not_before = ?, reason = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?
+                    WHERE id = ? AND state = 'leased' AND lease_owner = ?
+                    """,
+                arguments: [notBefore.timeIntervalSince1970, reason, now.timeIntervalSince1970, id, owner]
+            )
             return db.changesCount == 1
         }
     }
@@ -172,19 +195,25 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
         guard !items.isEmpty else { return [] }
         let t = now.timeIntervalSince1970
         return try await pool.write { db in
-            let finish = try db.cachedStatement(sql: """
-                UPDATE deliveries SET state = ?, reason = ?, provider_id = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?
-                WHERE id = ? AND state = 'leased' AND lease_owner = ?
-                """)
-            let reschedule = try db.cachedStatement(sql: """
-                UPDATE deliveries SET state = 'queued', not_before = ?, reason = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?
-                WHERE id = ? AND state = 'leased' AND lease_owner = ?
-                """)
+            let finish = try db.cachedStatement(
+                sql: """
+                    UPDATE deliveries SET state = ?, reason = ?, provider_id = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?
+                    WHERE id = ? AND state = 'leased' AND lease_owner = ?
+                    """
+            )
+            let reschedule = try db.cachedStatement(
+                sql: """
+                    UPDATE deliveries SET state = 'queued', not_before = ?, reason = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?
+                    WHERE id = ? AND state = 'leased' AND lease_owner = ?
+                    """
+            )
             var held = Set<Int64>()
             for item in items {
                 switch item.action {
-                case .finish(let o): try finish.execute(arguments: [o.state.rawValue, o.reason, o.providerID, t, item.id, owner])
-                case let .reschedule(at, reason): try reschedule.execute(arguments: [at.timeIntervalSince1970, reason, t, item.id, owner])
+                case .finish(let o):
+                    try finish.execute(arguments: [o.state.rawValue, o.reason, o.providerID, t, item.id, owner])
+                case let .reschedule(at, reason):
+                    try reschedule.execute(arguments: [at.timeIntervalSince1970, reason, t, item.id, owner])
                 }
                 if db.changesCount == 1 { held.insert(item.id) }
             }
@@ -195,7 +224,9 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
     public func extend(_ ids: [Int64], owner: String, until: Date) async throws -> Set<Int64> {
         guard !ids.isEmpty else { return [] }
         return try await pool.write { db in
-            let statement = try db.cachedStatement(sql: "UPDATE deliveries SET lease_until = ? WHERE id = ? AND state = 'leased' AND lease_owner = ?")
+            let statement = try db.cachedStatement(
+                sql: "UPDATE deliveries SET lease_until = ? WHERE id = ? AND state = 'leased' AND lease_owner = ?"
+            )
             var held = Set<Int64>()
             for id in ids {
                 try statement.execute(arguments: [until.timeIntervalSince1970, id, owner])
@@ -217,14 +248,22 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
 
     public func deliveries(notificationID: String) async throws -> [DeliveryRecord] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT \(Self.recordColumns) FROM deliveries WHERE notification_id = ? ORDER BY id", arguments: [notificationID]).map(Self.record)
+            try Row.fetchAll(
+                db,
+                sql: "SELECT \(Self.recordColumns) FROM deliveries WHERE notification_id = ? ORDER BY id",
+                arguments: [notificationID]
+            ).map(Self.record)
         }
     }
 
     public func counts(notificationID: String) async throws -> [DeliveryState: Int] {
         try await pool.read { db in
             var c: [DeliveryState: Int] = [:]
-            let rows = try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM deliveries WHERE notification_id = ? GROUP BY state", arguments: [notificationID])
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT state, COUNT(*) AS n FROM deliveries WHERE notification_id = ? GROUP BY state",
+                arguments: [notificationID]
+            )
             for row in rows {
                 if let s = DeliveryState(rawValue: row["state"]) { c[s] = row["n"] }
             }
@@ -234,20 +273,37 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
 
     public func deliveries(notificationID: String, after: Int64, limit: Int) async throws -> [DeliveryRecord] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT \(Self.recordColumns) FROM deliveries WHERE notification_id = ? AND id > ? ORDER BY id LIMIT ?", arguments: [notificationID, after, max(0, limit)]).map(Self.record)
+            try Row.fetchAll(
+                db,
+                sql:
+                    "SELECT \(Self.recordColumns) FROM deliveries WHERE notification_id = ? AND id > ? ORDER BY id LIMIT ?",
+                arguments: [notificationID, after, max(0, limit)]
+            ).map(Self.record)
         }
     }
 
     /// The columns ``record(_:)`` reads, in its order: every query that makes records selects these (by
     /// position, a row is read without looking its columns up by name: a claim reads hundreds).
-    static let recordColumns = "id, notification_id, app_id, provider, target, state, attempts, not_before, expires_at, lease_owner, lease_until, reason, provider_id, updated_at"
+    static let recordColumns =
+        "id, notification_id, app_id, provider, target, state, attempts, not_before, expires_at, lease_owner, lease_until, reason, provider_id, updated_at"
 
     static func record(_ row: Row) -> DeliveryRecord {
         func date(_ index: Int) -> Date? { (row[index] as Double?).map { Date(timeIntervalSince1970: $0) } }
         return DeliveryRecord(
-            id: row[0], notificationID: row[1], appID: row[2], provider: DeliveryProvider(rawValue: row[3]) ?? .apns,
-            target: row[4], state: DeliveryState(rawValue: row[5]) ?? .queued, attempts: row[6], notBefore: date(7) ?? .distantPast,
-            expiresAt: date(8), leaseOwner: row[9], leaseUntil: date(10), reason: row[11], providerID: row[12],
-            updatedAt: date(13) ?? .distantPast)
+            id: row[0],
+            notificationID: row[1],
+            appID: row[2],
+            provider: DeliveryProvider(rawValue: row[3]) ?? .apns,
+            target: row[4],
+            state: DeliveryState(rawValue: row[5]) ?? .queued,
+            attempts: row[6],
+            notBefore: date(7) ?? .distantPast,
+            expiresAt: date(8),
+            leaseOwner: row[9],
+            leaseUntil: date(10),
+            reason: row[11],
+            providerID: row[12],
+            updatedAt: date(13) ?? .distantPast
+        )
     }
 }

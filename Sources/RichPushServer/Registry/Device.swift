@@ -20,7 +20,19 @@ public struct Device: Sendable, Hashable {
     /// When the device last registered (APNs' 410 timestamp is compared with it before pruning).
     public var updatedAt: Date
 
-    public init(appID: String, token: String, platform: Platform, provider: DeliveryProvider? = nil, userID: String? = nil, tags: [String] = [], topics: [String] = [], locale: String? = nil, timeZone: String? = nil, appVersion: String? = nil, updatedAt: Date = Date()) {
+    public init(
+        appID: String,
+        token: String,
+        platform: Platform,
+        provider: DeliveryProvider? = nil,
+        userID: String? = nil,
+        tags: [String] = [],
+        topics: [String] = [],
+        locale: String? = nil,
+        timeZone: String? = nil,
+        appVersion: String? = nil,
+        updatedAt: Date = Date()
+    ) {
         self.appID = appID
         self.token = token
         self.platform = platform
@@ -95,7 +107,8 @@ public enum Audience: Sendable, Hashable {
         case .tag(let t): return ["tag": .string(t)]
         case .topic(let t): return ["topic": .string(t)]
         case .tokens(let ts): return ["tokens": .array(ts.map { .string($0) })]
-        case let .providerTokens(a, f): return ["apns_tokens": .array(a.map { .string($0) }), "fcm_tokens": .array(f.map { .string($0) })]
+        case let .providerTokens(a, f):
+            return ["apns_tokens": .array(a.map { .string($0) }), "fcm_tokens": .array(f.map { .string($0) })]
         case .fcmTopic(let t): return ["fcm_topic": .string(t)]
         case .fcmCondition(let c): return ["fcm_condition": .string(c)]
         }
@@ -104,10 +117,18 @@ public enum Audience: Sendable, Hashable {
     /// Reads the API's `audience` object; the second value names the problem when it is not one.
     public static func read(_ value: JSONValue) -> (Audience?, String?) {
         guard case .object(let a) = value else { return (nil, "audience must be an object") }
-        let kinds = a.keys.filter { ["all", "user", "tag", "topic", "tokens", "apns_tokens", "fcm_tokens", "fcm_topic", "fcm_condition"].contains($0) }
+        let kinds = a.keys.filter {
+            ["all", "user", "tag", "topic", "tokens", "apns_tokens", "fcm_tokens", "fcm_topic", "fcm_condition"]
+                .contains($0)
+        }
         let direct = Set(kinds).isSubset(of: ["apns_tokens", "fcm_tokens"]) && !kinds.isEmpty
         guard kinds.count == 1 || direct else {
-            return (nil, kinds.isEmpty ? "give one of all, user, tag, topic, tokens, apns_tokens/fcm_tokens, fcm_topic, fcm_condition" : "give only one of \(kinds.sorted().joined(separator: ", "))")
+            return (
+                nil,
+                kinds.isEmpty
+                    ? "give one of all, user, tag, topic, tokens, apns_tokens/fcm_tokens, fcm_topic, fcm_condition"
+                    : "give only one of \(kinds.sorted().joined(separator: ", "))"
+            )
         }
         func string(_ k: String) -> (Audience?, String?)? {
             guard let v = a[k] else { return nil }
@@ -124,11 +145,16 @@ public enum Audience: Sendable, Hashable {
         if let all = a["all"] { return all.boolValue == true ? (.all, nil) : (nil, "audience.all must be true") }
         for k in ["user", "tag", "topic", "fcm_topic", "fcm_condition"] { if let r = string(k) { return r } }
         if a["tokens"] != nil {
-            guard let ts = list("tokens"), !ts.isEmpty, ts.count == a["tokens"]?.arrayValue?.count else { return (nil, "audience.tokens must be a non-empty array of strings") }
+            guard let ts = list("tokens"), !ts.isEmpty, ts.count == a["tokens"]?.arrayValue?.count else {
+                return (nil, "audience.tokens must be a non-empty array of strings")
+            }
             return (.tokens(ts), nil)
         }
-        let apns = list("apns_tokens") ?? [], fcm = list("fcm_tokens") ?? []
-        guard !(apns.isEmpty && fcm.isEmpty) else { return (nil, "audience.apns_tokens/fcm_tokens must hold at least one token") }
+        let apns = list("apns_tokens") ?? []
+        let fcm = list("fcm_tokens") ?? []
+        guard !(apns.isEmpty && fcm.isEmpty) else {
+            return (nil, "audience.apns_tokens/fcm_tokens must hold at least one token")
+        }
         return (.providerTokens(apns: apns, fcm: fcm), nil)
     }
 }
@@ -149,7 +175,12 @@ public protocol DeviceRegistry: Sendable {
     func device(appID: String, token: String) async throws -> Device?
 
     /// Up to `limit` devices of the audience after the cursor, with the cursor for the next page.
-    func page(appID: String, audience: Audience, after cursor: Int64, limit: Int) async throws -> (devices: [Device], next: Int64?)
+    func page(
+        appID: String,
+        audience: Audience,
+        after cursor: Int64,
+        limit: Int
+    ) async throws -> (devices: [Device], next: Int64?)
 
     /// Removes a token the provider reported gone, unless it registered again after `invalidSince`
     /// (APNs' 410 timestamp). Returns whether it was removed.
@@ -160,7 +191,12 @@ public protocol DeviceRegistry: Sendable {
 
     /// An app's devices whose token starts with `query`, or whose user id or one of whose tags is `query`, in
     /// registration order after the cursor, with the cursor for the next page (a console's search).
-    func search(appID: String, matching query: String, after cursor: Int64, limit: Int) async throws -> (devices: [Device], next: Int64?)
+    func search(
+        appID: String,
+        matching query: String,
+        after cursor: Int64,
+        limit: Int
+    ) async throws -> (devices: [Device], next: Int64?)
 }
 
 /// A device as the API lists it (the token is the app's own; a registry search shows it).

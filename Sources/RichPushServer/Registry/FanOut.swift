@@ -10,12 +10,30 @@ public struct FanOut: Sendable {
 
     /// Enqueues a delivery for every device of the audience; returns how many. With `spread` > 0 the deliveries'
     /// times run evenly from `notBefore` to `notBefore + spread` (so that the media downloads they cause spread too).
-    public func enqueue(notificationID: String, appID: String, audience: Audience, registry: DeviceRegistry, queue: DeliveryQueue, notBefore: Date = Date(), expiresAt: Date? = nil, spread: TimeInterval = 0) async throws -> Int {
+    public func enqueue(
+        notificationID: String,
+        appID: String,
+        audience: Audience,
+        registry: DeviceRegistry,
+        queue: DeliveryQueue,
+        notBefore: Date = Date(),
+        expiresAt: Date? = nil,
+        spread: TimeInterval = 0
+    ) async throws -> Int {
         if let direct = audience.directTargets {
             let step = Spread.step(spread, count: direct.count)
-            return try await queue.enqueue(direct.enumerated().map { i, t in
-                NewDelivery(notificationID: notificationID, appID: appID, provider: t.0, target: t.1, notBefore: notBefore.addingTimeInterval(step * Double(i)), expiresAt: expiresAt)
-            })
+            return try await queue.enqueue(
+                direct.enumerated().map { i, t in
+                    NewDelivery(
+                        notificationID: notificationID,
+                        appID: appID,
+                        provider: t.0,
+                        target: t.1,
+                        notBefore: notBefore.addingTimeInterval(step * Double(i)),
+                        expiresAt: expiresAt
+                    )
+                }
+            )
         }
         // Pages of devices through Swift (a first pass counts them when the send is spread). A backend that can do
         // better inside its database does so in its own fan-out.
@@ -25,7 +43,14 @@ public struct FanOut: Sendable {
         var done = 0
         try await pages(appID: appID, audience: audience, registry: registry) { devices in
             let batch = devices.enumerated().map { i, d in
-                NewDelivery(notificationID: notificationID, appID: appID, provider: d.provider, target: d.token, notBefore: notBefore.addingTimeInterval(step * Double(done + i)), expiresAt: expiresAt)
+                NewDelivery(
+                    notificationID: notificationID,
+                    appID: appID,
+                    provider: d.provider,
+                    target: d.token,
+                    notBefore: notBefore.addingTimeInterval(step * Double(done + i)),
+                    expiresAt: expiresAt
+                )
             }
             done += try await queue.enqueue(batch)
         }
@@ -33,7 +58,11 @@ public struct FanOut: Sendable {
     }
 
     /// How many deliveries each provider would get, without creating any (a dry run).
-    public func count(appID: String, audience: Audience, registry: DeviceRegistry) async throws -> [DeliveryProvider: Int] {
+    public func count(
+        appID: String,
+        audience: Audience,
+        registry: DeviceRegistry
+    ) async throws -> [DeliveryProvider: Int] {
         var out: [DeliveryProvider: Int] = [:]
         if let direct = audience.directTargets {
             for (provider, _) in direct { out[provider, default: 0] += 1 }
@@ -45,10 +74,20 @@ public struct FanOut: Sendable {
         return out
     }
 
-    func pages(appID: String, audience: Audience, registry: DeviceRegistry, _ body: ([Device]) async throws -> Void) async throws {
+    func pages(
+        appID: String,
+        audience: Audience,
+        registry: DeviceRegistry,
+        _ body: ([Device]) async throws -> Void
+    ) async throws {
         var cursor: Int64 = 0
         while true {
-            let (devices, next) = try await registry.page(appID: appID, audience: audience, after: cursor, limit: pageSize)
+            let (devices, next) = try await registry.page(
+                appID: appID,
+                audience: audience,
+                after: cursor,
+                limit: pageSize
+            )
             if !devices.isEmpty { try await body(devices) }
             guard let next else { return }
             cursor = next

@@ -29,7 +29,12 @@ public actor MemoryDeviceRegistry: DeviceRegistry {
 
     public func device(appID: String, token: String) -> Device? { byKey[key(appID, token)].flatMap { rows[$0] } }
 
-    public func page(appID: String, audience: Audience, after cursor: Int64, limit: Int) -> (devices: [Device], next: Int64?) {
+    public func page(
+        appID: String,
+        audience: Audience,
+        after cursor: Int64,
+        limit: Int
+    ) -> (devices: [Device], next: Int64?) {
         let matching = rows.filter { id, d in
             guard id > cursor, d.appID == appID else { return false }
             switch audience {
@@ -53,7 +58,12 @@ public actor MemoryDeviceRegistry: DeviceRegistry {
 
     public func count(appID: String) -> Int { rows.values.filter { $0.appID == appID }.count }
 
-    public func search(appID: String, matching query: String, after cursor: Int64, limit: Int) -> (devices: [Device], next: Int64?) {
+    public func search(
+        appID: String,
+        matching query: String,
+        after cursor: Int64,
+        limit: Int
+    ) -> (devices: [Device], next: Int64?) {
         let found = rows.filter { id, d in
             id > cursor && d.appID == appID && (d.token.hasPrefix(query) || d.userID == query || d.tags.contains(query))
         }.sorted { $0.key < $1.key }.prefix(max(0, limit))

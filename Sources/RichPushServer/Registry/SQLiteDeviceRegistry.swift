@@ -18,26 +18,28 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
     static var migrator: DatabaseMigrator {
         var m = DatabaseMigrator()
         m.registerMigration("devices-v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE devices (
-                    id INTEGER PRIMARY KEY AUTOINCREMENT,
-                    app_id TEXT NOT NULL,
-                    token TEXT NOT NULL,
-                    platform TEXT NOT NULL,
-                    provider TEXT NOT NULL,
-                    user_id TEXT,
-                    locale TEXT,
-                    time_zone TEXT,
-                    app_version TEXT,
-                    updated_at REAL NOT NULL,
-                    UNIQUE(app_id, token)
-                );
-                CREATE INDEX devices_user ON devices(app_id, user_id, id);
-                CREATE TABLE device_tags (device_id INTEGER NOT NULL REFERENCES devices(id) ON DELETE CASCADE, tag TEXT NOT NULL, PRIMARY KEY (tag, device_id)) WITHOUT ROWID;
-                CREATE TABLE device_topics (device_id INTEGER NOT NULL REFERENCES devices(id) ON DELETE CASCADE, topic TEXT NOT NULL, PRIMARY KEY (topic, device_id)) WITHOUT ROWID;
-                CREATE INDEX device_tags_device ON device_tags(device_id);
-                CREATE INDEX device_topics_device ON device_topics(device_id);
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE devices (
+                        id INTEGER PRIMARY KEY AUTOINCREMENT,
+                        app_id TEXT NOT NULL,
+                        token TEXT NOT NULL,
+                        platform TEXT NOT NULL,
+                        provider TEXT NOT NULL,
+                        user_id TEXT,
+                        locale TEXT,
+                        time_zone TEXT,
+                        app_version TEXT,
+                        updated_at REAL NOT NULL,
+                        UNIQUE(app_id, token)
+                    );
+                    CREATE INDEX devices_user ON devices(app_id, user_id, id);
+                    CREATE TABLE device_tags (device_id INTEGER NOT NULL REFERENCES devices(id) ON DELETE CASCADE, tag TEXT NOT NULL, PRIMARY KEY (tag, device_id)) WITHOUT ROWID;
+                    CREATE TABLE device_topics (device_id INTEGER NOT NULL REFERENCES devices(id) ON DELETE CASCADE, topic TEXT NOT NULL, PRIMARY KEY (topic, device_id)) WITHOUT ROWID;
+                    CREATE INDEX device_tags_device ON device_tags(device_id);
+                    CREATE INDEX device_topics_device ON device_topics(device_id);
+                    """
+            )
         }
         return m
     }
@@ -55,14 +57,22 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
 
     static func upsert(_ d: Device, in db: Database) throws {
         // Cached statements: a bulk import parses each SQL once.
-        let insert = try db.cachedStatement(sql: """
-            INSERT INTO devices (app_id, token, platform, provider, user_id, locale, time_zone, app_version, updated_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-            ON CONFLICT(app_id, token) DO UPDATE SET platform = excluded.platform, provider = excluded.provider, user_id = excluded.user_id,
-                locale = excluded.locale, time_zone = excluded.time_zone, app_version = excluded.app_version, updated_at = excluded.updated_at
-            RETURNING id
-            """)
-        let id = try Int64.fetchOne(insert, arguments: [d.appID, d.token, d.platform.rawValue, d.provider.rawValue, d.userID, d.locale, d.timeZone, d.appVersion, d.updatedAt.timeIntervalSince1970])!
+        let insert = try db.cachedStatement(
+            sql: """
+                INSERT INTO devices (app_id, token, platform, provider, user_id, locale, time_zone, app_version, updated_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT(app_id, token) DO UPDATE SET platform = excluded.platform, provider = excluded.provider, user_id = excluded.user_id,
+                    locale = excluded.locale, time_zone = excluded.time_zone, app_version = excluded.app_version, updated_at = excluded.updated_at
+                RETURNING id
+                """
+        )
+        let id = try Int64.fetchOne(
+            insert,
+            arguments: [
+                d.appID, d.token, d.platform.rawValue, d.provider.rawValue, d.userID, d.locale, d.timeZone,
+                d.appVersion, d.updatedAt.timeIntervalSince1970,
+            ]
+        )!
         try Self.deleteLists(of: id, in: db)
         let tag = try db.cachedStatement(sql: "INSERT INTO device_tags (device_id, tag) VALUES (?, ?)")
         for t in Set(d.tags) { try tag.execute(arguments: [id, t]) }
@@ -85,7 +95,13 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
     @discardableResult
     public func remove(appID: String, token: String) async throws -> Bool {
         try await pool.write { db in
-            guard let id = try Int64.fetchOne(db, sql: "SELECT id FROM devices WHERE app_id = ? AND token = ?", arguments: [appID, token]) else { return false }
+            guard
+                let id = try Int64.fetchOne(
+                    db,
+                    sql: "SELECT id FROM devices WHERE app_id = ? AND token = ?",
+                    arguments: [appID, token]
+                )
+            else { return false }
             try Self.delete(id, in: db)
             return true
         }
@@ -93,29 +109,56 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
 
     public func device(appID: String, token: String) async throws -> Device? {
         try await pool.read { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT * FROM devices WHERE app_id = ? AND token = ?", arguments: [appID, token]) else { return nil }
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT * FROM devices WHERE app_id = ? AND token = ?",
+                    arguments: [appID, token]
+                )
+            else { return nil }
             return try Self.device(row, db: db)
         }
     }
 
-    public func page(appID: String, audience: Audience, after cursor: Int64, limit: Int) async throws -> (devices: [Device], next: Int64?) {
+    public func page(
+        appID: String,
+        audience: Audience,
+        after cursor: Int64,
+        limit: Int
+    ) async throws -> (devices: [Device], next: Int64?) {
         try await pool.read { db in
             let rows: [Row]
             switch audience {
             case .all:
-                rows = try Row.fetchAll(db, sql: "SELECT * FROM devices WHERE app_id = ? AND id > ? ORDER BY id LIMIT ?", arguments: [appID, cursor, limit])
+                rows = try Row.fetchAll(
+                    db,
+                    sql: "SELECT * FROM devices WHERE app_id = ? AND id > ? ORDER BY id LIMIT ?",
+                    arguments: [appID, cursor, limit]
+                )
             case .user(let u):
-                rows = try Row.fetchAll(db, sql: "SELECT * FROM devices WHERE app_id = ? AND user_id = ? AND id > ? ORDER BY id LIMIT ?", arguments: [appID, u, cursor, limit])
+                rows = try Row.fetchAll(
+                    db,
+                    sql: "SELECT * FROM devices WHERE app_id = ? AND user_id = ? AND id > ? ORDER BY id LIMIT ?",
+                    arguments: [appID, u, cursor, limit]
+                )
             case .tag(let t):
-                rows = try Row.fetchAll(db, sql: """
-                    SELECT d.* FROM device_tags g JOIN devices d ON d.id = g.device_id
-                    WHERE g.tag = ? AND g.device_id > ? AND d.app_id = ? ORDER BY g.device_id LIMIT ?
-                    """, arguments: [t, cursor, appID, limit])
+                rows = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT d.* FROM device_tags g JOIN devices d ON d.id = g.device_id
+                        WHERE g.tag = ? AND g.device_id > ? AND d.app_id = ? ORDER BY g.device_id LIMIT ?
+                        """,
+                    arguments: [t, cursor, appID, limit]
+                )
             case .topic(let t):
-                rows = try Row.fetchAll(db, sql: """
-                    SELECT d.* FROM device_topics g JOIN devices d ON d.id = g.device_id
-                    WHERE g.topic = ? AND g.device_id > ? AND d.app_id = ? ORDER BY g.device_id LIMIT ?
-                    """, arguments: [t, cursor, appID, limit])
+                rows = try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT d.* FROM device_topics g JOIN devices d ON d.id = g.device_id
+                        WHERE g.topic = ? AND g.device_id > ? AND d.app_id = ? ORDER BY g.device_id LIMIT ?
+                        """,
+                    arguments: [t, cursor, appID, limit]
+                )
             case .tokens(let tokens):
                 let wanted = Array(Set(tokens)).sorted()
                 guard !wanted.isEmpty else { return ([], nil) }
@@ -123,7 +166,12 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
                 var args: [any DatabaseValueConvertible] = [appID]
                 args += wanted
                 args += [cursor, limit]
-                rows = try Row.fetchAll(db, sql: "SELECT * FROM devices WHERE app_id = ? AND token IN (\(marks)) AND id > ? ORDER BY id LIMIT ?", arguments: StatementArguments(args))
+                rows = try Row.fetchAll(
+                    db,
+                    sql:
+                        "SELECT * FROM devices WHERE app_id = ? AND token IN (\(marks)) AND id > ? ORDER BY id LIMIT ?",
+                    arguments: StatementArguments(args)
+                )
             case .providerTokens, .fcmTopic, .fcmCondition:
                 return ([], nil)  // not registry audiences
             }
@@ -136,9 +184,16 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
     @discardableResult
     public func prune(appID: String, token: String, invalidSince: Date?) async throws -> Bool {
         try await pool.write { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT id, updated_at FROM devices WHERE app_id = ? AND token = ?", arguments: [appID, token]) else { return false }
+            guard
+                let row = try Row.fetchOne(
+                    db,
+                    sql: "SELECT id, updated_at FROM devices WHERE app_id = ? AND token = ?",
+                    arguments: [appID, token]
+                )
+            else { return false }
             let updated: Double = row["updated_at"]
-            if let since = invalidSince, updated > since.timeIntervalSince1970 { return false }  // registered again since
+            // registered again since
+            if let since = invalidSince, updated > since.timeIntervalSince1970 { return false }
             try Self.delete(row["id"], in: db)
             return true
         }
@@ -146,12 +201,24 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
 
     /// The devices of an audience as SQL: the FROM clause, the WHERE clause on `d`, and its arguments.
     /// nil for token lists, which the generic fan-out handles.
-    static func audienceSQL(_ audience: Audience, appID: String) -> (from: String, where: String, args: [DatabaseValue])? {
+    static func audienceSQL(
+        _ audience: Audience,
+        appID: String
+    ) -> (from: String, where: String, args: [DatabaseValue])? {
         switch audience {
         case .all: return ("devices d", "d.app_id = ?", [appID.databaseValue])
-        case .user(let u): return ("devices d", "d.app_id = ? AND d.user_id = ?", [appID.databaseValue, u.databaseValue])
-        case .tag(let t): return ("device_tags g JOIN devices d ON d.id = g.device_id", "g.tag = ? AND d.app_id = ?", [t.databaseValue, appID.databaseValue])
-        case .topic(let t): return ("device_topics g JOIN devices d ON d.id = g.device_id", "g.topic = ? AND d.app_id = ?", [t.databaseValue, appID.databaseValue])
+        case .user(let u):
+            return ("devices d", "d.app_id = ? AND d.user_id = ?", [appID.databaseValue, u.databaseValue])
+        case .tag(let t):
+            return (
+                "device_tags g JOIN devices d ON d.id = g.device_id", "g.tag = ? AND d.app_id = ?",
+                [t.databaseValue, appID.databaseValue]
+            )
+        case .topic(let t):
+            return (
+                "device_topics g JOIN devices d ON d.id = g.device_id", "g.topic = ? AND d.app_id = ?",
+                [t.databaseValue, appID.databaseValue]
+            )
         case .tokens, .providerTokens, .fcmTopic, .fcmCondition: return nil
         }
     }
@@ -171,7 +238,11 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
         guard let (from, condition, args) = Self.audienceSQL(audience, appID: appID) else { return nil }
         return try await pool.read { db in
             var out: [DeliveryProvider: Int] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT d.provider AS provider, COUNT(*) AS n FROM \(from) WHERE \(condition) GROUP BY d.provider", arguments: StatementArguments(args)) {
+            for row in try Row.fetchAll(
+                db,
+                sql: "SELECT d.provider AS provider, COUNT(*) AS n FROM \(from) WHERE \(condition) GROUP BY d.provider",
+                arguments: StatementArguments(args)
+            ) {
                 if let p = DeliveryProvider(rawValue: row["provider"]) { out[p] = row["n"] }
             }
             return out
@@ -184,7 +255,11 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
         return try await pool.read { db in
             var a = StatementArguments(args)
             a += [cursor]
-            return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(from) WHERE \(condition) AND d.id > ?", arguments: a) ?? 0
+            return try Int.fetchOne(
+                db,
+                sql: "SELECT COUNT(*) FROM \(from) WHERE \(condition) AND d.id > ?",
+                arguments: a
+            ) ?? 0
         }
     }
 
@@ -195,8 +270,15 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
     /// `total` devices, in row order. `checkpoint` runs inside each chunk's transaction with the progress after
     /// it (the server stores it with the notification, so that a fan-out cut short by a crash resumes exactly).
     func fanOutInDatabase(
-        notificationID: String, appID: String, audience: Audience, notBefore: Date, expiresAt: Date?, chunk: Int,
-        spread: TimeInterval = 0, total: Int = 0, from start: FanOutProgress = .init(),
+        notificationID: String,
+        appID: String,
+        audience: Audience,
+        notBefore: Date,
+        expiresAt: Date?,
+        chunk: Int,
+        spread: TimeInterval = 0,
+        total: Int = 0,
+        from start: FanOutProgress = .init(),
         checkpoint: @escaping @Sendable (Database, FanOutProgress, _ finished: Bool) throws -> Void = { _, _, _ in }
     ) async throws -> Int? {
         guard let sql = Self.audienceSQL(audience, appID: appID) else { return nil }
@@ -208,20 +290,33 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
             let (after, finished): (FanOutProgress, Bool) = try await pool.write { db in
                 var args = StatementArguments(audienceArgs)
                 args += [before.cursor, chunk]
-                guard let last = try Int64.fetchOne(db, sql: "SELECT MAX(id) FROM (SELECT d.id AS id FROM \(from) WHERE \(condition) AND d.id > ? ORDER BY d.id LIMIT ?)", arguments: args) else {
+                guard
+                    let last = try Int64.fetchOne(
+                        db,
+                        sql:
+                            "SELECT MAX(id) FROM (SELECT d.id AS id FROM \(from) WHERE \(condition) AND d.id > ? ORDER BY d.id LIMIT ?)",
+                        arguments: args
+                    )
+                else {
                     try checkpoint(db, before, true)
                     return (before, true)
                 }
-                var insertArgs: StatementArguments = [notificationID, notBefore.timeIntervalSince1970, Double(before.inserted), step, expiresAt?.timeIntervalSince1970, Date().timeIntervalSince1970]
+                var insertArgs: StatementArguments = [
+                    notificationID, notBefore.timeIntervalSince1970, Double(before.inserted), step,
+                    expiresAt?.timeIntervalSince1970, Date().timeIntervalSince1970,
+                ]
                 insertArgs += StatementArguments(audienceArgs)
                 insertArgs += [before.cursor, last]
                 // Spread sends number the rows to space them; others need no window function.
                 let times = step > 0 ? "?2 + (?3 + ROW_NUMBER() OVER (ORDER BY d.id) - 1) * ?4" : "?2 + 0 * ?3 * ?4"
-                try db.execute(sql: """
-                    INSERT INTO deliveries \(SQLiteDeliveryQueue.insertColumns)
-                    SELECT ?1, d.app_id, d.provider, d.token, 'queued', \(times), ?5, ?6 FROM \(from)
-                    WHERE \(condition) AND d.id > ? AND d.id <= ?
-                    """, arguments: insertArgs)
+                try db.execute(
+                    sql: """
+                        INSERT INTO deliveries \(SQLiteDeliveryQueue.insertColumns)
+                        SELECT ?1, d.app_id, d.provider, d.token, 'queued', \(times), ?5, ?6 FROM \(from)
+                        WHERE \(condition) AND d.id > ? AND d.id <= ?
+                        """,
+                    arguments: insertArgs
+                )
                 let next = FanOutProgress(cursor: last, inserted: before.inserted + db.changesCount)
                 try checkpoint(db, next, false)
                 return (next, false)
@@ -231,32 +326,64 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
         }
     }
 
-    public func search(appID: String, matching query: String, after cursor: Int64, limit: Int) async throws -> (devices: [Device], next: Int64?) {
+    public func search(
+        appID: String,
+        matching query: String,
+        after cursor: Int64,
+        limit: Int
+    ) async throws -> (devices: [Device], next: Int64?) {
         try await pool.read { db in
             // A token prefix as a range on the (app_id, token) index: every token from the query up to the query
             // followed by the highest character.
-            let rows = try Row.fetchAll(db, sql: """
-                SELECT * FROM devices WHERE app_id = ? AND id > ?
-                  AND ((token >= ? AND token < ?) OR user_id = ? OR id IN (SELECT device_id FROM device_tags WHERE tag = ?))
-                ORDER BY id LIMIT ?
-                """, arguments: [appID, cursor, query, query + "\u{10FFFF}", query, query, max(0, limit)])
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM devices WHERE app_id = ? AND id > ?
+                      AND ((token >= ? AND token < ?) OR user_id = ? OR id IN (SELECT device_id FROM device_tags WHERE tag = ?))
+                    ORDER BY id LIMIT ?
+                    """,
+                arguments: [appID, cursor, query, query + "\u{10FFFF}", query, query, max(0, limit)]
+            )
             let devices = try rows.map { try Self.device($0, db: db) }
             return (devices, rows.count == limit ? rows.last?["id"] : nil)
         }
     }
 
     public func count(appID: String) async throws -> Int {
-        try await pool.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM devices WHERE app_id = ?", arguments: [appID]) ?? 0 }
+        try await pool.read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM devices WHERE app_id = ?", arguments: [appID]) ?? 0
+        }
     }
 
     /// A device from its row; tags and topics are read only when asked (a fan-out needs neither).
     static func device(_ row: Row, db: Database, withLists: Bool = true) throws -> Device {
         let id: Int64 = row["id"]
-        let tags = withLists ? try String.fetchAll(db, sql: "SELECT tag FROM device_tags WHERE device_id = ? ORDER BY tag", arguments: [id]) : []
-        let topics = withLists ? try String.fetchAll(db, sql: "SELECT topic FROM device_topics WHERE device_id = ? ORDER BY topic", arguments: [id]) : []
+        let tags =
+            withLists
+            ? try String.fetchAll(
+                db,
+                sql: "SELECT tag FROM device_tags WHERE device_id = ? ORDER BY tag",
+                arguments: [id]
+            ) : []
+        let topics =
+            withLists
+            ? try String.fetchAll(
+                db,
+                sql: "SELECT topic FROM device_topics WHERE device_id = ? ORDER BY topic",
+                arguments: [id]
+            ) : []
         return Device(
-            appID: row["app_id"], token: row["token"], platform: Device.Platform(rawValue: row["platform"]) ?? .ios, provider: DeliveryProvider(rawValue: row["provider"]),
-            userID: row["user_id"], tags: tags, topics: topics, locale: row["locale"], timeZone: row["time_zone"], appVersion: row["app_version"],
-            updatedAt: Date(timeIntervalSince1970: row["updated_at"]))
+            appID: row["app_id"],
+            token: row["token"],
+            platform: Device.Platform(rawValue: row["platform"]) ?? .ios,
+            provider: DeliveryProvider(rawValue: row["provider"]),
+            userID: row["user_id"],
+            tags: tags,
+            topics: topics,
+            locale: row["locale"],
+            timeZone: row["time_zone"],
+            appVersion: row["app_version"],
+            updatedAt: Date(timeIntervalSince1970: row["updated_at"])
+        )
     }
 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -19,7 +20,9 @@ public struct CredentialSealer: Sendable {
     public let source: String
 
     public init(key: [UInt8], source: String = "the credentials key") throws {
-        guard key.count == 32 else { throw Problem(description: "\(source): the key must be 32 bytes, found \(key.count)") }
+        guard key.count == 32 else {
+            throw Problem(description: "\(source): the key must be 32 bytes, found \(key.count)")
+        }
         self.key = SymmetricKey(data: key)
         self.source = source
     }
@@ -41,11 +44,19 @@ public struct CredentialSealer: Sendable {
         // Written aside and linked into place, which fails when the file exists: of two nodes starting at once on
         // one folder, one key wins and both use it.
         let temp = dir.appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString)")
-        guard FileManager.default.createFile(atPath: temp.path, contents: Data((Data(fresh).base64EncodedString() + "\n").utf8), attributes: [.posixPermissions: 0o600]) else {
+        guard
+            FileManager.default.createFile(
+                atPath: temp.path,
+                contents: Data((Data(fresh).base64EncodedString() + "\n").utf8),
+                attributes: [.posixPermissions: 0o600]
+            )
+        else {
             throw Problem(description: "credentials key file \(path): could not be written")
         }
         defer { unlink(temp.path) }
-        guard link(temp.path, path) == 0 || errno == EEXIST else { throw Problem(description: "credentials key file \(path): could not be written") }
+        guard link(temp.path, path) == 0 || errno == EEXIST else {
+            throw Problem(description: "credentials key file \(path): could not be written")
+        }
         return try load(keyFile: path, create: false)
     }
 
@@ -64,7 +75,9 @@ public struct CredentialSealer: Sendable {
             let box = try? AES.GCM.SealedBox(combined: data),
             let plain = try? AES.GCM.open(box, using: key)
         else {
-            throw Problem(description: "stored credentials do not open with \(source): it is not the key they were sealed with")
+            throw Problem(
+                description: "stored credentials do not open with \(source): it is not the key they were sealed with"
+            )
         }
         return String(decoding: plain, as: UTF8.self)
     }

@@ -37,9 +37,19 @@ final class GroupCommit: Sendable {
     func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, Error>) in
             let result = NIOLockedValueBox<T?>(nil)
-            let item = Item(apply: { db in result.withLockedValue { $0 = nil }; let v = try body(db); result.withLockedValue { $0 = v } }) { error in
-                if let error { continuation.resume(throwing: error) } else if let v = result.withLockedValue({ $0 }) { continuation.resume(returning: v) } else {
-                    continuation.resume(throwing: DatabaseError(resultCode: .SQLITE_ERROR, message: "group commit lost a result"))
+            let item = Item(apply: { db in
+                result.withLockedValue { $0 = nil }
+                let v = try body(db)
+                result.withLockedValue { $0 = v }
+            }) { error in
+                if let error {
+                    continuation.resume(throwing: error)
+                } else if let v = result.withLockedValue({ $0 }) {
+                    continuation.resume(returning: v)
+                } else {
+                    continuation.resume(
+                        throwing: DatabaseError(resultCode: .SQLITE_ERROR, message: "group commit lost a result")
+                    )
                 }
             }
             let start = state.withLockedValue { s -> Bool in

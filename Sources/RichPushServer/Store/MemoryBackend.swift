@@ -19,8 +19,24 @@ public struct MemoryBackend: StorageBackend {
         intake = MemoryIntake(store: store, registry: registry, queue: queue)
     }
 
-    public func fanOut(notificationID: String, appID: String, audience: Audience, notBefore: Date, expiresAt: Date?, spread: TimeInterval) async throws -> Int {
-        try await FanOut().enqueue(notificationID: notificationID, appID: appID, audience: audience, registry: registry, queue: queue, notBefore: notBefore, expiresAt: expiresAt, spread: spread)
+    public func fanOut(
+        notificationID: String,
+        appID: String,
+        audience: Audience,
+        notBefore: Date,
+        expiresAt: Date?,
+        spread: TimeInterval
+    ) async throws -> Int {
+        try await FanOut().enqueue(
+            notificationID: notificationID,
+            appID: appID,
+            audience: audience,
+            registry: registry,
+            queue: queue,
+            notBefore: notBefore,
+            expiresAt: expiresAt,
+            spread: spread
+        )
     }
 
     public func countByProvider(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int] {
@@ -60,7 +76,15 @@ public final class MemoryIntake: NotificationIntake {
             return Accepted(notification: stored, created: true, queued: 0, fanOutPending: true)
         }
         let queued = try await FanOut().enqueue(
-            notificationID: n.id, appID: n.appID, audience: plan.audience, registry: registry, queue: queue, notBefore: plan.notBefore, expiresAt: plan.expiresAt, spread: plan.spread)
+            notificationID: n.id,
+            appID: n.appID,
+            audience: plan.audience,
+            registry: registry,
+            queue: queue,
+            notBefore: plan.notBefore,
+            expiresAt: plan.expiresAt,
+            spread: plan.spread
+        )
         return Accepted(notification: stored, created: true, queued: queued, fanOutPending: false)
     }
 
@@ -72,8 +96,15 @@ public final class MemoryIntake: NotificationIntake {
         guard let plan = taken else { return 0 }
         do {
             return try await FanOut().enqueue(
-                notificationID: notificationID, appID: plan.notification.appID, audience: plan.audience, registry: registry, queue: queue,
-                notBefore: plan.notBefore, expiresAt: plan.expiresAt, spread: plan.spread)
+                notificationID: notificationID,
+                appID: plan.notification.appID,
+                audience: plan.audience,
+                registry: registry,
+                queue: queue,
+                notBefore: plan.notBefore,
+                expiresAt: plan.expiresAt,
+                spread: plan.spread
+            )
         } catch {
             // Still pending, as a fan-out cut short is in the database.
             pending.withLockedValue { $0.insert((notificationID, plan), at: 0) }

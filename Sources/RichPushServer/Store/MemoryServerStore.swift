@@ -44,7 +44,9 @@ public actor MemoryServerStore: ServerStore {
     }
 
     public func revokeKey(appID: String, keyID: String) -> Bool {
-        guard let hash = keys.first(where: { $0.value.appID == appID && $0.value.keyID == keyID })?.key else { return false }
+        guard let hash = keys.first(where: { $0.value.appID == appID && $0.value.keyID == keyID })?.key else {
+            return false
+        }
         keys[hash] = nil
         return true
     }
@@ -53,17 +55,26 @@ public actor MemoryServerStore: ServerStore {
 
     public func keys(appID: String) -> [APIKeyInfo] {
         keys.filter { $0.value.appID == appID }
-            .map { APIKeyInfo(keyID: $0.value.keyID, scopes: $0.value.scopes, createdAt: keyTimes[$0.key] ?? .distantPast) }
+            .map {
+                APIKeyInfo(keyID: $0.value.keyID, scopes: $0.value.scopes, createdAt: keyTimes[$0.key] ?? .distantPast)
+            }
             .sorted { ($0.createdAt, $0.keyID) < ($1.createdAt, $1.keyID) }
     }
 
     public func notifications(appID: String, before: Double?, limit: Int) -> [StoredNotification] {
-        let kept = notifications.values.filter { n in n.appID == appID && (before.map { n.createdAt.timeIntervalSince1970 < $0 } ?? true) }
+        let kept = notifications.values.filter { n in
+            n.appID == appID && (before.map { n.createdAt.timeIntervalSince1970 < $0 } ?? true)
+        }
         return Array(kept.sorted { ($0.createdAt, $0.id) > ($1.createdAt, $1.id) }.prefix(max(0, limit)))
     }
 
-    public func insertNotification(_ n: StoredNotification, idempotencyKey: String?) -> (StoredNotification, created: Bool) {
-        if let key = idempotencyKey, let id = idempotency[n.appID + "\u{0}" + key], let first = notifications[id] { return (first, false) }
+    public func insertNotification(
+        _ n: StoredNotification,
+        idempotencyKey: String?
+    ) -> (StoredNotification, created: Bool) {
+        if let key = idempotencyKey, let id = idempotency[n.appID + "\u{0}" + key], let first = notifications[id] {
+            return (first, false)
+        }
         notifications[n.id] = n
         if let key = idempotencyKey { idempotency[n.appID + "\u{0}" + key] = n.id }
         return (n, true)
@@ -71,8 +82,15 @@ public actor MemoryServerStore: ServerStore {
 
     public func notification(id: String) -> StoredNotification? { notifications[id] }
 
-    public func saveReceipt(notificationID: String, token: String, report: JSONValue) { receipts[notificationID, default: [:]][token] = report }
-    public func addDeviceReceipt(notificationID: String, device: String, report: JSONValue, limit: Int) -> ReceiptAdmission {
+    public func saveReceipt(notificationID: String, token: String, report: JSONValue) {
+        receipts[notificationID, default: [:]][token] = report
+    }
+    public func addDeviceReceipt(
+        notificationID: String,
+        device: String,
+        report: JSONValue,
+        limit: Int
+    ) -> ReceiptAdmission {
         let existing = receipts[notificationID] ?? [:]
         if existing[device] != nil { return .repeated }
         guard existing.count < limit else { return .full }

@@ -12,7 +12,14 @@ public struct AcceptPlan: Sendable {
     /// Spread the deliveries evenly over this many seconds from `notBefore` (0: all at once).
     public var spread: TimeInterval
 
-    public init(notification: StoredNotification, idempotencyKey: String?, audience: Audience, notBefore: Date, expiresAt: Date?, spread: TimeInterval = 0) {
+    public init(
+        notification: StoredNotification,
+        idempotencyKey: String?,
+        audience: Audience,
+        notBefore: Date,
+        expiresAt: Date?,
+        spread: TimeInterval = 0
+    ) {
         self.notification = notification
         self.idempotencyKey = idempotencyKey
         self.audience = audience
@@ -59,7 +66,12 @@ public final class SQLiteIntake: NotificationIntake {
         public var description: String { "the store, registry and queue must share one database" }
     }
 
-    public init(store: SQLiteServerStore, registry: SQLiteDeviceRegistry, queue: SQLiteDeliveryQueue, chunk: Int = 50_000) throws {
+    public init(
+        store: SQLiteServerStore,
+        registry: SQLiteDeviceRegistry,
+        queue: SQLiteDeliveryQueue,
+        chunk: Int = 50_000
+    ) throws {
         guard store.pool === registry.pool, registry.pool === queue.pool else { throw NotShared() }
         self.store = store
         self.registry = registry
@@ -76,37 +88,61 @@ public final class SQLiteIntake: NotificationIntake {
                 let wanted = tokens.filter { seen.insert($0).inserted }
                 if wanted.count <= 32 {
                     // One cached statement per token: no SQL compiled per request.
-                    let one = try db.cachedStatement(sql: "SELECT id, provider FROM devices WHERE app_id = ? AND token = ?")
+                    let one = try db.cachedStatement(
+                        sql: "SELECT id, provider FROM devices WHERE app_id = ? AND token = ?"
+                    )
                     targets = try wanted.compactMap { t in
-                        try Row.fetchOne(one, arguments: [n.appID, t]).map { (Int64($0["id"] as Int64), DeliveryProvider(rawValue: $0["provider"]) ?? .apns, t) }
+                        try Row.fetchOne(one, arguments: [n.appID, t]).map {
+                            (Int64($0["id"] as Int64), DeliveryProvider(rawValue: $0["provider"]) ?? .apns, t)
+                        }
                     }.sorted { $0.0 < $1.0 }.map { ($0.1, $0.2) }
                 } else {
                     let marks = Array(repeating: "?", count: wanted.count).joined(separator: ",")
                     var args: [any DatabaseValueConvertible] = [n.appID]
                     args += wanted
-                    targets = try Row.fetchAll(db, sql: "SELECT provider, token FROM devices WHERE app_id = ? AND token IN (\(marks)) ORDER BY id", arguments: StatementArguments(args)).map {
+                    targets = try Row.fetchAll(
+                        db,
+                        sql: "SELECT provider, token FROM devices WHERE app_id = ? AND token IN (\(marks)) ORDER BY id",
+                        arguments: StatementArguments(args)
+                    ).map {
                         (DeliveryProvider(rawValue: $0["provider"]) ?? .apns, $0["token"])
                     }
                 }
             }
             n.response = respond(targets?.count)
-            let (stored, created) = try SQLiteServerStore.insert(n, idempotencyKey: plan.idempotencyKey, fanOut: targets == nil ? plan : nil, in: db)
-            guard created else { return Accepted(notification: stored, created: false, queued: 0, fanOutPending: false) }
-            guard let targets else { return Accepted(notification: stored, created: true, queued: 0, fanOutPending: true) }
+            let (stored, created) = try SQLiteServerStore.insert(
+                n,
+                idempotencyKey: plan.idempotencyKey,
+                fanOut: targets == nil ? plan : nil,
+                in: db
+            )
+            guard created else {
+                return Accepted(notification: stored, created: false, queued: 0, fanOutPending: false)
+            }
+            guard let targets else {
+                return Accepted(notification: stored, created: true, queued: 0, fanOutPending: true)
+            }
             let insert = try db.cachedStatement(sql: SQLiteDeliveryQueue.insertOne)
             let step = Spread.step(plan.spread, count: targets.count)
             let now = Date().timeIntervalSince1970
             for (i, (provider, target)) in targets.enumerated() {
-                try insert.execute(arguments: [n.id, n.appID, provider.rawValue, target, plan.notBefore.timeIntervalSince1970 + step * Double(i), plan.expiresAt?.timeIntervalSince1970, now])
+                try insert.execute(arguments: [
+                    n.id, n.appID, provider.rawValue, target, plan.notBefore.timeIntervalSince1970 + step * Double(i),
+                    plan.expiresAt?.timeIntervalSince1970, now,
+                ])
             }
             return Accepted(notification: stored, created: true, queued: targets.count, fanOutPending: false)
         }
     }
 
     public func completeFanOut(notificationID: String) async throws -> Int {
-        guard let row = try await store.pool.read({ db in try SQLiteServerStore.notificationRow(id: notificationID, in: db) }),
+        guard
+            let row = try await store.pool.read({ db in
+                try SQLiteServerStore.notificationRow(id: notificationID, in: db)
+            }),
             (row["fanout_state"] as String) == "pending",
-            let audienceText = row["audience"] as String?, let (audience, _) = Optional(Audience.read(try JSONValue.parse(audienceText))), let audience
+            let audienceText = row["audience"] as String?,
+            let (audience, _) = Optional(Audience.read(try JSONValue.parse(audienceText))), let audience
         else { return 0 }
         let appID: String = row["app_id"]
         let notBefore = Date(timeIntervalSince1970: row["not_before"] ?? Date().timeIntervalSince1970)
@@ -116,19 +152,41 @@ public final class SQLiteIntake: NotificationIntake {
         let start = SQLiteDeviceRegistry.FanOutProgress(cursor: row["fanout_cursor"], inserted: row["fanout_inserted"])
         if spread > 0 && total == 0 {
             // Counted once and stored, so that a resumed fan-out keeps the same spacing.
-            total = start.inserted + (try await registry.countInDatabase(appID: appID, audience: audience, after: start.cursor) ?? 0)
+            total =
+                start.inserted
+                + (try await registry.countInDatabase(appID: appID, audience: audience, after: start.cursor) ?? 0)
             let t = total
-            try await store.pool.write { db in try db.execute(sql: "UPDATE notifications SET fanout_total = ? WHERE id = ?", arguments: [t, notificationID]) }
+            try await store.pool.write { db in
+                try db.execute(
+                    sql: "UPDATE notifications SET fanout_total = ? WHERE id = ?",
+                    arguments: [t, notificationID]
+                )
+            }
         }
         return try await registry.fanOutInDatabase(
-            notificationID: notificationID, appID: appID, audience: audience, notBefore: notBefore, expiresAt: expiresAt, chunk: chunk, spread: spread, total: total, from: start
+            notificationID: notificationID,
+            appID: appID,
+            audience: audience,
+            notBefore: notBefore,
+            expiresAt: expiresAt,
+            chunk: chunk,
+            spread: spread,
+            total: total,
+            from: start
         ) { db, progress, finished in
-            try db.execute(sql: "UPDATE notifications SET fanout_cursor = ?, fanout_inserted = ?, fanout_state = ? WHERE id = ?",
-                arguments: [progress.cursor, progress.inserted, finished ? "done" : "pending", notificationID])
+            try db.execute(
+                sql: "UPDATE notifications SET fanout_cursor = ?, fanout_inserted = ?, fanout_state = ? WHERE id = ?",
+                arguments: [progress.cursor, progress.inserted, finished ? "done" : "pending", notificationID]
+            )
         } ?? 0
     }
 
     public func pendingFanOuts() async throws -> [String] {
-        try await store.pool.read { db in try String.fetchAll(db, sql: "SELECT id FROM notifications WHERE fanout_state = 'pending' ORDER BY created_at") }
+        try await store.pool.read { db in
+            try String.fetchAll(
+                db,
+                sql: "SELECT id FROM notifications WHERE fanout_state = 'pending' ORDER BY created_at"
+            )
+        }
     }
 }

@@ -27,23 +27,53 @@ public struct SQLiteBackend: StorageBackend {
 
     /// Opens (or creates) the database file.
     public init(path: String, backgroundCheckpoints: Bool = false, sealer: CredentialSealer? = nil) throws {
-        try self.init(pool: try SQLiteDeliveryQueue.openPool(path: path, backgroundCheckpoints: backgroundCheckpoints), sealer: sealer)
+        try self.init(
+            pool: try SQLiteDeliveryQueue.openPool(path: path, backgroundCheckpoints: backgroundCheckpoints),
+            sealer: sealer
+        )
     }
 
-    public func fanOut(notificationID: String, appID: String, audience: Audience, notBefore: Date, expiresAt: Date?, spread: TimeInterval) async throws -> Int {
+    public func fanOut(
+        notificationID: String,
+        appID: String,
+        audience: Audience,
+        notBefore: Date,
+        expiresAt: Date?,
+        spread: TimeInterval
+    ) async throws -> Int {
         if audience.directTargets == nil {
             let total = spread > 0 ? try await sqliteRegistry.countInDatabase(appID: appID, audience: audience) ?? 0 : 0
             if let n = try await sqliteRegistry.fanOutInDatabase(
-                notificationID: notificationID, appID: appID, audience: audience, notBefore: notBefore, expiresAt: expiresAt, chunk: sqliteIntake.chunk, spread: spread, total: total)
-            {
+                notificationID: notificationID,
+                appID: appID,
+                audience: audience,
+                notBefore: notBefore,
+                expiresAt: expiresAt,
+                chunk: sqliteIntake.chunk,
+                spread: spread,
+                total: total
+            ) {
                 return n
             }
         }
-        return try await FanOut().enqueue(notificationID: notificationID, appID: appID, audience: audience, registry: registry, queue: queue, notBefore: notBefore, expiresAt: expiresAt, spread: spread)
+        return try await FanOut().enqueue(
+            notificationID: notificationID,
+            appID: appID,
+            audience: audience,
+            registry: registry,
+            queue: queue,
+            notBefore: notBefore,
+            expiresAt: expiresAt,
+            spread: spread
+        )
     }
 
     public func countByProvider(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int] {
-        if audience.directTargets == nil, let counted = try await sqliteRegistry.countByProviderInDatabase(appID: appID, audience: audience) { return counted }
+        if audience.directTargets == nil,
+            let counted = try await sqliteRegistry.countByProviderInDatabase(appID: appID, audience: audience)
+        {
+            return counted
+        }
         return try await FanOut().count(appID: appID, audience: audience, registry: registry)
     }
 }

@@ -32,14 +32,21 @@ public final class SQLiteServerStore: ServerStore {
         let credentials = StoredCredentials(sealer: sealer)
         self.credentials = credentials
         try pool.write { db in
-            let rows = try Row.fetchAll(db, sql: "SELECT id, apns, fcm FROM apps WHERE apns IS NOT NULL OR fcm IS NOT NULL")
+            let rows = try Row.fetchAll(
+                db,
+                sql: "SELECT id, apns, fcm FROM apps WHERE apns IS NOT NULL OR fcm IS NOT NULL"
+            )
             for row in rows {
                 let id: String = row["id"]
-                let apns: String? = row["apns"], fcm: String? = row["fcm"]
+                let apns: String? = row["apns"]
+                let fcm: String? = row["fcm"]
                 let newAPNs = try apns.flatMap { try credentials.resealed($0, app: id) }
                 let newFCM = try fcm.flatMap { try credentials.resealed($0, app: id) }
                 guard newAPNs != nil || newFCM != nil else { continue }
-                try db.execute(sql: "UPDATE apps SET apns = ?, fcm = ? WHERE id = ?", arguments: [newAPNs ?? apns, newFCM ?? fcm, id])
+                try db.execute(
+                    sql: "UPDATE apps SET apns = ?, fcm = ? WHERE id = ?",
+                    arguments: [newAPNs ?? apns, newFCM ?? fcm, id]
+                )
             }
         }
     }
@@ -49,47 +56,57 @@ public final class SQLiteServerStore: ServerStore {
         try pool.read { db in
             guard try db.tableExists("apps") else { return false }
             let prefix = CredentialSealer.prefix + "%"
-            return try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM apps WHERE apns LIKE ? OR fcm LIKE ?)", arguments: [prefix, prefix]) ?? false
+            return try Bool.fetchOne(
+                db,
+                sql: "SELECT EXISTS (SELECT 1 FROM apps WHERE apns LIKE ? OR fcm LIKE ?)",
+                arguments: [prefix, prefix]
+            ) ?? false
         }
     }
 
     static var migrator: DatabaseMigrator {
         var m = DatabaseMigrator()
         m.registerMigration("server-v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE apps (id TEXT PRIMARY KEY, name TEXT NOT NULL, bundle_id TEXT NOT NULL, fcm_project_id TEXT, created_at REAL NOT NULL);
-                CREATE TABLE api_keys (key_hash TEXT PRIMARY KEY, app_id TEXT NOT NULL REFERENCES apps(id), scopes TEXT NOT NULL, created_at REAL NOT NULL);
-                CREATE TABLE notifications (
-                    id TEXT PRIMARY KEY, app_id TEXT NOT NULL, idempotency_key TEXT, message TEXT NOT NULL, response TEXT NOT NULL, created_at REAL NOT NULL,
-                    UNIQUE (app_id, idempotency_key));
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE apps (id TEXT PRIMARY KEY, name TEXT NOT NULL, bundle_id TEXT NOT NULL, fcm_project_id TEXT, created_at REAL NOT NULL);
+                    CREATE TABLE api_keys (key_hash TEXT PRIMARY KEY, app_id TEXT NOT NULL REFERENCES apps(id), scopes TEXT NOT NULL, created_at REAL NOT NULL);
+                    CREATE TABLE notifications (
+                        id TEXT PRIMARY KEY, app_id TEXT NOT NULL, idempotency_key TEXT, message TEXT NOT NULL, response TEXT NOT NULL, created_at REAL NOT NULL,
+                        UNIQUE (app_id, idempotency_key));
+                    """
+            )
         }
         m.registerMigration("receipts-v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE receipts (
-                    notification_id TEXT NOT NULL, token TEXT NOT NULL, report TEXT NOT NULL, received_at REAL NOT NULL,
-                    PRIMARY KEY (notification_id, token));
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE receipts (
+                        notification_id TEXT NOT NULL, token TEXT NOT NULL, report TEXT NOT NULL, received_at REAL NOT NULL,
+                        PRIMARY KEY (notification_id, token));
+                    """
+            )
         }
         m.registerMigration("server-v2") { db in
             // Provider credentials per app; key ids; notifications remember their audience and fan-out progress.
-            try db.execute(sql: """
-                ALTER TABLE apps ADD COLUMN apns TEXT;
-                ALTER TABLE apps ADD COLUMN fcm TEXT;
-                ALTER TABLE apps ADD COLUMN revision INTEGER NOT NULL DEFAULT 1;
-                ALTER TABLE api_keys ADD COLUMN key_id TEXT;
-                UPDATE api_keys SET key_id = 'key_' || substr(key_hash, 1, 12);
-                CREATE INDEX api_keys_app ON api_keys(app_id);
-                ALTER TABLE notifications ADD COLUMN audience TEXT;
-                ALTER TABLE notifications ADD COLUMN not_before REAL;
-                ALTER TABLE notifications ADD COLUMN expires_at REAL;
-                ALTER TABLE notifications ADD COLUMN spread REAL NOT NULL DEFAULT 0;
-                ALTER TABLE notifications ADD COLUMN fanout_state TEXT NOT NULL DEFAULT 'done';
-                ALTER TABLE notifications ADD COLUMN fanout_cursor INTEGER NOT NULL DEFAULT 0;
-                ALTER TABLE notifications ADD COLUMN fanout_inserted INTEGER NOT NULL DEFAULT 0;
-                ALTER TABLE notifications ADD COLUMN fanout_total INTEGER NOT NULL DEFAULT 0;
-                CREATE INDEX notifications_fanout ON notifications(fanout_state) WHERE fanout_state = 'pending';
-                """)
+            try db.execute(
+                sql: """
+                    ALTER TABLE apps ADD COLUMN apns TEXT;
+                    ALTER TABLE apps ADD COLUMN fcm TEXT;
+                    ALTER TABLE apps ADD COLUMN revision INTEGER NOT NULL DEFAULT 1;
+                    ALTER TABLE api_keys ADD COLUMN key_id TEXT;
+                    UPDATE api_keys SET key_id = 'key_' || substr(key_hash, 1, 12);
+                    CREATE INDEX api_keys_app ON api_keys(app_id);
+                    ALTER TABLE notifications ADD COLUMN audience TEXT;
+                    ALTER TABLE notifications ADD COLUMN not_before REAL;
+                    ALTER TABLE notifications ADD COLUMN expires_at REAL;
+                    ALTER TABLE notifications ADD COLUMN spread REAL NOT NULL DEFAULT 0;
+                    ALTER TABLE notifications ADD COLUMN fanout_state TEXT NOT NULL DEFAULT 'done';
+                    ALTER TABLE notifications ADD COLUMN fanout_cursor INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE notifications ADD COLUMN fanout_inserted INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE notifications ADD COLUMN fanout_total INTEGER NOT NULL DEFAULT 0;
+                    CREATE INDEX notifications_fanout ON notifications(fanout_state) WHERE fanout_state = 'pending';
+                    """
+            )
         }
         m.registerMigration("secrets-v1") { db in
             try db.execute(sql: "CREATE TABLE secrets (name TEXT PRIMARY KEY, value BLOB NOT NULL)")
@@ -104,7 +121,15 @@ public final class SQLiteServerStore: ServerStore {
     // MARK: Apps
 
     func app(_ row: Row) throws -> ServerApp {
-        try credentials.app(id: row["id"], name: row["name"], bundleID: row["bundle_id"], fcmProjectID: row["fcm_project_id"], apns: row["apns"], fcm: row["fcm"], revision: row["revision"])
+        try credentials.app(
+            id: row["id"],
+            name: row["name"],
+            bundleID: row["bundle_id"],
+            fcmProjectID: row["fcm_project_id"],
+            apns: row["apns"],
+            fcm: row["fcm"],
+            revision: row["revision"]
+        )
     }
 
     public func createApp(_ app: ServerApp) async throws -> (ServerApp, key: String) {
@@ -115,8 +140,14 @@ public final class SQLiteServerStore: ServerStore {
         let (apns, fcm) = try credentials.columns(app)
         let stored = app
         try await pool.write { db in
-            try db.execute(sql: "INSERT INTO apps (id, name, bundle_id, fcm_project_id, apns, fcm, revision, created_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
-                arguments: [stored.id, stored.name, stored.bundleID, stored.fcmProjectID, apns, fcm, Date().timeIntervalSince1970])
+            try db.execute(
+                sql:
+                    "INSERT INTO apps (id, name, bundle_id, fcm_project_id, apns, fcm, revision, created_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
+                arguments: [
+                    stored.id, stored.name, stored.bundleID, stored.fcmProjectID, apns, fcm,
+                    Date().timeIntervalSince1970,
+                ]
+            )
             let hash = APIKeys.hash(key)
             try Self.insertKey(hash: hash, appID: stored.id, scopes: Set(APIScope.allCases), in: db)
         }
@@ -127,8 +158,11 @@ public final class SQLiteServerStore: ServerStore {
     public func updateApp(_ app: ServerApp) async throws -> ServerApp? {
         let (apns, fcm) = try credentials.columns(app)
         let updated: ServerApp? = try await pool.write { db in
-            try db.execute(sql: "UPDATE apps SET name = ?, bundle_id = ?, fcm_project_id = ?, apns = ?, fcm = ?, revision = revision + 1 WHERE id = ?",
-                arguments: [app.name, app.bundleID, app.fcmProjectID, apns, fcm, app.id])
+            try db.execute(
+                sql:
+                    "UPDATE apps SET name = ?, bundle_id = ?, fcm_project_id = ?, apns = ?, fcm = ?, revision = revision + 1 WHERE id = ?",
+                arguments: [app.name, app.bundleID, app.fcmProjectID, apns, fcm, app.id]
+            )
             guard db.changesCount == 1 else { return nil }
             return try self.app(id: app.id, in: db)
         }
@@ -156,13 +190,21 @@ public final class SQLiteServerStore: ServerStore {
 
     /// A key, stored as its hash only, with its scopes in their documented order.
     static func insertKey(hash: String, appID: String, scopes: Set<APIScope>, in db: Database) throws {
-        try db.execute(sql: "INSERT INTO api_keys (key_hash, key_id, app_id, scopes, created_at) VALUES (?, ?, ?, ?, ?)",
-            arguments: [hash, APIKeys.id(ofHash: hash), appID, APIScope.column(scopes), Date().timeIntervalSince1970])
+        try db.execute(
+            sql: "INSERT INTO api_keys (key_hash, key_id, app_id, scopes, created_at) VALUES (?, ?, ?, ?, ?)",
+            arguments: [hash, APIKeys.id(ofHash: hash), appID, APIScope.column(scopes), Date().timeIntervalSince1970]
+        )
     }
 
     public func revokeKey(appID: String, keyID: String) async throws -> Bool {
         let removed: String? = try await pool.write { db in
-            guard let hash = try String.fetchOne(db, sql: "SELECT key_hash FROM api_keys WHERE app_id = ? AND key_id = ?", arguments: [appID, keyID]) else { return nil }
+            guard
+                let hash = try String.fetchOne(
+                    db,
+                    sql: "SELECT key_hash FROM api_keys WHERE app_id = ? AND key_id = ?",
+                    arguments: [appID, keyID]
+                )
+            else { return nil }
             try db.execute(sql: "DELETE FROM api_keys WHERE key_hash = ?", arguments: [hash])
             return hash
         }
@@ -173,24 +215,40 @@ public final class SQLiteServerStore: ServerStore {
 
     public func keys(appID: String) async throws -> [APIKeyInfo] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: "SELECT key_id, scopes, created_at FROM api_keys WHERE app_id = ? ORDER BY created_at, key_id", arguments: [appID]).map {
-                APIKeyInfo(keyID: $0["key_id"], scopes: APIScope.parse($0["scopes"]), createdAt: Date(timeIntervalSince1970: $0["created_at"]))
+            try Row.fetchAll(
+                db,
+                sql: "SELECT key_id, scopes, created_at FROM api_keys WHERE app_id = ? ORDER BY created_at, key_id",
+                arguments: [appID]
+            ).map {
+                APIKeyInfo(
+                    keyID: $0["key_id"],
+                    scopes: APIScope.parse($0["scopes"]),
+                    createdAt: Date(timeIntervalSince1970: $0["created_at"])
+                )
             }
         }
     }
 
     public func notifications(appID: String, before: Double?, limit: Int) async throws -> [StoredNotification] {
         try await pool.read { db in
-            try Row.fetchAll(db, sql: """
-                SELECT * FROM notifications WHERE app_id = ? AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT ?
-                """, arguments: [appID, before ?? Double.greatestFiniteMagnitude, max(0, limit)]).map(Self.notification)
+            try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT * FROM notifications WHERE app_id = ? AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT ?
+                    """,
+                arguments: [appID, before ?? Double.greatestFiniteMagnitude, max(0, limit)]
+            ).map(Self.notification)
         }
     }
 
     public func authorize(keyHash h: String) async throws -> APIGrant? {
         try await grants.value(h) {
             try await pool.read { db in
-                try Row.fetchOne(db, sql: "SELECT key_id, app_id, scopes FROM api_keys WHERE key_hash = ?", arguments: [h]).map { row in
+                try Row.fetchOne(
+                    db,
+                    sql: "SELECT key_id, app_id, scopes FROM api_keys WHERE key_hash = ?",
+                    arguments: [h]
+                ).map { row in
                     APIGrant(keyID: row["key_id"], appID: row["app_id"], scopes: APIScope.parse(row["scopes"]))
                 }
             }
@@ -199,25 +257,41 @@ public final class SQLiteServerStore: ServerStore {
 
     // MARK: Notifications
 
-    public func insertNotification(_ n: StoredNotification, idempotencyKey: String?) async throws -> (StoredNotification, created: Bool) {
+    public func insertNotification(
+        _ n: StoredNotification,
+        idempotencyKey: String?
+    ) async throws -> (StoredNotification, created: Bool) {
         try await commits.write { db in try Self.insert(n, idempotencyKey: idempotencyKey, fanOut: nil, in: db) }
     }
 
     /// Inserts unless the idempotency key was used; `fanOut` is the audience and times of a fan-out still to run.
-    static func insert(_ n: StoredNotification, idempotencyKey: String?, fanOut: AcceptPlan?, in db: Database) throws -> (StoredNotification, created: Bool) {
+    static func insert(
+        _ n: StoredNotification,
+        idempotencyKey: String?,
+        fanOut: AcceptPlan?,
+        in db: Database
+    ) throws -> (StoredNotification, created: Bool) {
         if let key = idempotencyKey,
-            let row = try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE app_id = ? AND idempotency_key = ?", arguments: [n.appID, key])
+            let row = try Row.fetchOne(
+                db,
+                sql: "SELECT * FROM notifications WHERE app_id = ? AND idempotency_key = ?",
+                arguments: [n.appID, key]
+            )
         {
             return (try Self.notification(row), false)
         }
-        try db.cachedStatement(sql: """
-            INSERT INTO notifications (id, app_id, idempotency_key, message, response, created_at, audience, not_before, expires_at, spread, fanout_state)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-            """).execute(arguments: [
-                n.id, n.appID, idempotencyKey, n.message.jsonString, n.response.jsonString, n.createdAt.timeIntervalSince1970,
-                fanOut?.audience.json.jsonString, fanOut?.notBefore.timeIntervalSince1970, fanOut?.expiresAt?.timeIntervalSince1970, fanOut?.spread ?? 0,
-                fanOut == nil ? "done" : "pending",
-            ])
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO notifications (id, app_id, idempotency_key, message, response, created_at, audience, not_before, expires_at, spread, fanout_state)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [
+            n.id, n.appID, idempotencyKey, n.message.jsonString, n.response.jsonString,
+            n.createdAt.timeIntervalSince1970,
+            fanOut?.audience.json.jsonString, fanOut?.notBefore.timeIntervalSince1970,
+            fanOut?.expiresAt?.timeIntervalSince1970, fanOut?.spread ?? 0,
+            fanOut == nil ? "done" : "pending",
+        ])
         return (n, true)
     }
 
@@ -232,29 +306,51 @@ public final class SQLiteServerStore: ServerStore {
 
     static func notification(_ row: Row) throws -> StoredNotification {
         StoredNotification(
-            id: row["id"], appID: row["app_id"], message: try JSONValue.parse(row["message"] as String), response: try JSONValue.parse(row["response"] as String),
-            createdAt: Date(timeIntervalSince1970: row["created_at"]))
+            id: row["id"],
+            appID: row["app_id"],
+            message: try JSONValue.parse(row["message"] as String),
+            response: try JSONValue.parse(row["response"] as String),
+            createdAt: Date(timeIntervalSince1970: row["created_at"])
+        )
     }
 
     // MARK: Receipts
 
     public func saveReceipt(notificationID: String, token: String, report: JSONValue) async throws {
         try await commits.write { db in
-            try db.cachedStatement(sql: "INSERT OR REPLACE INTO receipts (notification_id, token, report, received_at) VALUES (?, ?, ?, ?)")
-                .execute(arguments: [notificationID, token, report.jsonString, Date().timeIntervalSince1970])
+            try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO receipts (notification_id, token, report, received_at) VALUES (?, ?, ?, ?)"
+            )
+            .execute(arguments: [notificationID, token, report.jsonString, Date().timeIntervalSince1970])
         }
     }
 
-    public func addDeviceReceipt(notificationID: String, device: String, report: JSONValue, limit: Int) async throws -> ReceiptAdmission {
+    public func addDeviceReceipt(
+        notificationID: String,
+        device: String,
+        report: JSONValue,
+        limit: Int
+    ) async throws -> ReceiptAdmission {
         try await commits.write { db in
             let args: StatementArguments = [notificationID, device]
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM receipts WHERE notification_id = ? AND token = ?", arguments: args) == true {
+            if try Bool.fetchOne(
+                db,
+                sql: "SELECT 1 FROM receipts WHERE notification_id = ? AND token = ?",
+                arguments: args
+            ) == true {
                 return .repeated
             }
-            let count = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM receipts WHERE notification_id = ?", arguments: [notificationID]) ?? 0
+            let count =
+                try Int.fetchOne(
+                    db,
+                    sql: "SELECT COUNT(*) FROM receipts WHERE notification_id = ?",
+                    arguments: [notificationID]
+                ) ?? 0
             guard count < limit else { return .full }
-            try db.cachedStatement(sql: "INSERT INTO receipts (notification_id, token, report, received_at) VALUES (?, ?, ?, ?)")
-                .execute(arguments: [notificationID, device, report.jsonString, Date().timeIntervalSince1970])
+            try db.cachedStatement(
+                sql: "INSERT INTO receipts (notification_id, token, report, received_at) VALUES (?, ?, ?, ?)"
+            )
+            .execute(arguments: [notificationID, device, report.jsonString, Date().timeIntervalSince1970])
             return .recorded
         }
     }
@@ -263,9 +359,12 @@ public final class SQLiteServerStore: ServerStore {
     /// credentials key is in use; one stored before sealing is sealed the first time it is read.
     public func secret(named name: String) async throws -> [UInt8] {
         try await pool.write { [credentials] db in
-            if let existing = try Data.fetchOne(db, sql: "SELECT value FROM secrets WHERE name = ?", arguments: [name]) {
+            if let existing = try Data.fetchOne(db, sql: "SELECT value FROM secrets WHERE name = ?", arguments: [name])
+            {
                 let (bytes, replacement) = try credentials.openSecret(existing, name: name)
-                if let replacement { try db.execute(sql: "UPDATE secrets SET value = ? WHERE name = ?", arguments: [replacement, name]) }
+                if let replacement {
+                    try db.execute(sql: "UPDATE secrets SET value = ? WHERE name = ?", arguments: [replacement, name])
+                }
                 return bytes
             }
             let (fresh, stored) = try credentials.newSecret()
@@ -277,7 +376,11 @@ public final class SQLiteServerStore: ServerStore {
     public func receipts(notificationID: String) async throws -> [String: JSONValue] {
         try await pool.read { db in
             var out: [String: JSONValue] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT token, report FROM receipts WHERE notification_id = ?", arguments: [notificationID]) {
+            for row in try Row.fetchAll(
+                db,
+                sql: "SELECT token, report FROM receipts WHERE notification_id = ?",
+                arguments: [notificationID]
+            ) {
                 out[row["token"]] = (try? JSONValue.parse(row["report"] as String)) ?? .null
             }
             return out

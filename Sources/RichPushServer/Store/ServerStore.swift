@@ -18,7 +18,9 @@ public struct APNsCredentials: Sendable, Hashable {
     }
 
     /// What responses show: never the key.
-    public var publicJSON: JSONValue { ["key_id": .string(keyID), "team_id": .string(teamID), "environment": .string(environment.rawValue)] }
+    public var publicJSON: JSONValue {
+        ["key_id": .string(keyID), "team_id": .string(teamID), "environment": .string(environment.rawValue)]
+    }
 }
 
 /// An app's FCM credentials: a Google service account (JSON, with its private key).
@@ -49,7 +51,15 @@ public struct ServerApp: Sendable, Hashable {
     /// Bumped on every change, so that provider clients built from old credentials are replaced.
     public var revision: Int
 
-    public init(id: String, name: String, bundleID: String, fcmProjectID: String? = nil, apns: APNsCredentials? = nil, fcm: FCMCredentials? = nil, revision: Int = 1) {
+    public init(
+        id: String,
+        name: String,
+        bundleID: String,
+        fcmProjectID: String? = nil,
+        apns: APNsCredentials? = nil,
+        fcm: FCMCredentials? = nil,
+        revision: Int = 1
+    ) {
         self.id = id
         self.name = name
         self.bundleID = bundleID
@@ -61,14 +71,18 @@ public struct ServerApp: Sendable, Hashable {
 
     /// The app as responses show it: credentials are described, never returned.
     public var json: JSONValue {
-        var o: [String: JSONValue] = ["id": .string(id), "name": .string(name), "bundle_id": .string(bundleID), "revision": .int(Int64(revision))]
+        var o: [String: JSONValue] = [
+            "id": .string(id), "name": .string(name), "bundle_id": .string(bundleID), "revision": .int(Int64(revision)),
+        ]
         if let p = fcmProjectID { o["fcm_project_id"] = .string(p) }
         o["apns"] = apns?.publicJSON ?? .null
         o["fcm"] = fcm?.publicJSON ?? .null
         return .object(o)
     }
 
-    static func newID() -> String { "app_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16) }
+    static func newID() -> String {
+        "app_" + UUID().uuidString.lowercased().replacingOccurrences(of: "-", with: "").prefix(16)
+    }
 }
 
 /// A key as the API lists it: its id, scopes and when it was made.
@@ -78,8 +92,11 @@ public struct APIKeyInfo: Sendable, Hashable {
     public var createdAt: Date
 
     public var json: JSONValue {
-        ["id": .string(keyID), "scopes": .array(APIScope.allCases.filter(scopes.contains).map { .string($0.rawValue) }),
-         "created_at": .string(ISO8601DateFormatter().string(from: createdAt))]
+        [
+            "id": .string(keyID),
+            "scopes": .array(APIScope.allCases.filter(scopes.contains).map { .string($0.rawValue) }),
+            "created_at": .string(ISO8601DateFormatter().string(from: createdAt)),
+        ]
     }
 }
 
@@ -88,8 +105,12 @@ public enum APIScope: String, Sendable, Hashable, CaseIterable {
     case send, manage, read
 
     /// Scopes as a database column keeps them: their names in documented order, comma-separated.
-    static func column(_ scopes: Set<APIScope>) -> String { allCases.filter(scopes.contains).map(\.rawValue).joined(separator: ",") }
-    static func parse(_ column: String) -> Set<APIScope> { Set(column.split(separator: ",").compactMap { APIScope(rawValue: String($0)) }) }
+    static func column(_ scopes: Set<APIScope>) -> String {
+        allCases.filter(scopes.contains).map(\.rawValue).joined(separator: ",")
+    }
+    static func parse(_ column: String) -> Set<APIScope> {
+        Set(column.split(separator: ",").compactMap { APIScope(rawValue: String($0)) })
+    }
 }
 
 /// What a key grants: its app and scopes. `keyID` names the key in the API (it is a prefix of the key's hash).
@@ -142,7 +163,10 @@ public protocol AppStore: Sendable {
 public protocol NotificationStore: Sendable {
     /// Stores a notification unless the app already sent one with this idempotency key; returns the stored one
     /// and whether it is new.
-    func insertNotification(_ n: StoredNotification, idempotencyKey: String?) async throws -> (StoredNotification, created: Bool)
+    func insertNotification(
+        _ n: StoredNotification,
+        idempotencyKey: String?
+    ) async throws -> (StoredNotification, created: Bool)
     func notification(id: String) async throws -> StoredNotification?
     /// An app's notifications, newest first: those accepted before `before` (nil: from the newest), at most `limit`.
     /// Newest first, created before `before` (seconds since 1970, compared as the number `next_before` gave).
@@ -155,7 +179,12 @@ public protocol ReceiptStore: Sendable {
     func saveReceipt(notificationID: String, token: String, report: JSONValue) async throws
     /// Records a device's report unless that device already reported for this notification, or the notification
     /// already holds `limit` reports (both checked and written in one transaction).
-    func addDeviceReceipt(notificationID: String, device: String, report: JSONValue, limit: Int) async throws -> ReceiptAdmission
+    func addDeviceReceipt(
+        notificationID: String,
+        device: String,
+        report: JSONValue,
+        limit: Int
+    ) async throws -> ReceiptAdmission
     /// The receipts of a notification by device token.
     func receipts(notificationID: String) async throws -> [String: JSONValue]
 }
@@ -171,7 +200,7 @@ extension ServerStore {
     /// The message of a notification, for the workers.
     public func message(id: String) async throws -> PushMessage? {
         guard let n = try await notification(id: id) else { return nil }
-        return try? PushMessage.decode(n.message)
+        return try PushMessage.decode(n.message)
     }
 }
 
@@ -198,7 +227,11 @@ public enum APIKeys {
     public static func newKey() -> String {
         var generator = SystemRandomNumberGenerator()
         let bytes = (0..<32).map { _ in UInt8.random(in: 0...255, using: &generator) }
-        return "rp_" + Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+        return "rp_"
+            + Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
+                of: "/",
+                with: "_"
+            ).replacingOccurrences(of: "=", with: "")
     }
 }
 

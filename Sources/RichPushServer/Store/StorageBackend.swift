@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import ServiceLifecycle
 
 /// The database behind the server: its stores, the intake that writes across them, and the fast paths only it can
@@ -14,7 +15,14 @@ public protocol StorageBackend: Sendable {
 
     /// Queues a delivery for every device of the audience, outside a notification's intake (tools and benchmarks);
     /// returns how many. Spread as the intake spreads (``Spread``).
-    func fanOut(notificationID: String, appID: String, audience: Audience, notBefore: Date, expiresAt: Date?, spread: TimeInterval) async throws -> Int
+    func fanOut(
+        notificationID: String,
+        appID: String,
+        audience: Audience,
+        notBefore: Date,
+        expiresAt: Date?,
+        spread: TimeInterval
+    ) async throws -> Int
 
     /// The deliveries each provider would get for the audience, without creating any (a dry run).
     func countByProvider(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]
@@ -34,7 +42,11 @@ public protocol StorageBackend: Sendable {
     /// The backend's background work while the server runs, with the server's periodic jobs: on a database
     /// several nodes share, the jobs run on one node at a time (the leader), beside the listener and heartbeat;
     /// otherwise on this node. `onNodes` hears how many nodes are live.
-    func backgroundServices(address: String, leaderJobs: [PeriodicJob], onNodes: @escaping @Sendable (Int) -> Void) -> [any Service]
+    func backgroundServices(
+        address: String,
+        leaderJobs: [PeriodicJob],
+        onNodes: @escaping @Sendable (Int) -> Void
+    ) -> [any Service]
 
     /// Closes connections (after the server stopped).
     func close() async
@@ -44,7 +56,11 @@ extension StorageBackend {
     public var sharedMedia: (any SharedMediaFiles)? { nil }
     public func isUnavailable(_ error: any Error) -> Bool { error is DatabaseUnavailable }
     public func onWorkQueued(_ wake: @escaping @Sendable () -> Void) {}
-    public func backgroundServices(address: String, leaderJobs: [PeriodicJob], onNodes: @escaping @Sendable (Int) -> Void) -> [any Service] {
+    public func backgroundServices(
+        address: String,
+        leaderJobs: [PeriodicJob],
+        onNodes: @escaping @Sendable (Int) -> Void
+    ) -> [any Service] {
         leaderJobs.isEmpty ? [] : [LocalPeriodicJobs(jobs: leaderJobs)]
     }
     public func close() async {}
@@ -53,13 +69,20 @@ extension StorageBackend {
 /// Periodic jobs on a node that is the only one: run at their intervals until the server stops.
 struct LocalPeriodicJobs: Service {
     let jobs: [PeriodicJob]
+    var logger = Logger(label: "richpush.jobs")
 
     func run() async throws {
+        // Cancellation (the server stopping) ends the loop; it is not an error.
         try? await cancelWhenGracefulShutdown {
             var due = Dictionary(uniqueKeysWithValues: jobs.map { ($0.name, Date()) })
             while !Task.isCancelled {
                 for job in jobs where due[job.name, default: .distantPast] <= Date() {
-                    try? await job.run()
+                    do { try await job.run() } catch {
+                        logger.warning(
+                            "periodic job failed",
+                            metadata: ["job": .string(job.name), "error": .string(String(describing: error))]
+                        )
+                    }
                     due[job.name] = Date().addingTimeInterval(job.interval)
                 }
                 try await Task.sleep(for: .seconds(min(1, jobs.map(\.interval).min() ?? 1)))

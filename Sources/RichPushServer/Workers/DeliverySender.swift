@@ -26,7 +26,13 @@ public final class ProviderDeliverySender: DeliverySender {
         public var fcmProjectID: String
         public var chartImageURL: String?
 
-        public init(apns: APNsClient?, bundleID: String, fcm: FCMClient?, fcmProjectID: String, chartImageURL: String? = nil) {
+        public init(
+            apns: APNsClient?,
+            bundleID: String,
+            fcm: FCMClient?,
+            fcmProjectID: String,
+            chartImageURL: String? = nil
+        ) {
             self.apns = apns
             self.bundleID = bundleID
             self.fcm = fcm
@@ -61,7 +67,10 @@ public final class ProviderDeliverySender: DeliverySender {
         return m
     }
 
-    public init(app: @escaping @Sendable (String) async -> App?, message: @escaping @Sendable (String) async -> PushMessage?) {
+    public init(
+        app: @escaping @Sendable (String) async -> App?,
+        message: @escaping @Sendable (String) async -> PushMessage?
+    ) {
         self.app = app
         self.message = message
     }
@@ -72,11 +81,15 @@ public final class ProviderDeliverySender: DeliverySender {
 
     public func send(_ d: DeliveryRecord) async -> SendResult {
         guard let app = await app(d.appID) else { return .failed(.fixCredentials, reason: "unknown_app") }
-        guard let m = await cachedMessage(d.notificationID) else { return .failed(.never, reason: "notification_missing") }
+        guard let m = await cachedMessage(d.notificationID) else {
+            return .failed(.never, reason: "notification_missing")
+        }
         switch d.provider {
         case .apns:
             guard let client = app.apns else { return .failed(.fixCredentials, reason: "apns_not_configured") }
-            let prepared = rendered.apns(d.notificationID) { APNsPreparedRequest(APNsRenderer(bundleID: app.bundleID).render(m, deviceToken: "")) }
+            let prepared = rendered.apns(d.notificationID) {
+                APNsPreparedRequest(APNsRenderer(bundleID: app.bundleID).render(m, deviceToken: ""))
+            }
             do {
                 let delivery = try await client.send(prepared, to: d.target)
                 return .delivered(providerID: delivery.apnsID)
@@ -85,7 +98,10 @@ public final class ProviderDeliverySender: DeliverySender {
             }
         case .fcm:
             guard let client = app.fcm else { return .failed(.fixCredentials, reason: "fcm_not_configured") }
-            let request = FCMRenderer(projectID: app.fcmProjectID, chartImageURL: app.chartImageURL).render(m, to: FCMTarget(storedForm: d.target))
+            let request = FCMRenderer(projectID: app.fcmProjectID, chartImageURL: app.chartImageURL).render(
+                m,
+                to: FCMTarget(storedForm: d.target)
+            )
             do {
                 return .delivered(providerID: try await client.send(request))
             } catch {

@@ -28,7 +28,14 @@ public final class DeliveryWorker: Sendable {
         /// ``sendDeadline`` as it applies.
         var effectiveSendDeadline: TimeInterval { sendDeadline ?? max(lease / 2, 30) }
 
-        public init(owner: String = "worker-\(UUID().uuidString.prefix(8))", batchSize: Int = 200, concurrency: Int = 200, lease: TimeInterval = 60, idleWait: TimeInterval = 0.2, retry: RetryPolicy = RetryPolicy()) {
+        public init(
+            owner: String = "worker-\(UUID().uuidString.prefix(8))",
+            batchSize: Int = 200,
+            concurrency: Int = 200,
+            lease: TimeInterval = 60,
+            idleWait: TimeInterval = 0.2,
+            retry: RetryPolicy = RetryPolicy()
+        ) {
             self.owner = owner
             self.batchSize = batchSize
             self.concurrency = concurrency
@@ -51,8 +58,13 @@ public final class DeliveryWorker: Sendable {
     let deadlines: SendDeadlines
 
     public init(
-        configuration: Configuration = .init(), queue: DeliveryQueue, sender: DeliverySender, metrics: ServerMetrics? = nil, health: DatabaseHealth? = nil,
-        logger: Logger = Logger(label: "richpush.worker"), now: @escaping @Sendable () -> Date = { Date() },
+        configuration: Configuration = .init(),
+        queue: DeliveryQueue,
+        sender: DeliverySender,
+        metrics: ServerMetrics? = nil,
+        health: DatabaseHealth? = nil,
+        logger: Logger = Logger(label: "richpush.worker"),
+        now: @escaping @Sendable () -> Date = { Date() },
         prune: @escaping @Sendable (DeliveryRecord, String) async -> Void = { _, _ in }
     ) {
         self.configuration = configuration
@@ -77,20 +89,34 @@ public final class DeliveryWorker: Sendable {
     public func runOnce() async throws -> Int {
         let claimed = now()
         let clock = ContinuousClock.now
-        let batch = try await queue.claim(owner: configuration.owner, limit: configuration.batchSize, now: claimed, lease: configuration.lease)
+        let batch = try await queue.claim(
+            owner: configuration.owner,
+            limit: configuration.batchSize,
+            now: claimed,
+            lease: configuration.lease
+        )
         let took = ContinuousClock.now - clock
         metrics?.claimed(seconds: Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18)
         guard !batch.isEmpty else { return 0 }
         let leases = BatchLeases(ids: batch.map(\.id), ends: claimed.addingTimeInterval(configuration.lease))
-        let renewal = Task { [queue, configuration, now] in
+        let renewal = Task { [queue, configuration, now, logger] in
             while !Task.isCancelled {
+                // Cancelled when the batch is settled: the loop ends just below.
                 try? await Task.sleep(nanoseconds: UInt64(configuration.lease / 3 * 1e9))
                 if Task.isCancelled { return }
                 let ids = leases.open
                 let until = now().addingTimeInterval(configuration.lease)
-                // A failed extension leaves the leases to their old end (the database may be away).
-                guard let held = try? await queue.extend(ids, owner: configuration.owner, until: until) else { continue }
-                leases.extended(ids, held: held, until: until)
+                do {
+                    let held = try await queue.extend(ids, owner: configuration.owner, until: until)
+                    leases.extended(ids, held: held, until: until)
+                } catch {
+                    // The leases keep their old end (the database may be away): a send past it may be made again
+                    // by another worker, which the outcome then counts as a duplicate.
+                    logger.warning(
+                        "could not extend the batch's leases",
+                        metadata: ["deliveries": .stringConvertible(ids.count), "error": .string("\(error)")]
+                    )
+                }
             }
         }
         defer { renewal.cancel() }
@@ -103,7 +129,9 @@ public final class DeliveryWorker: Sendable {
             let held = try await settleWhileLeased(settled, leases: leases)
             leases.settled(settled.map(\.id))
             for s in settled where held.contains(s.id) {
-                if case .finish(let o) = s.action, o.state == .pruned, let d = byID[s.id] { await prune(d, o.reason ?? "") }
+                if case .finish(let o) = s.action, o.state == .pruned, let d = byID[s.id] {
+                    await prune(d, o.reason ?? "")
+                }
             }
         }
         // A send starts while its lease holds for one more renewal period at least.
@@ -139,7 +167,11 @@ public final class DeliveryWorker: Sendable {
         while !Task.isCancelled {
             // Nothing is claimed while the database is away (the probe says when it is back).
             if let health, !health.isUp {
-                await withTaskCancellationHandler { await signal.wait(upTo: 0.5) } onCancel: { signal.signal() }
+                await withTaskCancellationHandler {
+                    await signal.wait(upTo: 0.5)
+                } onCancel: {
+                    signal.signal()
+                }
                 continue
             }
             do {
@@ -149,14 +181,25 @@ public final class DeliveryWorker: Sendable {
                 let handled = try await Task { try await self.runOnce() }.value
                 failures = 0
                 if handled == 0 {
-                    await withTaskCancellationHandler { await signal.wait(upTo: configuration.idleWait) } onCancel: { signal.signal() }
+                    await withTaskCancellationHandler {
+                        await signal.wait(upTo: configuration.idleWait)
+                    } onCancel: {
+                        signal.signal()
+                    }
                 }
             } catch {
                 // A failed claim or settle does not stop the worker: it backs off and tries again.
                 failures += 1
-                logger.warning("a batch failed", metadata: ["owner": .string(configuration.owner), "error": .string(String(describing: error))])
+                logger.warning(
+                    "a batch failed",
+                    metadata: ["owner": .string(configuration.owner), "error": .string(String(describing: error))]
+                )
                 let pause = min(5, 0.1 * pow(2, Double(min(failures, 10))))
-                await withTaskCancellationHandler { await signal.wait(upTo: pause) } onCancel: { signal.signal() }
+                await withTaskCancellationHandler {
+                    await signal.wait(upTo: pause)
+                } onCancel: {
+                    signal.signal()
+                }
             }
         }
     }
@@ -211,7 +254,14 @@ public final class DeliveryWorker: Sendable {
             metrics?.delivered(provider: d.provider, secondsSinceDue: now().timeIntervalSince(d.notBefore))
             return Settlement(id: d.id, .finish(.delivered(providerID: id)))
         case let .failed(decision, reason):
-            switch configuration.retry.action(after: decision, reason: reason, attempts: d.attempts, expiresAt: d.expiresAt, now: now(), random: { Double.random(in: 0..<1) }) {
+            switch configuration.retry.action(
+                after: decision,
+                reason: reason,
+                attempts: d.attempts,
+                expiresAt: d.expiresAt,
+                now: now(),
+                random: { Double.random(in: 0..<1) }
+            ) {
             case .retry(let at):
                 metrics?.attempt(provider: d.provider, state: "retry", reason: reason)
                 return Settlement(id: d.id, .reschedule(notBefore: at, reason: reason))

@@ -19,7 +19,12 @@ public final class ProviderClients: Sendable {
         public var fcmTokenURI: String?
         public var trust: TLSTrust
 
-        public init(apnsEndpoint: APNsConfiguration.Endpoint? = nil, fcmEndpoint: FCMConfiguration.Endpoint? = nil, fcmTokenURI: String? = nil, trust: TLSTrust = .system) {
+        public init(
+            apnsEndpoint: APNsConfiguration.Endpoint? = nil,
+            fcmEndpoint: FCMConfiguration.Endpoint? = nil,
+            fcmTokenURI: String? = nil,
+            trust: TLSTrust = .system
+        ) {
             self.apnsEndpoint = apnsEndpoint
             self.fcmEndpoint = fcmEndpoint
             self.fcmTokenURI = fcmTokenURI
@@ -61,9 +66,12 @@ public final class ProviderClients: Sendable {
     public func sender(for app: ServerApp, chartImageURL: String? = nil) -> ProviderDeliverySender.App {
         let b = clients(for: app)
         return .init(
-            apns: b.apns ?? (app.apns == nil ? fallback?.apns : nil), bundleID: app.bundleID,
-            fcm: b.fcm ?? (app.fcm == nil ? fallback?.fcm : nil), fcmProjectID: app.fcm?.projectID ?? app.fcmProjectID ?? fallback?.fcmProjectID ?? "",
-            chartImageURL: chartImageURL)
+            apns: b.apns ?? (app.apns == nil ? fallback?.apns : nil),
+            bundleID: app.bundleID,
+            fcm: b.fcm ?? (app.fcm == nil ? fallback?.fcm : nil),
+            fcmProjectID: app.fcm?.projectID ?? app.fcmProjectID ?? fallback?.fcmProjectID ?? "",
+            chartImageURL: chartImageURL
+        )
     }
 
     private func clients(for app: ServerApp) -> Built {
@@ -73,7 +81,10 @@ public final class ProviderClients: Sendable {
             do {
                 let key = try APNsSigningKey(p8: c.keyPEM, keyID: c.keyID, teamID: c.teamID)
                 let endpoint = routing.apnsEndpoint ?? (c.environment == .production ? .production : .sandbox)
-                b.apns = APNsClient(configuration: .init(endpoint: endpoint, authentication: .token(key), trust: routing.trust), eventLoopGroup: group)
+                b.apns = APNsClient(
+                    configuration: .init(endpoint: endpoint, authentication: .token(key), trust: routing.trust),
+                    eventLoopGroup: group
+                )
             } catch { b.problem = "apns key: \(error)" }
         }
         if let c = app.fcm {
@@ -83,9 +94,18 @@ public final class ProviderClients: Sendable {
                 // Checked again before any connection: a row stored before the check, or edited in the database,
                 // must not point the server at an address of someone's choosing.
                 guard routing.fcmTokenURI != nil || ServiceAccount.isGoogleTokenEndpoint(account.tokenURI) else {
-                    throw ServiceAccount.Problem(description: "token_uri is not Google's token endpoint; not connecting")
+                    throw ServiceAccount.Problem(
+                        description: "token_uri is not Google's token endpoint; not connecting"
+                    )
                 }
-                b.fcm = FCMClient(configuration: .init(serviceAccount: account, endpoint: routing.fcmEndpoint ?? .production, trust: routing.trust), eventLoopGroup: group)
+                b.fcm = FCMClient(
+                    configuration: .init(
+                        serviceAccount: account,
+                        endpoint: routing.fcmEndpoint ?? .production,
+                        trust: routing.trust
+                    ),
+                    eventLoopGroup: group
+                )
             } catch { b.problem = "fcm service account: \(error)" }
         }
         // Two callers may build at once: one wins, the other's clients (or the replaced ones) are closed.

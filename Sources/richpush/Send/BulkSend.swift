@@ -97,13 +97,31 @@ struct BulkSend: Sendable {
             var running = 0
             while !stop.isSet, let target = try next() {
                 guard firstTime(target) else {
-                    record(.init(target: target.storedForm, provider: "", state: .skipped, reason: "duplicate", attempts: 0, detail: "a repeat of a token earlier in the file: sent once"))
+                    record(
+                        .init(
+                            target: target.storedForm,
+                            provider: "",
+                            state: .skipped,
+                            reason: "duplicate",
+                            attempts: 0,
+                            detail: "a repeat of a token earlier in the file: sent once"
+                        )
+                    )
                     continue
                 }
                 let sender: TargetSender
                 switch route(target) {
                 case .failure(let p):
-                    record(.init(target: target.storedForm, provider: p.provider, state: .failed, reason: p.reason, attempts: 0, detail: p.detail))
+                    record(
+                        .init(
+                            target: target.storedForm,
+                            provider: p.provider,
+                            state: .failed,
+                            reason: p.reason,
+                            attempts: 0,
+                            detail: p.detail
+                        )
+                    )
                     continue
                 case .success(let s): sender = s
                 }
@@ -118,7 +136,16 @@ struct BulkSend: Sendable {
         }
         while let target = try next() {
             let repeatOfEarlier = !firstTime(target)
-            record(.init(target: target.storedForm, provider: "", state: repeatOfEarlier ? .skipped : .notSent, reason: repeatOfEarlier ? "duplicate" : "interrupted", attempts: 0, detail: repeatOfEarlier ? nil : "stopped before it was sent"))
+            record(
+                .init(
+                    target: target.storedForm,
+                    provider: "",
+                    state: repeatOfEarlier ? .skipped : .notSent,
+                    reason: repeatOfEarlier ? "duplicate" : "interrupted",
+                    attempts: 0,
+                    detail: repeatOfEarlier ? nil : "stopped before it was sent"
+                )
+            )
         }
     }
 
@@ -129,18 +156,46 @@ struct BulkSend: Sendable {
             attempts += 1
             switch await sender.send(target) {
             case .delivered(let id):
-                return .init(target: target.storedForm, provider: sender.provider, state: .delivered, providerID: id, attempts: attempts)
+                return .init(
+                    target: target.storedForm,
+                    provider: sender.provider,
+                    state: .delivered,
+                    providerID: id,
+                    attempts: attempts
+                )
             case let .failed(decision, reason, detail):
-                let action = retry.action(after: decision, reason: reason, attempts: attempts, expiresAt: expiresAt, now: Date(), random: { Double.random(in: 0..<1) })
+                let action = retry.action(
+                    after: decision,
+                    reason: reason,
+                    attempts: attempts,
+                    expiresAt: expiresAt,
+                    now: Date(),
+                    random: { Double.random(in: 0..<1) }
+                )
                 switch action {
                 case .final(let o):
-                    let state: TargetOutcome.State = o.state == .pruned ? .pruned : o.state == .expired ? .expired : .failed
-                    return .init(target: target.storedForm, provider: sender.provider, state: state, reason: o.reason ?? reason, attempts: attempts, detail: detail)
+                    let state: TargetOutcome.State =
+                        o.state == .pruned ? .pruned : o.state == .expired ? .expired : .failed
+                    return .init(
+                        target: target.storedForm,
+                        provider: sender.provider,
+                        state: state,
+                        reason: o.reason ?? reason,
+                        attempts: attempts,
+                        detail: detail
+                    )
                 case .retry(let at):
                     retrying(reason, detail, at.timeIntervalSinceNow)
                     await stop.sleep(until: at)
                     if stop.isSet {
-                        return .init(target: target.storedForm, provider: sender.provider, state: .notSent, reason: "interrupted", attempts: attempts, detail: "stopped while waiting to retry after \(reason)")
+                        return .init(
+                            target: target.storedForm,
+                            provider: sender.provider,
+                            state: .notSent,
+                            reason: "interrupted",
+                            attempts: attempts,
+                            detail: "stopped while waiting to retry after \(reason)"
+                        )
                     }
                 }
             }

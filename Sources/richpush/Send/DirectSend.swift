@@ -22,14 +22,23 @@ struct DirectSend {
         let output = command.output
         try output.checked()
         let sandboxMode = command.sandbox != nil
-        let report = MessageValidator(options: .init(allowInsecureMedia: output.allowHTTP || sandboxMode, requireTargets: false)).validate(json: json)
+        let report = MessageValidator(
+            options: .init(allowInsecureMedia: output.allowHTTP || sandboxMode, requireTargets: false)
+        ).validate(json: json)
         for issue in report.issues { printError(issue.description) }
         if !report.isValid && !output.force {
-            throw SendFailure.invalid("\(report.errors.count) error(s) in \(command.message): nothing sent (--force sends anyway)")
+            throw SendFailure.invalid(
+                "\(report.errors.count) error(s) in \(command.message): nothing sent (--force sends anyway)"
+            )
         }
         var (m, _) = PushMessage.read(json)
         if !output.noPreflight && !m.media.isEmpty {
-            try await preflight(&m, allowAll: sandboxMode, allowHTTP: output.allowHTTP || sandboxMode, force: output.force)
+            try await preflight(
+                &m,
+                allowAll: sandboxMode,
+                allowHTTP: output.allowHTTP || sandboxMode,
+                force: output.force
+            )
         }
         var send = DirectSend(command: command, message: m)
         try await send.setUpClients()
@@ -47,7 +56,9 @@ struct DirectSend {
         for w in warnings { printError(w.description) }
         for e in errors { printError(e.description) }
         if !errors.isEmpty && !force {
-            throw SendFailure.invalid("the media preflight refused \(errors.count) media item(s): nothing sent (--force sends anyway, --no-preflight skips the check)")
+            throw SendFailure.invalid(
+                "the media preflight refused \(errors.count) media item(s): nothing sent (--force sends anyway, --no-preflight skips the check)"
+            )
         }
     }
 
@@ -61,39 +72,95 @@ struct DirectSend {
         if let dir = command.sandbox {
             let folder = URL(fileURLWithPath: dir, isDirectory: true)
             let summaryFile = folder.appendingPathComponent(Sandbox.summaryFile)
-            guard let data = FileManager.default.contents(atPath: summaryFile.path), let summary = try? JSONValue.parse(data) else {
-                throw SendFailure.usage("no running sandbox in \(dir) (no \(Sandbox.summaryFile)): start `richpush sandbox --dir \(dir)` first")
+            guard let data = FileManager.default.contents(atPath: summaryFile.path),
+                let summary = try? JSONValue.parse(data)
+            else {
+                throw SendFailure.usage(
+                    "no running sandbox in \(dir) (no \(Sandbox.summaryFile)): start `richpush sandbox --dir \(dir)` first"
+                )
             }
             let creds: SandboxCredentials
-            do { creds = try SandboxCredentials.read(from: folder) } catch { throw SendFailure.usage("--sandbox \(dir): \(error)") }
+            do { creds = try SandboxCredentials.read(from: folder) } catch {
+                throw SendFailure.usage("--sandbox \(dir): \(error)")
+            }
             let caTrust = TLSTrust.certificateAuthority(pem: creds.caCertificatePEM)
-            guard let apnsPort = summary["apns"]?["port"]?.intValue, (1...65535).contains(apnsPort), let fcmURL = summary["fcm"]?["url"]?.stringValue else {
+            guard let apnsPort = summary["apns"]?["port"]?.intValue, (1...65535).contains(apnsPort),
+                let fcmURL = summary["fcm"]?["url"]?.stringValue
+            else {
                 throw SendFailure.usage("\(summaryFile.path) does not name the emulators' ports (1 to 65535)")
             }
             let fcmEndpoint = try Endpoint(url: fcmURL, option: "the sandbox's FCM URL")
             let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
-            let apnsClient = APNsClient(configuration: .init(endpoint: .custom(host: "127.0.0.1", port: Int(apnsPort)), authentication: .token(key), trust: caTrust, connections: o.connections, requestTimeout: o.timeout), eventLoopGroup: group)
-            apns = APNsTargetSender(client: apnsClient, message: message, bundleID: command.apns.bundleID ?? "com.example.app")
+            let apnsClient = APNsClient(
+                configuration: .init(
+                    endpoint: .custom(host: "127.0.0.1", port: Int(apnsPort)),
+                    authentication: .token(key),
+                    trust: caTrust,
+                    connections: o.connections,
+                    requestTimeout: o.timeout
+                ),
+                eventLoopGroup: group
+            )
+            apns = APNsTargetSender(
+                client: apnsClient,
+                message: message,
+                bundleID: command.apns.bundleID ?? "com.example.app"
+            )
             let account = try ServiceAccount(contentsOf: folder.appendingPathComponent("service-account.json"))
-            let fcmClient = FCMClient(configuration: .init(serviceAccount: account, endpoint: .custom(host: fcmEndpoint.host, port: fcmEndpoint.port), trust: caTrust, connections: o.connections, requestTimeout: o.timeout), eventLoopGroup: group)
-            fcm = FCMTargetSender(client: fcmClient, renderer: FCMRenderer(projectID: account.projectID, chartImageURL: message.chartImageURL), message: message)
-            clients = [{ await apnsClient.shutdown() }, { await fcmClient.shutdown() }, { try? await group.shutdownGracefully() }]
+            let fcmClient = FCMClient(
+                configuration: .init(
+                    serviceAccount: account,
+                    endpoint: .custom(host: fcmEndpoint.host, port: fcmEndpoint.port),
+                    trust: caTrust,
+                    connections: o.connections,
+                    requestTimeout: o.timeout
+                ),
+                eventLoopGroup: group
+            )
+            fcm = FCMTargetSender(
+                client: fcmClient,
+                renderer: FCMRenderer(projectID: account.projectID, chartImageURL: message.chartImageURL),
+                message: message
+            )
+            clients = [
+                { await apnsClient.shutdown() }, { await fcmClient.shutdown() },
+                { try? await group.shutdownGracefully() },
+            ]
         } else if command.apns.given {
             let a = command.apns
-            guard let bundleID = a.bundleID, !bundleID.isEmpty else { throw SendFailure.usage("--bundle-id is required: APNs needs the app's bundle id (apns-topic)") }
+            guard let bundleID = a.bundleID, !bundleID.isEmpty else {
+                throw SendFailure.usage("--bundle-id is required: APNs needs the app's bundle id (apns-topic)")
+            }
             let authentication: APNsConfiguration.Authentication
             if let keyFile = a.key {
                 guard a.certificate == nil else { throw SendFailure.usage("give --apns-key or --apns-cert, not both") }
-                guard let keyID = a.keyID, let teamID = a.teamID else { throw SendFailure.usage("--apns-key needs --key-id and --team-id") }
+                guard let keyID = a.keyID, let teamID = a.teamID else {
+                    throw SendFailure.usage("--apns-key needs --key-id and --team-id")
+                }
                 do {
-                    authentication = .token(try APNsSigningKey(p8: try readText(keyFile, option: "--apns-key"), keyID: keyID, teamID: teamID))
+                    authentication = .token(
+                        try APNsSigningKey(
+                            p8: try readText(keyFile, option: "--apns-key"),
+                            keyID: keyID,
+                            teamID: teamID
+                        )
+                    )
                 } catch let f as SendFailure { throw f } catch {
                     // The key's text is never printed: only that it is not a P-256 key in PEM.
-                    throw SendFailure.usage("--apns-key \(keyFile) is not a .p8 signing key (a P-256 private key in PEM)")
+                    throw SendFailure.usage(
+                        "--apns-key \(keyFile) is not a .p8 signing key (a P-256 private key in PEM)"
+                    )
                 }
             } else {
-                guard let certFile = a.certificate, let keyFile = a.certificateKey else { throw SendFailure.usage("--apns-cert needs --apns-cert-key") }
-                authentication = .certificate(ClientIdentity(certificateChainPEM: try readText(certFile, option: "--apns-cert"), privateKeyPEM: try readText(keyFile, option: "--apns-cert-key")))
+                guard let certFile = a.certificate, let keyFile = a.certificateKey else {
+                    throw SendFailure.usage("--apns-cert needs --apns-cert-key")
+                }
+                authentication = .certificate(
+                    ClientIdentity(
+                        certificateChainPEM: try readText(certFile, option: "--apns-cert"),
+                        privateKeyPEM: try readText(keyFile, option: "--apns-cert-key")
+                    )
+                )
             }
             let endpoint: APNsConfiguration.Endpoint
             if let url = a.url {
@@ -102,13 +169,24 @@ struct DirectSend {
             } else {
                 endpoint = a.production ? .production : .sandbox
             }
-            let client = APNsClient(configuration: .init(endpoint: endpoint, authentication: authentication, trust: trust, connections: o.connections, requestTimeout: o.timeout), eventLoopGroup: group)
+            let client = APNsClient(
+                configuration: .init(
+                    endpoint: endpoint,
+                    authentication: authentication,
+                    trust: trust,
+                    connections: o.connections,
+                    requestTimeout: o.timeout
+                ),
+                eventLoopGroup: group
+            )
             apns = APNsTargetSender(client: client, message: message, bundleID: bundleID)
             clients = [{ await client.shutdown() }, { try? await group.shutdownGracefully() }]
         } else if let file = command.fcm.serviceAccount {
             var account: ServiceAccount
             // The file's contents are never printed: its problem is named, not quoted.
-            do { account = try ServiceAccount(json: Data(try readText(file, option: "--fcm-service-account").utf8)) } catch let f as SendFailure { throw f } catch {
+            do {
+                account = try ServiceAccount(json: Data(try readText(file, option: "--fcm-service-account").utf8))
+            } catch let f as SendFailure { throw f } catch {
                 throw SendFailure.usage("--fcm-service-account \(file): \(error)")
             }
             var endpoint: FCMConfiguration.Endpoint = .production
@@ -117,14 +195,31 @@ struct DirectSend {
                 endpoint = .custom(host: e.host, port: e.port)
             } else if !ServiceAccount.isGoogleTokenEndpoint(account.tokenURI) {
                 // The signed assertion would go to whatever address the file names.
-                throw SendFailure.usage("--fcm-service-account \(file): its token_uri is not Google's token endpoint; not sending the key's assertion there")
+                throw SendFailure.usage(
+                    "--fcm-service-account \(file): its token_uri is not Google's token endpoint; not sending the key's assertion there"
+                )
             }
-            let client = FCMClient(configuration: .init(serviceAccount: account, endpoint: endpoint, trust: trust, connections: o.connections, requestTimeout: o.timeout), eventLoopGroup: group)
-            fcm = FCMTargetSender(client: client, renderer: FCMRenderer(projectID: account.projectID, chartImageURL: message.chartImageURL), message: message)
+            let client = FCMClient(
+                configuration: .init(
+                    serviceAccount: account,
+                    endpoint: endpoint,
+                    trust: trust,
+                    connections: o.connections,
+                    requestTimeout: o.timeout
+                ),
+                eventLoopGroup: group
+            )
+            fcm = FCMTargetSender(
+                client: client,
+                renderer: FCMRenderer(projectID: account.projectID, chartImageURL: message.chartImageURL),
+                message: message
+            )
             clients = [{ await client.shutdown() }, { try? await group.shutdownGracefully() }]
         }
         if fcm != nil, message.chart != nil, message.chartImageURL == nil {
-            printError("warning: chart: Android shows no chart from a direct send (no server hosts its PNG): send through --server, or give chart_image_url")
+            printError(
+                "warning: chart: Android shows no chart from a direct send (no server hosts its PNG): send through --server, or give chart_image_url"
+            )
         }
     }
 
@@ -134,13 +229,17 @@ struct DirectSend {
         let given = (t.token.isEmpty ? 0 : 1) + [t.tokens, t.topic, t.condition].compactMap { $0 }.count
         if given > 1 { throw SendFailure.usage("give one kind of target: --token, --tokens, --topic or --condition") }
         if t.column != nil && t.tokens == nil { throw SendFailure.usage("--column needs --tokens FILE") }
-        if fcm == nil && (t.topic != nil || t.condition != nil) { throw SendFailure.usage("APNs sends to device tokens only: --topic and --condition are FCM's") }
+        if fcm == nil && (t.topic != nil || t.condition != nil) {
+            throw SendFailure.usage("APNs sends to device tokens only: --topic and --condition are FCM's")
+        }
         if let topic = t.topic {
             if let p = MessageValidator.fcmTopicProblem(topic) { throw SendFailure.usage("--topic: \(p.message)") }
             return [.topic(topic)]
         }
         if let condition = t.condition {
-            if let p = MessageValidator.fcmConditionProblem(condition) { throw SendFailure.usage("--condition: \(p.message)") }
+            if let p = MessageValidator.fcmConditionProblem(condition) {
+                throw SendFailure.usage("--condition: \(p.message)")
+            }
             return [.condition(condition)]
         }
         if !t.token.isEmpty { return t.token.map(SendTarget.token) }
@@ -153,7 +252,11 @@ struct DirectSend {
             if let topic = m.topic { from.append(.topic(topic)) }
             if let condition = m.condition { from.append(.condition(condition)) }
         }
-        guard !from.isEmpty else { throw SendFailure.usage("no targets: give --token, --tokens, --topic or --condition (or targets in the message)") }
+        guard !from.isEmpty else {
+            throw SendFailure.usage(
+                "no targets: give --token, --tokens, --topic or --condition (or targets in the message)"
+            )
+        }
         return from
     }
 
@@ -174,9 +277,14 @@ struct DirectSend {
         var policy = RetryPolicy()
         policy.maxAttempts = command.output.maxAttempts
         let engine = BulkSend(
-            concurrency: command.output.concurrency, retry: policy, expiresAt: expiresAt,
-            route: { [self] in route($0) }, stop: session.stop, record: { session.record($0) },
-            retrying: { session.retrying(reason: $0, detail: $1, wait: $2) })
+            concurrency: command.output.concurrency,
+            retry: policy,
+            expiresAt: expiresAt,
+            route: { [self] in route($0) },
+            stop: session.stop,
+            record: { session.record($0) },
+            retrying: { session.retrying(reason: $0, detail: $1, wait: $2) }
+        )
         let signals = session.catchSignals()
         let progress = Task { await session.console.follow(session.tally, total: total, started: session.started) }
         var queue = listed?.makeIterator()
@@ -207,11 +315,19 @@ struct DirectSend {
                 if let problem { return .failure(.init(provider: "apns", reason: "bad-token", detail: problem)) }
                 return .success(apns)
             }
-            guard let fcm else { return .failure(.init(provider: "", reason: "no-provider", detail: "nothing set up to send to it")) }
-            if let p = MessageValidator.fcmTokenProblem(t) { return .failure(.init(provider: "fcm", reason: "bad-token", detail: p)) }
+            guard let fcm else {
+                return .failure(.init(provider: "", reason: "no-provider", detail: "nothing set up to send to it"))
+            }
+            if let p = MessageValidator.fcmTokenProblem(t) {
+                return .failure(.init(provider: "fcm", reason: "bad-token", detail: p))
+            }
             return .success(fcm)
         case .topic, .condition:
-            guard let fcm else { return .failure(.init(provider: "apns", reason: "not-a-token", detail: "APNs sends to device tokens only")) }
+            guard let fcm else {
+                return .failure(
+                    .init(provider: "apns", reason: "not-a-token", detail: "APNs sends to device tokens only")
+                )
+            }
             return .success(fcm)
         }
     }

@@ -41,7 +41,11 @@ struct FCMTargetSender: TargetSender {
         do {
             return .delivered(providerID: try await client.send(renderer.render(message, to: target)))
         } catch {
-            return .failed(error.retry, reason: error.code?.description ?? error.label, detail: error.advice ?? error.message)
+            return .failed(
+                error.retry,
+                reason: error.code?.description ?? error.label,
+                detail: error.advice ?? error.message
+            )
         }
     }
 }
@@ -77,6 +81,8 @@ enum SendFailure: Error, CustomStringConvertible {
 
 /// Reads a file named by an option, with a message naming the option when it cannot be read.
 func readText(_ path: String, option: String) throws -> String {
-    guard let data = FileManager.default.contents(atPath: path) else { throw SendFailure.usage("\(option): cannot read \(path)") }
+    guard let data = FileManager.default.contents(atPath: path) else {
+        throw SendFailure.usage("\(option): cannot read \(path)")
+    }
     return String(decoding: data, as: UTF8.self)
 }

@@ -54,15 +54,22 @@ struct SendCommand: AsyncParsableCommand {
     }
 
     func send() async throws {
-        let modes = [apns.given ? "APNs" : nil, fcm.given ? "FCM" : nil, server.given ? "server" : nil, sandbox != nil ? "sandbox" : nil].compactMap { $0 }
+        let modes = [
+            apns.given ? "APNs" : nil, fcm.given ? "FCM" : nil, server.given ? "server" : nil,
+            sandbox != nil ? "sandbox" : nil,
+        ].compactMap { $0 }
         guard modes.count == 1 else {
-            throw SendFailure.usage(modes.isEmpty
-                ? "give one way to send: --apns-key (or --apns-cert), --fcm-service-account, --server or --sandbox"
-                : "give only one way to send (\(modes.joined(separator: ", ")) given)")
+            throw SendFailure.usage(
+                modes.isEmpty
+                    ? "give one way to send: --apns-key (or --apns-cert), --fcm-service-account, --server or --sandbox"
+                    : "give only one way to send (\(modes.joined(separator: ", ")) given)"
+            )
         }
         let value: JSONValue
         do { value = try MessageFile.readJSON(message) } catch { throw SendFailure.usage("\(error)") }
-        guard case .object(var fields) = value else { throw SendFailure.invalid("\(message): a message is a JSON object") }
+        guard case .object(var fields) = value else {
+            throw SendFailure.invalid("\(message): a message is a JSON object")
+        }
         // What a server send takes beside the message (audience, send_at, …) is the server's to read.
         var sendFields: [String: JSONValue] = [:]
         for name in ["audience", "send_at", "spread_seconds", "media_check", "rehost", "receipts", "dry_run"] {
@@ -74,7 +81,9 @@ struct SendCommand: AsyncParsableCommand {
             return
         }
         if let name = sendFields.keys.sorted().first {
-            throw SendFailure.usage("\(name) is for sends through a server (--server); a direct send goes now, to the targets given")
+            throw SendFailure.usage(
+                "\(name) is for sends through a server (--server); a direct send goes now, to the targets given"
+            )
         }
         let status = try await DirectSend.prepare(self, message: .object(fields)).run()
         if status != 0 { throw ExitCode(status) }
@@ -94,9 +103,15 @@ struct APNsOptions: ParsableArguments {
     var certificateKey: String?
     @Option(name: .customLong("bundle-id"), help: "The app's bundle id (apns-topic).")
     var bundleID: String?
-    @Flag(help: "Send to APNs production (TestFlight and App Store builds); the default is the sandbox (development builds).")
+    @Flag(
+        help:
+            "Send to APNs production (TestFlight and App Store builds); the default is the sandbox (development builds)."
+    )
     var production = false
-    @Option(name: .customLong("apns-url"), help: ArgumentHelp("Another APNs endpoint, https://HOST:PORT (an emulator or a proxy).", visibility: .hidden))
+    @Option(
+        name: .customLong("apns-url"),
+        help: ArgumentHelp("Another APNs endpoint, https://HOST:PORT (an emulator or a proxy).", visibility: .hidden)
+    )
     var url: String?
 
     var given: Bool { key != nil || certificate != nil }
@@ -105,7 +120,13 @@ struct APNsOptions: ParsableArguments {
 struct FCMOptions: ParsableArguments {
     @Option(name: .customLong("fcm-service-account"), help: "The Firebase service account's JSON key file.")
     var serviceAccount: String?
-    @Option(name: .customLong("fcm-url"), help: ArgumentHelp("Another FCM endpoint, https://HOST:PORT (an emulator); the service account's token_uri is then used as it is.", visibility: .hidden))
+    @Option(
+        name: .customLong("fcm-url"),
+        help: ArgumentHelp(
+            "Another FCM endpoint, https://HOST:PORT (an emulator); the service account's token_uri is then used as it is.",
+            visibility: .hidden
+        )
+    )
     var url: String?
 
     var given: Bool { serviceAccount != nil }
@@ -154,13 +175,19 @@ struct OutputOptions: ParsableArguments {
     var json = false
     @Option(help: "auto (a bar on a terminal, else lines), bar, lines or none.")
     var progress: String = "auto"
-    @Option(name: .customLong("progress-interval"), help: "Seconds between progress updates (default 0.1 for the bar, 2 for lines).")
+    @Option(
+        name: .customLong("progress-interval"),
+        help: "Seconds between progress updates (default 0.1 for the bar, 2 for lines)."
+    )
     var progressInterval: Double?
     @Option(help: "Sends in flight at once (1 to 10000).")
     var concurrency = 200
     @Option(help: "The most connections to the provider, opened as the sends in flight need them (1 to 64).")
     var connections = HTTP2PoolDefaults.connections
-    @Option(name: .customLong("max-attempts"), help: "Attempts per target before a retryable failure is final (1 to 100).")
+    @Option(
+        name: .customLong("max-attempts"),
+        help: "Attempts per target before a retryable failure is final (1 to 100)."
+    )
     var maxAttempts = RetryPolicy().maxAttempts
     @Option(help: "Seconds to wait for one answer (1 to 300).")
     var timeout: Double = 10
@@ -170,7 +197,10 @@ struct OutputOptions: ParsableArguments {
     var noPreflight = false
     @Flag(name: .customLong("allow-http"), help: "Accept http: media URLs (always on with --sandbox).")
     var allowHTTP = false
-    @Option(name: .customLong("ca-file"), help: ArgumentHelp("Trust only this CA (PEM) for the provider's TLS, as for an emulator.", visibility: .hidden))
+    @Option(
+        name: .customLong("ca-file"),
+        help: ArgumentHelp("Trust only this CA (PEM) for the provider's TLS, as for an emulator.", visibility: .hidden)
+    )
     var caFile: String?
 
     /// The numbers given, each held to its range with a message naming the option.
@@ -178,12 +208,18 @@ struct OutputOptions: ParsableArguments {
         guard (1...10_000).contains(concurrency) else { throw SendFailure.usage("--concurrency is from 1 to 10000") }
         guard (1...64).contains(connections) else { throw SendFailure.usage("--connections is from 1 to 64") }
         guard (1...100).contains(maxAttempts) else { throw SendFailure.usage("--max-attempts is from 1 to 100") }
-        guard timeout.isFinite, (1...300).contains(timeout) else { throw SendFailure.usage("--timeout is from 1 to 300 seconds") }
+        guard timeout.isFinite, (1...300).contains(timeout) else {
+            throw SendFailure.usage("--timeout is from 1 to 300 seconds")
+        }
         if let i = progressInterval, !(i.isFinite && (0.01...3600).contains(i)) {
             throw SendFailure.usage("--progress-interval is from 0.01 to 3600 seconds")
         }
-        guard SendConsole.Progress(rawValue: progress) != nil else { throw SendFailure.usage("--progress is auto, bar, lines or none") }
-        if let f = reportFormat, ReportWriter.Format(rawValue: f) == nil { throw SendFailure.usage("--report-format is csv or jsonl") }
+        guard SendConsole.Progress(rawValue: progress) != nil else {
+            throw SendFailure.usage("--progress is auto, bar, lines or none")
+        }
+        if let f = reportFormat, ReportWriter.Format(rawValue: f) == nil {
+            throw SendFailure.usage("--report-format is csv or jsonl")
+        }
         if reportFormat != nil && report == nil { throw SendFailure.usage("--report-format needs --report FILE") }
     }
 }

@@ -62,14 +62,21 @@ final class SendConsole: Sendable {
             let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
             let count = total.map { "\(Self.number(done))/\(Self.number($0))" } ?? Self.number(done)
             let percent = total != nil ? String(format: " %3.0f%%", fraction * 100) : ""
-            let text = "[\(bar)]\(percent) \(count)  \(Self.number(Int(rate)))/s  ETA \(eta.isEmpty ? "-" : eta)  delivered \(Self.number(c[.delivered]))  not \(Self.number(notDelivered))"
+            let text =
+                "[\(bar)]\(percent) \(count)  \(Self.number(Int(rate)))/s  ETA \(eta.isEmpty ? "-" : eta)  delivered \(Self.number(c[.delivered]))  not \(Self.number(notDelivered))"
             barShown.withLockedValue { shown in
                 FileHandle.standardError.write(Data(("\r\u{1B}[2K" + text).utf8))
                 shown = true
             }
         case .lines:
-            let of = total.map { " of \(Self.number($0)) (\(Int(min(100, max(0, Double(done) * 100 / Double(max($0, 1))))))%)" } ?? ""
-            say("progress: \(Self.number(done))\(of), \(Self.number(Int(rate)))/s\(eta.isEmpty ? "" : ", ETA \(eta)"); \(Self.number(c[.delivered])) delivered, \(Self.number(notDelivered)) not delivered", error: true)
+            let of =
+                total.map {
+                    " of \(Self.number($0)) (\(Int(min(100, max(0, Double(done) * 100 / Double(max($0, 1))))))%)"
+                } ?? ""
+            say(
+                "progress: \(Self.number(done))\(of), \(Self.number(Int(rate)))/s\(eta.isEmpty ? "" : ", ETA \(eta)"); \(Self.number(c[.delivered])) delivered, \(Self.number(notDelivered)) not delivered",
+                error: true
+            )
         case .auto, .none:
             break
         }
@@ -88,6 +95,7 @@ final class SendConsole: Sendable {
     static func duration(_ seconds: Double) -> String {
         guard seconds.isFinite, seconds < 360_000 else { return "?" }
         let s = Int(seconds.rounded(.up))
-        return s >= 3600 ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
+        return s >= 3600
+            ? String(format: "%d:%02d:%02d", s / 3600, s / 60 % 60, s % 60) : String(format: "%d:%02d", s / 60, s % 60)
     }
 }

@@ -19,7 +19,8 @@ final class ReportWriter: Sendable {
     private let pending = NIOLockedValueBox<[UInt8]>([])
 
     init(path: String, format: Format) throws {
-        guard FileManager.default.createFile(atPath: path, contents: nil), let h = FileHandle(forWritingAtPath: path) else {
+        guard FileManager.default.createFile(atPath: path, contents: nil), let h = FileHandle(forWritingAtPath: path)
+        else {
             throw TokenFile.Problem(description: "cannot write the report to \(path)")
         }
         handle = h
@@ -32,7 +33,10 @@ final class ReportWriter: Sendable {
         case .csv:
             var line: [UInt8] = []
             line.reserveCapacity(160)
-            for (i, field) in [o.target, o.provider, o.state.rawValue, o.reason ?? "", o.providerID ?? "", String(o.attempts), o.detail ?? ""].enumerated() {
+            for (i, field) in [
+                o.target, o.provider, o.state.rawValue, o.reason ?? "", o.providerID ?? "", String(o.attempts),
+                o.detail ?? "",
+            ].enumerated() {
                 if i > 0 { line.append(UInt8(ascii: ",")) }
                 Self.appendCSV(field, to: &line)
             }
@@ -81,7 +85,9 @@ final class ReportWriter: Sendable {
 
 extension TargetOutcome {
     var json: JSONValue {
-        var o: [String: JSONValue] = ["token": .string(target), "state": .string(state.rawValue), "attempts": .int(Int64(attempts))]
+        var o: [String: JSONValue] = [
+            "token": .string(target), "state": .string(state.rawValue), "attempts": .int(Int64(attempts)),
+        ]
         if !provider.isEmpty { o["provider"] = .string(provider) }
         if let reason { o["reason"] = .string(reason) }
         if let providerID { o["provider_id"] = .string(providerID) }
@@ -99,7 +105,8 @@ extension TargetOutcome {
         default:
             let why = [reason, detail].compactMap { $0 }.joined(separator: ": ")
             let tries = attempts > 1 ? " after \(attempts) attempts" : ""
-            return "\(state.rawValue.replacingOccurrences(of: "_", with: " ")) \(provider)\(short)\(tries)" + (why.isEmpty ? "" : " — \(why)")
+            return "\(state.rawValue.replacingOccurrences(of: "_", with: " ")) \(provider)\(short)\(tries)"
+                + (why.isEmpty ? "" : " — \(why)")
         }
     }
 }

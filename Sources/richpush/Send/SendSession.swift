@@ -31,7 +31,12 @@ final class SendSession: Sendable {
         let asked = SendConsole.Progress(rawValue: output.progress) ?? .auto
         console = SendConsole(progress: asked == .auto && printEach ? .none : asked, interval: output.progressInterval)
         reportPath = output.report
-        writer = try output.report.map { try ReportWriter(path: $0, format: output.reportFormat.flatMap(ReportWriter.Format.init(rawValue:)) ?? .guess($0)) }
+        writer = try output.report.map {
+            try ReportWriter(
+                path: $0,
+                format: output.reportFormat.flatMap(ReportWriter.Format.init(rawValue:)) ?? .guess($0)
+            )
+        }
         self.printEach = printEach
         json = output.json
     }
@@ -54,7 +59,10 @@ final class SendSession: Sendable {
     /// The first retry for each reason is said (a send that cannot connect retries for minutes by the policy).
     func retrying(reason: String, detail: String?, wait: TimeInterval) {
         guard !json, retried.withLockedValue({ $0.insert(reason).inserted }) else { return }
-        console.say("retrying after \(reason)\(detail.map { " (\($0))" } ?? ""): next attempt in \(String(format: "%.1f", max(0, wait))) s; further retries for this reason are not shown", error: true)
+        console.say(
+            "retrying after \(reason)\(detail.map { " (\($0))" } ?? ""): next attempt in \(String(format: "%.1f", max(0, wait))) s; further retries for this reason are not shown",
+            error: true
+        )
     }
 
     /// SIGINT and SIGTERM: the first stops the send (sends in flight end and are recorded); the second writes
@@ -67,10 +75,16 @@ final class SendSession: Sendable {
                 count += 1
                 if count == 1 {
                     stop.set()
-                    console.say("stopping: no new sends; waiting for those in flight (Ctrl-C again to quit at once)", error: true)
+                    console.say(
+                        "stopping: no new sends; waiting for those in flight (Ctrl-C again to quit at once)",
+                        error: true
+                    )
                 } else {
                     writer?.flush()
-                    console.say("quit: the report lacks the sends that were in flight and the targets not yet read", error: true)
+                    console.say(
+                        "quit: the report lacks the sends that were in flight and the targets not yet read",
+                        error: true
+                    )
                     exit(130)
                 }
             }
@@ -92,14 +106,17 @@ final class SendSession: Sendable {
         if json {
             var o: [String: JSONValue] = [
                 "targets": .int(Int64(c.targets)), "seconds": .double((seconds * 1000).rounded() / 1000),
-                "rate": .double(Double(Int(Double(c.targets) / max(seconds, 0.001)))), "interrupted": .bool(interrupted),
+                "rate": .double(Double(Int(Double(c.targets) / max(seconds, 0.001)))),
+                "interrupted": .bool(interrupted),
             ]
             for s in TargetOutcome.State.allCases { o[s.rawValue] = .int(Int64(c[s])) }
-            o["reasons"] = .array(reasons.map { r in
-                var e: [String: JSONValue] = ["reason": .string(r.key), "count": .int(Int64(r.value.count))]
-                if let d = r.value.detail { e["detail"] = .string(d) }
-                return .object(e)
-            })
+            o["reasons"] = .array(
+                reasons.map { r in
+                    var e: [String: JSONValue] = ["reason": .string(r.key), "count": .int(Int64(r.value.count))]
+                    if let d = r.value.detail { e["detail"] = .string(d) }
+                    return .object(e)
+                }
+            )
             let listed = shown.withLockedValue { $0.outcomes }
             o["outcomes"] = .array(listed)
             if listed.count < c.done { o["outcomes_truncated"] = true }
@@ -108,15 +125,22 @@ final class SendSession: Sendable {
         } else {
             let printed = shown.withLockedValue { $0.printed }
             if !printEach && printed > Self.printLimit {
-                console.say("… and \(SendConsole.number(printed - Self.printLimit)) more not delivered" + (reportPath.map { ": every outcome is in \($0)" } ?? " (--report FILE lists every outcome)"))
+                console.say(
+                    "… and \(SendConsole.number(printed - Self.printLimit)) more not delivered"
+                        + (reportPath.map { ": every outcome is in \($0)" } ?? " (--report FILE lists every outcome)")
+                )
             }
             var parts = ["\(SendConsole.number(c[.delivered])) delivered"]
             for s in [TargetOutcome.State.failed, .pruned, .expired, .notSent] where c[s] > 0 {
-                parts.append("\(SendConsole.number(c[s])) \(s == .pruned ? "pruned (token gone)" : s.rawValue.replacingOccurrences(of: "_", with: " "))")
+                parts.append(
+                    "\(SendConsole.number(c[s])) \(s == .pruned ? "pruned (token gone)" : s.rawValue.replacingOccurrences(of: "_", with: " "))"
+                )
             }
             let repeats = c[.skipped] > 0 ? "; \(SendConsole.number(c[.skipped])) repeated token(s) skipped" : ""
             let rate = SendConsole.number(Int(Double(c.targets) / max(seconds, 0.001)))
-            console.say("\(interrupted ? "stopped: " : "")\(SendConsole.number(c.targets)) target(s): \(parts.joined(separator: ", ")) in \(String(format: "%.2f", seconds)) s (\(rate)/s)\(repeats)")
+            console.say(
+                "\(interrupted ? "stopped: " : "")\(SendConsole.number(c.targets)) target(s): \(parts.joined(separator: ", ")) in \(String(format: "%.2f", seconds)) s (\(rate)/s)\(repeats)"
+            )
             for (reason, v) in reasons.prefix(10) {
                 console.say("  \(SendConsole.number(v.count)) \(reason)" + (v.detail.map { ": \($0)" } ?? ""))
             }

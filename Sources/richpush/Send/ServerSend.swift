@@ -16,8 +16,13 @@ struct ServerSend {
 
     /// The audience from the options, or nil to leave the message's own (or its targets) to the server.
     func audience() throws -> JSONValue? {
-        let s = command.server, t = command.targets
-        if t.tokens != nil { throw SendFailure.usage("--tokens is for direct sends; through a server, register the devices and use --tag, or send straight to APNs or FCM") }
+        let s = command.server
+        let t = command.targets
+        if t.tokens != nil {
+            throw SendFailure.usage(
+                "--tokens is for direct sends; through a server, register the devices and use --tag, or send straight to APNs or FCM"
+            )
+        }
         var given: [(String, JSONValue)] = []
         if s.all { given.append(("--all", ["all": true])) }
         if let tag = s.tag { given.append(("--tag", ["tag": .string(tag)])) }
@@ -26,12 +31,18 @@ struct ServerSend {
         if let condition = t.condition { given.append(("--condition", ["fcm_condition": .string(condition)])) }
         if !t.token.isEmpty { given.append(("--token", ["tokens": .array(t.token.map(JSONValue.string))])) }
         if let text = s.audience {
-            guard let a = try? JSONValue.parse(Data(text.utf8)), case .object = a else { throw SendFailure.usage("--audience is a JSON object, such as '{\"tag\":\"beta\"}'") }
+            guard let a = try? JSONValue.parse(Data(text.utf8)), case .object = a else {
+                throw SendFailure.usage("--audience is a JSON object, such as '{\"tag\":\"beta\"}'")
+            }
             given.append(("--audience", a))
         }
-        guard given.count <= 1 else { throw SendFailure.usage("give one audience (\(given.map(\.0).joined(separator: ", ")) given)") }
+        guard given.count <= 1 else {
+            throw SendFailure.usage("give one audience (\(given.map(\.0).joined(separator: ", ")) given)")
+        }
         if let (option, a) = given.first {
-            if sendFields["audience"] != nil { throw SendFailure.usage("\(option) and the message's \"audience\" both give an audience: keep one") }
+            if sendFields["audience"] != nil {
+                throw SendFailure.usage("\(option) and the message's \"audience\" both give an audience: keep one")
+            }
             return a
         }
         return nil
@@ -40,11 +51,16 @@ struct ServerSend {
     func run() async throws -> Int32 {
         let s = command.server
         try command.output.checked()
-        guard let base = s.server, let url = URL(string: base), url.scheme == "http" || url.scheme == "https", url.host != nil else {
+        guard let base = s.server, let url = URL(string: base), url.scheme == "http" || url.scheme == "https",
+            url.host != nil
+        else {
             throw SendFailure.usage("--server is the server's base URL, such as https://push.example.com")
         }
-        guard let key = s.key, !key.isEmpty else { throw SendFailure.usage("--server needs --key (an API key of the app with scope send)") }
-        guard let app = s.app, !app.isEmpty, app.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" }) else {
+        guard let key = s.key, !key.isEmpty else {
+            throw SendFailure.usage("--server needs --key (an API key of the app with scope send)")
+        }
+        guard let app = s.app, !app.isEmpty, app.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" })
+        else {
             throw SendFailure.usage("--server needs --app (the app's id, app_…)")
         }
         guard case .object(var body) = message else { throw SendFailure.invalid("a message is a JSON object") }
@@ -56,7 +72,13 @@ struct ServerSend {
 
         let (status, answer): (Int, JSONValue)
         do {
-            (status, answer) = try await http.call("POST", notifications, key: key, .object(body), idempotencyKey: s.idempotencyKey ?? UUID().uuidString)
+            (status, answer) = try await http.call(
+                "POST",
+                notifications,
+                key: key,
+                .object(body),
+                idempotencyKey: s.idempotencyKey ?? UUID().uuidString
+            )
         } catch {
             printError("error: cannot reach \(base): \(error.localizedDescription)")
             return 1
@@ -67,7 +89,9 @@ struct ServerSend {
             printError("error: the server answered \(status): \(e?["message"]?.stringValue ?? answer.jsonString)")
             for issue in e?["issues"]?.arrayValue ?? [] { printError(Self.issueLine(issue, severity: "error")) }
             if status == 401 { printError("  the API key was refused: check --key (keys are shown once, when made)") }
-            if status == 403 { printError("  the key may not send for this app: check --app, and that the key has scope send") }
+            if status == 403 {
+                printError("  the key may not send for this app: check --app, and that the key has scope send")
+            }
             return status >= 400 && status < 500 && status != 429 ? 2 : 1
         }
         if !command.output.json { session.console.say("accepted as \(id)") }
@@ -80,7 +104,9 @@ struct ServerSend {
             while !Task.isCancelled {
                 try? await Task.sleep(nanoseconds: UInt64(session.console.interval * 1e9))
                 if Task.isCancelled { break }
-                if let c = Self.pendingCounts(session.followed) { session.console.draw(c.counts, total: c.total, started: session.started) }
+                if let c = Self.pendingCounts(session.followed) {
+                    session.console.draw(c.counts, total: c.total, started: session.started)
+                }
             }
         }
         while !session.stop.isSet {
@@ -112,7 +138,9 @@ struct ServerSend {
             pages += 1
             guard let next = page["next_after"]?.intValue else { break }
             if let after, next <= after {
-                printError("error: \(base) answered a page that does not move past the one before (next_after \(next)); the report stops here")
+                printError(
+                    "error: \(base) answered a page that does not move past the one before (next_after \(next)); the report stops here"
+                )
                 break
             }
             if pages >= pageLimit {
@@ -123,7 +151,9 @@ struct ServerSend {
         } while true
         signals.cancel()
         if session.stop.isSet && !command.output.json {
-            session.console.say("stopped following \(id); the server goes on sending (GET \(notifications)/\(id) follows it)")
+            session.console.say(
+                "stopped following \(id); the server goes on sending (GET \(notifications)/\(id) follows it)"
+            )
         }
         return session.finish(interrupted: session.stop.isSet)
     }
@@ -146,8 +176,14 @@ struct ServerSend {
         let state = TargetOutcome.State(rawValue: stateName) ?? .pending
         let reason = d["reason"]?.stringValue
         return TargetOutcome(
-            target: d["target"]?.stringValue ?? "", provider: d["provider"]?.stringValue ?? "", state: state, reason: reason,
-            providerID: d["provider_id"]?.stringValue, attempts: clamped(d["attempts"]?.intValue), detail: reason.flatMap(advice))
+            target: d["target"]?.stringValue ?? "",
+            provider: d["provider"]?.stringValue ?? "",
+            state: state,
+            reason: reason,
+            providerID: d["provider_id"]?.stringValue,
+            attempts: clamped(d["attempts"]?.intValue),
+            detail: reason.flatMap(advice)
+        )
     }
 
     /// What a stored reason means: an APNs reason's or an FCM code's advice.

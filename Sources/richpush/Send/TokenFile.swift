@@ -35,10 +35,16 @@ final class TokenFile {
         self.handle = handle
         readChunk = read
         guard let column else { return }
-        guard let header = try nextLine() else { throw Problem(description: "\(path) is empty: no header row to find column \(column) in") }
+        guard let header = try nextLine() else {
+            throw Problem(description: "\(path) is empty: no header row to find column \(column) in")
+        }
         let names = Self.csvFields(header).map { $0.trimmingCharacters(in: .whitespaces) }
-        guard let i = names.firstIndex(of: column) ?? names.firstIndex(where: { $0.lowercased() == column.lowercased() }) else {
-            throw Problem(description: "\(path) has no column \(column) (its header: \(names.prefix(20).joined(separator: ", ")))")
+        guard
+            let i = names.firstIndex(of: column) ?? names.firstIndex(where: { $0.lowercased() == column.lowercased() })
+        else {
+            throw Problem(
+                description: "\(path) has no column \(column) (its header: \(names.prefix(20).joined(separator: ", ")))"
+            )
         }
         self.column = i
     }
@@ -53,7 +59,10 @@ final class TokenFile {
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             let fields = Self.csvFields(line)
             guard column < fields.count else {
-                throw Problem(description: "\(path):\(lineNumber) has \(fields.count) field(s); column \(column + 1) was asked for")
+                throw Problem(
+                    description:
+                        "\(path):\(lineNumber) has \(fields.count) field(s); column \(column + 1) was asked for"
+                )
             }
             let token = fields[column].trimmingCharacters(in: .whitespaces)
             if token.isEmpty { continue }
@@ -66,14 +75,20 @@ final class TokenFile {
     /// a million tokens takes, so no Foundation string work per line).
     private func nextPlain() throws -> String? {
         while let (start, end) = try nextLineRange() {
-            var a = start, b = end
+            var a = start
+            var b = end
             while a < b && (buffer[a] == 0x20 || buffer[a] == 0x09) { a += 1 }
             while b > a && (buffer[b - 1] == 0x20 || buffer[b - 1] == 0x09) { b -= 1 }
             if a == b || buffer[a] == UInt8(ascii: "#") { continue }
             if buffer[a..<b].contains(where: { $0 == UInt8(ascii: ",") || $0 == 0x09 }) {
-                throw Problem(description: "\(path):\(lineNumber) holds more than a token: for a CSV file, name the column with --column")
+                throw Problem(
+                    description:
+                        "\(path):\(lineNumber) holds more than a token: for a CSV file, name the column with --column"
+                )
             }
-            return buffer.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[a..<b]), as: UTF8.self) }
+            return buffer.withUnsafeBufferPointer {
+                String(decoding: UnsafeBufferPointer(rebasing: $0[a..<b]), as: UTF8.self)
+            }
         }
         return nil
     }
@@ -88,7 +103,9 @@ final class TokenFile {
 
     private func nextLine() throws -> String? {
         guard let (start, end) = try nextLineRange() else { return nil }
-        return buffer.withUnsafeBufferPointer { String(decoding: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self) }
+        return buffer.withUnsafeBufferPointer {
+            String(decoding: UnsafeBufferPointer(rebasing: $0[start..<end]), as: UTF8.self)
+        }
     }
 
     /// Where the next line lies in `buffer` (valid until the next read), without its line break.
@@ -134,7 +151,9 @@ final class TokenFile {
             if quoted {
                 if c == "\"" {
                     let n = chars.next()
-                    if n == "\"" { field.append("\"") } else {
+                    if n == "\"" {
+                        field.append("\"")
+                    } else {
                         quoted = false
                         pending = n
                     }

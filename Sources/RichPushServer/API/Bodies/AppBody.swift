@@ -37,7 +37,10 @@ struct AppBody {
         if let colon = s.lastIndex(of: ":") {
             let domain = s[..<colon]
             guard !domain.isEmpty, domain.utf8.count <= 63,
-                domain.utf8.allSatisfy({ ($0.isASCIIAlphanumeric && !$0.isASCIIUppercase) || $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") })
+                domain.utf8.allSatisfy({
+                    ($0.isASCIIAlphanumeric && !$0.isASCIIUppercase) || $0 == UInt8(ascii: "-")
+                        || $0 == UInt8(ascii: ".")
+                })
             else { return false }
             id = s[s.index(after: colon)...]
         }
@@ -47,30 +50,63 @@ struct AppBody {
             && u.allSatisfy { $0.isASCIILowercaseLetter || $0.isASCIIDigit || $0 == UInt8(ascii: "-") }
     }
 
-    static func decode(_ body: JSONValue, creating: Bool, tokenEndpoints: Set<String>) throws(RichPushAPI.Failure) -> AppBody {
+    static func decode(
+        _ body: JSONValue,
+        creating: Bool,
+        tokenEndpoints: Set<String>
+    ) throws(APIError) -> AppBody {
         var r = FieldReader(strict: true, refusesNUL: true)
         guard case .object(let o) = body else {
-            throw RichPushAPI.Failure(status: 422, code: "invalid", message: "the body must be an object", issues: [.init(path: "", rule: "type", message: "expected an object, found \(body.typeName)")])
+            throw APIError(
+                .invalid,
+                "the body must be an object",
+                issues: [.init(path: "", rule: "type", message: "expected an object, found \(body.typeName)")]
+            )
         }
         r.rejectUnknown(o, known: fields, at: "")
         var a = AppBody()
         a.name = r.text(o, "name", at: "", required: creating, lengths: nameLengths)
-        a.bundleID = r.text(o, "bundle_id", at: "", required: creating, lengths: 1...155, shape: (
-            "bundle-id", "bundle_id is the app's bundle id (the apns-topic): letters, digits, - and .", isBundleID))
+        a.bundleID = r.text(
+            o,
+            "bundle_id",
+            at: "",
+            required: creating,
+            lengths: 1...155,
+            shape: (
+                "bundle-id", "bundle_id is the app's bundle id (the apns-topic): letters, digits, - and .", isBundleID
+            )
+        )
         if o["fcm_project_id"] == .null && !creating {
             a.fcmProjectID = .remove
-        } else if let p = r.text(o, "fcm_project_id", at: "", lengths: 6...100, shape: (
-            "project-id", "fcm_project_id is a Google Cloud project id: 6 to 30 of a-z, 0-9 and -, starting with a letter", isProjectID)) {
+        } else if let p = r.text(
+            o,
+            "fcm_project_id",
+            at: "",
+            lengths: 6...100,
+            shape: (
+                "project-id",
+                "fcm_project_id is a Google Cloud project id: 6 to 30 of a-z, 0-9 and -, starting with a letter",
+                isProjectID
+            )
+        ) {
             a.fcmProjectID = .set(p)
         }
         if let v = o["apns"] {
             if v.isNull { a.apns = .remove } else if let c = Credentials.apns(v, into: &r) { a.apns = .set(c) }
         }
         if let v = o["fcm"] {
-            if v.isNull { a.fcm = .remove } else if let c = Credentials.fcm(v, into: &r, tokenEndpoints: tokenEndpoints) { a.fcm = .set(c) }
+            if v.isNull {
+                a.fcm = .remove
+            } else if let c = Credentials.fcm(v, into: &r, tokenEndpoints: tokenEndpoints) {
+                a.fcm = .set(c)
+            }
         }
         guard r.report.isValid else {
-            throw RichPushAPI.Failure(status: 422, code: "invalid", message: creating ? "the app is not valid" : "the change is not valid", issues: r.report.errors)
+            throw APIError(
+                .invalid,
+                creating ? "the app is not valid" : "the change is not valid",
+                issues: r.report.errors
+            )
         }
         return a
     }
@@ -111,17 +147,45 @@ enum Credentials {
     /// `"apns": {"key": PEM, "key_id", "team_id", "environment": production|development}`.
     static func apns(_ a: JSONValue, into r: inout FieldReader) -> APNsCredentials? {
         guard case .object(let o) = a else {
-            r.report.add("apns", "type", "apns must be an object with key, key_id, team_id and environment (or null to remove them)")
+            r.report.add(
+                "apns",
+                "type",
+                "apns must be an object with key, key_id, team_id and environment (or null to remove them)"
+            )
             return nil
         }
         let before = r.report.errors.count
         r.rejectUnknown(o, known: apnsFields, at: "apns")
-        let keyID = r.text(o, "key_id", at: "apns", required: true, lengths: 1...100, shape: ("apns-key-id", "key_id is the 10-character Key ID of the .p8 key", isAppleID))
-        let teamID = r.text(o, "team_id", at: "apns", required: true, lengths: 1...100, shape: ("apns-team-id", "team_id is the 10-character Apple Developer Team ID", isAppleID))
+        let keyID = r.text(
+            o,
+            "key_id",
+            at: "apns",
+            required: true,
+            lengths: 1...100,
+            shape: ("apns-key-id", "key_id is the 10-character Key ID of the .p8 key", isAppleID)
+        )
+        let teamID = r.text(
+            o,
+            "team_id",
+            at: "apns",
+            required: true,
+            lengths: 1...100,
+            shape: ("apns-team-id", "team_id is the 10-character Apple Developer Team ID", isAppleID)
+        )
         let environment = r.choice(o, "environment", at: "apns", APNsCredentials.Environment.self)
-        let key = r.text(o, "key", at: "apns", required: true, lengths: 1...8192, shape: ("apns-p8", "key is not a PEM P-256 private key (.p8)", { key in
-            (try? APNsSigningKey(p8: key, keyID: "KEYID00000", teamID: "TEAMID0000")) != nil
-        }))
+        let key = r.text(
+            o,
+            "key",
+            at: "apns",
+            required: true,
+            lengths: 1...8192,
+            shape: (
+                "apns-p8", "key is not a PEM P-256 private key (.p8)",
+                { key in
+                    (try? APNsSigningKey(p8: key, keyID: "KEYID00000", teamID: "TEAMID0000")) != nil
+                }
+            )
+        )
         guard r.report.errors.count == before, let key, let keyID, let teamID else { return nil }
         return APNsCredentials(keyPEM: key, keyID: keyID, teamID: teamID, environment: environment ?? .production)
     }
@@ -137,25 +201,43 @@ enum Credentials {
         let text: String
         switch o["service_account"] {
         case .string(let s)? where s.utf8.count <= 16_384: text = s
-        case .object? where o["service_account"]!.jsonString.utf8.count <= 16_384: text = o["service_account"]!.jsonString
+        case .object? where o["service_account"]!.jsonString.utf8.count <= 16_384:
+            text = o["service_account"]!.jsonString
         case .string?, .object?:
             r.report.add("fcm.service_account", "length", "a service account is at most 16 KB")
             return nil
         default:
-            r.report.add("fcm.service_account", "required", "service_account is the Google service account JSON (object or text)")
+            r.report.add(
+                "fcm.service_account",
+                "required",
+                "service_account is the Google service account JSON (object or text)"
+            )
             return nil
         }
         do {
             let account = try ServiceAccount(json: Data(text.utf8))
-            guard ServiceAccount.isGoogleTokenEndpoint(account.tokenURI) || tokenEndpoints.contains(account.tokenURI) else {
-                r.report.add("fcm.service_account.token_uri", "token-endpoint", "token_uri must be Google's token endpoint (https://oauth2.googleapis.com/token)")
+            guard ServiceAccount.isGoogleTokenEndpoint(account.tokenURI) || tokenEndpoints.contains(account.tokenURI)
+            else {
+                r.report.add(
+                    "fcm.service_account.token_uri",
+                    "token-endpoint",
+                    "token_uri must be Google's token endpoint (https://oauth2.googleapis.com/token)"
+                )
                 return nil
             }
             guard AppBody.isProjectID(account.projectID) else {
-                r.report.add("fcm.service_account.project_id", "project-id", "project_id is a Google Cloud project id: 6 to 30 of a-z, 0-9 and -, starting with a letter")
+                r.report.add(
+                    "fcm.service_account.project_id",
+                    "project-id",
+                    "project_id is a Google Cloud project id: 6 to 30 of a-z, 0-9 and -, starting with a letter"
+                )
                 return nil
             }
-            return FCMCredentials(serviceAccountJSON: text, projectID: account.projectID, clientEmail: account.clientEmail)
+            return FCMCredentials(
+                serviceAccountJSON: text,
+                projectID: account.projectID,
+                clientEmail: account.clientEmail
+            )
         } catch {
             r.report.add("fcm.service_account", "service-account", "not a usable service account: \(error)")
             return nil

@@ -4,9 +4,9 @@ import RichPushCore
 /// The request bodies of the routes beside the send and the app, each decoded once at the edge into typed values:
 /// unknown fields, wrong types, empty or overlong strings and values outside their set are refused (422) with
 /// every problem named, so the handlers only see values they can use.
-extension RichPushAPI.Failure {
-    static func invalid(_ what: String, _ report: ValidationReport) -> RichPushAPI.Failure {
-        RichPushAPI.Failure(status: 422, code: "invalid", message: "\(what) is not valid", issues: report.errors)
+extension APIError {
+    static func invalid(_ what: String, _ report: ValidationReport) -> APIError {
+        APIError(.invalid, "\(what) is not valid", issues: report.errors)
     }
 }
 
@@ -26,16 +26,21 @@ extension FieldReader {
 struct DeviceBody {
     var device: Device
 
-    static let fields: Set<String> = ["token", "platform", "provider", "user_id", "tags", "topics", "locale", "time_zone", "app_version"]
+    static let fields: Set<String> = [
+        "token", "platform", "provider", "user_id", "tags", "topics", "locale", "time_zone", "app_version",
+    ]
     static let maxTags = 100
 
-    static func decode(_ json: JSONValue, appID: String) throws(RichPushAPI.Failure) -> DeviceBody {
+    static func decode(_ json: JSONValue, appID: String) throws(APIError) -> DeviceBody {
         var r = FieldReader(strict: true, refusesNUL: true)
         let o = r.body(json, known: fields)
         let platform = r.choice(o, "platform", at: "", required: true, Device.Platform.self)
         let provider = r.choice(o, "provider", at: "", DeliveryProvider.self) ?? (platform == .ios ? .apns : .fcm)
         let token = r.text(o, "token", at: "", required: true, lengths: 1...4096)
-        if let token, let problem = provider == .apns ? MessageValidator.apnsTokenProblem(token) : MessageValidator.fcmTokenProblem(token) {
+        if let token,
+            let problem = provider == .apns
+                ? MessageValidator.apnsTokenProblem(token) : MessageValidator.fcmTokenProblem(token)
+        {
             r.report.add("token", provider == .apns ? "apns-token" : "fcm-token", problem)
         }
         let userID = r.text(o, "user_id", at: "", lengths: 1...256)
@@ -45,9 +50,20 @@ struct DeviceBody {
         let timeZone = r.text(o, "time_zone", at: "", lengths: 1...64)
         let appVersion = r.text(o, "app_version", at: "", lengths: 1...64)
         guard r.report.isValid, let token, let platform else { throw .invalid("the device", r.report) }
-        return DeviceBody(device: Device(
-            appID: appID, token: token, platform: platform, provider: provider, userID: userID, tags: tags ?? [],
-            topics: topics ?? [], locale: locale, timeZone: timeZone, appVersion: appVersion))
+        return DeviceBody(
+            device: Device(
+                appID: appID,
+                token: token,
+                platform: platform,
+                provider: provider,
+                userID: userID,
+                tags: tags ?? [],
+                topics: topics ?? [],
+                locale: locale,
+                timeZone: timeZone,
+                appVersion: appVersion
+            )
+        )
     }
 }
 
@@ -55,7 +71,7 @@ struct DeviceBody {
 struct KeyBody {
     var scopes: Set<APIScope>
 
-    static func decode(_ json: JSONValue) throws(RichPushAPI.Failure) -> KeyBody {
+    static func decode(_ json: JSONValue) throws(APIError) -> KeyBody {
         var r = FieldReader(strict: true)
         let o = r.body(json, known: ["scopes"])
         var scopes = Set<APIScope>()
@@ -66,7 +82,9 @@ struct KeyBody {
                     r.report.add("scopes[\(i)]", "enum", "a scope is send, manage or read")
                     continue
                 }
-                if !scopes.insert(s).inserted { r.report.add("scopes[\(i)]", "duplicate", "'\(s.rawValue)' is listed twice") }
+                if !scopes.insert(s).inserted {
+                    r.report.add("scopes[\(i)]", "duplicate", "'\(s.rawValue)' is listed twice")
+                }
             }
         case nil, .null?:
             r.report.add("scopes", "required", "scopes lists one or more of send, manage, read")
@@ -86,7 +104,7 @@ struct MediaCheckBody {
     static let maxItems = 10
     static let urlLengths = 1...2048
 
-    static func decode(_ json: JSONValue) throws(RichPushAPI.Failure) -> MediaCheckBody {
+    static func decode(_ json: JSONValue) throws(APIError) -> MediaCheckBody {
         var r = FieldReader(strict: true)
         let o = r.body(json, known: ["url", "kind", "media"])
         var items: [(String, MediaKind?)] = []
@@ -98,7 +116,9 @@ struct MediaCheckBody {
             let kind = r.choice(o, "kind", at: "", MediaKind.self)
             if let url { items = [(url, kind)] }
         case (nil, let list?):
-            if o["kind"] != nil { r.report.add("kind", "exclusive", "kind goes with url; in media, each entry names its own") }
+            if o["kind"] != nil {
+                r.report.add("kind", "exclusive", "kind goes with url; in media, each entry names its own")
+            }
             guard case .array(let a) = list, (1...maxItems).contains(a.count) else {
                 r.report.add("media", "type", "media is a list of 1 to \(maxItems) URLs or {url, kind}")
                 break
@@ -131,11 +151,14 @@ struct ReceiptBody {
     var from: String?
     var report: JSONValue
 
-    static func decode(_ json: JSONValue, byApp: Bool) throws(RichPushAPI.Failure) -> ReceiptBody {
+    static func decode(_ json: JSONValue, byApp: Bool) throws(APIError) -> ReceiptBody {
         var r = FieldReader(strict: true, refusesNUL: true)
         let who = byApp ? "token" : "device"
         let o = r.body(json, known: [who, "report"])
-        let from = byApp ? r.text(o, "token", at: "", required: true, lengths: 1...4096) : r.text(o, "device", at: "", lengths: 1...200)
+        let from =
+            byApp
+            ? r.text(o, "token", at: "", required: true, lengths: 1...4096)
+            : r.text(o, "device", at: "", lengths: 1...200)
         for issue in DeviceReceipts.problems(in: o["report"], at: "report") { r.report.issues.append(issue) }
         guard r.report.isValid, let report = o["report"] else { throw .invalid("the receipt", r.report) }
         return ReceiptBody(from: from, report: report)

@@ -15,10 +15,13 @@ struct SendRequest {
     static let sendFields = ["audience", "send_at", "spread_seconds", "media_check", "rehost", "receipts", "dry_run"]
 
     static func decode(
-        _ body: JSONValue, validation: MessageValidator.Options, maxTokens: Int, now: Date
-    ) throws(RichPushAPI.Failure) -> SendRequest {
+        _ body: JSONValue,
+        validation: MessageValidator.Options,
+        maxTokens: Int,
+        now: Date
+    ) throws(APIError) -> SendRequest {
         guard case .object(var fields) = body else {
-            throw RichPushAPI.Failure(status: 422, code: "invalid", message: "the body must be a message object")
+            throw APIError(.invalid, "the body must be a message object")
         }
         var sendFields: [String: JSONValue] = [:]
         for key in Self.sendFields { sendFields[key] = fields.removeValue(forKey: key) }
@@ -28,10 +31,19 @@ struct SendRequest {
         var checks = validation
         checks.checksSizes = false
         report.merge(MessageValidator(options: checks).validate(message))
-        let audience = Audience.resolve(sendFields["audience"], targets: message.targets, maxTokens: maxTokens, into: &report)
+        let audience = Audience.resolve(
+            sendFields["audience"],
+            targets: message.targets,
+            maxTokens: maxTokens,
+            into: &report
+        )
         let options = SendOptions.read(sendFields, now: now, into: &report)
         guard report.isValid, let audience else {
-            throw RichPushAPI.Failure(status: 422, code: "invalid", message: "the notification is not valid", issues: report.errors)
+            throw APIError(
+                .invalid,
+                "the notification is not valid",
+                issues: report.errors
+            )
         }
         return SendRequest(message: message, audience: audience, options: options, report: report)
     }
@@ -62,17 +74,23 @@ struct SendOptions {
             }
         }
         if let s = fields["spread_seconds"] {
-            if let v = s.doubleValue, v >= 0, v <= 86_400 { o.spread = v } else {
+            if let v = s.doubleValue, v >= 0, v <= 86_400 {
+                o.spread = v
+            } else {
                 report.add("spread_seconds", "range", "spread_seconds is a number of seconds from 0 to 86400")
             }
         }
         if let c = fields["media_check"] {
-            if let v = c.stringValue.flatMap(MediaService.OnFailure.init(rawValue:)) { o.onFailure = v } else {
+            if let v = c.stringValue.flatMap(MediaService.OnFailure.init(rawValue:)) {
+                o.onFailure = v
+            } else {
                 report.add("media_check", "enum", "media_check is reject, drop or off")
             }
         }
         if let r = fields["rehost"] {
-            if let v = r.stringValue.flatMap(MediaService.Rehost.init(rawValue:)) { o.rehost = v } else {
+            if let v = r.stringValue.flatMap(MediaService.Rehost.init(rawValue:)) {
+                o.rehost = v
+            } else {
                 report.add("rehost", "enum", "rehost is auto, always or never")
             }
         }
@@ -80,19 +98,30 @@ struct SendOptions {
             if case .bool(let b) = d { o.dryRun = b } else { report.add("dry_run", "type", "dry_run is true or false") }
         }
         if let r = fields["receipts"] {
-            if case .bool(let b) = r { o.receipts = b } else { report.add("receipts", "type", "receipts is true or false") }
+            if case .bool(let b) = r {
+                o.receipts = b
+            } else {
+                report.add("receipts", "type", "receipts is true or false")
+            }
         }
         return o
     }
 }
 
 extension Audience {
-    static let kinds: Set<String> = ["all", "user", "tag", "topic", "tokens", "apns_tokens", "fcm_tokens", "fcm_topic", "fcm_condition"]
+    static let kinds: Set<String> = [
+        "all", "user", "tag", "topic", "tokens", "apns_tokens", "fcm_tokens", "fcm_topic", "fcm_condition",
+    ]
 
     /// The audience of a send: the `audience` field, or else the message's own targets; checked (one kind, its
     /// value's type and shape, token formats, FCM topic names and conditions, the per-request token limit) with
     /// each problem named by its field.
-    static func resolve(_ json: JSONValue?, targets t: PushMessage.Targets, maxTokens: Int, into report: inout ValidationReport) -> Audience? {
+    static func resolve(
+        _ json: JSONValue?,
+        targets t: PushMessage.Targets,
+        maxTokens: Int,
+        into report: inout ValidationReport
+    ) -> Audience? {
         var r = FieldReader(strict: true, refusesNUL: true)
         defer { report.merge(r.report) }
         let tooMany = "at most \(maxTokens) tokens per request; register devices and use a tag or topic for more"
@@ -104,20 +133,32 @@ extension Audience {
             }
             if let topic = t.topic { return .fcmTopic(topic) }
             if let condition = t.condition { return .fcmCondition(condition) }
-            r.report.add("audience", "required", "give audience {all|user|tag|topic|tokens|apns_tokens/fcm_tokens|fcm_topic|fcm_condition}, or targets in the message")
+            r.report.add(
+                "audience",
+                "required",
+                "give audience {all|user|tag|topic|tokens|apns_tokens/fcm_tokens|fcm_topic|fcm_condition}, or targets in the message"
+            )
             return nil
         }
         guard case .object(let a) = json else {
-            r.report.add("audience", "type", "audience is an object with one of all, user, tag, topic, tokens, apns_tokens/fcm_tokens, fcm_topic, fcm_condition")
+            r.report.add(
+                "audience",
+                "type",
+                "audience is an object with one of all, user, tag, topic, tokens, apns_tokens/fcm_tokens, fcm_topic, fcm_condition"
+            )
             return nil
         }
         r.rejectUnknown(a, known: kinds, at: "audience")
         let given = a.keys.filter(kinds.contains).sorted()
         let direct = !given.isEmpty && Set(given).isSubset(of: ["apns_tokens", "fcm_tokens"])
         guard given.count == 1 || direct else {
-            r.report.add("audience", "one-kind", given.isEmpty
-                ? "give one of all, user, tag, topic, tokens, apns_tokens/fcm_tokens, fcm_topic, fcm_condition"
-                : "give only one of \(given.joined(separator: ", ")) (apns_tokens and fcm_tokens may go together)")
+            r.report.add(
+                "audience",
+                "one-kind",
+                given.isEmpty
+                    ? "give one of all, user, tag, topic, tokens, apns_tokens/fcm_tokens, fcm_topic, fcm_condition"
+                    : "give only one of \(given.joined(separator: ", ")) (apns_tokens and fcm_tokens may go together)"
+            )
             return nil
         }
         switch given[0] {
@@ -132,15 +173,23 @@ extension Audience {
         case "topic": return r.text(a, "topic", at: "audience", lengths: 1...100).map(Audience.topic)
         case "fcm_topic":
             guard let topic = r.text(a, "fcm_topic", at: "audience", lengths: 1...908) else { return nil }
-            if let p = MessageValidator.fcmTopicProblem(topic) { r.report.add("audience.fcm_topic", p.rule, p.message); return nil }
+            if let p = MessageValidator.fcmTopicProblem(topic) {
+                r.report.add("audience.fcm_topic", p.rule, p.message)
+                return nil
+            }
             return .fcmTopic(topic)
         case "fcm_condition":
             guard let condition = r.text(a, "fcm_condition", at: "audience", lengths: 1...4096) else { return nil }
-            if let p = MessageValidator.fcmConditionProblem(condition) { r.report.add("audience.fcm_condition", p.rule, p.message); return nil }
+            if let p = MessageValidator.fcmConditionProblem(condition) {
+                r.report.add("audience.fcm_condition", p.rule, p.message)
+                return nil
+            }
             return .fcmCondition(condition)
         case "tokens":
             guard let tokens = r.texts(a, "tokens", at: "audience", maxCount: maxTokens, lengths: 1...4096) else {
-                if a["tokens"] == .null { r.report.add("audience.tokens", "type", "audience.tokens is a list of registered tokens") }
+                if a["tokens"] == .null {
+                    r.report.add("audience.tokens", "type", "audience.tokens is a list of registered tokens")
+                }
                 return nil
             }
             if tokens.isEmpty { r.report.add("audience.tokens", "empty", "audience.tokens holds at least one token") }
@@ -148,9 +197,19 @@ extension Audience {
         default:
             let apns = r.texts(a, "apns_tokens", at: "audience", maxCount: maxTokens, lengths: 1...400) ?? []
             let fcm = r.texts(a, "fcm_tokens", at: "audience", maxCount: maxTokens, lengths: 1...4096) ?? []
-            for (i, t) in apns.enumerated() { if let p = MessageValidator.apnsTokenProblem(t) { r.report.add("audience.apns_tokens[\(i)]", "apns-token", p) } }
-            for (i, t) in fcm.enumerated() { if let p = MessageValidator.fcmTokenProblem(t) { r.report.add("audience.fcm_tokens[\(i)]", "fcm-token", p) } }
-            if apns.isEmpty && fcm.isEmpty { r.report.add("audience", "empty", "audience.apns_tokens/fcm_tokens hold at least one token") }
+            for (i, t) in apns.enumerated() {
+                if let p = MessageValidator.apnsTokenProblem(t) {
+                    r.report.add("audience.apns_tokens[\(i)]", "apns-token", p)
+                }
+            }
+            for (i, t) in fcm.enumerated() {
+                if let p = MessageValidator.fcmTokenProblem(t) {
+                    r.report.add("audience.fcm_tokens[\(i)]", "fcm-token", p)
+                }
+            }
+            if apns.isEmpty && fcm.isEmpty {
+                r.report.add("audience", "empty", "audience.apns_tokens/fcm_tokens hold at least one token")
+            }
             if apns.count + fcm.count > maxTokens { r.report.add("audience", "max-tokens", tooMany) }
             return r.report.isValid ? .providerTokens(apns: apns, fcm: fcm) : nil
         }

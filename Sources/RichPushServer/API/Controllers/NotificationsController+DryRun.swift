@@ -5,11 +5,16 @@ import RichPushFCM
 
 /// Dry runs: a send checked in full (validation, media preflight, sizes as sent) and shown as the provider requests
 /// it would make, with the deliveries it would create counted, without storing or sending anything.
-extension RichPushAPI {
+extension NotificationsController {
     /// FCM tokens checked with `validate_only` per dry run at most.
     static let dryRunTokenChecks = 100
 
-    func dryRunAnswer(app: ServerApp, message: PushMessage, audience: Audience, warnings: [ValidationIssue]) async throws -> Response {
+    func dryRunAnswer(
+        app: ServerApp,
+        message: PushMessage,
+        audience: Audience,
+        warnings: [ValidationIssue]
+    ) async throws -> Response {
         let counts = try await backend.countByProvider(appID: app.id, audience: audience)
         let setup = providers?(app)
         var out: [String: JSONValue] = [
@@ -24,12 +29,19 @@ extension RichPushAPI {
             let sample = audience.directTargets?.first { $0.0 == .apns }?.1 ?? "<device token>"
             let r = APNsRenderer(bundleID: app.bundleID).render(message, deviceToken: sample)
             requests["apns"] = [
-                "path": .string(r.path), "headers": .object(Dictionary(r.headers.map { ($0.name, JSONValue.string($0.value)) }, uniquingKeysWith: { a, _ in a })),
+                "path": .string(r.path),
+                "headers": .object(
+                    Dictionary(r.headers.map { ($0.name, JSONValue.string($0.value)) }, uniquingKeysWith: { a, _ in a })
+                ),
                 "payload": r.payload, "bytes": .int(Int64(r.body.count)),
             ]
         }
         if audience.fcmTargetKind != nil {
-            let renderer = FCMRenderer(projectID: setup.map(\.fcmProjectID).flatMap { $0.isEmpty ? nil : $0 } ?? app.fcmProjectID ?? "<project>", chartImageURL: message.chartImageURL)
+            let renderer = FCMRenderer(
+                projectID: setup.map(\.fcmProjectID).flatMap { $0.isEmpty ? nil : $0 } ?? app.fcmProjectID
+                    ?? "<project>",
+                chartImageURL: message.chartImageURL
+            )
             let sample: FCMTarget
             switch audience {
             case .fcmTopic(let t): sample = .topic(t)
@@ -46,7 +58,9 @@ extension RichPushAPI {
                     for token in checked {
                         group.addTask {
                             do throws(FCMFailure) {
-                                _ = try await client.send(renderer.render(message, to: .token(token), validateOnly: true))
+                                _ = try await client.send(
+                                    renderer.render(message, to: .token(token), validateOnly: true)
+                                )
                                 return (token, "valid")
                             } catch {
                                 return (token, error.label)
@@ -66,6 +80,6 @@ extension RichPushAPI {
         out["requests"] = .object(requests)
         // The message as it would be sent: media re-hosted where the preflight chose to, the chart's PNG address set.
         out["message"] = message.json
-        return Self.json(200, .object(out))
+        return Response.json(200, .object(out))
     }
 }

@@ -5,12 +5,16 @@ import RichPushSandbox
 
 /// The console's simulated iPhone: the device library (the same pipeline a Notification Service Extension runs) on
 /// the payload the sandbox's APNs emulator received for a notification, in a scratch folder removed afterwards.
-enum SimulatedIPhone {
-    static func run(sandbox: Sandbox, notificationID: String) async -> JSONValue? {
-        guard let received = sandbox.apns.recorded().last(where: { $0.apnsID.lowercased() == notificationID.lowercased() }),
+public enum SimulatedIPhone {
+    public static func run(sandbox: Sandbox, notificationID: String) async -> JSONValue? {
+        guard
+            let received = sandbox.apns.recorded().last(where: { $0.apnsID.lowercased() == notificationID.lowercased() }
+            ),
             let payload = received.payloadJSON
         else { return nil }
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("richpush-simulated-\(UUID().uuidString)")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "richpush-simulated-\(UUID().uuidString)"
+        )
         defer { try? FileManager.default.removeItem(at: folder) }
         // The sandbox's media may be plain http on loopback; the receipt is posted like a device's.
         var config = RichNotificationProcessor.Configuration(fetch: FetchPolicy(allowInsecureHTTP: true))

@@ -1,16 +1,22 @@
 import Foundation
 import RichPushCore
 
-extension RichPushAPI {
+extension NotificationsController {
     /// Gives a rich message its receipt address (`rp.r`) when the payload has room for it, and checks the sizes of
     /// the message as it will be sent, for the providers the audience uses. Returns the size problems (none: it
     /// can be sent); a receipt address that does not fit is left out with a warning.
     func fitReceiptAddress(
-        _ message: inout PushMessage, id: String, audience: Audience, until end: Date, wanted: Bool,
+        _ message: inout PushMessage,
+        id: String,
+        audience: Audience,
+        until end: Date,
+        wanted: Bool,
         into report: inout ValidationReport
     ) -> [ValidationIssue] {
         let (apns, fcm) = (audience.mayUseAPNs, audience.fcmTargetKind)
-        func sizes() -> [ValidationIssue] { MessageValidator.sizeIssues(message, apns: apns, fcm: fcm, now: validation.now) }
+        func sizes() -> [ValidationIssue] {
+            MessageValidator.sizeIssues(message, apns: apns, fcm: fcm, now: validation.now)
+        }
         guard wanted, message.receiptURL == nil, let receipts, RichPushKey.isNeeded(for: message),
             let url = receipts.url(for: id, until: end.addingTimeInterval(DeviceReceipts.grace))
         else { return sizes() }
@@ -20,7 +26,12 @@ extension RichPushAPI {
         message.receiptURL = nil
         let without = sizes()
         if without.isEmpty {
-            report.add("receipt_url", "no-room", "the payload has no room for the receipt address; this notification is sent without receipts", .warning)
+            report.add(
+                "receipt_url",
+                "no-room",
+                "the payload has no room for the receipt address; this notification is sent without receipts",
+                .warning
+            )
         }
         return without
     }

@@ -4,19 +4,47 @@ import Hummingbird
 import NIOCore
 import RichPushCore
 
-extension RichPushAPI {
+/// Hosted media: `/media/{name}` for anyone (devices fetch it), `/v1/media` to upload and `/v1/media/check` to
+/// preflight, with a `send` key of any app.
+struct MediaController: APIController {
+    /// Preflight, hosting and charts; nil turns media checks and `/media` off.
+    let media: MediaService?
+    let maxBodyBytes: Int
+
+    /// `/media/{name}`: no key, no database.
+    func addPublicRoutes(to router: Router<APIRequestContext>) {
+        router.get("/media/:name") { request, context in await serveMedia(request, context, head: false) }
+        router.head("/media/:name") { request, context in await serveMedia(request, context, head: true) }
+    }
+
+    func addRoutes(to group: RouterGroup<APIRequestContext>) {
+        group.post("media", use: uploadMedia)
+        group.post("media/check", use: checkMedia)
+    }
+
     /// `/media/<hash>.<ext>`: public, immutable, with the true Content-Type, a strong ETag, Range and HEAD.
     /// (Most requests are answered by ``MediaFastPath`` before they reach the router.)
     func serveMedia(_ request: Request, _ context: APIRequestContext, head: Bool) async -> Response {
-        guard let media, let name = context.parameters.get("name") else { return Self.json(404, ["error": ["code": "not-found", "message": "no such media"]]) }
+        guard let media, let name = context.parameters.get("name") else {
+            return Response.json(404, ["error": ["code": "not-found", "message": "no such media"]])
+        }
         // Stored by another node: fetched to this node's disk once, then served from there.
         _ = await media.store.materialize(name)
         let (response, body) = Self.mediaResponse(media.store, name: name, head: head, headers: request.headers)
-        return Response(status: response.status, headers: response.headerFields, body: body.map { .init(byteBuffer: $0) } ?? .init())
+        return Response(
+            status: response.status,
+            headers: response.headerFields,
+            body: body.map { .init(byteBuffer: $0) } ?? .init()
+        )
     }
 
     /// The answer for a stored name: status, headers and body (nil for none).
-    static func mediaResponse(_ store: MediaStore, name: String, head: Bool, headers requestHeaders: HTTPFields) -> (HTTPResponse, ByteBuffer?) {
+    static func mediaResponse(
+        _ store: MediaStore,
+        name: String,
+        head: Bool,
+        headers requestHeaders: HTTPFields
+    ) -> (HTTPResponse, ByteBuffer?) {
         guard let (buffer, type) = store.get(name) else { return notFound(head: head) }
         let (response, range) = mediaAnswer(name: name, type: type, size: buffer.readableBytes, headers: requestHeaders)
         guard let range, !head else { return (response, nil) }
@@ -24,7 +52,9 @@ extension RichPushAPI {
     }
 
     static func notFound(head: Bool) -> (HTTPResponse, ByteBuffer?) {
-        let body = ByteBuffer(bytes: (["error": ["code": "not-found", "message": "no such media"]] as JSONValue).serialized())
+        let body = ByteBuffer(
+            bytes: (["error": ["code": "not-found", "message": "no such media"]] as JSONValue).serialized()
+        )
         var headers: HTTPFields = [.contentType: "application/json", .contentLength: String(body.readableBytes)]
         addMediaSafetyHeaders(&headers)
         return (HTTPResponse(status: .notFound, headerFields: headers), head ? nil : body)
@@ -39,13 +69,25 @@ extension RichPushAPI {
     }
 
     /// Status and headers for stored media of this size, and the bytes to send (nil: none).
-    static func mediaAnswer(name: String, type: RichPushCore.MediaType, size: Int, headers requestHeaders: HTTPFields) -> (HTTPResponse, ClosedRange<Int>?) {
+    static func mediaAnswer(
+        name: String,
+        type: RichPushCore.MediaType,
+        size: Int,
+        headers requestHeaders: HTTPFields
+    ) -> (HTTPResponse, ClosedRange<Int>?) {
         let etag = "\"" + name.prefix(64) + "\""
         var headers: HTTPFields = [
-            .contentType: type.mimeType, .eTag: etag, .cacheControl: "public, max-age=31536000, immutable", .acceptRanges: "bytes",
+            .contentType: type.mimeType, .eTag: etag, .cacheControl: "public, max-age=31536000, immutable",
+            .acceptRanges: "bytes",
         ]
         addMediaSafetyHeaders(&headers)
-        if let match = requestHeaders[.ifNoneMatch], match == "*" || match.split(separator: ",").contains(where: { $0.trimmingCharacters(in: .whitespaces) == etag || $0.trimmingCharacters(in: .whitespaces) == "W/" + etag }) {
+        if let match = requestHeaders[.ifNoneMatch],
+            match == "*"
+                || match.split(separator: ",").contains(where: {
+                    $0.trimmingCharacters(in: .whitespaces) == etag
+                        || $0.trimmingCharacters(in: .whitespaces) == "W/" + etag
+                })
+        {
             return (HTTPResponse(status: .notModified, headerFields: headers), nil)
         }
         var range: ClosedRange<Int>?
@@ -79,7 +121,9 @@ extension RichPushAPI {
         let h = header.trimmingCharacters(in: .whitespaces)
         guard h.lowercased().hasPrefix("bytes="), !h.contains(",") else { return .whole }
         let spec = h.dropFirst(6).trimmingCharacters(in: .whitespaces)
-        let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+        let parts = spec.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false).map {
+            $0.trimmingCharacters(in: .whitespaces)
+        }
         guard parts.count == 2 else { return .whole }
         if parts[0].isEmpty {
             guard let n = Int(parts[1]), n > 0, size > 0 else { return .unsatisfiable }
@@ -94,8 +138,8 @@ extension RichPushAPI {
 
     /// `POST /v1/media`: the body is the file; answered with its hosted URL and what each platform makes of it.
     func uploadMedia(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        try await requireAnyKey(request, context, .send)
-        guard let media else { throw Failure(status: 404, code: "not-found", message: "media hosting is off") }
+        try context.requireAnyKey(.send)
+        guard let media else { throw APIError(.notFound, "media hosting is off") }
         // Streamed to disk as it arrives (hashed on the way): a 50 MB upload costs one read's worth of memory.
         let upload = try media.store.beginUpload()
         let item: MediaStore.Item
@@ -103,22 +147,44 @@ extension RichPushAPI {
         do {
             for try await chunk in request.body {
                 guard upload.size + chunk.readableBytes <= MediaRules.largestAppleLimit else {
-                    throw Failure(status: 413, code: "body-too-large", message: "media is at most \(MediaRules.largestAppleLimit) bytes (Apple's video limit)")
+                    throw APIError(
+                        .bodyTooLarge,
+                        "media is at most \(MediaRules.largestAppleLimit) bytes (Apple's video limit)"
+                    )
                 }
                 try upload.append(chunk)
             }
             guard upload.size > 0 else {
-                throw Failure(status: 422, code: "invalid", message: "the body is empty", issues: [.init(path: "body", rule: "required", message: "send the file as the body")])
+                throw APIError(
+                    .invalid,
+                    "the body is empty",
+                    issues: [.init(path: "body", rule: "required", message: "send the file as the body")]
+                )
             }
             guard let type = MediaSniffer.sniff(upload.prefix), type.kind != nil else {
-                throw Failure(status: 422, code: "invalid", message: "not media", issues: [.init(path: "body", rule: "unknown-type", message: "the bytes are not a recognisable image, audio or video file")])
+                throw APIError(
+                    .invalid,
+                    "not media",
+                    issues: [
+                        .init(
+                            path: "body",
+                            rule: "unknown-type",
+                            message: "the bytes are not a recognisable image, audio or video file"
+                        )
+                    ]
+                )
             }
             do {
                 item = try media.store.finish(upload, type: type)
                 try await media.store.publish(item)
             } catch let refused as MediaStore.NotHostable {
-                throw Failure(status: 422, code: "invalid", message: "not a type any platform attaches", issues: [
-                    .init(path: "body", rule: "not-attachable", message: refused.description)])
+                throw APIError(
+                    .invalid,
+                    "not a type any platform attaches",
+                    issues: [
+                        .init(path: "body", rule: "not-attachable", message: refused.description)
+                    ]
+                )
             }
             check.type = type
             check.bytes = upload.size
@@ -130,13 +196,13 @@ extension RichPushAPI {
         check.url = media.url(for: item)
         var o = check.json.objectValue ?? [:]
         o["name"] = .string(item.name)
-        return Self.json(201, .object(o))
+        return Response.json(201, .object(o))
     }
 
     /// `POST /v1/media/check`: `{"url": …, "kind": …}` or `{"media": [ {url, kind}… ]}`; one result per URL.
     func checkMedia(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        try await requireAnyKey(request, context, .send)
-        guard let media else { throw Failure(status: 404, code: "not-found", message: "media checks are off") }
+        try context.requireAnyKey(.send)
+        guard let media else { throw APIError(.notFound, "media checks are off") }
         let items = try MediaCheckBody.decode(try await bodyJSON(request)).items
         let results = await withTaskGroup(of: (Int, MediaCheck).self) { group in
             for (i, (u, k)) in items.enumerated() { group.addTask { (i, await media.check(u, kind: k)) } }
@@ -145,6 +211,6 @@ extension RichPushAPI {
             return out
         }
         let ok = results.allSatisfy { $0["ok"] == true }
-        return Self.json(200, ["ok": .bool(ok), "results": .array(results)])
+        return Response.json(200, ["ok": .bool(ok), "results": .array(results)])
     }
 }

@@ -1,0 +1,111 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import RichPushCore
+
+/// A failed API request: a stable code (listed in `openapi.yaml`), the status that goes with it, a message for
+/// people, and the validation issues when there are some. Every route throws this, and it answers for itself:
+///
+/// ```json
+/// {"error": {"code": "not-found", "message": "no such device"}}
+/// ```
+public struct APIError: HTTPResponseError, Sendable {
+    /// What went wrong, as clients match it. A code's status is fixed; its message is not.
+    public enum Code: String, Sendable, CaseIterable {
+        case unauthenticated
+        case forbidden
+        case notFound = "not-found"
+        case methodNotAllowed = "method-not-allowed"
+        case invalid
+        case mediaRefused = "media-refused"
+        case invalidJSON = "invalid-json"
+        case bodyTooLarge = "body-too-large"
+        case invalidIdempotencyKey = "invalid-idempotency-key"
+        case rateLimited = "rate-limited"
+        case badReceiptToken = "bad-receipt-token"
+        case receiptExpired = "receipt-expired"
+        case alreadyReported = "already-reported"
+        case receiptsFull = "receipts-full"
+        case databaseUnavailable = "database-unavailable"
+        case `internal`
+
+        public var status: HTTPResponse.Status {
+            switch self {
+            case .unauthenticated: .unauthorized
+            case .forbidden, .badReceiptToken: .forbidden
+            case .notFound: .notFound
+            case .methodNotAllowed: .methodNotAllowed
+            case .invalid, .mediaRefused: .unprocessableContent
+            case .invalidJSON, .invalidIdempotencyKey: .badRequest
+            case .bodyTooLarge: .contentTooLarge
+            case .rateLimited, .receiptsFull: .tooManyRequests
+            case .receiptExpired: .gone
+            case .alreadyReported: .conflict
+            case .databaseUnavailable: .serviceUnavailable
+            case .internal: .internalServerError
+            }
+        }
+    }
+
+    public var code: Code
+    public var message: String
+    public var issues: [ValidationIssue]
+    /// Seconds to wait, sent as `Retry-After` (429 and 503).
+    public var retryAfter: Int?
+    /// The id a 500 answer carries, the same as in the log line that tells what happened.
+    public var requestID: String?
+    /// Extra headers (`Allow` on 405).
+    public var headers: HTTPFields
+
+    public init(
+        _ code: Code,
+        _ message: String,
+        issues: [ValidationIssue] = [],
+        retryAfter: Int? = nil,
+        requestID: String? = nil,
+        headers: HTTPFields = [:]
+    ) {
+        self.code = code
+        self.message = message
+        self.issues = issues
+        self.retryAfter = retryAfter
+        self.requestID = requestID
+        self.headers = headers
+    }
+
+    public var status: HTTPResponse.Status { code.status }
+
+    /// The error's JSON body.
+    public var json: JSONValue {
+        var error: [String: JSONValue] = ["code": .string(code.rawValue), "message": .string(message)]
+        if !issues.isEmpty { error["issues"] = .array(issues.map(\.json)) }
+        if let requestID { error["request_id"] = .string(requestID) }
+        return ["error": .object(error)]
+    }
+
+    public var response: Response {
+        var r = Response.json(Int(status.code), json)
+        if let retryAfter { r.headers[.retryAfter] = String(retryAfter) }
+        r.headers.append(contentsOf: headers)
+        return r
+    }
+
+    public func response(from request: Request, context: some RequestContext) throws -> Response { response }
+
+    // The answers more than one place gives.
+
+    /// A key's bucket (or a client's, for failed authentication) is empty.
+    static func rateLimited(after seconds: Int, _ message: String = "too many requests for this key") -> APIError {
+        APIError(.rateLimited, "\(message); retry after \(seconds) s", retryAfter: seconds)
+    }
+
+    /// This node cannot reach its database; nothing of the request was stored.
+    static let databaseUnavailable = APIError(
+        .databaseUnavailable,
+        "the database does not answer; nothing was stored, try again",
+        retryAfter: 5
+    )
+
+    static func bodyTooLarge(_ limit: Int) -> APIError { APIError(.bodyTooLarge, "the body is over \(limit) bytes") }
+}

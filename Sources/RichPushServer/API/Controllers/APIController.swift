@@ -1,0 +1,65 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import RichPushCore
+
+/// What every controller of `/v1` routes shares: reading a JSON body within the API's limit.
+protocol APIController: Sendable {
+    /// The largest body a route reads unless it has a limit of its own.
+    var maxBodyBytes: Int { get }
+}
+
+extension APIController {
+    /// The body as JSON, up to `limit` bytes (the API's limit unless a route has its own).
+    func bodyJSON(_ request: Request, upTo limit: Int? = nil) async throws -> JSONValue {
+        var request = request
+        let buffer = try await request.collectBody(upTo: limit ?? maxBodyBytes)
+        do { return try JSONValue.parse(Array(buffer.readableBytesView)) } catch {
+            throw APIError(.invalidJSON, "\(error)")
+        }
+    }
+}
+
+/// A controller of routes under `/v1/apps/{app}`: the caller must hold a key of that app with the route's scope
+/// (or the admin key).
+protocol AppRoutes: APIController {
+    var store: any ServerStore { get }
+}
+
+extension AppRoutes {
+    /// The app of the route, when the caller (decided by ``Authenticator``) may use it with this scope.
+    func requireApp(_ context: APIRequestContext, _ scope: APIScope) async throws -> ServerApp {
+        guard let appID = context.parameters.get("app") else { throw APIError(.notFound, "no app in the path") }
+        if case .app(let grant) = try context.requireCaller() {
+            guard grant.appID == appID else { throw APIError(.forbidden, "this key belongs to another app") }
+            guard grant.scopes.contains(scope) else {
+                throw APIError(.forbidden, "this key lacks the '\(scope.rawValue)' scope")
+            }
+        }
+        guard let app = try await store.app(id: appID) else { throw APIError(.notFound, "no app '\(appID)'") }
+        return app
+    }
+}
+
+/// The query parameters of a paged list.
+enum ListQuery {
+    /// A list's `limit` (1...100, default 20) from the query.
+    static func limit(_ query: Parameters) throws -> Int {
+        guard let l = query.get("limit") else { return 20 }
+        guard let n = Int(l), (1...100).contains(n) else {
+            throw APIError(.invalid, "limit is a whole number from 1 to 100")
+        }
+        return n
+    }
+}
+
+extension Response {
+    /// A JSON answer.
+    static func json(_ status: Int, _ value: JSONValue) -> Response {
+        Response(
+            status: .init(code: status),
+            headers: [.contentType: "application/json"],
+            body: .init(byteBuffer: ByteBuffer(bytes: value.serialized()))
+        )
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import RichPushCore
+
+/// `/v1/apps`, their keys, and `/v1/me`: who a key is. Creating an app takes the admin key; the rest an app key with
+/// the `manage` scope (`read` to show an app), or the admin key.
+struct AppsController: AppRoutes {
+    let store: any ServerStore
+    let maxBodyBytes: Int
+    /// OAuth endpoints a stored service account may name besides Google's: the emulator's, in sandbox mode.
+    let extraFCMTokenEndpoints: Set<String>
+    /// Whether this server runs the sandbox (the console shows its simulated iPhone then).
+    let sandbox: Bool
+
+    func addRoutes(to group: RouterGroup<APIRequestContext>) {
+        group.get("me", use: me)
+        group.post("apps", use: createApp)
+        group.get("apps/:app", use: showApp)
+        group.patch("apps/:app", use: updateApp)
+        group.get("apps/:app/keys", use: listKeys)
+        group.post("apps/:app/keys", use: createKey)
+        group.delete("apps/:app/keys/:key", use: revokeKey)
+    }
+
+    /// `GET /v1/me`: the admin key, or an app's key with its scopes (and the app).
+    func me(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        switch try context.requireCaller() {
+        case .admin:
+            return Response.json(200, ["admin": true, "sandbox": .bool(sandbox)])
+        case .app(let grant):
+            guard let app = try await store.app(id: grant.appID) else {
+                throw APIError(.notFound, "this key's app is gone")
+            }
+            return Response.json(
+                200,
+                [
+                    "admin": false, "key_id": .string(grant.keyID),
+                    "scopes": .array(APIScope.allCases.filter(grant.scopes.contains).map { .string($0.rawValue) }),
+                    "app": app.json, "sandbox": .bool(sandbox),
+                ]
+            )
+        }
+    }
+
+    func createApp(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        try context.requireAdmin()
+        let body = try AppBody.decode(
+            try await bodyJSON(request),
+            creating: true,
+            tokenEndpoints: extraFCMTokenEndpoints
+        )
+        var app = ServerApp(id: "", name: "", bundleID: "", fcmProjectID: nil)
+        body.apply(to: &app)
+        let (created, key) = try await store.createApp(app)
+        return Response.json(
+            201,
+            [
+                "app": created.json, "api_key": .string(key),
+                "note": "the key is shown once; RichPush keeps only its hash",
+            ]
+        )
+    }
+
+    func showApp(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .read)
+        return Response.json(200, ["app": app.json])
+    }
+
+    /// Changes the name, bundle id or credentials (`"apns": null` removes them).
+    func updateApp(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        var app = try await requireApp(context, .manage)
+        try AppBody.decode(try await bodyJSON(request), creating: false, tokenEndpoints: extraFCMTokenEndpoints).apply(
+            to: &app
+        )
+        guard let updated = try await store.updateApp(app) else {
+            throw APIError(.notFound, "no app '\(app.id)'")
+        }
+        return Response.json(200, ["app": updated.json])
+    }
+
+    /// `GET /v1/apps/{app}/keys`: ids, scopes and dates; never a key.
+    func listKeys(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .manage)
+        return Response.json(200, ["keys": .array(try await store.keys(appID: app.id).map(\.json))])
+    }
+
+    func createKey(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .manage)
+        let scopes = try KeyBody.decode(try await bodyJSON(request)).scopes
+        let (grant, key) = try await store.createKey(appID: app.id, scopes: scopes)
+        return Response.json(
+            201,
+            [
+                "id": .string(grant.keyID), "api_key": .string(key),
+                "scopes": .array(APIScope.allCases.filter(scopes.contains).map { .string($0.rawValue) }),
+                "note": "the key is shown once; RichPush keeps only its hash",
+            ]
+        )
+    }
+
+    func revokeKey(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .manage)
+        let keyID = context.parameters.get("key") ?? ""
+        guard try await store.revokeKey(appID: app.id, keyID: keyID) else {
+            throw APIError(.notFound, "no key '\(keyID)' for this app")
+        }
+        return Response.json(200, ["revoked": .string(keyID)])
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import RichPushCore
+
+/// `/v1/apps/{app}/devices`: the registry. Registering and removing take the `manage` scope, searching `read`.
+struct DevicesController: AppRoutes {
+    let store: any ServerStore
+    let registry: any DeviceRegistry
+    let maxBodyBytes: Int
+
+    func addRoutes(to group: RouterGroup<APIRequestContext>) {
+        group.get("apps/:app/devices", use: searchDevices)
+        group.post("apps/:app/devices", use: registerDevice)
+        group.delete("apps/:app/devices/:token", use: removeDevice)
+    }
+
+    func registerDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .manage)
+        let device = try DeviceBody.decode(try await bodyJSON(request), appID: app.id).device
+        try await registry.upsert(device)
+        return Response.json(200, ["token": .string(device.token), "provider": .string(device.provider.rawValue)])
+    }
+
+    func removeDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .manage)
+        let token = context.parameters.get("token") ?? ""
+        guard try await registry.remove(appID: app.id, token: token) else {
+            throw APIError(.notFound, "no such device")
+        }
+        return Response.json(200, ["removed": .string(token)])
+    }
+
+    /// `GET /v1/apps/{app}/devices?q=&after=&limit=`: devices whose token starts with q, or whose user id or a tag is q.
+    func searchDevices(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .read)
+        let query = request.uri.queryParameters
+        let limit = try ListQuery.limit(query)
+        let q = query.get("q") ?? ""
+        guard q.unicodeScalars.count <= 4096, !q.unicodeScalars.contains("\u{0}") else {
+            throw APIError(.invalid, "q is at most 4,096 characters, without NUL")
+        }
+        var after: Int64 = 0
+        if let a = query.get("after") {
+            guard let n = Int64(a), n >= 0 else {
+                throw APIError(
+                    .invalid,
+                    "after is a whole number of 0 or more (a next_after from the page before)"
+                )
+            }
+            after = n
+        }
+        let (devices, next) = try await registry.search(appID: app.id, matching: q, after: after, limit: limit)
+        var body: [String: JSONValue] = [
+            "devices": .array(devices.map(\.json)), "total": .int(Int64(try await registry.count(appID: app.id))),
+        ]
+        if let next { body["next_after"] = .int(next) }
+        return Response.json(200, .object(body))
+    }
+}

@@ -1,0 +1,52 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import RichPushCore
+
+/// `/health` (live and ready) and `/metrics`: no key. Neither carries secrets or tokens; keep `/metrics` off the
+/// public internet all the same.
+struct HealthController: Sendable {
+    let backend: any StorageBackend
+    let metrics: ServerMetrics
+    let fanOuts: BackgroundWork
+    /// This node's id, shown by `/health` (several nodes on one database).
+    let nodeID: String?
+
+    func addRoutes(to router: Router<APIRequestContext>) {
+        // Live: the process answers. Ready: its database answers too (a load balancer sends traffic to ready nodes).
+        router.get("/health") { _, _ in healthAnswer(ready: true) }
+        router.get("/health/ready") { _, _ in healthAnswer(ready: true) }
+        router.get("/health/live") { _, _ in healthAnswer(ready: false) }
+        router.get("/metrics") { _, context in await metricsAnswer(context) }
+    }
+
+    /// The metrics in Prometheus' text format, with the gauges read now (queue depth only while the database answers).
+    func metricsAnswer(_ context: APIRequestContext) async -> Response {
+        metrics.databaseUp(backend.health.isUp)
+        if backend.health.isUp {
+            do { metrics.queueDepth(try await backend.queue.counts()) } catch {
+                context.logger.warning("metrics: could not count the queue", metadata: ["error": "\(error)"])
+            }
+        }
+        metrics.fanOutsRunning(fanOuts.count)
+        return Response(
+            status: .ok,
+            headers: [.contentType: "text/plain; version=0.0.4"],
+            body: .init(byteBuffer: ByteBuffer(string: metrics.render()))
+        )
+    }
+
+    /// `/health` (ready unless `ready` is false: then liveness alone, always 200).
+    func healthAnswer(ready checkReady: Bool) -> Response {
+        let status = backend.health.status
+        var body: [String: JSONValue] = [
+            "live": true, "ready": .bool(status.up), "database": status.up ? "up" : "down",
+            "database_since": .string(ISO8601DateFormatter().string(from: status.since)),
+        ]
+        if let reason = status.reason { body["reason"] = .string(reason) }
+        if let nodeID { body["node"] = .string(nodeID) }
+        var r = Response.json(checkReady && !status.up ? 503 : 200, .object(body))
+        if checkReady && !status.up { r.headers[.retryAfter] = "5" }
+        return r
+    }
+}

@@ -1,0 +1,269 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import RichPushCore
+
+/// `/v1/apps/{app}/notifications`: the send path (validate, preflight media, store, queue, answer 202), the
+/// outcomes, the list of past notifications, the app's own receipts, and (in sandbox mode) the simulated iPhone.
+struct NotificationsController: AppRoutes {
+    let backend: any StorageBackend
+    var store: any ServerStore { backend.store }
+    var registry: any DeviceRegistry { backend.registry }
+    var queue: any DeliveryQueue { backend.queue }
+    var intake: any NotificationIntake { backend.intake }
+    let validation: MessageValidator.Options
+    let maxBodyBytes: Int
+    let maxTokensPerRequest: Int
+    let metrics: ServerMetrics
+    let fanOuts: BackgroundWork
+    let onQueued: @Sendable () -> Void
+    let onAccepted: @Sendable (_ id: String, _ message: PushMessage) -> Void
+    let media: MediaService?
+    let receipts: DeviceReceipts?
+    let providers: (@Sendable (ServerApp) -> ProviderDeliverySender.App)?
+    let simulate: (@Sendable (_ notificationID: String) async -> JSONValue?)?
+
+    func addRoutes(to group: RouterGroup<APIRequestContext>) {
+        group.get("apps/:app/notifications", use: listNotifications)
+        group.post("apps/:app/notifications", use: send)
+        group.get("apps/:app/notifications/:id", use: outcomes)
+        group.get("apps/:app/notifications/:id/simulation", use: simulation)
+        group.post("apps/:app/notifications/:id/receipts", use: receipt)
+    }
+
+    /// Accepts a notification: validates it, stores it with its deliveries (or a pending fan-out), and answers 202
+    /// at once. A registry fan-out (all, user, tag, topic) runs after the answer and resumes after a crash.
+    func send(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .send)
+        let idempotencyKey = request.headers.first { $0.name.canonicalName == "idempotency-key" }?.value
+        if let key = idempotencyKey, key.isEmpty || key.unicodeScalars.count > 255 {
+            throw APIError(
+                .invalidIdempotencyKey,
+                "Idempotency-Key must be 1 to 255 characters"
+            )
+        }
+        let send = try SendRequest.decode(
+            try await bodyJSON(request),
+            validation: validation,
+            maxTokens: maxTokensPerRequest,
+            now: Date()
+        )
+        var (message, report) = (send.message, send.report)
+        let (audience, options) = (send.audience, send.options)
+        // Media is fetched and judged before anything is stored: a refused media answers 422 naming it.
+        if let media {
+            let (errors, notes) = await media.prepare(&message, onFailure: options.onFailure, rehost: options.rehost)
+            guard errors.isEmpty else {
+                throw APIError(
+                    .mediaRefused,
+                    "media failed the preflight check",
+                    issues: errors
+                )
+            }
+            for n in notes { report.add(n.path, n.rule, n.message, .warning) }
+        }
+        let id = UUID().uuidString.lowercased()
+        message.id = id
+        let (expiresAt, end) = options.expiry(ttl: message.ttl)
+        // The device reports what it attached to the address in `rp.r`, when the payload has room for it.
+        let sizeProblems = fitReceiptAddress(
+            &message,
+            id: id,
+            audience: audience,
+            until: end,
+            wanted: options.receipts,
+            into: &report
+        )
+        guard sizeProblems.isEmpty else {
+            throw APIError(.invalid, "the notification is not valid", issues: sizeProblems)
+        }
+        if options.dryRun {
+            return try await dryRunAnswer(app: app, message: message, audience: audience, warnings: report.warnings)
+        }
+        // Hosted media stays while a device may still fetch it.
+        try await media?.keep(message, until: end)
+        let warnings = JSONValue.array(report.warnings.map(\.json))
+        let plan = AcceptPlan(
+            notification: .init(id: id, appID: app.id, message: message.json, response: .null, createdAt: Date()),
+            idempotencyKey: idempotencyKey,
+            audience: audience,
+            notBefore: options.notBefore,
+            expiresAt: expiresAt,
+            spread: options.spread
+        )
+        let accepted = try await intake.accept(plan) { queued in
+            var o: [String: JSONValue] = ["id": .string(id), "status": "accepted", "warnings": warnings]
+            o["deliveries"] = queued.map { .int(Int64($0)) } ?? .null
+            return .object(o)
+        }
+        // a replay answers as the first time did
+        guard accepted.created else { return Response.json(202, accepted.notification.response) }
+        onAccepted(id, message)
+        if accepted.fanOutPending {
+            let (intake, metrics, onQueued) = (intake, metrics, onQueued)
+            metrics.notificationAccepted(deliveries: 0)
+            fanOuts.run(
+                {
+                    let n = try await intake.completeFanOut(notificationID: id)
+                    metrics.deliveriesEnqueued(n)
+                    onQueued()
+                },
+                onFailure: { _ in metrics.fanOutFailed() }
+            )
+        } else {
+            metrics.notificationAccepted(deliveries: accepted.queued)
+            if accepted.queued > 0 { onQueued() }
+        }
+        return Response.json(202, accepted.notification.response)
+    }
+
+    /// The page of deliveries a `GET` of a notification lists: `after` a delivery id (0: from the start), at most
+    /// `limit` (1 to 1000, default 1000).
+    struct OutcomesPage {
+        var after: Int64 = 0
+        var limit = 1000
+
+        init(query: Parameters) throws {
+            if let a = query.get("after") {
+                guard let n = Int64(a), n >= 0 else {
+                    throw APIError(
+                        .invalid,
+                        "after is a whole number of 0 or more (a next_after from the page before)"
+                    )
+                }
+                after = n
+            }
+            if let l = query.get("limit") {
+                guard let n = Int(l), (1...1000).contains(n) else {
+                    throw APIError(.invalid, "limit is a whole number from 1 to 1000")
+                }
+                limit = n
+            }
+        }
+    }
+
+    func outcomes(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .read)
+        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id
+        else {
+            throw APIError(.notFound, "no such notification")
+        }
+        let page = try OutcomesPage(query: request.uri.queryParameters)
+        // Counted in the database and read a page at a time: a poll of a million-device send reads no million rows.
+        let byState = try await queue.counts(notificationID: id)
+        let counts = Dictionary(uniqueKeysWithValues: byState.map { ($0.key.rawValue, JSONValue.int(Int64($0.value))) })
+        let total = byState.values.reduce(0, +)
+        // Deliveries are listed in id order: a page starts after the last id of the one before. One more than the
+        // page is read to know whether another follows.
+        let read = try await queue.deliveries(notificationID: id, after: page.after, limit: page.limit + 1)
+        let shown = read.prefix(page.limit)
+        let list: [JSONValue] = shown.map { d in
+            var o: [String: JSONValue] = [
+                "target": .string(d.target), "provider": .string(d.provider.rawValue),
+                "state": .string(d.state.rawValue), "attempts": .int(Int64(d.attempts)),
+            ]
+            if let r = d.reason { o["reason"] = .string(r) }
+            if let p = d.providerID { o["provider_id"] = .string(p) }
+            return .object(o)
+        }
+        // What devices reported: how many showed media, and why media was skipped.
+        let receipts = try await store.receipts(notificationID: id)
+        var skippedReasons: [String: JSONValue] = [:]
+        var withMedia = 0
+        for report in receipts.values {
+            if !(report["attachments"]?.arrayValue ?? []).isEmpty { withMedia += 1 }
+            for s in report["skipped"]?.arrayValue ?? [] {
+                let reason = s["reason"]?.stringValue ?? "unknown"
+                skippedReasons[reason] = .int((skippedReasons[reason]?.intValue ?? 0) + 1)
+            }
+        }
+        let receiptSummary: JSONValue = [
+            "count": .int(Int64(receipts.count)), "with_media": .int(Int64(withMedia)),
+            "skipped_reasons": .object(skippedReasons),
+        ]
+        var body: [String: JSONValue] = [
+            "id": .string(id), "total": .int(Int64(total)), "counts": .object(counts), "deliveries": .array(list),
+            "receipts": receiptSummary,
+        ]
+        if read.count > page.limit, let last = shown.last { body["next_after"] = .int(last.id) }
+        return Response.json(200, .object(body))
+    }
+
+    /// `GET /v1/apps/{app}/notifications?before=&limit=`: newest first, with each one's counts by state.
+    func listNotifications(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .read)
+        let query = request.uri.queryParameters
+        let limit = try ListQuery.limit(query)
+        var before: Double?
+        if let b = query.get("before") {
+            // Seconds since 1970, as `next_before` gives them; held to a range before any conversion.
+            guard let t = Double(b), t.isFinite, (0...4_102_444_800).contains(t) else {
+                throw APIError(
+                    .invalid,
+                    "before is seconds since 1970 (a next_before from the page before)"
+                )
+            }
+            // Kept as the number given: a Date made from it may not give the same number back, and the page's
+            // last notification would then be listed again on the next page.
+            before = t
+        }
+        let found = try await store.notifications(appID: app.id, before: before, limit: limit)
+        var items: [JSONValue] = []
+        for n in found {
+            let counts = try await queue.counts(notificationID: n.id)
+            let message = n.message
+            var item: [String: JSONValue] = [
+                "id": .string(n.id), "created_at": .double(n.createdAt.timeIntervalSince1970),
+                "counts": .object(
+                    Dictionary(uniqueKeysWithValues: counts.map { ($0.key.rawValue, JSONValue.int(Int64($0.value))) })
+                ),
+                "total": .int(Int64(counts.values.reduce(0, +))),
+            ]
+            let alert = message["alert"]
+            if let title = alert?["title"]?.stringValue ?? message["title"]?.stringValue {
+                item["title"] = .string(title)
+            }
+            if let body = alert?["body"]?.stringValue ?? alert?.stringValue ?? message["body"]?.stringValue {
+                item["body"] = .string(body)
+            }
+            items.append(.object(item))
+        }
+        var body: [String: JSONValue] = ["notifications": .array(items)]
+        if found.count == limit, let last = found.last {
+            body["next_before"] = .double(last.createdAt.timeIntervalSince1970)
+        }
+        return Response.json(200, .object(body))
+    }
+
+    /// `GET /v1/apps/{app}/notifications/{id}/simulation` (sandbox mode): the device library run on what the APNs
+    /// emulator received for this notification: what the iPhone shows, attaches and skips, and why.
+    func simulation(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .read)
+        guard let simulate else {
+            throw APIError(.notFound, "the simulated iPhone runs in sandbox mode only")
+        }
+        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id
+        else {
+            throw APIError(.notFound, "no such notification")
+        }
+        guard let result = await simulate(n.id) else {
+            throw APIError(
+                .notFound,
+                "the APNs emulator has not received this notification (yet)"
+            )
+        }
+        return Response.json(200, result)
+    }
+
+    /// A device's delivery report (RichPushMedia's `DeliveryReport.json`), posted by the app with a `send` key.
+    func receipt(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .send)
+        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id
+        else {
+            throw APIError(.notFound, "no such notification")
+        }
+        let receipt = try ReceiptBody.decode(try await bodyJSON(request), byApp: true)
+        try await store.saveReceipt(notificationID: id, token: receipt.from ?? "", report: receipt.report)
+        return Response.json(201, ["recorded": true])
+    }
+}

@@ -1,0 +1,44 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+
+/// The one place an API route's failure becomes an answer. In front of every `/v1` route: while the database is
+/// away nothing is tried (503 at once: every route needs it, a key is looked up there); an ``APIError`` answers for
+/// itself; a body over its limit is 413; a database that went away mid-request is 503; anything else is logged
+/// where it is caught, with a request id that the 500 answer carries too (the error, never a body or a key).
+struct APIErrorMiddleware: RouterMiddleware {
+    typealias Context = APIRequestContext
+
+    let health: DatabaseHealth
+    let isUnavailable: @Sendable (any Error) -> Bool
+    let maxBodyBytes: Int
+
+    func handle(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
+        guard health.isUp else { return APIError.databaseUnavailable.response }
+        do {
+            return try await next(request, context)
+        } catch let error as APIError {
+            return error.response
+        } catch is NIOTooManyBytesError {
+            return APIError.bodyTooLarge(maxBodyBytes).response
+        } catch  where isUnavailable(error) {
+            context.logger.warning("database unavailable", metadata: ["error": .string(String(describing: error))])
+            return APIError.databaseUnavailable.response
+        } catch let error as HTTPResponseError {
+            // Hummingbird's own answers (a malformed request it refused) stay as they are.
+            throw error
+        } catch {
+            let requestID = String(UUID().uuidString.lowercased().prefix(18))
+            context.logger.error(
+                "request failed",
+                metadata: ["request_id": .string(requestID), "error": .string(String(describing: error))]
+            )
+            return APIError(.internal, "internal error", requestID: requestID).response
+        }
+    }
+}

@@ -1,0 +1,323 @@
+import Foundation
+import Hummingbird
+import Logging
+import NIOCore
+import RichPushAPNs
+import RichPushCore
+import RichPushFCM
+import RichPushSandbox
+import RichPushTransport
+import ServiceLifecycle
+
+/// Builds the whole server from its configuration: the database (an SQLite file, or PostgreSQL shared with other
+/// nodes), the provider clients (or, in sandbox mode, the emulators they send to), the delivery workers, media
+/// preflight and hosting, receipts, periodic jobs and the HTTP API, wired together and ready to run.
+///
+/// ```swift
+/// var config = ServerConfiguration()
+/// config.database = "richpush.sqlite"
+/// let server = try await buildApplication(config, adminKey: adminKey, logger: Logger(label: "richpush"))
+/// try await server.run(gracefulShutdownSignals: [.sigterm, .sigint])
+/// ```
+///
+/// - Parameters:
+///   - onRunning: called once the listener is up, with its port, the sandbox admin port (0 without a sandbox in
+///     this process) and the base address hosted media is served at.
+public func buildApplication(
+    _ config: ServerConfiguration,
+    adminKey: String,
+    logger: Logger,
+    onRunning: @escaping @Sendable (_ port: Int, _ sandboxAdminPort: Int, _ mediaBase: String) -> Void = { _, _, _ in }
+) async throws -> RichPushApplication {
+    let nodeID = config.nodeID ?? PostgresBackend.newNodeID()
+    let (backend, databaseServices) = try await openBackend(config, nodeID: nodeID, logger: logger)
+    let providers = try await ProviderSetup.make(config)
+    let clients = providers.clients
+
+    var deliveryLog = logger
+    deliveryLog[metadataKey: "part"] = "delivery"
+    let sender = deliverySender(store: backend.store, clients: clients, logger: deliveryLog)
+    let metrics = ServerMetrics()
+    let workers = deliveryWorkers(
+        config,
+        nodeID: nodeID,
+        backend: backend,
+        sender: sender,
+        metrics: metrics,
+        logger: deliveryLog
+    )
+    let wakeWorkers: @Sendable () -> Void = { for worker in workers { worker.wake() } }
+    backend.onWorkQueued(wakeWorkers)
+
+    // Media preflight and hosting. Outside the sandbox, fetches refuse every internal address (in the sandbox,
+    // media is often plain http on loopback). On a shared database hosted media is kept there too: every node
+    // serves every file, its disk a cache.
+    let mediaStore = try MediaStore(
+        directory: URL(fileURLWithPath: config.resolvedMediaDirectory, isDirectory: true),
+        cacheBytes: config.mediaCacheMegabytes << 20,
+        shared: backend.sharedMedia
+    )
+    let fetcher = try SafeFetcher(
+        policy: AddressPolicy(allowAll: config.sandbox),
+        limits: .init(allowHTTP: config.sandbox)
+    )
+    let media = MediaService(store: mediaStore, fetcher: fetcher, publicBase: config.publicBase(boundPort: config.port))
+    let receipts: DeviceReceipts? =
+        config.receiptsEnabled
+        ? DeviceReceipts(secret: try await backend.store.secret(named: "receipts"), base: config.publicURL) : nil
+
+    // The console's simulated iPhone: the device library run on what the APNs emulator received.
+    var simulate: (@Sendable (String) async -> JSONValue?)?
+    if let sandbox = providers.sandbox {
+        simulate = { id in await SimulatedIPhone.run(sandbox: sandbox, notificationID: id) }
+    }
+    let api = RichPushAPI(
+        backend: backend,
+        adminKey: adminKey,
+        validation: .init(allowInsecureMedia: config.sandbox, requireTargets: false),
+        metrics: metrics,
+        limiter: RateLimiter(rate: config.rateLimit, burst: config.rateLimit * 2),
+        onQueued: wakeWorkers,
+        onAccepted: { id, message in sender.remember(id, message) },
+        media: media,
+        receipts: receipts,
+        providers: { clients.sender(for: $0) },
+        extraFCMTokenEndpoints: Set([providers.sandboxTokenURI].compactMap { $0 }),
+        nodeID: nodeID,
+        simulate: simulate
+    )
+
+    // Fan-outs a crash cut short are finished before serving (on a shared database, by the leader: a fan-out
+    // another node runs is not this node's to take).
+    if !config.isPostgres { _ = try await api.resumeFanOuts() }
+    let jobs = leaderJobs(config, api: api, backend: backend, metrics: metrics)
+    let limiter = api.limiter
+    let clusterServices = backend.backgroundServices(address: "\(config.host):\(config.port)", leaderJobs: jobs) {
+        limiter.share(among: $0)
+    }
+    let sweeper: [any Service] =
+        config.mediaRetentionDays > 0
+        ? [MediaSweeper(store: mediaStore, retention: config.mediaRetentionDays * 86_400, metrics: metrics)] : []
+
+    // One group runs every part. It shuts them down in reverse order, each after the one behind it has finished:
+    // the listener first, then the workers (which drain the sends they hold), the cluster's and the database's
+    // own services, running fan-outs, the sandbox, the provider clients, and the database last.
+    let sandbox = providers.sandbox
+    let fanOuts = api.fanOuts
+    let closers: [any Service] = [
+        ClosingService(name: "database") { await backend.close() },
+        ClosingService(name: "provider-clients") { await clients.shutdown() },
+        ClosingService(name: "sandbox") { await sandbox?.stop() },
+        ClosingService(name: "fan-outs") { fanOuts.cancelAll() },
+    ]
+    let fastPath = MediaFastPath.Status()
+    var mediaLogger = logger
+    mediaLogger[metadataKey: "part"] = "media"
+    let mediaLog = mediaLogger
+    var httpLog = logger
+    httpLog[metadataKey: "part"] = "http"
+    let serverLog = httpLog
+    let application = Application(
+        router: api.router(),
+        server: .http1(
+            configuration: .init(
+                additionalChannelHandlers: [MediaFastPath(store: mediaStore, status: fastPath, logger: mediaLog)]
+            )
+        ),
+        configuration: .init(address: .hostname(config.host, port: config.port), serverName: "richpush", backlog: 4096),
+        services: closers + databaseServices + clusterServices + sweeper + workers.map { WorkerService(worker: $0) },
+        onServerRunning: { [adminPort = sandbox?.adminPort ?? 0] channel in
+            let port = channel.localAddress?.port ?? 0
+            // Accept a burst of connections (the downloads after a large send) in few loop turns, not four a turn.
+            channel.setOption(ChannelOptions.maxMessagesPerRead, value: 256).whenFailure { error in
+                serverLog.warning("could not set the listener's accept batch", metadata: ["error": "\(error)"])
+            }
+            media.publicBase = config.mediaBase(boundPort: port)
+            receipts?.base = config.publicBase(boundPort: port)
+            onRunning(port, adminPort, media.publicBase)
+        },
+        logger: serverLog
+    )
+    return RichPushApplication(api: api, sandbox: sandbox, mediaFastPath: fastPath, application: application)
+}
+
+/// The database the configuration names: an SQLite file with its checkpointer, or PostgreSQL shared with other
+/// nodes. Credentials are sealed with a key kept in a file (made on first start, never when sealed credentials
+/// exist without it: that would lock them away for good).
+func openBackend(
+    _ config: ServerConfiguration,
+    nodeID: String,
+    logger: Logger
+) async throws -> (any StorageBackend, [any Service]) {
+    let keyFile = config.resolvedCredentialsKeyFile
+    let sealer = { (sealedExist: Bool) throws -> CredentialSealer in
+        try CredentialSealer.load(
+            keyFile: keyFile,
+            create: !FileManager.default.fileExists(atPath: keyFile) && !sealedExist
+        )
+    }
+    if config.isPostgres {
+        var postgresLog = logger
+        postgresLog[metadataKey: "part"] = "postgres"
+        // The database client's own notes on connections it could not make are repeated for every attempt: above
+        // debug, they show only when asked for.
+        postgresLog.logLevel = logger.logLevel <= .debug ? logger.logLevel : max(logger.logLevel, .notice)
+        // A fan-out a dead node held is taken over after the same time as its deliveries.
+        let backend = try await PostgresBackend.open(
+            url: config.database,
+            sealer: sealer,
+            nodeID: nodeID,
+            fanOutLease: max(5, config.leaseSeconds),
+            logger: postgresLog
+        )
+        return (backend, [])
+    }
+    let pool = try SQLiteDeliveryQueue.openPool(path: config.database, backgroundCheckpoints: true)
+    let checkpointer = try WALCheckpointer(path: config.database)
+    let backend = try SQLiteBackend(
+        pool: pool,
+        sealer: try sealer(try SQLiteServerStore.hasSealedCredentials(pool: pool))
+    )
+    return (backend, [checkpointer])
+}
+
+/// The provider clients: in sandbox mode every request goes to the emulators (started here, or a running
+/// `richpush sandbox`), and apps without credentials use the sandbox's; otherwise each app's own credentials.
+struct ProviderSetup {
+    var clients: ProviderClients
+    var sandbox: Sandbox?
+    var sandboxTokenURI: String?
+
+    static func make(_ config: ServerConfiguration) async throws -> ProviderSetup {
+        guard config.sandbox else { return ProviderSetup(clients: ProviderClients()) }
+        // The sandbox fetches media from any address: ServerConfiguration.check() keeps it on loopback.
+        try config.check()
+        let dir = URL(fileURLWithPath: config.sandboxDirectory, isDirectory: true)
+        var sandbox: Sandbox?
+        let creds: SandboxCredentials
+        let apnsPort: Int
+        let fcmPort: Int
+        if let a = config.externalSandboxAPNsPort, let f = config.externalSandboxFCMPort {
+            creds = try SandboxCredentials.read(from: dir)
+            (apnsPort, fcmPort) = (a, f)
+        } else {
+            let s = try await Sandbox.start(directory: dir, threads: 1)
+            sandbox = s
+            (creds, apnsPort, fcmPort) = (s.credentials, s.apns.port, s.fcm.port)
+        }
+        let trust = TLSTrust.certificateAuthority(pem: creds.caCertificatePEM)
+        let account = try ServiceAccount(contentsOf: dir.appendingPathComponent("service-account.json"))
+        let apns = APNsClient(
+            configuration: .init(
+                endpoint: .custom(host: "127.0.0.1", port: apnsPort),
+                authentication: .token(
+                    try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
+                ),
+                trust: trust
+            )
+        )
+        let fcm = FCMClient(
+            configuration: .init(
+                serviceAccount: account,
+                endpoint: .custom(host: "127.0.0.1", port: fcmPort),
+                trust: trust
+            )
+        )
+        let clients = ProviderClients(
+            routing: .init(
+                apnsEndpoint: .custom(host: "127.0.0.1", port: apnsPort),
+                fcmEndpoint: .custom(host: "127.0.0.1", port: fcmPort),
+                fcmTokenURI: account.tokenURI,
+                trust: trust
+            ),
+            fallback: .init(apns: apns, fcm: fcm, fcmProjectID: account.projectID)
+        )
+        return ProviderSetup(clients: clients, sandbox: sandbox, sandboxTokenURI: account.tokenURI)
+    }
+}
+
+/// Reads each delivery's app and message. Failures are logged where they happen, with the id they concern; the
+/// delivery itself then ends with the sender's reason (no app, no message) and is retried by the queue's policy.
+func deliverySender(store: any ServerStore, clients: ProviderClients, logger: Logger) -> ProviderDeliverySender {
+    ProviderDeliverySender(
+        app: { id in
+            do {
+                guard let app = try await store.app(id: id) else { return nil }
+                return clients.sender(for: app)
+            } catch {
+                logger.error("could not read the app", metadata: ["app_id": .string(id), "error": .string("\(error)")])
+                return nil
+            }
+        },
+        message: { id in
+            do { return try await store.message(id: id) } catch {
+                logger.error(
+                    "could not read the message",
+                    metadata: ["notification_id": .string(id), "error": .string("\(error)")]
+                )
+                return nil
+            }
+        }
+    )
+}
+
+/// `lanes` workers share the node's sends in flight; each claims and settles its own batches. Leases name the
+/// node that holds them (several nodes share a PostgreSQL queue).
+func deliveryWorkers(
+    _ config: ServerConfiguration,
+    nodeID: String,
+    backend: any StorageBackend,
+    sender: ProviderDeliverySender,
+    metrics: ServerMetrics,
+    logger: Logger
+) -> [DeliveryWorker] {
+    let registry = backend.registry
+    let lanes = max(1, min(config.lanes, config.concurrency))
+    return (1...lanes).map { lane in
+        DeliveryWorker(
+            configuration: .init(
+                owner: "\(nodeID)/w\(lane)",
+                batchSize: config.batchSize,
+                concurrency: config.concurrency / lanes + (lane <= config.concurrency % lanes ? 1 : 0),
+                lease: config.leaseSeconds
+            ),
+            queue: backend.queue,
+            sender: sender,
+            metrics: metrics,
+            health: backend.health,
+            logger: logger,
+            prune: { d, _ in
+                do { _ = try await registry.prune(appID: d.appID, token: d.target, invalidSince: nil) } catch {
+                    logger.error(
+                        "could not prune a gone token",
+                        metadata: ["delivery_id": .string("\(d.id)"), "error": .string("\(error)")]
+                    )
+                }
+            }
+        )
+    }
+}
+
+/// Periodic work one node does for all, on a shared database: resuming fan-outs a dead node left, sweeping
+/// shared media.
+func leaderJobs(
+    _ config: ServerConfiguration,
+    api: RichPushAPI,
+    backend: any StorageBackend,
+    metrics: ServerMetrics
+)
+    -> [PeriodicJob]
+{
+    guard config.isPostgres else { return [] }
+    var jobs = [PeriodicJob(name: "resume-fan-outs", interval: 5) { _ = try await api.resumeFanOuts() }]
+    if config.mediaRetentionDays > 0, let shared = backend.sharedMedia {
+        let retention = config.mediaRetentionDays * 86_400
+        jobs.append(
+            PeriodicJob(name: "sweep-shared-media", interval: 3600) {
+                let (files, bytes) = try await shared.sweep(before: Date().addingTimeInterval(-retention))
+                metrics.mediaSwept(files: files, bytes: bytes)
+            }
+        )
+    }
+    return jobs
+}
