@@ -285,14 +285,7 @@ import Testing
             let id = try #require(accepted["id"]?.stringValue)
             await f.api.fanOuts.idle()
 
-            let sender = ProviderDeliverySender(apps: [
-                appID: .init(
-                    apns: apns,
-                    bundleID: "com.example.app",
-                    fcm: fcm,
-                    fcmProjectID: sandbox.credentials.fcmProjectID
-                )
-            ]) { id in
+            let sender = ProviderDeliverySender(providers: try .sandbox(sandbox, apns: apns, fcm: fcm)) { id in
                 try? await f.store.message(id: id)
             }
             let registry = f.registry

@@ -186,14 +186,7 @@ import Testing
         let sandbox = try await Sandbox.start(directory: dir, threads: 1)
         let c = sandbox.credentials
         let account = try ServiceAccount(contentsOf: sandbox.files["service-account"]!)
-        let clients = ProviderClients(
-            routing: .init(
-                apnsEndpoint: .custom(host: "127.0.0.1", port: sandbox.apns.port),
-                fcmEndpoint: .custom(host: "127.0.0.1", port: sandbox.fcm.port),
-                fcmTokenURI: account.tokenURI,
-                trust: .certificateAuthority(pem: c.caCertificatePEM)
-            )
-        )
+        let providers = try Providers.sandbox(sandbox, fallbacks: false)
         let good = ServerApp(
             id: "good",
             name: "Good",
@@ -240,7 +233,8 @@ import Testing
             try await api.intake.completeFanOut(notificationID: "n-\(app)")
         }
         let sender = ProviderDeliverySender(
-            app: { id in (try? await store.app(id: id)).flatMap { $0 }.map { clients.sender(for: $0) } },
+            providers: providers,
+            app: { id in (try? await store.app(id: id)).flatMap { $0 } },
             message: { id in try? await store.message(id: id) }
         )
         let worker = DeliveryWorker(queue: queue, sender: sender)
@@ -253,7 +247,7 @@ import Testing
         #expect(try await outcome("good") == ["apns delivered -", "fcm delivered -"])
         #expect(try await outcome("stranger") == ["apns failed InvalidProviderToken", "fcm failed fcm_not_configured"])
         #expect(try await outcome("bare") == ["apns failed apns_not_configured", "fcm failed fcm_not_configured"])
-        await clients.shutdown()
+        await providers.shutdown()
         await sandbox.stop()
     }
 

@@ -22,14 +22,7 @@ import Testing
         let message = try PushMessage.decode(
             JSONValue.parse(#"{"title":"Worker","body":"through faults","media":"https://x.test/a.jpg"}"#)
         )
-        let sender = ProviderDeliverySender(apps: [
-            "app": .init(
-                apns: apns,
-                bundleID: "com.example.app",
-                fcm: fcm,
-                fcmProjectID: sandbox.credentials.fcmProjectID
-            )
-        ]) { id in
+        let sender = ProviderDeliverySender(providers: try .sandbox(sandbox, apns: apns, fcm: fcm)) { id in
             id == "n1" ? message : nil
         }
         let queue = try SQLiteDeliveryQueue(path: dir.appendingPathComponent("queue.sqlite").path)

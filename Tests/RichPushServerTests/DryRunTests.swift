@@ -18,21 +18,9 @@ import Testing
         let sandbox = try await Sandbox.start(directory: dir, threads: 1)
         let f = try APITests.fixture()
         let account = try ServiceAccount(contentsOf: sandbox.files["service-account"]!)
-        let clients = ProviderClients(
-            routing: .init(
-                apnsEndpoint: .custom(host: "127.0.0.1", port: sandbox.apns.port),
-                fcmEndpoint: .custom(host: "127.0.0.1", port: sandbox.fcm.port),
-                fcmTokenURI: account.tokenURI,
-                trust: .certificateAuthority(pem: sandbox.credentials.caCertificatePEM)
-            ),
-            fallback: .init(
-                apns: try sandbox.apnsClient(requestTimeout: 5),
-                fcm: try sandbox.fcmClient(requestTimeout: 5),
-                fcmProjectID: account.projectID
-            )
-        )
+        let providers = try Providers.sandbox(sandbox)
         var api = f.api
-        api.providers = { clients.sender(for: $0) }
+        api.providers = providers
         sandbox.fcm.unregister(token: "fcm-gone-token-0001")
         try await Application(router: api.router()).test(.router) { client in
             let (app, key) = try await APITests.createApp(client)
@@ -116,7 +104,7 @@ import Testing
         // Nothing queued, nothing sent.
         #expect(try await f.queue.counts().values.reduce(0, +) == 0)
         #expect(sandbox.apns.acceptedCount == 0)
-        await clients.shutdown()
+        await providers.shutdown()
         await sandbox.stop()
     }
 }

@@ -71,11 +71,21 @@ import Testing
 
     @Test func deviceBodiesFollowTheProvidersTokenRules() throws {
         let hex = String(repeating: "ab", count: 32)
-        let d = try DeviceBody.decode(["token": .string(hex), "platform": "ios", "tags": ["a", "b"]], appID: "app")
-            .device
+        let d = try DeviceBody.decode(
+            ["token": .string(hex), "platform": "ios", "tags": ["a", "b"]],
+            appID: "app",
+            providers: Providers([APNsProvider(), FCMProvider()])
+        )
+        .device
         #expect(d.provider == .apns && d.tags == ["a", "b"])
         #expect(
-            Self.rules { _ = try DeviceBody.decode(["token": "not hex", "platform": "ios"], appID: "app") } == [
+            Self.rules {
+                _ = try DeviceBody.decode(
+                    ["token": "not hex", "platform": "ios"],
+                    appID: "app",
+                    providers: Providers([APNsProvider(), FCMProvider()])
+                )
+            } == [
                 "token apns-token"
             ]
         )
@@ -83,7 +93,8 @@ import Testing
             Self.rules {
                 _ = try DeviceBody.decode(
                     ["token": .string(hex), "platform": "android", "provider": .null, "tags": "solo", "user_id": ""],
-                    appID: "app"
+                    appID: "app",
+                    providers: Providers([APNsProvider(), FCMProvider()])
                 )
             } == ["provider type", "tags type", "user_id empty"]
         )
@@ -91,7 +102,8 @@ import Testing
             Self.rules {
                 _ = try DeviceBody.decode(
                     ["token": "t", "platform": "android", "topics": .array(Array(repeating: "x", count: 101))],
-                    appID: "app"
+                    appID: "app",
+                    providers: Providers([APNsProvider(), FCMProvider()])
                 )
             } == ["topics max-items"]
         )
@@ -99,7 +111,8 @@ import Testing
             Self.rules {
                 _ = try DeviceBody.decode(
                     ["token": "t", "platform": "android", "locale": .string(String(repeating: "é", count: 36))],
-                    appID: "app"
+                    appID: "app",
+                    providers: Providers([APNsProvider(), FCMProvider()])
                 )
             } == ["locale length"]
         )

@@ -64,17 +64,17 @@ import Testing
             #expect(body["error"]?["issues"]?.arrayValue?.first?["rule"] == "token-endpoint")
         }
         // A row stored before the check (or edited in the database) is refused again before any connection.
-        let clients = ProviderClients()
+        let fcmProvider = FCMProvider()
         let app = ServerApp(
             id: "app_x",
             name: "Shop",
             bundleID: "com.example.app",
             fcm: FCMCredentials(serviceAccountJSON: account, projectID: "p", clientEmail: "c@example.com")
         )
-        #expect(clients.sender(for: app).fcm == nil)
+        #expect(fcmProvider.client(for: app) == nil)
         try await Task.sleep(nanoseconds: 300_000_000)
         #expect(listener.connections == 0)
-        await clients.shutdown()
+        await fcmProvider.shutdown()
         // In sandbox mode the emulator's endpoint is the one allowed.
         var sandboxAPI = f.api
         sandboxAPI.extraFCMTokenEndpoints = ["https://127.0.0.1:\(listener.port)/token"]

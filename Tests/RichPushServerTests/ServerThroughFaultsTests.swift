@@ -26,21 +26,10 @@ import Testing
             validation: .init(allowInsecureMedia: true, requireTargets: false)
         )
         let account = try ServiceAccount(contentsOf: sandbox.files["service-account"]!)
-        let clients = ProviderClients(
-            routing: .init(
-                apnsEndpoint: .custom(host: "127.0.0.1", port: sandbox.apns.port),
-                fcmEndpoint: .custom(host: "127.0.0.1", port: sandbox.fcm.port),
-                fcmTokenURI: account.tokenURI,
-                trust: .certificateAuthority(pem: sandbox.credentials.caCertificatePEM)
-            ),
-            fallback: .init(
-                apns: try sandbox.apnsClient(requestTimeout: 5),
-                fcm: try sandbox.fcmClient(requestTimeout: 5),
-                fcmProjectID: account.projectID
-            )
-        )
+        let providers = try Providers.sandbox(sandbox)
         let sender = ProviderDeliverySender(
-            app: { id in (try? await store.app(id: id)).flatMap { $0 }.map { clients.sender(for: $0) } },
+            providers: providers,
+            app: { id in (try? await store.app(id: id)).flatMap { $0 } },
             message: { id in try? await store.message(id: id) }
         )
         let worker = DeliveryWorker(
@@ -176,7 +165,7 @@ import Testing
             (sandbox.apns.rejectedCounts["TooManyRequests"] ?? 0) == 3
                 && (sandbox.apns.rejectedCounts["ServiceUnavailable"] ?? 0) == 3
         )
-        await clients.shutdown()
+        await providers.shutdown()
         await sandbox.stop()
     }
 }

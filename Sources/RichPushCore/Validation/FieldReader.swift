@@ -205,15 +205,26 @@ public struct FieldReader {
         required: Bool = false,
         _ type: E.Type
     ) -> E? where E.RawValue == String {
+        choice(object, key, at: path, required: required, among: E.allCases.map(\.rawValue)).flatMap(E.init(rawValue:))
+    }
+
+    /// One of the strings `allowed`.
+    public mutating func choice(
+        _ object: [String: JSONValue],
+        _ key: String,
+        at path: String,
+        required: Bool = false,
+        among allowed: [String]
+    ) -> String? {
         let field = Self.join(path, key)
         guard let value = present(object[key], at: field) else {
             if required && (object[key] == nil || !strict) { report.add(field, "required", "\(key) is required") }
             return nil
         }
-        guard let e = value.stringValue.flatMap(E.init(rawValue:)) else {
-            report.add(field, "enum", "\(key) is one of \(E.allCases.map(\.rawValue).joined(separator: ", "))")
+        guard let s = value.stringValue, allowed.contains(s) else {
+            report.add(field, "enum", "\(key) is one of \(allowed.joined(separator: ", "))")
             return nil
         }
-        return e
+        return s
     }
 }

@@ -36,8 +36,9 @@ public struct RichPushAPI: Sendable {
     public var media: MediaService?
     /// Receipt addresses for devices (`rp.r`) and `POST /v1/receipts/{token}`; nil turns both off.
     public var receipts: DeviceReceipts?
-    /// The provider setup of an app, for dry runs (FCM project, and FCM's `validate_only` check of tokens).
-    public var providers: (@Sendable (ServerApp) -> ProviderDeliverySender.App)?
+    /// The push services devices are reached through: token checks, sizes and dry runs ask them (the workers
+    /// send through the same ones).
+    public var providers: Providers
     /// OAuth endpoints a stored service account may name besides Google's: the emulator's, in sandbox mode.
     public var extraFCMTokenEndpoints: Set<String>
     /// This node's id, shown by `/health` (several nodes on one database).
@@ -57,7 +58,7 @@ public struct RichPushAPI: Sendable {
         onAccepted: @escaping @Sendable (_ id: String, _ message: PushMessage) -> Void = { _, _ in },
         media: MediaService? = nil,
         receipts: DeviceReceipts? = nil,
-        providers: (@Sendable (ServerApp) -> ProviderDeliverySender.App)? = nil,
+        providers: Providers = Providers([APNsProvider(), FCMProvider()]),
         extraFCMTokenEndpoints: Set<String> = [],
         nodeID: String? = nil,
         simulate: (@Sendable (_ notificationID: String) async -> JSONValue?)? = nil
@@ -129,7 +130,8 @@ public struct RichPushAPI: Sendable {
             extraFCMTokenEndpoints: extraFCMTokenEndpoints,
             sandbox: simulate != nil
         ).addRoutes(to: keyed)
-        DevicesController(store: store, registry: registry, maxBodyBytes: maxBodyBytes).addRoutes(to: keyed)
+        DevicesController(store: store, registry: registry, providers: providers, maxBodyBytes: maxBodyBytes)
+            .addRoutes(to: keyed)
         NotificationsController(
             backend: backend,
             validation: validation,

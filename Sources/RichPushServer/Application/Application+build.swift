@@ -31,12 +31,12 @@ public func buildApplication(
 ) async throws -> RichPushApplication {
     let nodeID = config.nodeID ?? PostgresBackend.newNodeID()
     let (backend, databaseServices) = try await openBackend(config, nodeID: nodeID, logger: logger)
-    let providers = try await ProviderSetup.make(config)
-    let clients = providers.clients
+    let setup = try await ProviderSetup.make(config)
+    let providers = setup.providers
 
     var deliveryLog = logger
     deliveryLog[metadataKey: "part"] = "delivery"
-    let sender = deliverySender(store: backend.store, clients: clients, logger: deliveryLog)
+    let sender = deliverySender(store: backend.store, providers: providers, logger: deliveryLog)
     let metrics = ServerMetrics()
     let workers = deliveryWorkers(
         config,
@@ -68,7 +68,7 @@ public func buildApplication(
 
     // The console's simulated iPhone: the device library run on what the APNs emulator received.
     var simulate: (@Sendable (String) async -> JSONValue?)?
-    if let sandbox = providers.sandbox {
+    if let sandbox = setup.sandbox {
         simulate = { id in await SimulatedIPhone.run(sandbox: sandbox, notificationID: id) }
     }
     let api = RichPushAPI(
@@ -81,8 +81,8 @@ public func buildApplication(
         onAccepted: { id, message in sender.remember(id, message) },
         media: media,
         receipts: receipts,
-        providers: { clients.sender(for: $0) },
-        extraFCMTokenEndpoints: Set([providers.sandboxTokenURI].compactMap { $0 }),
+        providers: providers,
+        extraFCMTokenEndpoints: Set([setup.sandboxTokenURI].compactMap { $0 }),
         nodeID: nodeID,
         simulate: simulate
     )
@@ -102,11 +102,14 @@ public func buildApplication(
     // One group runs every part. It shuts them down in reverse order, each after the one behind it has finished:
     // the listener first, then the workers (which drain the sends they hold), the cluster's and the database's
     // own services, running fan-outs, the sandbox, the provider clients, and the database last.
-    let sandbox = providers.sandbox
+    let sandbox = setup.sandbox
     let fanOuts = api.fanOuts
     let closers: [any Service] = [
         ClosingService(name: "database") { await backend.close() },
-        ClosingService(name: "provider-clients") { await clients.shutdown() },
+        ClosingService(name: "providers") {
+            await providers.shutdown()
+            await setup.closeFallbacks()
+        },
         ClosingService(name: "sandbox") { await sandbox?.stop() },
         ClosingService(name: "fan-outs") { fanOuts.cancelAll() },
     ]
@@ -181,15 +184,18 @@ func openBackend(
     return (backend, [checkpointer])
 }
 
-/// The provider clients: in sandbox mode every request goes to the emulators (started here, or a running
+/// The push services: in sandbox mode every request goes to the emulators (started here, or a running
 /// `richpush sandbox`), and apps without credentials use the sandbox's; otherwise each app's own credentials.
+/// A provider joins the server here, with one line in the list.
 struct ProviderSetup {
-    var clients: ProviderClients
+    var providers: Providers
     var sandbox: Sandbox?
     var sandboxTokenURI: String?
+    /// Closes the sandbox's own clients (the fallbacks), which the providers use but do not own.
+    var closeFallbacks: @Sendable () async -> Void = {}
 
     static func make(_ config: ServerConfiguration) async throws -> ProviderSetup {
-        guard config.sandbox else { return ProviderSetup(clients: ProviderClients()) }
+        guard config.sandbox else { return ProviderSetup(providers: .standard()) }
         // The sandbox fetches media from any address: ServerConfiguration.check() keeps it on loopback.
         try config.check()
         let dir = URL(fileURLWithPath: config.sandboxDirectory, isDirectory: true)
@@ -207,44 +213,42 @@ struct ProviderSetup {
         }
         let trust = TLSTrust.certificateAuthority(pem: creds.caCertificatePEM)
         let account = try ServiceAccount(contentsOf: dir.appendingPathComponent("service-account.json"))
+        let apnsEndpoint = APNsConfiguration.Endpoint.custom(host: "127.0.0.1", port: apnsPort)
+        let fcmEndpoint = FCMConfiguration.Endpoint.custom(host: "127.0.0.1", port: fcmPort)
         let apns = APNsClient(
             configuration: .init(
-                endpoint: .custom(host: "127.0.0.1", port: apnsPort),
+                endpoint: apnsEndpoint,
                 authentication: .token(
                     try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
                 ),
                 trust: trust
             )
         )
-        let fcm = FCMClient(
-            configuration: .init(
-                serviceAccount: account,
-                endpoint: .custom(host: "127.0.0.1", port: fcmPort),
-                trust: trust
+        let fcm = FCMClient(configuration: .init(serviceAccount: account, endpoint: fcmEndpoint, trust: trust))
+        let providers = Providers.standard(
+            apns: .init(endpoint: apnsEndpoint, trust: trust, fallback: apns),
+            fcm: .init(
+                endpoint: fcmEndpoint,
+                tokenURI: account.tokenURI,
+                trust: trust,
+                fallback: fcm,
+                fallbackProjectID: account.projectID
             )
         )
-        let clients = ProviderClients(
-            routing: .init(
-                apnsEndpoint: .custom(host: "127.0.0.1", port: apnsPort),
-                fcmEndpoint: .custom(host: "127.0.0.1", port: fcmPort),
-                fcmTokenURI: account.tokenURI,
-                trust: trust
-            ),
-            fallback: .init(apns: apns, fcm: fcm, fcmProjectID: account.projectID)
-        )
-        return ProviderSetup(clients: clients, sandbox: sandbox, sandboxTokenURI: account.tokenURI)
+        return ProviderSetup(providers: providers, sandbox: sandbox, sandboxTokenURI: account.tokenURI) {
+            await apns.shutdown()
+            await fcm.shutdown()
+        }
     }
 }
 
 /// Reads each delivery's app and message. Failures are logged where they happen, with the id they concern; the
 /// delivery itself then ends with the sender's reason (no app, no message) and is retried by the queue's policy.
-func deliverySender(store: any ServerStore, clients: ProviderClients, logger: Logger) -> ProviderDeliverySender {
+func deliverySender(store: any ServerStore, providers: Providers, logger: Logger) -> ProviderDeliverySender {
     ProviderDeliverySender(
+        providers: providers,
         app: { id in
-            do {
-                guard let app = try await store.app(id: id) else { return nil }
-                return clients.sender(for: app)
-            } catch {
+            do { return try await store.app(id: id) } catch {
                 logger.error("could not read the app", metadata: ["app_id": .string(id), "error": .string("\(error)")])
                 return nil
             }

@@ -138,7 +138,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
             id: id,
             notificationID: notification,
             appID: app,
-            provider: DeliveryProvider(rawValue: provider) ?? .apns,
+            provider: DeliveryProvider(rawValue: provider),
             target: target,
             state: DeliveryState(rawValue: state) ?? .queued,
             attempts: attempts,

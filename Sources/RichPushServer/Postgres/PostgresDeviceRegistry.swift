@@ -235,7 +235,7 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
         )
         for row in try await db.rows(q) {
             let (provider, n) = try row.decode((String, Int).self)
-            if let p = DeliveryProvider(rawValue: provider) { out[p] = n }
+            out[DeliveryProvider(rawValue: provider)] = n
         }
         return out
     }

@@ -40,7 +40,7 @@ public final class PostgresIntake: NotificationIntake {
             targets = try await db.execute(PostgresStatements.DevicesByToken(appID: n.appID, tokens: wanted)).map {
                 provider,
                 token in
-                (DeliveryProvider(rawValue: provider) ?? .apns, token)
+                (DeliveryProvider(rawValue: provider), token)
             }
         }
         n.response = respond(targets?.count)

@@ -1,10 +1,5 @@
 import Foundation
 
-/// Which provider a delivery goes through.
-public enum DeliveryProvider: String, Sendable, Hashable, CaseIterable {
-    case apns, fcm
-}
-
 /// Where a delivery stands. Every accepted notification ends in one of the final states.
 public enum DeliveryState: String, Sendable, Hashable, CaseIterable {
     /// Waiting for its time (`notBefore`).

@@ -293,7 +293,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
             id: row[0],
             notificationID: row[1],
             appID: row[2],
-            provider: DeliveryProvider(rawValue: row[3]) ?? .apns,
+            provider: DeliveryProvider(rawValue: row[3]),
             target: row[4],
             state: DeliveryState(rawValue: row[5]) ?? .queued,
             attempts: row[6],

@@ -243,7 +243,7 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
                 sql: "SELECT d.provider AS provider, COUNT(*) AS n FROM \(from) WHERE \(condition) GROUP BY d.provider",
                 arguments: StatementArguments(args)
             ) {
-                if let p = DeliveryProvider(rawValue: row["provider"]) { out[p] = row["n"] }
+                out[DeliveryProvider(rawValue: row["provider"])] = row["n"]
             }
             return out
         }

@@ -93,7 +93,7 @@ public final class SQLiteIntake: NotificationIntake {
                     )
                     targets = try wanted.compactMap { t in
                         try Row.fetchOne(one, arguments: [n.appID, t]).map {
-                            (Int64($0["id"] as Int64), DeliveryProvider(rawValue: $0["provider"]) ?? .apns, t)
+                            (Int64($0["id"] as Int64), DeliveryProvider(rawValue: $0["provider"]), t)
                         }
                     }.sorted { $0.0 < $1.0 }.map { ($0.1, $0.2) }
                 } else {
@@ -105,7 +105,7 @@ public final class SQLiteIntake: NotificationIntake {
                         sql: "SELECT provider, token FROM devices WHERE app_id = ? AND token IN (\(marks)) ORDER BY id",
                         arguments: StatementArguments(args)
                     ).map {
-                        (DeliveryProvider(rawValue: $0["provider"]) ?? .apns, $0["token"])
+                        (DeliveryProvider(rawValue: $0["provider"]), $0["token"])
                     }
                 }
             }

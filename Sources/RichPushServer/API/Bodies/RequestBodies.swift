@@ -31,17 +31,16 @@ struct DeviceBody {
     ]
     static let maxTags = 100
 
-    static func decode(_ json: JSONValue, appID: String) throws(APIError) -> DeviceBody {
+    static func decode(_ json: JSONValue, appID: String, providers: Providers) throws(APIError) -> DeviceBody {
         var r = FieldReader(strict: true, refusesNUL: true)
         let o = r.body(json, known: fields)
         let platform = r.choice(o, "platform", at: "", required: true, Device.Platform.self)
-        let provider = r.choice(o, "provider", at: "", DeliveryProvider.self) ?? (platform == .ios ? .apns : .fcm)
+        let provider =
+            r.choice(o, "provider", at: "", among: providers.ids.map(\.rawValue)).map(DeliveryProvider.init(rawValue:))
+            ?? (platform == .ios ? .apns : .fcm)
         let token = r.text(o, "token", at: "", required: true, lengths: 1...4096)
-        if let token,
-            let problem = provider == .apns
-                ? MessageValidator.apnsTokenProblem(token) : MessageValidator.fcmTokenProblem(token)
-        {
-            r.report.add("token", provider == .apns ? "apns-token" : "fcm-token", problem)
+        if let token, let problem = providers[provider]?.tokenProblem(token) {
+            r.report.add("token", problem.rule, problem.message)
         }
         let userID = r.text(o, "user_id", at: "", lengths: 1...256)
         let tags = r.texts(o, "tags", at: "", maxCount: maxTags, lengths: 1...100)

@@ -7,6 +7,7 @@ import RichPushCore
 struct DevicesController: AppRoutes {
     let store: any ServerStore
     let registry: any DeviceRegistry
+    let providers: Providers
     let maxBodyBytes: Int
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
@@ -17,7 +18,7 @@ struct DevicesController: AppRoutes {
 
     func registerDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, .manage)
-        let device = try DeviceBody.decode(try await bodyJSON(request), appID: app.id).device
+        let device = try DeviceBody.decode(try await bodyJSON(request), appID: app.id, providers: providers).device
         try await registry.upsert(device)
         return Response.json(200, ["token": .string(device.token), "provider": .string(device.provider.rawValue)])
     }

@@ -13,9 +13,8 @@ extension NotificationsController {
         wanted: Bool,
         into report: inout ValidationReport
     ) -> [ValidationIssue] {
-        let (apns, fcm) = (audience.mayUseAPNs, audience.fcmTargetKind)
         func sizes() -> [ValidationIssue] {
-            MessageValidator.sizeIssues(message, apns: apns, fcm: fcm, now: validation.now)
+            providers.all.flatMap { $0.sizeIssues(message, audience: audience, now: validation.now) }
         }
         guard wanted, message.receiptURL == nil, let receipts, RichPushKey.isNeeded(for: message),
             let url = receipts.url(for: id, until: end.addingTimeInterval(DeviceReceipts.grace))

@@ -20,7 +20,7 @@ struct NotificationsController: AppRoutes {
     let onAccepted: @Sendable (_ id: String, _ message: PushMessage) -> Void
     let media: MediaService?
     let receipts: DeviceReceipts?
-    let providers: (@Sendable (ServerApp) -> ProviderDeliverySender.App)?
+    let providers: Providers
     let simulate: (@Sendable (_ notificationID: String) async -> JSONValue?)?
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {

@@ -1,0 +1,110 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import RichPushAPNs
+import RichPushCore
+import RichPushTransport
+
+/// Apple Push Notification service: HTTP/2 with token auth, one client per app built from the app's key, requests
+/// rendered once per notification and sent to each device token.
+public final class APNsProvider: PushProvider {
+    public struct Configuration: Sendable {
+        /// Where requests go instead of the app's environment (production or development): the sandbox emulator.
+        public var endpoint: APNsConfiguration.Endpoint?
+        public var trust: TLSTrust
+        /// The client for apps without a key of their own (the sandbox's).
+        public var fallback: APNsClient?
+
+        public init(endpoint: APNsConfiguration.Endpoint? = nil, trust: TLSTrust = .system, fallback: APNsClient? = nil)
+        {
+            self.endpoint = endpoint
+            self.trust = trust
+            self.fallback = fallback
+        }
+    }
+
+    public let id = DeliveryProvider.apns
+    let configuration: Configuration
+    let eventLoopGroup: EventLoopGroup?
+    let clients = AppClients<APNsClient> { await $0.shutdown() }
+    /// Each notification's request, rendered once for all its device tokens.
+    let rendered = RenderCache<APNsPreparedRequest>()
+
+    public init(_ configuration: Configuration = .init(), eventLoopGroup: EventLoopGroup? = nil) {
+        self.configuration = configuration
+        self.eventLoopGroup = eventLoopGroup
+    }
+
+    /// The client an app sends with: its own (from its key), or the fallback when it has no key.
+    public func client(for app: ServerApp) -> APNsClient? {
+        guard app.apns != nil else { return configuration.fallback }
+        return clients.client(for: app) { app in
+            guard let c = app.apns else { return nil }
+            let key = try APNsSigningKey(p8: c.keyPEM, keyID: c.keyID, teamID: c.teamID)
+            let endpoint = configuration.endpoint ?? (c.environment == .production ? .production : .sandbox)
+            return APNsClient(
+                configuration: .init(endpoint: endpoint, authentication: .token(key), trust: configuration.trust),
+                eventLoopGroup: eventLoopGroup
+            )
+        }.client
+    }
+
+    public func tokenProblem(_ token: String) -> (rule: String, message: String)? {
+        MessageValidator.apnsTokenProblem(token).map { ("apns-token", $0) }
+    }
+
+    public func sizeIssues(
+        _ message: PushMessage,
+        audience: Audience,
+        now: @escaping @Sendable () -> Date
+    ) -> [ValidationIssue] {
+        guard audience.mayUseAPNs else { return [] }
+        return MessageValidator.sizeIssues(message, apns: true, fcm: nil, now: now)
+    }
+
+    public func dryRun(_ message: PushMessage, app: ServerApp, audience: Audience) async -> ProviderDryRun? {
+        guard audience.mayUseAPNs else { return nil }
+        let sample = audience.directTargets?.first { $0.0 == .apns }?.1 ?? "<device token>"
+        let r = APNsRenderer(bundleID: app.bundleID).render(message, deviceToken: sample)
+        let headers = Dictionary(
+            r.headers.map { ($0.name, JSONValue.string($0.value)) },
+            uniquingKeysWith: { a, _ in a }
+        )
+        return ProviderDryRun(
+            request: [
+                "path": .string(r.path), "headers": .object(headers), "payload": r.payload,
+                "bytes": .int(Int64(r.body.count)),
+            ]
+        )
+    }
+
+    public func send(_ d: DeliveryRecord, message: PushMessage, app: ServerApp) async -> SendResult {
+        guard let client = client(for: app) else { return .failed(.fixCredentials, reason: "apns_not_configured") }
+        let prepared = rendered.value(d.notificationID) {
+            APNsPreparedRequest(APNsRenderer(bundleID: app.bundleID).render(message, deviceToken: ""))
+        }
+        do {
+            return .delivered(providerID: try await client.send(prepared, to: d.target).apnsID)
+        } catch {
+            return .failed(error.retry, reason: error.label)
+        }
+    }
+
+    public func shutdown() async { await clients.shutdown() }
+}
+
+/// A value per notification, made once (a fan-out renders its request once for every device), holding the last
+/// 10,000 notifications.
+final class RenderCache<Value: Sendable>: Sendable {
+    private let cache = NIOLockedValueBox<[String: Value]>([:])
+
+    func value(_ id: String, make: () -> Value) -> Value {
+        if let hit = cache.withLockedValue({ $0[id] }) { return hit }
+        let value = make()
+        cache.withLockedValue { cache in
+            if cache.count > 10_000 { cache.removeAll() }
+            cache[id] = value
+        }
+        return value
+    }
+}
