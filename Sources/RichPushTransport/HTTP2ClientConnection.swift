@@ -28,20 +28,9 @@ public final class HTTP2ClientConnection: Sendable {
         }
     }
 
-    struct State {
-        var remoteMaxStreams = 100
-        var inFlight = 0
-        /// Streams taken by ``reserveStream(cap:)`` and not yet sent on (counted in `inFlight`).
-        var reserved = 0
-        var completed = 0
-        var goAway: (lastStreamID: Int, reason: String?)?
-        var closed = false
-        var lastActivity = NIODeadline.now()
-    }
-
     let channel: Channel
     let multiplexer: NIOHTTP2Handler.StreamMultiplexer
-    let state: NIOLockedValueBox<State>
+    let state: NIOLockedValueBox<HTTP2ConnectionState>
     let authority: String
     /// Set once the server's first SETTINGS frame has arrived.
     let ready: EventLoopFuture<Void>
@@ -49,7 +38,7 @@ public final class HTTP2ClientConnection: Sendable {
     init(
         channel: Channel,
         multiplexer: NIOHTTP2Handler.StreamMultiplexer,
-        state: NIOLockedValueBox<State>,
+        state: NIOLockedValueBox<HTTP2ConnectionState>,
         authority: String,
         ready: EventLoopFuture<Void>
     ) {
@@ -77,7 +66,7 @@ public final class HTTP2ClientConnection: Sendable {
         }
         let context = try NIOSSLContext(configuration: tls)
         let isIP = target.host.allSatisfy { $0.isNumber || $0 == "." } || target.host.contains(":")
-        let state = NIOLockedValueBox(State())
+        let state = NIOLockedValueBox(HTTP2ConnectionState())
         let authority = target.port == 443 ? target.host : "\(target.host):\(target.port)"
         do {
             let (channel, multiplexer, ready) = try await ClientBootstrap(group: group)
@@ -120,7 +109,7 @@ public final class HTTP2ClientConnection: Sendable {
     }
 
     /// True while new requests may be sent.
-    public var isUsable: Bool { state.withLockedValue { !$0.closed && $0.goAway == nil } }
+    public var isUsable: Bool { state.withLockedValue { $0.isUsable } }
 
     /// Streams that may still be opened before the server's limit.
     public var availableStreams: Int { state.withLockedValue { max(0, $0.remoteMaxStreams - $0.inFlight) } }
@@ -143,20 +132,11 @@ public final class HTTP2ClientConnection: Sendable {
     /// uses it; ``releaseReservation()`` gives it back unsent. Callers choosing among connections at once then never
     /// all choose the same free stream.
     public func reserveStream(cap: Int?) -> Bool {
-        state.withLockedValue {
-            if let cap, min(cap, $0.remoteMaxStreams) - $0.inFlight <= 0 { return false }
-            $0.inFlight += 1
-            $0.reserved += 1
-            return true
-        }
+        state.withLockedValue { $0.reserve(cap: cap) }
     }
 
     public func releaseReservation() {
-        state.withLockedValue {
-            guard $0.reserved > 0 else { return }
-            $0.reserved -= 1
-            $0.inFlight -= 1
-        }
+        state.withLockedValue { $0.releaseReservation() }
     }
 
     public var load: Load {
@@ -174,35 +154,18 @@ public final class HTTP2ClientConnection: Sendable {
     public func send(_ request: H2Request, timeout: TimeAmount) -> EventLoopFuture<H2Response> {
         let loop = channel.eventLoop
         let promise = loop.makePromise(of: H2Response.self)
-        let accepted: Bool = state.withLockedValue {
-            // A reservation already counts in `inFlight`; it is either sent now or given back.
-            let hadReservation = $0.reserved > 0
-            if hadReservation { $0.reserved -= 1 }
-            guard !$0.closed else {
-                if hadReservation { $0.inFlight -= 1 }
-                return false
-            }
-            if let g = $0.goAway {
-                if hadReservation { $0.inFlight -= 1 }
-                promise.fail(TransportError.goingAway(reason: g.reason, processed: false))
-                return false
-            }
-            if !hadReservation { $0.inFlight += 1 }
-            $0.lastActivity = .now()
-            return true
-        }
-        guard accepted else {
+        // A reservation already counts in flight; it is either sent now or given back.
+        switch state.withLockedValue({ $0.admit() }).orAssert() {
+        case .send: break
+        case .goingAway(let reason):
+            promise.fail(TransportError.goingAway(reason: reason, processed: false))
+            return promise.futureResult
+        case .closed, nil:
             promise.fail(TransportError.connectionClosed)
             return promise.futureResult
         }
         let state = self.state
-        promise.futureResult.whenComplete { _ in
-            state.withLockedValue {
-                $0.inFlight -= 1
-                $0.completed &+= 1
-                $0.lastActivity = .now()
-            }
-        }
+        promise.futureResult.whenComplete { _ in _ = state.withLockedValue { $0.streamEnded() }.orAssert() }
 
         var headers = HPACKHeaders()
         headers.reserveCapacity(request.headers.count + 4)
@@ -283,7 +246,7 @@ public final class HTTP2ClientConnection: Sendable {
 
     /// Closes the connection; requests in flight fail with ``TransportError/connectionClosed``.
     public func close() {
-        state.withLockedValue { $0.closed = true }
+        _ = state.withLockedValue { $0.closed() }
         channel.close(promise: nil)
     }
 
@@ -295,12 +258,11 @@ final class ConnectionObserver: ChannelInboundHandler, @unchecked Sendable {
     // @unchecked: lives on its channel's event loop; shared state goes through the locked box.
     typealias InboundIn = HTTP2Frame
 
-    let state: NIOLockedValueBox<HTTP2ClientConnection.State>
+    let state: NIOLockedValueBox<HTTP2ConnectionState>
     let ready: EventLoopPromise<Void>
     var pendingPings: [EventLoopPromise<Void>] = []
-    var isReady = false
 
-    init(state: NIOLockedValueBox<HTTP2ClientConnection.State>, ready: EventLoopPromise<Void>) {
+    init(state: NIOLockedValueBox<HTTP2ConnectionState>, ready: EventLoopPromise<Void>) {
         self.state = state
         self.ready = ready
     }
@@ -309,11 +271,8 @@ final class ConnectionObserver: ChannelInboundHandler, @unchecked Sendable {
         let frame = unwrapInboundIn(data)
         switch frame.payload {
         case .settings(.settings(let settings)):
-            for s in settings where s.parameter == .maxConcurrentStreams {
-                state.withLockedValue { $0.remoteMaxStreams = s.value }
-            }
-            if !isReady {
-                isReady = true
+            let limit = settings.last { $0.parameter == .maxConcurrentStreams }?.value
+            if state.withLockedValue({ $0.settingsReceived(maxConcurrentStreams: limit) }).orAssert() == .succeedReady {
                 ready.succeed(())
             }
         case .goAway(let last, _, let opaque):
@@ -323,7 +282,7 @@ final class ConnectionObserver: ChannelInboundHandler, @unchecked Sendable {
             {
                 reason = json["reason"] as? String
             }
-            state.withLockedValue { $0.goAway = (Int(last.description) ?? 0, reason) }
+            state.withLockedValue { $0.goAwayReceived(lastStreamID: Int(last.description) ?? 0, reason: reason) }
         case .ping(_, ack: true):
             if !pendingPings.isEmpty { pendingPings.removeFirst().succeed(()) }
         default:
@@ -332,15 +291,14 @@ final class ConnectionObserver: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        state.withLockedValue { $0.closed = true }
-        if !isReady { ready.fail(TransportError.connectionClosed) }
+        if state.withLockedValue({ $0.closed() }) == .failReady { ready.fail(TransportError.connectionClosed) }
         for p in pendingPings { p.fail(TransportError.connectionClosed) }
         pendingPings.removeAll()
         context.fireChannelInactive()
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        if !isReady { ready.fail(TransportError.connectFailed("\(error)")) }
+        if state.withLockedValue({ $0.lifecycle == .starting }) { ready.fail(TransportError.connectFailed("\(error)")) }
         context.close(promise: nil)
     }
 }
@@ -351,13 +309,13 @@ final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
     typealias InboundIn = HTTP2Frame.FramePayload
 
     let promise: EventLoopPromise<H2Response>
-    let connectionState: NIOLockedValueBox<HTTP2ClientConnection.State>
+    let connectionState: NIOLockedValueBox<HTTP2ConnectionState>
     var status = 0
     var headers = HPACKHeaders()
     var body: ByteBuffer?
     var done = false
 
-    init(promise: EventLoopPromise<H2Response>, connectionState: NIOLockedValueBox<HTTP2ClientConnection.State>) {
+    init(promise: EventLoopPromise<H2Response>, connectionState: NIOLockedValueBox<HTTP2ConnectionState>) {
         self.promise = promise
         self.connectionState = connectionState
     }

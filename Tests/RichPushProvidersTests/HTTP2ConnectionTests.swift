@@ -30,7 +30,13 @@ import Testing
     /// request checked it. The mark is set on the event loop, after the close and its notifications ran there.
     func closeUnnoticed(_ conn: HTTP2ClientConnection) async throws {
         try await conn.channel.close()
-        try await conn.channel.eventLoop.submit { conn.state.withLockedValue { $0.closed = false } }.get()
+        // As if the close had not been seen yet: the state of an open, ready connection.
+        try await conn.channel.eventLoop.submit {
+            conn.state.withLockedValue {
+                $0 = HTTP2ConnectionState()
+                _ = $0.settingsReceived(maxConcurrentStreams: 100)
+            }
+        }.get()
     }
 
     /// The connection closed after the caller saw it open and before its event loop opened the stream (the

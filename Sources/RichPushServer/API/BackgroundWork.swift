@@ -24,6 +24,7 @@ public final class BackgroundWork: Sendable {
                         break
                     } catch {
                         onFailure(error)
+                        // Only cancellation ends the sleep early; the loop checks it next.
                         try? await Task.sleep(nanoseconds: pause)
                         pause = min(pause * 2, 30_000_000_000)
                     }

@@ -116,6 +116,7 @@ final class LoopFiles {
             f.lastUse = clock
             return f
         }
+        // A file that cannot be opened (swept meanwhile) is not answered here: the request goes on to the router.
         guard let (path, size, type) = store.file(name), let handle = try? NIOFileHandle(_deprecatedPath: path) else {
             return nil
         }
@@ -126,6 +127,7 @@ final class LoopFiles {
         while files.count > capacity, let victim = files.min(by: { $0.value.lastUse < $1.value.lastUse }) {
             files[victim.key] = nil
             victim.value.evicted = true
+            // Closing a read-only descriptor has nothing to report.
             if victim.value.users == 0 { try? victim.value.handle.close() }
         }
         return f
@@ -133,6 +135,7 @@ final class LoopFiles {
 
     func release(_ f: File) {
         f.users -= 1
+        // Closing a read-only descriptor has nothing to report.
         if f.evicted && f.users == 0 { try? f.handle.close() }
     }
 }
@@ -262,6 +265,7 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         // Corked, the head and the start of the file leave in full packets together (as a web server's nopush does).
         let corked: Bool
         if case .fileRegion = body {
+            // Corking only batches the head with the file; without it the answer is the same, in two packets.
             corked = (try? context.channel.syncOptions?.setOption(cork, value: 1)) != nil
         } else {
             corked = false
@@ -278,6 +282,7 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         // The table and its files belong to this loop, where the write completes.
         let borrowed = NIOLoopBound((table, file), eventLoop: context.eventLoop)
         done.futureResult.whenComplete { [channel = context.channel] _ in
+            // Uncorking a socket that closed meanwhile has nothing to report.
             if corked { _ = try? channel.syncOptions?.setOption(cork, value: 0) }
             let (table, file) = borrowed.value
             if let file { table.release(file) }

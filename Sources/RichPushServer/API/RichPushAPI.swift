@@ -161,6 +161,7 @@ public struct RichPushAPI: Sendable {
     /// a valid (empty) document should a build leave it out, which the API tests would catch.
     public static let openAPIDocument: String = {
         guard let url = Bundle.module.url(forResource: "openapi", withExtension: "yaml"),
+            // A resource of the package: see above for why a fallback, not a failure.
             let text = try? String(contentsOf: url, encoding: .utf8)
         else {
             return "openapi: 3.0.3\ninfo: {title: RichPush API, version: '1'}\npaths: {}\n"

@@ -15,6 +15,7 @@ public enum SimulatedIPhone {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
             "richpush-simulated-\(UUID().uuidString)"
         )
+        // Cleanup of a scratch folder in the temporary directory; nothing to report.
         defer { try? FileManager.default.removeItem(at: folder) }
         // The sandbox's media may be plain http on loopback; the receipt is posted like a device's.
         var config = RichNotificationProcessor.Configuration(fetch: FetchPolicy(allowInsecureHTTP: true))

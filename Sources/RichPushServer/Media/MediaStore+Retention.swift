@@ -60,6 +60,7 @@ extension MediaStore {
         var files = 0
         var bytes = 0
         let fm = FileManager.default
+        // A folder that cannot be listed (not made yet) holds nothing this sweep could remove.
         for shard in (try? fm.contentsOfDirectory(atPath: directory.path)) ?? [] where shard.count == 2 {
             let folder = directory.appendingPathComponent(shard)
             for name in (try? fm.contentsOfDirectory(atPath: folder.path)) ?? [] {

@@ -68,6 +68,7 @@ extension MediaStore {
                 defer { s.finished = true }
                 return !s.finished
             }
+            // Cleanup of a discarded upload; nothing to report.
             if wasOpen { try? handle.close() }
             try? FileManager.default.removeItem(at: temp)
         }

@@ -59,6 +59,7 @@ public final class MediaStore: Sendable {
             // Written aside, then renamed: a reader never sees half a file.
             let temp = file.deletingLastPathComponent().appendingPathComponent(".\(UUID().uuidString).part")
             try Data(bytes).write(to: temp)
+            // Usually absent; the move below fails loudly if it is still in the way.
             try? FileManager.default.removeItem(at: file)
             try FileManager.default.moveItem(at: temp, to: file)
         }
@@ -130,11 +131,13 @@ public final class MediaStore: Sendable {
                 withIntermediateDirectories: true
             )
             guard let keepUntil = try await shared.fetch(name: name, to: temp) else {
+                // Cleanup of a temporary file after the error being thrown; it has nothing to add.
                 try? FileManager.default.removeItem(at: temp)
                 return false
             }
             // Renamed into place: a reader never sees half a file. Another request may have fetched it meanwhile.
             if FileManager.default.fileExists(atPath: target.path) {
+                // Cleanup of a temporary file after the error being thrown; it has nothing to add.
                 try? FileManager.default.removeItem(at: temp)
             } else {
                 try FileManager.default.moveItem(at: temp, to: target)
@@ -142,6 +145,7 @@ public final class MediaStore: Sendable {
             keep(name, until: keepUntil)
             return true
         } catch {
+            // Cleanup of a temporary file after the error being thrown; it has nothing to add.
             try? FileManager.default.removeItem(at: temp)
             return false
         }

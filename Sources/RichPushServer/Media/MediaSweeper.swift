@@ -22,6 +22,7 @@ public struct MediaSweeper: Service {
     }
 
     public func run() async throws {
+        // Cancellation (the server stopping) ends the loop; it is not an error.
         try? await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 let (files, bytes) = store.sweep(retention: retention)

@@ -156,7 +156,7 @@ public final class PostgresBackend: StorageBackend {
         expiresAt: Date?,
         spread: TimeInterval
     ) async throws -> Int {
-        if audience.directTargets == nil, PostgresDeviceRegistry.audienceSQL(audience, appID: appID) != nil {
+        if audience.directTargets == nil, AudienceFilter(audience, appID: appID) != nil {
             let total = spread > 0 ? try await pgRegistry.countInDatabase(appID: appID, audience: audience) ?? 0 : 0
             return try await pgIntake.insertInChunks(
                 notificationID: notificationID,

@@ -28,6 +28,7 @@ struct PostgresListener: Service {
     let onCache: @Sendable (String) -> Void
 
     func run() async throws {
+        // Cancellation (the server stopping) ends the loop; it is not an error.
         try? await cancelWhenGracefulShutdown {
             var backoff: Duration = .milliseconds(200)
             while !Task.isCancelled {
@@ -61,6 +62,7 @@ struct PostgresListener: Service {
                         defer { group.cancelAll() }
                         try await group.next()
                     }
+                    // The connection is being given up; its close has nothing to report.
                     try? await connection.close()
                 } catch {
                     if Task.isCancelled { return }
@@ -86,6 +88,7 @@ struct PostgresHeartbeat: Service {
     let onNodes: @Sendable (Int) -> Void
 
     func run() async throws {
+        // Cancellation (the server stopping) ends the loop; it is not an error.
         try? await cancelWhenGracefulShutdown {
             let started = Date()
             while !Task.isCancelled {
@@ -131,6 +134,7 @@ final class PostgresLeader: Service, Sendable {
     var isLeader: Bool { leading.withLockedValue { $0 } }
 
     func run() async throws {
+        // Cancellation (the server stopping) ends the loop; it is not an error.
         try? await cancelWhenGracefulShutdown { try await self.loop() }
     }
 
@@ -139,6 +143,7 @@ final class PostgresLeader: Service, Sendable {
             do {
                 db.logger.trace("leader: connecting")
                 let connection = try await db.connect()
+                // The connection is being given up; its close has nothing to report.
                 defer { Task { try? await connection.close() } }
                 while !Task.isCancelled {
                     db.logger.trace("leader: trying the lock")

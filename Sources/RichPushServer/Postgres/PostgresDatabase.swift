@@ -64,6 +64,7 @@ public final class PostgresDatabase: Sendable {
     func startProbe() {
         let task = Task { [weak self] in
             while !Task.isCancelled {
+                // Only cancellation ends the sleep early; the loop checks it next.
                 try? await Task.sleep(for: .seconds(1))
                 guard let self else { return }
                 do {

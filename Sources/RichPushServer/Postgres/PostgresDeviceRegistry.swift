@@ -128,15 +128,12 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
                 """
             )
         } else {
-            guard let sql = Self.audienceSQL(audience, appID: appID) else { return ([], nil) }
-            var q = PostgresQuery(
-                unsafeSQL:
-                    "SELECT \(Self.deviceColumns) FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(sql.binds.count + 1) ORDER BY d.id LIMIT $\(sql.binds.count + 2)",
-                binds: sql.binds
-            )
-            q.binds.append(cursor)
-            q.binds.append(limit)
-            rows = try await db.rows(q)
+            guard let f = AudienceFilter(audience, appID: appID) else { return ([], nil) }
+            let q: SQL = """
+                SELECT \(unescaped: Self.deviceColumns) FROM \(f.from) WHERE \(f.condition) AND d.id > \(cursor)
+                ORDER BY d.id LIMIT \(limit)
+                """
+            rows = try await db.rows(q.postgres)
         }
         let pairs = try rows.map(Self.device)
         return (pairs.map(\.1), pairs.count == limit ? pairs.last?.0 : nil)
@@ -197,43 +194,11 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
         return (try columns[0].decode(Int64.self), device)
     }
 
-    /// The devices of a registry audience as SQL over `d` (devices) and its binds; nil for token lists and
-    /// audiences that are not the registry's.
-    static func audienceSQL(
-        _ audience: Audience,
-        appID: String
-    ) -> (from: String, condition: String, binds: PostgresBindings)? {
-        var binds = PostgresBindings()
-        switch audience {
-        case .all:
-            binds.append(appID)
-            return ("devices d", "d.app_id = $1", binds)
-        case .user(let u):
-            binds.append(appID)
-            binds.append(u)
-            return ("devices d", "d.app_id = $1 AND d.user_id = $2", binds)
-        case .tag(let t):
-            binds.append(t)
-            binds.append(appID)
-            return ("device_tags g JOIN devices d ON d.id = g.device_id", "g.tag = $1 AND d.app_id = $2", binds)
-        case .topic(let t):
-            binds.append(t)
-            binds.append(appID)
-            return ("device_topics g JOIN devices d ON d.id = g.device_id", "g.topic = $1 AND d.app_id = $2", binds)
-        case .tokens, .providerTokens, .fcmTopic, .fcmCondition:
-            return nil
-        }
-    }
-
     /// How many devices of a registry audience each provider reaches, counted in SQL (nil for the others).
     func countByProviderInDatabase(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]? {
-        guard let sql = Self.audienceSQL(audience, appID: appID) else { return nil }
+        guard let filter = AudienceFilter(audience, appID: appID) else { return nil }
         var out: [DeliveryProvider: Int] = [:]
-        let q = PostgresQuery(
-            unsafeSQL: "SELECT d.provider, count(*) FROM \(sql.from) WHERE \(sql.condition) GROUP BY d.provider",
-            binds: sql.binds
-        )
-        for row in try await db.rows(q) {
+        for row in try await db.rows(filter.countByProvider.postgres) {
             let (provider, n) = try row.decode((String, Int).self)
             out[DeliveryProvider(rawValue: provider)] = n
         }
@@ -242,12 +207,7 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
 
     /// How many devices of a registry audience there are after a row id (nil for the others).
     func countInDatabase(appID: String, audience: Audience, after cursor: Int64 = 0) async throws -> Int? {
-        guard let sql = Self.audienceSQL(audience, appID: appID) else { return nil }
-        var q = PostgresQuery(
-            unsafeSQL: "SELECT count(*) FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(sql.binds.count + 1)",
-            binds: sql.binds
-        )
-        q.binds.append(cursor)
-        return try await db.rows(q).first?.decode(Int.self) ?? 0
+        guard let filter = AudienceFilter(audience, appID: appID) else { return nil }
+        return try await db.rows(filter.count(after: cursor).postgres).first?.decode(Int.self) ?? 0
     }
 }

@@ -87,7 +87,7 @@ public final class PostgresIntake: NotificationIntake {
         let rows = try await db.rows(
             """
             UPDATE notifications SET fanout_owner = \(nodeID), fanout_lease_until = now() + make_interval(secs => \(fanOutLease))
-            WHERE id = \(notificationID) AND fanout_state = 'pending'
+            WHERE id = \(notificationID) AND fanout_state = \(FanOutState.pending)
               AND (fanout_owner IS NULL OR fanout_owner = \(nodeID) OR fanout_lease_until < now())
             RETURNING app_id, audience, not_before, expires_at, spread, fanout_cursor, fanout_inserted, fanout_total
             """
@@ -97,7 +97,7 @@ public final class PostgresIntake: NotificationIntake {
             try row.decode((String, String?, Date?, Date?, Double, Int64, Int, Int).self)
         guard let audienceText, let audience = Audience.read(try JSONValue.parse(audienceText)).0 else {
             try await db.rows(
-                "UPDATE notifications SET fanout_state = 'done', fanout_owner = NULL WHERE id = \(notificationID)"
+                "UPDATE notifications SET fanout_state = \(FanOutState.done), fanout_owner = NULL WHERE id = \(notificationID)"
             )
             return 0
         }
@@ -128,7 +128,7 @@ public final class PostgresIntake: NotificationIntake {
     public func pendingFanOuts() async throws -> [String] {
         try await db.rows(
             """
-            SELECT id FROM notifications WHERE fanout_state = 'pending' AND (fanout_owner IS NULL OR fanout_lease_until < now()) ORDER BY created_at
+            SELECT id FROM notifications WHERE fanout_state = \(FanOutState.pending) AND (fanout_owner IS NULL OR fanout_lease_until < now()) ORDER BY created_at
             """
         ).map { try $0.decode(String.self) }
     }
@@ -152,7 +152,7 @@ public final class PostgresIntake: NotificationIntake {
         from start: FanOutProgress,
         tracked: Bool
     ) async throws -> (progress: FanOutProgress, added: Int) {
-        guard let sql = PostgresDeviceRegistry.audienceSQL(audience, appID: appID) else { return (start, 0) }
+        guard let filter = AudienceFilter(audience, appID: appID) else { return (start, 0) }
         var progress = start
         var addedHere = 0
         while true {
@@ -166,7 +166,7 @@ public final class PostgresIntake: NotificationIntake {
                     let held = try await c.query(
                         """
                         SELECT fanout_cursor, fanout_inserted FROM notifications
-                        WHERE id = \(notificationID) AND fanout_state = 'pending' AND fanout_owner = \(self.nodeID) FOR UPDATE
+                        WHERE id = \(notificationID) AND fanout_state = \(FanOutState.pending) AND fanout_owner = \(self.nodeID) FOR UPDATE
                         """,
                         logger: logger
                     ).collect()
@@ -174,51 +174,38 @@ public final class PostgresIntake: NotificationIntake {
                     let (cursor, inserted) = try row.decode((Int64, Int).self)
                     before = FanOutProgress(cursor: cursor, inserted: inserted)
                 }
-                var last = PostgresQuery(
-                    unsafeSQL: """
-                        SELECT max(id) FROM (SELECT d.id AS id FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(sql.binds.count + 1)
-                        ORDER BY d.id LIMIT $\(sql.binds.count + 2)) chunk
-                        """,
-                    binds: sql.binds
-                )
-                last.binds.append(before.cursor)
-                last.binds.append(self.chunk)
-                guard let upTo = try await c.query(last, logger: logger).collect().first?.decode(Int64?.self) else {
+                let last: SQL = "SELECT max(id) FROM (\(filter.ids(after: before.cursor, limit: self.chunk))) chunk"
+                guard let upTo = try await c.query(last.postgres, logger: logger).collect().first?.decode(Int64?.self)
+                else {
                     if tracked {
                         _ = try await c.query(
                             """
-                            UPDATE notifications SET fanout_state = 'done', fanout_owner = NULL, fanout_lease_until = NULL WHERE id = \(notificationID)
+                            UPDATE notifications SET fanout_state = \(FanOutState.done), fanout_owner = NULL, fanout_lease_until = NULL WHERE id = \(notificationID)
                             """,
                             logger: logger
                         ).collect()
                     }
                     return (before, 0, true)
                 }
-                let k = sql.binds.count
                 // Spread sends number the rows to space them; the others are all due at once.
-                let due =
+                let due: SQL =
                     step > 0
-                    ? "$\(k + 2)::timestamptz + (($\(k + 3)::bigint + row_number() OVER (ORDER BY d.id) - 1) * $\(k + 4)::float8) * interval '1 second'"
-                    : "$\(k + 2)::timestamptz"
-                var insert = PostgresQuery(
-                    unsafeSQL: """
-                        WITH added AS (
-                            INSERT INTO deliveries \(PostgresDeliveryQueue.insertColumns)
-                            SELECT $\(k + 1), d.app_id, d.provider, d.token, 'queued', \(due), $\(k + 5)::timestamptz, now()
-                            FROM \(sql.from) WHERE \(sql.condition) AND d.id > $\(k + 6) AND d.id <= $\(k + 7)
-                            RETURNING 1)
-                        SELECT count(*) FROM added
-                        """,
-                    binds: sql.binds
-                )
-                insert.binds.append(notificationID)
-                insert.binds.append(notBefore)
-                insert.binds.append(Int64(before.inserted))
-                insert.binds.append(step)
-                insert.binds.append(expiresAt)
-                insert.binds.append(before.cursor)
-                insert.binds.append(upTo)
-                let added = try await c.query(insert, logger: logger).collect().first?.decode(Int.self) ?? 0
+                    ? """
+                    \(notBefore)::timestamptz
+                        + ((\(Int64(before.inserted))::bigint + row_number() OVER (ORDER BY d.id) - 1) * \(step)::float8)
+                        * interval '1 second'
+                    """
+                    : "\(notBefore)::timestamptz"
+                let insert: SQL = """
+                    WITH added AS (
+                        INSERT INTO deliveries \(unescaped: PostgresDeliveryQueue.insertColumns)
+                        SELECT \(notificationID), d.app_id, d.provider, d.token, 'queued', \(due),
+                            \(expiresAt)::timestamptz, now()
+                        FROM \(filter.from) WHERE \(filter.condition) AND d.id > \(before.cursor) AND d.id <= \(upTo)
+                        RETURNING 1)
+                    SELECT count(*) FROM added
+                    """
+                let added = try await c.query(insert.postgres, logger: logger).collect().first?.decode(Int.self) ?? 0
                 let next = FanOutProgress(cursor: upTo, inserted: before.inserted + added)
                 if tracked {
                     _ = try await c.query(

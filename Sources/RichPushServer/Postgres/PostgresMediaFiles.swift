@@ -13,6 +13,7 @@ public final class PostgresMediaFiles: SharedMediaFiles {
     public func put(name: String, file: URL, keepUntil: Date) async throws {
         if try await keep(name: name, until: keepUntil) { return }
         let handle = try FileHandle(forReadingFrom: file)
+        // Closing a file read to the end has nothing to report.
         defer { try? handle.close() }
         let size = Int(try handle.seekToEnd())
         try handle.seek(toOffset: 0)
@@ -43,6 +44,7 @@ public final class PostgresMediaFiles: SharedMediaFiles {
         let (chunks, keepUntil) = try row.decode((Int, Date).self)
         FileManager.default.createFile(atPath: destination.path, contents: nil)
         let out = try FileHandle(forWritingTo: destination)
+        // A failed write was thrown already; closing after it has nothing to add.
         defer { try? out.close() }
         // One chunk per query: memory holds one chunk, whatever the file's size.
         for seq in 0..<chunks {

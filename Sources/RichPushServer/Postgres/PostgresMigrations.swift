@@ -138,6 +138,7 @@ enum PostgresMigrations {
                     _ = try await c.query("SELECT pg_advisory_unlock(\(lockKey))", logger: logger)
                     return applied
                 } catch {
+                    // The lock also ends with the session; the migration's own error (if any) is the one thrown.
                     _ = try? await c.query("SELECT pg_advisory_unlock(\(lockKey))", logger: logger)
                     throw error
                 }

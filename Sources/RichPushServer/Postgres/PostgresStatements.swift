@@ -43,7 +43,7 @@ enum PostgresStatements {
             b.append(fanOut?.notBefore)
             b.append(expiresAt)
             b.append(fanOut?.spread ?? 0)
-            b.append(fanOut == nil ? "done" : "pending")
+            b.append((fanOut == nil ? FanOutState.done : .pending).rawValue)
             b.append(providers)
             b.append(targets)
             b.append(due)

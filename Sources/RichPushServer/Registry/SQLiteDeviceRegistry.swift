@@ -199,30 +199,6 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
         }
     }
 
-    /// The devices of an audience as SQL: the FROM clause, the WHERE clause on `d`, and its arguments.
-    /// nil for token lists, which the generic fan-out handles.
-    static func audienceSQL(
-        _ audience: Audience,
-        appID: String
-    ) -> (from: String, where: String, args: [DatabaseValue])? {
-        switch audience {
-        case .all: return ("devices d", "d.app_id = ?", [appID.databaseValue])
-        case .user(let u):
-            return ("devices d", "d.app_id = ? AND d.user_id = ?", [appID.databaseValue, u.databaseValue])
-        case .tag(let t):
-            return (
-                "device_tags g JOIN devices d ON d.id = g.device_id", "g.tag = ? AND d.app_id = ?",
-                [t.databaseValue, appID.databaseValue]
-            )
-        case .topic(let t):
-            return (
-                "device_topics g JOIN devices d ON d.id = g.device_id", "g.topic = ? AND d.app_id = ?",
-                [t.databaseValue, appID.databaseValue]
-            )
-        case .tokens, .providerTokens, .fcmTopic, .fcmCondition: return nil
-        }
-    }
-
     /// Where an in-database fan-out stands: the last device row id done and how many deliveries so far.
     public struct FanOutProgress: Sendable, Hashable {
         public var cursor: Int64
@@ -235,15 +211,11 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
 
     /// How many devices of an audience each provider reaches, counted in SQL (nil for token lists).
     func countByProviderInDatabase(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]? {
-        guard let (from, condition, args) = Self.audienceSQL(audience, appID: appID) else { return nil }
+        guard let filter = AudienceFilter(audience, appID: appID) else { return nil }
         return try await pool.read { db in
             var out: [DeliveryProvider: Int] = [:]
-            for row in try Row.fetchAll(
-                db,
-                sql: "SELECT d.provider AS provider, COUNT(*) AS n FROM \(from) WHERE \(condition) GROUP BY d.provider",
-                arguments: StatementArguments(args)
-            ) {
-                out[DeliveryProvider(rawValue: row["provider"])] = row["n"]
+            for row in try Row.fetchAll(db, query: filter.countByProvider) {
+                out[DeliveryProvider(rawValue: row[0])] = row[1]
             }
             return out
         }
@@ -251,16 +223,8 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
 
     /// How many devices an audience matches (for spreading a send).
     func countInDatabase(appID: String, audience: Audience, after cursor: Int64 = 0) async throws -> Int? {
-        guard let (from, condition, args) = Self.audienceSQL(audience, appID: appID) else { return nil }
-        return try await pool.read { db in
-            var a = StatementArguments(args)
-            a += [cursor]
-            return try Int.fetchOne(
-                db,
-                sql: "SELECT COUNT(*) FROM \(from) WHERE \(condition) AND d.id > ?",
-                arguments: a
-            ) ?? 0
-        }
+        guard let filter = AudienceFilter(audience, appID: appID) else { return nil }
+        return try await pool.read { db in try Int.fetchOne(db, query: filter.count(after: cursor)) ?? 0 }
     }
 
     /// Fan-out inside SQLite when the queue lives in the same database: `INSERT … SELECT` in chunks, each its
@@ -281,41 +245,33 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
         from start: FanOutProgress = .init(),
         checkpoint: @escaping @Sendable (Database, FanOutProgress, _ finished: Bool) throws -> Void = { _, _, _ in }
     ) async throws -> Int? {
-        guard let sql = Self.audienceSQL(audience, appID: appID) else { return nil }
+        guard let filter = AudienceFilter(audience, appID: appID) else { return nil }
         var progress = start
-        let (from, condition, audienceArgs) = sql
         let step = Spread.step(spread, count: total)
         while true {
             let before = progress
             let (after, finished): (FanOutProgress, Bool) = try await pool.write { db in
-                var args = StatementArguments(audienceArgs)
-                args += [before.cursor, chunk]
                 guard
                     let last = try Int64.fetchOne(
                         db,
-                        sql:
-                            "SELECT MAX(id) FROM (SELECT d.id AS id FROM \(from) WHERE \(condition) AND d.id > ? ORDER BY d.id LIMIT ?)",
-                        arguments: args
+                        query: "SELECT MAX(id) FROM (\(filter.ids(after: before.cursor, limit: chunk)))"
                     )
                 else {
                     try checkpoint(db, before, true)
                     return (before, true)
                 }
-                var insertArgs: StatementArguments = [
-                    notificationID, notBefore.timeIntervalSince1970, Double(before.inserted), step,
-                    expiresAt?.timeIntervalSince1970, Date().timeIntervalSince1970,
-                ]
-                insertArgs += StatementArguments(audienceArgs)
-                insertArgs += [before.cursor, last]
                 // Spread sends number the rows to space them; others need no window function.
-                let times = step > 0 ? "?2 + (?3 + ROW_NUMBER() OVER (ORDER BY d.id) - 1) * ?4" : "?2 + 0 * ?3 * ?4"
+                let times: SQL =
+                    step > 0
+                    ? "\(notBefore) + (\(before.inserted) + ROW_NUMBER() OVER (ORDER BY d.id) - 1) * \(step)"
+                    : "\(notBefore)"
                 try db.execute(
-                    sql: """
-                        INSERT INTO deliveries \(SQLiteDeliveryQueue.insertColumns)
-                        SELECT ?1, d.app_id, d.provider, d.token, 'queued', \(times), ?5, ?6 FROM \(from)
-                        WHERE \(condition) AND d.id > ? AND d.id <= ?
-                        """,
-                    arguments: insertArgs
+                    query: """
+                        INSERT INTO deliveries \(unescaped: SQLiteDeliveryQueue.insertColumns)
+                        SELECT \(notificationID), d.app_id, d.provider, d.token, 'queued', \(times),
+                            \(expiresAt), \(Date())
+                        FROM \(filter.from) WHERE \(filter.condition) AND d.id > \(before.cursor) AND d.id <= \(last)
+                        """
                 )
                 let next = FanOutProgress(cursor: last, inserted: before.inserted + db.changesCount)
                 try checkpoint(db, next, false)

@@ -31,7 +31,11 @@ public struct CredentialSealer: Sendable {
     /// and `create` is true.
     public static func load(keyFile path: String, create: Bool) throws -> CredentialSealer {
         let url = URL(fileURLWithPath: path)
-        if let text = try? String(contentsOf: url, encoding: .utf8) {
+        if FileManager.default.fileExists(atPath: path) {
+            let text: String
+            do { text = try String(contentsOf: url, encoding: .utf8) } catch {
+                throw Problem(description: "credentials key file \(path) cannot be read: \(error)")
+            }
             guard let bytes = Data(base64Encoded: text.trimmingCharacters(in: .whitespacesAndNewlines)) else {
                 throw Problem(description: "credentials key file \(path): not base64")
             }
@@ -72,6 +76,7 @@ public struct CredentialSealer: Sendable {
     public func open(_ stored: String) throws -> String {
         guard Self.isSealed(stored) else { return stored }
         guard let data = Data(base64Encoded: String(stored.dropFirst(Self.prefix.count))),
+            // Either failure means a damaged value or another key: the error below says so.
             let box = try? AES.GCM.SealedBox(combined: data),
             let plain = try? AES.GCM.open(box, using: key)
         else {

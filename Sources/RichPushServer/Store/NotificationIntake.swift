@@ -140,7 +140,7 @@ public final class SQLiteIntake: NotificationIntake {
             let row = try await store.pool.read({ db in
                 try SQLiteServerStore.notificationRow(id: notificationID, in: db)
             }),
-            (row["fanout_state"] as String) == "pending",
+            FanOutState(rawValue: row["fanout_state"]) == .pending,
             let audienceText = row["audience"] as String?,
             let (audience, _) = Optional(Audience.read(try JSONValue.parse(audienceText))), let audience
         else { return 0 }
@@ -174,19 +174,22 @@ public final class SQLiteIntake: NotificationIntake {
             total: total,
             from: start
         ) { db, progress, finished in
+            let state: FanOutState = finished ? .done : .pending
             try db.execute(
-                sql: "UPDATE notifications SET fanout_cursor = ?, fanout_inserted = ?, fanout_state = ? WHERE id = ?",
-                arguments: [progress.cursor, progress.inserted, finished ? "done" : "pending", notificationID]
+                query: """
+                    UPDATE notifications SET fanout_cursor = \(progress.cursor), fanout_inserted = \(progress.inserted),
+                        fanout_state = \(state) WHERE id = \(notificationID)
+                    """
             )
         } ?? 0
     }
 
     public func pendingFanOuts() async throws -> [String] {
         try await store.pool.read { db in
-            try String.fetchAll(
-                db,
-                sql: "SELECT id FROM notifications WHERE fanout_state = 'pending' ORDER BY created_at"
-            )
+            let (sql, arguments) = SQL(
+                "SELECT id FROM notifications WHERE fanout_state = \(FanOutState.pending) ORDER BY created_at"
+            ).sqlite
+            return try String.fetchAll(db, sql: sql, arguments: arguments)
         }
     }
 }

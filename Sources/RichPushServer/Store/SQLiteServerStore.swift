@@ -290,7 +290,7 @@ public final class SQLiteServerStore: ServerStore {
             n.createdAt.timeIntervalSince1970,
             fanOut?.audience.json.jsonString, fanOut?.notBefore.timeIntervalSince1970,
             fanOut?.expiresAt?.timeIntervalSince1970, fanOut?.spread ?? 0,
-            fanOut == nil ? "done" : "pending",
+            (fanOut == nil ? FanOutState.done : .pending).rawValue,
         ])
         return (n, true)
     }
@@ -381,6 +381,7 @@ public final class SQLiteServerStore: ServerStore {
                 sql: "SELECT token, report FROM receipts WHERE notification_id = ?",
                 arguments: [notificationID]
             ) {
+                // The server wrote the report after checking it: a row that no longer parses shows as null, not a failed page.
                 out[row["token"]] = (try? JSONValue.parse(row["report"] as String)) ?? .null
             }
             return out

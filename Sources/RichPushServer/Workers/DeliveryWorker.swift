@@ -210,6 +210,7 @@ public final class DeliveryWorker: Sendable {
         while true {
             do { return try await queue.settle(items, owner: configuration.owner, now: now()) } catch {
                 guard now().addingTimeInterval(pause) < leases.ends else { throw error }
+                // Only cancellation ends the sleep early; the loop checks it next.
                 try? await Task.sleep(nanoseconds: UInt64(pause * 1e9))
                 pause = min(pause * 2, 2)
             }
@@ -337,6 +338,7 @@ final class WakeSignal: Sendable {
             }
             guard let generation else { return c.resume() }
             Task {
+                // Only cancellation ends the sleep early; the caller checks it next.
                 try? await Task.sleep(nanoseconds: UInt64(max(0, seconds) * 1e9))
                 let w = self.state.withLockedValue { s -> CheckedContinuation<Void, Never>? in
                     guard s.generation == generation, let w = s.waiter else { return nil }

@@ -182,6 +182,7 @@ enum Credentials {
             shape: (
                 "apns-p8", "key is not a PEM P-256 private key (.p8)",
                 { key in
+                    // Only whether the key parses matters here; the refusal names the rule.
                     (try? APNsSigningKey(p8: key, keyID: "KEYID00000", teamID: "TEAMID0000")) != nil
                 }
             )

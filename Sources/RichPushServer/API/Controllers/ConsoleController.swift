@@ -26,6 +26,7 @@ enum ConsoleController {
 
     static let files: [String: ByteBuffer] = {
         guard let folder = Bundle.module.resourceURL?.appendingPathComponent("console"),
+            // The package ships the folder; without it every console file answers 404 (the console tests would fail).
             let names = try? FileManager.default.contentsOfDirectory(atPath: folder.path)
         else { return [:] }
         var out: [String: ByteBuffer] = [:]

@@ -1,0 +1,100 @@
+import Testing
+
+@testable import RichPushTransport
+
+/// The connection's life as a value: each event's effect and action, and the events that cannot happen where they
+/// find it, which come back as illegal (a debug build stops on them in the connection).
+@Suite struct HTTP2ConnectionStateTests {
+    typealias State = HTTP2ConnectionState
+
+    static func isIllegal<T>(_ result: Result<T, State.IllegalTransition>) -> Bool {
+        if case .failure = result { return true }
+        return false
+    }
+
+    @Test func theFirstSettingsMakeItReadyAndLaterOnesOnlyMoveTheLimit() {
+        var s = State()
+        #expect(s.lifecycle == .starting && !s.isUsable)
+        let first = s.settingsReceived(maxConcurrentStreams: 1)
+        #expect(first == .success(.succeedReady))
+        #expect(s.isUsable && s.remoteMaxStreams == 1)
+        let second = s.settingsReceived(maxConcurrentStreams: 1000)
+        #expect(second == .success(.none))
+        #expect(s.remoteMaxStreams == 1000)
+        _ = s.settingsReceived(maxConcurrentStreams: nil)
+        #expect(s.remoteMaxStreams == 1000)
+    }
+
+    @Test func streamsAreCountedFromAdmissionToTheirEnd() {
+        var s = State()
+        _ = s.settingsReceived(maxConcurrentStreams: 2)
+        let sent = s.admit()
+        #expect(sent == .success(.send))
+        #expect(s.inFlight == 1)
+        // Reservations count at once and are either sent (no second count) or given back.
+        let reserved = s.reserve(cap: 10)
+        let overLimit = s.reserve(cap: 10)  // the server's limit of 2
+        #expect(reserved && !overLimit)
+        #expect(s.inFlight == 2 && s.reserved == 1)
+        let sentReserved = s.admit()
+        #expect(sentReserved == .success(.send))
+        #expect(s.inFlight == 2 && s.reserved == 0)
+        let ends = [s.streamEnded(), s.streamEnded()]
+        #expect(!ends.contains(where: Self.isIllegal))
+        #expect(s.inFlight == 0 && s.completed == 2)
+        let again = s.reserve(cap: nil)
+        #expect(again)
+        s.releaseReservation()
+        s.releaseReservation()  // nothing to give back: no change
+        #expect(s.inFlight == 0 && s.reserved == 0)
+    }
+
+    @Test func goAwayStopsNewStreamsAndOnlyLowersTheLastID() {
+        var s = State()
+        _ = s.settingsReceived(maxConcurrentStreams: 10)
+        _ = s.reserve(cap: nil)
+        s.goAwayReceived(lastStreamID: 7, reason: "Shutdown")
+        #expect(!s.isUsable)
+        // The reserved request is not sent, and its reservation is given back.
+        let refused = s.admit()
+        #expect(refused == .success(.goingAway(reason: "Shutdown")))
+        #expect(s.inFlight == 0 && s.reserved == 0)
+        s.goAwayReceived(lastStreamID: 9, reason: nil)
+        #expect(s.goAway?.lastStreamID == 7 && s.goAway?.reason == "Shutdown")
+        s.goAwayReceived(lastStreamID: 3, reason: nil)
+        #expect(s.goAway?.lastStreamID == 3)
+    }
+
+    @Test func closingFailsAReadyThatNeverCameAndIsFinal() {
+        var starting = State()
+        let first = starting.closed()
+        let second = starting.closed()  // the client's close, then the channel's own
+        #expect(first == .failReady && second == .none)
+        var s = State()
+        _ = s.settingsReceived(maxConcurrentStreams: 10)
+        let close = s.closed()
+        #expect(close == .none)
+        let refused = s.admit()
+        #expect(refused == .success(.closed))
+        // Frames read as the close crossed them change nothing.
+        let late = s.settingsReceived(maxConcurrentStreams: 5)
+        #expect(late == .success(.none))
+        s.goAwayReceived(lastStreamID: 1, reason: nil)
+        #expect(s.lifecycle == .closed && s.remoteMaxStreams == 10)
+    }
+
+    @Test func eventsThatCannotHappenAreIllegal() {
+        var s = State()
+        let early = s.admit()
+        #expect(Self.isIllegal(early))
+        #expect(s.inFlight == 0)
+        _ = s.settingsReceived(maxConcurrentStreams: 10)
+        let noneOpen = s.streamEnded()
+        #expect(Self.isIllegal(noneOpen))
+        // A reservation is not an open stream.
+        _ = s.reserve(cap: nil)
+        let reservedOnly = s.streamEnded()
+        #expect(Self.isIllegal(reservedOnly))
+        #expect(s.inFlight == 1 && s.completed == 0)
+    }
+}
