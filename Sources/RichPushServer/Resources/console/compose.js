@@ -1,0 +1,141 @@
+// ---------------------------------------------------------------------------------------------------------------
+// Compose: the message and audience from the form
+
+import { $, api, debounce, el, errorText, number, state } from "./core.js";
+import { render } from "./preview.js";
+
+export const field = (id) => $(id).value.trim();
+export const list = (text) => text.split(/[\s,]+/).map((s) => s.trim()).filter(Boolean);
+
+export function buildSend() {
+  const local = [];
+  const m = {};
+  for (const [id, key] of [["f-title", "title"], ["f-subtitle", "subtitle"], ["f-body", "body"], ["f-sound", "sound"], ["f-category", "category"],
+    ["f-link", "deep_link"], ["f-collapse", "collapse_id"], ["f-priority", "priority"], ["f-level", "interruption_level"]]) {
+    if (field(id)) m[key] = field(id);
+  }
+  if (field("f-media")) m.media = field("f-media");
+  if (field("f-ttl")) {
+    const ttl = Number(field("f-ttl"));
+    if (Number.isInteger(ttl)) m.ttl = ttl; else local.push({ path: "ttl", message: "TTL is a whole number of seconds" });
+  }
+  if (field("f-data")) {
+    try {
+      const data = JSON.parse(field("f-data"));
+      if (data === null || typeof data !== "object" || Array.isArray(data)) throw new Error();
+      m.data = data;
+    } catch { local.push({ path: "data", message: "custom data is a JSON object, like {\"order\": \"42\"}" }); }
+  }
+  if (field("f-chart-type")) {
+    const chart = { type: field("f-chart-type") };
+    const raw = field("f-chart-values");
+    const rows = raw.split(/\n/).map((line) => line.trim()).filter(Boolean);
+    const parse = (line) => list(line).map((v) => (v === "null" || v === "" ? null : Number(v)));
+    const series = rows.map(parse);
+    if (!rows.length) local.push({ path: "chart.values", message: "give the chart some numbers" });
+    else if (series.some((s) => s.some((v) => v !== null && !Number.isFinite(v)))) local.push({ path: "chart.values", message: "values are numbers, separated by commas (one line per series)" });
+    else if (series.length === 1) chart.values = series[0];
+    else chart.series = series.map((values) => ({ values }));
+    if (field("f-chart-labels")) chart.labels = field("f-chart-labels").split(",").map((s) => s.trim()).filter(Boolean);
+    for (const [id, key] of [["f-chart-title", "title"], ["f-chart-value", "value"], ["f-chart-change", "change"]]) if (field(id)) chart[key] = field(id);
+    if (field("f-chart-theme") === "dark") chart.theme = "dark";
+    m.chart = chart;
+  }
+  const kind = field("f-audience");
+  const value = field("f-audience-value");
+  let audience;
+  if (kind === "all") audience = { all: true };
+  else if (["tokens", "apns_tokens", "fcm_tokens"].includes(kind)) audience = { [kind]: list(value) };
+  else audience = { [kind]: value };
+  const body = { ...m, audience };
+  if (field("f-send-at")) body.send_at = Math.round(new Date(field("f-send-at")).getTime() / 1000);
+  if (field("f-spread")) body.spread_seconds = Number(field("f-spread"));
+  return { body, local, message: m };
+}
+
+// Which form field an issue's path names (the server's paths, and the form's own).
+export function fieldFor(path) {
+  const p = path.replace(/\[\d+\]/g, "");
+  for (const input of document.querySelectorAll("#compose [data-path]")) {
+    if (input.dataset.path.split(" ").some((d) => p === d || p.startsWith(d + "."))) return input;
+  }
+  return null;
+}
+
+export function markIssues(issues) {
+  for (const old of document.querySelectorAll("#compose .field-issue")) old.remove();
+  for (const input of document.querySelectorAll("#compose [aria-invalid]")) { input.removeAttribute("aria-invalid"); input.removeAttribute("aria-describedby"); }
+  const rest = [];
+  issues.forEach((issue, i) => {
+    const input = issue.severity !== "warning" && fieldFor(issue.path || "");
+    if (input) {
+      const id = `issue-${i}`;
+      input.setAttribute("aria-invalid", "true");
+      input.setAttribute("aria-describedby", id);
+      input.insertAdjacentElement("afterend", el("p", { class: "field-issue", id, text: issue.message }));
+    }
+    rest.push(issue);
+  });
+  const ul = $("issues");
+  ul.replaceChildren(...rest.map((i) => el("li", { class: i.severity === "warning" ? "sev-warning" : "sev-error" },
+    `${i.severity === "warning" ? "Warning" : "Error"}: ${i.path ? i.path + " — " : ""}${i.message}${i.rule ? " [" + i.rule + "]" : ""}`)));
+  if (!rest.length) ul.replaceChildren(el("li", { class: "ok", text: "No problems found: ready to send." }));
+}
+
+export let lastDryRun = null;
+export let checkGeneration = 0;
+
+export async function check() {
+  if (!state.app) return;
+  const generation = ++checkGeneration;
+  const { body, local, message } = buildSend();
+  if (local.length) { markIssues(local.map((i) => ({ ...i, severity: "error" }))); render(message, null); return; }
+  const r = await api("POST", `/v1/apps/${state.appID}/notifications`, { ...body, dry_run: true });
+  if (generation !== checkGeneration) return;  // a newer check is under way
+  if (r.status === 200) {
+    lastDryRun = r.json;
+    markIssues(r.json.warnings || []);
+    const d = r.json.deliveries || {};
+    $("reach").textContent = `Reaches ${number((d.apns || 0) + (d.fcm || 0))} device${(d.apns || 0) + (d.fcm || 0) === 1 ? "" : "s"}: ${number(d.apns || 0)} through APNs, ${number(d.fcm || 0)} through FCM.`;
+    render(message, r.json);
+  } else {
+    lastDryRun = null;
+    markIssues(r.json && r.json.error ? (r.json.error.issues || [{ path: "", message: errorText(r) }]).map((i) => ({ severity: "error", ...i })) : [{ path: "", message: errorText(r), severity: "error" }]);
+    $("reach").textContent = "";
+    render(message, null);
+  }
+}
+export const checkSoon = debounce(check, 250);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Media: the preflight verdict, uploads
+
+export const preflight = debounce(async () => {
+  const url = field("f-media");
+  const ul = $("preflight");
+  if (!url) { ul.replaceChildren(); return; }
+  ul.replaceChildren(el("li", { text: "Checking the media…" }));
+  const r = await api("POST", "/v1/media/check", { url });
+  if (r.status !== 200) { ul.replaceChildren(el("li", { class: "sev-error", text: errorText(r) })); return; }
+  const result = (r.json.results || [])[0] || {};
+  const items = [];
+  const size = result.bytes ? ` of ${number(Math.max(1, Math.round(result.bytes / 1024)))} KB` : "";
+  const type = result.type ? result.type.toUpperCase() : "media";
+  if (!result.ok) items.push(el("li", { class: "sev-error refused", text: `Refused: ${result.message || result.rule} [${result.rule}]` }));
+  if (result.ios === "ok") items.push(el("li", { class: "ok", text: `iOS attaches it as a ${type}${size}.` }));
+  else if (result.ios) items.push(el("li", { class: "sev-error", text: `iOS does not attach it: ${result.ios.message} [${result.ios.rule}]` }));
+  if (result.android === "ok") items.push(el("li", { class: "ok", text: "Android shows it." }));
+  else if (result.android) items.push(el("li", { class: "sev-warning", text: `Android does not show it: ${result.android.message} [${result.android.rule}]` }));
+  if (result.rehost_reason) items.push(el("li", { text: `The server will host it itself (${result.rehost_reason}).` }));
+  ul.replaceChildren(...items);
+}, 400);
+
+export async function upload(file) {
+  const ul = $("preflight");
+  ul.replaceChildren(el("li", { text: `Uploading ${file.name}…` }));
+  const r = await api("POST", "/v1/media", file, { raw: true, headers: { "Content-Type": file.type || "application/octet-stream" } });
+  if (r.status !== 201 && r.status !== 200) { ul.replaceChildren(el("li", { class: "sev-error", text: `${file.name}: ${errorText(r)}` })); return; }
+  $("f-media").value = r.json.url;
+  preflight();
+  checkSoon();
+}

@@ -1,0 +1,86 @@
+// ---------------------------------------------------------------------------------------------------------------
+// Previews: what each device will show, from the message as it would be sent
+
+import { $, el, number, state } from "./core.js";
+
+export function imageOf(sent) {
+  const media = sent && sent.media;
+  const first = Array.isArray(media) ? media[0] : media;
+  const url = first && (first.url || first);
+  const kind = first && first.kind;
+  return typeof url === "string" && (!kind || kind === "image" || kind === "gif") ? url : null;
+}
+
+export function notificationCard({ title, subtitle, body, thumb, big, collapsed, app }) {
+  return el("div", { class: `notif ${collapsed ? "collapsed" : "expanded"}` },
+    el("div", { class: "head" }, el("span", { class: "icon", "aria-hidden": "true" }), app, " · now"),
+    big ? el("img", { class: "big", src: big, alt: "the attachment" }) : null,
+    el("div", { class: "main" },
+      el("div", { class: "text" },
+        title ? el("div", { class: "t", text: title }) : null,
+        subtitle ? el("div", { class: "s", text: subtitle }) : null,
+        body ? el("div", { class: "b", text: body }) : null),
+      thumb ? el("img", { class: "thumb", src: thumb, alt: "thumbnail" }) : null));
+}
+
+export function render(message, dry) {
+  const sent = (dry && dry.message) || message;
+  const title = sent.alert ? sent.alert.title : sent.title;
+  const subtitle = sent.alert ? sent.alert.subtitle : sent.subtitle;
+  const body = sent.alert ? (typeof sent.alert === "string" ? sent.alert : sent.alert.body) : sent.body;
+  const picture = imageOf(sent);
+  const chart = sent.chart_image_url || null;
+  const app = state.app ? state.app.name : "App";
+  const shown = picture || chart;
+
+  // iOS: the first attachment is the thumbnail collapsed and the picture expanded; a chart is drawn by the
+  // extension with the same renderer as the server's PNG.
+  const ios = $("panel-ios");
+  ios.replaceChildren(
+    el("div", { class: "device" },
+      el("p", { class: "clock", text: "9:41" }),
+      notificationCard({ title, subtitle, body, thumb: shown, collapsed: true, app }),
+      el("p", { class: "caption", text: "Lock screen" }),
+      notificationCard({ title, subtitle, body, big: shown, collapsed: false, app }),
+      el("p", { class: "caption", text: "Expanded (long press)" })),
+    chart ? el("p", { class: "note", text: picture
+      ? "The picture is the thumbnail and the attachment; the chart is attached second. Below, the chart as the iPhone draws it: the server's PNG, the same bytes as the device library's."
+      : "The chart, drawn by the iPhone's device library, is the attachment; the server's PNG of it is the same bytes." }) : null,
+    chart && picture ? el("img", { class: "big", src: chart, alt: "the chart as drawn", id: "chart-preview" }) : null);
+  if (chart && !picture) ios.querySelector(".big").id = "chart-preview";
+
+  const android = $("panel-android");
+  android.replaceChildren(el("div", { class: "device android" },
+    el("p", { class: "clock", text: "9:41" }),
+    notificationCard({ title, body, thumb: shown, collapsed: true, app }),
+    el("p", { class: "caption", text: "Collapsed" }),
+    notificationCard({ title, body, big: shown, collapsed: false, app }),
+    el("p", { class: "caption", text: "Expanded (big picture)" })),
+    subtitle ? el("p", { class: "note", text: "Android shows no subtitle." }) : null);
+
+  const web = $("panel-web");
+  web.replaceChildren(el("div", { class: "device web" }, notificationCard({ title, body, big: shown, collapsed: false, app: location.host })));
+
+  const requests = (dry && dry.requests) || {};
+  const sentPanel = $("panel-sent");
+  sentPanel.replaceChildren(
+    requests.apns ? el("h4", { text: `APNs: POST ${requests.apns.path} (${number(requests.apns.bytes)} bytes)` }) : null,
+    requests.apns ? el("pre", { id: "sent-apns", text: JSON.stringify({ headers: requests.apns.headers, payload: requests.apns.payload }, null, 2) }) : null,
+    requests.fcm ? el("h4", { text: `FCM: POST ${requests.fcm.path} (${number(requests.fcm.bytes)} bytes)` }) : null,
+    requests.fcm ? el("pre", { id: "sent-fcm", text: JSON.stringify(requests.fcm.body, null, 2) }) : null,
+    dry ? el("h4", { text: "The message as the server would send it (its id, receipt address, hosted media and chart image set)" }) : null,
+    dry ? el("pre", { id: "sent-message", text: JSON.stringify(dry.message, null, 2) }) : null,
+    !dry ? el("p", { class: "note", text: "Fix the problems listed to see the exact requests." }) : null);
+
+  // Payload sizes against each provider's limit (the receipt address included: it is in the payload as sent).
+  const gauges = [];
+  const gauge = (name, bytes, limit) => el("div", { class: "gauge" },
+    el("span", { text: name }), el("meter", { min: 0, max: limit, low: limit * 0.75, high: limit * 0.9, optimum: 0, value: bytes, "aria-label": `${name}: ${bytes} of ${limit} bytes` }),
+    el("span", { text: `${number(bytes)} / ${number(limit)} B` }));
+  if (requests.apns) gauges.push(gauge("APNs payload", requests.apns.bytes, 4096));
+  if (requests.fcm) {
+    const topic = /"(topic|condition)"/.test(JSON.stringify(requests.fcm.body.message ? Object.keys(requests.fcm.body.message) : []));
+    gauges.push(gauge(`FCM message${topic ? " (topic)" : ""}`, requests.fcm.bytes, topic ? 2048 : 4096));
+  }
+  $("gauges").replaceChildren(...gauges);
+}

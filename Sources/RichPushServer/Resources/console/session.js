@@ -1,0 +1,54 @@
+// ---------------------------------------------------------------------------------------------------------------
+// Signing in and moving between views
+
+import { $, api, errorText, state } from "./core.js";
+import { checkSoon } from "./compose.js";
+import { openNotification } from "./outcomes.js";
+import { listNotifications, searchDevices } from "./lists.js";
+import { renderApp } from "./app.js";
+
+export async function signIn(key, appID) {
+  state.key = key;
+  const me = await api("GET", "/v1/me");
+  if (me.status !== 200) { state.key = null; throw new Error(me.status === 401 ? "this key is not one of this server's" : errorText(me)); }
+  state.admin = me.json.admin;
+  state.sandbox = me.json.sandbox;
+  if (me.json.app) { state.app = me.json.app; state.appID = me.json.app.id; }
+  else if (appID) {
+    const app = await api("GET", `/v1/apps/${encodeURIComponent(appID)}`);
+    if (app.status !== 200) { state.key = null; throw new Error(errorText(app)); }
+    state.app = app.json.app; state.appID = appID;
+  } else { state.app = null; state.appID = null; }
+  sessionStorage.setItem("richpush.key", key);
+  if (state.appID) sessionStorage.setItem("richpush.app", state.appID); else sessionStorage.removeItem("richpush.app");
+}
+
+export function signOut() {
+  sessionStorage.clear();
+  Object.assign(state, { key: null, appID: null, app: null, admin: false });
+  location.hash = "";
+  route();
+}
+
+export function show(view) {
+  for (const v of document.querySelectorAll(".view")) v.hidden = v.id !== `view-${view}`;
+  for (const a of document.querySelectorAll("#nav a")) {
+    if (a.dataset.view === view) a.setAttribute("aria-current", "page"); else a.removeAttribute("aria-current");
+  }
+  $("nav").hidden = !state.key;
+  $("signout").hidden = !state.key;
+  $("who").textContent = state.key ? `${state.app ? state.app.name + " (" + state.app.id + ")" : "no app yet"} · ${state.admin ? "admin key" : "app key"}${state.sandbox ? " · sandbox" : ""}` : "";
+}
+
+export async function route() {
+  const hash = location.hash.slice(1);
+  if (!state.key) { show("signin"); $("signin-key").focus(); return; }
+  if (!state.app) { show("app"); renderApp(); return; }
+  if (hash.startsWith("n/")) { show("notification"); openNotification(hash.slice(2)); return; }
+  const view = ["compose", "notifications", "devices", "app"].includes(hash) ? hash : "compose";
+  show(view);
+  if (view === "compose") checkSoon();
+  if (view === "notifications") listNotifications();
+  if (view === "devices") searchDevices();
+  if (view === "app") renderApp();
+}
