@@ -70,10 +70,17 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .target(name: "RichPushAPNs", dependencies: ["RichPushCore", "RichPushTransport"]),
-        .target(name: "RichPushFCM", dependencies: ["RichPushCore", "RichPushTransport"]),
+        .target(
+            name: "RichPushAPNs",
+            dependencies: ["RichPushCore", "RichPushTransport", .product(name: "Logging", package: "swift-log")]
+        ),
+        .target(
+            name: "RichPushFCM",
+            dependencies: ["RichPushCore", "RichPushTransport", .product(name: "Logging", package: "swift-log")]
+        ),
         // The service: HTTP API, storage (SQLite, or PostgreSQL for several nodes), queue and workers.
         .target(
             name: "RichPushServer",
@@ -119,6 +126,7 @@ let package = Package(
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "SwiftASN1", package: "swift-asn1"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .executableTarget(

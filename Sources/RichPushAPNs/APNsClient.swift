@@ -91,7 +91,8 @@ public final class APNsClient: Sendable {
             connectTimeout: .nanoseconds(Int64(configuration.connectTimeout * 1e9)),
             requestTimeout: .nanoseconds(Int64(configuration.requestTimeout * 1e9)),
             maxAttempts: configuration.maxAttempts,
-            pingInterval: .nanoseconds(Int64(configuration.pingInterval * 1e9))
+            pingInterval: .nanoseconds(Int64(configuration.pingInterval * 1e9)),
+            logger: configuration.logger
         )
         pool = HTTP2ConnectionPool(configuration: poolConfig, group: group) { ProviderTokenSlot() }
     }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Logging
 import RichPushTransport
 
 /// A token-auth signing key: the `.p8` file, its key id and the team id.
@@ -62,6 +63,8 @@ public struct APNsConfiguration: Sendable {
     public var pingInterval: TimeInterval
     /// The clock tokens are dated with; injected so tests control time.
     public var now: @Sendable () -> Date
+    /// Where the client's connections tell what happens to them.
+    public var logger: Logger
 
     public static let minimumTokenAge: TimeInterval = 20 * 60
     public static let maximumTokenAge: TimeInterval = 60 * 60
@@ -77,7 +80,8 @@ public struct APNsConfiguration: Sendable {
         tokenRefreshInterval: TimeInterval = 50 * 60,
         maxAttempts: Int = 3,
         pingInterval: TimeInterval = 60,
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() },
+        logger: Logger = Logger(label: "richpush.apns")
     ) {
         self.endpoint = endpoint
         self.authentication = authentication
@@ -90,5 +94,6 @@ public struct APNsConfiguration: Sendable {
         self.maxAttempts = maxAttempts
         self.pingInterval = pingInterval
         self.now = now
+        self.logger = logger
     }
 }

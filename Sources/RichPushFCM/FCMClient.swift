@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -32,6 +33,8 @@ public struct FCMConfiguration: Sendable {
     public var tokenRefreshMargin: TimeInterval
     public var scope: String
     public var now: @Sendable () -> Date
+    /// Where the client tells of its connections and of access tokens it could not get.
+    public var logger: Logger
 
     public init(
         serviceAccount: ServiceAccount,
@@ -42,7 +45,8 @@ public struct FCMConfiguration: Sendable {
         requestTimeout: TimeInterval = 10,
         tokenRefreshMargin: TimeInterval = 300,
         scope: String = "https://www.googleapis.com/auth/firebase.messaging",
-        now: @escaping @Sendable () -> Date = { Date() }
+        now: @escaping @Sendable () -> Date = { Date() },
+        logger: Logger = Logger(label: "richpush.fcm")
     ) {
         self.serviceAccount = serviceAccount
         self.endpoint = endpoint
@@ -53,6 +57,7 @@ public struct FCMConfiguration: Sendable {
         self.tokenRefreshMargin = tokenRefreshMargin
         self.scope = scope
         self.now = now
+        self.logger = logger
     }
 }
 
@@ -85,7 +90,8 @@ public final class FCMClient: Sendable {
                 target: .init(host: host, port: port, trust: configuration.trust),
                 connections: configuration.connections,
                 streamsPerConnection: configuration.streamsPerConnection,
-                requestTimeout: timeout
+                requestTimeout: timeout,
+                logger: configuration.logger
             ),
             group: group
         ) {}
@@ -96,7 +102,8 @@ public final class FCMClient: Sendable {
             configuration: .init(
                 target: .init(host: tokenHost, port: tokenURL?.port ?? 443, trust: configuration.trust),
                 connections: 1,
-                requestTimeout: timeout
+                requestTimeout: timeout,
+                logger: configuration.logger
             ),
             group: group
         ) {}
@@ -189,9 +196,11 @@ public final class FCMClient: Sendable {
             return try await task.value.0
         } catch let f as FCMFailure {
             tokens.clear(task)
+            configuration.logger.warning("could not get an access token", metadata: ["error": "\(f)"])
             throw f
         } catch {
             tokens.clear(task)
+            configuration.logger.warning("could not get an access token", metadata: ["error": "\(error)"])
             throw FCMFailure(message: "\(error)", fieldViolations: [], retry: .retry)
         }
     }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Logging
 import NIOCore
 import NIOPosix
 import RichPushCore
@@ -63,7 +64,8 @@ public final class Sandbox: Sendable {
         ports: Ports = Ports(),
         apnsConfiguration: APNsEmulator.Configuration = .init(),
         fcmConfiguration: FCMEmulator.Configuration = .init(),
-        threads: Int = System.coreCount
+        threads: Int = System.coreCount,
+        logger: Logger = Logger(label: "richpush.sandbox")
     ) async throws -> Sandbox {
         let credentials: SandboxCredentials
         if FileManager.default.fileExists(atPath: directory.appendingPathComponent("service-account.json").path) {
@@ -72,8 +74,22 @@ public final class Sandbox: Sendable {
             credentials = try SandboxCredentials.generate()
         }
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads))
-        let apns = try APNsEmulator(credentials: credentials, configuration: apnsConfiguration, eventLoopGroup: group)
-        let fcm = try FCMEmulator(credentials: credentials, configuration: fcmConfiguration, eventLoopGroup: group)
+        var apnsLog = logger
+        apnsLog[metadataKey: "emulator"] = "apns"
+        var fcmLog = logger
+        fcmLog[metadataKey: "emulator"] = "fcm"
+        let apns = try APNsEmulator(
+            credentials: credentials,
+            configuration: apnsConfiguration,
+            eventLoopGroup: group,
+            logger: apnsLog
+        )
+        let fcm = try FCMEmulator(
+            credentials: credentials,
+            configuration: fcmConfiguration,
+            eventLoopGroup: group,
+            logger: fcmLog
+        )
         try await apns.start(port: ports.apns)
         try await fcm.start(port: ports.fcm)
         let files = try credentials.write(to: directory, tokenURI: fcm.tokenURI)
@@ -94,6 +110,10 @@ public final class Sandbox: Sendable {
         try Data(sandbox.summary.prettyPrinted().utf8).write(
             to: directory.appendingPathComponent(summaryFile),
             options: .atomic
+        )
+        logger.info(
+            "sandbox running",
+            metadata: ["apns_port": "\(apns.port)", "fcm_port": "\(fcm.port)", "admin_port": "\(adminPort)"]
         )
         return sandbox
     }

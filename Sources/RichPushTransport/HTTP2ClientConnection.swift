@@ -116,6 +116,9 @@ public final class HTTP2ClientConnection: Sendable {
 
     public var inFlight: Int { state.withLockedValue { $0.inFlight } }
 
+    /// The server's reason in its GOAWAY, once one came ("" when it gave none).
+    public var goAwayReason: String? { state.withLockedValue { $0.goAway.map { $0.reason ?? "" } } }
+
     /// Requests in flight and the server's stream limit, read together.
     public struct Load: Sendable {
         public var inFlight: Int

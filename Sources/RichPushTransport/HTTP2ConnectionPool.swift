@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -35,6 +36,8 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
         public var pingInterval: TimeAmount
         public var backoffBase: TimeAmount
         public var backoffCap: TimeAmount
+        /// Where connects, failed connects, lost connections and unanswered pings are told.
+        public var logger: Logger
 
         public init(
             target: HTTP2ClientConnection.Target,
@@ -45,7 +48,8 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
             maxAttempts: Int = 3,
             pingInterval: TimeAmount = .seconds(60),
             backoffBase: TimeAmount = .milliseconds(100),
-            backoffCap: TimeAmount = .seconds(10)
+            backoffCap: TimeAmount = .seconds(10),
+            logger: Logger = Logger(label: "richpush.transport")
         ) {
             self.target = target
             self.connections = connections
@@ -56,6 +60,9 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
             self.pingInterval = pingInterval
             self.backoffBase = backoffBase
             self.backoffCap = backoffCap
+            var logger = logger
+            logger[metadataKey: "server"] = "\(target.host):\(target.port)"
+            self.logger = logger
         }
     }
 
@@ -160,6 +167,11 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                 for i in s.slots.indices {
                     if case .ready(let p) = s.slots[i], !p.connection.isUsable {
                         s.slots[i] = .empty(failures: 0, notBefore: .now())
+                        let reason = p.connection.goAwayReason.map { "GOAWAY (\($0))" } ?? "closed"
+                        configuration.logger.info(
+                            "connection replaced",
+                            metadata: ["connection": "\(p.id)", "because": .string(reason)]
+                        )
                     }
                 }
                 var ready: [(pooled: Pooled, load: HTTP2ClientConnection.Load)] = []
@@ -236,6 +248,7 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                     connection.close()
                     throw TransportError.shutDown
                 }
+                config.logger.debug("connected", metadata: ["connection": "\(id)", "slot": "\(slot)"])
                 return pooled
             } catch {
                 // Exponential backoff with jitter before this slot tries again.
@@ -243,6 +256,12 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                 let base = config.backoffBase.nanoseconds * Int64(1 << exponent)
                 let delay = min(base, config.backoffCap.nanoseconds)
                 let jittered = delay / 2 + Int64.random(in: 0...max(1, delay / 2))
+                config.logger.warning(
+                    "could not connect",
+                    metadata: [
+                        "error": "\(error)", "failures": "\(failures + 1)", "retry_in_ms": "\(jittered / 1_000_000)",
+                    ]
+                )
                 // A pool shut down while this connect ran has no slots left to mark (an app's clients are
                 // replaced when its credentials change, with their connects still under way).
                 state.withLockedValue { s in
@@ -260,7 +279,13 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
             $0.connection.inFlight == 0 && $0.connection.idleTime >= configuration.pingInterval
         }
         let pings = idle.map { p in
-            p.connection.ping().flatMapErrorThrowing { [weak self] _ in self?.retire(p) }
+            p.connection.ping().flatMapErrorThrowing { [weak self] error in
+                self?.configuration.logger.notice(
+                    "an idle connection did not answer a ping; replaced",
+                    metadata: ["connection": "\(p.id)", "error": "\(error)"]
+                )
+                self?.retire(p)
+            }
         }
         return EventLoopFuture.andAllComplete(pings, on: loop)
     }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import RichPushCore
+import RichPushSandbox
 import RichPushServer
 import ServiceLifecycle
 import Testing
@@ -89,5 +90,72 @@ import FoundationNetworking
         await group.triggerGracefulShutdown()
         try await running.value
         await #expect(throws: (any Error).self) { try await Self.call("GET", base + "/health/live") }
+    }
+
+    /// SIGTERM's order, in process: the listener stops, the workers finish the sends they hold (the emulator
+    /// answers each after 1.5 s), and only then do the providers, the sandbox and the database close: every
+    /// delivery is sent and settled as delivered. With the closers listed last (so stopped first), the sends fail
+    /// on closed clients and the deliveries end as failed: the test was seen to fail so.
+    @Test func aGracefulShutdownDrainsInFlightSendsBeforeClosingTheDatabase() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "richpush-drain-\(UUID().uuidString)"
+        )
+        defer { try? FileManager.default.removeItem(at: folder) }
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let sandbox = try await Sandbox.start(
+            directory: folder.appendingPathComponent("sandbox"),
+            apnsConfiguration: .init(responseDelay: .init(milliseconds: 1500)),
+            threads: 1
+        )
+        var config = Self.configuration(in: folder)
+        config.externalSandboxAPNsPort = sandbox.apns.port
+        config.externalSandboxFCMPort = sandbox.fcm.port
+        let admin = APIKeys.newKey()
+        let (ports, portSink) = AsyncStream<Int>.makeStream()
+        var logger = Logger(label: "richpush-test")
+        logger.logLevel = .warning
+        let server = try await buildApplication(config, adminKey: admin, logger: logger) { port, _, _ in
+            portSink.yield(port)
+        }
+        let group = ServiceGroup(services: [server], logger: logger)
+        let running = Task { try await group.run() }
+        var port = 0
+        for await p in ports {
+            port = p
+            break
+        }
+        let base = "http://127.0.0.1:\(port)"
+        let (_, app) = try await Self.call(
+            "POST",
+            base + "/v1/apps",
+            key: admin,
+            body: ["name": "Drain", "bundle_id": "com.example.app"]
+        )
+        let appID = try #require(app["app"]?["id"]?.stringValue)
+        let key = try #require(app["api_key"]?.stringValue)
+        let tokens = (1...20).map { JSONValue.string(String(format: "%064x", $0)) }
+        let (status, accepted) = try await Self.call(
+            "POST",
+            base + "/v1/apps/\(appID)/notifications",
+            key: key,
+            body: ["title": "Drain", "audience": ["apns_tokens": .array(tokens)]]
+        )
+        #expect(status == 202)
+        let id = try #require(accepted["id"]?.stringValue)
+        // The sends are out (the emulator holds each for 1.5 s) when the shutdown begins.
+        let started = Date()
+        while Date().timeIntervalSince(started) < 10 {
+            let counts = try await server.backend.queue.counts(notificationID: id)
+            if counts[.leased, default: 0] == 20 { break }
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        await group.triggerGracefulShutdown()
+        try await running.value
+        #expect(sandbox.apns.acceptedCount == 20)
+        let reopened = try SQLiteBackend(path: config.database)
+        let states = try await reopened.queue.deliveries(notificationID: id).map(\.state)
+        #expect(states == Array(repeating: .delivered, count: 20))
+        await reopened.close()
+        await sandbox.stop()
     }
 }

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import Logging
 import NIOCore
 import NIOPosix
 import RichPushCore
@@ -69,7 +70,8 @@ public final class APNsEmulator: Sendable {
     public init(
         credentials: SandboxCredentials,
         configuration: Configuration = Configuration(),
-        eventLoopGroup: EventLoopGroup? = nil
+        eventLoopGroup: EventLoopGroup? = nil,
+        logger: Logger = Logger(label: "richpush.sandbox.apns")
     ) throws {
         self.configuration = configuration
         state = APNsEmulatorState(recordLimit: configuration.recordLimit)
@@ -79,7 +81,8 @@ public final class APNsEmulator: Sendable {
             keyPEM: credentials.serverKeyPEM,
             clientCertificateAuthorityPEM: configuration.certificateMode ? credentials.caCertificatePEM : nil,
             allowHTTP1: false,
-            group: eventLoopGroup
+            group: eventLoopGroup,
+            logger: logger
         )
         registerKey(id: credentials.apnsKeyID, teamID: credentials.apnsTeamID, publicKey: credentials.apnsPublicKey)
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOCore
 import NIOPosix
 import RichPushCore
@@ -56,7 +57,8 @@ public final class FCMEmulator: Sendable {
     public init(
         credentials: SandboxCredentials,
         configuration: Configuration = Configuration(),
-        eventLoopGroup: EventLoopGroup? = nil
+        eventLoopGroup: EventLoopGroup? = nil,
+        logger: Logger = Logger(label: "richpush.sandbox.fcm")
     ) throws {
         self.configuration = configuration
         state = FCMEmulatorState(recordLimit: configuration.recordLimit)
@@ -65,7 +67,8 @@ public final class FCMEmulator: Sendable {
             certificatePEM: credentials.serverCertificatePEM,
             keyPEM: credentials.serverKeyPEM,
             allowHTTP1: true,
-            group: eventLoopGroup
+            group: eventLoopGroup,
+            logger: logger
         )
         registerServiceAccount(
             email: credentials.fcmClientEmail,

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOCore
 import NIOHTTP1
 import NIOHTTP2
@@ -16,6 +17,7 @@ public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
     /// True when the server made its own event-loop group (and so shuts it down).
     private let ownsGroup: Bool
     private let channel: NIOLockedBox<Channel?> = NIOLockedBox(nil)
+    let logger: Logger
 
     /// With no group given, the server runs its own one-thread group.
     init(
@@ -24,7 +26,8 @@ public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
         keyPEM: String,
         clientCertificateAuthorityPEM: String? = nil,
         allowHTTP1: Bool,
-        group: EventLoopGroup?
+        group: EventLoopGroup?,
+        logger: Logger
     ) throws {
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(certificatePEM.utf8)).map { .certificate($0) },
@@ -38,6 +41,7 @@ public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
         self.tls = tls
         self.logic = logic
         self.allowHTTP1 = allowHTTP1
+        self.logger = logger
         ownsGroup = group == nil
         self.group = group ?? MultiThreadedEventLoopGroup(numberOfThreads: 1)
     }
@@ -46,6 +50,7 @@ public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
         let context = try NIOSSLContext(configuration: tls)
         let logic = self.logic
         let allowHTTP1 = self.allowHTTP1
+        let logger = self.logger
         let ch = try await ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(ChannelOptions.backlog, value: 1024)
@@ -53,11 +58,12 @@ public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
             .childChannelInitializer { channel in
                 let ssl = NIOSSLServerHandler(context: context)
                 return channel.pipeline.addHandler(ssl).flatMap {
-                    channel.pipeline.addHandler(ProtocolSwitch(logic: logic, allowHTTP1: allowHTTP1))
+                    channel.pipeline.addHandler(ProtocolSwitch(logic: logic, allowHTTP1: allowHTTP1, logger: logger))
                 }
             }
             .bind(host: host, port: port).get()
         channel.value = ch
+        logger.debug("listening", metadata: ["port": "\(ch.localAddress?.port ?? 0)"])
         return ch.localAddress?.port ?? 0
     }
 
@@ -79,10 +85,12 @@ final class ProtocolSwitch<Logic: EmulatorLogic>: ChannelInboundHandler, Removab
     let allowHTTP1: Bool
     var buffered: [NIOAny] = []
     var configured = false
+    let logger: Logger
 
-    init(logic: Logic, allowHTTP1: Bool) {
+    init(logic: Logic, allowHTTP1: Bool, logger: Logger) {
         self.logic = logic
         self.allowHTTP1 = allowHTTP1
+        self.logger = logger
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
@@ -97,6 +105,9 @@ final class ProtocolSwitch<Logic: EmulatorLogic>: ChannelInboundHandler, Removab
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // A client that fails the handshake or breaks the protocol is part of what the emulators are for (the
+        // hostile tests do it on purpose): told at debug, and the connection closed.
+        logger.debug("connection closed on an error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
     }
 
@@ -135,6 +146,7 @@ final class ProtocolSwitch<Logic: EmulatorLogic>: ChannelInboundHandler, Removab
                 }
             }
         } catch {
+            logger.error("could not set up the connection's protocol", metadata: ["error": "\(error)"])
             context.close(promise: nil)
             return
         }

@@ -31,7 +31,9 @@ public func buildApplication(
 ) async throws -> RichPushApplication {
     let nodeID = config.nodeID ?? PostgresBackend.newNodeID()
     let (backend, databaseServices) = try await openBackend(config, nodeID: nodeID, logger: logger)
-    let setup = try await ProviderSetup.make(config)
+    var providerLog = logger
+    providerLog[metadataKey: "part"] = "providers"
+    let setup = try await ProviderSetup.make(config, logger: providerLog)
     let providers = setup.providers
 
     var deliveryLog = logger
@@ -194,8 +196,14 @@ struct ProviderSetup {
     /// Closes the sandbox's own clients (the fallbacks), which the providers use but do not own.
     var closeFallbacks: @Sendable () async -> Void = {}
 
-    static func make(_ config: ServerConfiguration) async throws -> ProviderSetup {
-        guard config.sandbox else { return ProviderSetup(providers: .standard()) }
+    static func make(_ config: ServerConfiguration, logger: Logger) async throws -> ProviderSetup {
+        var apnsLog = logger
+        apnsLog[metadataKey: "provider"] = "apns"
+        var fcmLog = logger
+        fcmLog[metadataKey: "provider"] = "fcm"
+        guard config.sandbox else {
+            return ProviderSetup(providers: .standard(apns: .init(logger: apnsLog), fcm: .init(logger: fcmLog)))
+        }
         // The sandbox fetches media from any address: ServerConfiguration.check() keeps it on loopback.
         try config.check()
         let dir = URL(fileURLWithPath: config.sandboxDirectory, isDirectory: true)
@@ -207,7 +215,9 @@ struct ProviderSetup {
             creds = try SandboxCredentials.read(from: dir)
             (apnsPort, fcmPort) = (a, f)
         } else {
-            let s = try await Sandbox.start(directory: dir, threads: 1)
+            var sandboxLog = logger
+            sandboxLog[metadataKey: "part"] = "sandbox"
+            let s = try await Sandbox.start(directory: dir, threads: 1, logger: sandboxLog)
             sandbox = s
             (creds, apnsPort, fcmPort) = (s.credentials, s.apns.port, s.fcm.port)
         }
@@ -221,18 +231,22 @@ struct ProviderSetup {
                 authentication: .token(
                     try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
                 ),
-                trust: trust
+                trust: trust,
+                logger: apnsLog
             )
         )
-        let fcm = FCMClient(configuration: .init(serviceAccount: account, endpoint: fcmEndpoint, trust: trust))
+        let fcm = FCMClient(
+            configuration: .init(serviceAccount: account, endpoint: fcmEndpoint, trust: trust, logger: fcmLog)
+        )
         let providers = Providers.standard(
-            apns: .init(endpoint: apnsEndpoint, trust: trust, fallback: apns),
+            apns: .init(endpoint: apnsEndpoint, trust: trust, fallback: apns, logger: apnsLog),
             fcm: .init(
                 endpoint: fcmEndpoint,
                 tokenURI: account.tokenURI,
                 trust: trust,
                 fallback: fcm,
-                fallbackProjectID: account.projectID
+                fallbackProjectID: account.projectID,
+                logger: fcmLog
             )
         )
         return ProviderSetup(providers: providers, sandbox: sandbox, sandboxTokenURI: account.tokenURI) {

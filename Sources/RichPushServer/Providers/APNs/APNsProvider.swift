@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import RichPushAPNs
@@ -14,12 +15,19 @@ public final class APNsProvider: PushProvider {
         public var trust: TLSTrust
         /// The client for apps without a key of their own (the sandbox's).
         public var fallback: APNsClient?
+        /// Given to every client built for an app.
+        public var logger: Logger
 
-        public init(endpoint: APNsConfiguration.Endpoint? = nil, trust: TLSTrust = .system, fallback: APNsClient? = nil)
-        {
+        public init(
+            endpoint: APNsConfiguration.Endpoint? = nil,
+            trust: TLSTrust = .system,
+            fallback: APNsClient? = nil,
+            logger: Logger = Logger(label: "richpush.apns")
+        ) {
             self.endpoint = endpoint
             self.trust = trust
             self.fallback = fallback
+            self.logger = logger
         }
     }
 
@@ -43,7 +51,12 @@ public final class APNsProvider: PushProvider {
             let key = try APNsSigningKey(p8: c.keyPEM, keyID: c.keyID, teamID: c.teamID)
             let endpoint = configuration.endpoint ?? (c.environment == .production ? .production : .sandbox)
             return APNsClient(
-                configuration: .init(endpoint: endpoint, authentication: .token(key), trust: configuration.trust),
+                configuration: .init(
+                    endpoint: endpoint,
+                    authentication: .token(key),
+                    trust: configuration.trust,
+                    logger: configuration.logger
+                ),
                 eventLoopGroup: eventLoopGroup
             )
         }.client

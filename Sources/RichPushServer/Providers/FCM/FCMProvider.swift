@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOCore
 import RichPushCore
 import RichPushFCM
@@ -16,19 +17,23 @@ public final class FCMProvider: PushProvider {
         /// The client and project for apps without a service account of their own (the sandbox's).
         public var fallback: FCMClient?
         public var fallbackProjectID: String?
+        /// Given to every client built for an app.
+        public var logger: Logger
 
         public init(
             endpoint: FCMConfiguration.Endpoint? = nil,
             tokenURI: String? = nil,
             trust: TLSTrust = .system,
             fallback: FCMClient? = nil,
-            fallbackProjectID: String? = nil
+            fallbackProjectID: String? = nil,
+            logger: Logger = Logger(label: "richpush.fcm")
         ) {
             self.endpoint = endpoint
             self.tokenURI = tokenURI
             self.trust = trust
             self.fallback = fallback
             self.fallbackProjectID = fallbackProjectID
+            self.logger = logger
         }
     }
 
@@ -60,7 +65,8 @@ public final class FCMProvider: PushProvider {
                 configuration: .init(
                     serviceAccount: account,
                     endpoint: configuration.endpoint ?? .production,
-                    trust: configuration.trust
+                    trust: configuration.trust,
+                    logger: configuration.logger
                 ),
                 eventLoopGroup: eventLoopGroup
             )
