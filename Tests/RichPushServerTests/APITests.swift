@@ -207,8 +207,18 @@ import Testing
                     .post,
                     "/v1/apps/\(appID)/notifications/\(id)/receipts",
                     key: key,
-                    body: ["token": "t1", "report": report]
+                    body: ["token": "fcm-token-0", "report": report]
                 ).0 == 201
+            )
+            // One report per delivery; a token the notification was not sent to has none.
+            #expect(
+                try await Self.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(appID)/notifications/\(id)/receipts",
+                    key: key,
+                    body: ["token": "fcm-token-0", "report": report]
+                ).0 == 409
             )
             #expect(
                 try await Self.call(
@@ -216,7 +226,19 @@ import Testing
                     .post,
                     "/v1/apps/\(appID)/notifications/\(id)/receipts",
                     key: key,
-                    body: ["token": "t2", "report": ["attachments": [], "skipped": [["reason": "too-large"]]]]
+                    body: ["token": "fcm-token-1", "report": report]
+                ).0 == 404
+            )
+            #expect(
+                try await Self.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(appID)/notifications/\(id)/receipts",
+                    key: key,
+                    body: [
+                        "token": .string(String(format: "%064x", 3)),
+                        "report": ["attachments": [], "skipped": [["reason": "too-large"]]],
+                    ]
                 ).0 == 201
             )
             #expect(
@@ -240,7 +262,8 @@ import Testing
             let (_, withReceipts) = try await Self.call(client, .get, "/v1/apps/\(appID)/notifications/\(id)", key: key)
             #expect(
                 withReceipts["receipts"] == [
-                    "count": 2, "with_media": 1, "skipped_reasons": ["unsupported-type": 1, "too-large": 1],
+                    "count": 2, "with_media": 1, "deadline_hit": 0,
+                    "skipped_reasons": ["unsupported-type": 1, "too-large": 1],
                 ]
             )
         }

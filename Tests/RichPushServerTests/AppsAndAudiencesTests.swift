@@ -451,9 +451,6 @@ import Testing
         again.id = "n2"
         let (first, created) = try await store.insertNotification(again, idempotencyKey: "k")
         #expect(!created && first.id == "n1")
-        try await store.saveReceipt(notificationID: "n1", token: "t", report: ["attachments": []])
-        try await store.saveReceipt(notificationID: "n1", token: "t", report: ["attachments": [1]])
-        #expect(try await store.receipts(notificationID: "n1") == ["t": ["attachments": [1]]])
     }
 }
 

@@ -14,46 +14,66 @@ import Testing
         try await APITests.createApp(client)
     }
 
-    @Test func tokensAdmitTheirNotificationOnlyUntilItsEnd() {
+    @Test func tokensAdmitTheirDeliveryOnlyUntilItsEnd() {
         let receipts = DeviceReceipts(secret: Array(repeating: 7, count: 32), base: "https://push.example.com/")
         let id = "1d259275-c295-4862-a90c-8c107bbd80e1"
         let end = Date(timeIntervalSince1970: 1_800_000_000)
-        let token = receipts.token(for: id, until: end)
-        #expect(token.hasPrefix(id + ".") && token.count == id.count + 1 + 6 + 1 + 22)
-        #expect(receipts.url(for: id, until: end) == "https://push.example.com/v1/receipts/" + token)
-        #expect(receipts.check(token: token, now: end) == .valid(notificationID: id))
+        let token = receipts.token(for: id, delivery: 123_456_789, until: end)
+        #expect(token.hasPrefix(id + ".") && token.count == id.count + 1 + 6 + 1 + 13 + 1 + 22)
+        #expect(receipts.check(token: token, now: end) == .valid(notificationID: id, delivery: 123_456_789))
         #expect(receipts.check(token: token, now: end.addingTimeInterval(1)) == .expired(notificationID: id))
-        #expect(receipts.notificationID(fromToken: token, now: end.addingTimeInterval(1)) == nil)
+        // The payload's template, and the part the provider writes over its placeholder, make the same token.
+        let template = try! #require(receipts.template(for: id, until: end))
+        #expect(template.hasPrefix("https://push.example.com/v1/receipts/\(id)."))
+        #expect(template.hasSuffix("." + DeviceReceipts.placeholder))
+        let stamp = try! #require(receipts.stamp(address: template, notificationID: id, delivery: 123_456_789))
+        #expect(stamp.address(template) == "https://push.example.com/v1/receipts/" + token)
+        // Not a template of this notification's, or not a template at all: nothing to write.
+        #expect(receipts.stamp(address: template, notificationID: "other", delivery: 123_456_789) == nil)
+        #expect(receipts.stamp(address: "https://example.com/mine", notificationID: id, delivery: 123_456_789) == nil)
+        #expect(receipts.stamp(address: nil, notificationID: id, delivery: 123_456_789) == nil)
         let parts = token.split(separator: ".").map(String.init)
-        let signature = parts[2]
-        // The signature of one notification does not admit another, a later expiry cannot be written in, and a
-        // changed signature admits nothing.
+        let (stampPart, delivery, signature) = (parts[1], parts[2], parts[3])
+        // A signature admits its own notification and delivery only; a later expiry or another delivery cannot be
+        // written in, and a changed signature admits nothing.
         #expect(
-            receipts.check(token: "2d259275-c295-4862-a90c-8c107bbd80e1.\(parts[1]).\(signature)", now: end) == .forged
+            receipts.check(
+                token: "2d259275-c295-4862-a90c-8c107bbd80e1.\(stampPart).\(delivery).\(signature)",
+                now: end
+            )
+                == .forged
         )
-        #expect(receipts.check(token: "\(id).zzzzzz.\(signature)", now: end) == .forged)
+        #expect(receipts.check(token: "\(id).zzzzzz.\(delivery).\(signature)", now: end) == .forged)
+        let other = DeviceReceipts.deliveryDigits(123_456_790)
+        #expect(receipts.check(token: "\(id).\(stampPart).\(other).\(signature)", now: end) == .forged)
         var flipped = Array(signature)
         flipped[3] = flipped[3] == "A" ? "B" : "A"
-        #expect(receipts.check(token: "\(id).\(parts[1]).\(String(flipped))", now: end) == .forged)
+        #expect(receipts.check(token: "\(id).\(stampPart).\(delivery).\(String(flipped))", now: end) == .forged)
         let short = String(signature.dropLast(2))
         let bads: [String] = [
-            "", ".", "..", id, id + ".", "." + signature, id + "." + signature, token + "A",
-            id + ".\(parts[1]).!!!!!!!!!!!!!!!!!!!!!!",
-            id + ".\(parts[1])." + short, id + ".-1." + signature, id + ".ZZZ." + signature,
-            id + ".123456789." + signature,
+            "", ".", "..", "...", id, id + ".", "." + signature, id + "." + signature, token + "A",
+            id + ".\(stampPart).\(delivery).!!!!!!!!!!!!!!!!!!!!!!",
+            id + ".\(stampPart).\(delivery)." + short, id + ".-1.\(delivery)." + signature,
+            id + ".ZZZ.\(delivery)." + signature, id + ".123456789.\(delivery)." + signature,
+            id + ".\(stampPart).42.\(signature)", id + ".\(stampPart).-000000000042.\(signature)",
+            id + ".\(stampPart).zzzzzzzzzzzzz.\(signature)", id + ".\(stampPart).\(delivery.uppercased()).\(signature)",
+            id + ".\(stampPart)." + DeviceReceipts.placeholder,
         ]
         for bad in bads {
             #expect(receipts.check(token: bad, now: end) == .forged, "\(bad)")
         }
         // Another server's secret makes other signatures.
         #expect(DeviceReceipts(secret: Array(repeating: 8, count: 32)).check(token: token, now: end) == .forged)
-        // Extreme expiries are held to a range, never a trap.
+        // Extreme expiries and delivery ids are held to a range, never a trap.
         for extreme in [
             Date.distantFuture, Date.distantPast, Date(timeIntervalSince1970: .infinity),
             Date(timeIntervalSince1970: -.infinity),
         ] {
-            _ = receipts.check(token: receipts.token(for: id, until: extreme))
+            for d in [Int64.min, -1, 0, Int64.max] {
+                _ = receipts.check(token: receipts.token(for: id, delivery: d, until: extreme))
+            }
         }
+        #expect(DeviceReceipts.deliveryDigits(.max).count == 13)
     }
 
     @Test func theSecretOutlivesARestart() async throws {
@@ -70,8 +90,8 @@ import Testing
         #expect(
             try await SQLiteServerStore(pool: SQLiteDeliveryQueue.openPool(path: path)).secret(named: "other") != first
         )
-        let token = DeviceReceipts(secret: first).token(for: "n1", until: Date().addingTimeInterval(60))
-        #expect(DeviceReceipts(secret: second).notificationID(fromToken: token) == "n1")
+        let token = DeviceReceipts(secret: first).token(for: "n1", delivery: 7, until: Date().addingTimeInterval(60))
+        #expect(DeviceReceipts(secret: second).check(token: token) == .valid(notificationID: "n1", delivery: 7))
     }
 
     /// The whole loop over a real socket: accepted message → payload with `rp.r` → the device pipeline posts its
@@ -85,34 +105,45 @@ import Testing
         try await Application(router: api.router()).test(.live) { client in
             receipts.base = "http://127.0.0.1:\(try #require(client.port))"
             let (app, key) = try await Self.token(client)
-            let token = String(repeating: "ab", count: 32)
+            let tokens = [String(repeating: "ab", count: 32), String(repeating: "cd", count: 32)]
             let chart: JSONValue = ["type": "bar", "values": [3, 5, 4, 6], "title": "Signups"]
             let (status, accepted) = try await APITests.call(
                 client,
                 .post,
                 "/v1/apps/\(app)/notifications",
                 key: key,
-                body: ["title": "Week", "chart": chart, "audience": ["apns_tokens": [.string(token)]]]
+                body: [
+                    "title": "Week", "chart": chart, "audience": ["apns_tokens": .array(tokens.map { .string($0) })],
+                ]
             )
             #expect(status == 202)
             let id = try #require(accepted["id"]?.stringValue)
             let stored = try await f.store.message(id: id)
-            let message = try #require(stored)
-            let address = try #require(message.receiptURL)
-            #expect(address.hasPrefix("\(try #require(receipts.base))/v1/receipts/\(id)."))
+            var message = try #require(stored)
+            let template = try #require(message.receiptURL)
+            #expect(template.hasPrefix("\(try #require(receipts.base))/v1/receipts/\(id)."))
+            #expect(template.hasSuffix(DeviceReceipts.placeholder))
+            // What the provider writes into each delivery's payload as it sends (the worker's part, done by hand
+            // here): the delivery's own address.
+            let deliveries = try await f.queue.deliveries(notificationID: id).sorted { $0.id < $1.id }
+            #expect(deliveries.count == 2)
+            func payload(for delivery: DeliveryRecord) throws -> JSONValue {
+                let stamp = try #require(receipts.stamp(address: template, notificationID: id, delivery: delivery.id))
+                message.receiptURL = stamp.address(template)
+                return APNsRenderer.payload(for: message)
+            }
+            let first = try payload(for: deliveries[0])
+            let address = try #require(first["rp"]?["r"]?.stringValue)
             let addressToken = String(address.split(separator: "/").last!)
-            #expect(receipts.notificationID(fromToken: addressToken) == id)
             // Without a ttl, the address lasts the 28 days a notification may wait, and an hour more.
             #expect(
                 receipts.check(token: addressToken, now: Date().addingTimeInterval(28 * 86_400 + 1800))
-                    == .valid(notificationID: id)
+                    == .valid(notificationID: id, delivery: deliveries[0].id)
             )
             #expect(
                 receipts.check(token: addressToken, now: Date().addingTimeInterval(28 * 86_400 + 7200))
                     == .expired(notificationID: id)
             )
-            let payload = APNsRenderer.payload(for: message)
-            #expect(payload["rp"]?["r"]?.stringValue == address)
 
             var config = RichNotificationProcessor.Configuration(fetch: FetchPolicy(allowInsecureHTTP: true))
             config.stagingBase = FileManager.default.temporaryDirectory
@@ -120,23 +151,23 @@ import Testing
             // repeated post go unanswered for 8 s (see the closing note of that stop): 20 s, within a 25 s deadline.
             config.receipts = ReceiptPolicy(timeout: 20, deviceID: "iphone-1")
             let shown = await RichNotificationProcessor(configuration: config).process(
-                payload: payload,
+                payload: first,
                 deadline: Date().addingTimeInterval(25)
             )
             #expect(shown.attachments.count == 1)
             #expect(shown.report.receipt == .posted(status: 201))
             var outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
-            #expect(outcome["receipts"] == ["count": 1, "with_media": 1, "skipped_reasons": [:]])
-            // The same device again is refused (its first report stands); another device adds one.
+            #expect(outcome["receipts"] == ["count": 1, "with_media": 1, "deadline_hit": 0, "skipped_reasons": [:]])
+            // The same delivery again is refused (its first report stands); the other delivery adds one.
             let again = await RichNotificationProcessor(configuration: config).process(
-                payload: payload,
+                payload: first,
                 deadline: Date().addingTimeInterval(25)
             )
             #expect(again.report.receipt == .failed("HTTP 409"))
-            config.receipts = ReceiptPolicy(timeout: 20, deviceID: nil)
+            let second = try payload(for: deliveries[1])
             #expect(
                 await RichNotificationProcessor(configuration: config).process(
-                    payload: payload,
+                    payload: second,
                     deadline: Date().addingTimeInterval(25)
                 ).report.receipt == .posted(status: 201)
             )
@@ -146,7 +177,7 @@ import Testing
             config.receipts.enabled = false
             #expect(
                 await RichNotificationProcessor(configuration: config).process(
-                    payload: payload,
+                    payload: first,
                     deadline: Date().addingTimeInterval(25)
                 ).report.receipt == .notSent("receipts are off")
             )
@@ -179,7 +210,9 @@ import Testing
                 ]
             )
             let id = try #require(accepted["id"]?.stringValue)
-            let path = "/v1/receipts/" + receipts.token(for: id, until: Date().addingTimeInterval(3600))
+            let delivery = try #require(try await f.queue.deliveries(notificationID: id).first?.id)
+            let path =
+                "/v1/receipts/" + receipts.token(for: id, delivery: delivery, until: Date().addingTimeInterval(3600))
             let good: JSONValue = [
                 "device": "d1",
                 "report": [
@@ -200,7 +233,13 @@ import Testing
             let unknown = try await APITests.call(
                 client,
                 .post,
-                "/v1/receipts/" + receipts.token(for: "no-such-notification", until: Date().addingTimeInterval(3600)),
+                // Signed, but that delivery is another notification's.
+                "/v1/receipts/"
+                    + receipts.token(
+                        for: "no-such-notification",
+                        delivery: delivery,
+                        until: Date().addingTimeInterval(3600)
+                    ),
                 key: nil,
                 body: good
             )
@@ -220,7 +259,11 @@ import Testing
             #expect(limited.0 == 429)
             // The outcome shows the one receipt recorded.
             let outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
-            #expect(outcome["receipts"] == ["count": 1, "with_media": 0, "skipped_reasons": ["too-large": 1]])
+            #expect(
+                outcome["receipts"] == [
+                    "count": 1, "with_media": 0, "deadline_hit": 0, "skipped_reasons": ["too-large": 1],
+                ]
+            )
         }
         // A report over 16 KB is refused before it is read.
         let big = DeviceReceipts(secret: try await f.store.secret(named: "receipts"), base: "https://push.example.com")
@@ -242,7 +285,7 @@ import Testing
             let status = try await APITests.call(
                 client,
                 .post,
-                "/v1/receipts/" + big.token(for: id, until: Date().addingTimeInterval(3600)),
+                "/v1/receipts/" + big.token(for: id, delivery: 1, until: Date().addingTimeInterval(3600)),
                 key: nil,
                 body: ["report": ["attachments": [], "skipped": [], "pad": .string(padding)]]
             ).0

@@ -185,57 +185,59 @@ import Testing
         try await server.shutdown()
     }
 
-    @Test func anExpiredOrRepeatedReceiptIsRefusedAndANotificationHoldsALimitedNumber() async throws {
+    @Test func aReceiptIsBoundToItsDeliveryOnceAndUntilTheEnd() async throws {
         let f = try APITests.fixture()
         let receipts = DeviceReceipts(
             secret: try await f.store.secret(named: "receipts"),
-            base: "https://push.example.com",
-            maxReportsPerNotification: 3
+            base: "https://push.example.com"
         )
         var api = f.api
         api.receipts = receipts
         try await Application(router: api.router()).test(.router) { client in
             let (app, key) = try await APITests.createApp(client)
-            let (_, accepted) = try await APITests.call(
-                client,
-                .post,
-                "/v1/apps/\(app)/notifications",
-                key: key,
-                body: [
-                    "title": "T", "media": "https://cdn.example.com/a.jpg", "ttl": 60,
-                    "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]],
-                ]
-            )
-            let id = try #require(accepted["id"]?.stringValue)
+            func send() async throws -> (String, Int64) {
+                let (_, accepted) = try await APITests.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/notifications",
+                    key: key,
+                    body: [
+                        "title": "T", "media": "https://cdn.example.com/a.jpg", "ttl": 60,
+                        "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]],
+                    ]
+                )
+                let id = try #require(accepted["id"]?.stringValue)
+                return (id, try #require(try await f.queue.deliveries(notificationID: id).first?.id))
+            }
+            let (id, delivery) = try await send()
+            let (otherID, otherDelivery) = try await send()
             let report: JSONValue = ["attachments": [], "skipped": []]
-            let live = "/v1/receipts/" + receipts.token(for: id, until: Date().addingTimeInterval(60))
-            let ended = "/v1/receipts/" + receipts.token(for: id, until: Date().addingTimeInterval(-1))
-            let expired = try await APITests.call(
-                client,
-                .post,
-                ended,
-                key: nil,
-                body: ["device": "d1", "report": report]
-            )
+            func post(
+                _ n: String,
+                _ d: Int64,
+                until: Date = Date().addingTimeInterval(60)
+            ) async throws -> (Int, JSONValue) {
+                try await APITests.call(
+                    client,
+                    .post,
+                    "/v1/receipts/" + receipts.token(for: n, delivery: d, until: until),
+                    key: nil,
+                    body: ["device": "d1", "report": report]
+                )
+            }
+            let expired = try await post(id, delivery, until: Date().addingTimeInterval(-1))
             #expect(expired.0 == 410 && expired.1["error"]?["code"] == "receipt-expired")
-            #expect(
-                try await APITests.call(client, .post, live, key: nil, body: ["device": "d1", "report": report]).0
-                    == 201
-            )
-            let repeated = try await APITests.call(
-                client,
-                .post,
-                live,
-                key: nil,
-                body: ["device": "d1", "report": report]
-            )
+            #expect(try await post(id, delivery).0 == 201)
+            // One report per delivery, whatever device id the body claims.
+            let repeated = try await post(id, delivery)
             #expect(repeated.0 == 409 && repeated.1["error"]?["code"] == "already-reported")
-            #expect(try await APITests.call(client, .post, live, key: nil, body: ["report": report]).0 == 201)
-            #expect(try await APITests.call(client, .post, live, key: nil, body: ["report": report]).0 == 201)
-            let full = try await APITests.call(client, .post, live, key: nil, body: ["report": report])
-            #expect(full.0 == 429 && full.1["error"]?["code"] == "receipts-full")
+            // A signed address of this notification naming another notification's delivery, or none, records
+            // nothing.
+            #expect(try await post(id, otherDelivery).0 == 404)
+            #expect(try await post(id, 999_999).0 == 404)
+            #expect(try await post(otherID, otherDelivery).0 == 201)
             let outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
-            #expect(outcome["receipts"]?["count"] == 3)
+            #expect(outcome["receipts"]?["count"] == 1)
         }
     }
 

@@ -88,27 +88,54 @@ import Testing
     }
 
     @Test(arguments: Kind.allCases)
-    func receiptsCountEachDeviceOnceUpToTheLimit(_ kind: Kind) async throws {
-        let store = try await StorageBackendTests.make(kind).store
-        _ = try await store.insertNotification(
-            StoredNotification(id: "n", appID: "app", message: [:], response: [:], createdAt: Date()),
-            idempotencyKey: nil
+    func receiptsAreOnePerDeliveryOfTheirNotificationAndSumToAFewNumbers(_ kind: Kind) async throws {
+        let backend = try await StorageBackendTests.make(kind)
+        let receipts = backend.receipts
+        let n = "n-\(UUID().uuidString.prefix(8))"
+        try await backend.queue.enqueue(
+            ["t1", "t2", "t3"].map { NewDelivery(notificationID: n, appID: "app", provider: .apns, target: $0) }
         )
+        try await backend.queue.enqueue([
+            NewDelivery(notificationID: "other", appID: "app", provider: .fcm, target: "t1")
+        ])
+        let ids = try await backend.queue.deliveries(notificationID: n).sorted { $0.target < $1.target }.map(\.id)
+        let foreign = try #require(try await backend.queue.deliveries(notificationID: "other").first?.id)
+        #expect(try await receipts.delivery(notificationID: n, target: "t2") == ids[1])
+        #expect(try await receipts.delivery(notificationID: n, target: "nobody") == nil)
+        let first = DeliveryReceipt(
+            deliveryID: ids[0],
+            notificationID: n,
+            report: [
+                "attachments": [["file": "a.png"]], "elapsed_ms": 120,
+                "skipped": [["reason": "too-large"], ["reason": "too-large"], ["reason": "made-up"]],
+            ]
+        )
+        #expect(first.skipped.list == ["too-large", "other"])
+        #expect(try await receipts.record(first) == .recorded)
+        #expect(try await receipts.record(first) == .repeated)
+        let second = DeliveryReceipt(
+            deliveryID: ids[1],
+            notificationID: n,
+            report: [
+                "attachments": [], "skipped": [["reason": "too-large"]], "deadline_hit": true, "elapsed_ms": 1e300,
+            ]
+        )
+        #expect(second.elapsedMilliseconds == 600_000)
+        #expect(try await receipts.record(second) == .recorded)
+        // Another notification's delivery, or a delivery that does not exist, is not this notification's.
+        let stray = DeliveryReceipt(deliveryID: foreign, notificationID: n, report: ["attachments": [], "skipped": []])
+        #expect(try await receipts.record(stray) == .notDelivered)
+        let missing = DeliveryReceipt(
+            deliveryID: 987_654,
+            notificationID: n,
+            report: ["attachments": [], "skipped": []]
+        )
+        #expect(try await receipts.record(missing) == .notDelivered)
         #expect(
-            try await store.addDeviceReceipt(notificationID: "n", device: "d1", report: ["a": 1], limit: 2) == .recorded
+            try await receipts.summary(notificationID: n)
+                == ReceiptSummary(count: 2, withMedia: 1, deadlineHit: 1, skipped: ["too-large": 2, "other": 1])
         )
-        #expect(
-            try await store.addDeviceReceipt(notificationID: "n", device: "d1", report: ["a": 2], limit: 2) == .repeated
-        )
-        #expect(
-            try await store.addDeviceReceipt(notificationID: "n", device: "d2", report: ["a": 3], limit: 2) == .recorded
-        )
-        #expect(
-            try await store.addDeviceReceipt(notificationID: "n", device: "d3", report: ["a": 4], limit: 2) == .full
-        )
-        try await store.saveReceipt(notificationID: "n", token: "d2", report: ["a": 5])
-        #expect(try await store.receipts(notificationID: "n") == ["d1": ["a": 1], "d2": ["a": 5]])
-        #expect(try await store.receipts(notificationID: "none").isEmpty)
+        #expect(try await receipts.summary(notificationID: "none") == ReceiptSummary())
     }
 
     @Test(arguments: Kind.allCases)

@@ -181,7 +181,7 @@ import Testing
         #expect(r.stdout.contains("fcm delivered projects/"))
         #expect(r.stdout.contains("attachment media-0: PNG image"))
         #expect(r.stdout.contains("attachment chart: PNG image"))
-        #expect(r.stdout.contains(#"receipts: {"count":1,"skipped_reasons":{},"with_media":1}"#))
+        #expect(r.stdout.contains(#"receipts: {"count":1,"deadline_hit":0,"skipped_reasons":{},"with_media":1}"#))
         #expect(!r.stdout.contains("[HummingbirdCore]"))
         #expect(r.stdout.contains("2,778 signups on Sunday"))
     }

@@ -26,7 +26,6 @@ public struct APIError: HTTPResponseError, Sendable {
         case badReceiptToken = "bad-receipt-token"
         case receiptExpired = "receipt-expired"
         case alreadyReported = "already-reported"
-        case receiptsFull = "receipts-full"
         case databaseUnavailable = "database-unavailable"
         case `internal`
 
@@ -39,7 +38,7 @@ public struct APIError: HTTPResponseError, Sendable {
             case .invalid, .mediaRefused: .unprocessableContent
             case .invalidJSON, .invalidIdempotencyKey: .badRequest
             case .bodyTooLarge: .contentTooLarge
-            case .rateLimited, .receiptsFull: .tooManyRequests
+            case .rateLimited: .tooManyRequests
             case .receiptExpired: .gone
             case .alreadyReported: .conflict
             case .databaseUnavailable: .serviceUnavailable

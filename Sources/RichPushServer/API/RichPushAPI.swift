@@ -108,8 +108,13 @@ public struct RichPushAPI: Sendable {
             )
         )
         if let receipts {
-            ReceiptsController(receipts: receipts, store: store, metrics: metrics, maxBodyBytes: maxBodyBytes)
-                .addRoutes(to: v1)
+            ReceiptsController(
+                receipts: receipts,
+                store: backend.receipts,
+                metrics: metrics,
+                maxBodyBytes: maxBodyBytes
+            )
+            .addRoutes(to: v1)
         } else {
             v1.post("receipts/:token") { _, _ -> Response in
                 throw APIError(.notFound, "receipts are off on this server")

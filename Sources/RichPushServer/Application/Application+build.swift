@@ -38,7 +38,10 @@ public func buildApplication(
 
     var deliveryLog = logger
     deliveryLog[metadataKey: "part"] = "delivery"
-    let sender = deliverySender(store: backend.store, providers: providers, logger: deliveryLog)
+    let receipts: DeviceReceipts? =
+        config.receiptsEnabled
+        ? DeviceReceipts(secret: try await backend.store.secret(named: "receipts"), base: config.publicURL) : nil
+    let sender = deliverySender(store: backend.store, providers: providers, receipts: receipts, logger: deliveryLog)
     let metrics = ServerMetrics()
     let workers = deliveryWorkers(
         config,
@@ -64,9 +67,6 @@ public func buildApplication(
         limits: .init(allowHTTP: config.sandbox)
     )
     let media = MediaService(store: mediaStore, fetcher: fetcher, publicBase: config.publicBase(boundPort: config.port))
-    let receipts: DeviceReceipts? =
-        config.receiptsEnabled
-        ? DeviceReceipts(secret: try await backend.store.secret(named: "receipts"), base: config.publicURL) : nil
 
     // The console's simulated iPhone: the device library run on what the APNs emulator received.
     var simulate: (@Sendable (String) async -> JSONValue?)?
@@ -258,9 +258,15 @@ struct ProviderSetup {
 
 /// Reads each delivery's app and message. Failures are logged where they happen, with the id they concern; the
 /// delivery itself then ends with the sender's reason (no app, no message) and is retried by the queue's policy.
-func deliverySender(store: any ServerStore, providers: Providers, logger: Logger) -> ProviderDeliverySender {
+func deliverySender(
+    store: any ServerStore,
+    providers: Providers,
+    receipts: DeviceReceipts?,
+    logger: Logger
+) -> ProviderDeliverySender {
     ProviderDeliverySender(
         providers: providers,
+        receipts: receipts,
         app: { id in
             do { return try await store.app(id: id) } catch {
                 logger.error("could not read the app", metadata: ["app_id": .string(id), "error": .string("\(error)")])

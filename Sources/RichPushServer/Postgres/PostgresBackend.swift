@@ -20,6 +20,7 @@ public final class PostgresBackend: StorageBackend {
     public let pgQueue: PostgresDeliveryQueue
     public let pgIntake: PostgresIntake
     public let media: PostgresMediaFiles
+    public let receipts: any ReceiptStore
     let announcer: WorkAnnouncer
     private let wakers = NIOLockedValueBox<[@Sendable () -> Void]>([])
 
@@ -89,6 +90,7 @@ public final class PostgresBackend: StorageBackend {
             announcer.announce()
         }
         media = PostgresMediaFiles(database: database)
+        receipts = PostgresReceiptStore(db: database)
     }
 
     /// `HOST-PID-RANDOM`: unique among the nodes, and it says where a lease's holder ran.

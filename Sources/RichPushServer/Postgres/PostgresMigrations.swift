@@ -95,6 +95,20 @@ enum PostgresMigrations {
                 CREATE INDEX notifications_app ON notifications (app_id, created_at)
                 """
         ),
+        // One receipt per delivery, a few numbers each; the whole reports kept before (one per device id any poster
+        // named) cannot be tied to a delivery and are not kept.
+        Migration(
+            version: 6,
+            name: "receipts by delivery",
+            sql: """
+                DROP TABLE receipts;
+                CREATE TABLE delivery_receipts (
+                    delivery_id bigint PRIMARY KEY, notification_id text NOT NULL, attachments integer NOT NULL,
+                    skipped bigint NOT NULL, deadline_hit integer NOT NULL, elapsed_ms integer NOT NULL,
+                    received_at timestamptz NOT NULL);
+                CREATE INDEX delivery_receipts_notification ON delivery_receipts (notification_id)
+                """
+        ),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

@@ -251,60 +251,6 @@ public final class PostgresServerStore: ServerStore {
             .map(Self.notification)
     }
 
-    // MARK: Receipts
-
-    public func saveReceipt(notificationID: String, token: String, report: JSONValue) async throws {
-        try await db.rows(
-            """
-            INSERT INTO receipts (notification_id, token, report, received_at) VALUES (\(notificationID), \(token), \(report.jsonString), now())
-            ON CONFLICT (notification_id, token) DO UPDATE SET report = excluded.report, received_at = excluded.received_at
-            """
-        )
-    }
-
-    public func addDeviceReceipt(
-        notificationID: String,
-        device: String,
-        report: JSONValue,
-        limit: Int
-    ) async throws -> ReceiptAdmission {
-        try await db.transaction { c in
-            // The notification's row is locked first, so that two reports at once cannot both pass the limit.
-            _ = try await c.query(
-                "SELECT 1 FROM notifications WHERE id = \(notificationID) FOR UPDATE",
-                logger: self.db.logger
-            ).collect()
-            let seen = try await c.query(
-                "SELECT 1 FROM receipts WHERE notification_id = \(notificationID) AND token = \(device)",
-                logger: self.db.logger
-            ).collect()
-            if !seen.isEmpty { return .repeated }
-            let count =
-                try await c.query(
-                    "SELECT count(*) FROM receipts WHERE notification_id = \(notificationID)",
-                    logger: self.db.logger
-                ).collect().first?.decode(Int.self) ?? 0
-            guard count < limit else { return .full }
-            _ = try await c.query(
-                """
-                INSERT INTO receipts (notification_id, token, report, received_at) VALUES (\(notificationID), \(device), \(report.jsonString), now())
-                """,
-                logger: self.db.logger
-            ).collect()
-            return .recorded
-        }
-    }
-
-    public func receipts(notificationID: String) async throws -> [String: JSONValue] {
-        var out: [String: JSONValue] = [:]
-        for row in try await db.rows("SELECT token, report FROM receipts WHERE notification_id = \(notificationID)") {
-            let (token, report) = try row.decode((String, String).self)
-            // The server wrote the report after checking it: a row that no longer parses shows as null, not a failed page.
-            out[token] = (try? JSONValue.parse(report)) ?? .null
-        }
-        return out
-    }
-
     public func secret(named name: String) async throws -> [UInt8] {
         let (fresh, stored) = try credentials.newSecret()
         // The first node to ask makes it; every other node reads that one.

@@ -44,8 +44,14 @@ public protocol PushProvider: Sendable {
     func dryRun(_ message: PushMessage, app: ServerApp, audience: Audience) async -> ProviderDryRun?
 
     /// Sends one delivery of a message for an app: delivered, or failed with the retry decision its reason calls
-    /// for. Never throws: every attempt ends in an outcome.
-    func send(_ delivery: DeliveryRecord, message: PushMessage, app: ServerApp) async -> SendResult
+    /// for. Never throws: every attempt ends in an outcome. `receipt`, when given, is the delivery's part of the
+    /// receipt address: it replaces the placeholder the message's `receiptURL` ends with, in what is sent.
+    func send(
+        _ delivery: DeliveryRecord,
+        message: PushMessage,
+        app: ServerApp,
+        receipt: ReceiptStamp?
+    ) async -> SendResult
 
     /// Closes every connection it opened.
     func shutdown() async

@@ -9,6 +9,7 @@ public struct MemoryBackend: StorageBackend {
     public let registry: any DeviceRegistry
     public let queue: any DeliveryQueue
     public let intake: any NotificationIntake
+    public let receipts: any ReceiptStore
     public let health = DatabaseHealth()
 
     public init() {
@@ -17,6 +18,7 @@ public struct MemoryBackend: StorageBackend {
         self.registry = registry
         self.queue = queue
         intake = MemoryIntake(store: store, registry: registry, queue: queue)
+        receipts = MemoryReceiptStore(queue: queue)
     }
 
     public func fanOut(

@@ -8,7 +8,6 @@ public actor MemoryServerStore: ServerStore {
     private var keyTimes: [String: Date] = [:]  // by hash
     private var notifications: [String: StoredNotification] = [:]
     private var idempotency: [String: String] = [:]  // "app\0key" → notification id
-    private var receipts: [String: [String: JSONValue]] = [:]
 
     public init() {}
 
@@ -81,24 +80,6 @@ public actor MemoryServerStore: ServerStore {
     }
 
     public func notification(id: String) -> StoredNotification? { notifications[id] }
-
-    public func saveReceipt(notificationID: String, token: String, report: JSONValue) {
-        receipts[notificationID, default: [:]][token] = report
-    }
-    public func addDeviceReceipt(
-        notificationID: String,
-        device: String,
-        report: JSONValue,
-        limit: Int
-    ) -> ReceiptAdmission {
-        let existing = receipts[notificationID] ?? [:]
-        if existing[device] != nil { return .repeated }
-        guard existing.count < limit else { return .full }
-        receipts[notificationID, default: [:]][device] = report
-        return .recorded
-    }
-
-    public func receipts(notificationID: String) -> [String: JSONValue] { receipts[notificationID] ?? [:] }
 
     private var secrets: [String: [UInt8]] = [:]
     public func secret(named name: String) -> [UInt8] {

@@ -9,6 +9,7 @@ public struct SQLiteBackend: StorageBackend {
     public let sqliteRegistry: SQLiteDeviceRegistry
     public let sqliteQueue: SQLiteDeliveryQueue
     public let sqliteIntake: SQLiteIntake
+    public let receipts: any ReceiptStore
 
     public var store: any ServerStore { sqliteStore }
     public var registry: any DeviceRegistry { sqliteRegistry }
@@ -23,6 +24,7 @@ public struct SQLiteBackend: StorageBackend {
         sqliteRegistry = try SQLiteDeviceRegistry(pool: pool)
         sqliteStore = try SQLiteServerStore(pool: pool, sealer: sealer)
         sqliteIntake = try SQLiteIntake(store: sqliteStore, registry: sqliteRegistry, queue: sqliteQueue, chunk: chunk)
+        receipts = SQLiteReceiptStore(pool: pool)
     }
 
     /// Opens (or creates) the database file.

@@ -115,6 +115,20 @@ public final class SQLiteServerStore: ServerStore {
             // An app's notifications listed newest first (the console's list).
             try db.execute(sql: "CREATE INDEX notifications_app ON notifications(app_id, created_at)")
         }
+        m.registerMigration("receipts-by-delivery") { db in
+            // One receipt per delivery, a few numbers each (the reports kept before were whole, one per device id
+            // any poster named, and are not kept: they cannot be tied to a delivery).
+            try db.execute(
+                sql: """
+                    DROP TABLE receipts;
+                    CREATE TABLE delivery_receipts (
+                        delivery_id INTEGER PRIMARY KEY, notification_id TEXT NOT NULL, attachments INTEGER NOT NULL,
+                        skipped INTEGER NOT NULL, deadline_hit INTEGER NOT NULL, elapsed_ms INTEGER NOT NULL,
+                        received_at REAL NOT NULL);
+                    CREATE INDEX delivery_receipts_notification ON delivery_receipts(notification_id);
+                    """
+            )
+        }
         return m
     }
 
@@ -314,47 +328,6 @@ public final class SQLiteServerStore: ServerStore {
         )
     }
 
-    // MARK: Receipts
-
-    public func saveReceipt(notificationID: String, token: String, report: JSONValue) async throws {
-        try await commits.write { db in
-            try db.cachedStatement(
-                sql: "INSERT OR REPLACE INTO receipts (notification_id, token, report, received_at) VALUES (?, ?, ?, ?)"
-            )
-            .execute(arguments: [notificationID, token, report.jsonString, Date().timeIntervalSince1970])
-        }
-    }
-
-    public func addDeviceReceipt(
-        notificationID: String,
-        device: String,
-        report: JSONValue,
-        limit: Int
-    ) async throws -> ReceiptAdmission {
-        try await commits.write { db in
-            let args: StatementArguments = [notificationID, device]
-            if try Bool.fetchOne(
-                db,
-                sql: "SELECT 1 FROM receipts WHERE notification_id = ? AND token = ?",
-                arguments: args
-            ) == true {
-                return .repeated
-            }
-            let count =
-                try Int.fetchOne(
-                    db,
-                    sql: "SELECT COUNT(*) FROM receipts WHERE notification_id = ?",
-                    arguments: [notificationID]
-                ) ?? 0
-            guard count < limit else { return .full }
-            try db.cachedStatement(
-                sql: "INSERT INTO receipts (notification_id, token, report, received_at) VALUES (?, ?, ?, ?)"
-            )
-            .execute(arguments: [notificationID, device, report.jsonString, Date().timeIntervalSince1970])
-            return .recorded
-        }
-    }
-
     /// A secret of the server's (the receipt signing key), sealed at rest like provider credentials when a
     /// credentials key is in use; one stored before sealing is sealed the first time it is read.
     public func secret(named name: String) async throws -> [UInt8] {
@@ -370,21 +343,6 @@ public final class SQLiteServerStore: ServerStore {
             let (fresh, stored) = try credentials.newSecret()
             try db.execute(sql: "INSERT INTO secrets (name, value) VALUES (?, ?)", arguments: [name, stored])
             return fresh
-        }
-    }
-
-    public func receipts(notificationID: String) async throws -> [String: JSONValue] {
-        try await pool.read { db in
-            var out: [String: JSONValue] = [:]
-            for row in try Row.fetchAll(
-                db,
-                sql: "SELECT token, report FROM receipts WHERE notification_id = ?",
-                arguments: [notificationID]
-            ) {
-                // The server wrote the report after checking it: a row that no longer parses shows as null, not a failed page.
-                out[row["token"]] = (try? JSONValue.parse(row["report"] as String)) ?? .null
-            }
-            return out
         }
     }
 }

@@ -173,26 +173,10 @@ public protocol NotificationStore: Sendable {
     func notifications(appID: String, before: Double?, limit: Int) async throws -> [StoredNotification]
 }
 
-/// What devices reported about the notifications they received.
-public protocol ReceiptStore: Sendable {
-    /// Stores what a device reported for a notification; a later report from the same device replaces it.
-    func saveReceipt(notificationID: String, token: String, report: JSONValue) async throws
-    /// Records a device's report unless that device already reported for this notification, or the notification
-    /// already holds `limit` reports (both checked and written in one transaction).
-    func addDeviceReceipt(
-        notificationID: String,
-        device: String,
-        report: JSONValue,
-        limit: Int
-    ) async throws -> ReceiptAdmission
-    /// The receipts of a notification by device token.
-    func receipts(notificationID: String) async throws -> [String: JSONValue]
-}
-
-/// The stores a backend keeps in one database: apps and keys, notifications, receipts (the registry, the queue and
+/// The stores a backend keeps in one database: apps and keys, notifications (the registry, the queue, receipts and
 /// shared media have protocols of their own). `SQLiteServerStore`, `PostgresServerStore` and the in-memory
 /// `MemoryServerStore` answer alike (one conformance suite).
-public protocol ServerStore: AppStore, NotificationStore, ReceiptStore {}
+public protocol ServerStore: AppStore, NotificationStore {}
 
 extension ServerStore {
     /// The grant of a key.
@@ -233,13 +217,4 @@ public enum APIKeys {
                 with: "_"
             ).replacingOccurrences(of: "=", with: "")
     }
-}
-
-/// What became of a device's report.
-public enum ReceiptAdmission: Sendable, Equatable {
-    case recorded
-    /// This device already reported for this notification; the first report stands.
-    case repeated
-    /// The notification holds as many reports as it admits.
-    case full
 }

@@ -12,6 +12,8 @@ public protocol StorageBackend: Sendable {
     var registry: any DeviceRegistry { get }
     var queue: any DeliveryQueue { get }
     var intake: any NotificationIntake { get }
+    /// Devices' receipts, one per delivery.
+    var receipts: any ReceiptStore { get }
 
     /// Queues a delivery for every device of the audience, outside a notification's intake (tools and benchmarks);
     /// returns how many. Spread as the intake spreads (``Spread``).

@@ -11,6 +11,8 @@ public protocol DeliverySender: Sendable {
 /// and kept: a fan-out reads its message once, not once per delivery).
 public final class ProviderDeliverySender: DeliverySender {
     public let providers: Providers
+    /// Writes each delivery's receipt address into the payload (nil: receipts are off).
+    public let receipts: DeviceReceipts?
     /// The app of an id (apps are created while the server runs).
     let app: @Sendable (String) async -> ServerApp?
     /// The message of a notification id (the server's notification store).
@@ -19,10 +21,12 @@ public final class ProviderDeliverySender: DeliverySender {
 
     public init(
         providers: Providers,
+        receipts: DeviceReceipts? = nil,
         app: @escaping @Sendable (String) async -> ServerApp?,
         message: @escaping @Sendable (String) async -> PushMessage?
     ) {
         self.providers = providers
+        self.receipts = receipts
         self.app = app
         self.message = message
     }
@@ -49,6 +53,7 @@ public final class ProviderDeliverySender: DeliverySender {
         guard let m = await cachedMessage(d.notificationID) else {
             return .failed(.never, reason: "notification_missing")
         }
-        return await provider.send(d, message: m, app: app)
+        let receipt = receipts?.stamp(address: m.receiptURL, notificationID: d.notificationID, delivery: d.id)
+        return await provider.send(d, message: m, app: app, receipt: receipt)
     }
 }

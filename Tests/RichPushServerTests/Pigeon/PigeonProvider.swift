@@ -38,7 +38,12 @@ final class PigeonProvider: PushProvider {
         ProviderDryRun(request: ["note": .string(message.alert.title ?? "")])
     }
 
-    func send(_ delivery: DeliveryRecord, message: PushMessage, app: ServerApp) async -> SendResult {
+    func send(
+        _ delivery: DeliveryRecord,
+        message: PushMessage,
+        app: ServerApp,
+        receipt: ReceiptStamp?
+    ) async -> SendResult {
         switch delivery.target {
         case "pigeon-lost": return .failed(.dropToken, reason: "pigeon_lost")
         case "pigeon-tired": return .failed(.retryAfter(3600), reason: "pigeon_tired")

@@ -17,7 +17,7 @@ extension NotificationsController {
             providers.all.flatMap { $0.sizeIssues(message, audience: audience, now: validation.now) }
         }
         guard wanted, message.receiptURL == nil, let receipts, RichPushKey.isNeeded(for: message),
-            let url = receipts.url(for: id, until: end.addingTimeInterval(DeviceReceipts.grace))
+            let url = receipts.template(for: id, until: end.addingTimeInterval(DeviceReceipts.grace))
         else { return sizes() }
         message.receiptURL = url
         let withAddress = sizes()

@@ -166,21 +166,8 @@ struct NotificationsController: AppRoutes {
             if let p = d.providerID { o["provider_id"] = .string(p) }
             return .object(o)
         }
-        // What devices reported: how many showed media, and why media was skipped.
-        let receipts = try await store.receipts(notificationID: id)
-        var skippedReasons: [String: JSONValue] = [:]
-        var withMedia = 0
-        for report in receipts.values {
-            if !(report["attachments"]?.arrayValue ?? []).isEmpty { withMedia += 1 }
-            for s in report["skipped"]?.arrayValue ?? [] {
-                let reason = s["reason"]?.stringValue ?? "unknown"
-                skippedReasons[reason] = .int((skippedReasons[reason]?.intValue ?? 0) + 1)
-            }
-        }
-        let receiptSummary: JSONValue = [
-            "count": .int(Int64(receipts.count)), "with_media": .int(Int64(withMedia)),
-            "skipped_reasons": .object(skippedReasons),
-        ]
+        // What devices reported, in sum: the same few numbers however many reported.
+        let receiptSummary = try await backend.receipts.summary(notificationID: id).json
         var body: [String: JSONValue] = [
             "id": .string(id), "total": .int(Int64(total)), "counts": .object(counts), "deliveries": .array(list),
             "receipts": receiptSummary,
@@ -255,15 +242,24 @@ struct NotificationsController: AppRoutes {
         return Response.json(200, result)
     }
 
-    /// A device's delivery report (RichPushMedia's `DeliveryReport.json`), posted by the app with a `send` key.
+    /// A device's delivery report (RichPushMedia's `DeliveryReport.json`), posted by the app with a `send` key and
+    /// the device's token: bound to that token's delivery like a device's own report.
     func receipt(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, .send)
         guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id
         else {
             throw APIError(.notFound, "no such notification")
         }
-        let receipt = try ReceiptBody.decode(try await bodyJSON(request), byApp: true)
-        try await store.saveReceipt(notificationID: id, token: receipt.from ?? "", report: receipt.report)
-        return Response.json(201, ["recorded": true])
+        let body = try ReceiptBody.decode(try await bodyJSON(request), byApp: true)
+        // The device named by its token must be one this notification was sent to; its first report stands.
+        guard let delivery = try await backend.receipts.delivery(notificationID: id, target: body.from ?? "") else {
+            throw APIError(.notFound, "this notification was not sent to that token")
+        }
+        let receipt = DeliveryReceipt(deliveryID: delivery, notificationID: id, report: body.report)
+        switch try await backend.receipts.record(receipt) {
+        case .recorded: return Response.json(201, ["recorded": true])
+        case .repeated: throw APIError(.alreadyReported, "this delivery already has its report")
+        case .notDelivered: throw APIError(.notFound, "this notification was not sent to that token")
+        }
     }
 }

@@ -35,8 +35,9 @@ public final class APNsProvider: PushProvider {
     let configuration: Configuration
     let eventLoopGroup: EventLoopGroup?
     let clients = AppClients<APNsClient> { await $0.shutdown() }
-    /// Each notification's request, rendered once for all its device tokens.
-    let rendered = RenderCache<APNsPreparedRequest>()
+    /// Each notification's request, rendered once for all its device tokens, with where the receipt address's
+    /// placeholder stands in its body.
+    let rendered = RenderCache<(request: APNsPreparedRequest, receiptOffset: Int?)>()
 
     public init(_ configuration: Configuration = .init(), eventLoopGroup: EventLoopGroup? = nil) {
         self.configuration = configuration
@@ -91,13 +92,33 @@ public final class APNsProvider: PushProvider {
         )
     }
 
-    public func send(_ d: DeliveryRecord, message: PushMessage, app: ServerApp) async -> SendResult {
+    public func send(
+        _ d: DeliveryRecord,
+        message: PushMessage,
+        app: ServerApp,
+        receipt: ReceiptStamp?
+    ) async -> SendResult {
         guard let client = client(for: app) else { return .failed(.fixCredentials, reason: "apns_not_configured") }
         let prepared = rendered.value(d.notificationID) {
-            APNsPreparedRequest(APNsRenderer(bundleID: app.bundleID).render(message, deviceToken: ""))
+            let request = APNsRenderer(bundleID: app.bundleID).render(message, deviceToken: "")
+            let offset = message.receiptURL.flatMap { ReceiptStamp.placeholderOffset(of: $0, in: request.body) }
+            return (APNsPreparedRequest(request), offset)
+        }
+        var body = prepared.request.body
+        if let receipt, let offset = prepared.receiptOffset {
+            // The shared body stays as rendered; this delivery's copy gets its own receipt address.
+            var own = ByteBufferAllocator().buffer(capacity: body.readableBytes)
+            own.writeImmutableBuffer(body)
+            own.setString(receipt.value, at: own.readerIndex + offset)
+            body = own
         }
         do {
-            return .delivered(providerID: try await client.send(prepared, to: d.target).apnsID)
+            let delivery = try await client.send(
+                path: "/3/device/" + d.target,
+                headers: prepared.request.headers,
+                body: body
+            )
+            return .delivered(providerID: delivery.apnsID)
         } catch {
             return .failed(error.retry, reason: error.label)
         }

@@ -138,8 +138,16 @@ public final class FCMProvider: PushProvider {
         return out
     }
 
-    public func send(_ d: DeliveryRecord, message: PushMessage, app: ServerApp) async -> SendResult {
+    public func send(
+        _ d: DeliveryRecord,
+        message: PushMessage,
+        app: ServerApp,
+        receipt: ReceiptStamp?
+    ) async -> SendResult {
         guard let client = client(for: app) else { return .failed(.fixCredentials, reason: "fcm_not_configured") }
+        // Rendered for each target anyway: the receipt address is written in before.
+        var message = message
+        if let receipt, let template = message.receiptURL { message.receiptURL = receipt.address(template) }
         let request = FCMRenderer(projectID: projectID(for: app)).render(
             message,
             to: FCMTarget(storedForm: d.target)

@@ -3,9 +3,13 @@ import Foundation
 import NIOConcurrencyHelpers
 import RichPushCore
 
-/// Receipt addresses for devices. A notification's payload carries `rp.r`, an address holding the notification's id
-/// and a signature over it: the device library posts its delivery report there with no API key (a device must
-/// never hold one), and the signature admits reports for that one notification only.
+/// Receipt addresses for devices. Each delivery's payload carries `rp.r`, an address holding the notification's id,
+/// the delivery's id and a signature over both: the device library posts its delivery report there with no API
+/// key (a device must never hold one), and the signature admits one report, for that delivery only.
+///
+/// A notification is rendered once for all its deliveries: its payload carries the address with a placeholder
+/// (``placeholder``, as long as the delivery's part) where each delivery's id and signature go, and the provider
+/// writes them in as it sends (``ReceiptStamp``). Sizes are checked with the placeholder, so they are exact.
 public final class DeviceReceipts: Sendable {
     /// Receipts a second per notification, on average; bursts up to `burst` (a large send's devices answer
     /// within a few seconds of each other).
@@ -13,9 +17,6 @@ public final class DeviceReceipts: Sendable {
     public let burst: Double
     /// The largest report accepted, in bytes.
     public let maxReportBytes = 16 * 1024
-    /// The most reports one notification admits from devices (one per device id): a leaked address cannot fill
-    /// the database.
-    public let maxReportsPerNotification: Int
     /// HMAC state after the key, copied for each signature (the key is not worked in again each time).
     private let keyed: HMAC<SHA256>
     private let baseBox = NIOLockedValueBox<String?>(nil)
@@ -23,15 +24,8 @@ public final class DeviceReceipts: Sendable {
 
     /// `secret`: the server's receipt secret (``ServerStore/secret(named:)``); `base`: the address devices reach
     /// this server at, when known now (else set ``base`` once the listener is up).
-    public init(
-        secret: [UInt8],
-        base: String? = nil,
-        rate: Double = 2_000,
-        burst: Double = 20_000,
-        maxReportsPerNotification: Int = 100_000
-    ) {
+    public init(secret: [UInt8], base: String? = nil, rate: Double = 2_000, burst: Double = 20_000) {
         keyed = HMAC<SHA256>(key: SymmetricKey(data: secret))
-        self.maxReportsPerNotification = maxReportsPerNotification
         self.rate = rate
         self.burst = burst
         limiter = RateLimiter(rate: rate, burst: burst)
@@ -44,56 +38,83 @@ public final class DeviceReceipts: Sendable {
         set { baseBox.withLockedValue { $0 = newValue.map { $0.hasSuffix("/") ? String($0.dropLast()) : $0 } } }
     }
 
-    /// `<id>.<expiry>.<signature>`: the expiry is whole seconds since 1970 in base 36, the signature 16 bytes of
-    /// HMAC-SHA256 over the id and the expiry, base64url. An address stops admitting reports at its expiry: the
-    /// notification's end (its send time, spread and TTL) and an hour's grace for the last device to answer.
-    public func token(for notificationID: String, until expiry: Date) -> String {
+    /// The delivery's part of an address: its id (13 base-36 digits) and the signature (22 base64url characters).
+    public static let deliveryPartLength = 13 + 1 + 22
+    /// What stands for the delivery's part in a rendered payload until it is sent.
+    public static let placeholder = String(repeating: "~", count: deliveryPartLength)
+
+    /// `<id>.<expiry>.<delivery>.<signature>`: the expiry is whole seconds since 1970 in base 36, the delivery
+    /// its row id in 13 base-36 digits, the signature 16 bytes of HMAC-SHA256 over the three, base64url. An
+    /// address stops admitting reports at its expiry: the notification's end (its send time, spread and TTL) and
+    /// an hour's grace for the last device to answer.
+    public func token(for notificationID: String, delivery: Int64, until expiry: Date) -> String {
         let stamp = Self.stamp(expiry)
-        return notificationID + "." + stamp + "." + Self.base64URL(signature(notificationID, stamp))
+        return notificationID + "." + stamp + "." + deliveryPart(notificationID, stamp, delivery)
     }
 
-    /// The receipt address for a notification, when the base is known.
-    public func url(for notificationID: String, until expiry: Date) -> String? {
-        base.map { "\($0)/v1/receipts/\(token(for: notificationID, until: expiry))" }
+    /// The address a notification's payload carries, with ``placeholder`` for the delivery's part; nil while the
+    /// base is unknown.
+    public func template(for notificationID: String, until expiry: Date) -> String? {
+        base.map { "\($0)/v1/receipts/\(notificationID).\(Self.stamp(expiry)).\(Self.placeholder)" }
+    }
+
+    /// What replaces the placeholder of a notification's address for one delivery; nil when `address` is not one
+    /// of this server's templates (a `receipt_url` the sender gave, or none).
+    public func stamp(address: String?, notificationID: String, delivery: Int64) -> ReceiptStamp? {
+        guard let address, address.hasSuffix("." + Self.placeholder) else { return nil }
+        let head = address.dropLast(Self.placeholder.count + 1)
+        guard let dot = head.lastIndex(of: "."), head[..<dot].hasSuffix("/" + notificationID) else { return nil }
+        let stamp = String(head[head.index(after: dot)...])
+        guard Self.expiry(stamp) != nil else { return nil }
+        return ReceiptStamp(value: deliveryPart(notificationID, stamp, delivery))
+    }
+
+    private func deliveryPart(_ notificationID: String, _ stamp: String, _ delivery: Int64) -> String {
+        let id = Self.deliveryDigits(delivery)
+        return id + "." + Self.base64URL(signature(notificationID, stamp, id))
+    }
+
+    /// A delivery id in 13 base-36 digits (Int64's largest takes 13).
+    public static func deliveryDigits(_ id: Int64) -> String {
+        let digits = String(max(0, id), radix: 36)
+        return String(repeating: "0", count: max(0, 13 - digits.count)) + digits
     }
 
     /// The grace after a notification's end during which its devices may still report.
     public static let grace: TimeInterval = 3600
 
     public enum TokenCheck: Equatable, Sendable {
-        case valid(notificationID: String)
+        case valid(notificationID: String, delivery: Int64)
         /// Signed by this server, but past its expiry.
         case expired(notificationID: String)
         /// Not an address this server gave out.
         case forged
     }
 
-    /// Whether a token is one this server signed, and still admits reports at `now`.
+    /// Whether a token is one this server signed, and still admits a report at `now`.
     public func check(token: String, now: Date = Date()) -> TokenCheck {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count >= 3 else { return .forged }
-        let id = parts.dropLast(2).joined(separator: ".")
-        let stamp = String(parts[parts.count - 2])
-        guard !id.isEmpty, let expiry = Self.expiry(stamp),
+        guard parts.count >= 4 else { return .forged }
+        let id = parts.dropLast(3).joined(separator: ".")
+        let stamp = String(parts[parts.count - 3])
+        let delivery = String(parts[parts.count - 2])
+        guard !id.isEmpty, let expiry = Self.expiry(stamp), delivery.utf8.count == 13,
+            delivery.utf8.allSatisfy({ ($0 >= 48 && $0 <= 57) || ($0 >= 97 && $0 <= 122) }),
+            let deliveryID = Int64(delivery, radix: 36),
             let given = Self.decodeBase64URL(String(parts[parts.count - 1])), given.count == 16
         else { return .forged }
-        let expected = signature(id, stamp)
+        let expected = signature(id, stamp, delivery)
         // Compare every byte, whatever the first difference: the time taken says nothing about the signature.
         var difference: UInt8 = 0
         for (a, b) in zip(given, expected) { difference |= a ^ b }
         guard difference == 0 else { return .forged }
-        return now.timeIntervalSince1970 <= expiry ? .valid(notificationID: id) : .expired(notificationID: id)
+        return now.timeIntervalSince1970 <= expiry
+            ? .valid(notificationID: id, delivery: deliveryID) : .expired(notificationID: id)
     }
 
-    /// The notification a token admits reports for now; nil when it is forged or expired.
-    public func notificationID(fromToken token: String, now: Date = Date()) -> String? {
-        if case .valid(let id) = check(token: token, now: now) { return id }
-        return nil
-    }
-
-    private func signature(_ id: String, _ stamp: String) -> [UInt8] {
+    private func signature(_ id: String, _ stamp: String, _ delivery: String) -> [UInt8] {
         var h = keyed
-        h.update(data: Array(("rp-receipt:" + id + "." + stamp).utf8))
+        h.update(data: Array(("rp-receipt-delivery:" + id + "." + stamp + "." + delivery).utf8))
         return Array(Array(h.finalize()).prefix(16))
     }
 

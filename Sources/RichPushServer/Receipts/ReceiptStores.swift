@@ -1,0 +1,138 @@
+import Foundation
+import GRDB
+import NIOConcurrencyHelpers
+import PostgresNIO
+
+/// Receipts in the server's SQLite file, beside the deliveries they belong to. Writes go through the group commit
+/// the other stores use: a flood of receipts shares transactions instead of queueing one each.
+public final class SQLiteReceiptStore: ReceiptStore {
+    let pool: DatabasePool
+    let commits: GroupCommit
+
+    /// Expects the server store's migrations (``SQLiteServerStore``), which create the table.
+    init(pool: DatabasePool) {
+        self.pool = pool
+        commits = GroupCommit(pool: pool)
+    }
+
+    public func record(_ r: DeliveryReceipt) async throws -> ReceiptRecording {
+        try await commits.write { db in
+            let owner = try String.fetchOne(
+                db,
+                sql: "SELECT notification_id FROM deliveries WHERE id = ?",
+                arguments: [r.deliveryID]
+            )
+            guard owner == r.notificationID else { return .notDelivered }
+            try db.cachedStatement(
+                sql: """
+                    INSERT INTO delivery_receipts
+                        (delivery_id, notification_id, attachments, skipped, deadline_hit, elapsed_ms, received_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (delivery_id) DO NOTHING
+                    """
+            ).execute(arguments: [
+                r.deliveryID, r.notificationID, r.attachments, r.skipped.rawValue, r.deadlineHit ? 1 : 0,
+                r.elapsedMilliseconds, r.receivedAt.timeIntervalSince1970,
+            ])
+            return db.changesCount == 1 ? .recorded : .repeated
+        }
+    }
+
+    public func summary(notificationID: String) async throws -> ReceiptSummary {
+        try await pool.read { db in
+            let row = try Row.fetchOne(
+                db,
+                sql: "SELECT \(ReceiptSummary.columns) FROM delivery_receipts WHERE notification_id = ?",
+                arguments: [notificationID]
+            )
+            return ReceiptSummary(values: row.map { r in (0..<r.count).map { r[$0] as Int } } ?? [])
+        }
+    }
+
+    public func delivery(notificationID: String, target: String) async throws -> Int64? {
+        try await pool.read { db in
+            try Int64.fetchOne(
+                db,
+                sql: "SELECT id FROM deliveries WHERE notification_id = ? AND target = ? ORDER BY id LIMIT 1",
+                arguments: [notificationID, target]
+            )
+        }
+    }
+}
+
+/// Receipts in the shared PostgreSQL database: one `INSERT … SELECT` checks the delivery and writes the receipt,
+/// with no lock on the notification (a flood of receipts holds nothing other requests wait on).
+public final class PostgresReceiptStore: ReceiptStore {
+    let db: PostgresDatabase
+
+    init(db: PostgresDatabase) { self.db = db }
+
+    public func record(_ r: DeliveryReceipt) async throws -> ReceiptRecording {
+        let inserted = try await db.rows(
+            """
+            INSERT INTO delivery_receipts
+                (delivery_id, notification_id, attachments, skipped, deadline_hit, elapsed_ms, received_at)
+            SELECT d.id, d.notification_id, \(r.attachments), \(r.skipped.rawValue), \(r.deadlineHit ? 1 : 0),
+                \(r.elapsedMilliseconds), \(r.receivedAt)
+            FROM deliveries d WHERE d.id = \(r.deliveryID) AND d.notification_id = \(r.notificationID)
+            ON CONFLICT (delivery_id) DO NOTHING RETURNING 1
+            """
+        )
+        if !inserted.isEmpty { return .recorded }
+        let existing = try await db.rows(
+            "SELECT 1 FROM delivery_receipts WHERE delivery_id = \(r.deliveryID) AND notification_id = \(r.notificationID)"
+        )
+        return existing.isEmpty ? .notDelivered : .repeated
+    }
+
+    public func summary(notificationID: String) async throws -> ReceiptSummary {
+        let rows = try await db.rows(
+            "SELECT \(unescaped: ReceiptSummary.columns) FROM delivery_receipts WHERE notification_id = \(notificationID)"
+        )
+        guard let row = rows.first else { return ReceiptSummary() }
+        var values: [Int] = []
+        for cell in row { values.append(Int(try cell.decode(Int64.self))) }
+        return ReceiptSummary(values: values)
+    }
+
+    public func delivery(notificationID: String, target: String) async throws -> Int64? {
+        try await db.rows(
+            """
+            SELECT id FROM deliveries WHERE notification_id = \(notificationID) AND target = \(target) ORDER BY id LIMIT 1
+            """
+        ).first?.decode(Int64.self)
+    }
+}
+
+/// The in-memory twin: receipts checked against the memory queue's deliveries, answering as the others do.
+public final class MemoryReceiptStore: ReceiptStore {
+    let queue: MemoryDeliveryQueue
+    private let receipts = NIOLockedValueBox<[Int64: DeliveryReceipt]>([:])
+
+    init(queue: MemoryDeliveryQueue) { self.queue = queue }
+
+    public func record(_ r: DeliveryReceipt) async throws -> ReceiptRecording {
+        let owned = await queue.deliveries(notificationID: r.notificationID).contains { $0.id == r.deliveryID }
+        guard owned else { return .notDelivered }
+        return receipts.withLockedValue {
+            guard $0[r.deliveryID] == nil else { return .repeated }
+            $0[r.deliveryID] = r
+            return .recorded
+        }
+    }
+
+    public func summary(notificationID: String) async throws -> ReceiptSummary {
+        let mine = receipts.withLockedValue { $0.values.filter { $0.notificationID == notificationID } }
+        var skipped: [String: Int] = [:]
+        for r in mine { for code in r.skipped.list { skipped[code, default: 0] += 1 } }
+        return ReceiptSummary(
+            count: mine.count,
+            withMedia: mine.filter { $0.attachments > 0 }.count,
+            deadlineHit: mine.filter(\.deadlineHit).count,
+            skipped: skipped
+        )
+    }
+
+    public func delivery(notificationID: String, target: String) async throws -> Int64? {
+        await queue.deliveries(notificationID: notificationID).filter { $0.target == target }.map(\.id).min()
+    }
+}
