@@ -145,4 +145,53 @@ import Testing
             ) == 1
         )
     }
+
+    /// Retention: a notification past the cut-off whose deliveries have all ended goes with its deliveries and
+    /// receipts; one still delivering, or newer, stays.
+    @Test(arguments: Kind.allCases)
+    func notificationsPastRetentionGoWithTheirDeliveriesAndReceipts(_ kind: Kind) async throws {
+        let backend = try await Self.make(kind)
+        let old = Date().addingTimeInterval(-40 * 86_400)
+        let tag = UUID().uuidString.prefix(8)
+        let (done, waiting, recent) = ("done-\(tag)", "waiting-\(tag)", "recent-\(tag)")
+        for (id, created) in [(done, old), (waiting, old), (recent, Date())] {
+            _ = try await backend.store.insertNotification(
+                StoredNotification(id: id, appID: "app", message: ["title": "t"], response: .null, createdAt: created),
+                idempotencyKey: "key-\(id)"
+            )
+            try await backend.queue.enqueue(
+                ["a", "b"].map { NewDelivery(notificationID: id, appID: "app", provider: .apns, target: "\(id)-\($0)") }
+            )
+        }
+        // Every delivery ends but one of `waiting`'s (it stays queued).
+        let claimed = try await backend.queue.claim(owner: "w", limit: 100, now: Date(), lease: 60)
+        let keep = try #require(try await backend.queue.deliveries(notificationID: waiting).first?.id)
+        for d in claimed where d.id != keep {
+            #expect(
+                try await backend.queue.finish(id: d.id, owner: "w", outcome: .delivered(providerID: nil), now: Date())
+            )
+        }
+        _ = try await backend.queue.reschedule(id: keep, owner: "w", notBefore: Date(), reason: "retry", now: Date())
+        let first = try #require(try await backend.queue.deliveries(notificationID: done).first?.id)
+        #expect(
+            try await backend.receipts.record(
+                DeliveryReceipt(deliveryID: first, notificationID: done, report: ["attachments": [], "skipped": []])
+            ) == .recorded
+        )
+
+        #expect(try await backend.sweepNotifications(before: Date().addingTimeInterval(-30 * 86_400), limit: 100) == 1)
+        #expect(try await backend.store.notification(id: done) == nil)
+        #expect(try await backend.queue.deliveries(notificationID: done).isEmpty)
+        #expect(try await backend.receipts.summary(notificationID: done) == ReceiptSummary())
+        #expect(try await backend.store.notification(id: waiting) != nil)
+        #expect(try await backend.queue.deliveries(notificationID: waiting).count == 2)
+        #expect(try await backend.store.notification(id: recent) != nil)
+        // Nothing more to take; the idempotency key of the one gone is free again.
+        #expect(try await backend.sweepNotifications(before: Date().addingTimeInterval(-30 * 86_400), limit: 100) == 0)
+        let again = try await backend.store.insertNotification(
+            StoredNotification(id: "again-\(tag)", appID: "app", message: [:], response: .null, createdAt: Date()),
+            idempotencyKey: "key-\(done)"
+        )
+        #expect(again.created)
+    }
 }

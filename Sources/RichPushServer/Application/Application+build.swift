@@ -322,8 +322,8 @@ func deliveryWorkers(
     }
 }
 
-/// Periodic work one node does for all, on a shared database: resuming fan-outs a dead node left, sweeping
-/// shared media.
+/// Periodic work one node does for all: notifications past their retention, and on a shared database resuming
+/// fan-outs a dead node left and sweeping shared media.
 func leaderJobs(
     _ config: ServerConfiguration,
     api: RichPushAPI,
@@ -332,8 +332,24 @@ func leaderJobs(
 )
     -> [PeriodicJob]
 {
-    guard config.isPostgres else { return [] }
-    var jobs = [PeriodicJob(name: "resume-fan-outs", interval: 5) { _ = try await api.resumeFanOuts() }]
+    var jobs: [PeriodicJob] = []
+    if config.notificationRetentionDays > 0 {
+        let retention = config.notificationRetentionDays * 86_400
+        jobs.append(
+            PeriodicJob(name: "sweep-notifications", interval: 600) {
+                // A thousand at a time until none is left, so that a backlog (a first start with retention on)
+                // goes in one run without one long transaction.
+                while true {
+                    let cutoff = Date().addingTimeInterval(-retention)
+                    let n = try await backend.sweepNotifications(before: cutoff, limit: 1000)
+                    metrics.notificationsSwept(n)
+                    if n < 1000 { break }
+                }
+            }
+        )
+    }
+    guard config.isPostgres else { return jobs }
+    jobs.append(PeriodicJob(name: "resume-fan-outs", interval: 5) { _ = try await api.resumeFanOuts() })
     if config.mediaRetentionDays > 0, let shared = backend.sharedMedia {
         let retention = config.mediaRetentionDays * 86_400
         jobs.append(

@@ -42,6 +42,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Days hosted media is kept after the last moment a device may fetch it (its notification's TTL, or 28 days);
     /// 0 keeps it for ever.
     public var mediaRetentionDays: Double = 7
+    /// Days a notification is kept, with its deliveries and receipts, once all its deliveries have ended (the
+    /// outcome, the console's list and idempotency keys reach back this far); 0 keeps them for ever.
+    public var notificationRetentionDays: Double = 30
     /// The address devices fetch hosted media from (a CDN in front of `/media/`); default the public URL.
     public var mediaPublicURL: String?
     /// Give each rich notification a receipt address (`rp.r`) the device library posts its report to. On by
@@ -75,8 +78,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     static let keys: [String: Set<String>] = [
         "": [
             "database", "node_id", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers",
-            "sandbox", "media", "receipts", "credentials_key_file",
+            "sandbox", "media", "receipts", "credentials_key_file", "notifications",
         ],
+        "notifications": ["retention_days"],
         "workers": ["batch_size", "concurrency", "lanes"],
         "sandbox": ["enabled", "directory", "apns_port", "fcm_port"],
         "media": ["directory", "cache_megabytes", "public_url", "retention_days"],
@@ -132,6 +136,13 @@ public struct ServerConfiguration: Sendable, Equatable {
             if let d = try string(so["directory"], "sandbox.directory") { sandboxDirectory = d }
             if let p = try number(so["apns_port"], "sandbox.apns_port", 1...65535) { externalSandboxAPNsPort = Int(p) }
             if let p = try number(so["fcm_port"], "sandbox.fcm_port", 1...65535) { externalSandboxFCMPort = Int(p) }
+        }
+        if let n = o["notifications"] {
+            guard case .object(let no) = n else { throw Problem(key: "notifications", rule: "must be an object") }
+            try Self.checkKeys(no, section: "notifications")
+            if let r = try number(no["retention_days"], "notifications.retention_days", 0...36_500) {
+                notificationRetentionDays = r
+            }
         }
         if let m = o["media"] {
             guard case .object(let mo) = m else { throw Problem(key: "media", rule: "must be an object") }

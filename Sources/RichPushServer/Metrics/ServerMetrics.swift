@@ -94,6 +94,14 @@ public final class ServerMetrics: Sendable {
             .increment()
     }
 
+    /// Notifications deleted past their retention, with their deliveries and receipts.
+    public func notificationsSwept(_ n: Int) {
+        registry.makeCounter(
+            name: "richpush_notifications_swept_total",
+            help: "Notifications deleted past their retention, with their deliveries and receipts"
+        ).increment(by: Int64(n))
+    }
+
     /// Hosted media deleted past its retention.
     public func mediaSwept(files: Int, bytes: Int) {
         registry.makeCounter(

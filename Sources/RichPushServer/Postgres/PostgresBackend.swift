@@ -193,4 +193,23 @@ public final class PostgresBackend: StorageBackend {
     }
 
     public func isUnavailable(_ error: any Error) -> Bool { PostgresDatabase.isUnavailable(error) }
+
+    public func sweepNotifications(before cutoff: Date, limit: Int) async throws -> Int {
+        let candidates = try await database.rows(NotificationSweep.candidates(before: cutoff, limit: limit).postgres)
+            .map { try $0.decode(String.self) }
+        var removed = 0
+        for id in candidates {
+            let open = try await database.rows(NotificationSweep.stillDelivering(id).postgres).first?.decode(Int.self)
+            guard open == 0 else { continue }
+            let chunk: SQL =
+                "WITH gone AS (\(NotificationSweep.deliveriesChunk(id)) RETURNING 1) SELECT count(*) FROM gone"
+            while try await database.rows(chunk.postgres).first?.decode(Int.self) ?? 0 > 0 {}
+            _ = try await database.transaction { c in
+                try await c.query(NotificationSweep.receipts(id).postgres, logger: self.database.logger).collect()
+                try await c.query(NotificationSweep.notification(id).postgres, logger: self.database.logger).collect()
+            }
+            removed += 1
+        }
+        return removed
+    }
 }

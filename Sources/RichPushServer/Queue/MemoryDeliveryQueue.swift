@@ -114,4 +114,9 @@ public actor MemoryDeliveryQueue: DeliveryQueue {
     public func deliveries(notificationID: String, after: Int64, limit: Int) -> [DeliveryRecord] {
         Array(deliveries(notificationID: notificationID).lazy.filter { $0.id > after }.prefix(max(0, limit)))
     }
+
+    /// Removes a notification's deliveries (retention).
+    func remove(notificationID: String) {
+        for (id, r) in records where r.notificationID == notificationID { records[id] = nil }
+    }
 }

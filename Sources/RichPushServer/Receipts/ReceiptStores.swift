@@ -135,4 +135,8 @@ public final class MemoryReceiptStore: ReceiptStore {
     public func delivery(notificationID: String, target: String) async throws -> Int64? {
         await queue.deliveries(notificationID: notificationID).filter { $0.target == target }.map(\.id).min()
     }
+
+    func remove(notificationID: String) {
+        receipts.withLockedValue { $0 = $0.filter { $0.value.notificationID != notificationID } }
+    }
 }

@@ -5,20 +5,37 @@ import RichPushCore
 /// The in-memory twin of ``SQLiteBackend``, for fast tests: the twins of the store, registry and queue, and an
 /// intake that behaves like SQLite's (a registry audience is accepted with its fan-out pending).
 public struct MemoryBackend: StorageBackend {
-    public let store: any ServerStore
+    public var store: any ServerStore { memoryStore }
     public let registry: any DeviceRegistry
-    public let queue: any DeliveryQueue
+    public var queue: any DeliveryQueue { memoryQueue }
     public let intake: any NotificationIntake
-    public let receipts: any ReceiptStore
+    public var receipts: any ReceiptStore { memoryReceipts }
+    let memoryStore: MemoryServerStore
+    let memoryQueue: MemoryDeliveryQueue
+    let memoryReceipts: MemoryReceiptStore
     public let health = DatabaseHealth()
 
     public init() {
         let (store, registry, queue) = (MemoryServerStore(), MemoryDeviceRegistry(), MemoryDeliveryQueue())
-        self.store = store
+        memoryStore = store
         self.registry = registry
-        self.queue = queue
+        memoryQueue = queue
         intake = MemoryIntake(store: store, registry: registry, queue: queue)
-        receipts = MemoryReceiptStore(queue: queue)
+        memoryReceipts = MemoryReceiptStore(queue: queue)
+    }
+
+    public func sweepNotifications(before cutoff: Date, limit: Int) async throws -> Int {
+        let pending = Set(try await intake.pendingFanOuts())
+        var removed = 0
+        for id in await memoryStore.notifications(before: cutoff, limit: limit) where !pending.contains(id) {
+            let counts = await memoryQueue.counts(notificationID: id)
+            guard counts[.queued, default: 0] + counts[.leased, default: 0] == 0 else { continue }
+            await memoryQueue.remove(notificationID: id)
+            memoryReceipts.remove(notificationID: id)
+            await memoryStore.removeNotification(id: id)
+            removed += 1
+        }
+        return removed
     }
 
     public func fanOut(

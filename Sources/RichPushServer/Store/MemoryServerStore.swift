@@ -79,6 +79,18 @@ public actor MemoryServerStore: ServerStore {
         return (n, true)
     }
 
+    /// Notifications accepted before the cut-off, oldest first (the sweep's candidates).
+    func notifications(before cutoff: Date, limit: Int) -> [String] {
+        notifications.values.filter { $0.createdAt < cutoff }.sorted { $0.createdAt < $1.createdAt }.prefix(limit).map(
+            \.id
+        )
+    }
+
+    func removeNotification(id: String) {
+        notifications[id] = nil
+        for (key, value) in idempotency where value == id { idempotency[key] = nil }
+    }
+
     public func notification(id: String) -> StoredNotification? { notifications[id] }
 
     private var secrets: [String: [UInt8]] = [:]

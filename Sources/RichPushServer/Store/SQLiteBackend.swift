@@ -78,4 +78,29 @@ public struct SQLiteBackend: StorageBackend {
         }
         return try await FanOut().count(appID: appID, audience: audience, registry: registry)
     }
+
+    public func sweepNotifications(before cutoff: Date, limit: Int) async throws -> Int {
+        let candidates = try await pool.read { db in
+            try Row.fetchAll(db, query: NotificationSweep.candidates(before: cutoff, limit: limit)).map {
+                $0[0] as String
+            }
+        }
+        var removed = 0
+        for id in candidates {
+            let open = try await pool.read { db in
+                try Int.fetchOne(db, query: NotificationSweep.stillDelivering(id)) ?? 0
+            }
+            guard open == 0 else { continue }
+            while try await pool.write({ db in
+                try db.execute(query: NotificationSweep.deliveriesChunk(id))
+                return db.changesCount
+            }) > 0 {}
+            try await pool.write { db in
+                try db.execute(query: NotificationSweep.receipts(id))
+                try db.execute(query: NotificationSweep.notification(id))
+            }
+            removed += 1
+        }
+        return removed
+    }
 }

@@ -29,6 +29,10 @@ public protocol StorageBackend: Sendable {
     /// The deliveries each provider would get for the audience, without creating any (a dry run).
     func countByProvider(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]
 
+    /// Removes up to `limit` notifications accepted before `cutoff` whose deliveries have all ended, with their
+    /// deliveries and receipts; returns how many went. Those still delivering stay for a later sweep.
+    func sweepNotifications(before cutoff: Date, limit: Int) async throws -> Int
+
     /// What this node knows of the database's health.
     var health: DatabaseHealth { get }
 
