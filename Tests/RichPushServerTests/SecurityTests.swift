@@ -185,6 +185,44 @@ import Testing
         try await server.shutdown()
     }
 
+    /// A client out of failed attempts is refused before any key of its is looked up: the answer is 429 even for a
+    /// key that exists (no database work was done to find out), until its budget refills.
+    @Test func aClientOutOfFailedAttemptsIsRefusedBeforeItsKeyIsLookedUp() async throws {
+        let f = try APITests.fixture()
+        var api = f.api
+        api.authFailureLimiter = RateLimiter(rate: 0.001, burst: 5)
+        try await Application(router: api.router()).test(.router) { client in
+            let (app, key) = try await APITests.createApp(client)
+            #expect(try await APITests.call(client, .get, "/v1/apps/\(app)", key: key).0 == 200)
+            for i in 0..<5 {
+                #expect(try await APITests.call(client, .get, "/v1/apps/\(app)", key: "made-up-\(i)").0 == 401)
+            }
+            let (status, body) = try await APITests.call(client, .get, "/v1/apps/\(app)", key: "made-up-6")
+            #expect(status == 429 && body["error"]?["code"] == "rate-limited")
+            #expect(try await APITests.call(client, .get, "/v1/apps/\(app)", key: key).0 == 429)
+            // The admin key is compared in memory, not looked up: it still passes.
+            #expect(try await APITests.call(client, .get, "/v1/apps/\(app)", key: "admin-secret").0 == 200)
+        }
+    }
+
+    /// Anyone may ask whether a node is up; only the operator learns which node it is and why its database is down.
+    @Test func healthWithoutAKeySaysTheStatusOnly() async throws {
+        let f = try APITests.fixture()
+        var api = f.api
+        api.nodeID = "host-123-abcdef"
+        try await Application(router: api.router()).test(.router) { client in
+            for path in ["/health", "/health/live", "/health/ready"] {
+                let (status, open) = try await APITests.call(client, .get, path, key: nil)
+                #expect(status == 200)
+                #expect(Set(open.objectValue?.keys ?? [:].keys) == ["live", "ready", "database"], "\(path): \(open)")
+                let (_, wrong) = try await APITests.call(client, .get, path, key: "not-the-admin-key")
+                #expect(wrong["node"] == nil)
+                let (_, operator_) = try await APITests.call(client, .get, path, key: "admin-secret")
+                #expect(operator_["node"] == "host-123-abcdef" && operator_["database_since"] != nil)
+            }
+        }
+    }
+
     @Test func aReceiptIsBoundToItsDeliveryOnceAndUntilTheEnd() async throws {
         let f = try APITests.fixture()
         let receipts = DeviceReceipts(

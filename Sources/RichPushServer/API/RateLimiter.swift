@@ -59,6 +59,21 @@ public final class RateLimiter: Sendable {
         }
     }
 
+    /// The seconds to wait when `key`'s bucket is empty now, without taking from it or making one (nil: it has
+    /// room, or no bucket yet).
+    public func peek(_ key: String) -> TimeInterval? {
+        let t = now()
+        return state.withLockedValue { s in
+            guard let bucket = s.buckets[key] else { return nil }
+            let rate = self.rate * s.share
+            let tokens = min(
+                max(1, self.burst * s.share),
+                bucket.tokens + max(0, t.timeIntervalSince(bucket.at)) * rate
+            )
+            return tokens >= 1 ? nil : (1 - tokens) / rate
+        }
+    }
+
     /// Shares the rate among `nodes` live nodes (1: this node alone).
     public func share(among nodes: Int) {
         state.withLockedValue { $0.share = 1 / Double(min(max(nodes, 1), 10_000)) }

@@ -95,7 +95,13 @@ public struct RichPushAPI: Sendable {
         // A known path with another method is 405 with the methods it takes, not 404.
         let methodGuard = MethodGuard()
         router.add(middleware: methodGuard)
-        HealthController(backend: backend, metrics: metrics, fanOuts: fanOuts, nodeID: nodeID).addRoutes(to: router)
+        HealthController(
+            backend: backend,
+            adminKeyHash: adminKeyHash,
+            metrics: metrics,
+            fanOuts: fanOuts,
+            nodeID: nodeID
+        ).addRoutes(to: router)
         ConsoleController.addRoutes(to: router)
         let media = MediaController(media: media, maxBodyBytes: maxBodyBytes)
         media.addPublicRoutes(to: router)

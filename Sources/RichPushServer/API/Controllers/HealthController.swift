@@ -3,10 +3,13 @@ import Hummingbird
 import NIOCore
 import RichPushCore
 
-/// `/health` (live and ready) and `/metrics`: no key. Neither carries secrets or tokens; keep `/metrics` off the
-/// public internet all the same.
+/// `/health` (live and ready) and `/metrics`: no key. Without a key `/health` says the status only (live, ready,
+/// the database up or down); with the admin key it also says since when, why, and which node answered. Neither
+/// carries secrets or tokens; keep `/metrics` off the public internet all the same.
 struct HealthController: Sendable {
     let backend: any StorageBackend
+    /// SHA-256 of the admin key: the details are the operator's.
+    let adminKeyHash: String
     let metrics: ServerMetrics
     let fanOuts: BackgroundWork
     /// This node's id, shown by `/health` (several nodes on one database).
@@ -14,9 +17,9 @@ struct HealthController: Sendable {
 
     func addRoutes(to router: Router<APIRequestContext>) {
         // Live: the process answers. Ready: its database answers too (a load balancer sends traffic to ready nodes).
-        router.get("/health") { _, _ in healthAnswer(ready: true) }
-        router.get("/health/ready") { _, _ in healthAnswer(ready: true) }
-        router.get("/health/live") { _, _ in healthAnswer(ready: false) }
+        router.get("/health") { request, _ in healthAnswer(ready: true, details: isAdmin(request)) }
+        router.get("/health/ready") { request, _ in healthAnswer(ready: true, details: isAdmin(request)) }
+        router.get("/health/live") { request, _ in healthAnswer(ready: false, details: isAdmin(request)) }
         router.get("/metrics") { _, context in await metricsAnswer(context) }
     }
 
@@ -36,15 +39,22 @@ struct HealthController: Sendable {
         )
     }
 
+    /// Whether the request carries the admin key (hashed and compared in constant time; no database work).
+    func isAdmin(_ request: Request) -> Bool {
+        Authenticator.bearerHash(request).map { Authenticator.equalHashes($0, adminKeyHash) } ?? false
+    }
+
     /// `/health` (ready unless `ready` is false: then liveness alone, always 200).
-    func healthAnswer(ready checkReady: Bool) -> Response {
+    func healthAnswer(ready checkReady: Bool, details: Bool) -> Response {
         let status = backend.health.status
         var body: [String: JSONValue] = [
             "live": true, "ready": .bool(status.up), "database": status.up ? "up" : "down",
-            "database_since": .string(ISO8601DateFormatter().string(from: status.since)),
         ]
-        if let reason = status.reason { body["reason"] = .string(reason) }
-        if let nodeID { body["node"] = .string(nodeID) }
+        if details {
+            body["database_since"] = .string(ISO8601DateFormatter().string(from: status.since))
+            if let reason = status.reason { body["reason"] = .string(reason) }
+            if let nodeID { body["node"] = .string(nodeID) }
+        }
         var r = Response.json(checkReady && !status.up ? 503 : 200, .object(body))
         if checkReady && !status.up { r.headers[.retryAfter] = "5" }
         return r

@@ -41,6 +41,11 @@ struct Authenticator: RouterMiddleware {
             try throttle(hash)
             return .admin
         }
+        // A client already out of failed attempts is refused before its key is looked up: a flood of made-up keys
+        // from one address costs no database work once its budget is spent.
+        if let wait = failureLimiter.peek(context.clientKey) {
+            throw APIError.rateLimited(after: RateLimiter.retryAfter(wait))
+        }
         guard let grant = try await store.authorize(keyHash: hash) else { try refuse(context, "unknown API key") }
         try throttle(hash)
         return .app(grant)

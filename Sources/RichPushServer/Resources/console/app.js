@@ -40,7 +40,7 @@ export async function renderApp() {
     e.preventDefault();
     const file = $("apns-file").files[0];
     if (!file) { $("apns-error").textContent = "Choose the .p8 file."; return; }
-    const r = await api("PATCH", `/v1/apps/${state.appID}`, { apns: { key: await file.text(), key_id: field("apns-key-id"), team_id: field("apns-team"), environment: field("apns-env") } });
+    const r = await api("PATCH", `/v1/apps/${encodeURIComponent(state.appID)}`, { apns: { key: await file.text(), key_id: field("apns-key-id"), team_id: field("apns-team"), environment: field("apns-env") } });
     if (r.status !== 200) { $("apns-error").textContent = errorText(r); return; }
     state.app = r.json.app; renderApp();
   });
@@ -53,18 +53,18 @@ export async function renderApp() {
     e.preventDefault();
     const file = $("fcm-file").files[0];
     if (!file) { $("fcm-error").textContent = "Choose the service account file."; return; }
-    const r = await api("PATCH", `/v1/apps/${state.appID}`, { fcm: { service_account: await file.text() } });
+    const r = await api("PATCH", `/v1/apps/${encodeURIComponent(state.appID)}`, { fcm: { service_account: await file.text() } });
     if (r.status !== 200) { $("fcm-error").textContent = errorText(r); return; }
     state.app = r.json.app; renderApp();
   });
   const keys = el("div", { class: "card", id: "keys" }, el("h3", { text: "API keys" }));
-  const r = await api("GET", `/v1/apps/${state.appID}/keys`);
+  const r = await api("GET", `/v1/apps/${encodeURIComponent(state.appID)}/keys`);
   if (r.status === 200) {
     keys.append(el("table", {}, el("thead", {}, el("tr", {}, ["Key", "Scopes", "Made", ""].map((h) => el("th", { text: h })))),
       el("tbody", {}, r.json.keys.map((k) => el("tr", {}, el("td", { text: k.id }), el("td", { text: k.scopes.join(", ") }), el("td", { text: new Date(k.created_at).toLocaleString() }),
         el("td", {}, el("button", { type: "button", class: "quiet", text: "Revoke", "aria-label": `Revoke ${k.id}`, onclick: async () => {
           if (!confirm(`Revoke ${k.id}? Requests with it are refused at once.`)) return;
-          const d = await api("DELETE", `/v1/apps/${state.appID}/keys/${k.id}`);
+          const d = await api("DELETE", `/v1/apps/${encodeURIComponent(state.appID)}/keys/${encodeURIComponent(k.id)}`);
           if (d.status === 200) renderApp(); else alert(errorText(d));
         } })))))));
   } else keys.append(el("p", { class: "note", text: errorText(r) }));
@@ -75,7 +75,7 @@ export async function renderApp() {
   make.addEventListener("submit", async (e) => {
     e.preventDefault();
     const scopes = [...make.querySelectorAll("input:checked")].map((i) => i.value);
-    const k = await api("POST", `/v1/apps/${state.appID}/keys`, { scopes });
+    const k = await api("POST", `/v1/apps/${encodeURIComponent(state.appID)}/keys`, { scopes });
     if (k.status !== 201) { alert(errorText(k)); return; }
     await renderApp();
     $("keys").append(el("p", { text: `The new key (${k.json.id}), shown once:` }), el("p", { class: "secret", text: k.json.api_key }));

@@ -90,7 +90,7 @@ export async function check() {
   const generation = ++checkGeneration;
   const { body, local, message } = buildSend();
   if (local.length) { markIssues(local.map((i) => ({ ...i, severity: "error" }))); render(message, null); return; }
-  const r = await api("POST", `/v1/apps/${state.appID}/notifications`, { ...body, dry_run: true });
+  const r = await api("POST", `/v1/apps/${encodeURIComponent(state.appID)}/notifications`, { ...body, dry_run: true });
   if (generation !== checkGeneration) return;  // a newer check is under way
   if (r.status === 200) {
     lastDryRun = r.json;

@@ -6,7 +6,7 @@ import { field } from "./compose.js";
 
 export async function listNotifications(before) {
   const box = $("notifications-list");
-  const r = await api("GET", `/v1/apps/${state.appID}/notifications?limit=20${before ? "&before=" + before : ""}`);
+  const r = await api("GET", `/v1/apps/${encodeURIComponent(state.appID)}/notifications?limit=20${before ? "&before=" + encodeURIComponent(before) : ""}`);
   if (r.status !== 200) { box.replaceChildren(el("p", { class: "sev-error", text: errorText(r) })); return; }
   const items = r.json.notifications || [];
   box.replaceChildren(
@@ -22,7 +22,7 @@ export async function listNotifications(before) {
 export async function searchDevices(after) {
   const box = $("devices-list");
   const q = field("devices-q");
-  const r = await api("GET", `/v1/apps/${state.appID}/devices?limit=50&q=${encodeURIComponent(q)}${after ? "&after=" + after : ""}`);
+  const r = await api("GET", `/v1/apps/${encodeURIComponent(state.appID)}/devices?limit=50&q=${encodeURIComponent(q)}${after ? "&after=" + encodeURIComponent(after) : ""}`);
   if (r.status !== 200) { box.replaceChildren(el("p", { class: "sev-error", text: errorText(r) })); return; }
   const devices = r.json.devices || [];
   box.replaceChildren(

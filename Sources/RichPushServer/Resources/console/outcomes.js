@@ -37,7 +37,7 @@ export async function openNotification(id) {
     );
   };
   while (following === token) {
-    const r = await api("GET", `/v1/apps/${state.appID}/notifications/${id}?limit=1000${after ? "&after=" + after : ""}`);
+    const r = await api("GET", `/v1/apps/${encodeURIComponent(state.appID)}/notifications/${encodeURIComponent(id)}?limit=1000${after ? "&after=" + encodeURIComponent(after) : ""}`);
     if (r.status !== 200) { box.replaceChildren(el("p", { class: "sev-error", text: errorText(r) })); return; }
     for (const d of r.json.deliveries || []) deliveries.set(d.target + "\u0000" + d.provider, d);
     if (r.json.next_after) { after = r.json.next_after; continue; }

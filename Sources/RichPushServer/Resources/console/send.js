@@ -8,7 +8,7 @@ export const isAPNsToken = (t) => /^[0-9a-fA-F]{64,200}$/.test(t) && t.length % 
 
 export async function followUntilDone(id, onUpdate, seconds = 20) {
   for (let i = 0; i < seconds * 4; i++) {
-    const r = await api("GET", `/v1/apps/${state.appID}/notifications/${id}?limit=100`);
+    const r = await api("GET", `/v1/apps/${encodeURIComponent(state.appID)}/notifications/${encodeURIComponent(id)}?limit=100`);
     if (r.status === 200) {
       onUpdate(r.json);
       const c = r.json.counts || {};
@@ -28,7 +28,7 @@ export async function testSend() {
   delete body.send_at; delete body.spread_seconds;
   body.audience = isAPNsToken(token) ? { apns_tokens: [token.toLowerCase()] } : { fcm_tokens: [token] };
   out.replaceChildren(el("p", { text: "Sending the test…" }));
-  const r = await api("POST", `/v1/apps/${state.appID}/notifications`, body);
+  const r = await api("POST", `/v1/apps/${encodeURIComponent(state.appID)}/notifications`, body);
   if (r.status !== 202) { out.replaceChildren(el("p", { class: "sev-error", text: errorText(r) })); return; }
   const id = r.json.id;
   const done = await followUntilDone(id, (n) => out.replaceChildren(el("p", { text: `Test ${id.slice(0, 8)}…: ${JSON.stringify(n.counts)}` })));
@@ -40,7 +40,7 @@ export async function testSend() {
   // In sandbox mode the simulated iPhone runs the device library on what the APNs emulator received.
   out.append(el("p", { text: "The simulated iPhone is processing it…" }));
   for (let i = 0; i < 40; i++) {
-    const s = await api("GET", `/v1/apps/${state.appID}/notifications/${id}/simulation`);
+    const s = await api("GET", `/v1/apps/${encodeURIComponent(state.appID)}/notifications/${encodeURIComponent(id)}/simulation`);
     if (s.status === 200) { out.lastChild.replaceWith(simulated(s.json)); return; }
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
@@ -73,7 +73,7 @@ export async function send() {
   const who = body.audience.all ? "every registered device" : `the audience (${Object.keys(body.audience)[0].replace("_", " ")})`;
   if (!confirm(`Send to ${who}: ${number(reach)} device${reach === 1 ? "" : "s"} now registered${body.send_at ? ", at the time set" : ""}?`)) return;
   $("send").disabled = true;
-  const r = await api("POST", `/v1/apps/${state.appID}/notifications`, body, { headers: { "Idempotency-Key": crypto.randomUUID() } });
+  const r = await api("POST", `/v1/apps/${encodeURIComponent(state.appID)}/notifications`, body, { headers: { "Idempotency-Key": crypto.randomUUID() } });
   $("send").disabled = false;
   if (r.status !== 202) { $("send-error").textContent = errorText(r); return; }
   $("send-error").textContent = "";
