@@ -44,6 +44,12 @@ if _media:
     # Hosted files by name, so that GET and HEAD /media/{name} reach real files with fuzzed Range and conditions.
     schemathesis.openapi.format("media-name", st.sampled_from([u.rsplit("/", 1)[-1] for u in _media]))
 
+# Receipt addresses the server gave real deliveries, so that a report reaches its decoding and the one-report-per-
+# delivery rule (the first post for an address is 201, later ones 409), beside made-up addresses (403).
+_receipts = [t for t in os.environ.get("RICHPUSH_FUZZ_RECEIPTS", "").split(",") if t]
+if _receipts:
+    schemathesis.openapi.format("receipt-token", st.sampled_from(_receipts))
+
 # Times from an hour ago (read as now) to 27 days ahead, measured when each is drawn.
 schemathesis.openapi.format(
     "send-time", st.floats(min_value=-3600, max_value=27 * 86400).map(lambda offset: round(time.time() + offset, 3)))
