@@ -81,7 +81,7 @@ public struct APNsConfiguration: Sendable {
         maxAttempts: Int = 3,
         pingInterval: TimeInterval = 60,
         now: @escaping @Sendable () -> Date = { Date() },
-        logger: Logger = Logger(label: "richpush.apns")
+        logger: Logger = .disabled
     ) {
         self.endpoint = endpoint
         self.authentication = authentication

@@ -46,7 +46,7 @@ public struct FCMConfiguration: Sendable {
         tokenRefreshMargin: TimeInterval = 300,
         scope: String = "https://www.googleapis.com/auth/firebase.messaging",
         now: @escaping @Sendable () -> Date = { Date() },
-        logger: Logger = Logger(label: "richpush.fcm")
+        logger: Logger = .disabled
     ) {
         self.serviceAccount = serviceAccount
         self.endpoint = endpoint

@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import RichPushCore
+import RichPushTransport
 
 /// Both emulators and their admin API, started together with one set of credentials: the whole of
 /// `richpush sandbox`, usable from Swift.
@@ -65,7 +66,7 @@ public final class Sandbox: Sendable {
         apnsConfiguration: APNsEmulator.Configuration = .init(),
         fcmConfiguration: FCMEmulator.Configuration = .init(),
         threads: Int = System.coreCount,
-        logger: Logger = Logger(label: "richpush.sandbox")
+        logger: Logger = .disabled
     ) async throws -> Sandbox {
         let credentials: SandboxCredentials
         if FileManager.default.fileExists(atPath: directory.appendingPathComponent("service-account.json").path) {

@@ -49,7 +49,7 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
             pingInterval: TimeAmount = .seconds(60),
             backoffBase: TimeAmount = .milliseconds(100),
             backoffCap: TimeAmount = .seconds(10),
-            logger: Logger = Logger(label: "richpush.transport")
+            logger: Logger = .disabled
         ) {
             self.target = target
             self.connections = connections

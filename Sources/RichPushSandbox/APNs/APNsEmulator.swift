@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import RichPushCore
+import RichPushTransport
 
 /// A local APNs: HTTP/2 over TLS on loopback, validating requests the way Apple's service does, with a device
 /// registry, a record of every accepted notification, and faults on demand.
@@ -71,7 +72,7 @@ public final class APNsEmulator: Sendable {
         credentials: SandboxCredentials,
         configuration: Configuration = Configuration(),
         eventLoopGroup: EventLoopGroup? = nil,
-        logger: Logger = Logger(label: "richpush.sandbox.apns")
+        logger: Logger = .disabled
     ) throws {
         self.configuration = configuration
         state = APNsEmulatorState(recordLimit: configuration.recordLimit)

@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import RichPushCore
+import RichPushTransport
 import _CryptoExtras
 
 /// A local FCM: Google's service-account token endpoint and FCM HTTP v1 `messages:send`, over TLS with
@@ -58,7 +59,7 @@ public final class FCMEmulator: Sendable {
         credentials: SandboxCredentials,
         configuration: Configuration = Configuration(),
         eventLoopGroup: EventLoopGroup? = nil,
-        logger: Logger = Logger(label: "richpush.sandbox.fcm")
+        logger: Logger = .disabled
     ) throws {
         self.configuration = configuration
         state = FCMEmulatorState(recordLimit: configuration.recordLimit)

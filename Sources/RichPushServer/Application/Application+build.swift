@@ -178,7 +178,9 @@ func openBackend(
         return (backend, [])
     }
     let pool = try SQLiteDeliveryQueue.openPool(path: config.database, backgroundCheckpoints: true)
-    let checkpointer = try WALCheckpointer(path: config.database)
+    var sqliteLog = logger
+    sqliteLog[metadataKey: "part"] = "sqlite"
+    let checkpointer = try WALCheckpointer(path: config.database, logger: sqliteLog)
     let backend = try SQLiteBackend(
         pool: pool,
         sealer: try sealer(try SQLiteServerStore.hasSealedCredentials(pool: pool))

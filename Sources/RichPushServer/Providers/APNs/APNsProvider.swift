@@ -22,7 +22,7 @@ public final class APNsProvider: PushProvider {
             endpoint: APNsConfiguration.Endpoint? = nil,
             trust: TLSTrust = .system,
             fallback: APNsClient? = nil,
-            logger: Logger = Logger(label: "richpush.apns")
+            logger: Logger = .disabled
         ) {
             self.endpoint = endpoint
             self.trust = trust

@@ -26,7 +26,7 @@ public final class FCMProvider: PushProvider {
             trust: TLSTrust = .system,
             fallback: FCMClient? = nil,
             fallbackProjectID: String? = nil,
-            logger: Logger = Logger(label: "richpush.fcm")
+            logger: Logger = .disabled
         ) {
             self.endpoint = endpoint
             self.tokenURI = tokenURI
