@@ -4,8 +4,9 @@ import Hummingbird
 import HummingbirdTesting
 import RichPushCore
 import RichPushMedia
-import RichPushServer
 import Testing
+
+@testable import RichPushServer
 
 /// Receipts from devices: the server signs a receipt address into each rich payload, the device library posts its
 /// report there with no API key, and the server admits reports for that notification only.
@@ -74,6 +75,21 @@ import Testing
             }
         }
         #expect(DeviceReceipts.deliveryDigits(.max).count == 13)
+    }
+
+    /// The per-delivery encodings by table give what Foundation's base64 and radix formatting give.
+    @Test func addressPartsByTableMatchTheLongWay() {
+        var random = SystemRandomNumberGenerator()
+        for n in 0..<40 {
+            let bytes = (0..<n).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let long = Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
+                .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            #expect(String(decoding: DeviceReceipts.base64URLBytes(bytes), as: UTF8.self) == long)
+        }
+        for id: Int64 in [0, 1, 35, 36, 1_295, 123_456_789, .max, -5] {
+            let long = String(max(0, id), radix: 36)
+            #expect(DeviceReceipts.deliveryDigits(id) == String(repeating: "0", count: 13 - long.count) + long)
+        }
     }
 
     @Test func theSecretOutlivesARestart() async throws {

@@ -49,7 +49,8 @@ public final class DeviceReceipts: Sendable {
     /// an hour's grace for the last device to answer.
     public func token(for notificationID: String, delivery: Int64, until expiry: Date) -> String {
         let stamp = Self.stamp(expiry)
-        return notificationID + "." + stamp + "." + deliveryPart(notificationID, stamp, delivery)
+        let id = Self.deliveryDigits(delivery)
+        return notificationID + "." + stamp + "." + id + "." + Self.base64URL(signature(notificationID, stamp, id))
     }
 
     /// The address a notification's payload carries, with ``placeholder`` for the delivery's part; nil while the
@@ -61,24 +62,39 @@ public final class DeviceReceipts: Sendable {
     /// What replaces the placeholder of a notification's address for one delivery; nil when `address` is not one
     /// of this server's templates (a `receipt_url` the sender gave, or none).
     public func stamp(address: String?, notificationID: String, delivery: Int64) -> ReceiptStamp? {
+        stamper(address: address, notificationID: notificationID)?.stamp(delivery: delivery)
+    }
+
+    /// What makes each delivery's part of a notification's address: the address read and the signature's start
+    /// worked in once per notification (the workers keep one per notification), then per delivery 13 digits, one
+    /// HMAC finish and 22 characters. Nil when `address` is not one of this server's templates for it.
+    public func stamper(address: String?, notificationID: String) -> ReceiptStamper? {
         guard let address, address.hasSuffix("." + Self.placeholder) else { return nil }
         let head = address.dropLast(Self.placeholder.count + 1)
         guard let dot = head.lastIndex(of: "."), head[..<dot].hasSuffix("/" + notificationID) else { return nil }
         let stamp = String(head[head.index(after: dot)...])
         guard Self.expiry(stamp) != nil else { return nil }
-        return ReceiptStamp(value: deliveryPart(notificationID, stamp, delivery))
-    }
-
-    private func deliveryPart(_ notificationID: String, _ stamp: String, _ delivery: Int64) -> String {
-        let id = Self.deliveryDigits(delivery)
-        return id + "." + Self.base64URL(signature(notificationID, stamp, id))
+        var h = keyed
+        h.update(data: Array(("rp-receipt-delivery:" + notificationID + "." + stamp + ".").utf8))
+        return ReceiptStamper(prefixed: h)
     }
 
     /// A delivery id in 13 base-36 digits (Int64's largest takes 13).
-    public static func deliveryDigits(_ id: Int64) -> String {
-        let digits = String(max(0, id), radix: 36)
-        return String(repeating: "0", count: max(0, 13 - digits.count)) + digits
+    public static func deliveryDigits(_ id: Int64) -> String { String(decoding: digits(id), as: UTF8.self) }
+
+    static func digits(_ id: Int64) -> [UInt8] {
+        var out = [UInt8](repeating: UInt8(ascii: "0"), count: 13)
+        var v = UInt64(max(0, id))
+        var i = 12
+        while v > 0, i >= 0 {
+            out[i] = base36[Int(v % 36)]
+            v /= 36
+            i -= 1
+        }
+        return out
     }
+
+    static let base36 = Array("0123456789abcdefghijklmnopqrstuvwxyz".utf8)
 
     /// The grace after a notification's end during which its devices may still report.
     public static let grace: TimeInterval = 3600
@@ -133,12 +149,29 @@ public final class DeviceReceipts: Sendable {
         return TimeInterval(v)
     }
 
-    static func base64URL(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-").replacingOccurrences(
-            of: "/",
-            with: "_"
-        ).replacingOccurrences(of: "=", with: "")
+    static func base64URL(_ bytes: [UInt8]) -> String { String(decoding: base64URLBytes(bytes), as: UTF8.self) }
+
+    /// base64url without padding, by table (this runs once per delivery sent).
+    static func base64URLBytes(_ bytes: [UInt8]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count * 4 + 2) / 3)
+        var i = 0
+        while i + 3 <= bytes.count {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+            for shift in [18, 12, 6, 0] { out.append(base64URLAlphabet[Int((n >> UInt32(shift)) & 63)]) }
+            i += 3
+        }
+        let rest = bytes.count - i
+        if rest > 0 {
+            let n = UInt32(bytes[i]) << 16 | (rest > 1 ? UInt32(bytes[i + 1]) << 8 : 0)
+            out.append(base64URLAlphabet[Int((n >> 18) & 63)])
+            out.append(base64URLAlphabet[Int((n >> 12) & 63)])
+            if rest > 1 { out.append(base64URLAlphabet[Int((n >> 6) & 63)]) }
+        }
+        return out
     }
+
+    static let base64URLAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     static func decodeBase64URL(_ text: String) -> [UInt8]? {
         guard text.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }) else {
@@ -185,5 +218,22 @@ public final class DeviceReceipts: Sendable {
             }
         }
         return issues
+    }
+}
+
+/// One notification's receipt-address maker (``DeviceReceipts/stamper(address:notificationID:)``).
+public struct ReceiptStamper: Sendable {
+    /// The keyed HMAC with the notification's part of the signed text already in.
+    let prefixed: HMAC<SHA256>
+
+    /// The delivery's part: its 13 digits, a dot, and 16 bytes of the signature in base64url.
+    public func stamp(delivery: Int64) -> ReceiptStamp {
+        let digits = DeviceReceipts.digits(delivery)
+        var h = prefixed
+        h.update(data: digits)
+        let mac = Array(h.finalize().prefix(16))
+        return ReceiptStamp(
+            value: String(decoding: digits + [UInt8(ascii: ".")] + DeviceReceipts.base64URLBytes(mac), as: UTF8.self)
+        )
     }
 }

@@ -18,6 +18,8 @@ public final class ProviderDeliverySender: DeliverySender {
     /// The message of a notification id (the server's notification store).
     let message: @Sendable (String) async -> PushMessage?
     let messages = NIOLockedValueBox<[String: PushMessage]>([:])
+    /// Each notification's receipt-address maker (nil: its payload has no address of ours).
+    let stampers = NIOLockedValueBox<[String: ReceiptStamper?]>([:])
 
     public init(
         providers: Providers,
@@ -47,13 +49,26 @@ public final class ProviderDeliverySender: DeliverySender {
         return m
     }
 
+    /// The notification's receipt-address maker, made once per notification (reading the address and starting the
+    /// signature cost more than each delivery's part).
+    func stamper(_ id: String, _ m: PushMessage) -> ReceiptStamper? {
+        guard let receipts, m.receiptURL != nil else { return nil }
+        if let hit = stampers.withLockedValue({ $0[id] }) { return hit }
+        let made = receipts.stamper(address: m.receiptURL, notificationID: id)
+        stampers.withLockedValue { cache in
+            if cache.count > 10_000 { cache.removeAll() }
+            cache[id] = made
+        }
+        return made
+    }
+
     public func send(_ d: DeliveryRecord) async -> SendResult {
         guard let provider = providers[d.provider] else { return .failed(.never, reason: "unknown_provider") }
         guard let app = await app(d.appID) else { return .failed(.fixCredentials, reason: "unknown_app") }
         guard let m = await cachedMessage(d.notificationID) else {
             return .failed(.never, reason: "notification_missing")
         }
-        let receipt = receipts?.stamp(address: m.receiptURL, notificationID: d.notificationID, delivery: d.id)
+        let receipt = stamper(d.notificationID, m)?.stamp(delivery: d.id)
         return await provider.send(d, message: m, app: app, receipt: receipt)
     }
 }
