@@ -185,10 +185,9 @@ final class PostgresLeader: Service, Sendable {
             }
             for job in jobs where due[job.name, default: .distantPast] <= Date() && !Task.isCancelled {
                 db.logger.trace("leader: job", metadata: ["job": .string(job.name)])
-                // A job cut short by the server stopping has not failed.
-                do { try await job.run() } catch where Task.isCancelled || error is CancellationError {
-                    return
-                } catch {
+                do { try await job.run() } catch {
+                    // A job cut short by the server stopping has not failed.
+                    if Task.isCancelled || error is CancellationError { return }
                     db.logger.warning(
                         "periodic job failed",
                         metadata: ["job": .string(job.name), "error": .string(PostgresDatabase.describe(error))]

@@ -83,10 +83,9 @@ struct LocalPeriodicJobs: Service {
             var due = Dictionary(uniqueKeysWithValues: jobs.map { ($0.name, Date()) })
             while !Task.isCancelled {
                 for job in jobs where due[job.name, default: .distantPast] <= Date() {
-                    // A job cut short by the server stopping has not failed.
-                    do { try await job.run() } catch where Task.isCancelled || error is CancellationError {
-                        return
-                    } catch {
+                    do { try await job.run() } catch {
+                        // A job cut short by the server stopping has not failed.
+                        if Task.isCancelled || error is CancellationError { return }
                         logger.warning(
                             "periodic job failed",
                             metadata: ["job": .string(job.name), "error": .string(String(describing: error))]
