@@ -95,8 +95,10 @@ import FoundationNetworking
     /// SIGTERM's order, in process: the listener stops, the workers finish the sends they hold (the emulator
     /// answers each after 1.5 s), and only then do the providers, the sandbox and the database close: every
     /// delivery is sent and settled as delivered. With the closers listed last (so stopped first), the sends fail
-    /// on closed clients and the deliveries end as failed: the test was seen to fail so.
-    @Test func aGracefulShutdownDrainsInFlightSendsBeforeClosingTheDatabase() async throws {
+    /// on closed clients and the deliveries end as failed: the test was seen to fail so. On PostgreSQL the
+    /// database's client and health probe are the group's first service: they stop last, and then for good.
+    @Test(arguments: ["sqlite", "postgres"])
+    func aGracefulShutdownDrainsInFlightSendsBeforeClosingTheDatabase(database: String) async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
             "richpush-drain-\(UUID().uuidString)"
         )
@@ -108,6 +110,7 @@ import FoundationNetworking
             threads: 1
         )
         var config = Self.configuration(in: folder)
+        if database == "postgres" { config.database = try await PostgresFixture.url() }
         config.externalSandboxAPNsPort = sandbox.apns.port
         config.externalSandboxFCMPort = sandbox.fcm.port
         let admin = APIKeys.newKey()
@@ -152,10 +155,17 @@ import FoundationNetworking
         await group.triggerGracefulShutdown()
         try await running.value
         #expect(sandbox.apns.acceptedCount == 20)
-        let reopened = try SQLiteBackend(path: config.database)
+        let reopened: any StorageBackend =
+            database == "postgres"
+            ? try await PostgresBackend.open(url: config.database, sealer: nil, timeout: .seconds(60))
+            : try SQLiteBackend(path: config.database)
         let states = try await reopened.queue.deliveries(notificationID: id).map(\.state)
         #expect(states == Array(repeating: .delivered, count: 20))
         await reopened.close()
         await sandbox.stop()
+        if let stopped = server.backend as? PostgresBackend {
+            // The server's own client ended with the group: nothing more goes through it.
+            await #expect(throws: (any Error).self) { try await stopped.database.rows("SELECT 1") }
+        }
     }
 }

@@ -190,6 +190,10 @@ import FoundationNetworking
         }
         relay.cut()
         let cutAt = Date()
+        // A settle the relay forwarded just before the cut may still commit: read what the node holds once such
+        // bytes have landed (a run read 350 at once, and 50 of them were then settled by the cut node itself),
+        // long before its 5 s leases can run out.
+        try await Task.sleep(nanoseconds: 1_000_000_000)
         let heldAtCut = try pg.psql(url, leasedByCut)
         let heldIDs = try pg.psql(
             url,

@@ -30,7 +30,8 @@ public func buildApplication(
     onRunning: @escaping @Sendable (_ port: Int, _ sandboxAdminPort: Int, _ mediaBase: String) -> Void = { _, _, _ in }
 ) async throws -> RichPushApplication {
     let nodeID = config.nodeID ?? PostgresBackend.newNodeID()
-    let (backend, databaseServices) = try await openBackend(config, nodeID: nodeID, logger: logger)
+    let opened = try await openBackend(config, nodeID: nodeID, logger: logger)
+    let backend = opened.backend
     var providerLog = logger
     providerLog[metadataKey: "part"] = "providers"
     let setup = try await ProviderSetup.make(config, logger: providerLog)
@@ -38,9 +39,7 @@ public func buildApplication(
 
     var deliveryLog = logger
     deliveryLog[metadataKey: "part"] = "delivery"
-    let receipts: DeviceReceipts? =
-        config.receiptsEnabled
-        ? DeviceReceipts(secret: try await backend.store.secret(named: "receipts"), base: config.publicURL) : nil
+    let receipts = opened.receiptsSecret.map { DeviceReceipts(secret: $0, base: config.publicURL) }
     let sender = deliverySender(store: backend.store, providers: providers, receipts: receipts, logger: deliveryLog)
     let metrics = ServerMetrics()
     let workers = deliveryWorkers(
@@ -103,7 +102,8 @@ public func buildApplication(
 
     // One group runs every part. It shuts them down in reverse order, each after the one behind it has finished:
     // the listener first, then the workers (which drain the sends they hold), the cluster's and the database's
-    // own services, running fan-outs, the sandbox, the provider clients, and the database last.
+    // own services, running fan-outs, the sandbox, the provider clients, and the database last (PostgreSQL's
+    // client and health probe run as the first service; SQLite's pool is closed by the first closer).
     let sandbox = setup.sandbox
     let fanOuts = api.fanOuts
     let closers: [any Service] = [
@@ -130,7 +130,8 @@ public func buildApplication(
             )
         ),
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: "richpush", backlog: 4096),
-        services: closers + databaseServices + clusterServices + sweeper + workers.map { WorkerService(worker: $0) },
+        services: opened.first + closers + opened.services + clusterServices + sweeper
+            + workers.map { WorkerService(worker: $0) },
         onServerRunning: { [adminPort = sandbox?.adminPort ?? 0] channel in
             let port = channel.localAddress?.port ?? 0
             // Accept a burst of connections (the downloads after a large send) in few loop turns, not four a turn.
@@ -146,21 +147,29 @@ public func buildApplication(
     return RichPushApplication(api: api, sandbox: sandbox, mediaFastPath: fastPath, application: application)
 }
 
+/// The database the configuration names, ready for the group: `first` runs before every other service and stops
+/// after them (PostgreSQL's client and health probe), `services` beside the rest (SQLite's checkpointer). The
+/// receipts secret is read here (nil when receipts are off), since on PostgreSQL the backend's own client runs only
+/// once the group does.
+struct OpenedBackend {
+    var backend: any StorageBackend
+    var first: [any Service] = []
+    var services: [any Service] = []
+    var receiptsSecret: [UInt8]?
+}
+
 /// The database the configuration names: an SQLite file with its checkpointer, or PostgreSQL shared with other
 /// nodes. Credentials are sealed with a key kept in a file (made on first start, never when sealed credentials
 /// exist without it: that would lock them away for good).
-func openBackend(
-    _ config: ServerConfiguration,
-    nodeID: String,
-    logger: Logger
-) async throws -> (any StorageBackend, [any Service]) {
+func openBackend(_ config: ServerConfiguration, nodeID: String, logger: Logger) async throws -> OpenedBackend {
     let keyFile = config.resolvedCredentialsKeyFile
-    let sealer = { (sealedExist: Bool) throws -> CredentialSealer in
+    let sealer = { @Sendable (sealedExist: Bool) throws -> CredentialSealer in
         try CredentialSealer.load(
             keyFile: keyFile,
             create: !FileManager.default.fileExists(atPath: keyFile) && !sealedExist
         )
     }
+    let secrets = config.receiptsEnabled ? ["receipts"] : []
     if config.isPostgres {
         var postgresLog = logger
         postgresLog[metadataKey: "part"] = "postgres"
@@ -168,14 +177,15 @@ func openBackend(
         // debug, they show only when asked for.
         postgresLog.logLevel = logger.logLevel <= .debug ? logger.logLevel : max(logger.logLevel, .notice)
         // A fan-out a dead node held is taken over after the same time as its deliveries.
-        let backend = try await PostgresBackend.open(
+        let (backend, values) = try await PostgresBackend.prepared(
             url: config.database,
             sealer: sealer,
+            secrets: secrets,
             nodeID: nodeID,
             fanOutLease: max(5, config.leaseSeconds),
             logger: postgresLog
         )
-        return (backend, [])
+        return OpenedBackend(backend: backend, first: [backend.database], receiptsSecret: values["receipts"])
     }
     let pool = try SQLiteDeliveryQueue.openPool(path: config.database, backgroundCheckpoints: true)
     var sqliteLog = logger
@@ -185,7 +195,11 @@ func openBackend(
         pool: pool,
         sealer: try sealer(try SQLiteServerStore.hasSealedCredentials(pool: pool))
     )
-    return (backend, [checkpointer])
+    return OpenedBackend(
+        backend: backend,
+        services: [checkpointer],
+        receiptsSecret: config.receiptsEnabled ? try await backend.store.secret(named: "receipts") : nil
+    )
 }
 
 /// The push services: in sandbox mode every request goes to the emulators (started here, or a running

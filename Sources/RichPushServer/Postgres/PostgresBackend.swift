@@ -59,31 +59,59 @@ public final class PostgresBackend: StorageBackend {
         do {
             try await PostgresMigrations.migrate(db)
             let sealer = try makeSealer(try await PostgresServerStore.hasSealedCredentials(db))
-            return try await PostgresBackend(
-                database: db,
-                sealer: sealer,
-                nodeID: nodeID,
-                chunk: chunk,
-                fanOutLease: fanOutLease
-            )
+            let store = try await PostgresServerStore(database: db, sealer: sealer)
+            return PostgresBackend(database: db, store: store, nodeID: nodeID, chunk: chunk, fanOutLease: fanOutLease)
         } catch {
             await db.close()
             throw error
         }
     }
 
+    /// A backend for a server's service group: the migrations, the credentials key's check and the secrets named
+    /// are done on a client of their own that stops when they are done; the backend's database is not running yet
+    /// (the group runs it, listed first).
+    static func prepared(
+        url: String,
+        sealer makeSealer: @escaping @Sendable (_ sealedExist: Bool) throws -> CredentialSealer?,
+        secrets: [String],
+        nodeID: String,
+        fanOutLease: TimeInterval,
+        timeout: Duration = .seconds(10),
+        logger: Logger
+    ) async throws -> (backend: PostgresBackend, secrets: [String: [UInt8]]) {
+        let settings = try PostgresSettings(url: url)
+        let (sealer, values) = try await PostgresDatabase.withRunning(settings, timeout: timeout, logger: logger) {
+            db -> (CredentialSealer?, [String: [UInt8]]) in
+            try await PostgresMigrations.migrate(db)
+            let sealer = try makeSealer(try await PostgresServerStore.hasSealedCredentials(db))
+            let store = try await PostgresServerStore(database: db, sealer: sealer)
+            var values: [String: [UInt8]] = [:]
+            for name in secrets { values[name] = try await store.secret(named: name) }
+            return (sealer, values)
+        }
+        let db = try PostgresDatabase(settings, timeout: timeout, logger: logger)
+        let backend = PostgresBackend(
+            database: db,
+            store: PostgresServerStore(checked: db, sealer: sealer),
+            nodeID: nodeID,
+            chunk: 50_000,
+            fanOutLease: fanOutLease
+        )
+        return (backend, values)
+    }
+
     init(
         database: PostgresDatabase,
-        sealer: CredentialSealer?,
+        store: PostgresServerStore,
         nodeID: String,
         chunk: Int,
         fanOutLease: TimeInterval = 60
-    ) async throws {
+    ) {
         self.database = database
         self.nodeID = nodeID
         let announcer = WorkAnnouncer(db: database)
         self.announcer = announcer
-        pgStore = try await PostgresServerStore(database: database, sealer: sealer)
+        pgStore = store
         pgRegistry = PostgresDeviceRegistry(database: database)
         pgQueue = PostgresDeliveryQueue(database: database)
         pgIntake = PostgresIntake(database: database, nodeID: nodeID, chunk: chunk, fanOutLease: fanOutLease) {
@@ -101,9 +129,9 @@ public final class PostgresBackend: StorageBackend {
 
     /// Applies the migrations and returns the versions applied (`richpush migrate`).
     public static func migrate(url: String) async throws -> (applied: [Int], current: Int) {
-        let db = try await PostgresDatabase.open(try PostgresSettings(url: url))
-        defer { Task { await db.close() } }
-        let applied = try await PostgresMigrations.migrate(db)
+        let applied = try await PostgresDatabase.withRunning(try PostgresSettings(url: url)) { db in
+            try await PostgresMigrations.migrate(db)
+        }
         return (applied, PostgresMigrations.all.last?.version ?? 0)
     }
 

@@ -143,23 +143,11 @@ final class PostgresLeader: Service, Sendable {
             do {
                 db.logger.trace("leader: connecting")
                 let connection = try await db.connect()
-                // The connection is being given up; its close has nothing to report.
-                defer { Task { try? await connection.close() } }
-                while !Task.isCancelled {
-                    db.logger.trace("leader: trying the lock")
-                    let rows = try await db.deadline(
-                        .seconds(5),
-                        onTimeout: { _ = connection.close() as EventLoopFuture<Void> }
-                    ) { [db] in
-                        try await connection.query("SELECT pg_try_advisory_lock(\(Self.lockKey))", logger: db.logger)
-                            .collect()
-                    }
-                    if try rows.first?.decode(Bool.self) == true { break }
-                    try await Task.sleep(for: .seconds(retry))
-                }
-                leading.withLockedValue { $0 = true }
-                db.logger.info("this node leads the cluster's periodic work")
-                try await lead(on: connection)
+                var failure: (any Error)?
+                do { try await holdLockAndLead(on: connection) } catch { failure = error }
+                // The connection is given up (the lock goes with it); its close has nothing to report.
+                try? await connection.close()
+                if let failure { throw failure }
             } catch {
                 leading.withLockedValue { $0 = false }
                 if Task.isCancelled { return }
@@ -171,6 +159,26 @@ final class PostgresLeader: Service, Sendable {
             leading.withLockedValue { $0 = false }
             try await Task.sleep(for: .seconds(retry))
         }
+    }
+
+    /// Waits for the lock on `connection`, then leads while it answers.
+    func holdLockAndLead(on connection: PostgresConnection) async throws {
+        while !Task.isCancelled {
+            db.logger.trace("leader: trying the lock")
+            let rows = try await db.deadline(
+                .seconds(5),
+                onTimeout: { _ = connection.close() as EventLoopFuture<Void> }
+            ) { [db] in
+                try await connection.query("SELECT pg_try_advisory_lock(\(Self.lockKey))", logger: db.logger)
+                    .collect()
+            }
+            if try rows.first?.decode(Bool.self) == true { break }
+            try await Task.sleep(for: .seconds(retry))
+        }
+        if Task.isCancelled { return }
+        leading.withLockedValue { $0 = true }
+        db.logger.info("this node leads the cluster's periodic work")
+        try await lead(on: connection)
     }
 
     /// Runs each job at its interval while the lock's connection answers.

@@ -4,55 +4,113 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PostgresNIO
+import ServiceLifecycle
 
 /// A PostgreSQL database that several RichPush nodes share: a pooled client, a deadline on every operation (a
 /// database that stops answering must not hold a request for ever), and what this node knows of its health.
 ///
+/// It is a `Service`: its `run` runs the client's pool and the health probe until the group shuts it down (the
+/// server lists it first in its group, so it closes last). Tools and tests that have no group use `open`, which
+/// runs it in a task of its own until `close`, or `withRunning` for a bounded piece of work.
+///
 /// ```swift
-/// let db = try await PostgresDatabase.open(try PostgresSettings(url: "postgres://richpush@db:5432/richpush"))
-/// try await db.migrate()
-/// defer { Task { await db.close() } }
+/// let applied = try await PostgresDatabase.withRunning(try PostgresSettings(url: url)) { db in
+///     try await PostgresMigrations.migrate(db)
+/// }
 /// ```
-public final class PostgresDatabase: Sendable {
+public final class PostgresDatabase: Service, Sendable {
     public let settings: PostgresSettings
     public let client: PostgresClient
     public let health = DatabaseHealth()
     /// The longest one operation may take before it fails as unavailable.
     public let timeout: Duration
     let logger: Logger
-    private let running = NIOLockedValueBox<Task<Void, Never>?>(nil)
-    private let probing = NIOLockedValueBox<Task<Void, Never>?>(nil)
+    /// The task running `run` for a database opened without a group (`open`); nil when a group runs it.
+    private let standalone = NIOLockedValueBox<Task<Void, Never>?>(nil)
+    /// Whether `run` has started the pool. Operations wait for it: a delivery worker starting beside the database
+    /// in the same group must not lease a connection from a pool that is not running yet.
+    private let started = NIOLockedValueBox(false)
 
-    init(settings: PostgresSettings, client: PostgresClient, timeout: Duration, logger: Logger) {
+    /// A database not yet running: give it to a `ServiceGroup` (or call `run`) before its first operation.
+    public init(
+        _ settings: PostgresSettings,
+        timeout: Duration = .seconds(10),
+        logger: Logger = Logger(label: "richpush.postgres")
+    ) throws {
         self.settings = settings
-        self.client = client
+        self.client = PostgresClient(configuration: try settings.clientConfiguration(), backgroundLogger: logger)
         self.timeout = timeout
         self.logger = logger
     }
 
-    /// Starts the pool and checks that the database answers (within `timeout`).
+    /// Runs the pool and, every second, the health probe, until cancelled or the group's graceful shutdown.
+    public func run() async throws {
+        await withDiscardingTaskGroup { group in
+            group.addTask {
+                self.started.withLockedValue { $0 = true }
+                await self.client.run()
+            }
+            group.addTask { await cancelWhenGracefulShutdown { await self.probe() } }
+        }
+    }
+
+    /// Starts the database in a task of its own and checks that it answers (within `timeout`); `close` stops it.
+    /// For tools and tests: the server runs its database in its service group instead.
     public static func open(
         _ settings: PostgresSettings,
         timeout: Duration = .seconds(10),
         logger: Logger = Logger(label: "richpush.postgres")
     ) async throws -> PostgresDatabase {
-        let client = PostgresClient(configuration: try settings.clientConfiguration(), backgroundLogger: logger)
-        let db = PostgresDatabase(settings: settings, client: client, timeout: timeout, logger: logger)
-        db.running.withLockedValue { $0 = Task { await client.run() } }
+        let db = try PostgresDatabase(settings, timeout: timeout, logger: logger)
+        // The one task this type starts itself, owned by `close` (which cancels it and waits for its end).
+        db.standalone.withLockedValue { $0 = Task { try? await db.run() } }
         do {
-            _ = try await db.rows("SELECT 1")
+            try await db.checkAnswers()
         } catch {
             await db.close()
-            throw DatabaseUnavailable("\(settings.redacted): \(Self.describe(error))")
+            throw error
         }
-        db.startProbe()
         return db
     }
 
-    /// Stops the probe and the pool.
+    /// Runs `body` with the database running, and stops it when `body` ends: for work bounded in time (migrations,
+    /// the checks before a server starts).
+    public static func withRunning<T: Sendable>(
+        _ settings: PostgresSettings,
+        timeout: Duration = .seconds(10),
+        logger: Logger = Logger(label: "richpush.postgres"),
+        _ body: @escaping @Sendable (PostgresDatabase) async throws -> T
+    ) async throws -> T {
+        let db = try PostgresDatabase(settings, timeout: timeout, logger: logger)
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            group.addTask {
+                try await db.run()
+                return nil
+            }
+            group.addTask {
+                try await db.checkAnswers()
+                return try await body(db)
+            }
+            defer { group.cancelAll() }
+            while let next = try await group.next() {
+                if let result = next { return result }
+            }
+            throw CancellationError()
+        }
+    }
+
+    /// A `SELECT 1` within `timeout`, or ``DatabaseUnavailable`` naming the database (never its password).
+    func checkAnswers() async throws {
+        do {
+            _ = try await rows("SELECT 1")
+        } catch {
+            throw DatabaseUnavailable("\(settings.redacted): \(Self.describe(error))")
+        }
+    }
+
+    /// Stops a database `open` started (a group's database stops with the group).
     public func close() async {
-        probing.withLockedValue { $0?.cancel() }
-        let task = running.withLockedValue { t -> Task<Void, Never>? in
+        let task = standalone.withLockedValue { t -> Task<Void, Never>? in
             defer { t = nil }
             return t
         }
@@ -61,21 +119,25 @@ public final class PostgresDatabase: Sendable {
     }
 
     /// Every second: marks the database up when it answers again (and down when it stops).
-    func startProbe() {
-        let task = Task { [weak self] in
-            while !Task.isCancelled {
-                // Only cancellation ends the sleep early; the loop checks it next.
-                try? await Task.sleep(for: .seconds(1))
-                guard let self else { return }
-                do {
-                    _ = try await self.deadline(.seconds(2)) { try await self.client.query("SELECT 1").collect() }
-                    self.health.markUp()
-                } catch {
-                    if !Task.isCancelled { self.health.markDown(Self.describe(error)) }
-                }
+    func probe() async {
+        while !Task.isCancelled {
+            // Only cancellation ends the sleep early; the loop checks it next.
+            try? await Task.sleep(for: .seconds(1))
+            do {
+                _ = try await deadline(.seconds(2)) { [client] in try await client.query("SELECT 1").collect() }
+                health.markUp()
+            } catch {
+                if !Task.isCancelled { health.markDown(Self.describe(error)) }
             }
         }
-        probing.withLockedValue { $0 = task }
+    }
+
+    /// Waits (polling, for the few milliseconds between a group starting its services and this one's pool) until
+    /// `run` has started the pool.
+    func untilStarted() async throws {
+        while !started.withLockedValue({ $0 }) {
+            try await Task.sleep(for: .milliseconds(5))
+        }
     }
 
     // MARK: Operations
@@ -113,6 +175,7 @@ public final class PostgresDatabase: Sendable {
     /// Runs an operation under the deadline; a failure to reach the database marks it down and is thrown as
     /// ``DatabaseUnavailable``. An error of the statement itself (a constraint, a syntax) is thrown as it is.
     func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await untilStarted()
         do {
             return try await deadline(timeout, body)
         } catch {

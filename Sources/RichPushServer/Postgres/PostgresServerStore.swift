@@ -16,12 +16,27 @@ public final class PostgresServerStore: ServerStore {
 
     /// Checks the credentials key against the database (every node must seal with the same key) and seals
     /// credentials stored unsealed.
-    public init(database: PostgresDatabase, sealer: CredentialSealer?, cacheLifetime: TimeInterval = 5) async throws {
+    public convenience init(
+        database: PostgresDatabase,
+        sealer: CredentialSealer?,
+        cacheLifetime: TimeInterval = 5
+    ) async throws {
+        self.init(checked: database, sealer: sealer, cacheLifetime: cacheLifetime)
+        try await prepare()
+    }
+
+    /// A store over a database whose key was checked already (``prepare()`` on another client of it, before the
+    /// server's own started): no statement runs here.
+    init(checked database: PostgresDatabase, sealer: CredentialSealer?, cacheLifetime: TimeInterval = 5) {
         db = database
         credentials = StoredCredentials(sealer: sealer)
         grants = StoreCache(lifetime: cacheLifetime, capacity: 100_000)
         apps = StoreCache(lifetime: cacheLifetime, capacity: 10_000)
-        try await checkKey(sealer)
+    }
+
+    /// Checks the credentials key and seals what is stored unsealed.
+    func prepare() async throws {
+        try await checkKey(credentials.sealer)
         for row in try await db.rows("SELECT id, apns, fcm FROM apps WHERE apns IS NOT NULL OR fcm IS NOT NULL") {
             let (id, apns, fcm) = try row.decode((String, String?, String?).self)
             let newAPNs = try apns.flatMap { try credentials.resealed($0, app: id) }
