@@ -166,9 +166,20 @@ try:
 
     step("the 'What is sent' tab is `richpush payload` for the message as sent")
     by_id("tab-sent").click()
-    until(lambda: driver.find_elements(By.ID, "sent-apns"), "the APNs request")
-    shown = json.loads(text_of("sent-apns"))
-    sent_message = json.loads(text_of("sent-message"))
+    # Leaving a field sends a new dry run: read the panel once it has settled, both parts in one snapshot, and
+    # check that they come from one dry run (each carries its run's id; a console that mixed two runs failed here).
+    snapshot = """
+        const panel = document.getElementById("panel-sent");
+        const apns = document.getElementById("sent-apns"), message = document.getElementById("sent-message");
+        if (!panel || panel.getAttribute("aria-busy") || !apns || !message) return null;
+        return {tag: panel.dataset.dryRun, apnsTag: apns.dataset.dryRun, messageTag: message.dataset.dryRun,
+                apns: apns.textContent, message: message.textContent};
+    """
+    sent = until(lambda: driver.execute_script(snapshot), "the APNs request, settled")
+    assert sent["tag"] and sent["tag"] == sent["apnsTag"] == sent["messageTag"], sent
+    shown = json.loads(sent["apns"])
+    sent_message = json.loads(sent["message"])
+    assert shown["payload"]["rp"]["id"] == sent_message["id"] == sent["tag"], (shown["payload"]["rp"]["id"], sent_message["id"], sent["tag"])
     message = os.path.join(work, "message.json")
     with open(message, "w") as f:
         json.dump(sent_message, f)

@@ -85,11 +85,27 @@ export function markIssues(issues) {
 export let lastDryRun = null;
 export let checkGeneration = 0;
 
+// Every panel drawn from a dry run carries that run's id (data-dry-run), and says aria-busy while a newer one is
+// on its way: the panels never mix two runs, and a reader can tell a settled view from one about to change.
+const dryRunPanels = ["panel-ios", "panel-android", "panel-web", "panel-sent", "gauges", "reach"];
+export function markPending() {
+  for (const id of dryRunPanels) $(id)?.setAttribute("aria-busy", "true");
+}
+export function markShown(dry) {
+  for (const id of dryRunPanels) {
+    const panel = $(id);
+    if (!panel) continue;
+    panel.removeAttribute("aria-busy");
+    panel.dataset.dryRun = (dry && dry.message && dry.message.id) || "";
+  }
+}
+
 export async function check() {
   if (!state.app) return;
   const generation = ++checkGeneration;
+  markPending();
   const { body, local, message } = buildSend();
-  if (local.length) { markIssues(local.map((i) => ({ ...i, severity: "error" }))); render(message, null); return; }
+  if (local.length) { markIssues(local.map((i) => ({ ...i, severity: "error" }))); render(message, null); markShown(null); return; }
   const r = await api("POST", `/v1/apps/${encodeURIComponent(state.appID)}/notifications`, { ...body, dry_run: true });
   if (generation !== checkGeneration) return;  // a newer check is under way
   if (r.status === 200) {
@@ -98,14 +114,21 @@ export async function check() {
     const d = r.json.deliveries || {};
     $("reach").textContent = `Reaches ${number((d.apns || 0) + (d.fcm || 0))} device${(d.apns || 0) + (d.fcm || 0) === 1 ? "" : "s"}: ${number(d.apns || 0)} through APNs, ${number(d.fcm || 0)} through FCM.`;
     render(message, r.json);
+    markShown(r.json);
   } else {
     lastDryRun = null;
     markIssues(r.json && r.json.error ? (r.json.error.issues || [{ path: "", message: errorText(r) }]).map((i) => ({ severity: "error", ...i })) : [{ path: "", message: errorText(r), severity: "error" }]);
     $("reach").textContent = "";
     render(message, null);
+    markShown(null);
   }
 }
-export const checkSoon = debounce(check, 250);
+const checkLater = debounce(check, 250);
+// A check after the typing pauses; the panels say at once that what they show is about to change.
+export function checkSoon() {
+  if (state.app) markPending();
+  checkLater();
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Media: the preflight verdict, uploads

@@ -62,14 +62,15 @@ export function render(message, dry) {
   web.replaceChildren(el("div", { class: "device web" }, notificationCard({ title, body, big: shown, collapsed: false, app: location.host })));
 
   const requests = (dry && dry.requests) || {};
+  const tag = (dry && dry.message && dry.message.id) || "";
   const sentPanel = $("panel-sent");
   sentPanel.replaceChildren(
     requests.apns ? el("h4", { text: `APNs: POST ${requests.apns.path} (${number(requests.apns.bytes)} bytes)` }) : null,
-    requests.apns ? el("pre", { id: "sent-apns", text: JSON.stringify({ headers: requests.apns.headers, payload: requests.apns.payload }, null, 2) }) : null,
+    requests.apns ? el("pre", { id: "sent-apns", "data-dry-run": tag, text: JSON.stringify({ headers: requests.apns.headers, payload: requests.apns.payload }, null, 2) }) : null,
     requests.fcm ? el("h4", { text: `FCM: POST ${requests.fcm.path} (${number(requests.fcm.bytes)} bytes)` }) : null,
-    requests.fcm ? el("pre", { id: "sent-fcm", text: JSON.stringify(requests.fcm.body, null, 2) }) : null,
+    requests.fcm ? el("pre", { id: "sent-fcm", "data-dry-run": tag, text: JSON.stringify(requests.fcm.body, null, 2) }) : null,
     dry ? el("h4", { text: "The message as the server would send it (its id, receipt address, hosted media and chart image set)" }) : null,
-    dry ? el("pre", { id: "sent-message", text: JSON.stringify(dry.message, null, 2) }) : null,
+    dry ? el("pre", { id: "sent-message", "data-dry-run": tag, text: JSON.stringify(dry.message, null, 2) }) : null,
     !dry ? el("p", { class: "note", text: "Fix the problems listed to see the exact requests." }) : null);
 
   // Payload sizes against each provider's limit (the receipt address included: it is in the payload as sent).
