@@ -272,7 +272,7 @@ import Testing
             )
             #expect(s1 == 202 && topic["deliveries"] == 1)
             #expect(
-                try await queue.deliveries(notificationID: topic["id"]!.stringValue!).map(\.target) == ["topic:news"]
+                try await queue.deliveries(notificationID: topic["id"]!.stringValue!).map(\.target) == [.topic("news")]
             )
             let (_, cond, _) = try await Self.call(
                 client,
@@ -283,7 +283,7 @@ import Testing
             )
             #expect(
                 try await queue.deliveries(notificationID: cond["id"]!.stringValue!).map(\.target) == [
-                    "condition:'a' in topics && 'b' in topics"
+                    .condition("'a' in topics && 'b' in topics")
                 ]
             )
             let apnsToken = String(repeating: "0f", count: 32)
@@ -302,6 +302,24 @@ import Testing
                     "\($0.provider.rawValue):\($0.target)"
                 } == ["apns:\(apnsToken)", "fcm:fcm-raw-1"]
             )
+            // A token is never read back as a topic or a condition: tokens with those prefixes are refused, raw or
+            // registered (the queue keeps all three in one column).
+            let (s2, forged, _) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/notifications",
+                key: key,
+                body: ["title": "Forged", "audience": ["fcm_tokens": .array(["topic:news"])]]
+            )
+            #expect(s2 == 422 && "\(forged)".contains("do not begin with topic:"), "\(s2) \(forged)")
+            let (s3, device, _) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/devices",
+                key: key,
+                body: ["token": "condition:news", "platform": "android"]
+            )
+            #expect(s3 == 422 && "\(device)".contains("do not begin with topic: or condition:"), "\(s3) \(device)")
             // Unregistered tokens in `tokens` (registry) are not sent; the answer says how many were found.
             let (_, registered, _) = try await Self.call(
                 client,

@@ -55,7 +55,7 @@ import Testing
             let page = try await q.deliveries(notificationID: "n1", after: after, limit: 3)
             #expect(page.count <= 3)
             guard let last = page.last else { break }
-            seen += page.map(\.target)
+            seen += page.map(\.target.stored)
             after = last.id
         }
         #expect(seen == (0..<7).map { "token-\($0)" })

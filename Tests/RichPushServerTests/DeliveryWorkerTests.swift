@@ -29,13 +29,13 @@ import Testing
         let apnsTokens = (0..<300).map { String(format: "%064x", $0 + 1) }
         let fcmTokens = (0..<300).map { "fcm-device-token-\($0)" }
         try await queue.enqueue(
-            apnsTokens.map { NewDelivery(notificationID: "n1", appID: "app", provider: .apns, target: $0) }
+            apnsTokens.map { NewDelivery(notificationID: "n1", appID: "app", provider: .apns, target: .token($0)) }
         )
         try await queue.enqueue(
-            fcmTokens.map { NewDelivery(notificationID: "n1", appID: "app", provider: .fcm, target: $0) }
+            fcmTokens.map { NewDelivery(notificationID: "n1", appID: "app", provider: .fcm, target: .token($0)) }
         )
         try await queue.enqueue([
-            NewDelivery(notificationID: "missing", appID: "app", provider: .apns, target: apnsTokens[0])
+            NewDelivery(notificationID: "missing", appID: "app", provider: .apns, target: .token(apnsTokens[0]))
         ])
         for t in apnsTokens.prefix(10) {
             sandbox.apns.registerDevice(t, topic: "com.example.app")
@@ -56,7 +56,7 @@ import Testing
             queue: queue,
             sender: sender,
             prune: { d, _ in
-                pruned.withLockedValue { $0.append(d.target) }
+                pruned.withLockedValue { $0.append(d.target.stored) }
             }
         )
         let started = Date()
@@ -90,13 +90,13 @@ import Testing
                     await withCheckedContinuation { c in stuck.withLockedValue { $0.append(c) } }
                     return .delivered(providerID: "late")
                 }
-                return .delivered(providerID: "p-" + d.target)
+                return .delivered(providerID: "p-" + d.target.stored)
             }
         }
         let stuck = NIOLockedValueBox<[CheckedContinuation<Void, Never>]>([])
         let queue = MemoryDeliveryQueue()
         _ = await queue.enqueue(
-            ["a", "stuck", "b", "c"].map { NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: $0) }
+            ["a", "stuck", "b", "c"].map { NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: .token($0)) }
         )
         var config = DeliveryWorker.Configuration(
             batchSize: 10,

@@ -41,7 +41,7 @@ import Testing
             ),
             queue: queue,
             sender: sender,
-            prune: { d, _ in _ = try? await registry.prune(appID: d.appID, token: d.target, invalidSince: nil) }
+            prune: { d, _ in _ = try? await registry.prune(appID: d.appID, token: d.target.stored, invalidSince: nil) }
         )
 
         let ios = (0..<20).map { String(format: "%064x", 0xA000 + $0) }

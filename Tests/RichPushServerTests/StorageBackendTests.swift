@@ -97,7 +97,7 @@ import Testing
         #expect(accepted.queued == 2 && !accepted.fanOutPending && accepted.notification.response == ["deliveries": 2])
         #expect(
             Set(try await b.queue.deliveries(notificationID: "n1").map(\.target)) == [
-                String(format: "%064x", 1), "android-2",
+                .token(String(format: "%064x", 1)), "android-2",
             ]
         )
     }

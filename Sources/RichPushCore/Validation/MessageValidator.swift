@@ -387,6 +387,10 @@ public struct MessageValidator: Sendable {
                 || b == 46
         }
         if !allowed { return "FCM tokens contain only letters, digits and - _ : ." }
+        // Where a token, a topic and a condition are kept in one place, these prefixes name the latter two.
+        if token.hasPrefix("topic:") || token.hasPrefix("condition:") {
+            return "FCM tokens do not begin with topic: or condition:"
+        }
         return nil
     }
 

@@ -327,7 +327,9 @@ func deliveryWorkers(
             health: backend.health,
             logger: logger,
             prune: { d, _ in
-                do { _ = try await registry.prune(appID: d.appID, token: d.target, invalidSince: nil) } catch {
+                // A topic or a condition has no device to prune.
+                guard let token = d.target.token else { return }
+                do { _ = try await registry.prune(appID: d.appID, token: token, invalidSince: nil) } catch {
                     logger.error(
                         "could not prune a gone token",
                         metadata: ["delivery_id": .string("\(d.id)"), "error": .string("\(error)")]

@@ -29,7 +29,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
             INSERT INTO deliveries \(unescaped: insertColumns)
             SELECT n, a, p, t, 'queued', to_timestamp(nb), CASE WHEN e < 0 THEN NULL ELSE to_timestamp(e) END, now()
             FROM unnest(\(deliveries.map(\.notificationID))::text[], \(deliveries.map(\.appID))::text[], \(deliveries.map(\.provider.rawValue))::text[],
-                \(deliveries.map(\.target))::text[], \(deliveries.map { $0.notBefore.timeIntervalSince1970 })::float8[], \(expires)::float8[])
+                \(deliveries.map(\.target.stored))::text[], \(deliveries.map { $0.notBefore.timeIntervalSince1970 })::float8[], \(expires)::float8[])
                 AS u(n, a, p, t, nb, e)
             """
     }
@@ -139,7 +139,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
             notificationID: notification,
             appID: app,
             provider: DeliveryProvider(rawValue: provider),
-            target: target,
+            target: DeliveryTarget(stored: target),
             state: DeliveryState(rawValue: state) ?? .queued,
             attempts: attempts,
             notBefore: notBefore,

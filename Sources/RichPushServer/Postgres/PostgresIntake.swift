@@ -40,7 +40,7 @@ public final class PostgresIntake: NotificationIntake {
             targets = try await db.execute(PostgresStatements.DevicesByToken(appID: n.appID, tokens: wanted)).map {
                 provider,
                 token in
-                (DeliveryProvider(rawValue: provider), token)
+                (DeliveryProvider(rawValue: provider), DeliveryTarget.token(token))
             }
         }
         n.response = respond(targets?.count)
@@ -54,7 +54,7 @@ public final class PostgresIntake: NotificationIntake {
             fanOut: targets == nil ? plan : nil,
             expiresAt: plan.expiresAt,
             providers: list.map(\.0.rawValue),
-            targets: list.map(\.1),
+            targets: list.map(\.1.stored),
             due: list.indices.map { start + step * Double($0) }
         )
         guard let (created, queued) = try await db.execute(statement).first else {

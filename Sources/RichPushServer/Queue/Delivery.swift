@@ -1,4 +1,5 @@
 import Foundation
+import RichPushCore
 
 /// Where a delivery stands. Every accepted notification ends in one of the final states.
 public enum DeliveryState: String, Sendable, Hashable, CaseIterable {
@@ -17,13 +18,65 @@ public enum DeliveryState: String, Sendable, Hashable, CaseIterable {
     public var isFinal: Bool { self != .queued && self != .leased }
 }
 
+/// Whom one delivery goes to: a device's token, or (FCM only) a topic or a condition, which the service fans out
+/// itself. Typed from the moment a delivery is made until its provider sends it; the databases keep the stored
+/// form (the token itself, `topic:NAME` or `condition:EXPRESSION`), read once where a row is decoded. Tokens never
+/// begin with those prefixes: the token rules refuse them (an FCM token registered as `topic:news` would otherwise
+/// be read back as a send to the whole topic).
+public enum DeliveryTarget: Sendable, Hashable, Comparable, CustomStringConvertible, ExpressibleByStringInterpolation {
+    case token(String)
+    case topic(String)
+    case condition(String)
+
+    /// Reads the stored form back.
+    public init(stored s: String) {
+        if s.hasPrefix("topic:") {
+            self = .topic(String(s.dropFirst("topic:".count)))
+        } else if s.hasPrefix("condition:") {
+            self = .condition(String(s.dropFirst("condition:".count)))
+        } else {
+            self = .token(s)
+        }
+    }
+
+    /// A token, written as a literal (tests, examples).
+    public init(stringLiteral value: String) { self = .token(value) }
+
+    /// As the databases keep it and the API shows it.
+    public var stored: String {
+        switch self {
+        case .token(let t): return t
+        case .topic(let t): return "topic:" + t
+        case .condition(let c): return "condition:" + c
+        }
+    }
+
+    /// The device token, or nil for a topic or a condition (nothing to prune there).
+    public var token: String? {
+        if case .token(let t) = self { return t }
+        return nil
+    }
+
+    /// The FCM request's target.
+    public var fcm: FCMTarget {
+        switch self {
+        case .token(let t): return .token(t)
+        case .topic(let t): return .topic(t)
+        case .condition(let c): return .condition(c)
+        }
+    }
+
+    public var description: String { stored }
+
+    public static func < (a: DeliveryTarget, b: DeliveryTarget) -> Bool { a.stored < b.stored }
+}
+
 /// One delivery to add: a notification to one target through one provider.
 public struct NewDelivery: Sendable, Hashable {
     public var notificationID: String
     public var appID: String
     public var provider: DeliveryProvider
-    /// A device token, an FCM topic or an FCM condition.
-    public var target: String
+    public var target: DeliveryTarget
     /// Not before this time (a scheduled send, or spreading a large send).
     public var notBefore: Date
     /// Give up after this time (the message's TTL).
@@ -33,7 +86,7 @@ public struct NewDelivery: Sendable, Hashable {
         notificationID: String,
         appID: String,
         provider: DeliveryProvider,
-        target: String,
+        target: DeliveryTarget,
         notBefore: Date = Date(),
         expiresAt: Date? = nil
     ) {
@@ -52,7 +105,7 @@ public struct DeliveryRecord: Sendable, Hashable {
     public var notificationID: String
     public var appID: String
     public var provider: DeliveryProvider
-    public var target: String
+    public var target: DeliveryTarget
     public var state: DeliveryState
     /// Attempts started (claims).
     public var attempts: Int

@@ -99,7 +99,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
             let statement = try db.cachedStatement(sql: Self.insertOne)
             for d in deliveries {
                 try statement.execute(arguments: [
-                    d.notificationID, d.appID, d.provider.rawValue, d.target, d.notBefore.timeIntervalSince1970,
+                    d.notificationID, d.appID, d.provider.rawValue, d.target.stored, d.notBefore.timeIntervalSince1970,
                     d.expiresAt?.timeIntervalSince1970, now,
                 ])
             }
@@ -294,7 +294,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
             notificationID: row[1],
             appID: row[2],
             provider: DeliveryProvider(rawValue: row[3]),
-            target: row[4],
+            target: DeliveryTarget(stored: row[4]),
             state: DeliveryState(rawValue: row[5]) ?? .queued,
             attempts: row[6],
             notBefore: date(7) ?? .distantPast,

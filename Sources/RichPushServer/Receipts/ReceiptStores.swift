@@ -133,7 +133,7 @@ public final class MemoryReceiptStore: ReceiptStore {
     }
 
     public func delivery(notificationID: String, target: String) async throws -> Int64? {
-        await queue.deliveries(notificationID: notificationID).filter { $0.target == target }.map(\.id).min()
+        await queue.deliveries(notificationID: notificationID).filter { $0.target.stored == target }.map(\.id).min()
     }
 
     func remove(notificationID: String) {

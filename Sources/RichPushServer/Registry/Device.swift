@@ -90,11 +90,11 @@ public enum Audience: Sendable, Hashable {
     }
 
     /// The deliveries of an audience that needs no registry lookup; nil for the others.
-    public var directTargets: [(DeliveryProvider, String)]? {
+    public var directTargets: [(DeliveryProvider, DeliveryTarget)]? {
         switch self {
-        case let .providerTokens(apns, fcm): return apns.map { (.apns, $0) } + fcm.map { (.fcm, $0) }
-        case .fcmTopic(let t): return [(.fcm, FCMTarget.topic(t).storedForm)]
-        case .fcmCondition(let c): return [(.fcm, FCMTarget.condition(c).storedForm)]
+        case let .providerTokens(apns, fcm): return apns.map { (.apns, .token($0)) } + fcm.map { (.fcm, .token($0)) }
+        case .fcmTopic(let t): return [(.fcm, .topic(t))]
+        case .fcmCondition(let c): return [(.fcm, .condition(c))]
         default: return nil
         }
     }

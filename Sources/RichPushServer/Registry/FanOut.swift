@@ -47,7 +47,7 @@ public struct FanOut: Sendable {
                     notificationID: notificationID,
                     appID: appID,
                     provider: d.provider,
-                    target: d.token,
+                    target: .token(d.token),
                     notBefore: notBefore.addingTimeInterval(step * Double(done + i)),
                     expiresAt: expiresAt
                 )

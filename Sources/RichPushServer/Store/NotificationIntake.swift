@@ -82,7 +82,7 @@ public final class SQLiteIntake: NotificationIntake {
     public func accept(_ plan: AcceptPlan, respond: @escaping @Sendable (Int?) -> JSONValue) async throws -> Accepted {
         try await store.commits.write { db in
             var n = plan.notification
-            var targets: [(DeliveryProvider, String)]? = plan.audience.directTargets
+            var targets: [(DeliveryProvider, DeliveryTarget)]? = plan.audience.directTargets
             if case .tokens(let tokens) = plan.audience {
                 var seen = Set<String>()
                 let wanted = tokens.filter { seen.insert($0).inserted }
@@ -93,7 +93,7 @@ public final class SQLiteIntake: NotificationIntake {
                     )
                     targets = try wanted.compactMap { t in
                         try Row.fetchOne(one, arguments: [n.appID, t]).map {
-                            (Int64($0["id"] as Int64), DeliveryProvider(rawValue: $0["provider"]), t)
+                            (Int64($0["id"] as Int64), DeliveryProvider(rawValue: $0["provider"]), DeliveryTarget.token(t))
                         }
                     }.sorted { $0.0 < $1.0 }.map { ($0.1, $0.2) }
                 } else {
@@ -105,7 +105,7 @@ public final class SQLiteIntake: NotificationIntake {
                         sql: "SELECT provider, token FROM devices WHERE app_id = ? AND token IN (\(marks)) ORDER BY id",
                         arguments: StatementArguments(args)
                     ).map {
-                        (DeliveryProvider(rawValue: $0["provider"]), $0["token"])
+                        (DeliveryProvider(rawValue: $0["provider"]), DeliveryTarget.token($0["token"]))
                     }
                 }
             }
@@ -127,7 +127,7 @@ public final class SQLiteIntake: NotificationIntake {
             let now = Date().timeIntervalSince1970
             for (i, (provider, target)) in targets.enumerated() {
                 try insert.execute(arguments: [
-                    n.id, n.appID, provider.rawValue, target, plan.notBefore.timeIntervalSince1970 + step * Double(i),
+                    n.id, n.appID, provider.rawValue, target.stored, plan.notBefore.timeIntervalSince1970 + step * Double(i),
                     plan.expiresAt?.timeIntervalSince1970, now,
                 ])
             }

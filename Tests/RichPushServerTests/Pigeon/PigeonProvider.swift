@@ -48,7 +48,7 @@ final class PigeonProvider: PushProvider {
         case "pigeon-lost": return .failed(.dropToken, reason: "pigeon_lost")
         case "pigeon-tired": return .failed(.retryAfter(3600), reason: "pigeon_tired")
         default:
-            loft.withLockedValue { $0.append((delivery.target, message.alert.title ?? "")) }
+            loft.withLockedValue { $0.append((delivery.target.stored, message.alert.title ?? "")) }
             return .delivered(providerID: "feather-\(delivery.id)")
         }
     }

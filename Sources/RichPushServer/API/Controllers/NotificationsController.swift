@@ -159,7 +159,7 @@ struct NotificationsController: AppRoutes {
         let shown = read.prefix(page.limit)
         let list: [JSONValue] = shown.map { d in
             var o: [String: JSONValue] = [
-                "target": .string(d.target), "provider": .string(d.provider.rawValue),
+                "target": .string(d.target.stored), "provider": .string(d.provider.rawValue),
                 "state": .string(d.state.rawValue), "attempts": .int(Int64(d.attempts)),
             ]
             if let r = d.reason { o["reason"] = .string(r) }

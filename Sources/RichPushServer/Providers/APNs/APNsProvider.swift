@@ -78,7 +78,7 @@ public final class APNsProvider: PushProvider {
 
     public func dryRun(_ message: PushMessage, app: ServerApp, audience: Audience) async -> ProviderDryRun? {
         guard audience.mayUseAPNs else { return nil }
-        let sample = audience.directTargets?.first { $0.0 == .apns }?.1 ?? "<device token>"
+        let sample = audience.directTargets?.first { $0.0 == .apns }?.1.token ?? "<device token>"
         let r = APNsRenderer(bundleID: app.bundleID).render(message, deviceToken: sample)
         let headers = Dictionary(
             r.headers.map { ($0.name, JSONValue.string($0.value)) },
@@ -112,9 +112,11 @@ public final class APNsProvider: PushProvider {
             own.setString(receipt.value, at: own.readerIndex + offset)
             body = own
         }
+        // APNs has no topics of its own to send to: a delivery here is always to a device (the fan-out makes no other).
+        guard let token = d.target.token else { return .failed(.never, reason: "apns_needs_a_device_token") }
         do {
             let delivery = try await client.send(
-                path: "/3/device/" + d.target,
+                path: "/3/device/" + token,
                 headers: prepared.request.headers,
                 body: body
             )

@@ -98,12 +98,7 @@ public final class FCMProvider: PushProvider {
             projectID: project.isEmpty ? "<project>" : project,
             chartImageURL: message.chartImageURL
         )
-        let sample: FCMTarget
-        switch audience {
-        case .fcmTopic(let t): sample = .topic(t)
-        case .fcmCondition(let c): sample = .condition(c)
-        default: sample = .token(audience.directTargets?.first { $0.0 == .fcm }?.1 ?? "<device token>")
-        }
+        let sample = audience.directTargets?.first { $0.0 == .fcm }?.1.fcm ?? .token("<device token>")
         let r = renderer.render(message, to: sample)
         var out = ProviderDryRun(request: [
             "path": .string(r.path), "body": r.body, "bytes": .int(Int64(r.payloadSize)),
@@ -148,10 +143,7 @@ public final class FCMProvider: PushProvider {
         // Rendered for each target anyway: the receipt address is written in before.
         var message = message
         if let receipt, let template = message.receiptURL { message.receiptURL = receipt.address(template) }
-        let request = FCMRenderer(projectID: projectID(for: app)).render(
-            message,
-            to: FCMTarget(storedForm: d.target)
-        )
+        let request = FCMRenderer(projectID: projectID(for: app)).render(message, to: d.target.fcm)
         do {
             return .delivered(providerID: try await client.send(request))
         } catch {
