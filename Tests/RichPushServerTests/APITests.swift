@@ -316,7 +316,9 @@ import Testing
                 queue: f.queue,
                 sender: sender,
                 metrics: f.api.metrics,
-                prune: { d, _ in _ = try? await registry.prune(appID: d.appID, token: d.target.stored, invalidSince: nil) }
+                prune: { d, _ in
+                    _ = try? await registry.prune(appID: d.appID, token: d.target.stored, invalidSince: nil)
+                }
             )
             try await worker.runOnce()
             let (_, outcome) = try await Self.call(client, .get, "/v1/apps/\(appID)/notifications/\(id)", key: key)

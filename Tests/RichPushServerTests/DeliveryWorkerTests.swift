@@ -96,7 +96,9 @@ import Testing
         let stuck = NIOLockedValueBox<[CheckedContinuation<Void, Never>]>([])
         let queue = MemoryDeliveryQueue()
         _ = await queue.enqueue(
-            ["a", "stuck", "b", "c"].map { NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: .token($0)) }
+            ["a", "stuck", "b", "c"].map {
+                NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: .token($0))
+            }
         )
         var config = DeliveryWorker.Configuration(
             batchSize: 10,

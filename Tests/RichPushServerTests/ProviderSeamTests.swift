@@ -27,7 +27,8 @@ import Testing
             configuration: .init(retry: RetryPolicy(baseDelay: 0.01, maxDelay: 0.1, maxAttempts: 3)),
             queue: f.queue,
             sender: sender,
-            prune: { d, _ in _ = try? await f.registry.prune(appID: d.appID, token: d.target.stored, invalidSince: nil) }
+            prune: { d, _ in _ = try? await f.registry.prune(appID: d.appID, token: d.target.stored, invalidSince: nil)
+            }
         )
 
         try await Application(router: api.router()).test(.router) { client in

@@ -93,7 +93,10 @@ public final class SQLiteIntake: NotificationIntake {
                     )
                     targets = try wanted.compactMap { t in
                         try Row.fetchOne(one, arguments: [n.appID, t]).map {
-                            (Int64($0["id"] as Int64), DeliveryProvider(rawValue: $0["provider"]), DeliveryTarget.token(t))
+                            (
+                                Int64($0["id"] as Int64), DeliveryProvider(rawValue: $0["provider"]),
+                                DeliveryTarget.token(t)
+                            )
                         }
                     }.sorted { $0.0 < $1.0 }.map { ($0.1, $0.2) }
                 } else {
@@ -127,7 +130,8 @@ public final class SQLiteIntake: NotificationIntake {
             let now = Date().timeIntervalSince1970
             for (i, (provider, target)) in targets.enumerated() {
                 try insert.execute(arguments: [
-                    n.id, n.appID, provider.rawValue, target.stored, plan.notBefore.timeIntervalSince1970 + step * Double(i),
+                    n.id, n.appID, provider.rawValue, target.stored,
+                    plan.notBefore.timeIntervalSince1970 + step * Double(i),
                     plan.expiresAt?.timeIntervalSince1970, now,
                 ])
             }
