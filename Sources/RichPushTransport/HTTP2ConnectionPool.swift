@@ -79,10 +79,47 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
         case ready(Pooled)
     }
 
-    struct State {
-        var slots: [Slot]
-        var nextID = 0
-        var shutDown = false
+    /// The pool's lifecycle: running with its slots, or shut down with none (a connect that ends after the
+    /// shutdown finds no slot to fill, and every request is refused).
+    enum State {
+        case running(Running)
+        case shutDown
+
+        struct Running {
+            var slots: [Slot]
+            var nextID = 0
+        }
+
+        /// `body` on the running pool; ``TransportError/shutDown`` once shut down.
+        mutating func whileRunning<T>(_ body: (inout Running) throws -> T) throws -> T {
+            guard case .running(var running) = self else { throw TransportError.shutDown }
+            // No second reference to the slots while `body` changes them (no copy of the array).
+            self = .shutDown
+            defer { self = .running(running) }
+            return try body(&running)
+        }
+
+        /// Sets one slot while running; a slot of a pool shut down is gone, and nothing happens.
+        mutating func set(_ slot: Int, to value: Slot) -> Bool {
+            let set = try? whileRunning { r -> Bool in
+                guard r.slots.indices.contains(slot) else { return false }
+                r.slots[slot] = value
+                return true
+            }
+            return set ?? false
+        }
+
+        /// The slots to close; the pool is shut down from here on.
+        mutating func shutDown() -> [Slot] {
+            guard case .running(let running) = self else { return [] }
+            self = .shutDown
+            return running.slots
+        }
+
+        var slots: [Slot] {
+            if case .running(let r) = self { return r.slots }
+            return []
+        }
     }
 
     public let configuration: Configuration
@@ -96,10 +133,12 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
         self.group = group
         self.makeExtra = makeExtra
         state = NIOLockedValueBox(
-            State(
-                slots: Array(
-                    repeating: .empty(failures: 0, notBefore: .uptimeNanoseconds(0)),
-                    count: max(1, configuration.connections)
+            .running(
+                .init(
+                    slots: Array(
+                        repeating: .empty(failures: 0, notBefore: .uptimeNanoseconds(0)),
+                        count: max(1, configuration.connections)
+                    )
                 )
             )
         )
@@ -139,9 +178,9 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
     public func retire(_ pooled: Pooled) {
         pooled.connection.close()
         state.withLockedValue { s in
-            for i in s.slots.indices {
-                if case .ready(let p) = s.slots[i], p.id == pooled.id {
-                    s.slots[i] = .empty(failures: 0, notBefore: .now())
+            for (i, slot) in s.slots.enumerated() {
+                if case .ready(let p) = slot, p.id == pooled.id {
+                    _ = s.set(i, to: .empty(failures: 0, notBefore: .now()))
                 }
             }
         }
@@ -161,56 +200,57 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                 throw (lastError as? TransportError)
                     ?? TransportError.connectFailed(lastError.map { "\($0)" } ?? "no connection")
             }
-            let next: AcquireStep = try state.withLockedValue { s in
-                if s.shutDown { throw TransportError.shutDown }
-                // Forget connections that closed or are going away.
-                for i in s.slots.indices {
-                    if case .ready(let p) = s.slots[i], !p.connection.isUsable {
-                        s.slots[i] = .empty(failures: 0, notBefore: .now())
-                        let reason = p.connection.goAwayReason.map { "GOAWAY (\($0))" } ?? "closed"
-                        configuration.logger.info(
-                            "connection replaced",
-                            metadata: ["connection": "\(p.id)", "because": .string(reason)]
-                        )
+            let next: AcquireStep = try state.withLockedValue { state in
+                try state.whileRunning { s in
+                    // Forget connections that closed or are going away.
+                    for i in s.slots.indices {
+                        if case .ready(let p) = s.slots[i], !p.connection.isUsable {
+                            s.slots[i] = .empty(failures: 0, notBefore: .now())
+                            let reason = p.connection.goAwayReason.map { "GOAWAY (\($0))" } ?? "closed"
+                            configuration.logger.info(
+                                "connection replaced",
+                                metadata: ["connection": "\(p.id)", "because": .string(reason)]
+                            )
+                        }
                     }
-                }
-                var ready: [(pooled: Pooled, load: HTTP2ClientConnection.Load)] = []
-                ready.reserveCapacity(s.slots.count)
-                for case .ready(let p) in s.slots { ready.append((p, p.connection.load)) }
-                let cap = configuration.streamsPerConnection
-                // Below the soft cap: the connection with the most room under it.
-                let soft = ready.max { a, b in a.load.room(cap: cap) < b.load.room(cap: cap) }
-                // Reserved while choosing: callers acquiring at once each get a stream of their own.
-                if let soft, soft.load.room(cap: cap) > 0 {
-                    return soft.pooled.connection.reserveStream(cap: cap) ? .use(soft.pooled) : .again
-                }
-                // Every open connection is at the cap: the one with the most room under the server's limit.
-                let best = ready.max { a, b in a.load.room(cap: .max) < b.load.room(cap: .max) }?.pooled
-                // Open another connection when a slot is free to try, one at a time: a connection being opened, or
-                // one whose server has not yet had the chance to raise its low starting limit, takes the next
-                // requests over the cap once it can, so a burst does not open every slot at once.
-                let now = NIODeadline.now()
-                let growing =
-                    s.slots.contains { if case .connecting = $0 { return true } else { return false } }
-                    || ready.contains { $0.load.isFresh && $0.load.remoteMaxStreams < cap }
-                for i in s.slots.indices where best == nil || !growing {
-                    if case .empty(let failures, let notBefore) = s.slots[i], notBefore <= now {
-                        let task = startConnect(slot: i, failures: failures, id: s.nextID)
-                        s.nextID += 1
-                        s.slots[i] = .connecting(task)
-                        if best == nil { return .wait(task) }
-                        // One new connection per request over the cap is plenty: it takes the next ones.
-                        break
+                    var ready: [(pooled: Pooled, load: HTTP2ClientConnection.Load)] = []
+                    ready.reserveCapacity(s.slots.count)
+                    for case .ready(let p) in s.slots { ready.append((p, p.connection.load)) }
+                    let cap = configuration.streamsPerConnection
+                    // Below the soft cap: the connection with the most room under it.
+                    let soft = ready.max { a, b in a.load.room(cap: cap) < b.load.room(cap: cap) }
+                    // Reserved while choosing: callers acquiring at once each get a stream of their own.
+                    if let soft, soft.load.room(cap: cap) > 0 {
+                        return soft.pooled.connection.reserveStream(cap: cap) ? .use(soft.pooled) : .again
                     }
+                    // Every open connection is at the cap: the one with the most room under the server's limit.
+                    let best = ready.max { a, b in a.load.room(cap: .max) < b.load.room(cap: .max) }?.pooled
+                    // Open another connection when a slot is free to try, one at a time: a connection being opened, or
+                    // one whose server has not yet had the chance to raise its low starting limit, takes the next
+                    // requests over the cap once it can, so a burst does not open every slot at once.
+                    let now = NIODeadline.now()
+                    let growing =
+                        s.slots.contains { if case .connecting = $0 { return true } else { return false } }
+                        || ready.contains { $0.load.isFresh && $0.load.remoteMaxStreams < cap }
+                    for i in s.slots.indices where best == nil || !growing {
+                        if case .empty(let failures, let notBefore) = s.slots[i], notBefore <= now {
+                            let task = startConnect(slot: i, failures: failures, id: s.nextID)
+                            s.nextID += 1
+                            s.slots[i] = .connecting(task)
+                            if best == nil { return .wait(task) }
+                            // One new connection per request over the cap is plenty: it takes the next ones.
+                            break
+                        }
+                    }
+                    // over the cap (the HTTP/2 layer queues past the server's limit)
+                    if let best, best.connection.reserveStream(cap: nil) { return .use(best) }
+                    for slot in s.slots { if case .connecting(let t) = slot { return .wait(t) } }
+                    let earliest =
+                        s.slots.compactMap { slot -> NIODeadline? in
+                            if case .empty(_, let nb) = slot { return nb } else { return nil }
+                        }.min() ?? now
+                    return .sleep(earliest - now)
                 }
-                // over the cap (the HTTP/2 layer queues past the server's limit)
-                if let best, best.connection.reserveStream(cap: nil) { return .use(best) }
-                for slot in s.slots { if case .connecting(let t) = slot { return .wait(t) } }
-                let earliest =
-                    s.slots.compactMap { slot -> NIODeadline? in
-                        if case .empty(_, let nb) = slot { return nb } else { return nil }
-                    }.min() ?? now
-                return .sleep(earliest - now)
             }
             switch next {
             case .use(let p): return p
@@ -239,11 +279,7 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                     timeout: config.connectTimeout
                 )
                 let pooled = Pooled(connection: connection, extra: makeExtra(), id: id)
-                let keep = state.withLockedValue { s -> Bool in
-                    guard !s.shutDown, s.slots.indices.contains(slot) else { return false }
-                    s.slots[slot] = .ready(pooled)
-                    return true
-                }
+                let keep = state.withLockedValue { $0.set(slot, to: .ready(pooled)) }
                 if !keep {
                     connection.close()
                     throw TransportError.shutDown
@@ -264,9 +300,8 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                 )
                 // A pool shut down while this connect ran has no slots left to mark (an app's clients are
                 // replaced when its credentials change, with their connects still under way).
-                state.withLockedValue { s in
-                    guard !s.shutDown, s.slots.indices.contains(slot) else { return }
-                    s.slots[slot] = .empty(failures: failures + 1, notBefore: .now() + .nanoseconds(jittered))
+                _ = state.withLockedValue {
+                    $0.set(slot, to: .empty(failures: failures + 1, notBefore: .now() + .nanoseconds(jittered)))
                 }
                 throw error
             }
@@ -304,12 +339,7 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
             $0?.cancel()
             $0 = nil
         }
-        let slots = state.withLockedValue { s -> [Slot] in
-            s.shutDown = true
-            let old = s.slots
-            s.slots = []
-            return old
-        }
+        let slots = state.withLockedValue { $0.shutDown() }
         for slot in slots {
             switch slot {
             case .ready(let p):

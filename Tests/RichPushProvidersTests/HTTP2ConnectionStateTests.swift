@@ -97,4 +97,39 @@ import Testing
         #expect(Self.isIllegal(reservedOnly))
         #expect(s.inFlight == 1 && s.completed == 0)
     }
+
+    /// The pool's lifecycle: once shut down there are no slots to fill (a connect that ends later finds none) and
+    /// every request is refused, without a flag to forget to check.
+    @Test func aPoolShutDownHasNoSlotsAndRefusesRequests() throws {
+        typealias PoolState = HTTP2ConnectionPool<Int>.State
+        var s = PoolState.running(
+            .init(slots: [.empty(failures: 0, notBefore: .now()), .empty(failures: 2, notBefore: .now())])
+        )
+        let setInside = s.set(1, to: .empty(failures: 3, notBefore: .now()))
+        let setOutside = s.set(2, to: .empty(failures: 0, notBefore: .now()))
+        #expect(setInside && !setOutside)
+        let id = try s.whileRunning { r -> Int in
+            r.nextID += 1
+            return r.nextID
+        }
+        #expect(id == 1 && s.slots.count == 2)
+        // A body that throws leaves the pool running, its changes kept.
+        struct Stop: Error {}
+        var thrown: (any Error)?
+        do {
+            try s.whileRunning { r in
+                r.nextID += 1
+                throw Stop()
+            }
+        } catch { thrown = error }
+        let kept = try s.whileRunning { $0.nextID }
+        #expect(thrown is Stop && kept == 2)
+        let closing = s.shutDown()
+        #expect(closing.count == 2 && s.slots.isEmpty)
+        let setAfter = s.set(0, to: .empty(failures: 0, notBefore: .now()))
+        var refused: (any Error)?
+        do { _ = try s.whileRunning { $0.nextID } } catch { refused = error }
+        let again = s.shutDown()
+        #expect(!setAfter && refused is TransportError && again.isEmpty)
+    }
 }
