@@ -10,10 +10,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
 
     public init(database: PostgresDatabase) { db = database }
 
-    static let columns =
-        "id, notification_id, app_id, provider, target, state, attempts, not_before, expires_at, lease_owner, lease_until, reason, provider_id, updated_at"
     /// The columns a new delivery sets, in the order every insert gives them.
-    static let insertColumns = "(notification_id, app_id, provider, target, state, not_before, expires_at, updated_at)"
 
     @discardableResult
     public func enqueue(_ deliveries: [NewDelivery]) async throws -> Int {
@@ -26,7 +23,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
     static func insert(_ deliveries: [NewDelivery]) -> PostgresQuery {
         let expires = deliveries.map { $0.expiresAt?.timeIntervalSince1970 ?? -1 }
         return """
-            INSERT INTO deliveries \(unescaped: insertColumns)
+            INSERT INTO deliveries \(unescaped: Columns.deliveryInsert)
             SELECT n, a, p, t, 'queued', to_timestamp(nb), CASE WHEN e < 0 THEN NULL ELSE to_timestamp(e) END, now()
             FROM unnest(\(deliveries.map(\.notificationID))::text[], \(deliveries.map(\.appID))::text[], \(deliveries.map(\.provider.rawValue))::text[],
                 \(deliveries.map(\.target.stored))::text[], \(deliveries.map { $0.notBefore.timeIntervalSince1970 })::float8[], \(expires)::float8[])
@@ -111,14 +108,14 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
 
     public func deliveries(notificationID: String) async throws -> [DeliveryRecord] {
         try await db.rows(
-            "SELECT \(unescaped: Self.columns) FROM deliveries WHERE notification_id = \(notificationID) ORDER BY id"
+            "SELECT \(unescaped: Columns.delivery) FROM deliveries WHERE notification_id = \(notificationID) ORDER BY id"
         ).map(Self.record)
     }
 
     public func deliveries(notificationID: String, after: Int64, limit: Int) async throws -> [DeliveryRecord] {
         try await db.rows(
             """
-            SELECT \(unescaped: Self.columns) FROM deliveries WHERE notification_id = \(notificationID) AND id > \(after) ORDER BY id LIMIT \(max(0, limit))
+            SELECT \(unescaped: Columns.delivery) FROM deliveries WHERE notification_id = \(notificationID) AND id > \(after) ORDER BY id LIMIT \(max(0, limit))
             """
         ).map(Self.record)
     }

@@ -64,7 +64,7 @@ public final class PostgresIntake: NotificationIntake {
             // The app used this idempotency key before: the first notification and its answer.
             let rows = try await db.rows(
                 """
-                SELECT \(unescaped: PostgresServerStore.notificationColumns) FROM notifications
+                SELECT \(unescaped: Columns.notification) FROM notifications
                 WHERE app_id = \(n.appID) AND idempotency_key = \(plan.idempotencyKey)
                 """
             )
@@ -198,7 +198,7 @@ public final class PostgresIntake: NotificationIntake {
                     : "\(notBefore)::timestamptz"
                 let insert: SQL = """
                     WITH added AS (
-                        INSERT INTO deliveries \(unescaped: PostgresDeliveryQueue.insertColumns)
+                        INSERT INTO deliveries \(unescaped: Columns.deliveryInsert)
                         SELECT \(notificationID), d.app_id, d.provider, d.token, 'queued', \(due),
                             \(expiresAt)::timestamptz, now()
                         FROM \(filter.from) WHERE \(filter.condition) AND d.id > \(before.cursor) AND d.id <= \(upTo)

@@ -190,7 +190,7 @@ public final class PostgresServerStore: ServerStore {
         let before = seconds.map { Date(timeIntervalSince1970: $0) }
         return try await db.rows(
             """
-            SELECT \(unescaped: Self.notificationColumns) FROM notifications
+            SELECT \(unescaped: Columns.notification) FROM notifications
             WHERE app_id = \(appID) AND (\(before)::timestamptz IS NULL OR created_at < \(before))
             ORDER BY created_at DESC, id DESC LIMIT \(max(0, limit))
             """
@@ -228,9 +228,9 @@ public final class PostgresServerStore: ServerStore {
     ) async throws -> (StoredNotification, created: Bool) {
         let inserted = try await c.query(
             """
-            INSERT INTO notifications (id, app_id, idempotency_key, message, response, created_at, audience, not_before, expires_at, spread, fanout_state)
+            INSERT INTO notifications \(unescaped: Columns.notificationInsert)
             VALUES (\(n.id), \(n.appID), \(idempotencyKey), \(n.message.jsonString), \(n.response.jsonString), \(n.createdAt),
-                \(fanOut?.audience.json.jsonString), \(fanOut?.notBefore), \(fanOut?.expiresAt), \(fanOut?.spread ?? 0), \(fanOut == nil ? "done" : "pending"))
+                \(fanOut?.audience.json.jsonString), \(fanOut?.notBefore), \(fanOut?.expiresAt), \(fanOut?.spread ?? 0), \((fanOut == nil ? FanOutState.done : .pending).rawValue))
             ON CONFLICT (app_id, idempotency_key) DO NOTHING RETURNING id
             """,
             logger: logger
@@ -238,7 +238,7 @@ public final class PostgresServerStore: ServerStore {
         if !inserted.isEmpty { return (n, true) }
         let existing = try await c.query(
             """
-            SELECT \(unescaped: notificationColumns) FROM notifications WHERE app_id = \(n.appID) AND idempotency_key = \(idempotencyKey)
+            SELECT \(unescaped: Columns.notification) FROM notifications WHERE app_id = \(n.appID) AND idempotency_key = \(idempotencyKey)
             """,
             logger: logger
         ).collect()
@@ -247,8 +247,6 @@ public final class PostgresServerStore: ServerStore {
         }
         return (try notification(row), false)
     }
-
-    static let notificationColumns = "id, app_id, message, response, created_at"
 
     static func notification(_ row: PostgresRow) throws -> StoredNotification {
         let (id, app, message, response, created) = try row.decode((String, String, String, String, Date).self)
@@ -262,7 +260,7 @@ public final class PostgresServerStore: ServerStore {
     }
 
     public func notification(id: String) async throws -> StoredNotification? {
-        try await db.rows("SELECT \(unescaped: Self.notificationColumns) FROM notifications WHERE id = \(id)").first
+        try await db.rows("SELECT \(unescaped: Columns.notification) FROM notifications WHERE id = \(id)").first
             .map(Self.notification)
     }
 

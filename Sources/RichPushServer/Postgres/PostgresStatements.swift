@@ -10,11 +10,11 @@ enum PostgresStatements {
     struct Accept: PostgresPreparedStatement {
         static let sql = """
             WITH n AS (
-                INSERT INTO notifications (id, app_id, idempotency_key, message, response, created_at, audience, not_before, expires_at, spread, fanout_state)
+                INSERT INTO notifications \(Columns.notificationInsert)
                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
                 ON CONFLICT (app_id, idempotency_key) DO NOTHING RETURNING id),
             d AS (
-                INSERT INTO deliveries \(PostgresDeliveryQueue.insertColumns)
+                INSERT INTO deliveries \(Columns.deliveryInsert)
                 SELECT $1, $2, p, t, 'queued', to_timestamp(nb), $9, now()
                 FROM unnest($12::text[], $13::text[], $14::float8[]) AS u(p, t, nb)
                 WHERE EXISTS (SELECT 1 FROM n)

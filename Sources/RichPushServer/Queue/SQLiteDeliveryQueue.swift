@@ -88,9 +88,8 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
     }
 
     /// The columns a new delivery sets, in the order every insert gives them.
-    static let insertColumns = "(notification_id, app_id, provider, target, state, not_before, expires_at, updated_at)"
     /// One new delivery: notification, app, provider, target, not before, expires at, now (state `queued`).
-    static let insertOne = "INSERT INTO deliveries \(insertColumns) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)"
+    static let insertOne = "INSERT INTO deliveries \(Columns.deliveryInsert) VALUES (?, ?, ?, ?, 'queued', ?, ?, ?)"
 
     @discardableResult
     public func enqueue(_ deliveries: [NewDelivery]) async throws -> Int {
@@ -157,7 +156,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
         """
         UPDATE deliveries SET state = 'leased', lease_owner = ?, lease_until = ?, attempts = attempts + 1, updated_at = ?
         WHERE +state IN ('queued', 'leased') AND id IN (\(marks))
-        RETURNING \(recordColumns)
+        RETURNING \(Columns.delivery)
         """
     }
 
@@ -250,7 +249,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
         try await pool.read { db in
             try Row.fetchAll(
                 db,
-                sql: "SELECT \(Self.recordColumns) FROM deliveries WHERE notification_id = ? ORDER BY id",
+                sql: "SELECT \(Columns.delivery) FROM deliveries WHERE notification_id = ? ORDER BY id",
                 arguments: [notificationID]
             ).map(Self.record)
         }
@@ -276,7 +275,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
             try Row.fetchAll(
                 db,
                 sql:
-                    "SELECT \(Self.recordColumns) FROM deliveries WHERE notification_id = ? AND id > ? ORDER BY id LIMIT ?",
+                    "SELECT \(Columns.delivery) FROM deliveries WHERE notification_id = ? AND id > ? ORDER BY id LIMIT ?",
                 arguments: [notificationID, after, max(0, limit)]
             ).map(Self.record)
         }
@@ -284,8 +283,6 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
 
     /// The columns ``record(_:)`` reads, in its order: every query that makes records selects these (by
     /// position, a row is read without looking its columns up by name: a claim reads hundreds).
-    static let recordColumns =
-        "id, notification_id, app_id, provider, target, state, attempts, not_before, expires_at, lease_owner, lease_until, reason, provider_id, updated_at"
 
     static func record(_ row: Row) -> DeliveryRecord {
         func date(_ index: Int) -> Date? { (row[index] as Double?).map { Date(timeIntervalSince1970: $0) } }

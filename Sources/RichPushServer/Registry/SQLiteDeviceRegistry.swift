@@ -267,7 +267,7 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
                     : "\(notBefore)"
                 try db.execute(
                     query: """
-                        INSERT INTO deliveries \(unescaped: SQLiteDeliveryQueue.insertColumns)
+                        INSERT INTO deliveries \(unescaped: Columns.deliveryInsert)
                         SELECT \(notificationID), d.app_id, d.provider, d.token, 'queued', \(times),
                             \(expiresAt), \(Date())
                         FROM \(filter.from) WHERE \(filter.condition) AND d.id > \(before.cursor) AND d.id <= \(last)

@@ -248,7 +248,7 @@ public final class SQLiteServerStore: ServerStore {
             try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT * FROM notifications WHERE app_id = ? AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT ?
+                    SELECT \(Columns.notification) FROM notifications WHERE app_id = ? AND created_at < ? ORDER BY created_at DESC, id DESC LIMIT ?
                     """,
                 arguments: [appID, before ?? Double.greatestFiniteMagnitude, max(0, limit)]
             ).map(Self.notification)
@@ -288,7 +288,7 @@ public final class SQLiteServerStore: ServerStore {
         if let key = idempotencyKey,
             let row = try Row.fetchOne(
                 db,
-                sql: "SELECT * FROM notifications WHERE app_id = ? AND idempotency_key = ?",
+                sql: "SELECT \(Columns.notification) FROM notifications WHERE app_id = ? AND idempotency_key = ?",
                 arguments: [n.appID, key]
             )
         {
@@ -296,7 +296,7 @@ public final class SQLiteServerStore: ServerStore {
         }
         try db.cachedStatement(
             sql: """
-                INSERT INTO notifications (id, app_id, idempotency_key, message, response, created_at, audience, not_before, expires_at, spread, fanout_state)
+                INSERT INTO notifications \(Columns.notificationInsert)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """
         ).execute(arguments: [
@@ -310,10 +310,13 @@ public final class SQLiteServerStore: ServerStore {
     }
 
     public func notification(id: String) async throws -> StoredNotification? {
-        try await pool.read { db in try Self.notificationRow(id: id, in: db).map(Self.notification) }
+        try await pool.read { db in
+            try Row.fetchOne(db, sql: "SELECT \(Columns.notification) FROM notifications WHERE id = ?", arguments: [id])
+                .map(Self.notification)
+        }
     }
 
-    /// A notification's row, with its fan-out columns.
+    /// A notification's whole row, with its fan-out columns.
     static func notificationRow(id: String, in db: Database) throws -> Row? {
         try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE id = ?", arguments: [id])
     }
