@@ -164,8 +164,28 @@ struct DemoCommand: AsyncParsableCommand {
 }
 
 /// A few JSON calls to the server.
+/// Calls a RichPush server's API with a key. Redirects are never followed: the 3xx answer is returned as it is, so
+/// the key goes to `base` and to no other address.
 struct HTTPClient {
     let base: String
+
+    private final class NoRedirects: NSObject, URLSessionTaskDelegate, Sendable {
+        func urlSession(
+            _ session: URLSession,
+            task: URLSessionTask,
+            willPerformHTTPRedirection response: HTTPURLResponse,
+            newRequest request: URLRequest,
+            completionHandler: @escaping @Sendable (URLRequest?) -> Void
+        ) {
+            completionHandler(nil)
+        }
+    }
+
+    private static let session = URLSession(
+        configuration: .ephemeral,
+        delegate: NoRedirects(),
+        delegateQueue: nil
+    )
 
     func call(
         _ method: String,
@@ -179,7 +199,8 @@ struct HTTPClient {
         request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
         if let idempotencyKey { request.setValue(idempotencyKey, forHTTPHeaderField: "Idempotency-Key") }
         if let body { request.httpBody = Data(body.serialized()) }
-        let (data, response) = try await URLSession.shared.data(for: request)
+        let (data, response) = try await Self.session.data(for: request)
+        // A body that is not JSON (an error page in front of the server) reads as null; the status still tells.
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONValue.parse(data)) ?? .null)
     }
 }

@@ -24,10 +24,13 @@ import Testing
         var stderr: String
     }
 
-    func run(_ args: [String], stdin: String? = nil) throws -> Run {
+    func run(_ args: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> Run {
         let p = Process()
         p.executableURL = Self.binary
         p.arguments = args
+        if !environment.isEmpty {
+            p.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
         let out = Pipe()
         let err = Pipe()
         p.standardOutput = out

@@ -62,7 +62,9 @@ import Glibc
 
     static func apnsToken(_ i: Int) -> String { String(format: "%064x", i) }
 
-    static func run(_ args: [String]) throws -> CLITests.Run { try CLITests().run(args) }
+    static func run(_ args: [String], environment: [String: String] = [:]) throws -> CLITests.Run {
+        try CLITests().run(args, environment: environment)
+    }
 
     /// The report as rows of named fields (CSV with a header).
     static func csv(_ path: String) throws -> [[String: String]] {
@@ -488,7 +490,10 @@ import Glibc
         }
         let message = dir.appendingPathComponent("message.json").path
         try Data(#"{"title":"Beta build","body":"Version 2 is out"}"#.utf8).write(to: URL(fileURLWithPath: message))
-        let through = ["--server", server.base, "--key", key, "--app", app]
+        // The key through a file (its first line); the environment is the other way.
+        let keyFile = dir.appendingPathComponent("key").path
+        try Data((key + "\n").utf8).write(to: URL(fileURLWithPath: keyFile))
+        let through = ["--server", server.base, "--key-file", keyFile, "--app", app]
 
         let report = dir.appendingPathComponent("tag.csv").path
         let tag = try Self.run(["send", message, "--tag", "beta", "--report", report, "--progress", "none"] + through)
@@ -518,10 +523,16 @@ import Glibc
         )
         #expect(Set(lines.compactMap { try? JSONValue.parse(String($0))["token"]?.stringValue }) == Set(tokens))
 
-        let wrongKey = try Self.run([
-            "send", message, "--all", "--server", server.base, "--key", "rp_wrong", "--app", app,
-        ])
+        let wrongKey = try Self.run(
+            ["send", message, "--all", "--server", server.base, "--app", app],
+            environment: ["RICHPUSH_API_KEY": "rp_wrong"]
+        )
         #expect(wrongKey.status == 2 && wrongKey.stderr.contains("the API key was refused"), "\(wrongKey.stderr)")
+        let fromEnvironment = try Self.run(
+            ["send", message, "--tag", "beta", "--progress", "none", "--server", server.base, "--app", app],
+            environment: ["RICHPUSH_API_KEY": key]
+        )
+        #expect(fromEnvironment.status == 0, "\(fromEnvironment.stderr)")
         let invalid = dir.appendingPathComponent("invalid.json").path
         try Data(#"{"title":"t","badge":-1,"audience":{"tag":"beta"}}"#.utf8).write(to: URL(fileURLWithPath: invalid))
         let refused = try Self.run(["send", invalid] + through)
@@ -530,6 +541,76 @@ import Glibc
         #expect(twoAudiences.status == 2 && twoAudiences.stderr.contains("both give an audience"))
         let file = try Self.run(["send", message, "--tokens", report] + through)
         #expect(file.status == 2 && file.stderr.contains("--tokens is for direct sends"))
+    }
+
+    /// The key never travels where it should not: not in the arguments (refused, with the two ways to give it),
+    /// not in the clear off this machine, not to the address of a redirect (the 3xx is reported, not followed).
+    @Test func theServerKeyStaysOutOfArgumentsPlainHTTPAndRedirects() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("send-key-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let message = dir.appendingPathComponent("message.json").path
+        try Data(#"{"title":"t"}"#.utf8).write(to: URL(fileURLWithPath: message))
+        let inArguments = try Self.run([
+            "send", message, "--all", "--server", "https://push.example.com", "--key", "rp_secret", "--app", "app_x",
+        ])
+        #expect(
+            inArguments.status == 2 && inArguments.stderr.contains("RICHPUSH_API_KEY")
+                && inArguments.stderr.contains("--key-file"),
+            "\(inArguments.stderr)"
+        )
+        let none = try Self.run(["send", message, "--all", "--server", "https://push.example.com", "--app", "app_x"])
+        #expect(none.status == 2 && none.stderr.contains("RICHPUSH_API_KEY"), "\(none.stderr)")
+        let emptyFile = dir.appendingPathComponent("empty").path
+        try Data("\n".utf8).write(to: URL(fileURLWithPath: emptyFile))
+        let empty = try Self.run([
+            "send", message, "--all", "--server", "https://push.example.com", "--key-file", emptyFile, "--app", "app_x",
+        ])
+        #expect(empty.status == 2 && empty.stderr.contains("empty"), "\(empty.stderr)")
+        for plain in ["http://push.example.com", "http://10.0.0.5:8080", "http://127.example.com"] {
+            let run = try Self.run(
+                ["send", message, "--all", "--server", plain, "--app", "app_x"],
+                environment: ["RICHPUSH_API_KEY": "rp_secret"]
+            )
+            #expect(run.status == 2 && run.stderr.contains("https://"), "\(plain): \(run.stderr)")
+        }
+
+        // A "server" that redirects the send elsewhere: the other address never hears from the command.
+        let elsewhere = MediaTestServer(
+            routes: [
+                "/v1/apps/app_x/notifications": .bytes(
+                    Array(#"{"id":"n1"}"#.utf8),
+                    contentType: "application/json",
+                    status: 202
+                )
+            ],
+            recordRequests: true
+        )
+        let elsewherePort = try await elsewhere.start()
+        let redirecting = MediaTestServer(
+            routes: [
+                "/v1/apps/app_x/notifications": .redirect(
+                    to: "http://localhost:\(elsewherePort)/v1/apps/app_x/notifications",
+                    status: 307
+                )
+            ],
+            recordRequests: true
+        )
+        let port = try await redirecting.start()
+        let run = try Self.run(
+            ["send", message, "--all", "--server", "http://127.0.0.1:\(port)", "--app", "app_x"],
+            environment: ["RICHPUSH_API_KEY": "rp_secret"]
+        )
+        let asked = redirecting.requests
+        let followed = elsewhere.requests
+        try await redirecting.shutdown()
+        try await elsewhere.shutdown()
+        #expect(asked.count == 1 && asked[0].headers.contains { $0.0.lowercased() == "authorization" })
+        #expect(followed.isEmpty, "the redirect was followed: \(followed.map(\.path))")
+        #expect(
+            run.status == 2 && run.stderr.contains("307") && run.stderr.contains("redirects are not followed"),
+            "\(run.status) \(run.stderr)"
+        )
     }
 
     /// Hostile answers from a "server": random statuses, shapes, types and numbers (extremes included) for the send
@@ -596,10 +677,11 @@ import Glibc
             let progress = ["lines", "bar", "none"][Int(r.next() % 3)]
             let run = try Self.run(
                 [
-                    "send", message, "--server", "http://127.0.0.1:\(port)", "--key", "rp_x", "--app", "app_x", "--all",
+                    "send", message, "--server", "http://127.0.0.1:\(port)", "--app", "app_x", "--all",
                     "--progress", progress, "--progress-interval", "0.01", "--report",
                     dir.appendingPathComponent("r.csv").path,
-                ] + (r.next() % 2 == 0 ? ["--json"] : [])
+                ] + (r.next() % 2 == 0 ? ["--json"] : []),
+                environment: ["RICHPUSH_API_KEY": "rp_x"]
             )
             try await server.shutdown()
             #expect(

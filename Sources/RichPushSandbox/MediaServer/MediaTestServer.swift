@@ -16,21 +16,28 @@ public final class MediaTestServer: Sendable {
     let routes: [String: MediaRoute]
     let group: MultiThreadedEventLoopGroup
     private let channelBox = ChannelBox()
+    private let seen: RequestLog?
 
-    public init(routes: [String: MediaRoute], threads: Int = 1) {
+    /// Every request's path and headers, in arrival order, when made with `recordRequests` (a test checks what a
+    /// client sent: an `Authorization` that must not follow a redirect, say).
+    public var requests: [(path: String, headers: [(String, String)])] { seen?.all ?? [] }
+
+    public init(routes: [String: MediaRoute], threads: Int = 1, recordRequests: Bool = false) {
         self.routes = routes
+        seen = recordRequests ? RequestLog() : nil
         group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
     }
 
     /// Starts listening on 127.0.0.1 and returns the port (0 picks a free one).
     public func start(port: Int = 0) async throws -> Int {
         let routes = self.routes
+        let seen = self.seen
         let channel = try await ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(ChannelOptions.backlog, value: 1024)
             .childChannelInitializer { channel in
                 channel.pipeline.configureHTTPServerPipeline().flatMap {
-                    channel.pipeline.addHandler(MediaHandler(routes: routes))
+                    channel.pipeline.addHandler(MediaHandler(routes: routes, seen: seen))
                 }
             }
             .bind(host: "127.0.0.1", port: port).get()
@@ -42,6 +49,17 @@ public final class MediaTestServer: Sendable {
         try await channelBox.get()?.close().get()
         try await group.shutdownGracefully()
     }
+}
+
+final class RequestLog: @unchecked Sendable {
+    // @unchecked: guarded by `lock`.
+    private let lock = NSLock()
+    private var entries: [(path: String, headers: [(String, String)])] = []
+    func add(_ path: String, _ headers: HTTPHeaders) {
+        let pairs = headers.map { ($0.name, $0.value) }
+        lock.withLock { entries.append((path, pairs)) }
+    }
+    var all: [(path: String, headers: [(String, String)])] { lock.withLock { entries } }
 }
 
 private final class ChannelBox: @unchecked Sendable {
@@ -61,8 +79,11 @@ final class MediaHandler: ChannelInboundHandler, @unchecked Sendable {
     var path = "/"
     var keepAlive = true
 
-    init(routes: [String: MediaRoute]) {
+    let seen: RequestLog?
+
+    init(routes: [String: MediaRoute], seen: RequestLog? = nil) {
         self.routes = routes
+        self.seen = seen
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -70,6 +91,7 @@ final class MediaHandler: ChannelInboundHandler, @unchecked Sendable {
         case .head(let head):
             path = String(head.uri.split(separator: "?", maxSplits: 1).first ?? "/")
             keepAlive = head.isKeepAlive
+            seen?.add(path, head.headers)
         case .body: break
         case .end: respond(context: context)
         }

@@ -15,8 +15,10 @@ struct SendCommand: AsyncParsableCommand {
               APNs:     --apns-key AuthKey_ABC.p8 --key-id ABC --team-id DEF --bundle-id com.example.app [--production]
                         (or --apns-cert cert.pem --apns-cert-key key.pem), with --token or --tokens
               FCM:      --fcm-service-account sa.json, with --token, --tokens, --topic or --condition
-              server:   --server URL --key rp_… --app app_…, with --all, --tag, --user, --token, --topic, --condition,
-                        --audience JSON, or the message's own "audience"
+              server:   --server URL --app app_… with the app's key in RICHPUSH_API_KEY or --key-file FILE, and
+                        --all, --tag, --user, --token, --topic, --condition, --audience JSON, or the message's own
+                        "audience". Off this machine the server must be https; redirects are not followed (the key
+                        goes to the address given and nowhere else).
               sandbox:  --sandbox DIR (a running `richpush sandbox --dir DIR`); APNs tokens go to its APNs emulator,
                         other tokens, topics and conditions to its FCM emulator
             The message is checked first (as `richpush validate` does) and its media fetched and judged by the
@@ -135,7 +137,14 @@ struct FCMOptions: ParsableArguments {
 struct ServerOptions: ParsableArguments {
     @Option(help: "A RichPush server's base URL, such as https://push.example.com.")
     var server: String?
-    @Option(help: "An API key of the app (scope send), rp_….")
+    @Option(
+        name: .customLong("key-file"),
+        help: "A file holding an API key of the app (scope send), rp_…; or set RICHPUSH_API_KEY."
+    )
+    var keyFile: String?
+    /// Refused with a pointer to the two ways above: a key in the arguments is seen by every user of the machine
+    /// (`ps`) and kept in the shell's history.
+    @Option(help: .hidden)
     var key: String?
     @Option(help: "The app's id, app_….")
     var app: String?

@@ -52,13 +52,16 @@ struct ServerSend {
         let s = command.server
         try command.output.checked()
         guard let base = s.server, let url = URL(string: base), url.scheme == "http" || url.scheme == "https",
-            url.host != nil
+            let host = url.host, !host.isEmpty
         else {
             throw SendFailure.usage("--server is the server's base URL, such as https://push.example.com")
         }
-        guard let key = s.key, !key.isEmpty else {
-            throw SendFailure.usage("--server needs --key (an API key of the app with scope send)")
+        if url.scheme == "http" && !Self.isLoopback(host) {
+            throw SendFailure.usage(
+                "--server must be https:// off this machine (the API key would cross the network in the clear); http:// is for 127.0.0.1, ::1 and localhost"
+            )
         }
+        let key = try Self.apiKey(s)
         guard let app = s.app, !app.isEmpty, app.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" || $0 == "-" })
         else {
             throw SendFailure.usage("--server needs --app (the app's id, app_…)")
@@ -88,11 +91,19 @@ struct ServerSend {
             let e = answer["error"]
             printError("error: the server answered \(status): \(e?["message"]?.stringValue ?? answer.jsonString)")
             for issue in e?["issues"]?.arrayValue ?? [] { printError(Self.issueLine(issue, severity: "error")) }
-            if status == 401 { printError("  the API key was refused: check --key (keys are shown once, when made)") }
+            if (300..<400).contains(status) {
+                printError("  redirects are not followed (the key goes nowhere but --server): give the final address")
+            }
+            if status == 401 {
+                printError(
+                    "  the API key was refused: check RICHPUSH_API_KEY or --key-file (keys are shown once, when made)"
+                )
+            }
             if status == 403 {
                 printError("  the key may not send for this app: check --app, and that the key has scope send")
             }
-            return status >= 400 && status < 500 && status != 429 ? 2 : 1
+            // A redirect, like a refusal, is for the user to fix (the address given); 429 and 5xx may pass.
+            return status >= 300 && status < 500 && status != 429 ? 2 : 1
         }
         if !command.output.json { session.console.say("accepted as \(id)") }
 
@@ -156,6 +167,40 @@ struct ServerSend {
             )
         }
         return session.finish(interrupted: session.stop.isSet)
+    }
+
+    /// The app's key: from `--key-file` (its first line), else from `RICHPUSH_API_KEY`. Never from the arguments.
+    static func apiKey(_ s: ServerOptions) throws -> String {
+        if s.key != nil {
+            throw SendFailure.usage(
+                "--key is not taken: a key in the arguments is seen by every user of this machine (ps) and kept in the shell's history; set RICHPUSH_API_KEY or give --key-file FILE"
+            )
+        }
+        if let path = s.keyFile {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw SendFailure.usage("--key-file \(path): cannot read it")
+            }
+            let text = String(decoding: data.prefix(4096), as: UTF8.self)
+            let line = text.split(whereSeparator: \.isNewline).first.map { $0.trimmingCharacters(in: .whitespaces) }
+            guard let line, !line.isEmpty else { throw SendFailure.usage("--key-file \(path): the file is empty") }
+            return line
+        }
+        if let key = ProcessInfo.processInfo.environment["RICHPUSH_API_KEY"]?.trimmingCharacters(in: .whitespaces),
+            !key.isEmpty
+        {
+            return key
+        }
+        throw SendFailure.usage(
+            "--server needs the app's API key (scope send): set RICHPUSH_API_KEY or give --key-file FILE"
+        )
+    }
+
+    /// Hosts an http:// server may have: this machine's own.
+    static func isLoopback(_ host: String) -> Bool {
+        let h = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        return h == "localhost" || h == "::1"
+            || h.hasPrefix("127.")
+                && h.split(separator: ".").count == 4 && h.split(separator: ".").allSatisfy { UInt8($0) != nil }
     }
 
     /// A count from the server, held to 0...10¹² (sums of them must not overflow, nor a bar be drawn backwards).
