@@ -177,6 +177,82 @@ import Testing
         }
     }
 
+    /// Registry facts need the read scope, in dry runs and in a send's answer: a send-only key learns neither how
+    /// many devices a tag or user has nor which tokens are registered; audiences named outright (raw provider
+    /// tokens, FCM topics) are counted for any key, and a key with read sees every count.
+    @Test func aSendOnlyKeyLearnsNoRegistryFacts() async throws {
+        let (api, _, registry, _) = try Self.sqlite()
+        try await Application(router: api.router()).test(.router) { client in
+            let (_, created, _) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps",
+                key: Self.admin,
+                body: ["name": "Shop", "bundle_id": "com.example.app"]
+            )
+            let appID = try #require(created["app"]?["id"]?.stringValue)
+            let manage = try #require(created["api_key"]?.stringValue)
+            for i in 1...3 {
+                try await registry.upsert(
+                    Device(appID: appID, token: String(format: "%064x", i), platform: .ios, tags: ["vip"])
+                )
+            }
+            func key(_ scopes: [JSONValue]) async throws -> String {
+                let (_, made, _) = try await Self.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(appID)/keys",
+                    key: manage,
+                    body: ["scopes": .array(scopes)]
+                )
+                return try #require(made["api_key"]?.stringValue)
+            }
+            let sender = try await key(["send"])
+            let reader = try await key(["send", "read"])
+            func dryRun(_ key: String, _ audience: JSONValue) async throws -> JSONValue {
+                let (status, answer, _) = try await Self.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(appID)/notifications",
+                    key: key,
+                    body: ["title": "x", "audience": audience, "dry_run": true]
+                )
+                #expect(status == 200, "\(answer)")
+                return answer
+            }
+            let tag: JSONValue = ["tag": "vip"]
+            let tokens: JSONValue = ["tokens": .array([.string(String(format: "%064x", 1)), "not-registered"])]
+            for audience in [tag, tokens, ["all": true], ["user": "u1"]] {
+                let hidden = try await dryRun(sender, audience)
+                #expect(hidden["deliveries"] == .null && hidden["deliveries_withheld"]?.stringValue != nil, "\(hidden)")
+                // The request it would send is still shown: that is no registry fact.
+                #expect(hidden["requests"]?["apns"] != nil)
+            }
+            #expect(try await dryRun(reader, tag)["deliveries"]?["apns"] == 3)
+            #expect(try await dryRun(reader, tokens)["deliveries"]?["apns"] == 1)
+            #expect(try await dryRun(Self.admin, tag)["deliveries"]?["apns"] == 3)
+            let raw = try await dryRun(sender, ["apns_tokens": .array([.string(String(format: "%064x", 9))])])
+            #expect(raw["deliveries"]?["apns"] == 1 && raw["deliveries_withheld"] == nil)
+            // A real send's answer: registered tokens found are not counted for a send-only key.
+            let (status, sent, _) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/notifications",
+                key: sender,
+                body: ["title": "x", "audience": tokens]
+            )
+            #expect(status == 202 && sent["deliveries"] == .null, "\(sent)")
+            let (_, counted, _) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/notifications",
+                key: reader,
+                body: ["title": "x", "audience": tokens]
+            )
+            #expect(counted["deliveries"] == 1, "\(counted)")
+        }
+    }
+
     /// Each app sends with its own credentials: the sandbox's key is accepted by the APNs emulator, another key
     /// is refused (InvalidProviderToken, final), and an app without credentials and no fallback is not sent.
     @Test func eachAppSendsWithItsOwnCredentials() async throws {

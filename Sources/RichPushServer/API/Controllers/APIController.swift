@@ -39,6 +39,14 @@ extension AppRoutes {
         guard let app = try await store.app(id: appID) else { throw APIError(.notFound, "no app '\(appID)'") }
         return app
     }
+
+    /// Whether the caller may learn facts of the registry (how many devices an audience reaches, which tokens are
+    /// registered): the admin key, or a key with the read scope.
+    func mayReadRegistry(_ context: APIRequestContext) -> Bool {
+        guard let caller = try? context.requireCaller() else { return false }  // no caller: nothing to learn
+        if case .app(let grant) = caller { return grant.scopes.contains(.read) }
+        return true
+    }
 }
 
 /// The query parameters of a paged list.

@@ -9,18 +9,23 @@ extension NotificationsController {
         app: ServerApp,
         message: PushMessage,
         audience: Audience,
-        warnings: [ValidationIssue]
+        warnings: [ValidationIssue],
+        showsReach: Bool
     ) async throws -> Response {
-        let counts = try await backend.countByProvider(appID: app.id, audience: audience)
-        var out: [String: JSONValue] = [
-            "dry_run": true,
-            "deliveries": .object(
+        var out: [String: JSONValue] = ["dry_run": true, "warnings": .array(warnings.map(\.json))]
+        if showsReach {
+            let counts = try await backend.countByProvider(appID: app.id, audience: audience)
+            out["deliveries"] = .object(
                 Dictionary(
                     uniqueKeysWithValues: providers.ids.map { ($0.rawValue, JSONValue.int(Int64(counts[$0] ?? 0))) }
                 )
-            ),
-            "warnings": .array(warnings.map(\.json)),
-        ]
+            )
+        } else {
+            // Not counted at all: nothing to learn, and no count of the whole registry for a key that may not read it.
+            out["deliveries"] = .null
+            out["deliveries_withheld"] =
+                "how many registered devices the audience reaches needs a key with the read scope"
+        }
         // Each provider's request is shown whenever the audience may use it, even with no device registered yet:
         // what would be sent is the point of a dry run (a composer previews it).
         var requests: [String: JSONValue] = [:]

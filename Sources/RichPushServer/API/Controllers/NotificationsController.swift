@@ -77,8 +77,17 @@ struct NotificationsController: AppRoutes {
         guard sizeProblems.isEmpty else {
             throw APIError(.invalid, "the notification is not valid", issues: sizeProblems)
         }
+        // How many devices a registry audience reaches is a fact of the registry: read scope only (a send-only key
+        // learns nothing of which users, tags or tokens exist, by a dry run or by a send's answer).
+        let showsReach = audience.directTargets != nil || mayReadRegistry(context)
         if options.dryRun {
-            return try await dryRunAnswer(app: app, message: message, audience: audience, warnings: report.warnings)
+            return try await dryRunAnswer(
+                app: app,
+                message: message,
+                audience: audience,
+                warnings: report.warnings,
+                showsReach: showsReach
+            )
         }
         // Hosted media stays while a device may still fetch it.
         try await media?.keep(message, until: end)
@@ -93,7 +102,7 @@ struct NotificationsController: AppRoutes {
         )
         let accepted = try await intake.accept(plan) { queued in
             var o: [String: JSONValue] = ["id": .string(id), "status": "accepted", "warnings": warnings]
-            o["deliveries"] = queued.map { .int(Int64($0)) } ?? .null
+            o["deliveries"] = showsReach ? (queued.map { .int(Int64($0)) } ?? .null) : .null
             return .object(o)
         }
         // a replay answers as the first time did

@@ -112,7 +112,8 @@ export async function check() {
     lastDryRun = r.json;
     markIssues(r.json.warnings || []);
     const d = r.json.deliveries || {};
-    $("reach").textContent = `Reaches ${number((d.apns || 0) + (d.fcm || 0))} device${(d.apns || 0) + (d.fcm || 0) === 1 ? "" : "s"}: ${number(d.apns || 0)} through APNs, ${number(d.fcm || 0)} through FCM.`;
+    if (!r.json.deliveries) $("reach").textContent = `Reach not shown: ${r.json.deliveries_withheld || "not counted"}.`;
+    else $("reach").textContent = `Reaches ${number((d.apns || 0) + (d.fcm || 0))} device${(d.apns || 0) + (d.fcm || 0) === 1 ? "" : "s"}: ${number(d.apns || 0)} through APNs, ${number(d.fcm || 0)} through FCM.`;
     render(message, r.json);
     markShown(r.json);
   } else {

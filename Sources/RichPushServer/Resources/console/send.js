@@ -68,10 +68,11 @@ export async function send() {
   const { body, local } = buildSend();
   if (local.length) { markIssues(local.map((i) => ({ ...i, severity: "error" }))); return; }
   // Nothing goes out to an audience the sender has not seen counted.
-  const d = (lastDryRun && lastDryRun.deliveries) || {};
-  const reach = (d.apns || 0) + (d.fcm || 0);
+  const d = lastDryRun && lastDryRun.deliveries;
+  const reach = d ? (d.apns || 0) + (d.fcm || 0) : null;
   const who = body.audience.all ? "every registered device" : `the audience (${Object.keys(body.audience)[0].replace("_", " ")})`;
-  if (!confirm(`Send to ${who}: ${number(reach)} device${reach === 1 ? "" : "s"} now registered${body.send_at ? ", at the time set" : ""}?`)) return;
+  const counted = reach === null ? "how many devices it reaches is not shown to this key" : `${number(reach)} device${reach === 1 ? "" : "s"} now registered`;
+  if (!confirm(`Send to ${who}: ${counted}${body.send_at ? ", at the time set" : ""}?`)) return;
   $("send").disabled = true;
   const r = await api("POST", `/v1/apps/${encodeURIComponent(state.appID)}/notifications`, body, { headers: { "Idempotency-Key": crypto.randomUUID() } });
   $("send").disabled = false;
