@@ -354,6 +354,49 @@ struct FixedResolver: HostResolver {
         try? await server.shutdown()
     }
 
+    /// Media the memory cache does not hold (too large for it, or evicted) is streamed from disk through the
+    /// router, which answers what the fast path passes on (a request pipelined behind a routed one): the bytes,
+    /// ranges and HEAD are the same as from memory, and serving puts nothing into memory to stay.
+    @Test func mediaNotInTheCacheIsStreamedFromDiskWithRangesAndHead() async throws {
+        let (api, _, server, _, _) = try await Self.api(routes: [:])
+        let store = try #require(api.media?.store)
+        // 3 MB of a PNG's start and noise: more than one chunk of the stream, stored but dropped from the cache.
+        var filling = MediaPreflightTests.png
+        var r = SeededRandom(seed: 7)
+        while filling.count < 3 << 20 { filling.append(UInt8(truncatingIfNeeded: r.next())) }
+        let bytes = filling
+        let item = try store.put(bytes, type: .png)
+        store.cache.remove(item.name)
+        let path = "/media/" + item.name
+        try await Application(router: api.router()).test(.router) { client in
+            let (g, h, body) = try await Self.call(client, .get, path, key: nil)
+            #expect(g == 200 && body == bytes && h[.contentLength] == String(bytes.count))
+            #expect(h[.contentType] == "image/png" && h[.eTag] != nil && h[.acceptRanges] == "bytes")
+            #expect(h[HTTPField.Name("Content-Security-Policy")!] == "sandbox; default-src 'none'")
+            let (partial, ph, part) = try await Self.call(
+                client,
+                .get,
+                path,
+                key: nil,
+                headers: [.range: "bytes=100000-2200000"]
+            )
+            #expect(partial == 206 && part == Array(bytes[100_000...2_200_000]))
+            #expect(ph[.contentRange] == "bytes 100000-2200000/\(bytes.count)")
+            let (headStatus, hh, headBody) = try await Self.call(client, .head, path, key: nil)
+            #expect(headStatus == 200 && headBody.isEmpty && hh[.contentLength] == String(bytes.count))
+            let (notModified, _, nothing) = try await Self.call(
+                client,
+                .get,
+                path,
+                key: nil,
+                headers: [.ifNoneMatch: try #require(h[.eTag])]
+            )
+            #expect(notModified == 304 && nothing.isEmpty)
+        }
+        #expect(store.cached(item.name) == nil && store.cache.used == 0)
+        try? await server.shutdown()
+    }
+
     @Test func sendsArePreflightedRejectedDroppedOrRehosted() async throws {
         let (api, base, server, _, store) = try await Self.api(routes: [
             "/missing.jpg": .bytes(Array("no".utf8), contentType: "text/plain", status: 404),

@@ -77,6 +77,12 @@ public final class MediaStore: Sendable {
         return (buffer, type)
     }
 
+    /// The bytes and type of a stored name when they are in the memory cache (nothing is read from disk).
+    public func cached(_ name: String) -> (ByteBuffer, MediaType)? {
+        guard let type = Self.parse(name), let hit = cache.get(name) else { return nil }
+        return (hit, type)
+    }
+
     /// The file of a stored name, its size and type, without reading it.
     public func file(_ name: String) -> (path: String, size: Int, type: MediaType)? {
         guard let type = Self.parse(name) else { return nil }

@@ -23,29 +23,66 @@ struct MediaController: APIController {
     }
 
     /// `/media/<hash>.<ext>`: public, immutable, with the true Content-Type, a strong ETag, Range and HEAD.
-    /// (Most requests are answered by ``MediaFastPath`` before they reach the router.)
+    /// (Most requests are answered by ``MediaFastPath`` before they reach the router; those that come here, such as
+    /// one pipelined behind a routed request, are answered from the memory cache when the file is in it, and
+    /// otherwise streamed from disk in chunks as the connection takes them: memory stays bounded whatever the file's
+    /// size and however many such requests arrive. HEAD and 304 read nothing.)
     func serveMedia(_ request: Request, _ context: APIRequestContext, head: Bool) async -> Response {
         guard let media, let name = context.parameters.get("name") else {
             return Response.json(404, ["error": ["code": "not-found", "message": "no such media"]])
         }
         // Stored by another node: fetched to this node's disk once, then served from there.
         _ = await media.store.materialize(name)
-        let (response, body) = Self.mediaResponse(media.store, name: name, head: head, headers: request.headers)
-        return Response(
-            status: response.status,
-            headers: response.headerFields,
-            body: body.map { .init(byteBuffer: $0) } ?? .init()
-        )
+        if let (buffer, type) = media.store.cached(name) {
+            let (response, body) = Self.mediaResponse(
+                buffer,
+                name: name,
+                type: type,
+                head: head,
+                headers: request.headers
+            )
+            return Response(
+                status: response.status,
+                headers: response.headerFields,
+                body: body.map { .init(byteBuffer: $0) } ?? .init()
+            )
+        }
+        guard let file = media.store.file(name) else {
+            let (response, body) = Self.notFound(head: head)
+            return Response(
+                status: response.status,
+                headers: response.headerFields,
+                body: .init(byteBuffer: body ?? .init())
+            )
+        }
+        let (response, range) = Self.mediaAnswer(name: name, type: file.type, size: file.size, headers: request.headers)
+        guard let range, !head else { return Response(status: response.status, headers: response.headerFields) }
+        do {
+            let body = try await Self.files.loadFile(
+                path: file.path,
+                range: range,
+                context: context,
+                chunkLength: 64 << 10
+            )
+            return Response(status: response.status, headers: response.headerFields, body: body)
+        } catch {
+            // Removed between the stat and the open (a sweep): as if it had never been.
+            let (gone, body) = Self.notFound(head: head)
+            return Response(status: gone.status, headers: gone.headerFields, body: .init(byteBuffer: body ?? .init()))
+        }
     }
 
-    /// The answer for a stored name: status, headers and body (nil for none).
+    /// Reads files off the event loops, a chunk at a time as the response writer takes them.
+    static let files = FileIO()
+
+    /// The answer for stored bytes: status, headers and body (nil for none).
     static func mediaResponse(
-        _ store: MediaStore,
+        _ buffer: ByteBuffer,
         name: String,
+        type: RichPushCore.MediaType,
         head: Bool,
         headers requestHeaders: HTTPFields
     ) -> (HTTPResponse, ByteBuffer?) {
-        guard let (buffer, type) = store.get(name) else { return notFound(head: head) }
         let (response, range) = mediaAnswer(name: name, type: type, size: buffer.readableBytes, headers: requestHeaders)
         guard let range, !head else { return (response, nil) }
         return (response, buffer.getSlice(at: buffer.readerIndex + range.lowerBound, length: range.count) ?? buffer)
