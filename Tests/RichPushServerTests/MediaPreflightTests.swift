@@ -354,10 +354,10 @@ struct FixedResolver: HostResolver {
         try? await server.shutdown()
     }
 
-    /// Media the memory cache does not hold (too large for it, or evicted) is streamed from disk through the
-    /// router, which answers what the fast path passes on (a request pipelined behind a routed one): the bytes,
-    /// ranges and HEAD are the same as from memory, and serving puts nothing into memory to stay.
-    @Test func mediaNotInTheCacheIsStreamedFromDiskWithRangesAndHead() async throws {
+    /// Media the memory cache does not hold (too large for it, or evicted) is read from disk by the router, which
+    /// answers what the fast path passes on (a request pipelined behind a routed one): the bytes, ranges and HEAD
+    /// are the same as from memory, HEAD and 304 read nothing, and serving puts nothing into memory to stay.
+    @Test func mediaNotInTheCacheIsReadFromDiskWithRangesAndHead() async throws {
         let (api, _, server, _, _) = try await Self.api(routes: [:])
         let store = try #require(api.media?.store)
         // 3 MB of a PNG's start and noise: more than one chunk of the stream, stored but dropped from the cache.

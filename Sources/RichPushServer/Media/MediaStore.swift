@@ -83,6 +83,20 @@ public final class MediaStore: Sendable {
         return (hit, type)
     }
 
+    /// The bytes `range` of a stored file, read from disk (nil when it is not there or shorter than the range).
+    public func read(_ name: String, range: ClosedRange<Int>) -> ByteBuffer? {
+        guard Self.parse(name) != nil, let handle = FileHandle(forReadingAtPath: path(name).path) else { return nil }
+        defer { try? handle.close() }  // read-only: closing has nothing to report
+        do {
+            try handle.seek(toOffset: UInt64(range.lowerBound))
+            guard let data = try handle.read(upToCount: range.count), data.count == range.count else { return nil }
+            return ByteBuffer(bytes: data)
+        } catch {
+            // The file went between the stat and the read (a retention sweep): the caller answers 404.
+            return nil
+        }
+    }
+
     /// The file of a stored name, its size and type, without reading it.
     public func file(_ name: String) -> (path: String, size: Int, type: MediaType)? {
         guard let type = Self.parse(name) else { return nil }
