@@ -74,7 +74,35 @@ import FoundationNetworking
             body: ["name": "Library", "bundle_id": "com.example.library"]
         )
         #expect(created == 201)
-        #expect(app["api_key"]?.stringValue != nil)
+        let key = try #require(app["api_key"]?.stringValue)
+        let appID = try #require(app["app"]?["id"]?.stringValue)
+        // A registry fan-out runs as a child of the group's fan-out service.
+        #expect(server.api.fanOuts.isServiceRunning)
+        for i in 1...3 {
+            let (registered, _) = try await Self.call(
+                "POST",
+                base + "/v1/apps/\(appID)/devices",
+                key: key,
+                body: ["token": .string(String(format: "%064x", i)), "platform": "ios", "tags": ["t"]]
+            )
+            #expect(registered == 200)
+        }
+        let (sent, accepted) = try await Self.call(
+            "POST",
+            base + "/v1/apps/\(appID)/notifications",
+            key: key,
+            body: ["title": "Fan-out", "audience": ["tag": "t"]]
+        )
+        let id = try #require(accepted["id"]?.stringValue, "\(sent) \(accepted)")
+        var total: Int64 = 0
+        let asked = Date()
+        while total < 3, Date().timeIntervalSince(asked) < 20 {
+            total =
+                try await Self.call("GET", base + "/v1/apps/\(appID)/notifications/\(id)", key: key).1["total"]?
+                .intValue ?? 0
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        #expect(total == 3)
         // Unknown media is answered on the connection, before the router: the fast path went in front of the
         // HTTP/1 codec on every connection (a pipeline it does not expect is counted as a miss, and logged).
         let (missing, error) = try await Self.call(

@@ -113,7 +113,8 @@ public func buildApplication(
             await setup.closeFallbacks()
         },
         ClosingService(name: "sandbox") { await sandbox?.stop() },
-        ClosingService(name: "fan-outs") { fanOuts.cancelAll() },
+        // Fan-outs that came before the group ran them (none in a server that is running).
+        ClosingService(name: "fan-outs started alone") { fanOuts.cancelAll() },
     ]
     let fastPath = MediaFastPath.Status()
     var mediaLogger = logger
@@ -130,7 +131,7 @@ public func buildApplication(
             )
         ),
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: "richpush", backlog: 4096),
-        services: opened.first + closers + opened.services + clusterServices + sweeper
+        services: opened.first + closers + [fanOuts] + opened.services + clusterServices + sweeper
             + workers.map { WorkerService(worker: $0) },
         onServerRunning: { [adminPort = sandbox?.adminPort ?? 0] channel in
             let port = channel.localAddress?.port ?? 0
