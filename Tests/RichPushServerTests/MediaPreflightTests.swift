@@ -92,9 +92,10 @@ struct FixedResolver: HostResolver {
 
     static func service(
         routes: [String: MediaRoute],
-        deadline: TimeInterval = 15
+        deadline: TimeInterval = 15,
+        recordRequests: Bool = false
     ) async throws -> (MediaService, String, MediaTestServer) {
-        let server = MediaTestServer(routes: routes)
+        let server = MediaTestServer(routes: routes, recordRequests: recordRequests)
         let port = try await server.start()
         let resolver = FixedResolver(answers: [
             "media.test": [.v4(0x7F00_0001)], "evil.test": [IPAddress(host: "10.0.0.5")!],
@@ -263,9 +264,13 @@ struct FixedResolver: HostResolver {
     static let admin = "admin-secret-key-0001"
 
     static func api(
-        routes: [String: MediaRoute]
+        routes: [String: MediaRoute],
+        recordRequests: Bool = false
     ) async throws -> (RichPushAPI, String, MediaTestServer, SQLiteDeliveryQueue, SQLiteServerStore) {
-        let (media, base, server) = try await MediaPreflightTests.service(routes: routes)
+        let (media, base, server) = try await MediaPreflightTests.service(
+            routes: routes,
+            recordRequests: recordRequests
+        )
         let backend = try SQLiteBackend(
             path: FileManager.default.temporaryDirectory.appendingPathComponent("media-api-\(UUID().uuidString).sqlite")
                 .path

@@ -23,6 +23,7 @@ public struct APIError: HTTPResponseError, Sendable {
         case bodyTooLarge = "body-too-large"
         case invalidIdempotencyKey = "invalid-idempotency-key"
         case rateLimited = "rate-limited"
+        case quotaExceeded = "quota-exceeded"
         case badReceiptToken = "bad-receipt-token"
         case receiptExpired = "receipt-expired"
         case alreadyReported = "already-reported"
@@ -38,7 +39,7 @@ public struct APIError: HTTPResponseError, Sendable {
             case .invalid, .mediaRefused: .unprocessableContent
             case .invalidJSON, .invalidIdempotencyKey: .badRequest
             case .bodyTooLarge: .contentTooLarge
-            case .rateLimited: .tooManyRequests
+            case .rateLimited, .quotaExceeded: .tooManyRequests
             case .receiptExpired: .gone
             case .alreadyReported: .conflict
             case .databaseUnavailable: .serviceUnavailable

@@ -29,10 +29,21 @@ public struct APIRequestContext: RequestContext, RemoteAddressRequestContext {
     }
 
     /// A key of any app with this scope, or the admin key.
-    func requireAnyKey(_ scope: APIScope) throws {
-        if case .app(let grant) = try requireCaller(), !grant.scopes.contains(scope) {
+    /// The key's app, nil for the admin key (or no caller).
+    func requireCallerApp() -> String? {
+        // Only called after the route checked its caller; without one there is nothing to count against.
+        guard case .app(let grant)? = try? requireCaller() else { return nil }
+        return grant.appID
+    }
+
+    /// Checks the scope; returns the key's app (nil for the admin key), which quotas count against.
+    @discardableResult
+    func requireAnyKey(_ scope: APIScope) throws -> String? {
+        guard case .app(let grant) = try requireCaller() else { return nil }
+        guard grant.scopes.contains(scope) else {
             throw APIError(.forbidden, "this key lacks the '\(scope.rawValue)' scope")
         }
+        return grant.appID
     }
 }
 

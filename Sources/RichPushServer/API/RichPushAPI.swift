@@ -34,6 +34,8 @@ public struct RichPushAPI: Sendable {
     public var maxTokensPerRequest = 10_000
     /// Preflight, hosting and charts; nil turns media checks and `/media` off.
     public var media: MediaService?
+    /// What each app may make this node spend on media (uploads a day, fetches at once).
+    public var quotas = Quotas()
     /// Receipt addresses for devices (`rp.r`) and `POST /v1/receipts/{token}`; nil turns both off.
     public var receipts: DeviceReceipts?
     /// The push services devices are reached through: token checks, sizes and dry runs ask them (the workers
@@ -103,7 +105,7 @@ public struct RichPushAPI: Sendable {
             nodeID: nodeID
         ).addRoutes(to: router)
         ConsoleController.addRoutes(to: router)
-        let media = MediaController(media: media, maxBodyBytes: maxBodyBytes)
+        let media = MediaController(media: media, quotas: quotas, maxBodyBytes: maxBodyBytes)
         media.addPublicRoutes(to: router)
 
         let v1 = router.group("v1").add(
@@ -153,6 +155,7 @@ public struct RichPushAPI: Sendable {
             onQueued: onQueued,
             onAccepted: onAccepted,
             media: self.media,
+            quotas: quotas,
             receipts: receipts,
             providers: providers,
             simulate: simulate

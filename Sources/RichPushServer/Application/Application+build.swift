@@ -72,7 +72,7 @@ public func buildApplication(
     if let sandbox = setup.sandbox {
         simulate = { id in await SimulatedIPhone.run(sandbox: sandbox, notificationID: id) }
     }
-    let api = RichPushAPI(
+    var api = RichPushAPI(
         backend: backend,
         adminKey: adminKey,
         validation: .init(allowInsecureMedia: config.sandbox, requireTargets: false),
@@ -87,6 +87,8 @@ public func buildApplication(
         nodeID: nodeID,
         simulate: simulate
     )
+
+    api.quotas = Quotas(config.quotas)
 
     // Fan-outs a crash cut short are finished before serving (on a shared database, by the leader: a fan-out
     // another node runs is not this node's to take).

@@ -53,6 +53,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// The file holding the key provider credentials are sealed with in the database; default the database's
     /// path with `.key` added. Made (readable by its owner only) on first start.
     public var credentialsKeyFile: String?
+    /// What one app may make a node spend on media: `quotas.upload_megabytes_per_day` (default 1024),
+    /// `quotas.fetches_per_app` at once (8) and `quotas.fetches` at once for the node (64).
+    public var quotas = Quotas.Limits()
 
     /// The credentials key file in use: beside an SQLite file, or `richpush-credentials.key` in the working folder
     /// for PostgreSQL (every node of a cluster needs a copy of the same key).
@@ -78,8 +81,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     static let keys: [String: Set<String>] = [
         "": [
             "database", "node_id", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers",
-            "sandbox", "media", "receipts", "credentials_key_file", "notifications",
+            "sandbox", "media", "receipts", "credentials_key_file", "notifications", "quotas",
         ],
+        "quotas": ["upload_megabytes_per_day", "fetches_per_app", "fetches"],
         "notifications": ["retention_days"],
         "workers": ["batch_size", "concurrency", "lanes"],
         "sandbox": ["enabled", "directory", "apns_port", "fcm_port"],
@@ -143,6 +147,17 @@ public struct ServerConfiguration: Sendable, Equatable {
             if let r = try number(no["retention_days"], "notifications.retention_days", 0...36_500) {
                 notificationRetentionDays = r
             }
+        }
+        if let q = o["quotas"] {
+            guard case .object(let qo) = q else { throw Problem(key: "quotas", rule: "must be an object") }
+            try Self.checkKeys(qo, section: "quotas")
+            if let mb = try number(qo["upload_megabytes_per_day"], "quotas.upload_megabytes_per_day", 0...10_000_000) {
+                quotas.uploadBytesPerDay = Int(mb * 1_048_576)
+            }
+            if let n = try number(qo["fetches_per_app"], "quotas.fetches_per_app", 1...10_000) {
+                quotas.fetchesPerApp = Int(n)
+            }
+            if let n = try number(qo["fetches"], "quotas.fetches", 1...100_000) { quotas.fetches = Int(n) }
         }
         if let m = o["media"] {
             guard case .object(let mo) = m else { throw Problem(key: "media", rule: "must be an object") }

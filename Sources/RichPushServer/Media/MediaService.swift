@@ -62,16 +62,28 @@ public final class MediaService: Sendable {
     public let store: MediaStore
     let fetcher: SafeFetcher
     private let base: NIOLockedValueBox<String>
-    private let checks = NIOLockedValueBox<[String: (MediaCheck, Date)]>([:])
+    /// Recent verdicts by URL, each with the moment it stops being trusted: a bounded LRU, so a flood of new URLs
+    /// pushes out old verdicts one at a time.
+    private let checks = NIOLockedValueBox(LRU<(MediaCheck, until: Date)>(capacity: 10_000))
     private let charts = NIOLockedValueBox<[String: MediaStore.Item]>([:])
     /// How long a successful check is trusted for later sends of the same URL.
     let checkLifetime: TimeInterval
+    /// How long a failed check is answered again without fetching (a URL asked for again and again while it
+    /// fails costs one fetch in this time, not one each).
+    let failureLifetime: TimeInterval
 
-    public init(store: MediaStore, fetcher: SafeFetcher, publicBase: String, checkLifetime: TimeInterval = 600) {
+    public init(
+        store: MediaStore,
+        fetcher: SafeFetcher,
+        publicBase: String,
+        checkLifetime: TimeInterval = 600,
+        failureLifetime: TimeInterval = 30
+    ) {
         self.store = store
         self.fetcher = fetcher
         base = NIOLockedValueBox(publicBase)
         self.checkLifetime = checkLifetime
+        self.failureLifetime = failureLifetime
     }
 
     /// The address devices reach this server at (known once it listens).
@@ -99,10 +111,12 @@ public final class MediaService: Sendable {
             judge(&result)
             return result
         }
-        if !keepBody, let (hit, at) = checks.withLockedValue({ $0[url] }), Date().timeIntervalSince(at) < checkLifetime
-        {
+        // A success is enough when the bytes are not wanted; a failure is the answer either way.
+        if let (hit, until) = checks.withLockedValue({ $0.get(url) }), Date() < until, !keepBody || !hit.isOK {
             return hit
         }
+        // Whatever the verdict, it is kept (read at the return, whichever return it is).
+        defer { remember(result, for: url) }
         // Bytes that may be re-hosted stream into a file of the store's, never into memory.
         var upload: MediaStore.Upload?
         if keepBody {
@@ -163,17 +177,16 @@ public final class MediaService: Sendable {
         } catch {
             upload?.discard()
             result.failure = (error.rule, error.description)
-            return result
-        }
-        if result.isOK {
-            var cached = result
-            cached.upload = nil
-            checks.withLockedValue { all in
-                if all.count > 10_000 { all.removeAll() }
-                all[url] = (cached, Date())
-            }
         }
         return result
+    }
+
+    /// Keeps a verdict: a success for `checkLifetime`, a failure for `failureLifetime`.
+    private func remember(_ result: MediaCheck, for url: String) {
+        var kept = result
+        kept.upload = nil
+        let until = Date().addingTimeInterval(result.isOK ? checkLifetime : failureLifetime)
+        checks.withLockedValue { $0.set(url, (kept, until)) }
     }
 
     /// Apple's and Android's verdicts; Apple refusing is a failure (the device would drop the media).

@@ -9,6 +9,7 @@ import RichPushCore
 struct MediaController: APIController {
     /// Preflight, hosting and charts; nil turns media checks and `/media` off.
     let media: MediaService?
+    let quotas: Quotas
     let maxBodyBytes: Int
 
     /// `/media/{name}`: no key, no database.
@@ -167,7 +168,7 @@ struct MediaController: APIController {
 
     /// `POST /v1/media`: the body is the file; answered with its hosted URL and what each platform makes of it.
     func uploadMedia(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        try context.requireAnyKey(.send)
+        let app = try context.requireAnyKey(.send)
         guard let media else { throw APIError(.notFound, "media hosting is off") }
         // Streamed to disk as it arrives (hashed on the way): a 50 MB upload costs one read's worth of memory.
         let upload = try media.store.beginUpload()
@@ -181,6 +182,7 @@ struct MediaController: APIController {
                         "media is at most \(MediaRules.largestAppleLimit) bytes (Apple's video limit)"
                     )
                 }
+                try quotas.chargeUpload(app: app, bytes: chunk.readableBytes)
                 try upload.append(chunk)
             }
             guard upload.size > 0 else {
@@ -230,14 +232,16 @@ struct MediaController: APIController {
 
     /// `POST /v1/media/check`: `{"url": …, "kind": …}` or `{"media": [ {url, kind}… ]}`; one result per URL.
     func checkMedia(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        try context.requireAnyKey(.send)
+        let app = try context.requireAnyKey(.send)
         guard let media else { throw APIError(.notFound, "media checks are off") }
         let items = try MediaCheckBody.decode(try await bodyJSON(request)).items
-        let results = await withTaskGroup(of: (Int, MediaCheck).self) { group in
-            for (i, (u, k)) in items.enumerated() { group.addTask { (i, await media.check(u, kind: k)) } }
-            var out = [JSONValue](repeating: .null, count: items.count)
-            for await (i, r) in group { out[i] = r.json }
-            return out
+        let results = try await quotas.fetching(app: app, count: items.count) {
+            await withTaskGroup(of: (Int, MediaCheck).self) { group in
+                for (i, (u, k)) in items.enumerated() { group.addTask { (i, await media.check(u, kind: k)) } }
+                var out = [JSONValue](repeating: .null, count: items.count)
+                for await (i, r) in group { out[i] = r.json }
+                return out
+            }
         }
         let ok = results.allSatisfy { $0["ok"] == true }
         return Response.json(200, ["ok": .bool(ok), "results": .array(results)])

@@ -19,6 +19,7 @@ struct NotificationsController: AppRoutes {
     let onQueued: @Sendable () -> Void
     let onAccepted: @Sendable (_ id: String, _ message: PushMessage) -> Void
     let media: MediaService?
+    let quotas: Quotas
     let receipts: DeviceReceipts?
     let providers: Providers
     let simulate: (@Sendable (_ notificationID: String) async -> JSONValue?)?
@@ -52,7 +53,14 @@ struct NotificationsController: AppRoutes {
         let (audience, options) = (send.audience, send.options)
         // Media is fetched and judged before anything is stored: a refused media answers 422 naming it.
         if let media {
-            let (errors, notes) = await media.prepare(&message, onFailure: options.onFailure, rehost: options.rehost)
+            // Each of the message's media is fetched (a verdict kept from before costs nothing, but is counted).
+            let fetches = message.media.count
+            let caller = context.requireCallerApp()
+            var prepared = message
+            let (errors, notes) = try await quotas.fetching(app: caller, count: fetches) {
+                await media.prepare(&prepared, onFailure: options.onFailure, rehost: options.rehost)
+            }
+            message = prepared
             guard errors.isEmpty else {
                 throw APIError(
                     .mediaRefused,
