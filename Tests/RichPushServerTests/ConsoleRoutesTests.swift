@@ -33,12 +33,16 @@ import Testing
             // Keys: listed without the keys themselves.
             let (_, made) = try await call(.post, "/v1/apps/\(app)/keys", key, ["scopes": ["send"]])
             let (_, keys) = try await call(.get, "/v1/apps/\(app)/keys", key, nil)
-            #expect(
-                keys["keys"]?.arrayValue?.map { $0["id"] } == [
-                    .string(APIKeys.id(ofHash: APIKeys.hash(key))), made["id"],
-                ]
-            )
-            #expect(keys["keys"]?.arrayValue?.last?["scopes"] == ["send"] && !keys.jsonString.contains("rp_"))
+            // By key id.
+            let listed: [String] = (keys["keys"]?.arrayValue ?? []).compactMap { $0["id"]?.stringValue }
+            let madeID = try #require(made["id"]?.stringValue)
+            let expected: [String] = [APIKeys.id(ofHash: APIKeys.hash(key)), madeID].sorted()
+            #expect(listed == expected)
+            let madeEntry = (keys["keys"]?.arrayValue ?? []).first { $0["id"]?.stringValue == madeID }
+            #expect(madeEntry?["scopes"] == ["send"] && !keys.jsonString.contains("rp_"))
+            #expect(keys["next_after"] == nil)
+            let (_, firstPage) = try await call(.get, "/v1/apps/\(app)/keys?limit=1", key, nil)
+            #expect(firstPage["keys"]?.arrayValue?.count == 1 && firstPage["next_after"] != nil)
             let sendOnly = try #require(made["api_key"]?.stringValue)
             #expect(try await call(.get, "/v1/apps/\(app)/keys", sendOnly, nil).0 == 403)
             // Devices: a prefix of the token, a user id, a tag.

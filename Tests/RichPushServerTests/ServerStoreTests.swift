@@ -54,6 +54,36 @@ import Testing
         #expect(try await store.authorize(key: first) != nil)
     }
 
+    /// At most 100 keys an app (counted where the key is written), listed a page at a time by key id.
+    @Test(arguments: Kind.allCases)
+    func keysAreCappedPerAppAndListedAPageAtATime(_ kind: Kind) async throws {
+        let store = try await StorageBackendTests.make(kind).store
+        let (app, _) = try await store.createApp(ServerApp(id: "", name: "A", bundleID: "com.example.a"))
+        let (other, _) = try await store.createApp(ServerApp(id: "", name: "B", bundleID: "com.example.b"))
+        var made: [String] = []
+        for _ in 1..<APIKeys.maxPerApp {
+            made.append(try await store.createKey(appID: app.id, scopes: [.send]).0.keyID)
+        }
+        await #expect(throws: APIKeys.LimitReached.self) {
+            _ = try await store.createKey(appID: app.id, scopes: [.send])
+        }
+        // Another app is not held back; revoking one makes room.
+        _ = try await store.createKey(appID: other.id, scopes: [.read])
+        #expect(try await store.revokeKey(appID: app.id, keyID: made.removeLast()))
+        _ = try await store.createKey(appID: app.id, scopes: [.send])
+        var listed: [String] = []
+        var after = ""
+        while true {
+            let page = try await store.keys(appID: app.id, after: after, limit: 30)
+            #expect(page.count <= 30)
+            listed += page.map(\.keyID)
+            guard page.count == 30, let last = page.last else { break }
+            after = last.keyID
+        }
+        #expect(listed.count == APIKeys.maxPerApp && Set(listed).count == listed.count && listed == listed.sorted())
+        #expect(try await store.keys(appID: other.id, after: "", limit: 100).count == 2)
+    }
+
     @Test(arguments: Kind.allCases)
     func anIdempotencyKeyReturnsTheFirstNotification(_ kind: Kind) async throws {
         let store = try await StorageBackendTests.make(kind).store

@@ -163,7 +163,16 @@ public final class PostgresServerStore: ServerStore {
     public func createKey(appID: String, scopes: Set<APIScope>) async throws -> (APIGrant, key: String) {
         let key = APIKeys.newKey()
         let hash = APIKeys.hash(key)
-        try await db.rows(Self.insertKey(hash: hash, appID: appID, scopes: scopes))
+        // One statement: counted and inserted together (two made at once may both pass: at most one over, once).
+        let made = try await db.rows(
+            """
+            INSERT INTO api_keys (key_hash, key_id, app_id, scopes)
+            SELECT \(hash), \(APIKeys.id(ofHash: hash)), \(appID), \(APIScope.column(scopes))
+            WHERE (SELECT count(*) FROM api_keys WHERE app_id = \(appID)) < \(APIKeys.maxPerApp)
+            RETURNING key_id
+            """
+        )
+        guard !made.isEmpty else { throw APIKeys.LimitReached() }
         return (APIGrant(keyID: APIKeys.id(ofHash: hash), appID: appID, scopes: scopes), key)
     }
 
@@ -177,9 +186,12 @@ public final class PostgresServerStore: ServerStore {
         return true
     }
 
-    public func keys(appID: String) async throws -> [APIKeyInfo] {
+    public func keys(appID: String, after: String, limit: Int) async throws -> [APIKeyInfo] {
         try await db.rows(
-            "SELECT key_id, scopes, created_at FROM api_keys WHERE app_id = \(appID) ORDER BY created_at, key_id"
+            """
+            SELECT key_id, scopes, created_at FROM api_keys WHERE app_id = \(appID) AND key_id > \(after)
+            ORDER BY key_id LIMIT \(max(0, limit))
+            """
         ).map { row in
             let (id, scopes, created) = try row.decode((String, String, Date).self)
             return APIKeyInfo(keyID: id, scopes: APIScope.parse(scopes), createdAt: created)

@@ -33,7 +33,8 @@ public actor MemoryServerStore: ServerStore {
 
     public func app(id: String) -> ServerApp? { apps[id] }
 
-    public func createKey(appID: String, scopes: Set<APIScope>) -> (APIGrant, key: String) {
+    public func createKey(appID: String, scopes: Set<APIScope>) throws -> (APIGrant, key: String) {
+        guard keys.values.count(where: { $0.appID == appID }) < APIKeys.maxPerApp else { throw APIKeys.LimitReached() }
         let key = APIKeys.newKey()
         let hash = APIKeys.hash(key)
         let grant = APIGrant(keyID: APIKeys.id(ofHash: hash), appID: appID, scopes: scopes)
@@ -52,12 +53,19 @@ public actor MemoryServerStore: ServerStore {
 
     public func authorize(keyHash: String) -> APIGrant? { keys[keyHash] }
 
-    public func keys(appID: String) -> [APIKeyInfo] {
-        keys.filter { $0.value.appID == appID }
-            .map {
-                APIKeyInfo(keyID: $0.value.keyID, scopes: $0.value.scopes, createdAt: keyTimes[$0.key] ?? .distantPast)
-            }
-            .sorted { ($0.createdAt, $0.keyID) < ($1.createdAt, $1.keyID) }
+    public func keys(appID: String, after: String, limit: Int) -> [APIKeyInfo] {
+        Array(
+            keys.filter { $0.value.appID == appID && $0.value.keyID > after }
+                .map {
+                    APIKeyInfo(
+                        keyID: $0.value.keyID,
+                        scopes: $0.value.scopes,
+                        createdAt: keyTimes[$0.key] ?? .distantPast
+                    )
+                }
+                .sorted { $0.keyID < $1.keyID }
+                .prefix(max(0, limit))
+        )
     }
 
     public func notifications(appID: String, before: Double?, limit: Int) -> [StoredNotification] {

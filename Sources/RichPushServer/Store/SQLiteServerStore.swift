@@ -198,7 +198,13 @@ public final class SQLiteServerStore: ServerStore {
         let key = APIKeys.newKey()
         let hash = APIKeys.hash(key)
         let grant = APIGrant(keyID: APIKeys.id(ofHash: hash), appID: appID, scopes: scopes)
-        try await pool.write { db in try Self.insertKey(hash: hash, appID: appID, scopes: scopes, in: db) }
+        try await pool.write { db in
+            // Counted in the write's transaction: two keys made at once cannot both take the last place.
+            let held =
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM api_keys WHERE app_id = ?", arguments: [appID]) ?? 0
+            guard held < APIKeys.maxPerApp else { throw APIKeys.LimitReached() }
+            try Self.insertKey(hash: hash, appID: appID, scopes: scopes, in: db)
+        }
         return (grant, key)
     }
 
@@ -227,12 +233,15 @@ public final class SQLiteServerStore: ServerStore {
         return true
     }
 
-    public func keys(appID: String) async throws -> [APIKeyInfo] {
+    public func keys(appID: String, after: String, limit: Int) async throws -> [APIKeyInfo] {
         try await pool.read { db in
             try Row.fetchAll(
                 db,
-                sql: "SELECT key_id, scopes, created_at FROM api_keys WHERE app_id = ? ORDER BY created_at, key_id",
-                arguments: [appID]
+                sql: """
+                    SELECT key_id, scopes, created_at FROM api_keys WHERE app_id = ? AND key_id > ?
+                    ORDER BY key_id LIMIT ?
+                    """,
+                arguments: [appID, after, max(0, limit)]
             ).map {
                 APIKeyInfo(
                     keyID: $0["key_id"],

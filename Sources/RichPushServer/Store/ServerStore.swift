@@ -145,14 +145,16 @@ public protocol AppStore: Sendable {
     func updateApp(_ app: ServerApp) async throws -> ServerApp?
     func app(id: String) async throws -> ServerApp?
 
-    /// A new key for an app with these scopes; returns its grant and the key, which is not stored.
+    /// A new key for an app with these scopes; returns its grant and the key, which is not stored. An app has at
+    /// most ``APIKeys/maxPerApp`` keys: past that, ``APIKeys/LimitReached``.
     func createKey(appID: String, scopes: Set<APIScope>) async throws -> (APIGrant, key: String)
     /// Revokes a key by its id; false when the app has no such key.
     func revokeKey(appID: String, keyID: String) async throws -> Bool
     /// The grant of a key, looked up by the key's SHA-256 (``APIKeys/hash(_:)``).
     func authorize(keyHash: String) async throws -> APIGrant?
-    /// An app's keys as the API lists them (never a key itself), oldest first.
-    func keys(appID: String) async throws -> [APIKeyInfo]
+    /// A page of an app's keys as the API lists them (never a key itself), by key id: those after `after`, at
+    /// most `limit`.
+    func keys(appID: String, after: String, limit: Int) async throws -> [APIKeyInfo]
 
     /// A random 32-byte secret of the server's, made on first use and the same ever after (receipt tokens are
     /// signed with one, so they stay valid across restarts and on every node).
@@ -190,6 +192,12 @@ extension ServerStore {
 
 /// Keys: how they are made and hashed.
 public enum APIKeys {
+    /// Keys one app may hold at once (revoking one makes room).
+    public static let maxPerApp = 100
+
+    /// An app holds ``maxPerApp`` keys already.
+    public struct LimitReached: Error {}
+
     /// SHA-256 of a key, in lowercase hex.
     public static func hash(_ key: String) -> String { lowercaseHex(SHA256.hash(data: Data(key.utf8))) }
 

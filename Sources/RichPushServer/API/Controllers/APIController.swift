@@ -52,8 +52,8 @@ extension AppRoutes {
 /// The query parameters of a paged list.
 enum ListQuery {
     /// A list's `limit` (1...100, default 20) from the query.
-    static func limit(_ query: Parameters) throws -> Int {
-        guard let l = query.get("limit") else { return 20 }
+    static func limit(_ query: Parameters, default fallback: Int = 20) throws -> Int {
+        guard let l = query.get("limit") else { return fallback }
         guard let n = Int(l), (1...100).contains(n) else {
             throw APIError(.invalid, "limit is a whole number from 1 to 100")
         }

@@ -79,16 +79,38 @@ struct AppsController: AppRoutes {
         return Response.json(200, ["app": updated.json])
     }
 
-    /// `GET /v1/apps/{app}/keys`: ids, scopes and dates; never a key.
+    /// `GET /v1/apps/{app}/keys[?limit=&after=]`: ids, scopes and dates, never a key; by key id, a page at a
+    /// time (`limit` 1 to 100, default 100; `next_after` when another page may follow).
     func listKeys(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, .manage)
-        return Response.json(200, ["keys": .array(try await store.keys(appID: app.id).map(\.json))])
+        let query = request.uri.queryParameters
+        let limit = try ListQuery.limit(query, default: 100)
+        let after = query.get("after") ?? ""
+        guard after.utf8.count <= 64 else { throw APIError(.invalid, "after is a key id (from next_after)") }
+        let page = try await store.keys(appID: app.id, after: after, limit: limit)
+        var answer: [String: JSONValue] = ["keys": .array(page.map(\.json))]
+        if page.count == limit, let last = page.last { answer["next_after"] = .string(last.keyID) }
+        return Response.json(200, .object(answer))
     }
 
     func createKey(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, .manage)
         let scopes = try KeyBody.decode(try await bodyJSON(request)).scopes
-        let (grant, key) = try await store.createKey(appID: app.id, scopes: scopes)
+        let grant: APIGrant
+        let key: String
+        do { (grant, key) = try await store.createKey(appID: app.id, scopes: scopes) } catch is APIKeys.LimitReached {
+            throw APIError(
+                .invalid,
+                "this app has \(APIKeys.maxPerApp) keys",
+                issues: [
+                    .init(
+                        path: "",
+                        rule: "keys-per-app",
+                        message: "an app holds at most \(APIKeys.maxPerApp) keys: revoke one first"
+                    )
+                ]
+            )
+        }
         return Response.json(
             201,
             [
