@@ -36,6 +36,8 @@ public struct RichPushAPI: Sendable {
     public var media: MediaService?
     /// What each app may make this node spend on media (uploads a day, fetches at once).
     public var quotas = Quotas()
+    /// Counts the read routes show, kept briefly (or for good, once a notification has settled).
+    public var counts = CountCaches()
     /// Receipt addresses for devices (`rp.r`) and `POST /v1/receipts/{token}`; nil turns both off.
     public var receipts: DeviceReceipts?
     /// The push services devices are reached through: token checks, sizes and dry runs ask them (the workers
@@ -143,8 +145,14 @@ public struct RichPushAPI: Sendable {
             extraFCMTokenEndpoints: extraFCMTokenEndpoints,
             sandbox: simulate != nil
         ).addRoutes(to: keyed)
-        DevicesController(store: store, registry: registry, providers: providers, maxBodyBytes: maxBodyBytes)
-            .addRoutes(to: keyed)
+        DevicesController(
+            store: store,
+            registry: registry,
+            providers: providers,
+            counts: counts,
+            maxBodyBytes: maxBodyBytes
+        )
+        .addRoutes(to: keyed)
         NotificationsController(
             backend: backend,
             validation: validation,
@@ -156,6 +164,7 @@ public struct RichPushAPI: Sendable {
             onAccepted: onAccepted,
             media: self.media,
             quotas: quotas,
+            counts: counts,
             receipts: receipts,
             providers: providers,
             simulate: simulate

@@ -37,33 +37,12 @@ struct PostgresListener: Service {
                     backoff = .milliseconds(200)
                     onCache("*")
                     onWork()
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        group.addTask {
-                            for try await _ in try await connection.listen("richpush_work") { onWork() }
-                        }
-                        group.addTask {
-                            for try await n in try await connection.listen(PostgresServerStore.cacheChannel) {
-                                onCache(n.payload)
-                            }
-                        }
-                        // A listening connection says nothing when the network between drops it: asked every few
-                        // seconds, it must answer in time, else it is replaced (and the caches flushed).
-                        group.addTask {
-                            while true {
-                                try await Task.sleep(for: .seconds(3))
-                                _ = try await db.deadline(
-                                    .seconds(3),
-                                    onTimeout: { _ = connection.close() as EventLoopFuture<Void> }
-                                ) {
-                                    try await connection.query("SELECT 1", logger: db.logger).collect()
-                                }
-                            }
-                        }
-                        defer { group.cancelAll() }
-                        try await group.next()
-                    }
-                    // The connection is being given up; its close has nothing to report.
+                    var failure: (any Error)?
+                    do { try await listen(on: connection) } catch { failure = error }
+                    // Given up however the listening ended (a connection dropped unclosed is a bug postgres-nio
+                    // asserts on); its close has nothing to report.
                     try? await connection.close()
+                    if let failure { throw failure }
                 } catch {
                     if Task.isCancelled { return }
                     db.logger.debug(
@@ -74,6 +53,35 @@ struct PostgresListener: Service {
                 try await Task.sleep(for: backoff)
                 backoff = min(backoff * 2, .seconds(5))
             }
+        }
+    }
+
+    /// Listens on both channels and checks the connection every few seconds; returns or throws when it fails.
+    func listen(on connection: PostgresConnection) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for try await _ in try await connection.listen("richpush_work") { onWork() }
+            }
+            group.addTask {
+                for try await n in try await connection.listen(PostgresServerStore.cacheChannel) {
+                    onCache(n.payload)
+                }
+            }
+            // A listening connection says nothing when the network between drops it: asked every few
+            // seconds, it must answer in time, else it is replaced (and the caches flushed).
+            group.addTask {
+                while true {
+                    try await Task.sleep(for: .seconds(3))
+                    _ = try await db.deadline(
+                        .seconds(3),
+                        onTimeout: { _ = connection.close() as EventLoopFuture<Void> }
+                    ) {
+                        try await connection.query("SELECT 1", logger: db.logger).collect()
+                    }
+                }
+            }
+            defer { group.cancelAll() }
+            try await group.next()
         }
     }
 }

@@ -157,18 +157,32 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
         after cursor: Int64,
         limit: Int
     ) async throws -> (devices: [Device], next: Int64?) {
-        // A token prefix as a range on the (app_id, token) index (byte order, so any prefix is one range).
-        let rows = try await db.rows(
-            """
-            SELECT \(unescaped: Self.deviceColumns), \(unescaped: Self.listColumns)
-            FROM devices d WHERE d.app_id = \(appID) AND d.id > \(cursor)
-              AND ((d.token COLLATE "C" >= \(query) AND d.token COLLATE "C" < \(query + "\u{10FFFF}")) OR d.user_id = \(query)
-                   OR d.id IN (SELECT device_id FROM device_tags WHERE tag = \(query)))
-            ORDER BY d.id LIMIT \(max(0, limit))
-            """
-        )
+        let rows = try await db.rows(Self.searchQuery(appID: appID, matching: query, after: cursor, limit: limit))
         let found = try rows.map(Self.deviceWithLists)
         return (found.map(\.1), rows.count == limit ? found.last?.0 : nil)
+    }
+
+    /// A page of the search: three branches, each reading its own index in id order and stopping at `limit`
+    /// (a token prefix as a range on the byte-order token index, a user id on `(app_id, user_id, id)`, a tag on
+    /// the tag's `(tag, device_id)` key), merged and cut to the page. A one-branch `OR` would walk the app's
+    /// devices in id order, testing each: a million rows for a query that matches none.
+    static func searchQuery(appID: String, matching query: String, after cursor: Int64, limit: Int) -> PostgresQuery {
+        let n = max(0, limit)
+        return """
+            SELECT \(unescaped: deviceColumns), \(unescaped: listColumns)
+            FROM devices d WHERE d.id IN (
+                (SELECT id FROM devices WHERE app_id = \(appID) AND id > \(cursor)
+                   AND token COLLATE "C" >= \(query) AND token COLLATE "C" < \(query + "\u{10FFFF}")
+                 ORDER BY id LIMIT \(n))
+                UNION ALL
+                (SELECT id FROM devices WHERE app_id = \(appID) AND user_id = \(query) AND id > \(cursor)
+                 ORDER BY id LIMIT \(n))
+                UNION ALL
+                (SELECT t.device_id FROM device_tags t JOIN devices x ON x.id = t.device_id
+                 WHERE t.tag = \(query) AND x.app_id = \(appID) AND t.device_id > \(cursor)
+                 ORDER BY t.device_id LIMIT \(n)))
+            ORDER BY d.id LIMIT \(n)
+            """
     }
 
     public func count(appID: String) async throws -> Int {

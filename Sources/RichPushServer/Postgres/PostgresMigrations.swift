@@ -109,6 +109,15 @@ enum PostgresMigrations {
                 CREATE INDEX delivery_receipts_notification ON delivery_receipts (notification_id)
                 """
         ),
+        // A token prefix is a range in byte order whatever the database's collation: the search's token branch
+        // reads this index (the unique (app_id, token) one serves it only when the collation is C).
+        Migration(
+            version: 7,
+            name: "device tokens in byte order",
+            sql: """
+                CREATE INDEX devices_token_c ON devices (app_id, token COLLATE "C")
+                """
+        ),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

@@ -8,6 +8,7 @@ struct DevicesController: AppRoutes {
     let store: any ServerStore
     let registry: any DeviceRegistry
     let providers: Providers
+    let counts: CountCaches
     let maxBodyBytes: Int
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
@@ -53,7 +54,8 @@ struct DevicesController: AppRoutes {
         }
         let (devices, next) = try await registry.search(appID: app.id, matching: q, after: after, limit: limit)
         var body: [String: JSONValue] = [
-            "devices": .array(devices.map(\.json)), "total": .int(Int64(try await registry.count(appID: app.id))),
+            "devices": .array(devices.map(\.json)),
+            "total": .int(Int64(try await counts.devices(app.id) { try await registry.count(appID: app.id) })),
         ]
         if let next { body["next_after"] = .int(next) }
         return Response.json(200, .object(body))

@@ -20,6 +20,7 @@ struct NotificationsController: AppRoutes {
     let onAccepted: @Sendable (_ id: String, _ message: PushMessage) -> Void
     let media: MediaService?
     let quotas: Quotas
+    let counts: CountCaches
     let receipts: DeviceReceipts?
     let providers: Providers
     let simulate: (@Sendable (_ notificationID: String) async -> JSONValue?)?
@@ -167,7 +168,7 @@ struct NotificationsController: AppRoutes {
         }
         let page = try OutcomesPage(query: request.uri.queryParameters)
         // Counted in the database and read a page at a time: a poll of a million-device send reads no million rows.
-        let byState = try await queue.counts(notificationID: id)
+        let byState = try await counts.deliveries(id) { try await queue.counts(notificationID: id) }
         let counts = Dictionary(uniqueKeysWithValues: byState.map { ($0.key.rawValue, JSONValue.int(Int64($0.value))) })
         let total = byState.values.reduce(0, +)
         // Deliveries are listed in id order: a page starts after the last id of the one before. One more than the
@@ -214,7 +215,7 @@ struct NotificationsController: AppRoutes {
         let found = try await store.notifications(appID: app.id, before: before, limit: limit)
         var items: [JSONValue] = []
         for n in found {
-            let counts = try await queue.counts(notificationID: n.id)
+            let counts = try await self.counts.deliveries(n.id) { try await queue.counts(notificationID: n.id) }
             let message = n.message
             var item: [String: JSONValue] = [
                 "id": .string(n.id), "created_at": .double(n.createdAt.timeIntervalSince1970),
