@@ -28,14 +28,12 @@ public enum DeliveryTarget: Sendable, Hashable, Comparable, CustomStringConverti
     case topic(String)
     case condition(String)
 
-    /// Reads the stored form back.
+    /// Reads the stored form back (the form FCM targets are written in everywhere).
     public init(stored s: String) {
-        if s.hasPrefix("topic:") {
-            self = .topic(String(s.dropFirst("topic:".count)))
-        } else if s.hasPrefix("condition:") {
-            self = .condition(String(s.dropFirst("condition:".count)))
-        } else {
-            self = .token(s)
+        switch FCMTarget(storedForm: s) {
+        case .token(let t): self = .token(t)
+        case .topic(let t): self = .topic(t)
+        case .condition(let c): self = .condition(c)
         }
     }
 
@@ -43,13 +41,7 @@ public enum DeliveryTarget: Sendable, Hashable, Comparable, CustomStringConverti
     public init(stringLiteral value: String) { self = .token(value) }
 
     /// As the databases keep it and the API shows it.
-    public var stored: String {
-        switch self {
-        case .token(let t): return t
-        case .topic(let t): return "topic:" + t
-        case .condition(let c): return "condition:" + c
-        }
-    }
+    public var stored: String { fcm.storedForm }
 
     /// The device token, or nil for a topic or a condition (nothing to prune there).
     public var token: String? {

@@ -2,6 +2,7 @@ import Foundation
 import RichPushAPNs
 import RichPushCore
 import RichPushFCM
+import RichPushServer
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -56,7 +57,7 @@ struct ServerSend {
         else {
             throw SendFailure.usage("--server is the server's base URL, such as https://push.example.com")
         }
-        if url.scheme == "http" && !Self.isLoopback(host) {
+        if url.scheme == "http" && !ServerConfiguration.isLoopback(host) {
             throw SendFailure.usage(
                 "--server must be https:// off this machine (the API key would cross the network in the clear); http:// is for 127.0.0.1, ::1 and localhost"
             )
@@ -193,14 +194,6 @@ struct ServerSend {
         throw SendFailure.usage(
             "--server needs the app's API key (scope send): set RICHPUSH_API_KEY or give --key-file FILE"
         )
-    }
-
-    /// Hosts an http:// server may have: this machine's own.
-    static func isLoopback(_ host: String) -> Bool {
-        let h = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        return h == "localhost" || h == "::1"
-            || h.hasPrefix("127.")
-                && h.split(separator: ".").count == 4 && h.split(separator: ".").allSatisfy { UInt8($0) != nil }
     }
 
     /// A count from the server, held to 0...10¹² (sums of them must not overflow, nor a bar be drawn backwards).
