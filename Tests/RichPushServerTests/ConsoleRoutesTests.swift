@@ -41,6 +41,10 @@ import Testing
             let madeEntry = (keys["keys"]?.arrayValue ?? []).first { $0["id"]?.stringValue == madeID }
             #expect(madeEntry?["scopes"] == ["send"] && !keys.jsonString.contains("rp_"))
             #expect(keys["next_after"] == nil)
+            // Found by the API fuzzer on PostgreSQL: a cursor with a NUL was a 500 (the database refuses NUL in text).
+            for bad in ["k%00x", "k%C2%89%C3%A9", String(repeating: "a", count: 65)] {
+                #expect(try await call(.get, "/v1/apps/\(app)/keys?after=\(bad)", key, nil).0 == 422, "\(bad)")
+            }
             let (_, firstPage) = try await call(.get, "/v1/apps/\(app)/keys?limit=1", key, nil)
             #expect(firstPage["keys"]?.arrayValue?.count == 1 && firstPage["next_after"] != nil)
             let sendOnly = try #require(made["api_key"]?.stringValue)

@@ -86,7 +86,13 @@ struct AppsController: AppRoutes {
         let query = request.uri.queryParameters
         let limit = try ListQuery.limit(query, default: 100)
         let after = query.get("after") ?? ""
-        guard after.utf8.count <= 64 else { throw APIError(.invalid, "after is a key id (from next_after)") }
+        // A key id (from next_after): ASCII letters, digits and _ only (a NUL would reach the database, which
+        // refuses it in text: the API fuzzer found that one).
+        guard after.utf8.count <= 64,
+            after.utf8.allSatisfy({
+                ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 95
+            })
+        else { throw APIError(.invalid, "after is a key id (from next_after)") }
         let page = try await store.keys(appID: app.id, after: after, limit: limit)
         var answer: [String: JSONValue] = ["keys": .array(page.map(\.json))]
         if page.count == limit, let last = page.last { answer["next_after"] = .string(last.keyID) }
