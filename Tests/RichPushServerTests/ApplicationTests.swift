@@ -19,6 +19,8 @@ import FoundationNetworking
         config.port = 0
         config.sandboxDirectory = folder.appendingPathComponent("sandbox").path
         config.mediaDirectory = folder.appendingPathComponent("media").path
+        // Inside the test's folder on every database (on PostgreSQL the default is the working folder's).
+        config.credentialsKeyFile = folder.appendingPathComponent("credentials.key").path
         return config
     }
 
