@@ -29,13 +29,6 @@ public struct APIRequestContext: RequestContext, RemoteAddressRequestContext {
     }
 
     /// A key of any app with this scope, or the admin key.
-    /// The key's app, nil for the admin key (or no caller).
-    func requireCallerApp() -> String? {
-        // Only called after the route checked its caller; without one there is nothing to count against.
-        guard case .app(let grant)? = try? requireCaller() else { return nil }
-        return grant.appID
-    }
-
     /// Checks the scope; returns the key's app (nil for the admin key), which quotas count against.
     @discardableResult
     func requireAnyKey(_ scope: APIScope) throws -> String? {

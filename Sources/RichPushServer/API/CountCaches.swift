@@ -7,17 +7,15 @@ import NIOConcurrencyHelpers
 ///
 /// A notification whose deliveries have all ended never changes again: its counts are kept (a bounded LRU). One
 /// still delivering is counted again at most once every `runningLifetime` on this node, however many ask. An
-/// app's device count is kept `devicesLifetime`. Every map is a bounded LRU.
+/// app's device count is kept `devicesLifetime`. Both are ``StoreCache``s: bounded, least recently used out first.
 public final class CountCaches: Sendable {
-    let runningLifetime: TimeInterval
-    let devicesLifetime: TimeInterval
     private let settled = NIOLockedValueBox(LRU<[DeliveryState: Int]>(capacity: 10_000))
-    private let running = NIOLockedValueBox(LRU<(counts: [DeliveryState: Int], at: Date)>(capacity: 10_000))
-    private let devices = NIOLockedValueBox(LRU<(count: Int, at: Date)>(capacity: 10_000))
+    private let running: StoreCache<[DeliveryState: Int]>
+    private let devices: StoreCache<Int>
 
     public init(runningLifetime: TimeInterval = 1, devicesLifetime: TimeInterval = 10) {
-        self.runningLifetime = runningLifetime
-        self.devicesLifetime = devicesLifetime
+        running = StoreCache(lifetime: runningLifetime, capacity: 10_000)
+        devices = StoreCache(lifetime: devicesLifetime, capacity: 10_000)
     }
 
     /// A notification's deliveries by state.
@@ -26,30 +24,20 @@ public final class CountCaches: Sendable {
         count: () async throws -> [DeliveryState: Int]
     ) async throws -> [DeliveryState: Int] {
         if let done = settled.withLockedValue({ $0.get(notificationID) }) { return done }
-        if let (counts, at) = running.withLockedValue({ $0.get(notificationID) }),
-            Date().timeIntervalSince(at) < runningLifetime
-        {
-            return counts
+        let counts = try await running.value(notificationID) {
+            let fresh = try await count()
+            // None queued or leased and at least one delivery: no delivery of it will ever change state again (a
+            // fan-out still adding deliveries has queued ones; one not yet fanned out has none, and is not kept).
+            if fresh[.queued, default: 0] == 0, fresh[.leased, default: 0] == 0, !fresh.isEmpty {
+                settled.withLockedValue { $0.set(notificationID, fresh) }
+            }
+            return fresh
         }
-        let fresh = try await count()
-        // None queued or leased and at least one delivery: no delivery of it will ever change state again (a
-        // fan-out still adding deliveries has queued ones; one not yet fanned out has none, and is not kept).
-        if fresh[.queued, default: 0] == 0, fresh[.leased, default: 0] == 0, !fresh.isEmpty {
-            settled.withLockedValue { $0.set(notificationID, fresh) }
-            running.withLockedValue { $0.remove(notificationID) }
-        } else {
-            running.withLockedValue { $0.set(notificationID, (fresh, Date())) }
-        }
-        return fresh
+        return counts ?? [:]
     }
 
     /// An app's devices.
     func devices(_ appID: String, count: () async throws -> Int) async throws -> Int {
-        if let (n, at) = devices.withLockedValue({ $0.get(appID) }), Date().timeIntervalSince(at) < devicesLifetime {
-            return n
-        }
-        let fresh = try await count()
-        devices.withLockedValue { $0.set(appID, (fresh, Date())) }
-        return fresh
+        try await devices.value(appID) { try await count() } ?? 0
     }
 }

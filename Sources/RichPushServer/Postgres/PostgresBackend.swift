@@ -57,9 +57,7 @@ public final class PostgresBackend: StorageBackend {
     ) async throws -> PostgresBackend {
         let db = try await PostgresDatabase.open(try PostgresSettings(url: url), timeout: timeout, logger: logger)
         do {
-            try await PostgresMigrations.migrate(db)
-            let sealer = try makeSealer(try await PostgresServerStore.hasSealedCredentials(db))
-            let store = try await PostgresServerStore(database: db, sealer: sealer)
+            let store = try await preparedStore(db, sealer: makeSealer)
             return PostgresBackend(database: db, store: store, nodeID: nodeID, chunk: chunk, fanOutLease: fanOutLease)
         } catch {
             await db.close()
@@ -82,12 +80,10 @@ public final class PostgresBackend: StorageBackend {
         let settings = try PostgresSettings(url: url)
         let (sealer, values) = try await PostgresDatabase.withRunning(settings, timeout: timeout, logger: logger) {
             db -> (CredentialSealer?, [String: [UInt8]]) in
-            try await PostgresMigrations.migrate(db)
-            let sealer = try makeSealer(try await PostgresServerStore.hasSealedCredentials(db))
-            let store = try await PostgresServerStore(database: db, sealer: sealer)
+            let store = try await preparedStore(db, sealer: makeSealer)
             var values: [String: [UInt8]] = [:]
             for name in secrets { values[name] = try await store.secret(named: name) }
-            return (sealer, values)
+            return (store.credentials.sealer, values)
         }
         let db = try PostgresDatabase(settings, timeout: timeout, logger: logger)
         let backend = PostgresBackend(
@@ -98,6 +94,17 @@ public final class PostgresBackend: StorageBackend {
             fanOutLease: fanOutLease
         )
         return (backend, values)
+    }
+
+    /// What every opening does first, one node at a time: the migrations, the sealer (made once the database says
+    /// whether sealed credentials exist), and the store over `db` with the credentials key checked.
+    static func preparedStore(
+        _ db: PostgresDatabase,
+        sealer makeSealer: (_ sealedExist: Bool) throws -> CredentialSealer?
+    ) async throws -> PostgresServerStore {
+        try await PostgresMigrations.migrate(db)
+        let sealer = try makeSealer(try await PostgresServerStore.hasSealedCredentials(db))
+        return try await PostgresServerStore(database: db, sealer: sealer)
     }
 
     init(

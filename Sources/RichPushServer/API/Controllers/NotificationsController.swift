@@ -56,7 +56,8 @@ struct NotificationsController: AppRoutes {
         if let media {
             // Each of the message's media is fetched (a verdict kept from before costs nothing, but is counted).
             let fetches = message.media.count
-            let caller = context.requireCallerApp()
+            // The app quotas count against: the key's (the route checked its scope); none for the admin key.
+            let caller = try context.requireAnyKey(.send)
             var prepared = message
             let (errors, notes) = try await quotas.fetching(app: caller, count: fetches) {
                 await media.prepare(&prepared, onFailure: options.onFailure, rehost: options.rehost)
