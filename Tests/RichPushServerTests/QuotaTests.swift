@@ -73,9 +73,10 @@ import Testing
     }
 
     @Test func fetchesAtOnceAreBoundedPerAppAndForTheNode() async throws {
-        // A drip that takes 2 s: checks of it stay running while the others ask.
+        // A drip that never ends before the fetcher's 15 s deadline: checks of it stay running while the others
+        // ask, however slow the machine (a 2 s drip ended first on a loaded run, freeing the places it held).
         let made = try await H.api(routes: [
-            "/slow.jpg": .drip(total: 2_000, chunk: 100, interval: 0.1, contentType: "image/jpeg"),
+            "/slow.jpg": .drip(total: 1_000_000, chunk: 100, interval: 0.5, contentType: "image/jpeg"),
             "/a.jpg": .bytes(M.jpeg, contentType: "image/jpeg"),
         ])
         var api = made.0
