@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Large media requests pipelined behind a routed request (which the media fast path passes to the router, to keep
-# the answers in order), against `richpush serve`, with the server's resident memory: baseline, peak (VmHWM, reset
-# before the run) and after.
+# Large media requests pipelined behind a routed request (the media fast path holds them until the routed answer has
+# ended, then answers them from the file with sendfile, so no answer is read into memory), against `richpush serve`,
+# with the server's resident memory: baseline, peak (VmHWM, reset before the run) and after.
 #   Benchmarks/media_pipelined.sh [CONNECTIONS=16] [ROUNDS=3] [SIZE_MB=49]
 # Each connection sends `GET /health/live` and `GET /media/<a SIZE_MB video>` in one write, ROUNDS times, reading
 # and dropping every byte; then the same with HEAD. The video is larger than half the memory cache (64 MB by

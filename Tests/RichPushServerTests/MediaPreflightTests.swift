@@ -359,9 +359,9 @@ struct FixedResolver: HostResolver {
         try? await server.shutdown()
     }
 
-    /// Media the memory cache does not hold (too large for it, or evicted) is read from disk by the router, which
-    /// answers what the fast path passes on (a request pipelined behind a routed one): the bytes, ranges and HEAD
-    /// are the same as from memory, HEAD and 304 read nothing, and serving puts nothing into memory to stay.
+    /// Media the memory cache does not hold (too large for it, or evicted) is read from disk by the router when the
+    /// fast path is not in place (as here, with no socket): streamed in chunks, with the same bytes, ranges and
+    /// HEAD as from memory; HEAD and 304 read nothing, and serving puts nothing into memory to stay.
     @Test func mediaNotInTheCacheIsReadFromDiskWithRangesAndHead() async throws {
         let (api, _, server, _, _) = try await Self.api(routes: [:])
         let store = try #require(api.media?.store)

@@ -13,8 +13,10 @@ import Glibc
 
 /// Answers `GET` and `HEAD /media/…` on the connection's event loop before the request reaches the router: the
 /// file is written with `sendfile` (no copy through the process; the kernel's page cache keeps hot files in
-/// memory), with no task per request. Everything else passes through untouched. While a routed request is
-/// still being answered, media requests pass through too, so pipelined answers keep their order.
+/// memory), with no task per request. Everything else passes through untouched. A media request pipelined behind a
+/// routed one waits, with what follows it, until the routed answer has ended, and is then answered here too, so
+/// answers keep their order and no media answer is ever read into memory; while anything waits the connection reads
+/// no more, so what waits is bounded by one read.
 ///
 /// Added as one of the server's extra handlers (which sit after the HTTP/1 to HTTP-types codec), it moves
 /// itself in front of that codec, where a body can be a file region.
@@ -152,6 +154,14 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     var routed = 0
     /// The media request being read: its head and the file name from its path.
     var intercepted: (head: HTTPRequestHead, name: String)?
+    /// Parts read but held back, in order: from a media request that came while a routed answer was pending
+    /// (or a file was being fetched from the shared store) to the last part read. Bounded: while it holds
+    /// anything, reads are held too.
+    var waiting: [HTTPServerRequestPart] = []
+    /// A media file being fetched from the shared store to this node's disk.
+    var fetching = false
+    /// A read asked for while parts waited, to pass on once they are gone.
+    var readHeld = false
     /// This loop's open files (a channel stays on one loop).
     var table: LoopFiles?
 
@@ -160,28 +170,79 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     func handlerAdded(context: ChannelHandlerContext) { table = LoopFiles.forLoop(context.eventLoop) }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
+        let part = unwrapInboundIn(data)
+        if fetching || !waiting.isEmpty {
+            waiting.append(part)
+            return
+        }
+        take(context: context, part)
+    }
+
+    /// One part, in order, with nothing waiting before it.
+    private func take(context: ChannelHandlerContext, _ part: HTTPServerRequestPart) {
+        switch part {
         case .head(let head):
-            if routed == 0, head.method == .GET || head.method == .HEAD, let name = Self.mediaName(head.uri) {
+            if head.method == .GET || head.method == .HEAD, let name = Self.mediaName(head.uri) {
+                if routed > 0 {
+                    // Its answer goes after the pending ones: it waits, and so does everything after it.
+                    waiting.append(part)
+                    return
+                }
                 intercepted = (head, name)
                 return
             }
             routed += 1
-            context.fireChannelRead(data)
+            context.fireChannelRead(wrapInboundOut(part))
         case .body:
-            if intercepted == nil { context.fireChannelRead(data) }
+            if intercepted == nil { context.fireChannelRead(wrapInboundOut(part)) }
         case .end:
-            guard let (head, name) = intercepted else { return context.fireChannelRead(data) }
+            guard let (head, name) = intercepted else { return context.fireChannelRead(wrapInboundOut(part)) }
             intercepted = nil
             if store.shared != nil, MediaStore.parse(name) != nil, store.file(name) == nil {
-                // Stored by another node: the router fetches it to this node's disk (which may take a while),
-                // and the next request for it is answered here.
-                routed += 1
-                context.fireChannelRead(wrapInboundOut(.head(head)))
-                context.fireChannelRead(data)
+                // Stored by another node: fetched to this node's disk (which may take a while), then answered here
+                // from the file like any other; what comes after it waits.
+                fetching = true
+                let fetched = context.eventLoop.makePromise(of: Bool.self)
+                fetched.completeWithTask { [store] in await store.materialize(name) }
+                fetched.futureResult.assumeIsolated().whenComplete { _ in
+                    self.fetching = false
+                    self.answer(context: context, head, name: name)
+                    self.drain(context: context)
+                }
                 return
             }
             answer(context: context, head, name: name)
+        }
+    }
+
+    /// Takes the waiting parts in order until a media request must wait again for a routed answer (or a fetch);
+    /// then, with nothing left waiting, passes on a read that was held.
+    private func drain(context: ChannelHandlerContext) {
+        var took = false
+        while !fetching, let first = waiting.first {
+            if case .head(let head) = first, routed > 0, head.method == .GET || head.method == .HEAD,
+                Self.mediaName(head.uri) != nil
+            {
+                break
+            }
+            waiting.removeFirst()
+            take(context: context, first)
+            took = true
+        }
+        // Outside a read, the router's side takes what was passed on only at the end of one: say it ended (once
+        // more than needed when only media was answered, which costs nothing).
+        if took { context.fireChannelReadComplete() }
+        if waiting.isEmpty, !fetching, readHeld {
+            readHeld = false
+            context.read()
+        }
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if fetching || !waiting.isEmpty {
+            readHeld = true
+        } else {
+            context.read()
         }
     }
 
@@ -288,12 +349,18 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
             if let file { table.release(file) }
             if !keepAlive { channel.close(promise: nil) }
         }
-        // The router's side reads only when it wants a request; it never saw this one, so ask for the next.
-        if keepAlive { context.read() }
+        // The router's side reads only when it wants a request; it never saw this one, so ask for the next (once
+        // nothing waits).
+        if keepAlive { read(context: context) }
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) { routed = max(0, routed - 1) }
+        guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
+        routed = max(0, routed - 1)
         context.write(data, promise: promise)
+        if routed == 0, !waiting.isEmpty {
+            // After the router's write has returned, not inside it.
+            context.eventLoop.assumeIsolated().execute { self.drain(context: context) }
+        }
     }
 }

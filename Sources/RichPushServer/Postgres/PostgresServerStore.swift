@@ -209,6 +209,8 @@ public final class PostgresServerStore: ServerStore {
         ).map(Self.notification)
     }
 
+    public func isKnownKey(keyHash h: String) -> Bool { grants.holdsValue(h) }
+
     public func authorize(keyHash h: String) async throws -> APIGrant? {
         try await grants.value(h) {
             try await db.rows("SELECT key_id, app_id, scopes FROM api_keys WHERE key_hash = \(h)").first.map { row in

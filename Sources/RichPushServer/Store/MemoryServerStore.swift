@@ -51,7 +51,15 @@ public actor MemoryServerStore: ServerStore {
         return true
     }
 
-    public func authorize(keyHash: String) -> APIGrant? { keys[keyHash] }
+    public func authorize(keyHash: String) -> APIGrant? {
+        let grant = keys[keyHash]
+        if grant != nil { looked.insert(keyHash) }
+        return grant
+    }
+
+    /// As the databases' key cache: a key counts as known once it was looked up and found.
+    public func isKnownKey(keyHash: String) -> Bool { keys[keyHash] != nil && looked.contains(keyHash) }
+    private var looked: Set<String> = []
 
     public func keys(appID: String, after: String, limit: Int) -> [APIKeyInfo] {
         Array(

@@ -264,6 +264,8 @@ public final class SQLiteServerStore: ServerStore {
         }
     }
 
+    public func isKnownKey(keyHash h: String) -> Bool { grants.holdsValue(h) }
+
     public func authorize(keyHash h: String) async throws -> APIGrant? {
         try await grants.value(h) {
             try await pool.read { db in

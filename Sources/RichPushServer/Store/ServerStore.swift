@@ -152,6 +152,10 @@ public protocol AppStore: Sendable {
     func revokeKey(appID: String, keyID: String) async throws -> Bool
     /// The grant of a key, looked up by the key's SHA-256 (``APIKeys/hash(_:)``).
     func authorize(keyHash: String) async throws -> APIGrant?
+    /// Whether this node has found this key valid lately, without database work (the key cache, whatever the age of
+    /// its entry): such a key is looked up even from an address that failed too often, so clients behind one
+    /// address as a flood of made-up keys are not shut out with it.
+    func isKnownKey(keyHash: String) async -> Bool
     /// A page of an app's keys as the API lists them (never a key itself), by key id: those after `after`, at
     /// most `limit`.
     func keys(appID: String, after: String, limit: Int) async throws -> [APIKeyInfo]

@@ -28,6 +28,9 @@ final class StoreCache<Value: Sendable>: Sendable {
         return fresh
     }
 
+    /// Whether an entry with a value (not a remembered absence) is held, however old.
+    func holdsValue(_ key: String) -> Bool { entries.withLockedValue { $0.get(key).map { $0.0 != nil } ?? false } }
+
     func set(_ key: String, _ value: Value?) { entries.withLockedValue { $0.set(key, (value, Date())) } }
 
     func forget(_ key: String) { entries.withLockedValue { $0.remove(key) } }

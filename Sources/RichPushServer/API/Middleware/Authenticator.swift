@@ -42,8 +42,9 @@ struct Authenticator: RouterMiddleware {
             return .admin
         }
         // A client already out of failed attempts is refused before its key is looked up: a flood of made-up keys
-        // from one address costs no database work once its budget is spent.
-        if let wait = failureLimiter.peek(context.clientKey) {
+        // from one address costs no database work once its budget is spent. A key this node found valid lately is
+        // looked up all the same: the flood's address may be a legitimate caller's too (one NAT, one proxy).
+        if let wait = failureLimiter.peek(context.clientKey), await !store.isKnownKey(keyHash: hash) {
             throw APIError.rateLimited(after: RateLimiter.retryAfter(wait))
         }
         guard let grant = try await store.authorize(keyHash: hash) else { try refuse(context, "unknown API key") }

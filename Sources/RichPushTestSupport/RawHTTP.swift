@@ -1,0 +1,74 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A plain TCP exchange with the server, for what a URL session hides: pipelining and HEAD framing.
+public enum RawHTTP {
+    public struct Answer: Sendable {
+        public var status: Int
+        public var headers: [String: String]
+        public var body: [UInt8]
+    }
+
+    /// Sends the bytes at once and reads until the server closes the connection (or 10 s pass).
+    public static func exchange(port: Int, _ bytes: [UInt8]) throws -> [UInt8] {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw CocoaError(.fileReadUnknown) }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else { throw CocoaError(.fileReadUnknown) }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { throw CocoaError(.fileWriteUnknown) }
+            sent += n
+        }
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n <= 0 { break }
+            received += chunk[0..<n]
+        }
+        return received
+    }
+
+    /// The answers in the bytes, in order; `heads[i]` says the i-th answered a HEAD (its length has no body).
+    public static func split(_ bytes: [UInt8], heads: [Bool]) -> [Answer] {
+        var answers: [Answer] = []
+        var at = 0
+        let crlf2: [UInt8] = [13, 10, 13, 10]
+        while at < bytes.count {
+            guard let end = (at...(bytes.count - 4)).first(where: { Array(bytes[$0..<($0 + 4)]) == crlf2 }) else {
+                break
+            }
+            let lines = String(decoding: bytes[at..<end], as: UTF8.self).components(separatedBy: "\r\n")
+            let status = lines.first.flatMap { Int($0.split(separator: " ").dropFirst().first ?? "") } ?? 0
+            var headers: [String: String] = [:]
+            for line in lines.dropFirst() {
+                guard let colon = line.firstIndex(of: ":") else { continue }
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(
+                    in: .whitespaces
+                )
+            }
+            let isHead = answers.count < heads.count && heads[answers.count]
+            let length = isHead ? 0 : Int(headers["content-length"] ?? "0") ?? 0
+            let bodyEnd = min(bytes.count, end + 4 + length)
+            answers.append(Answer(status: status, headers: headers, body: Array(bytes[(end + 4)..<bodyEnd])))
+            at = bodyEnd
+        }
+        return answers
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOConcurrencyHelpers
+import RichPushCore
+import RichPushServer
+import RichPushTestSupport
+import Testing
+
+/// The media fast path on a real listener, where it sits in front of the HTTP/1 codec: media pipelined behind
+/// routed requests, and media another node stored (fetched to this node's disk first), are answered from the file
+/// by the fast path, in order, never by the router.
+@Suite struct MediaFastPathTests {
+    /// Shared media whose fetches take a while and are counted.
+    final class SlowShared: SharedMediaFiles {
+        let files = NIOLockedValueBox<[String: [UInt8]]>([:])
+        let fetches = NIOLockedValueBox(0)
+        let delay: UInt64
+
+        init(delay: UInt64) { self.delay = delay }
+
+        func put(name: String, file: URL, keepUntil: Date) async throws {
+            let bytes = try [UInt8](Data(contentsOf: file))
+            files.withLockedValue { $0[name] = bytes }
+        }
+
+        func fetch(name: String, to destination: URL) async throws -> Date? {
+            fetches.withLockedValue { $0 += 1 }
+            try await Task.sleep(nanoseconds: delay)
+            guard let bytes = files.withLockedValue({ $0[name] }) else { return nil }
+            try Data(bytes).write(to: destination)
+            return Date().addingTimeInterval(3600)
+        }
+
+        func keep(name: String, until: Date) async throws -> Bool { files.withLockedValue { $0[name] != nil } }
+        func sweep(before cutoff: Date) async throws -> (files: Int, bytes: Int) { (0, 0) }
+    }
+
+    @Test func pipelinedAndSharedMediaIsAnsweredInOrderByTheFastPath() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("fast-path-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let shared = SlowShared(delay: 300_000_000)
+        // Another node stored the picture: this node's disk does not have it yet.
+        let other = try MediaStore(directory: dir.appendingPathComponent("other"), shared: shared)
+        let bytes = MediaSamples.file(MediaSamples.png, size: 200_000)
+        let item = try other.put(bytes, type: .png)
+        try await other.publish(item)
+        let store = try MediaStore(directory: dir.appendingPathComponent("here"), shared: shared)
+        #expect(store.file(item.name) == nil)
+        let jpeg = MediaSamples.jpeg(marker: 0xE0)
+        let local = try store.put(jpeg, type: .jpeg)
+
+        let router = Router()
+        router.get("/slow") { _, _ -> String in
+            try await Task.sleep(nanoseconds: 200_000_000)
+            return "slow"
+        }
+        router.post("/echo") { request, _ -> String in
+            String(buffer: try await request.body.collect(upTo: 1024))
+        }
+        let status = MediaFastPath.Status()
+        let app = Application(
+            router: router,
+            server: .http1(
+                configuration: .init(additionalChannelHandlers: [MediaFastPath(store: store, status: status)])
+            )
+        )
+        try await app.test(.live) { client in
+            let port = try #require(client.port)
+            let requests = [
+                "GET /slow HTTP/1.1\r\nHost: x\r\n\r\n",
+                "GET /media/\(item.name) HTTP/1.1\r\nHost: x\r\n\r\n",  // behind a routed answer, and fetched
+                "GET /media/\(local.name) HTTP/1.1\r\nHost: x\r\n\r\n",  // behind the fetch
+                "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello",
+                "HEAD /media/\(item.name) HTTP/1.1\r\nHost: x\r\n\r\n",  // on disk now
+                "GET /media/\(item.name) HTTP/1.1\r\nHost: x\r\nRange: bytes=10-19\r\n\r\n",
+                "GET /media/\(String(repeating: "0", count: 64)).png HTTP/1.1\r\nHost: x\r\n\r\n",  // nowhere
+                "GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+            ]
+            let raw = try RawHTTP.exchange(port: port, Array(requests.joined().utf8))
+            let answers = RawHTTP.split(raw, heads: [false, false, false, false, true, false, false, false])
+            #expect(answers.map(\.status) == [200, 200, 200, 200, 200, 206, 404, 200], "\(answers.map(\.status))")
+            guard answers.count == 8 else { return }
+            #expect(String(decoding: answers[0].body, as: UTF8.self) == "slow")
+            #expect(answers[1].body == bytes && answers[1].headers["content-type"] == "image/png")
+            #expect(answers[2].body == jpeg)
+            #expect(String(decoding: answers[3].body, as: UTF8.self) == "hello")
+            #expect(answers[4].body.isEmpty && answers[4].headers["content-length"] == String(bytes.count))
+            #expect(answers[5].body == Array(bytes[10...19]))
+            // Only the router's answers carry a date.
+            #expect(answers.map { $0.headers["date"] != nil } == [true, false, false, true, false, false, false, true])
+        }
+        #expect(shared.fetches.withLockedValue { $0 } == 2, "the stored file once, the missing one once")
+        #expect(store.file(item.name)?.size == bytes.count)
+        #expect(status.installed >= 1 && status.missed == 0)
+    }
+}
