@@ -94,4 +94,31 @@ import Testing
         #expect(store.file(item.name)?.size == bytes.count)
         #expect(status.installed >= 1 && status.missed == 0)
     }
+
+    /// Anyone may ask for any name: requests for one name share a fetch, a name shared media lacks is asked for once
+    /// in a while, and names fetched at once are capped.
+    @Test func fetchesFromSharedMediaAreSharedRememberedAndCapped() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("fetch-cap-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let shared = SlowShared(delay: 200_000_000)
+        let other = try MediaStore(directory: dir.appendingPathComponent("other"), shared: shared)
+        let item = try other.put(MediaSamples.file(MediaSamples.png, size: 5000), type: .png)
+        try await other.publish(item)
+        let store = try MediaStore(directory: dir.appendingPathComponent("here"), shared: shared)
+        let found = await withTaskGroup(of: Bool.self) { group in
+            for _ in 0..<20 { group.addTask { await store.materialize(item.name) } }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(found == 20 && shared.fetches.withLockedValue { $0 } == 1)
+        let absent = String(repeating: "1", count: 64) + ".png"
+        for _ in 0..<5 { #expect(!(await store.materialize(absent))) }
+        #expect(shared.fetches.withLockedValue { $0 } == 2)
+        let names = (0..<40).map { String(format: "%064x", $0 + 100) + ".png" }
+        let none = await withTaskGroup(of: Bool.self) { group in
+            for n in names { group.addTask { await store.materialize(n) } }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        let asked = shared.fetches.withLockedValue { $0 } - 2
+        #expect(none == 0 && asked >= 1 && asked <= store.maxFetches, "\(asked) fetches for 40 names at once")
+    }
 }

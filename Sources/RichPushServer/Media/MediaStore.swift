@@ -138,10 +138,47 @@ public final class MediaStore: Sendable {
     }
 
     /// Whether the named file is on this node's disk, after fetching it from shared media when it is only there
-    /// (its keep time comes with it).
+    /// (its keep time comes with it). Anyone may ask (`GET /media/<any name>`), so what it costs is bounded:
+    /// requests for one name share one fetch, a name shared media did not have is not asked for again for
+    /// ``missingLifetime`` seconds, and at most ``maxFetches`` names are fetched at once (past that a name is
+    /// answered as absent, without asking).
     public func materialize(_ name: String) async -> Bool {
         guard Self.parse(name) != nil else { return false }
         if file(name) != nil { return true }
+        guard shared != nil, missing.fresh(name) == nil else { return false }
+        enum Turn {
+            case join(Task<Bool, Never>)
+            case lead(Task<Bool, Never>)
+            case full
+        }
+        let turn = fetches.withLockedValue { inFlight -> Turn in
+            if let running = inFlight[name] { return .join(running) }
+            guard inFlight.count < maxFetches else { return .full }
+            let task = Task { await self.fetchShared(name) }
+            inFlight[name] = task
+            return .lead(task)
+        }
+        switch turn {
+        case .join(let task): return await task.value
+        case .full: return false
+        case .lead(let task):
+            let here = await task.value
+            fetches.withLockedValue { $0[name] = nil }
+            if !here { missing.set(name, true) }
+            return here
+        }
+    }
+
+    /// Names being fetched from shared media, each once however many ask.
+    private let fetches = NIOLockedValueBox<[String: Task<Bool, Never>]>([:])
+    /// Names shared media did not have, lately.
+    private let missing = StoreCache<Bool>(lifetime: MediaStore.missingLifetime, capacity: 10_000)
+    /// Seconds a name shared media did not have is answered absent without asking again.
+    public static let missingLifetime: TimeInterval = 30
+    /// Names fetched from shared media at once.
+    public let maxFetches = 16
+
+    private func fetchShared(_ name: String) async -> Bool {
         guard let shared else { return false }
         let target = path(name)
         let temp = target.deletingLastPathComponent().appendingPathComponent(".\(UUID().uuidString).part")

@@ -28,6 +28,14 @@ final class StoreCache<Value: Sendable>: Sendable {
         return fresh
     }
 
+    /// The value of an entry still within its lifetime, without loading anything.
+    func fresh(_ key: String) -> Value? {
+        guard let (hit, at) = entries.withLockedValue({ $0.get(key) }), Date().timeIntervalSince(at) < lifetime else {
+            return nil
+        }
+        return hit
+    }
+
     /// Whether an entry with a value (not a remembered absence) is held, however old.
     func holdsValue(_ key: String) -> Bool { entries.withLockedValue { $0.get(key).map { $0.0 != nil } ?? false } }
 
