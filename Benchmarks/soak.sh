@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The soak: a legitimate rich send to DEVICES iOS devices delivering while four hostile streams run for its whole
+# length, against one `richpush serve` on SQLite with its default limits, the emulators in their own process:
+#   - a receipt flood: 15 KB reports, each with 64 made-up skip reasons, posted again and again to the send's own
+#     receipt addresses (read from the payloads the APNs emulator received);
+#   - pipelined large media: `GET /health/live` and `GET` of a SIZE_MB video in one write, read to the last byte;
+#   - random bearers: `GET /v1/apps/{app}` with a new made-up key each time;
+#   - heavy read-scope queries: device searches and pages, notification lists, the send's outcomes;
+# beside a legitimate caller (the console's look at the send, a dry run, the app: five rounds a second), timed.
+# Reports the send's outcomes (lost: deliveries without one), the server's peak resident memory (VmHWM, reset once
+# the send is accepted), the p50/p99 of the legitimate calls, and what each stream got (statuses).
+#   Benchmarks/soak.sh [DEVICES=100000] [SIZE_MB=49]
+# BIN=path/to/richpush and BENCH=path/to/richpush-bench measure other builds; the default is a release build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+devices=${1:-100000}
+size_mb=${2:-49}
+if [[ -z ${BIN:-} ]]; then
+  swift build -c release --product richpush >/dev/null
+  swift build -c release --product richpush-bench >/dev/null
+fi
+bin=${BIN:-$PWD/.build/release/richpush}
+bench=${BENCH:-$PWD/.build/release/richpush-bench}
+dir=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+
+mkdir -p "$dir/sandbox"
+"$bin" sandbox --dir "$dir/sandbox" --threads 1 > "$dir/sandbox.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 100); do grep -q "sandbox: serving" "$dir/sandbox.out" 2>/dev/null && break; sleep 0.1; done
+read -r apns_port fcm_port sandbox_admin < <(python3 - "$dir/sandbox.out" <<'PY'
+import json, sys, urllib.parse
+s = json.loads(open(sys.argv[1]).read().split("sandbox: serving")[0])
+print(s["apns"]["port"], urllib.parse.urlparse(s["fcm"]["url"]).port, s["admin"])
+PY
+)
+admin=soak-admin-key-0001
+"$bin" serve --port 0 --db "$dir/rp.sqlite" --sandbox-dir "$dir/sandbox" \
+  --external-apns-port "$apns_port" --external-fcm-port "$fcm_port" --admin-key "$admin" > "$dir/serve.log" 2>&1 &
+server=$!
+pids+=($server)
+for _ in $(seq 200); do grep -q '"listening"' "$dir/serve.log" 2>/dev/null && break; sleep 0.1; done
+base=$(grep -m1 '"listening"' "$dir/serve.log" | python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['listening'])")
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print(eval(sys.argv[1], {}, {'d': d}))" "$1"; }
+created=$(curl -s -XPOST "$base/v1/apps" -H "Authorization: Bearer $admin" -d '{"name":"Soak","bundle_id":"com.example.app"}')
+app=$(json "d['app']['id']" <<<"$created")
+key=$(json "d['api_key']" <<<"$created")
+read_key=$(curl -s -XPOST "$base/v1/apps/$app/keys" -H "Authorization: Bearer $key" -d '{"scopes":["read"]}' | json "d['api_key']")
+# The send's picture, and the large video of the media stream (uploaded with the admin key, which no quota counts).
+python3 -c "import sys; sys.stdout.buffer.write(bytes([0xFF,0xD8,0xFF,0xE0,0,16]) + b'JFIF' + bytes([0,1,1,0,0,1,0,1,0,0]) + bytes(20000))" > "$dir/sale.jpg"
+media=$(curl -s -XPOST "$base/v1/media" -H "Authorization: Bearer $key" --data-binary @"$dir/sale.jpg" | json "d['url']")
+python3 - "$dir/clip.mp4" "$size_mb" <<'PY'
+import sys, struct
+path, mb = sys.argv[1], int(sys.argv[2])
+head = struct.pack(">I", 24) + b"ftypisom" + struct.pack(">I", 0) + b"iso2mp41" + struct.pack(">I", 8) + b"free"
+with open(path, "wb") as f:
+    f.write(head); f.write((bytes(range(256)) * (mb * 4096))[: mb * 1_000_000 - len(head)])
+PY
+big=$(curl -s -XPOST "$base/v1/media" -H "Authorization: Bearer $admin" --data-binary @"$dir/clip.mp4" | json "d['url']")
+echo "soak: $devices devices, one rich notification to all, four hostile streams beside it; $(nproc) cores shared by the node, the emulators and every client"
+echo "  $("$bench" seed-devices --db "$dir/rp.sqlite" --app "$app" --devices "$devices")"
+
+status=$(curl -s -o "$dir/sent.json" -w '%{http_code}' -XPOST "$base/v1/apps/$app/notifications" -H "Authorization: Bearer $key" \
+  -d '{"title":"Flash sale","body":"40% off until midnight","media":"'"$media"'","audience":{"all":true}}')
+[[ $status == 202 ]] || { echo "the send was answered $status: $(cat "$dir/sent.json")"; exit 1; }
+echo 5 > "/proc/$server/clear_refs"  # resets VmHWM: the peak is the send's and the streams'
+id=$(json "d['id']" < "$dir/sent.json")
+# The send's own receipt addresses, from the first payloads the emulator received.
+receipts="[]"
+for _ in $(seq 200); do
+  receipts=$(curl -s "$sandbox_admin/apns/notifications?limit=100" | python3 -c '
+import json, sys
+rows = json.load(sys.stdin).get("notifications", [])
+print(json.dumps([r["payload"]["rp"]["r"].rsplit("/", 1)[-1] for r in rows if "r" in (r.get("payload") or {}).get("rp", {})]))')
+  [[ $(json "len(d)" <<<"$receipts") -ge 100 ]] && break
+  sleep 0.05
+done
+cat > "$dir/soak.json" <<JSON
+{"base": "$base", "app": "$app", "key": "$key", "read_key": "$read_key", "notification": "$id", "pid": $server,
+ "devices": $devices, "receipts": $receipts, "big_media": "$big", "timeout": 1200,
+ "threads": {"receipt_flood": 8, "pipelined_media": 4, "random_bearers": 8, "heavy_reads": 4, "legitimate": 1}}
+JSON
+python3 Benchmarks/lib/soak.py "$dir/soak.json" | tee "$dir/result.json"
+python3 - "$dir/result.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+s = r["send"]
+print("  the send: %d devices, outcomes %s in %.0f s; lost %d" % (s["devices"], s["counts"], s["seconds"], s["lost"]))
+print("  the server's peak resident memory: %.0f MB (bound 300 MB)" % r["server_peak_rss_mb"])
+l = r["streams"]["legitimate"]
+print("  legitimate calls: %d, p50 %s ms, p99 %s ms, max %s ms, statuses %s" % (l["calls"], l["p50_ms"], l["p99_ms"], l["max_ms"], l["statuses"]))
+for name in ("receipt flood", "pipelined large media", "random bearers", "heavy read-scope queries"):
+    print("  %s: %s" % (name, r["streams"][name]))
+PY
