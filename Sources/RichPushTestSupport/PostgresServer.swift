@@ -80,6 +80,36 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
         try serve(data: directory.appendingPathComponent("data").path)
     }
 
+    /// Freezes the server and every backend it forked (SIGSTOP): connections stay open and accepted, nothing
+    /// answers, as with a database host that hangs. ``thaw()`` lets it go on.
+    public func freeze() { signalAll(SIGSTOP) }
+
+    /// Lets a frozen server go on (SIGCONT).
+    public func thaw() { signalAll(SIGCONT) }
+
+    /// The postmaster first (so it forks no new backend meanwhile), then its children.
+    private func signalAll(_ signal: Int32) {
+        let p = process
+        guard p.isRunning else { return }
+        let postmaster = p.processIdentifier
+        kill(postmaster, signal)
+        for child in Self.children(of: postmaster) { kill(child, signal) }
+    }
+
+    /// The processes whose parent is `pid`, from /proc.
+    static func children(of pid: Int32) -> [Int32] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { name -> Int32? in
+            guard let child = Int32(name),
+                let stat = try? String(contentsOfFile: "/proc/\(name)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return nil }
+            // After the command's closing parenthesis: state, then the parent's pid.
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && Int32(fields[1]) == pid ? child : nil
+        }
+    }
+
     /// `postgres://richpush@127.0.0.1:PORT/postgres`
     public var url: String { "postgres://\(user)@127.0.0.1:\(port)/postgres" }
 

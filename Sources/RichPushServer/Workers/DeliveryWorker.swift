@@ -204,18 +204,25 @@ public final class DeliveryWorker: Sendable {
         }
     }
 
-    /// Settles, trying again while the leases hold if the database does not answer.
+    /// Settles, trying again while the leases hold if the database does not answer, and for
+    /// ``settleGrace`` seconds past their end while it is unreachable: a settle only changes the rows this worker
+    /// still holds, so a late one is right whenever it lands, and each that lands before another worker takes its
+    /// delivery (its lease having run out while the database was away) is one send fewer made twice.
     func settleWhileLeased(_ items: [Settlement], leases: BatchLeases) async throws -> Set<Int64> {
         var pause = 0.1
         while true {
             do { return try await queue.settle(items, owner: configuration.owner, now: now()) } catch {
-                guard now().addingTimeInterval(pause) < leases.ends else { throw error }
+                let limit = error is DatabaseUnavailable ? leases.ends.addingTimeInterval(Self.settleGrace) : leases.ends
+                guard now().addingTimeInterval(pause) < limit else { throw error }
                 // Only cancellation ends the sleep early; the loop checks it next.
                 try? await Task.sleep(nanoseconds: UInt64(pause * 1e9))
-                pause = min(pause * 2, 2)
+                pause = min(pause * 2, 1)
             }
         }
     }
+
+    /// Seconds past the leases' end a settle is still tried while the database is unreachable.
+    static let settleGrace: TimeInterval = 30
 
     /// The sender's answer, or a retryable `send_deadline` failure once the deadline passes. The send is
     /// cancelled then and left to end on its own; should it still reach the provider, the delivery is sent again
