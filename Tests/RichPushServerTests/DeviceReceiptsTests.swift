@@ -118,7 +118,11 @@ import Testing
         var api = f.api
         api.receipts = receipts
         let metrics = api.metrics
-        try await Application(router: api.router()).test(.live) { client in
+        // Both sides' timelines, printed with any failure of a post: when each request reached the router and
+        // was answered (the server's side), and when each post began and ended (the device's side).
+        let timeline = Timeline()
+        let responder = TimedResponder(inner: api.router().buildResponder(), timeline: timeline)
+        try await Application(responder: responder).test(.live) { client in
             receipts.base = "http://127.0.0.1:\(try #require(client.port))"
             let (app, key) = try await Self.token(client)
             let tokens = [String(repeating: "ab", count: 32), String(repeating: "cd", count: 32)]
@@ -166,26 +170,27 @@ import Testing
             // The device's 2 s default is for a phone; the whole suite runs at once on two cores here, and CI saw the
             // repeated post go unanswered for 8 s (see the closing note of that stop): 20 s, within a 25 s deadline.
             config.receipts = ReceiptPolicy(timeout: 20, deviceID: "iphone-1")
-            let shown = await RichNotificationProcessor(configuration: config).process(
-                payload: first,
-                deadline: Date().addingTimeInterval(25)
-            )
+            func process(_ payload: JSONValue, _ what: String) async -> EnrichedNotification {
+                timeline.add("device: \(what) begins")
+                let done = await RichNotificationProcessor(configuration: config).process(
+                    payload: payload,
+                    deadline: Date().addingTimeInterval(25)
+                )
+                timeline.add("device: \(what) ends: \(done.report.receipt)")
+                return done
+            }
+            let shown = await process(first, "the first report")
             #expect(shown.attachments.count == 1)
-            #expect(shown.report.receipt == .posted(status: 201))
+            #expect(shown.report.receipt == .posted(status: 201), "\(timeline)")
             var outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
             #expect(outcome["receipts"] == ["count": 1, "with_media": 1, "deadline_hit": 0, "skipped_reasons": [:]])
             // The same delivery again is refused (its first report stands); the other delivery adds one.
-            let again = await RichNotificationProcessor(configuration: config).process(
-                payload: first,
-                deadline: Date().addingTimeInterval(25)
-            )
-            #expect(again.report.receipt == .failed("HTTP 409"))
+            let again = await process(first, "the same delivery again")
+            #expect(again.report.receipt == .failed("HTTP 409"), "\(timeline)")
             let second = try payload(for: deliveries[1])
             #expect(
-                await RichNotificationProcessor(configuration: config).process(
-                    payload: second,
-                    deadline: Date().addingTimeInterval(25)
-                ).report.receipt == .posted(status: 201)
+                await process(second, "the other delivery").report.receipt == .posted(status: 201),
+                "\(timeline)"
             )
             outcome = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)", key: key).1
             #expect(outcome["receipts"]?["count"] == 2)
@@ -416,6 +421,40 @@ import Testing
                 try await APITests.call(client, .post, "/v1/apps/\(app)/notifications", key: key, body: .object(toAPNs))
                     .0 == 202
             )
+        }
+    }
+}
+
+/// Timestamped lines from both sides of a test, in order.
+final class Timeline: @unchecked Sendable, CustomStringConvertible {  // `lines` behind `lock`
+    private let lock = NSLock()
+    private let start = Date()
+    private var lines: [String] = []
+
+    func add(_ line: String) {
+        let at = Date().timeIntervalSince(start)
+        lock.withLock { lines.append(String(format: "+%.3f s ", at) + line) }
+    }
+
+    var description: String { lock.withLock { "\n" + lines.joined(separator: "\n") } }
+}
+
+/// A responder that writes when each request reached it and when it was answered.
+struct TimedResponder<Inner: HTTPResponder>: HTTPResponder {
+    typealias Context = Inner.Context
+    let inner: Inner
+    let timeline: Timeline
+
+    func respond(to request: Request, context: Context) async throws -> Response {
+        let what = "\(request.method) \(request.uri.path)"
+        timeline.add("server: \(what) reached the router")
+        do {
+            let response = try await inner.respond(to: request, context: context)
+            timeline.add("server: \(what) answered \(response.status.code)")
+            return response
+        } catch {
+            timeline.add("server: \(what) threw \(error)")
+            throw error
         }
     }
 }
