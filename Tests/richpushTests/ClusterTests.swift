@@ -472,7 +472,9 @@ import FoundationNetworking
                 let readyDuring = samples.filter {
                     $0.at > w.start.addingTimeInterval(noticed) && $0.at < w.end && $0.status == 200
                 }
-                if !readyDuring.isEmpty { lies.append("node \(n) ready \(readyDuring.count) times during the \(w.name)") }
+                if !readyDuring.isEmpty {
+                    lies.append("node \(n) ready \(readyDuring.count) times during the \(w.name)")
+                }
                 let nextStart = i + 1 < windows.count ? windows[i + 1].start : Date()
                 guard let back = samples.first(where: { $0.at > w.end && $0.status == 200 }) else {
                     lies.append("node \(n) never ready after the \(w.name)")

@@ -212,7 +212,8 @@ public final class DeliveryWorker: Sendable {
         var pause = 0.1
         while true {
             do { return try await queue.settle(items, owner: configuration.owner, now: now()) } catch {
-                let limit = error is DatabaseUnavailable ? leases.ends.addingTimeInterval(Self.settleGrace) : leases.ends
+                let limit =
+                    error is DatabaseUnavailable ? leases.ends.addingTimeInterval(Self.settleGrace) : leases.ends
                 guard now().addingTimeInterval(pause) < limit else { throw error }
                 // Only cancellation ends the sleep early; the loop checks it next.
                 try? await Task.sleep(nanoseconds: UInt64(pause * 1e9))
