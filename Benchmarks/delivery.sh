@@ -14,28 +14,13 @@ swift build -c release --product richpush >/dev/null
 swift build -c release --product richpush-bench >/dev/null
 bin=$PWD/.build/release/richpush
 bench=$PWD/.build/release/richpush-bench
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+source Benchmarks/lib/sandbox.sh
+scratch_and_cleanup
 ticks=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 delivered() { curl -s "$base/metrics" | awk '/^richpush_queue_deliveries\{state="delivered"\}/ {print $2 + 0}'; }
 
-mkdir -p "$dir/sandbox"
-"$bin" sandbox --dir "$dir/sandbox" --threads 1 --record-limit-small > "$dir/sandbox.out" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do grep -q "sandbox: serving" "$dir/sandbox.out" 2>/dev/null && break; sleep 0.1; done
-read -r apns_port fcm_port < <(python3 - "$dir/sandbox.out" <<'PY'
-import json, sys, urllib.parse
-s = json.loads(open(sys.argv[1]).read().split("sandbox: serving")[0])
-print(s["apns"]["port"], urllib.parse.urlparse(s["fcm"]["url"]).port)
-PY
-)
+start_sandbox "$bin" --record-limit-small
 admin=bench-admin-key-0001
 cat > "$dir/config.json" <<JSON
 {"workers": {"batch_size": ${BATCH:-500}, "concurrency": $concurrency, "lanes": ${LANES:-2}}}

@@ -21,25 +21,10 @@ if [[ -z ${BIN:-} ]]; then
 fi
 bin=${BIN:-$PWD/.build/release/richpush}
 bench=${BENCH:-$PWD/.build/release/richpush-bench}
-dir=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$dir"
-}
-trap cleanup EXIT
+source Benchmarks/lib/sandbox.sh
+scratch_and_cleanup
 
-mkdir -p "$dir/sandbox"
-"$bin" sandbox --dir "$dir/sandbox" --threads 1 > "$dir/sandbox.out" 2>&1 &
-pids+=($!)
-for _ in $(seq 100); do grep -q "sandbox: serving" "$dir/sandbox.out" 2>/dev/null && break; sleep 0.1; done
-read -r apns_port fcm_port sandbox_admin < <(python3 - "$dir/sandbox.out" <<'PY'
-import json, sys, urllib.parse
-s = json.loads(open(sys.argv[1]).read().split("sandbox: serving")[0])
-print(s["apns"]["port"], urllib.parse.urlparse(s["fcm"]["url"]).port, s["admin"])
-PY
-)
+start_sandbox "$bin"
 admin=soak-admin-key-0001
 "$bin" serve --port 0 --db "$dir/rp.sqlite" --sandbox-dir "$dir/sandbox" \
   --external-apns-port "$apns_port" --external-fcm-port "$fcm_port" --admin-key "$admin" > "$dir/serve.log" 2>&1 &
