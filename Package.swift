@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "RichPushSandbox", targets: ["RichPushSandbox"]),
         .library(name: "RichPushAPNs", targets: ["RichPushAPNs"]),
         .library(name: "RichPushFCM", targets: ["RichPushFCM"]),
+        .library(name: "RichPushWebPush", targets: ["RichPushWebPush"]),
         .library(name: "RichPushServer", targets: ["RichPushServer"]),
         .executable(name: "richpush", targets: ["richpush"]),
         .executable(name: "richpush-bench", targets: ["richpush-bench"]),
@@ -80,6 +81,11 @@ let package = Package(
         .target(
             name: "RichPushFCM",
             dependencies: ["RichPushCore", "RichPushTransport", .product(name: "Logging", package: "swift-log")]
+        ),
+        // Web Push (RFC 8030): message encryption (RFC 8291 over RFC 8188) and VAPID (RFC 8292).
+        .target(
+            name: "RichPushWebPush",
+            dependencies: ["RichPushCore", "RichPushTransport", .product(name: "Crypto", package: "swift-crypto")]
         ),
         // The service: HTTP API, storage (SQLite, or PostgreSQL for several nodes), queue and workers.
         .target(
@@ -186,7 +192,8 @@ let package = Package(
             name: "RichPushProvidersTests",
             dependencies: [
                 "RichPushTestSupport", "RichPushAPNs", "RichPushFCM", "RichPushSandbox", "RichPushCore",
-                "RichPushTransport", .product(name: "NIOPosix", package: "swift-nio"),
+                "RichPushTransport", "RichPushWebPush", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .testTarget(

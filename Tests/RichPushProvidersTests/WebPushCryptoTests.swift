@@ -1,0 +1,268 @@
+import Crypto
+import Foundation
+import RichPushCore
+import RichPushTestSupport
+import RichPushTransport
+import RichPushWebPush
+import Testing
+
+/// Web Push's message encryption (RFC 8291 over RFC 8188) and VAPID (RFC 8292), each checked both ways against an
+/// independent implementation: `http_ece` opens what we encrypt and we open what it encrypts; `py_vapid` verifies
+/// our Authorization header and we verify its.
+@Suite struct WebPushCryptoTests {
+    static func hex(_ bytes: some Sequence<UInt8>) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+    static func unhex(_ s: String) -> [UInt8] {
+        var out: [UInt8] = []
+        var i = s.startIndex
+        while let j = s.index(i, offsetBy: 2, limitedBy: s.endIndex), i != j {
+            out.append(UInt8(s[i..<j], radix: 16) ?? 0)
+            i = j
+        }
+        return out
+    }
+
+    static func randomAuth() -> [UInt8] { (0..<16).map { _ in UInt8.random(in: 0...255) } }
+
+    @Test func aMessageOpensWithTheReceiversKeysOnly() throws {
+        let receiver = P256.KeyAgreement.PrivateKey()
+        let auth = Self.randomAuth()
+        let message = Array(#"{"title":"Flash sale","image":"https://cdn.example.com/sale.jpg"}"#.utf8)
+        let body = try WebPushEncryption.encrypt(message, p256dh: receiver.publicKey, auth: auth, padding: 30)
+        #expect(body.count == WebPushEncryption.headerLength + message.count + 1 + 30 + 16)
+        #expect(Array(body[16..<21]) == [0, 0, 0x10, 0, 65])
+        #expect(try WebPushEncryption.decrypt(body, privateKey: receiver, auth: auth) == message)
+        // Two messages never share a key and nonce: a fresh salt and sender key each time.
+        let again = try WebPushEncryption.encrypt(message, p256dh: receiver.publicKey, auth: auth, padding: 30)
+        #expect(Array(again[0..<16]) != Array(body[0..<16]) && Array(again[21..<86]) != Array(body[21..<86]))
+        // The wrong secret, the wrong key, one flipped bit: refused, by name.
+        #expect(throws: WebPushEncryption.Failure.self) {
+            try WebPushEncryption.decrypt(body, privateKey: receiver, auth: Self.randomAuth())
+        }
+        #expect(throws: WebPushEncryption.Failure.self) {
+            try WebPushEncryption.decrypt(body, privateKey: P256.KeyAgreement.PrivateKey(), auth: auth)
+        }
+        var altered = body
+        altered[100] ^= 1
+        do {
+            _ = try WebPushEncryption.decrypt(altered, privateKey: receiver, auth: auth)
+            Issue.record("an altered body opened")
+        } catch let failure as WebPushEncryption.Failure {
+            #expect(failure.rule == "decryption")
+        }
+        for cut in [0, 20, 85, 101] {
+            #expect(throws: WebPushEncryption.Failure.self) {
+                try WebPushEncryption.decrypt(Array(body.prefix(cut)), privateKey: receiver, auth: auth)
+            }
+        }
+    }
+
+    /// Bodies from outside (the emulator reads what senders post) are cut, grown and flipped at random: each is
+    /// refused with a named rule or opened, never a trap, and only the untouched body (or one whose record size
+    /// alone grew) opens.
+    @Test func hostileBodiesAreRefusedByName() throws {
+        let receiver = P256.KeyAgreement.PrivateKey()
+        let auth = Self.randomAuth()
+        let body = try WebPushEncryption.encrypt(Array("x".utf8), p256dh: receiver.publicKey, auth: auth)
+        var random = SeededRandom(seed: 8291)
+        var rules: Set<String> = []
+        for round in 0..<3000 {
+            var b = body
+            switch round % 4 {
+            case 0: b = Array(b.prefix(Int(random.next() % UInt64(b.count + 1))))
+            case 1: b[Int(random.next() % UInt64(b.count))] ^= UInt8(truncatingIfNeeded: random.next() | 1)
+            case 2: b += (0..<Int(random.next() % 5000)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            default: b = (0..<Int(random.next() % 200)).map { _ in UInt8(truncatingIfNeeded: random.next()) }
+            }
+            do {
+                let opened = try WebPushEncryption.decrypt(b, privateKey: receiver, auth: auth)
+                // The record size is the one field no key covers (RFC 8188 §2): a larger one changes nothing for a
+                // single record. Anything else changed does not open.
+                let changed = b.count == body.count ? b.indices.filter { b[$0] != body[$0] } : [-1]
+                #expect(
+                    opened == Array("x".utf8) && changed.allSatisfy { (16..<20).contains($0) },
+                    "a changed body opened (round \(round), bytes \(changed))"
+                )
+            } catch let f as WebPushEncryption.Failure {
+                rules.insert(f.rule)
+            }
+        }
+        #expect(rules.isSuperset(of: ["header", "key-id", "record-size", "decryption"]), "\(rules)")
+    }
+
+    /// 4,096 bytes encrypted is the most a push service must take (RFC 8030 §7.2): 3,993 of plaintext.
+    @Test func theLargestMessageIs3993BytesOfPlaintext() throws {
+        let receiver = P256.KeyAgreement.PrivateKey()
+        let auth = Self.randomAuth()
+        let largest = [UInt8](repeating: 0x41, count: WebPushEncryption.maxPlaintext)
+        #expect(WebPushEncryption.maxPlaintext == 3993)
+        #expect(try WebPushEncryption.encrypt(largest, p256dh: receiver.publicKey, auth: auth).count == 4096)
+        do {
+            _ = try WebPushEncryption.encrypt(largest + [0x41], p256dh: receiver.publicKey, auth: auth)
+            Issue.record("3,994 bytes were encrypted")
+        } catch let failure as WebPushEncryption.Failure {
+            #expect(failure.rule == "payload-size" && failure.description.contains("3993"))
+        }
+        #expect(throws: WebPushEncryption.Failure.self) {
+            try WebPushEncryption.encrypt([1], p256dh: receiver.publicKey, auth: [1, 2, 3])
+        }
+    }
+
+    /// Both ways with `http_ece` (the library Python's Web Push senders use).
+    @Test func httpEceOpensOursAndWeOpenItsMessages() throws {
+        let receiver = P256.KeyAgreement.PrivateKey()
+        let auth = Self.randomAuth()
+        let message = Array("When the picture arrives, the notification shows it.".utf8)
+        let ours = try WebPushEncryption.encrypt(message, p256dh: receiver.publicKey, auth: auth, padding: 7)
+        let script = """
+            import http_ece, json, sys
+            from cryptography.hazmat.primitives.asymmetric import ec
+            from cryptography.hazmat.primitives import serialization
+            d = json.load(sys.stdin)
+            receiver = ec.derive_private_key(int(d["receiver"], 16), ec.SECP256R1())
+            opened = http_ece.decrypt(bytes.fromhex(d["body"]), private_key=receiver,
+                                      auth_secret=bytes.fromhex(d["auth"]), version="aes128gcm")
+            sender = ec.generate_private_key(ec.SECP256R1())
+            theirs = http_ece.encrypt(bytes.fromhex(d["message"]), private_key=sender,
+                                      dh=bytes.fromhex(d["public"]), auth_secret=bytes.fromhex(d["auth"]),
+                                      version="aes128gcm")
+            print(json.dumps({"opened": opened.hex(), "theirs": theirs.hex()}))
+            """
+        let input: JSONValue = [
+            "receiver": .string(Self.hex(receiver.rawRepresentation)),
+            "public": .string(Self.hex(receiver.publicKey.x963Representation)), "auth": .string(Self.hex(auth)),
+            "body": .string(Self.hex(ours)), "message": .string(Self.hex(message)),
+        ]
+        let run = try Python.run(script, stdin: String(decoding: input.serialized(), as: UTF8.self))
+        let text = String(decoding: run.output, as: UTF8.self)
+        try #require(run.status == 0, "\(text)")
+        let answer = try JSONValue.parse(run.output)
+        #expect(Self.unhex(answer["opened"]?.stringValue ?? "") == message)
+        let theirs = Self.unhex(answer["theirs"]?.stringValue ?? "")
+        #expect(try WebPushEncryption.decrypt(theirs, privateKey: receiver, auth: auth) == message)
+    }
+
+    /// Both ways with `py_vapid` (the library Python's Web Push senders sign with).
+    @Test func pyVapidVerifiesOursAndWeVerifyItsHeaders() throws {
+        let key = P256.Signing.PrivateKey()
+        let endpoint = try #require(URL(string: "https://push.example.net:8443/wpush/v2/abc?x=1"))
+        #expect(VAPID.audience(of: endpoint) == "https://push.example.net:8443")
+        #expect(
+            VAPID.audience(of: URL(string: "https://FCM.googleapis.com:443/fcm/send/x")!)
+                == "https://fcm.googleapis.com"
+        )
+        let now = Date()
+        let header = try VAPID.authorization(
+            endpoint: endpoint,
+            key: key,
+            subject: "mailto:ops@example.com",
+            expires: now.addingTimeInterval(12 * 3600),
+            now: now
+        )
+        #expect(header.hasPrefix("vapid t=") && header.contains(",k=" + VAPID.publicKey(key.publicKey)))
+        let verified = try VAPID.verify(header, endpoint: endpoint, subscribedWith: VAPID.publicKey(key.publicKey))
+        #expect(verified.subject == "mailto:ops@example.com")
+        // Refusals, each by name: another origin, another key, a stale token, a token for more than a day.
+        func rule(_ body: () throws -> Any) -> String? {
+            do {
+                _ = try body()
+                return nil
+            } catch let f as VAPID.Failure { return f.rule } catch { return "\(error)" }
+        }
+        #expect(
+            rule { try VAPID.verify(header, endpoint: URL(string: "https://other.example/x")!) } == "vapid-audience"
+        )
+        #expect(
+            rule {
+                try VAPID.verify(
+                    header,
+                    endpoint: endpoint,
+                    subscribedWith: VAPID.publicKey(P256.Signing.PrivateKey().publicKey)
+                )
+            }
+                == "vapid-key-mismatch"
+        )
+        #expect(
+            rule { try VAPID.verify(header, endpoint: endpoint, now: now.addingTimeInterval(13 * 3600)) }
+                == "vapid-expiry"
+        )
+        #expect(
+            rule {
+                try VAPID.authorization(
+                    endpoint: endpoint,
+                    key: key,
+                    subject: "mailto:a@b.c",
+                    expires: now.addingTimeInterval(90_000),
+                    now: now
+                )
+            } == "vapid-expiry"
+        )
+        #expect(
+            rule {
+                try VAPID.authorization(
+                    endpoint: endpoint,
+                    key: key,
+                    subject: "ops@example.com",
+                    expires: now.addingTimeInterval(60)
+                )
+            }
+                == "vapid-subject"
+        )
+        let forged = header.replacingOccurrences(of: ",k=", with: ",k=" + "A")
+        #expect(rule { try VAPID.verify(forged, endpoint: endpoint) } != nil)
+
+        let script = """
+            import json, sys, time
+            from py_vapid import Vapid02, b64urlencode
+            from cryptography.hazmat.primitives import serialization
+            d = json.load(sys.stdin)
+            ok = Vapid02.verify(d["header"])
+            v = Vapid02.from_raw(d["raw"].encode())
+            theirs = v.sign({"aud": d["aud"], "exp": int(time.time()) + 3600, "sub": "mailto:peer@example.com"})
+            print(json.dumps({"ours": ok, "theirs": theirs["Authorization"]}))
+            """
+        let input: JSONValue = [
+            "header": .string(header), "raw": .string(JWT.base64URL(key.rawRepresentation)),
+            "aud": .string(VAPID.audience(of: endpoint) ?? ""),
+        ]
+        let run = try Python.run(script, stdin: String(decoding: input.serialized(), as: UTF8.self))
+        let text = String(decoding: run.output, as: UTF8.self)
+        try #require(run.status == 0, "\(text)")
+        let answer = try JSONValue.parse(run.output)
+        #expect(answer["ours"] == true, "\(text)")
+        let theirs = try #require(answer["theirs"]?.stringValue)
+        let peer = try VAPID.verify(theirs, endpoint: endpoint, subscribedWith: VAPID.publicKey(key.publicKey))
+        #expect(peer.subject == "mailto:peer@example.com")
+    }
+
+    /// `PushSubscription.toJSON()` as a browser gives it, and every way it can be wrong.
+    @Test func aSubscriptionIsReadWithItsRules() throws {
+        let receiver = P256.KeyAgreement.PrivateKey()
+        let p256dh = JWT.base64URL(receiver.publicKey.x963Representation)
+        let auth = JWT.base64URL(Self.randomAuth())
+        let good: JSONValue = [
+            "endpoint": "https://updates.push.services.example/wpush/v2/gAAA", "expirationTime": .null,
+            "keys": ["p256dh": .string(p256dh), "auth": .string(auth)],
+        ]
+        let subscription = try WebPushSubscription(json: good)
+        #expect(subscription.p256dh.count == 65 && subscription.auth.count == 16)
+        let body = try subscription.encrypt(Array("hi".utf8))
+        #expect(try WebPushEncryption.decrypt(body, privateKey: receiver, auth: subscription.auth) == Array("hi".utf8))
+        func rule(_ json: JSONValue, allowHTTP: Bool = false) -> String? {
+            do {
+                _ = try WebPushSubscription(json: json, allowHTTP: allowHTTP)
+                return nil
+            } catch let f as WebPushEncryption.Failure { return f.rule } catch { return "\(error)" }
+        }
+        let keys: JSONValue = ["p256dh": .string(p256dh), "auth": .string(auth)]
+        #expect(rule(["endpoint": "http://127.0.0.1:9/x", "keys": keys]) == "endpoint-scheme")
+        #expect(rule(["endpoint": "http://127.0.0.1:9/x", "keys": keys], allowHTTP: true) == nil)
+        #expect(rule(["endpoint": "not a url", "keys": keys]) == "endpoint")
+        #expect(
+            rule(["endpoint": "https://e.example/x", "keys": ["p256dh": "AAAA", "auth": .string(auth)]]) == "p256dh"
+        )
+        #expect(
+            rule(["endpoint": "https://e.example/x", "keys": ["p256dh": .string(p256dh), "auth": "AAAA"]]) == "auth"
+        )
+        #expect(rule(["endpoint": "https://e.example/x"]) == "p256dh")
+    }
+}
