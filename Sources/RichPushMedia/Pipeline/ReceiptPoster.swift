@@ -70,8 +70,8 @@ public enum ReceiptPoster {
         let session = URLSession(configuration: config, delegate: RedirectRefuser(), delegateQueue: nil)
         defer { session.finishTasksAndInvalidate() }
         // Whichever comes first answers: the session's completion, or the timer. The timer does not wait for the
-        // cancelled task to complete: a loaded test process once saw that completion 8 s after the cancel of a 0.5 s
-        // post, and the extension's budget is the timer's, whatever the session does after it.
+        // cancelled task to complete (a loaded test process saw a 0.5 s post end after 8 s, the timer having run
+        // first): the extension's budget is the timer's, whatever the session does after the cancel.
         let answer = Once<ReceiptOutcome>()
         return await withCheckedContinuation { (continuation: CheckedContinuation<ReceiptOutcome, Never>) in
             answer.set(continuation)
