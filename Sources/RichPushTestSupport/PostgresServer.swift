@@ -133,16 +133,29 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
             }
             runAs = name
         }
-        let server = PostgresServer(port: try freePort(), directory: directory, bin: bin, runAs: runAs)
+        let data = directory.appendingPathComponent("data").path
+        var server = PostgresServer(port: try freePort(), directory: directory, bin: bin, runAs: runAs)
         do {
-            let data = directory.appendingPathComponent("data").path
             try server.run("initdb", ["-D", data, "-U", server.user, "-A", "trust", "-E", "UTF8", "--no-instructions"])
-            try server.serve(data: data)
         } catch {
             server.stop()
             throw error
         }
-        return server
+        // The free port is free when asked, not always when the server binds it: another process's outbound
+        // connection may take it in between (seen in a full run). Then another port, a few times.
+        var attempt = 1
+        while true {
+            do {
+                try server.serve(data: data)
+                return server
+            } catch let failure as Failure where attempt < 5 && failure.description.contains("Address already in use") {
+                attempt += 1
+                server = PostgresServer(port: try freePort(), directory: directory, bin: bin, runAs: runAs)
+            } catch {
+                server.stop()
+                throw error
+            }
+        }
     }
 
     init(port: Int, directory: URL, bin: URL, runAs: String?) {
