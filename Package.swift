@@ -122,6 +122,7 @@ let package = Package(
                 "RichPushCore",
                 "RichPushMedia",
                 "RichPushTransport",
+                "RichPushWebPush",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

@@ -1,0 +1,306 @@
+import Crypto
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import RichPushCore
+import RichPushTransport
+import RichPushWebPush
+
+/// A local Web Push service (RFC 8030) over TLS with HTTP/2 or HTTP/1.1. It makes subscriptions as a browser's push
+/// service does (keeping each one's private key), and checks a push as a service does: the subscription, `TTL`,
+/// `Urgency` and `Topic`, the `aes128gcm` coding, the VAPID token (RFC 8292) against the key the subscription was
+/// made with, the 4,096-byte limit; then it decrypts the message (RFC 8291) and records what the browser would
+/// get. It misbehaves on demand: a subscription gone (410), too many requests (429 with Retry-After), errors,
+/// slow answers.
+///
+/// ```swift
+/// let push = try WebPushEmulator(credentials: creds)
+/// let port = try await push.start()
+/// let subscription = push.subscribe(applicationServerKey: vapidPublicKey)   // PushSubscription.toJSON()
+/// push.unregister(subscription["endpoint"])   // later pushes: 410
+/// ```
+public final class WebPushEmulator: Sendable {
+    public struct Configuration: Sendable {
+        public var recordLimit: Int
+        public var responseDelay: ResponseDelay
+        public var now: @Sendable () -> Date
+
+        public init(
+            recordLimit: Int = 100_000,
+            responseDelay: ResponseDelay = .none,
+            now: @escaping @Sendable () -> Date = { Date() }
+        ) {
+            self.recordLimit = recordLimit
+            self.responseDelay = responseDelay
+            self.now = now
+        }
+    }
+
+    public let configuration: Configuration
+    let state: WebPushEmulatorState
+    let server: EmulatorServer<WebPushEmulatorLogic>
+
+    public init(
+        credentials: SandboxCredentials,
+        configuration: Configuration = Configuration(),
+        eventLoopGroup: EventLoopGroup? = nil,
+        logger: Logger = .disabled
+    ) throws {
+        self.configuration = configuration
+        state = WebPushEmulatorState(recordLimit: configuration.recordLimit)
+        server = try EmulatorServer(
+            logic: WebPushEmulatorLogic(state: state, configuration: configuration),
+            certificatePEM: credentials.serverCertificatePEM,
+            keyPEM: credentials.serverKeyPEM,
+            allowHTTP1: true,
+            group: eventLoopGroup,
+            logger: logger
+        )
+    }
+
+    @discardableResult
+    public func start(port: Int = 0) async throws -> Int {
+        let bound = try await server.start(port: port)
+        state.data.withLockedValue { $0.port = bound }
+        return bound
+    }
+    public var port: Int { server.port }
+    public func stop() async { await server.stop() }
+
+    /// A new subscription, as `PushSubscription.toJSON()` gives it, for a site whose VAPID public key is
+    /// `applicationServerKey` (base64url; nil: pushes need no VAPID token, as with a subscription made without one).
+    public func subscribe(applicationServerKey: String? = nil) -> JSONValue {
+        let id = UUID().uuidString.lowercased()
+        let key = P256.KeyAgreement.PrivateKey()
+        let auth = (0..<16).map { _ in UInt8.random(in: 0...255) }
+        state.data.withLockedValue {
+            $0.subscriptions[id] = .init(key: key, auth: auth, applicationServerKey: applicationServerKey)
+        }
+        return [
+            "endpoint": .string("https://127.0.0.1:\(port)/push/\(id)"), "expirationTime": .null,
+            "keys": [
+                "p256dh": .string(JWT.base64URL(key.publicKey.x963Representation)),
+                "auth": .string(JWT.base64URL(auth)),
+            ],
+        ]
+    }
+
+    /// Later pushes to this subscription (its endpoint or id) are answered 410 Gone, as when the user revoked it.
+    public func unregister(_ endpoint: String) {
+        let id = String(endpoint.split(separator: "/").last ?? "")
+        state.data.withLockedValue { $0.subscriptions[id]?.gone = true }
+    }
+
+    /// The next `count` pushes show this fault.
+    public func inject(_ fault: WebPushFault, count: Int = 1) {
+        state.data.withLockedValue { $0.faults.add(fault, count: count) }
+    }
+    public func clearFaults() { state.data.withLockedValue { $0.faults.clear() } }
+
+    /// Messages accepted, oldest first (at most `recordLimit`), decrypted.
+    public func recorded() -> [RecordedWebPush] { state.data.withLockedValue { $0.records.ordered } }
+    public var acceptedCount: Int { state.data.withLockedValue { $0.records.total } }
+    /// Refusals by reason.
+    public var errorCounts: [String: Int] { state.data.withLockedValue { $0.errors } }
+}
+
+/// What the emulator does instead of accepting a push.
+public enum WebPushFault: Sendable {
+    /// 429 with `Retry-After`.
+    case tooManyRequests(retryAfter: Int)
+    /// 500, or 503 with `Retry-After`.
+    case internalError
+    case unavailable(retryAfter: Int)
+    /// No answer at all.
+    case stall
+}
+
+/// One accepted push: what the browser would get, and how it was sent.
+public struct RecordedWebPush: Sendable {
+    public var subscription: String
+    public var plaintext: [UInt8]
+    public var ttl: Int
+    public var urgency: String
+    public var topic: String?
+    /// The VAPID token's contact, when one was sent.
+    public var subject: String?
+    /// Whether it replaced a message with the same topic not yet delivered.
+    public var replacedPending: Bool
+    public var receivedAt: Date
+
+    /// The message as JSON, when it is JSON.
+    public var json: JSONValue? { try? JSONValue.parse(plaintext) }
+}
+
+final class WebPushEmulatorState: Sendable {
+    struct Subscription {
+        var key: P256.KeyAgreement.PrivateKey
+        var auth: [UInt8]
+        var applicationServerKey: String?
+        var gone = false
+        /// Topics of messages held for this subscription (the emulator keeps them all as pending).
+        var topics: Set<String> = []
+    }
+    struct Data {
+        var subscriptions: [String: Subscription] = [:]
+        var records: RecordRing<RecordedWebPush>
+        var faults = FaultPlan<WebPushFault>()
+        var errors: [String: Int] = [:]
+        /// The port listened on: the origin VAPID tokens are signed for.
+        var port = 0
+    }
+    let data: NIOLockedValueBox<Data>
+    init(recordLimit: Int) { data = NIOLockedValueBox(Data(records: RecordRing(capacity: recordLimit))) }
+}
+
+final class WebPushConnectionState {}
+
+struct WebPushEmulatorLogic: EmulatorLogic {
+    let state: WebPushEmulatorState
+    let configuration: WebPushEmulator.Configuration
+
+    var initialMaxConcurrentStreams: Int { 1000 }
+    var responseDelay: ResponseDelay { configuration.responseDelay }
+    func makeConnection(hasClientCertificate: Bool) -> WebPushConnectionState { WebPushConnectionState() }
+
+    func handle(
+        _ request: EmulatorRequest,
+        connection: WebPushConnectionState,
+        control: ConnectionControl
+    ) -> EmulatorAction {
+        let parts = request.path.split(separator: "?", maxSplits: 1)[0].split(separator: "/")
+        guard request.method == "POST", parts.count == 2, parts[0] == "push" else {
+            return refuse(404, "not-found", "POST /push/<subscription> is the only route")
+        }
+        let id = String(parts[1])
+        if let fault = state.data.withLockedValue({ $0.faults.next() }) {
+            switch fault {
+            case .tooManyRequests(let after):
+                return refuse(429, "too-many-requests", "slow down", headers: [("retry-after", String(after))])
+            case .internalError: return refuse(500, "internal", "the push service failed")
+            case .unavailable(let after):
+                return refuse(503, "unavailable", "try again later", headers: [("retry-after", String(after))])
+            case .stall: return .stall
+            }
+        }
+        guard let subscription = state.data.withLockedValue({ $0.subscriptions[id] }) else {
+            return refuse(404, "no-subscription", "no such subscription")
+        }
+        if subscription.gone { return refuse(410, "gone", "the subscription has expired or was revoked") }
+        // RFC 8030 §5.2: TTL is required, a number of seconds.
+        guard let ttlText = request.header("ttl"), !ttlText.isEmpty, ttlText.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
+            ttlText.count <= 10, let ttl = Int(ttlText)
+        else { return refuse(400, "ttl", "TTL is required: a whole number of seconds (RFC 8030 §5.2)") }
+        // RFC 8030 §5.3.
+        let urgency = request.header("urgency") ?? "normal"
+        guard ["very-low", "low", "normal", "high"].contains(urgency) else {
+            return refuse(400, "urgency", "Urgency must be very-low, low, normal or high (RFC 8030 §5.3)")
+        }
+        // RFC 8030 §5.4: at most 32 characters of the URL-safe base64 alphabet.
+        let topic = request.header("topic")
+        if let topic {
+            let allowed = topic.utf8.allSatisfy {
+                ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 45 || $0 == 95
+            }
+            guard !topic.isEmpty, topic.count <= 32, allowed else {
+                return refuse(
+                    400,
+                    "topic",
+                    "Topic must be 1 to 32 characters of the URL-safe base64 alphabet (RFC 8030 §5.4)"
+                )
+            }
+        }
+        // RFC 8292 §4.2: a subscription made with a key takes only pushes that key signed.
+        let port = state.data.withLockedValue { $0.port }
+        guard let endpoint = URL(string: "https://127.0.0.1:\(port)/push/\(id)") else {
+            return refuse(500, "internal", "no endpoint")
+        }
+        var subject: String?
+        if let authorization = request.header("authorization") {
+            do {
+                let verified = try VAPID.verify(
+                    authorization,
+                    endpoint: endpoint,
+                    subscribedWith: subscription.applicationServerKey,
+                    now: configuration.now()
+                )
+                subject = verified.subject
+            } catch let failure as VAPID.Failure {
+                // RFC 8292 §4.2: 401 when the authentication is absent, 403 when it is invalid.
+                return refuse(403, failure.rule, failure.description)
+            } catch {
+                return refuse(403, "vapid", "\(error)")
+            }
+        } else if subscription.applicationServerKey != nil {
+            return refuse(
+                401,
+                "vapid-missing",
+                "this subscription was made with a VAPID key: send Authorization: vapid"
+            )
+        }
+        // RFC 8030 §7.2: at least 4,096 bytes are taken; more are refused here, as the strictest services do.
+        guard request.body.count <= 4096 else {
+            return refuse(413, "payload-too-large", "the body is \(request.body.count) bytes; at most 4096")
+        }
+        var plaintext: [UInt8] = []
+        if !request.body.isEmpty {
+            guard request.header("content-encoding")?.lowercased() == "aes128gcm" else {
+                return refuse(
+                    415,
+                    "content-encoding",
+                    "a body must be encrypted with Content-Encoding: aes128gcm (RFC 8291)"
+                )
+            }
+            do {
+                plaintext = try WebPushEncryption.decrypt(
+                    request.body,
+                    privateKey: subscription.key,
+                    auth: subscription.auth
+                )
+            } catch let failure as WebPushEncryption.Failure {
+                return refuse(400, "decryption-" + failure.rule, failure.description)
+            } catch {
+                return refuse(400, "decryption", "\(error)")
+            }
+        }
+        state.data.withLockedValue { d in
+            var replaced = false
+            if let topic {
+                replaced = d.subscriptions[id]?.topics.contains(topic) ?? false
+                d.subscriptions[id]?.topics.insert(topic)
+            }
+            d.records.append(
+                RecordedWebPush(
+                    subscription: id,
+                    plaintext: plaintext,
+                    ttl: ttl,
+                    urgency: urgency,
+                    topic: topic,
+                    subject: subject,
+                    replacedPending: replaced,
+                    receivedAt: configuration.now()
+                )
+            )
+        }
+        let location = "https://127.0.0.1:\(port)/message/\(UUID().uuidString.lowercased())"
+        return .respond(EmulatorResponse(status: 201, headers: [("location", location), ("ttl", String(ttl))]))
+    }
+
+    private func refuse(
+        _ status: Int,
+        _ reason: String,
+        _ message: String,
+        headers: [(String, String)] = []
+    ) -> EmulatorAction {
+        state.data.withLockedValue { $0.errors[reason, default: 0] += 1 }
+        let body: JSONValue = ["reason": .string(reason), "message": .string(message)]
+        return .respond(
+            EmulatorResponse(
+                status: status,
+                headers: headers + [("content-type", "application/json")],
+                body: body.serialized()
+            )
+        )
+    }
+}
