@@ -157,4 +157,52 @@ import Testing
         #expect(try Self.post([request(good)], ca: creds.caCertificatePEM).map(\.status) == [410])
         #expect(push.acceptedCount == 2)
     }
+
+    /// What `WebPushRequest` builds is accepted, and each answer maps to the delivery's next step: delivered, tried
+    /// again after `Retry-After`, credentials to fix, the subscription pruned.
+    @Test func builtRequestsAreAcceptedAndAnswersMapToRetryDecisions() async throws {
+        let creds = SandboxFixture.credentials
+        let push = try WebPushEmulator(credentials: creds)
+        try await push.start()
+        defer { Task { await push.stop() } }
+        let vapid = P256.Signing.PrivateKey()
+        let subscription = try WebPushSubscription(
+            json: push.subscribe(applicationServerKey: VAPID.publicKey(vapid.publicKey))
+        )
+        func built(key: P256.Signing.PrivateKey = vapid, topic: String? = "order-42") throws -> WebPushRequest {
+            try WebPushRequest(
+                subscription: subscription,
+                payload: Array(#"{"title":"Your order shipped","image":"https://cdn.example.com/parcel.jpg"}"#.utf8),
+                vapidKey: key,
+                subject: "https://shop.example.com/contact",
+                ttl: 3600,
+                urgency: .high,
+                topic: topic
+            )
+        }
+        func asJSON(_ r: WebPushRequest) -> JSONValue {
+            [
+                "url": .string(r.endpoint.absoluteString),
+                "headers": .object(Dictionary(r.headers.map { ($0.name, JSONValue.string($0.value)) }) { a, _ in a }),
+                "body": .string(Self.hex(r.body)),
+            ]
+        }
+        push.inject(.tooManyRequests(retryAfter: 7))
+        let first = try Self.post(
+            [asJSON(try built()), asJSON(try built()), asJSON(try built(key: P256.Signing.PrivateKey()))],
+            ca: creds.caCertificatePEM
+        )
+        push.unregister(subscription.endpoint.absoluteString)
+        let gone = try Self.post([asJSON(try built())], ca: creds.caCertificatePEM)
+        let decisions = (first + gone).map { WebPushRequest.decision(status: $0.status, retryAfter: $0.retryAfter) }
+        #expect(decisions == [.retryAfter(7), nil, .fixCredentials, .dropToken], "\(first + gone)")
+        let got = try #require(push.recorded().first)
+        #expect(got.json?["title"] == "Your order shipped" && got.topic == "order-42" && got.urgency == "high")
+        #expect(got.ttl == 3600 && got.subject == "https://shop.example.com/contact")
+        // Refused before anything is sent, by name.
+        #expect(throws: WebPushEncryption.Failure.self) { try built(topic: "not a topic!") }
+        #expect(WebPushRequest.decision(status: 413, retryAfter: nil) == .fixRequest)
+        #expect(WebPushRequest.decision(status: 503, retryAfter: "30") == .retryAfter(30))
+        #expect(WebPushRequest.decision(status: 502, retryAfter: "-5") == .retry)
+    }
 }
