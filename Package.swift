@@ -168,6 +168,8 @@ let package = Package(
                 "RichPushAPNs",
                 "RichPushFCM",
                 "RichPushServer",
+                "RichPushWebPush",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
