@@ -12,14 +12,7 @@ public enum VAPID {
     public static let maxLifetime: TimeInterval = 86_400
 
     /// Why a token could not be made or was refused, naming the rule.
-    public struct Failure: Error, CustomStringConvertible, Equatable {
-        public var rule: String
-        public var description: String
-        init(_ rule: String, _ description: String) {
-            self.rule = rule
-            self.description = description
-        }
-    }
+    public typealias Failure = WebPushEncryption.Failure
 
     /// The audience of a push resource: its origin, `scheme://host[:port]` (the port only when not the scheme's
     /// default), RFC 8292 §2 with RFC 6454's serialization.

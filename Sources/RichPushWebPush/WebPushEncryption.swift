@@ -17,7 +17,7 @@ public enum WebPushEncryption {
     /// The most plaintext one message carries: 4,096 less the header, the tag and the delimiter (RFC 8291 §4).
     public static let maxPlaintext = recordSize - headerLength - 16 - 1
 
-    /// Why a message could not be encrypted or read, naming the rule.
+    /// Why a message, a subscription or a VAPID token was refused, naming the rule.
     public struct Failure: Error, CustomStringConvertible, Equatable {
         public var rule: String
         public var description: String

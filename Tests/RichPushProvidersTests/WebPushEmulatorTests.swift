@@ -48,6 +48,17 @@ import Testing
         }
     }
 
+    /// A started emulator, a VAPID key, and a subscription made with that key.
+    static func started() async throws -> (WebPushEmulator, P256.Signing.PrivateKey, WebPushSubscription) {
+        let push = try WebPushEmulator(credentials: SandboxFixture.credentials)
+        try await push.start()
+        let vapid = P256.Signing.PrivateKey()
+        let subscription = try WebPushSubscription(
+            json: push.subscribe(applicationServerKey: VAPID.publicKey(vapid.publicKey))
+        )
+        return (push, vapid, subscription)
+    }
+
     static func hex(_ b: some Sequence<UInt8>) -> String { b.map { String(format: "%02x", $0) }.joined() }
 
     @Test func pywebpushIsAcceptedAndItsMessageRead() async throws {
@@ -89,13 +100,8 @@ import Testing
 
     @Test func ourMessagesAreAcceptedAndEveryRefusalIsNamed() async throws {
         let creds = SandboxFixture.credentials
-        let push = try WebPushEmulator(credentials: creds)
-        try await push.start()
+        let (push, vapid, subscription) = try await Self.started()
         defer { Task { await push.stop() } }
-        let vapid = P256.Signing.PrivateKey()
-        let subscription = try WebPushSubscription(
-            json: push.subscribe(applicationServerKey: VAPID.publicKey(vapid.publicKey))
-        )
         let url = subscription.endpoint.absoluteString
         let auth = try VAPID.authorization(
             endpoint: subscription.endpoint,
@@ -162,13 +168,8 @@ import Testing
     /// again after `Retry-After`, credentials to fix, the subscription pruned.
     @Test func builtRequestsAreAcceptedAndAnswersMapToRetryDecisions() async throws {
         let creds = SandboxFixture.credentials
-        let push = try WebPushEmulator(credentials: creds)
-        try await push.start()
+        let (push, vapid, subscription) = try await Self.started()
         defer { Task { await push.stop() } }
-        let vapid = P256.Signing.PrivateKey()
-        let subscription = try WebPushSubscription(
-            json: push.subscribe(applicationServerKey: VAPID.publicKey(vapid.publicKey))
-        )
         func built(key: P256.Signing.PrivateKey = vapid, topic: String? = "order-42") throws -> WebPushRequest {
             try WebPushRequest(
                 subscription: subscription,
