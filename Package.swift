@@ -85,7 +85,10 @@ let package = Package(
         // Web Push (RFC 8030): message encryption (RFC 8291 over RFC 8188) and VAPID (RFC 8292).
         .target(
             name: "RichPushWebPush",
-            dependencies: ["RichPushCore", "RichPushTransport", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                "RichPushCore", "RichPushTransport", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
         ),
         // The service: HTTP API, storage (SQLite, or PostgreSQL for several nodes), queue and workers.
         .target(

@@ -34,6 +34,55 @@ public struct WebPushRequest: Sendable {
         vapidLifetime: TimeInterval = 12 * 3600,
         now: Date = Date()
     ) throws {
+        let authorization = try VAPID.authorization(
+            endpoint: subscription.endpoint,
+            key: vapidKey,
+            subject: subject,
+            expires: now.addingTimeInterval(min(vapidLifetime, VAPID.maxLifetime)),
+            now: now
+        )
+        try self.init(
+            subscription: subscription,
+            payload: payload,
+            authorization: authorization,
+            ttl: ttl,
+            urgency: urgency,
+            topic: topic,
+            padding: padding
+        )
+    }
+
+    /// The same with a token signed already: what a sender does with ``VAPIDSigner``, one token per push service.
+    public init(
+        subscription: WebPushSubscription,
+        payload: [UInt8],
+        signer: VAPIDSigner,
+        ttl: Int,
+        urgency: Urgency = .normal,
+        topic: String? = nil,
+        padding: Int = 0,
+        now: Date = Date()
+    ) throws {
+        try self.init(
+            subscription: subscription,
+            payload: payload,
+            authorization: try signer.authorization(for: subscription.endpoint, now: now),
+            ttl: ttl,
+            urgency: urgency,
+            topic: topic,
+            padding: padding
+        )
+    }
+
+    init(
+        subscription: WebPushSubscription,
+        payload: [UInt8],
+        authorization: String,
+        ttl: Int,
+        urgency: Urgency,
+        topic: String?,
+        padding: Int
+    ) throws {
         guard ttl >= 0, ttl <= 2_419_200 else {
             throw WebPushEncryption.Failure("ttl", "ttl must be 0 to 2419200 seconds (28 days)")
         }
@@ -50,13 +99,6 @@ public struct WebPushRequest: Sendable {
         }
         endpoint = subscription.endpoint
         body = try subscription.encrypt(payload, padding: padding)
-        let authorization = try VAPID.authorization(
-            endpoint: subscription.endpoint,
-            key: vapidKey,
-            subject: subject,
-            expires: now.addingTimeInterval(min(vapidLifetime, VAPID.maxLifetime)),
-            now: now
-        )
         headers = [
             ("ttl", String(ttl)), ("urgency", urgency.rawValue), ("content-encoding", "aes128gcm"),
             ("content-type", "application/octet-stream"), ("authorization", authorization),

@@ -265,4 +265,29 @@ import Testing
         )
         #expect(rule(["endpoint": "https://e.example/x"]) == "p256dh")
     }
+
+    /// One token per push service origin for most of its lifetime, a new one before its last quarter; each one
+    /// verifies for its origin; the kept origins are bounded.
+    @Test func theSignerSignsOncePerOriginAndRenewsBeforeTheEnd() throws {
+        let key = P256.Signing.PrivateKey()
+        let signer = try VAPIDSigner(key: key, subject: "mailto:ops@example.com", lifetime: 3600, capacity: 2)
+        let now = Date()
+        let a1 = URL(string: "https://fcm.googleapis.com/fcm/send/one")!
+        let a2 = URL(string: "https://fcm.googleapis.com/fcm/send/two")!
+        let b = URL(string: "https://updates.push.services.mozilla.com/wpush/v2/x")!
+        let first = try signer.authorization(for: a1, now: now)
+        #expect(try signer.authorization(for: a2, now: now.addingTimeInterval(60)) == first)
+        #expect(try signer.authorization(for: a1, now: now.addingTimeInterval(2600)) == first)
+        let renewed = try signer.authorization(for: a1, now: now.addingTimeInterval(2800))
+        #expect(renewed != first)
+        #expect(
+            try VAPID.verify(renewed, endpoint: a2, now: now.addingTimeInterval(2800)).subject
+                == "mailto:ops@example.com"
+        )
+        let other = try signer.authorization(for: b, now: now)
+        #expect(other != first && (try? VAPID.verify(other, endpoint: a1, now: now)) == nil)
+        _ = try signer.authorization(for: URL(string: "https://push.example.net/x")!, now: now)
+        #expect(signer.cachedOrigins == 2)
+        #expect(throws: VAPID.Failure.self) { try VAPIDSigner(key: key, subject: "ops@example.com") }
+    }
 }
