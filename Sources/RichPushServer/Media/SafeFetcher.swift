@@ -14,40 +14,43 @@ public protocol HostResolver: Sendable {
     func resolve(_ host: String, port: Int) async throws -> [IPAddress]
 }
 
-/// `getaddrinfo`, on a thread of its own (it blocks).
+/// `getaddrinfo`, on threads of the resolver's own: it blocks for as long as the DNS server takes (seconds when one
+/// does not answer), so it never runs on the process's shared queues, whose few threads also run timers and other
+/// libraries' work. Four resolves run at once; more wait their turn.
 public struct SystemResolver: HostResolver {
     public init() {}
 
+    static let threads: NIOThreadPool = {
+        let pool = NIOThreadPool(numberOfThreads: 4)
+        pool.start()
+        return pool
+    }()
+
     public func resolve(_ host: String, port: Int) async throws -> [IPAddress] {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                var hints = addrinfo()
-                hints.ai_family = AF_UNSPEC
-                hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-                var result: UnsafeMutablePointer<addrinfo>?
-                let status = getaddrinfo(host, String(port), &hints, &result)
-                guard status == 0, let first = result else {
-                    continuation.resume(throwing: FetchFailure.dns(host: host))
-                    return
-                }
-                defer { freeaddrinfo(first) }
-                var out: [IPAddress] = []
-                var p: UnsafeMutablePointer<addrinfo>? = first
-                while let ai = p {
-                    if ai.pointee.ai_family == AF_INET, let sa = ai.pointee.ai_addr {
-                        let v = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
-                            UInt32(bigEndian: $0.pointee.sin_addr.s_addr)
-                        }
-                        out.append(.v4(v))
-                    } else if ai.pointee.ai_family == AF_INET6, let sa = ai.pointee.ai_addr {
-                        var a = sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
-                        out.append(.v6(withUnsafeBytes(of: &a) { Array($0) }))
+        try await Self.threads.runIfActive {
+            var hints = addrinfo()
+            hints.ai_family = AF_UNSPEC
+            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+            var result: UnsafeMutablePointer<addrinfo>?
+            let status = getaddrinfo(host, String(port), &hints, &result)
+            guard status == 0, let first = result else { throw FetchFailure.dns(host: host) }
+            defer { freeaddrinfo(first) }
+            var out: [IPAddress] = []
+            var p: UnsafeMutablePointer<addrinfo>? = first
+            while let ai = p {
+                if ai.pointee.ai_family == AF_INET, let sa = ai.pointee.ai_addr {
+                    let v = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
+                        UInt32(bigEndian: $0.pointee.sin_addr.s_addr)
                     }
-                    p = ai.pointee.ai_next
+                    out.append(.v4(v))
+                } else if ai.pointee.ai_family == AF_INET6, let sa = ai.pointee.ai_addr {
+                    var a = sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
+                    out.append(.v6(withUnsafeBytes(of: &a) { Array($0) }))
                 }
-                var seen = Set<IPAddress>()
-                continuation.resume(returning: out.filter { seen.insert($0).inserted })
+                p = ai.pointee.ai_next
             }
+            var seen = Set<IPAddress>()
+            return out.filter { seen.insert($0).inserted }
         }
     }
 }
