@@ -87,10 +87,7 @@ public struct WebPushRequest: Sendable {
             throw WebPushEncryption.Failure("ttl", "ttl must be 0 to 2419200 seconds (28 days)")
         }
         if let topic {
-            let allowed = topic.utf8.allSatisfy {
-                ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 45 || $0 == 95
-            }
-            guard !topic.isEmpty, topic.count <= 32, allowed else {
+            guard Self.isValidTopic(topic) else {
                 throw WebPushEncryption.Failure(
                     "topic",
                     "topic must be 1 to 32 characters of A-Z, a-z, 0-9, - and _ (RFC 8030 §5.4)"
@@ -104,6 +101,14 @@ public struct WebPushRequest: Sendable {
             ("content-type", "application/octet-stream"), ("authorization", authorization),
         ]
         if let topic { headers.append(("topic", topic)) }
+    }
+
+    /// A topic as RFC 8030 §5.4 allows it: 1 to 32 characters of the URL-safe base64 alphabet.
+    public static func isValidTopic(_ topic: String) -> Bool {
+        !topic.isEmpty && topic.utf8.count <= 32
+            && topic.utf8.allSatisfy {
+                ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 45 || $0 == 95
+            }
     }
 
     /// What a push service's answer means for the delivery: nil when it took the message, otherwise whether and

@@ -194,22 +194,17 @@ struct WebPushEmulatorLogic: EmulatorLogic {
         else { return refuse(400, "ttl", "TTL is required: a whole number of seconds (RFC 8030 §5.2)") }
         // RFC 8030 §5.3.
         let urgency = request.header("urgency") ?? "normal"
-        guard ["very-low", "low", "normal", "high"].contains(urgency) else {
+        guard WebPushRequest.Urgency(rawValue: urgency) != nil else {
             return refuse(400, "urgency", "Urgency must be very-low, low, normal or high (RFC 8030 §5.3)")
         }
         // RFC 8030 §5.4: at most 32 characters of the URL-safe base64 alphabet.
         let topic = request.header("topic")
-        if let topic {
-            let allowed = topic.utf8.allSatisfy {
-                ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || ($0 >= 48 && $0 <= 57) || $0 == 45 || $0 == 95
-            }
-            guard !topic.isEmpty, topic.count <= 32, allowed else {
-                return refuse(
-                    400,
-                    "topic",
-                    "Topic must be 1 to 32 characters of the URL-safe base64 alphabet (RFC 8030 §5.4)"
-                )
-            }
+        if let topic, !WebPushRequest.isValidTopic(topic) {
+            return refuse(
+                400,
+                "topic",
+                "Topic must be 1 to 32 characters of the URL-safe base64 alphabet (RFC 8030 §5.4)"
+            )
         }
         // RFC 8292 §4.2: a subscription made with a key takes only pushes that key signed.
         let port = state.data.withLockedValue { $0.port }

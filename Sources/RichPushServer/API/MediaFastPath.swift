@@ -182,7 +182,7 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     private func take(context: ChannelHandlerContext, _ part: HTTPServerRequestPart) {
         switch part {
         case .head(let head):
-            if head.method == .GET || head.method == .HEAD, let name = Self.mediaName(head.uri) {
+            if let name = Self.mediaRequest(head) {
                 if routed > 0 {
                     // Its answer goes after the pending ones: it waits, and so does everything after it.
                     waiting.append(part)
@@ -220,11 +220,7 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     private func drain(context: ChannelHandlerContext) {
         var took = false
         while !fetching, let first = waiting.first {
-            if case .head(let head) = first, routed > 0, head.method == .GET || head.method == .HEAD,
-                Self.mediaName(head.uri) != nil
-            {
-                break
-            }
+            if case .head(let head) = first, routed > 0, Self.mediaRequest(head) != nil { break }
             waiting.removeFirst()
             take(context: context, first)
             took = true
@@ -244,6 +240,11 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         } else {
             context.read()
         }
+    }
+
+    /// The file name of a media GET or HEAD; nil for any other request.
+    static func mediaRequest(_ head: HTTPRequestHead) -> String? {
+        head.method == .GET || head.method == .HEAD ? mediaName(head.uri) : nil
     }
 
     /// The file name of a `/media/<name>[?query]` target, read byte by byte (the target is ASCII on the wire).
