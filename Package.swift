@@ -101,6 +101,7 @@ let package = Package(
                 "RichPushCharts",
                 "RichPushMedia",
                 "RichPushSandbox",
+                "RichPushWebPush",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

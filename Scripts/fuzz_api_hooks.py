@@ -99,3 +99,27 @@ def refusals_of_valid_data_name_rules_beyond_the_schema(ctx, response, case):
             "schema-valid data refused for rules the schema could have said: "
             + "; ".join(f"{i.get('path')}: {i.get('rule')} ({i.get('message')})" for i in bad))
     return None
+
+# Browsers' push subscriptions: a P-256 public key and a 16-byte secret that are real (the server reads both), at
+# an https endpoint of a made-up push service.
+try:
+    import base64
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    def _b64(raw):
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    _browser_keys = [
+        _b64(ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+            serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint))
+        for _ in range(4)]
+    _subscriptions = st.builds(
+        lambda path, key, auth: {"endpoint": "https://push.example.net/w/" + path, "keys": {"p256dh": key, "auth": _b64(auth)}},
+        st.from_regex(r"\A[A-Za-z0-9_-]{1,40}\Z"), st.sampled_from(_browser_keys), st.binary(min_size=16, max_size=16))
+    schemathesis.openapi.format("webpush-subscription", _subscriptions)
+    schemathesis.openapi.format(
+        "webpush-token",
+        _subscriptions.map(lambda s: s["endpoint"] + "#" + s["keys"]["p256dh"] + "." + s["keys"]["auth"]))
+except ImportError:
+    pass

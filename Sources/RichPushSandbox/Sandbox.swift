@@ -19,6 +19,7 @@ public final class Sandbox: Sendable {
     public let credentials: SandboxCredentials
     public let apns: APNsEmulator
     public let fcm: FCMEmulator
+    public let webPush: WebPushEmulator
     public let files: [String: URL]
     public let adminPort: Int
     /// The folder of the credentials; while the sandbox runs it also holds `sandbox.json`, the ``summary``, so
@@ -31,10 +32,12 @@ public final class Sandbox: Sendable {
         public var apns = 0
         public var fcm = 0
         public var admin = 0
-        public init(apns: Int = 0, fcm: Int = 0, admin: Int = 0) {
+        public var webPush = 0
+        public init(apns: Int = 0, fcm: Int = 0, admin: Int = 0, webPush: Int = 0) {
             self.apns = apns
             self.fcm = fcm
             self.admin = admin
+            self.webPush = webPush
         }
     }
 
@@ -42,6 +45,7 @@ public final class Sandbox: Sendable {
         credentials: SandboxCredentials,
         apns: APNsEmulator,
         fcm: FCMEmulator,
+        webPush: WebPushEmulator,
         files: [String: URL],
         directory: URL,
         admin: AdminServer,
@@ -52,6 +56,7 @@ public final class Sandbox: Sendable {
         self.directory = directory
         self.apns = apns
         self.fcm = fcm
+        self.webPush = webPush
         self.files = files
         self.admin = admin
         self.adminPort = adminPort
@@ -91,17 +96,25 @@ public final class Sandbox: Sendable {
             eventLoopGroup: group,
             logger: fcmLog
         )
+        var webPushLog = logger
+        webPushLog[metadataKey: "emulator"] = "webpush"
+        let webPush = try WebPushEmulator(credentials: credentials, eventLoopGroup: group, logger: webPushLog)
         try await apns.start(port: ports.apns)
         try await fcm.start(port: ports.fcm)
+        _ = try await webPush.start(port: ports.webPush)
         let files = try credentials.write(to: directory, tokenURI: fcm.tokenURI)
         let admin = AdminServer(group: group) { method, path, query, body in
-            Sandbox.route(apns: apns, fcm: fcm, method: method, path: path, query: query, body: body)
+            if path.hasPrefix("/webpush/") {
+                return Sandbox.route(webPush: webPush, method: method, path: path, query: query, body: body)
+            }
+            return Sandbox.route(apns: apns, fcm: fcm, method: method, path: path, query: query, body: body)
         }
         let adminPort = try await admin.start(port: ports.admin)
         let sandbox = Sandbox(
             credentials: credentials,
             apns: apns,
             fcm: fcm,
+            webPush: webPush,
             files: files,
             directory: directory,
             admin: admin,
@@ -114,7 +127,10 @@ public final class Sandbox: Sendable {
         )
         logger.info(
             "sandbox running",
-            metadata: ["apns_port": "\(apns.port)", "fcm_port": "\(fcm.port)", "admin_port": "\(adminPort)"]
+            metadata: [
+                "apns_port": "\(apns.port)", "fcm_port": "\(fcm.port)", "webpush_port": "\(webPush.port)",
+                "admin_port": "\(adminPort)",
+            ]
         )
         return sandbox
     }
@@ -127,6 +143,7 @@ public final class Sandbox: Sendable {
         await admin.stop()
         await apns.stop()
         await fcm.stop()
+        await webPush.stop()
         try? await group.shutdownGracefully()
     }
 
@@ -142,6 +159,10 @@ public final class Sandbox: Sendable {
                 "url": .string("https://127.0.0.1:\(fcm.port)"), "token_uri": .string(fcm.tokenURI),
                 "service_account_file": .string(files["service-account"]?.path ?? ""),
                 "project_id": .string(credentials.fcmProjectID),
+            ],
+            "webpush": [
+                "url": .string("https://127.0.0.1:\(webPush.port)"),
+                "subscribe": .string("http://127.0.0.1:\(adminPort)/webpush/subscriptions"),
             ],
             "ca_file": .string(files["ca"]?.path ?? ""),
             "admin": .string("http://127.0.0.1:\(adminPort)"),

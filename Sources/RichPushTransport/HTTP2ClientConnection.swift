@@ -19,12 +19,22 @@ public final class HTTP2ClientConnection: Sendable {
         public var port: Int
         public var trust: TLSTrust
         public var identity: ClientIdentity?
+        /// Where to connect when not to `host` itself: an address resolved and checked beforehand (a server named by
+        /// a user is connected to only at an address the caller's policy allows). TLS still names and checks `host`.
+        public var address: SocketAddress?
 
-        public init(host: String, port: Int, trust: TLSTrust = .system, identity: ClientIdentity? = nil) {
+        public init(
+            host: String,
+            port: Int,
+            trust: TLSTrust = .system,
+            identity: ClientIdentity? = nil,
+            address: SocketAddress? = nil
+        ) {
             self.host = host
             self.port = port
             self.trust = trust
             self.identity = identity
+            self.address = address
         }
     }
 
@@ -69,10 +79,13 @@ public final class HTTP2ClientConnection: Sendable {
         let state = NIOLockedValueBox(HTTP2ConnectionState())
         let authority = target.port == 443 ? target.host : "\(target.host):\(target.port)"
         do {
-            let (channel, multiplexer, ready) = try await ClientBootstrap(group: group)
+            let bootstrap = ClientBootstrap(group: group)
                 .connectTimeout(timeout)
                 .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
-                .connect(host: target.host, port: target.port) { channel in
+            let initialize:
+                @Sendable (Channel) -> EventLoopFuture<
+                    (Channel, NIOHTTP2Handler.StreamMultiplexer, EventLoopFuture<Void>)
+                > = { channel in
                     channel.eventLoop.makeCompletedFuture {
                         let ssl = try NIOSSLClientHandler(context: context, serverHostname: isIP ? nil : target.host)
                         try channel.pipeline.syncOperations.addHandler(ssl)
@@ -89,6 +102,12 @@ public final class HTTP2ClientConnection: Sendable {
                         )
                         return (channel, mux, readyPromise.futureResult)
                     }
+                }
+            let (channel, multiplexer, ready) =
+                if let address = target.address {
+                    try await bootstrap.connect(to: address, channelInitializer: initialize)
+                } else {
+                    try await bootstrap.connect(host: target.host, port: target.port, channelInitializer: initialize)
                 }
             let connection = HTTP2ClientConnection(
                 channel: channel,

@@ -12,6 +12,9 @@ public struct WebPushSubscription: Sendable, Equatable {
     /// The 16-byte authentication secret.
     public var auth: [UInt8]
 
+    /// The longest endpoint taken (browsers' are a few hundred bytes).
+    public static let maxEndpointLength = 2048
+
     public init(endpoint: URL, p256dh: [UInt8], auth: [UInt8]) {
         self.endpoint = endpoint
         self.p256dh = p256dh
@@ -21,8 +24,14 @@ public struct WebPushSubscription: Sendable, Equatable {
     /// Reads the subscription JSON, naming the field and the rule when it is not one. `allowHTTP` admits `http:`
     /// endpoints (loopback emulators in tests); otherwise only `https:`.
     public init(json: JSONValue, allowHTTP: Bool = false) throws {
-        guard let text = json["endpoint"]?.stringValue, let url = URL(string: text), url.host != nil else {
-            throw WebPushEncryption.Failure("endpoint", "endpoint must be the subscription's URL")
+        guard let text = json["endpoint"]?.stringValue, text.utf8.count <= Self.maxEndpointLength,
+            !text.contains("#"), let url = URL(string: text), let host = url.host, !host.isEmpty,
+            url.user == nil, url.password == nil
+        else {
+            throw WebPushEncryption.Failure(
+                "endpoint",
+                "endpoint must be the subscription's URL: at most \(Self.maxEndpointLength) bytes, no user, no fragment"
+            )
         }
         let scheme = url.scheme?.lowercased()
         guard scheme == "https" || (allowHTTP && scheme == "http") else {
@@ -40,6 +49,45 @@ public struct WebPushSubscription: Sendable, Equatable {
             secret.count == 16
         else { throw WebPushEncryption.Failure("auth", "keys.auth must be 16 bytes in base64url") }
         self.init(endpoint: url, p256dh: Array(key), auth: Array(secret))
+    }
+
+    /// The subscription as one string, the form a `web` device's token takes in the registry and the queue:
+    /// `<endpoint>#<p256dh>.<auth>` (keys in base64url). Push endpoints carry no fragment, and base64url has no
+    /// `.`, so it reads back unambiguously; a search for a token prefix is a search by endpoint.
+    public var token: String {
+        var base = endpoint.absoluteString
+        if let hash = base.firstIndex(of: "#") { base = String(base[..<hash]) }
+        return base + "#" + JWT.base64URL(Data(p256dh)) + "." + JWT.base64URL(Data(auth))
+    }
+
+    /// The token form of a subscription's JSON taken as it is (checked when the token is read): nil when a field is
+    /// missing or not a string.
+    public static func tokenForm(of json: JSONValue) -> String? {
+        guard let e = json["endpoint"]?.stringValue, let p = json["keys"]?["p256dh"]?.stringValue,
+            let a = json["keys"]?["auth"]?.stringValue
+        else { return nil }
+        return e + "#" + p + "." + a
+    }
+
+    /// Reads the token form (``token``), with the same rules as the JSON.
+    public init(token: String, allowHTTP: Bool = false) throws {
+        guard let hash = token.lastIndex(of: "#") else {
+            throw WebPushEncryption.Failure(
+                "webpush-token",
+                "a web device's token is <endpoint>#<p256dh>.<auth>, or register it with \"subscription\""
+            )
+        }
+        let keys = token[token.index(after: hash)...].split(separator: ".", omittingEmptySubsequences: false)
+        guard keys.count == 2 else {
+            throw WebPushEncryption.Failure("webpush-token", "the token's keys are <p256dh>.<auth> after the #")
+        }
+        try self.init(
+            json: [
+                "endpoint": .string(String(token[..<hash])),
+                "keys": ["p256dh": .string(String(keys[0])), "auth": .string(String(keys[1]))],
+            ],
+            allowHTTP: allowHTTP
+        )
     }
 
     /// The receiver's key for encryption.

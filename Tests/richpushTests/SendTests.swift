@@ -236,14 +236,19 @@ import Glibc
         }
         for row in rows where row["state"] == "failed" {
             #expect(
-                otherEnvironment.contains(row["token"]!) && row["reason"] == "BadDeviceToken" && row["attempts"] == "1"
+                otherEnvironment.contains(row["token"]!) && row["reason"] == "BadDeviceToken"
             )
             #expect(row["detail"]!.contains("other APNs environment"))
         }
         for row in rows where row["state"] == "delivered" { #expect(!row["provider_id"]!.isEmpty) }
-        // The 503s were retried by the workers' policy: delivered on a later attempt.
-        let retried = rows.filter { $0["state"] == "delivered" && Int($0["attempts"]!)! > 1 }
-        #expect(retried.count >= 25, "\(retried.count) retried")
+        // The 503s were retried by the workers' policy: each one answered costs exactly one more attempt, whichever
+        // token it fell on. Which tokens those are depends on the order requests reach the emulator over several
+        // connections: a retry that arrives while faults are left takes a second one, and a fault may fall on a
+        // token that is gone or of the other environment (a loaded run once saw 24 distinct delivered tokens
+        // retried, where this test used to require 25).
+        let extra = rows.reduce(0) { $0 + Int($1["attempts"]!)! - 1 }
+        #expect(extra == 30, "\(extra) attempts beyond the first")
+        #expect(rows.contains { $0["state"] == "delivered" && Int($0["attempts"]!)! > 1 })
         #expect(f.sandbox.apns.pendingFaults == 0)
         #expect(f.sandbox.apns.acceptedCount == 9_800)
     }

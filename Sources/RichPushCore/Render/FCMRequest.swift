@@ -90,7 +90,7 @@ public struct FCMRenderer: Sendable {
     }
 
     /// The image Android and the web show: the first media that Android can display, else the chart's PNG.
-    func androidImage(for m: PushMessage) -> String? {
+    public func androidImage(for m: PushMessage) -> String? {
         for media in m.media {
             if let t = MediaType(urlString: media.url) ?? media.mimeType.flatMap(MediaType.init(mimeType:)) {
                 if t.isAndroidImage && t != .gif { return media.url }
@@ -177,7 +177,7 @@ public struct FCMRenderer: Sendable {
     }
 
     /// Time to live in whole seconds, from `ttl` or from an absolute `expiration`.
-    func ttlSeconds(for m: PushMessage) -> Int64? {
+    public func ttlSeconds(for m: PushMessage) -> Int64? {
         if let ttl = m.ttl { return Int64(ttl) }
         if let e = m.expiration {
             // The expiration is the sender's number: an extreme one must not overflow (it is refused by the

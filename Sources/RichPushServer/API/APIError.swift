@@ -27,6 +27,7 @@ public struct APIError: HTTPResponseError, Sendable {
         case badReceiptToken = "bad-receipt-token"
         case receiptExpired = "receipt-expired"
         case alreadyReported = "already-reported"
+        case keyExists = "key-exists"
         case databaseUnavailable = "database-unavailable"
         case `internal`
 
@@ -41,7 +42,7 @@ public struct APIError: HTTPResponseError, Sendable {
             case .bodyTooLarge: .contentTooLarge
             case .rateLimited, .quotaExceeded: .tooManyRequests
             case .receiptExpired: .gone
-            case .alreadyReported: .conflict
+            case .alreadyReported, .keyExists: .conflict
             case .databaseUnavailable: .serviceUnavailable
             case .internal: .internalServerError
             }

@@ -220,8 +220,16 @@ struct ProviderSetup {
         apnsLog[metadataKey: "provider"] = "apns"
         var fcmLog = logger
         fcmLog[metadataKey: "provider"] = "fcm"
+        var webPushLog = logger
+        webPushLog[metadataKey: "provider"] = "webpush"
         guard config.sandbox else {
-            return ProviderSetup(providers: .standard(apns: .init(logger: apnsLog), fcm: .init(logger: fcmLog)))
+            return ProviderSetup(
+                providers: .standard(
+                    apns: .init(logger: apnsLog),
+                    fcm: .init(logger: fcmLog),
+                    webPush: .init(logger: webPushLog)
+                )
+            )
         }
         // The sandbox fetches media from any address: ServerConfiguration.check() keeps it on loopback.
         try config.check()
@@ -266,7 +274,9 @@ struct ProviderSetup {
                 fallback: fcm,
                 fallbackProjectID: account.projectID,
                 logger: fcmLog
-            )
+            ),
+            // The sandbox's push service is on loopback: subscriptions it makes are sent to, with its CA.
+            webPush: .init(policy: AddressPolicy(allowAll: true), trust: trust, logger: webPushLog)
         )
         return ProviderSetup(providers: providers, sandbox: sandbox, sandboxTokenURI: account.tokenURI) {
             await apns.shutdown()

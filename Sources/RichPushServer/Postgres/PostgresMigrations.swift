@@ -118,6 +118,8 @@ enum PostgresMigrations {
                 CREATE INDEX devices_token_c ON devices (app_id, token COLLATE "C")
                 """
         ),
+        // An app's VAPID key for Web Push, sealed like the other credentials.
+        Migration(version: 8, name: "web push keys", sql: "ALTER TABLE apps ADD COLUMN webpush text"),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

@@ -37,12 +37,21 @@ public final class PostgresServerStore: ServerStore {
     /// Checks the credentials key and seals what is stored unsealed.
     func prepare() async throws {
         try await checkKey(credentials.sealer)
-        for row in try await db.rows("SELECT id, apns, fcm FROM apps WHERE apns IS NOT NULL OR fcm IS NOT NULL") {
-            let (id, apns, fcm) = try row.decode((String, String?, String?).self)
+        let rows = try await db.rows(
+            "SELECT id, apns, fcm, webpush FROM apps WHERE apns IS NOT NULL OR fcm IS NOT NULL OR webpush IS NOT NULL"
+        )
+        for row in rows {
+            let (id, apns, fcm, webPush) = try row.decode((String, String?, String?, String?).self)
             let newAPNs = try apns.flatMap { try credentials.resealed($0, app: id) }
             let newFCM = try fcm.flatMap { try credentials.resealed($0, app: id) }
-            guard newAPNs != nil || newFCM != nil else { continue }
-            try await db.rows("UPDATE apps SET apns = \(newAPNs ?? apns), fcm = \(newFCM ?? fcm) WHERE id = \(id)")
+            let newWebPush = try webPush.flatMap { try credentials.resealed($0, app: id) }
+            guard newAPNs != nil || newFCM != nil || newWebPush != nil else { continue }
+            try await db.rows(
+                """
+                UPDATE apps SET apns = \(newAPNs ?? apns), fcm = \(newFCM ?? fcm), webpush = \(newWebPush ?? webPush)
+                WHERE id = \(id)
+                """
+            )
         }
     }
 
@@ -70,7 +79,7 @@ public final class PostgresServerStore: ServerStore {
         let prefix = CredentialSealer.prefix + "%"
         let rows = try await db.rows(
             """
-            SELECT EXISTS (SELECT 1 FROM apps WHERE apns LIKE \(prefix) OR fcm LIKE \(prefix))
+            SELECT EXISTS (SELECT 1 FROM apps WHERE apns LIKE \(prefix) OR fcm LIKE \(prefix) OR webpush LIKE \(prefix))
                 OR EXISTS (SELECT 1 FROM secrets WHERE name = 'credentials-key-check')
             """
         )
@@ -91,11 +100,11 @@ public final class PostgresServerStore: ServerStore {
 
     // MARK: Apps
 
-    static let appColumns = "id, name, bundle_id, fcm_project_id, apns, fcm, revision"
+    static let appColumns = "id, name, bundle_id, fcm_project_id, apns, fcm, webpush, revision"
 
     func app(_ row: PostgresRow) throws -> ServerApp {
-        let (id, name, bundle, project, apns, fcm, revision) = try row.decode(
-            (String, String, String, String?, String?, String?, Int).self
+        let (id, name, bundle, project, apns, fcm, webPush, revision) = try row.decode(
+            (String, String, String, String?, String?, String?, String?, Int).self
         )
         return try credentials.app(
             id: id,
@@ -104,6 +113,7 @@ public final class PostgresServerStore: ServerStore {
             fcmProjectID: project,
             apns: apns,
             fcm: fcm,
+            webPush: webPush,
             revision: revision
         )
     }
@@ -114,13 +124,13 @@ public final class PostgresServerStore: ServerStore {
         app.revision = 1
         let key = APIKeys.newKey()
         let hash = APIKeys.hash(key)
-        let (apns, fcm) = try credentials.columns(app)
+        let (apns, fcm, webPush) = try credentials.columns(app)
         let stored = app
         try await db.transaction { c in
             try await c.query(
                 """
-                INSERT INTO apps (id, name, bundle_id, fcm_project_id, apns, fcm, revision)
-                VALUES (\(stored.id), \(stored.name), \(stored.bundleID), \(stored.fcmProjectID), \(apns), \(fcm), 1)
+                INSERT INTO apps (id, name, bundle_id, fcm_project_id, apns, fcm, webpush, revision)
+                VALUES (\(stored.id), \(stored.name), \(stored.bundleID), \(stored.fcmProjectID), \(apns), \(fcm), \(webPush), 1)
                 """,
                 logger: self.db.logger
             )
@@ -134,11 +144,11 @@ public final class PostgresServerStore: ServerStore {
     }
 
     public func updateApp(_ app: ServerApp) async throws -> ServerApp? {
-        let (apns, fcm) = try credentials.columns(app)
+        let (apns, fcm, webPush) = try credentials.columns(app)
         let rows = try await db.rows(
             """
             UPDATE apps SET name = \(app.name), bundle_id = \(app.bundleID), fcm_project_id = \(app.fcmProjectID), apns = \(apns), fcm = \(fcm),
-                revision = revision + 1
+                webpush = \(webPush), revision = revision + 1
             WHERE id = \(app.id) RETURNING \(unescaped: Self.appColumns)
             """
         )

@@ -92,15 +92,19 @@ public final class Providers: Sendable {
         self.group = group
     }
 
-    /// APNs and FCM, their connections on one event loop thread of their own.
+    /// APNs, FCM and Web Push, their connections on one event loop thread of their own.
     public static func standard(
         apns: APNsProvider.Configuration = .init(),
         fcm: FCMProvider.Configuration = .init(),
+        webPush: WebPushProvider.Configuration = .init(),
         extra: [any PushProvider] = []
     ) -> Providers {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         return Providers(
-            [APNsProvider(apns, eventLoopGroup: group), FCMProvider(fcm, eventLoopGroup: group)] + extra,
+            [
+                APNsProvider(apns, eventLoopGroup: group), FCMProvider(fcm, eventLoopGroup: group),
+                WebPushProvider(webPush, eventLoopGroup: group),
+            ] + extra,
             group: group
         )
     }

@@ -34,18 +34,21 @@ public final class SQLiteServerStore: ServerStore {
         try pool.write { db in
             let rows = try Row.fetchAll(
                 db,
-                sql: "SELECT id, apns, fcm FROM apps WHERE apns IS NOT NULL OR fcm IS NOT NULL"
+                sql:
+                    "SELECT id, apns, fcm, webpush FROM apps WHERE apns IS NOT NULL OR fcm IS NOT NULL OR webpush IS NOT NULL"
             )
             for row in rows {
                 let id: String = row["id"]
                 let apns: String? = row["apns"]
                 let fcm: String? = row["fcm"]
+                let webPush: String? = row["webpush"]
                 let newAPNs = try apns.flatMap { try credentials.resealed($0, app: id) }
                 let newFCM = try fcm.flatMap { try credentials.resealed($0, app: id) }
-                guard newAPNs != nil || newFCM != nil else { continue }
+                let newWebPush = try webPush.flatMap { try credentials.resealed($0, app: id) }
+                guard newAPNs != nil || newFCM != nil || newWebPush != nil else { continue }
                 try db.execute(
-                    sql: "UPDATE apps SET apns = ?, fcm = ? WHERE id = ?",
-                    arguments: [newAPNs ?? apns, newFCM ?? fcm, id]
+                    sql: "UPDATE apps SET apns = ?, fcm = ?, webpush = ? WHERE id = ?",
+                    arguments: [newAPNs ?? apns, newFCM ?? fcm, newWebPush ?? webPush, id]
                 )
             }
         }
@@ -58,8 +61,8 @@ public final class SQLiteServerStore: ServerStore {
             let prefix = CredentialSealer.prefix + "%"
             return try Bool.fetchOne(
                 db,
-                sql: "SELECT EXISTS (SELECT 1 FROM apps WHERE apns LIKE ? OR fcm LIKE ?)",
-                arguments: [prefix, prefix]
+                sql: "SELECT EXISTS (SELECT 1 FROM apps WHERE apns LIKE ? OR fcm LIKE ? OR webpush LIKE ?)",
+                arguments: [prefix, prefix, prefix]
             ) ?? false
         }
     }
@@ -129,6 +132,10 @@ public final class SQLiteServerStore: ServerStore {
                     """
             )
         }
+        m.registerMigration("webpush-v1") { db in
+            // An app's VAPID key (sealed like the other credentials).
+            try db.execute(sql: "ALTER TABLE apps ADD COLUMN webpush TEXT")
+        }
         return m
     }
 
@@ -142,6 +149,7 @@ public final class SQLiteServerStore: ServerStore {
             fcmProjectID: row["fcm_project_id"],
             apns: row["apns"],
             fcm: row["fcm"],
+            webPush: row["webpush"],
             revision: row["revision"]
         )
     }
@@ -151,14 +159,14 @@ public final class SQLiteServerStore: ServerStore {
         if app.id.isEmpty { app.id = ServerApp.newID() }
         app.revision = 1
         let key = APIKeys.newKey()
-        let (apns, fcm) = try credentials.columns(app)
+        let (apns, fcm, webPush) = try credentials.columns(app)
         let stored = app
         try await pool.write { db in
             try db.execute(
                 sql:
-                    "INSERT INTO apps (id, name, bundle_id, fcm_project_id, apns, fcm, revision, created_at) VALUES (?, ?, ?, ?, ?, ?, 1, ?)",
+                    "INSERT INTO apps (id, name, bundle_id, fcm_project_id, apns, fcm, webpush, revision, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)",
                 arguments: [
-                    stored.id, stored.name, stored.bundleID, stored.fcmProjectID, apns, fcm,
+                    stored.id, stored.name, stored.bundleID, stored.fcmProjectID, apns, fcm, webPush,
                     Date().timeIntervalSince1970,
                 ]
             )
@@ -170,12 +178,12 @@ public final class SQLiteServerStore: ServerStore {
     }
 
     public func updateApp(_ app: ServerApp) async throws -> ServerApp? {
-        let (apns, fcm) = try credentials.columns(app)
+        let (apns, fcm, webPush) = try credentials.columns(app)
         let updated: ServerApp? = try await pool.write { db in
             try db.execute(
                 sql:
-                    "UPDATE apps SET name = ?, bundle_id = ?, fcm_project_id = ?, apns = ?, fcm = ?, revision = revision + 1 WHERE id = ?",
-                arguments: [app.name, app.bundleID, app.fcmProjectID, apns, fcm, app.id]
+                    "UPDATE apps SET name = ?, bundle_id = ?, fcm_project_id = ?, apns = ?, fcm = ?, webpush = ?, revision = revision + 1 WHERE id = ?",
+                arguments: [app.name, app.bundleID, app.fcmProjectID, apns, fcm, webPush, app.id]
             )
             guard db.changesCount == 1 else { return nil }
             return try self.app(id: app.id, in: db)

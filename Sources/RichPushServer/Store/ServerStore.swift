@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import RichPushCore
+import RichPushWebPush
 
 /// An app's APNs token-auth credentials: the `.p8` key, its key id, the team, and which APNs environment.
 public struct APNsCredentials: Sendable, Hashable {
@@ -39,6 +40,35 @@ public struct FCMCredentials: Sendable, Hashable {
     public var publicJSON: JSONValue { ["project_id": .string(projectID), "client_email": .string(clientEmail)] }
 }
 
+/// An app's VAPID key for Web Push (RFC 8292): made by the server, the private key sealed like other credentials;
+/// the public key is what a site gives `pushManager.subscribe` as its `applicationServerKey`.
+public struct WebPushCredentials: Sendable, Hashable {
+    /// The P-256 private key's 32 bytes.
+    public var privateKey: [UInt8]
+    /// The contact push services see: `mailto:` or `https:`.
+    public var subject: String
+    /// Where a click goes when a message has no https deep link (the site).
+    public var defaultURL: String?
+
+    public init(privateKey: [UInt8], subject: String, defaultURL: String? = nil) {
+        self.privateKey = privateKey
+        self.subject = subject
+        self.defaultURL = defaultURL
+    }
+
+    /// The public key in the form sites and the `k=` parameter use: the uncompressed point in base64url.
+    public var publicKey: String {
+        (try? P256.Signing.PrivateKey(rawRepresentation: privateKey)).map { VAPID.publicKey($0.publicKey) } ?? ""
+    }
+
+    /// What responses show: never the private key.
+    public var publicJSON: JSONValue {
+        var o: [String: JSONValue] = ["public_key": .string(publicKey), "subject": .string(subject)]
+        if let d = defaultURL { o["default_url"] = .string(d) }
+        return .object(o)
+    }
+}
+
 /// An app that sends through RichPush.
 public struct ServerApp: Sendable, Hashable {
     public var id: String
@@ -48,6 +78,7 @@ public struct ServerApp: Sendable, Hashable {
     public var fcmProjectID: String?
     public var apns: APNsCredentials?
     public var fcm: FCMCredentials?
+    public var webPush: WebPushCredentials?
     /// Bumped on every change, so that provider clients built from old credentials are replaced.
     public var revision: Int
 
@@ -58,6 +89,7 @@ public struct ServerApp: Sendable, Hashable {
         fcmProjectID: String? = nil,
         apns: APNsCredentials? = nil,
         fcm: FCMCredentials? = nil,
+        webPush: WebPushCredentials? = nil,
         revision: Int = 1
     ) {
         self.id = id
@@ -66,6 +98,7 @@ public struct ServerApp: Sendable, Hashable {
         self.fcmProjectID = fcm?.projectID ?? fcmProjectID
         self.apns = apns
         self.fcm = fcm
+        self.webPush = webPush
         self.revision = revision
     }
 
@@ -77,6 +110,7 @@ public struct ServerApp: Sendable, Hashable {
         if let p = fcmProjectID { o["fcm_project_id"] = .string(p) }
         o["apns"] = apns?.publicJSON ?? .null
         o["fcm"] = fcm?.publicJSON ?? .null
+        o["webpush"] = webPush?.publicJSON ?? .null
         return .object(o)
     }
 

@@ -8,8 +8,8 @@ import RichPushCore
 struct StoredCredentials: Sendable {
     let sealer: CredentialSealer?
 
-    /// The `apns` and `fcm` columns of an app.
-    func columns(_ app: ServerApp) throws -> (apns: String?, fcm: String?) {
+    /// The `apns`, `fcm` and `webpush` columns of an app.
+    func columns(_ app: ServerApp) throws -> (apns: String?, fcm: String?, webPush: String?) {
         let apns: String? = app.apns.map {
             JSONValue.object([
                 "key": .string($0.keyPEM), "key_id": .string($0.keyID), "team_id": .string($0.teamID),
@@ -22,8 +22,15 @@ struct StoredCredentials: Sendable {
                 "client_email": .string($0.clientEmail),
             ]).jsonString
         }
-        guard let sealer else { return (apns, fcm) }
-        return (try apns.map(sealer.seal), try fcm.map(sealer.seal))
+        let webPush: String? = app.webPush.map {
+            var o: [String: JSONValue] = [
+                "private_key": .string(Data($0.privateKey).base64EncodedString()), "subject": .string($0.subject),
+            ]
+            if let d = $0.defaultURL { o["default_url"] = .string(d) }
+            return JSONValue.object(o).jsonString
+        }
+        guard let sealer else { return (apns, fcm, webPush) }
+        return (try apns.map(sealer.seal), try fcm.map(sealer.seal), try webPush.map(sealer.seal))
     }
 
     /// An app from its columns.
@@ -34,6 +41,7 @@ struct StoredCredentials: Sendable {
         fcmProjectID: String?,
         apns apnsColumn: String?,
         fcm fcmColumn: String?,
+        webPush webPushColumn: String?,
         revision: Int
     ) throws -> ServerApp {
         let open: (String) throws -> String = { [sealer] in try sealer?.open($0) ?? $0 }
@@ -64,6 +72,18 @@ struct StoredCredentials: Sendable {
                 clientEmail: j["client_email"]?.stringValue ?? ""
             )
         }
+        let webPush = try webPushColumn.map(open).map { text -> WebPushCredentials in
+            let j: JSONValue
+            do { j = try JSONValue.parse(text) } catch { throw unreadable("webpush", "not JSON: \(error)") }
+            guard let key = j["private_key"]?.stringValue.flatMap({ Data(base64Encoded: $0) }), key.count == 32,
+                let subject = j["subject"]?.stringValue
+            else { throw unreadable("webpush", "private_key or subject is missing") }
+            return WebPushCredentials(
+                privateKey: Array(key),
+                subject: subject,
+                defaultURL: j["default_url"]?.stringValue
+            )
+        }
         return ServerApp(
             id: id,
             name: name,
@@ -71,6 +91,7 @@ struct StoredCredentials: Sendable {
             fcmProjectID: fcmProjectID,
             apns: apns,
             fcm: fcm,
+            webPush: webPush,
             revision: revision
         )
     }

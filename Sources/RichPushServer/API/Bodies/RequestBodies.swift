@@ -1,5 +1,6 @@
 import Foundation
 import RichPushCore
+import RichPushWebPush
 
 /// The request bodies of the routes beside the send and the app, each decoded once at the edge into typed values:
 /// unknown fields, wrong types, empty or overlong strings and values outside their set are refused (422) with
@@ -28,6 +29,7 @@ struct DeviceBody {
 
     static let fields: Set<String> = [
         "token", "platform", "provider", "user_id", "tags", "topics", "locale", "time_zone", "app_version",
+        "subscription",
     ]
     static let maxTags = 100
 
@@ -35,12 +37,38 @@ struct DeviceBody {
         var r = FieldReader(strict: true, refusesNUL: true)
         let o = r.body(json, known: fields)
         let platform = r.choice(o, "platform", at: "", required: true, Device.Platform.self)
+        // A browser's push subscription (`PushSubscription.toJSON()`) stands for the token of a Web Push device:
+        // the device is stored with the subscription in one string (its token form).
+        var token: String?
+        var subscribed: Bool
+        if let s = o["subscription"] {
+            subscribed = true
+            if o["token"] != nil { r.report.add("token", "exclusive", "give a token or a subscription, not both") }
+            if platform != nil && platform != .web {
+                r.report.add("subscription", "platform", "a push subscription is a browser's: platform must be web")
+            }
+            if case .object = s {
+                token = WebPushSubscription.tokenForm(of: s)
+            } else {
+                r.report.add("subscription", "type", "expected the browser's PushSubscription.toJSON() object")
+            }
+        } else {
+            subscribed = false
+            token = r.text(o, "token", at: "", required: true, lengths: 1...4096)
+        }
         let provider =
             r.choice(o, "provider", at: "", among: providers.ids.map(\.rawValue)).map(DeliveryProvider.init(rawValue:))
-            ?? (platform == .ios ? .apns : .fcm)
-        let token = r.text(o, "token", at: "", required: true, lengths: 1...4096)
-        if let token, let problem = providers[provider]?.tokenProblem(token) {
-            r.report.add("token", problem.rule, problem.message)
+            ?? (platform == .ios ? .apns : subscribed ? .webPush : .fcm)
+        if subscribed && provider != .webPush {
+            r.report.add("provider", "subscription", "a push subscription is sent through webpush")
+        }
+        if let t = token, let problem = providers[provider]?.tokenProblem(t) {
+            r.report.add(subscribed ? "subscription" : "token", problem.rule, problem.message)
+        } else if let t = token, provider == .webPush {
+            // Stored in one spelling (base64url without padding), so one browser is one device.
+            token = (try? WebPushSubscription(token: t, allowHTTP: true))?.token ?? t
+        } else if token == nil && subscribed, case .object = o["subscription"] {
+            r.report.add("subscription", "webpush-subscription", "endpoint and keys.p256dh, keys.auth are required")
         }
         let userID = r.text(o, "user_id", at: "", lengths: 1...256)
         let tags = r.texts(o, "tags", at: "", maxCount: maxTags, lengths: 1...100)
@@ -63,6 +91,39 @@ struct DeviceBody {
                 appVersion: appVersion
             )
         )
+    }
+}
+
+/// `POST /v1/apps/{app}/webpush/keys`: the contact push services see, where clicks go by default, and whether an
+/// existing key is replaced.
+struct WebPushKeyBody {
+    var subject: String
+    var defaultURL: String?
+    var replace: Bool
+
+    static func decode(_ json: JSONValue) throws(APIError) -> WebPushKeyBody {
+        var r = FieldReader(strict: true, refusesNUL: true)
+        let o = r.body(json, known: ["subject", "default_url", "replace"])
+        let subject = r.text(o, "subject", at: "", required: true, lengths: 1...512)
+        if let subject, (try? VAPID.checkSubject(subject)) == nil {
+            r.report.add(
+                "subject",
+                "vapid-subject",
+                "subject is a mailto: or https: URL push services can reach you at"
+            )
+        }
+        let url = r.text(o, "default_url", at: "", lengths: 1...2048)
+        if let url, !(url.lowercased().hasPrefix("https://") && URL(string: url)?.host != nil) {
+            r.report.add("default_url", "https-url", "default_url is the https: page a click opens")
+        }
+        var replace = false
+        switch o["replace"] {
+        case nil: break
+        case .bool(let b)?: replace = b
+        case let v?: r.report.add("replace", "type", "expected a boolean, found \(v.typeName)")
+        }
+        guard r.report.isValid, let subject else { throw .invalid("the VAPID key request", r.report) }
+        return WebPushKeyBody(subject: subject, defaultURL: url, replace: replace)
     }
 }
 

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Hummingbird
 import NIOCore
@@ -21,6 +22,7 @@ struct AppsController: AppRoutes {
         group.get("apps/:app/keys", use: listKeys)
         group.post("apps/:app/keys", use: createKey)
         group.delete("apps/:app/keys/:key", use: revokeKey)
+        group.post("apps/:app/webpush/keys", use: createWebPushKey)
     }
 
     /// `GET /v1/me`: the admin key, or an app's key with its scopes (and the app).
@@ -125,6 +127,36 @@ struct AppsController: AppRoutes {
                 "note": "the key is shown once; RichPush keeps only its hash",
             ]
         )
+    }
+
+    /// `POST /v1/apps/{app}/webpush/keys`: a new VAPID key for the app, made here (the private key never leaves
+    /// the server, sealed like other credentials). The answer holds the public key a site subscribes with. An app
+    /// that has one keeps it unless `"replace": true`: browsers subscribed with the old key cannot be sent to
+    /// with a new one.
+    func createWebPushKey(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        var app = try await requireApp(context, .manage)
+        let body = try WebPushKeyBody.decode(try await bodyJSON(request))
+        if app.webPush != nil && !body.replace {
+            throw APIError(
+                .keyExists,
+                "this app has a VAPID key already",
+                issues: [
+                    .init(
+                        path: "replace",
+                        rule: "webpush-key-exists",
+                        message:
+                            "subscriptions made with the current key stop working with a new one: send \"replace\": true to replace it"
+                    )
+                ]
+            )
+        }
+        app.webPush = WebPushCredentials(
+            privateKey: Array(P256.Signing.PrivateKey().rawRepresentation),
+            subject: body.subject,
+            defaultURL: body.defaultURL
+        )
+        guard let updated = try await store.updateApp(app) else { throw APIError(.notFound, "no app '\(app.id)'") }
+        return Response.json(201, ["webpush": updated.webPush?.publicJSON ?? .null])
     }
 
     func revokeKey(_ request: Request, _ context: APIRequestContext) async throws -> Response {

@@ -1,0 +1,326 @@
+import Crypto
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import RichPushCore
+import RichPushTransport
+import RichPushWebPush
+
+extension DeliveryProvider {
+    public static let webPush = DeliveryProvider(rawValue: "webpush")
+}
+
+/// Web Push (RFC 8030), sent by the server itself to each browser's push service: the message encrypted for the
+/// subscription (RFC 8291), signed with the app's VAPID key (RFC 8292), posted over HTTP/2 to the subscription's
+/// endpoint.
+///
+/// An endpoint is an address a user chose (any page can register a subscription), so it is reached only through
+/// the outbound address policy: its host is resolved, every address checked, and the connection made to an
+/// allowed one while TLS still checks the host's name. Connections are pooled per push service origin; at most
+/// ``Configuration/maxOrigins`` are kept, the least recently used closed first.
+///
+/// A web device's token is its subscription in one string (``WebPushSubscription/token``).
+public final class WebPushProvider: PushProvider {
+    public struct Configuration: Sendable {
+        public var policy: AddressPolicy
+        public var resolver: any HostResolver
+        public var trust: TLSTrust
+        /// Admits `http:` endpoints: never outside tests (the emulator speaks TLS).
+        public var allowHTTP: Bool
+        /// Push service origins with connections kept open.
+        public var maxOrigins: Int
+        public var connectionsPerOrigin: Int
+        public var requestTimeout: TimeAmount
+        public var logger: Logger
+
+        public init(
+            policy: AddressPolicy = AddressPolicy(),
+            resolver: any HostResolver = SystemResolver(),
+            trust: TLSTrust = .system,
+            allowHTTP: Bool = false,
+            maxOrigins: Int = 64,
+            connectionsPerOrigin: Int = 2,
+            requestTimeout: TimeAmount = .seconds(15),
+            logger: Logger = .disabled
+        ) {
+            self.policy = policy
+            self.resolver = resolver
+            self.trust = trust
+            self.allowHTTP = allowHTTP
+            self.maxOrigins = max(1, maxOrigins)
+            self.connectionsPerOrigin = max(1, connectionsPerOrigin)
+            self.requestTimeout = requestTimeout
+            self.logger = logger
+        }
+    }
+
+    public let id = DeliveryProvider.webPush
+    let configuration: Configuration
+    let eventLoopGroup: EventLoopGroup
+    let signers = AppClients<VAPIDSigner> { _ in }
+    let origins: OriginPools
+
+    public init(_ configuration: Configuration = .init(), eventLoopGroup: EventLoopGroup) {
+        self.configuration = configuration
+        self.eventLoopGroup = eventLoopGroup
+        origins = OriginPools(configuration: configuration, group: eventLoopGroup)
+    }
+
+    /// The app's signer, from its VAPID key (nil: the app has none).
+    func signer(for app: ServerApp) -> (signer: VAPIDSigner?, problem: String?) {
+        let built = signers.client(for: app) { app in
+            guard let c = app.webPush else { return nil }
+            return try VAPIDSigner(key: try P256.Signing.PrivateKey(rawRepresentation: c.privateKey), subject: c.subject)
+        }
+        return (built.client, built.problem)
+    }
+
+    public func tokenProblem(_ token: String) -> (rule: String, message: String)? {
+        do {
+            _ = try WebPushSubscription(token: token, allowHTTP: configuration.allowHTTP)
+            return nil
+        } catch let f as WebPushEncryption.Failure {
+            return ("webpush-" + f.rule.replacingOccurrences(of: "webpush-", with: ""), f.description)
+        } catch {
+            return ("webpush-token", "\(error)")
+        }
+    }
+
+    public func sizeIssues(
+        _ message: PushMessage,
+        audience: Audience,
+        now: @escaping @Sendable () -> Date
+    ) -> [ValidationIssue] {
+        guard audience.mayUseWebPush else { return [] }
+        // The receipt address is written in at send time: counted here at the length it will have.
+        let rendered = WebPushMessage(message, receiptURL: message.receiptURL, now: now())
+        guard let problem = rendered.sizeProblem else { return [] }
+        return [ValidationIssue(path: "", rule: "webpush-size", message: problem)]
+    }
+
+    public func dryRun(_ message: PushMessage, app: ServerApp, audience: Audience) async -> ProviderDryRun? {
+        guard audience.mayUseWebPush else { return nil }
+        let r = WebPushMessage(
+            message,
+            defaultURL: app.webPush?.defaultURL
+        )
+        var headers: [String: JSONValue] = [
+            "TTL": .string(String(r.ttl)), "Urgency": .string(r.urgency.rawValue),
+            "Content-Encoding": "aes128gcm", "Authorization": "vapid t=<token for the push service>,k=<app's key>",
+        ]
+        if let t = r.topic { headers["Topic"] = .string(t) }
+        var extra: [String: JSONValue] = [:]
+        if app.webPush == nil { extra["webpush_problem"] = "the app has no VAPID key: POST /v1/apps/{app}/webpush/keys" }
+        return ProviderDryRun(
+            request: [
+                "method": "POST", "endpoint": "<the subscription's endpoint>", "headers": .object(headers),
+                "payload": r.payload, "bytes": .int(Int64(r.bytes.count)),
+                "bytes_encrypted": .int(Int64(r.bytes.count + WebPushEncryption.headerLength + 17)),
+            ],
+            extra: extra
+        )
+    }
+
+    public func send(
+        _ d: DeliveryRecord,
+        message: PushMessage,
+        app: ServerApp,
+        receipt: ReceiptStamp?
+    ) async -> SendResult {
+        let (signer, problem) = signer(for: app)
+        guard let signer else {
+            if let problem { configuration.logger.error("the app's VAPID key cannot be used: \(problem)") }
+            return .failed(.fixCredentials, reason: "webpush_not_configured")
+        }
+        guard case .token(let token) = d.target,
+            let subscription = try? WebPushSubscription(token: token, allowHTTP: configuration.allowHTTP)
+        else { return .failed(.dropToken, reason: "webpush_bad_subscription") }
+        let receiptURL = receipt.flatMap { stamp in message.receiptURL.map { stamp.address($0) } }
+        let rendered = WebPushMessage(
+            message,
+            defaultURL: app.webPush?.defaultURL,
+            receiptURL: receiptURL
+        )
+        if rendered.sizeProblem != nil { return .failed(.fixRequest, reason: "webpush_payload_too_large") }
+        let request: WebPushRequest
+        do {
+            request = try WebPushRequest(
+                subscription: subscription,
+                payload: rendered.bytes,
+                signer: signer,
+                ttl: rendered.ttl,
+                urgency: rendered.urgency,
+                topic: rendered.topic
+            )
+        } catch {
+            return .failed(.fixRequest, reason: "webpush_request")
+        }
+        return await origins.post(request)
+    }
+
+    public func shutdown() async {
+        await signers.shutdown()
+        await origins.shutdown()
+    }
+}
+
+extension Audience {
+    /// Whether deliveries may go to browsers: registry audiences (which may hold web devices).
+    public var mayUseWebPush: Bool {
+        switch self {
+        case .all, .user, .tag, .topic, .tokens: return true
+        case .providerTokens, .fcmTopic, .fcmCondition: return false
+        }
+    }
+}
+
+/// HTTP/2 connections to push services, one pool per origin, at most `maxOrigins` of them.
+final class OriginPools: Sendable {
+    struct Entry {
+        var pool: HTTP2ConnectionPool<Void>
+        var lastUse: UInt64
+    }
+
+    let configuration: WebPushProvider.Configuration
+    let group: EventLoopGroup
+    private let state = NIOLockedValueBox<(pools: [String: Entry], clock: UInt64)>(([:], 0))
+    /// Origins being resolved: one resolve per origin at a time, shared by every send waiting on it.
+    private let resolving = NIOLockedValueBox<[String: Task<Result<SocketAddress, SendFailure>, Never>]>([:])
+
+    struct SendFailure: Error {
+        var decision: RetryDecision
+        var reason: String
+    }
+
+    init(configuration: WebPushProvider.Configuration, group: EventLoopGroup) {
+        self.configuration = configuration
+        self.group = group
+    }
+
+    func post(_ request: WebPushRequest) async -> SendResult {
+        let url = request.endpoint
+        guard let host = url.host, let scheme = url.scheme?.lowercased() else {
+            return .failed(.dropToken, reason: "webpush_bad_subscription")
+        }
+        let port = url.port ?? (scheme == "http" ? 80 : 443)
+        let origin = "\(scheme)://\(host.lowercased()):\(port)"
+        let pool: HTTP2ConnectionPool<Void>
+        switch await self.pool(origin: origin, host: host, port: port) {
+        case .success(let p): pool = p
+        case .failure(let f): return .failed(f.decision, reason: f.reason)
+        }
+        let encodedPath = url.path(percentEncoded: true)
+        let path = (encodedPath.isEmpty ? "/" : encodedPath) + (url.query(percentEncoded: true).map { "?" + $0 } ?? "")
+        let body = ByteBuffer(bytes: request.body)
+        let headers = request.headers.map { ($0.name, $0.value) }
+        do {
+            let (response, _) = try await pool.execute { _ in
+                H2Request(method: "POST", path: path, headers: headers, body: body)
+            }
+            guard
+                let decision = WebPushRequest.decision(
+                    status: response.status,
+                    retryAfter: response.headers.first(name: "retry-after")
+                )
+            else {
+                return .delivered(providerID: response.headers.first(name: "location"))
+            }
+            return .failed(decision, reason: "webpush_\(response.status)")
+        } catch let error as TransportError {
+            if case .connectFailed = error { forget(origin) }
+            return .failed(.retry, reason: "webpush_transport")
+        } catch {
+            return .failed(.retry, reason: "webpush_transport")
+        }
+    }
+
+    /// The origin's pool, made after its host resolved to an address the policy allows.
+    func pool(origin: String, host: String, port: Int) async -> Result<HTTP2ConnectionPool<Void>, SendFailure> {
+        let found = state.withLockedValue { s -> HTTP2ConnectionPool<Void>? in
+            s.clock += 1
+            guard var e = s.pools[origin] else { return nil }
+            e.lastUse = s.clock
+            s.pools[origin] = e
+            return e.pool
+        }
+        if let found { return .success(found) }
+        let task = resolving.withLockedValue { r in
+            if let t = r[origin] { return t }
+            let t = Task { await self.allowedAddress(host: host, port: port) }
+            r[origin] = t
+            return t
+        }
+        let resolved = await task.value
+        resolving.withLockedValue { $0[origin] = nil }
+        let address: SocketAddress
+        switch resolved {
+        case .success(let a): address = a
+        case .failure(let f): return .failure(f)
+        }
+        var evicted: HTTP2ConnectionPool<Void>?
+        let pool = state.withLockedValue { s -> HTTP2ConnectionPool<Void> in
+            s.clock += 1
+            if let e = s.pools[origin] { return e.pool }
+            if s.pools.count >= configuration.maxOrigins,
+                let oldest = s.pools.min(by: { $0.value.lastUse < $1.value.lastUse })
+            {
+                evicted = oldest.value.pool
+                s.pools[oldest.key] = nil
+            }
+            let p = HTTP2ConnectionPool<Void>(
+                configuration: .init(
+                    target: .init(host: host, port: port, trust: configuration.trust, address: address),
+                    connections: configuration.connectionsPerOrigin,
+                    requestTimeout: configuration.requestTimeout,
+                    logger: configuration.logger
+                ),
+                group: group,
+                makeExtra: {}
+            )
+            s.pools[origin] = Entry(pool: p, lastUse: s.clock)
+            return p
+        }
+        if let evicted { Task { await evicted.shutdown() } }
+        return .success(pool)
+    }
+
+    /// The first address of the host that the policy allows.
+    func allowedAddress(host: String, port: Int) async -> Result<SocketAddress, SendFailure> {
+        if case .refused(let why) = configuration.policy.check(hostName: host) {
+            return .failure(SendFailure(decision: .dropToken, reason: "webpush_address_refused_\(why)"))
+        }
+        let addresses: [IPAddress]
+        if let literal = IPAddress(host: host) {
+            addresses = [literal]
+        } else {
+            do { addresses = try await configuration.resolver.resolve(host, port: port) } catch {
+                return .failure(SendFailure(decision: .retry, reason: "webpush_dns"))
+            }
+        }
+        var refusal = "none"
+        for a in addresses {
+            switch configuration.policy.check(a, port: port) {
+            case .allowed:
+                if let s = try? SocketAddress(ipAddress: a.description, port: port) { return .success(s) }
+            case .refused(let why): refusal = why
+            }
+        }
+        return .failure(SendFailure(decision: .dropToken, reason: "webpush_address_refused_\(refusal)"))
+    }
+
+    func forget(_ origin: String) {
+        let gone = state.withLockedValue { $0.pools.removeValue(forKey: origin) }
+        if let gone { Task { await gone.pool.shutdown() } }
+    }
+
+    var count: Int { state.withLockedValue { $0.pools.count } }
+
+    func shutdown() async {
+        let all = state.withLockedValue { s -> [HTTP2ConnectionPool<Void>] in
+            defer { s.pools.removeAll() }
+            return s.pools.values.map(\.pool)
+        }
+        for p in all { await p.shutdown() }
+    }
+}

@@ -1,0 +1,225 @@
+import Crypto
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import NIOPosix
+import RichPushCore
+import RichPushSandbox
+import RichPushTransport
+import RichPushWebPush
+import Testing
+
+@testable import RichPushServer
+
+/// Web Push through the server: the app's VAPID key, browsers registered by their subscription, a rich message
+/// encrypted for each and posted to the sandbox's push service, which decrypts what a browser would get.
+@Suite struct WebPushServerTests {
+    static func providers(_ sandbox: Sandbox, group: EventLoopGroup) throws -> Providers {
+        let trust = TLSTrust.certificateAuthority(pem: sandbox.credentials.caCertificatePEM)
+        let base = try Providers.sandbox(sandbox)
+        return Providers(
+            base.all + [
+                WebPushProvider(.init(policy: AddressPolicy(allowAll: true), trust: trust), eventLoopGroup: group)
+            ]
+        )
+    }
+
+    @Test func aRichMessageReachesEachBrowserEncryptedAndGoneOnesArePruned() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("webpush-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sandbox = try await Sandbox.start(directory: dir, threads: 1)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let providers = try Self.providers(sandbox, group: group)
+        let backend = try SQLiteBackend(path: dir.appendingPathComponent("db.sqlite").path)
+        let api = RichPushAPI(
+            backend: backend,
+            adminKey: "admin-secret",
+            validation: .init(allowInsecureMedia: true, requireTargets: false),
+            providers: providers
+        )
+        let app = Application(router: api.router())
+        try await app.test(.router) { client in
+            let (appID, key) = try await APITests.createApp(client)
+            let keysPath = "/v1/apps/\(appID)/webpush/keys"
+
+            // The key: the subject is checked, the answer holds only the public half, a second needs replace.
+            let (badStatus, bad) = try await APITests.call(client, .post, keysPath, key: key, body: ["subject": "me"])
+            #expect(
+                badStatus == 422 && bad["error"]?["issues"]?.arrayValue?.first?["rule"] == "vapid-subject",
+                "\(bad)"
+            )
+            let (status, made) = try await APITests.call(
+                client,
+                .post,
+                keysPath,
+                key: key,
+                body: ["subject": "mailto:push@example.com", "default_url": "https://shop.example.com/"]
+            )
+            #expect(status == 201, "\(made)")
+            let publicKey = try #require(made["webpush"]?["public_key"]?.stringValue)
+            #expect(JWT.decodeBase64URL(Substring(publicKey))?.count == 65)
+            let (again, exists) = try await APITests.call(
+                client,
+                .post,
+                keysPath,
+                key: key,
+                body: ["subject": "mailto:push@example.com"]
+            )
+            #expect(again == 409 && exists["error"]?["code"] == "key-exists", "\(exists)")
+            let (_, shown) = try await APITests.call(client, .get, "/v1/apps/\(appID)", key: key)
+            #expect(shown["app"]?["webpush"]?["public_key"] == .string(publicKey))
+            #expect(shown["app"]?["webpush"]?["private_key"] == nil)
+            let stored = try #require(try await backend.store.app(id: appID)?.webPush)
+            #expect(!shown.jsonString.contains(Data(stored.privateKey).base64EncodedString()))
+
+            // Browsers: two by their subscription, one by the token form; refusals name the rule.
+            let subs = (0..<3).map { _ in sandbox.webPush.subscribe(applicationServerKey: publicKey) }
+            for s in subs.prefix(2) {
+                let (st, body) = try await APITests.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(appID)/devices",
+                    key: key,
+                    body: ["platform": "web", "subscription": s, "user_id": "u1"]
+                )
+                #expect(st == 200 && body["provider"] == "webpush", "\(body)")
+            }
+            let third = try WebPushSubscription(json: subs[2])
+            let (st3, body3) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/devices",
+                key: key,
+                body: ["platform": "web", "provider": "webpush", "token": .string(third.token)]
+            )
+            #expect(st3 == 200, "\(body3)")
+            var plain = subs[0]
+            if case .object(var o) = plain {
+                o["endpoint"] = .string("http://push.example.net/w/1")
+                plain = .object(o)
+            }
+            let refusals: [(JSONValue, String)] = [
+                (["platform": "web", "subscription": plain], "webpush-endpoint-scheme"),
+                (["platform": "ios", "subscription": subs[0]], "platform"),
+                (
+                    ["platform": "web", "subscription": ["endpoint": "https://push.example.net/w/1"]],
+                    "webpush-subscription"
+                ),
+                (["platform": "web", "provider": "webpush", "token": "https://push.example.net/w/1"], "webpush-token"),
+            ]
+            for (body, rule) in refusals {
+                let (st, answer) = try await APITests.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(appID)/devices",
+                    key: key,
+                    body: body
+                )
+                let rules = answer["error"]?["issues"]?.arrayValue?.compactMap { $0["rule"]?.stringValue } ?? []
+                #expect(st == 422 && rules.contains(rule), "\(body): \(answer)")
+            }
+
+            // The second browser's user revoked permission: its push service answers 410.
+            sandbox.webPush.unregister(subs[1]["endpoint"]!.stringValue!)
+            let (sent, accepted) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/notifications",
+                key: key,
+                body: [
+                    "title": "Goal!", "body": "2–1 in the 90th", "media": "https://cdn.example.com/goal.jpg",
+                    "collapse_id": "match-42", "priority": "high", "ttl": 600, "audience": ["all": true],
+                ]
+            )
+            #expect(sent == 202 || sent == 201, "\(accepted)")
+            let id = try #require(accepted["id"]?.stringValue)
+            await api.fanOuts.idle()
+            let registry = backend.sqliteRegistry
+            let worker = DeliveryWorker(
+                queue: backend.sqliteQueue,
+                sender: ProviderDeliverySender(
+                    providers: providers,
+                    app: { try? await backend.store.app(id: $0) },
+                    message: { try? await backend.store.message(id: $0) }
+                ),
+                metrics: api.metrics,
+                prune: { d, _ in
+                    _ = try? await registry.prune(appID: d.appID, token: d.target.stored, invalidSince: nil)
+                }
+            )
+            _ = try await worker.runOnce()
+            let (_, outcome) = try await APITests.call(client, .get, "/v1/apps/\(appID)/notifications/\(id)", key: key)
+            #expect(outcome["counts"] == ["delivered": 2, "pruned": 1], "\(outcome)")
+            let gone = try WebPushSubscription(json: subs[1]).token
+            #expect(try await registry.device(appID: appID, token: gone) == nil)
+
+            let got = sandbox.webPush.recorded()
+            #expect(got.count == 2)
+            for r in got {
+                let m = try #require(r.json)
+                #expect(m["web_push"] == 8030 && m["mutable"] == true, "\(m)")
+                let n = try #require(m["notification"])
+                #expect(n["title"] == "Goal!" && n["body"] == "2–1 in the 90th")
+                #expect(n["image"] == "https://cdn.example.com/goal.jpg")
+                #expect(n["navigate"] == "https://shop.example.com/" && n["tag"] == "match-42")
+                #expect(n["data"]?["rp"]?["id"] == .string(id))
+                #expect(r.ttl == 600 && r.urgency == "high" && r.topic == "match-42")
+                #expect(r.subject == "mailto:push@example.com")
+            }
+        }
+        await providers.shutdown()
+        try await group.shutdownGracefully()
+        await sandbox.stop()
+    }
+
+    /// An endpoint is an address a user chose: with the outbound policy, one that resolves to loopback (or any
+    /// internal address) is never connected to, and the delivery ends with the reason.
+    @Test func anEndpointAtAnInternalAddressIsNeverConnectedTo() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("webpush-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sandbox = try await Sandbox.start(directory: dir, threads: 1)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let trust = TLSTrust.certificateAuthority(pem: sandbox.credentials.caCertificatePEM)
+        let provider = WebPushProvider(.init(trust: trust), eventLoopGroup: group)
+        let app = ServerApp(
+            id: "app_1",
+            name: "Shop",
+            bundleID: "com.example.app",
+            webPush: WebPushCredentials(
+                privateKey: Array(P256.Signing.PrivateKey().rawRepresentation),
+                subject: "mailto:a@example.com"
+            )
+        )
+        let subscription = try WebPushSubscription(json: sandbox.webPush.subscribe())
+        for endpoint in [subscription.endpoint.absoluteString, "https://localhost:\(sandbox.webPush.port)/push/x"] {
+            var s = subscription
+            s.endpoint = URL(string: endpoint)!
+            let result = await provider.send(
+                DeliveryRecord(
+                    id: 1,
+                    notificationID: "n",
+                    appID: app.id,
+                    provider: .webPush,
+                    target: .token(s.token),
+                    state: .queued,
+                    attempts: 1,
+                    notBefore: Date(),
+                    updatedAt: Date()
+                ),
+                message: PushMessage(alert: .init(title: "Hi")),
+                app: app,
+                receipt: nil
+            )
+            guard case .failed(let decision, let reason) = result else {
+                Issue.record("\(endpoint) was sent to")
+                continue
+            }
+            #expect(decision == .dropToken && reason.hasPrefix("webpush_address_refused"), "\(reason)")
+        }
+        #expect(sandbox.webPush.acceptedCount == 0)
+        await provider.shutdown()
+        try await group.shutdownGracefully()
+        await sandbox.stop()
+    }
+}
