@@ -71,7 +71,8 @@ public final class WebPushProvider: PushProvider {
     func signer(for app: ServerApp) -> (signer: VAPIDSigner?, problem: String?) {
         let built = signers.client(for: app) { app in
             guard let c = app.webPush else { return nil }
-            return try VAPIDSigner(key: try P256.Signing.PrivateKey(rawRepresentation: c.privateKey), subject: c.subject)
+            let key = try P256.Signing.PrivateKey(rawRepresentation: c.privateKey)
+            return try VAPIDSigner(key: key, subject: c.subject)
         }
         return (built.client, built.problem)
     }
@@ -111,7 +112,9 @@ public final class WebPushProvider: PushProvider {
         ]
         if let t = r.topic { headers["Topic"] = .string(t) }
         var extra: [String: JSONValue] = [:]
-        if app.webPush == nil { extra["webpush_problem"] = "the app has no VAPID key: POST /v1/apps/{app}/webpush/keys" }
+        if app.webPush == nil {
+            extra["webpush_problem"] = "the app has no VAPID key: POST /v1/apps/{app}/webpush/keys"
+        }
         return ProviderDryRun(
             request: [
                 "method": "POST", "endpoint": "<the subscription's endpoint>", "headers": .object(headers),
