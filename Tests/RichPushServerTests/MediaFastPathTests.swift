@@ -120,5 +120,41 @@ import Testing
         }
         let asked = shared.fetches.withLockedValue { $0 } - 2
         #expect(none == 0 && asked >= 1 && asked <= store.maxFetches, "\(asked) fetches for 40 names at once")
+
+        // One client's made-up names: a lookup each up to its burst, then refused without one (not "absent");
+        // another client still gets its lookups, and a name already here is answered whoever asks.
+        let fast = SlowShared(delay: 0)
+        let node = try MediaStore(directory: dir.appendingPathComponent("node"), shared: fast)
+        let burst = Int(MediaStore.sharedLookupsPerClient.burst)
+        var answers: [MediaStore.Lookup] = []
+        let started = Date()
+        for i in 0..<(burst + 50) {
+            answers.append(await node.lookUp(String(format: "%064x", i + 1000) + ".png", client: "10.0.0.1"))
+        }
+        // The bucket refills while the loop runs: what it may have let through is counted from the time taken.
+        let refill = Int((Date().timeIntervalSince(started) * MediaStore.sharedLookupsPerClient.rate).rounded(.up))
+        let looked = answers.filter { $0 == .absent }.count
+        #expect(answers.prefix(burst).allSatisfy { $0 == .absent })
+        #expect(looked >= burst && looked <= burst + refill, "\(looked) lookups, refill \(refill)")
+        #expect(answers.allSatisfy { if case .limited(let s) = $0 { s >= 1 } else { $0 == .absent } })
+        #expect(fast.fetches.withLockedValue { $0 } == looked)
+        #expect(await node.lookUp(String(format: "%064x", 5) + ".png", client: "10.0.0.2") == .absent)
+        let publisher = try MediaStore(directory: dir.appendingPathComponent("publisher"), shared: fast)
+        let copy = try publisher.put(MediaSamples.file(MediaSamples.png, size: 6000), type: .png)
+        try await publisher.publish(copy)
+        _ = await node.materialize(copy.name)
+        #expect(await node.lookUp(copy.name, client: "10.0.0.1") == .here)
+
+        // Every lookup slot taken: a new name is answered busy, not absent.
+        let slow = SlowShared(delay: 1_000_000_000)
+        let busyNode = try MediaStore(directory: dir.appendingPathComponent("busy"), shared: slow)
+        let lookups = (0..<busyNode.maxFetches).map { i in
+            Task { await busyNode.lookUp(String(format: "%064x", i + 5000) + ".png", client: "10.0.0.\(i % 4)") }
+        }
+        while slow.fetches.withLockedValue({ $0 }) < busyNode.maxFetches {
+            try await Task.sleep(nanoseconds: 5_000_000)
+        }
+        #expect(await busyNode.lookUp(String(format: "%064x", 9999) + ".png", client: "10.0.0.9") == .busy)
+        for l in lookups { _ = await l.value }
     }
 }

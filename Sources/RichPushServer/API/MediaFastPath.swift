@@ -202,11 +202,19 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
                 // Stored by another node: fetched to this node's disk (which may take a while), then answered here
                 // from the file like any other; what comes after it waits.
                 fetching = true
-                let fetched = context.eventLoop.makePromise(of: Bool.self)
-                fetched.completeWithTask { [store] in await store.materialize(name) }
-                fetched.futureResult.assumeIsolated().whenComplete { _ in
+                let fetched = context.eventLoop.makePromise(of: MediaStore.Lookup.self)
+                let client = context.channel.remoteAddress?.ipAddress
+                fetched.completeWithTask { [store] in await store.lookUp(name, client: client) }
+                fetched.futureResult.assumeIsolated().whenComplete { result in
                     self.fetching = false
-                    self.answer(context: context, head, name: name)
+                    switch result {
+                    case .success(.limited(let after)):
+                        self.refuse(context: context, head, status: .tooManyRequests, retryAfter: after)
+                    case .success(.busy):
+                        self.refuse(context: context, head, status: .serviceUnavailable, retryAfter: 1)
+                    default:
+                        self.answer(context: context, head, name: name)
+                    }
                     self.drain(context: context)
                 }
                 return
@@ -271,6 +279,32 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     static func plainHeaders(name: String, file: LoopFiles.File) -> HTTPHeaders {
         let (answer, _) = MediaController.mediaAnswer(name: name, type: file.type, size: file.size, headers: [:])
         return HTTPHeaders(answer.headerFields.map { ($0.name.rawName, $0.value) })
+    }
+
+    /// A media request not looked up now (its client over its rate, or every lookup slot taken): the status and
+    /// when to ask again, never a 404 (the file may well exist).
+    func refuse(context: ChannelHandlerContext, _ r: HTTPRequestHead, status: HTTPResponseStatus, retryAfter: Int) {
+        let code = status == .tooManyRequests ? "rate-limited" : "busy"
+        let body = ByteBuffer(
+            bytes: (["error": ["code": .string(code), "message": "media lookups are limited: ask again later"]]
+                as JSONValue).serialized()
+        )
+        var headers = HTTPHeaders([
+            ("content-type", "application/json"), ("content-length", String(body.readableBytes)),
+            ("retry-after", String(retryAfter)), ("x-content-type-options", "nosniff"),
+        ])
+        if !r.isKeepAlive { headers.replaceOrAdd(name: "connection", value: "close") }
+        context.write(
+            wrapOutboundOut(.head(HTTPResponseHead(version: r.version, status: status, headers: headers))),
+            promise: nil
+        )
+        if r.method == .GET { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
+        let keepAlive = r.isKeepAlive
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete {
+            [channel = context.channel] _ in
+            if !keepAlive { channel.close(promise: nil) }
+        }
+        if keepAlive { read(context: context) }
     }
 
     func answer(context: ChannelHandlerContext, _ r: HTTPRequestHead, name: String) {

@@ -143,13 +143,32 @@ public final class MediaStore: Sendable {
     /// ``missingLifetime`` seconds, and at most ``maxFetches`` names are fetched at once (past that a name is
     /// answered as absent, without asking).
     public func materialize(_ name: String) async -> Bool {
-        guard Self.parse(name) != nil else { return false }
-        if file(name) != nil { return true }
-        guard shared != nil, missing.fresh(name) == nil else { return false }
+        await lookUp(name, client: nil) == .here
+    }
+
+    /// What a request for a name finds on this node: the file (fetched from shared media when another node stored
+    /// it), nothing, or no lookup now. A client (its address) that is not nil is held to
+    /// ``sharedLookupsPerClient``: a stream of made-up names from one address costs one database query each, so
+    /// past that rate it is answered `limited` without one. With ``maxFetches`` lookups running, any new one is
+    /// answered `busy`: neither answer says the file is absent, so neither is a 404 a cache would keep.
+    public enum Lookup: Sendable, Equatable {
+        case here
+        case absent
+        case limited(retryAfter: Int)
+        case busy
+    }
+
+    public func lookUp(_ name: String, client: String?) async -> Lookup {
+        guard Self.parse(name) != nil else { return .absent }
+        if file(name) != nil { return .here }
+        guard shared != nil, missing.fresh(name) == nil else { return .absent }
         enum Turn {
             case join(Task<Bool, Never>)
             case lead(Task<Bool, Never>)
             case full
+        }
+        if let client, fetches.withLockedValue({ $0[name] == nil }), let wait = sharedLookups.check(client) {
+            return .limited(retryAfter: RateLimiter.retryAfter(wait))
         }
         let turn = fetches.withLockedValue { inFlight -> Turn in
             if let running = inFlight[name] { return .join(running) }
@@ -159,15 +178,24 @@ public final class MediaStore: Sendable {
             return .lead(task)
         }
         switch turn {
-        case .join(let task): return await task.value
-        case .full: return false
+        case .join(let task): return await task.value ? .here : .absent
+        case .full: return .busy
         case .lead(let task):
             let here = await task.value
             fetches.withLockedValue { $0[name] = nil }
             if !here { missing.set(name, true) }
-            return here
+            return here ? .here : .absent
         }
     }
+
+    /// Lookups in shared media per client address: a phone or a CDN asks for a few new names at a time, each
+    /// once per node (then the file is on disk).
+    public static let sharedLookupsPerClient = (rate: 20.0, burst: 100.0)
+    private let sharedLookups = RateLimiter(
+        rate: MediaStore.sharedLookupsPerClient.rate,
+        burst: MediaStore.sharedLookupsPerClient.burst,
+        sweepAbove: 10_000
+    )
 
     /// Names being fetched from shared media, each once however many ask.
     private let fetches = NIOLockedValueBox<[String: Task<Bool, Never>]>([:])
