@@ -151,6 +151,8 @@ let package = Package(
                 "RichPushFCM",
                 "RichPushTransport",
                 "RichPushServer",
+                "RichPushWebPush",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -227,7 +229,10 @@ let package = Package(
         ),
         .testTarget(
             name: "richpushTests",
-            dependencies: ["richpush", "RichPushCore", "RichPushSandbox", "RichPushTestSupport"]
+            dependencies: [
+                "richpush", "RichPushCore", "RichPushSandbox", "RichPushTestSupport", "RichPushWebPush",
+                "RichPushTransport", .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
     ]
 )

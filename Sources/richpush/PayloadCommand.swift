@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import RichPushCore
+import RichPushWebPush
 
 struct PayloadCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -10,14 +11,26 @@ struct PayloadCommand: ParsableCommand {
     )
 
     enum Provider: String, ExpressibleByArgument, CaseIterable {
-        case apns, fcm
+        case apns, fcm, webpush
     }
 
-    @Option(help: "apns or fcm.")
+    @Option(help: "apns, fcm or webpush (the browser's message before encryption).")
     var provider: Provider
 
     @Option(help: "A device token (APNs) or registration token (FCM).")
     var token: String?
+
+    @Option(
+        name: .customLong("webpush-subscription"),
+        help: ArgumentHelp("Web Push: the subscription file (its endpoint is the request's URL).", valueName: "file")
+    )
+    var subscription: String?
+
+    @Option(
+        name: .customLong("default-url"),
+        help: "Web Push: the page a click opens when there is no https deep link."
+    )
+    var defaultURL: String?
 
     @Option(help: "An FCM topic.")
     var topic: String?
@@ -55,6 +68,9 @@ struct PayloadCommand: ParsableCommand {
         if provider == .apns && (topic != nil || condition != nil) {
             throw ValidationError("APNs sends to device tokens only; use --token")
         }
+        if provider == .webpush && given > 0 {
+            throw ValidationError("Web Push sends to subscriptions: use --webpush-subscription")
+        }
     }
 
     func run() throws {
@@ -65,7 +81,7 @@ struct PayloadCommand: ParsableCommand {
         }
         let clock: @Sendable () -> Date = { [now] in now.map { Date(timeIntervalSince1970: TimeInterval($0)) } ?? Date()
         }
-        let overridesTarget = token != nil || topic != nil || condition != nil
+        let overridesTarget = token != nil || topic != nil || condition != nil || provider == .webpush
         let report = MessageValidator(
             options: .init(allowInsecureMedia: allowHTTP, requireTargets: !overridesTarget, now: clock)
         ).validate(json: value)
@@ -74,6 +90,25 @@ struct PayloadCommand: ParsableCommand {
         let (m, _) = PushMessage.read(value)
 
         switch provider {
+        case .webpush:
+            var endpoint = "<the subscription's endpoint>"
+            if let file = subscription {
+                guard let data = FileManager.default.contents(atPath: file), let j = try? JSONValue.parse(data),
+                    let e = (try? WebPushSubscription(json: j))?.endpoint
+                else {
+                    printError("error: --webpush-subscription \(file) is not a browser's push subscription")
+                    throw ExitCode(2)
+                }
+                endpoint = e.absoluteString
+            }
+            let r = WebPushMessage(m, chartImageURL: chartImage, defaultURL: defaultURL, now: clock())
+            var headers: [(name: String, value: String)] = [
+                ("ttl", String(r.ttl)), ("urgency", r.urgency.rawValue), ("content-encoding", "aes128gcm"),
+                ("content-type", "application/octet-stream"), ("authorization", "vapid t=<token>,k=<public key>"),
+            ]
+            if let t = r.topic { headers.append(("topic", t)) }
+            if let problem = r.sizeProblem { printError("error: webpush-size: \(problem)") }
+            emit(method: "POST", path: endpoint, headers: headers, body: r.payload)
         case .apns:
             guard let device = token ?? m.targets.apnsTokens.first else {
                 printError("error: no APNs token: give --token or targets.apns_tokens")

@@ -1,7 +1,10 @@
+import Crypto
 import Foundation
 import RichPushCore
 import RichPushSandbox
 import RichPushTestSupport
+import RichPushTransport
+import RichPushWebPush
 import Testing
 
 #if canImport(Glibc)
@@ -714,5 +717,87 @@ import Glibc
                 "sandbox.json \(seed): status \(run.status) \(String(run.stderr.suffix(300)))"
             )
         }
+    }
+}
+
+/// `richpush send --webpush-subscription`: browsers sent to directly, with the site's VAPID key.
+@Suite struct WebPushSendTests {
+    @Test func subscriptionsFromAFileAreSentToAndGoneOnesReported() async throws {
+        let f = try await SendTests.Fixture("webpush")
+        defer { Task { await f.stop() } }
+        let key = P256.Signing.PrivateKey()
+        let keyFile = try f.write("vapid.pem", key.pemRepresentation)
+        let publicKey = VAPID.publicKey(key.publicKey)
+        let subs = (0..<3).map { _ in f.sandbox.webPush.subscribe(applicationServerKey: publicKey) }
+        f.sandbox.webPush.unregister(subs[2]["endpoint"]!.stringValue!)
+        let file = try f.write("subscriptions.jsonl", subs.map(\.jsonString).joined(separator: "\n"))
+        let message = try f.message(
+            #"{"title":"Goal!","body":"2–1","media":"https://cdn.example.com/goal.jpg","collapse_id":"match-42"}"#
+        )
+        let options = ["--vapid-subject", "mailto:push@example.com", "--progress", "none", "--no-preflight"]
+        let r = try SendTests.run(
+            ["send", message, "--sandbox", f.sandboxDir, "--webpush-subscription", file, "--vapid-key", keyFile]
+                + options
+        )
+        #expect(r.status == 1, "\(r.stdout) \(r.stderr)")
+        #expect(r.stdout.contains("3 target(s): 2 delivered, 1 pruned (token gone)"), "\(r.stdout)")
+        #expect(r.stdout.contains("the subscription is gone"))
+        let got = f.sandbox.webPush.recorded()
+        #expect(got.count == 2)
+        #expect(got.allSatisfy { $0.json?["notification"]?["image"] == "https://cdn.example.com/goal.jpg" })
+        #expect(got.allSatisfy { $0.topic == "match-42" && $0.subject == "mailto:push@example.com" })
+
+        // Another site's key: the push service refuses the token, and the send says why.
+        let other = try f.write("other.key", JWT.base64URL(P256.Signing.PrivateKey().rawRepresentation))
+        let wrong = try SendTests.run(
+            ["send", message, "--sandbox", f.sandboxDir, "--webpush-subscription", file, "--vapid-key", other] + options
+        )
+        #expect(wrong.status == 1 && wrong.stdout.contains("made with another key"), "\(wrong.stdout)")
+        #expect(f.sandbox.webPush.acceptedCount == 2)
+
+        // Refusals before any send, naming the option.
+        let badKey = try f.write("bad.key", "not a key")
+        let refused = try SendTests.run(
+            ["send", message, "--sandbox", f.sandboxDir, "--webpush-subscription", file, "--vapid-key", badKey]
+                + options
+        )
+        #expect(refused.status == 2 && refused.stderr.contains("--vapid-key"), "\(refused.stderr)")
+        #expect(!refused.stderr.contains("not a key"))
+        let noSubject = try SendTests.run(
+            ["send", message, "--sandbox", f.sandboxDir, "--webpush-subscription", file, "--vapid-key", keyFile]
+        )
+        #expect(noSubject.status == 2 && noSubject.stderr.contains("--vapid-subject"), "\(noSubject.stderr)")
+        let plain = try f.write(
+            "plain.json",
+            #"{"endpoint":"http://push.example.net/w/1","keys":{"p256dh":"\#(subs[0]["keys"]!["p256dh"]!.stringValue!)","auth":"\#(subs[0]["keys"]!["auth"]!.stringValue!)"}}"#
+        )
+        let http = try SendTests.run(
+            ["send", message, "--sandbox", f.sandboxDir, "--webpush-subscription", plain, "--vapid-key", keyFile]
+                + options
+        )
+        #expect(http.status == 2 && http.stderr.contains("https"), "\(http.stderr)")
+        #expect(f.sandbox.webPush.acceptedCount == 2)
+    }
+
+    @Test func payloadPrintsTheBrowsersMessageBeforeEncryption() async throws {
+        let f = try await SendTests.Fixture("webpush-payload")
+        defer { Task { await f.stop() } }
+        let sub = try f.write("sub.json", f.sandbox.webPush.subscribe().jsonString)
+        let message = try f.message(
+            #"{"title":"Goal!","media":"https://cdn.example.com/goal.jpg","priority":"high","ttl":600,"collapse_id":"match-42"}"#
+        )
+        let r = try SendTests.run([
+            "payload", "--provider", "webpush", "--webpush-subscription", sub, "--default-url",
+            "https://shop.example.com/",
+            "--json", message,
+        ])
+        #expect(r.status == 0, "\(r.stderr)")
+        let out = try JSONValue.parse(Array(r.stdout.utf8))
+        #expect(out["path"]?.stringValue?.hasPrefix("https://127.0.0.1:\(f.sandbox.webPush.port)/push/") == true)
+        #expect(out["headers"]?["ttl"] == "600" && out["headers"]?["urgency"] == "high")
+        #expect(out["headers"]?["topic"] == "match-42" && out["headers"]?["content-encoding"] == "aes128gcm")
+        #expect(out["body"]?["web_push"] == 8030)
+        #expect(out["body"]?["notification"]?["navigate"] == "https://shop.example.com/")
+        #expect(out["body"]?["notification"]?["image"] == "https://cdn.example.com/goal.jpg")
     }
 }

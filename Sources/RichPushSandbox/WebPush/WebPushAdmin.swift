@@ -60,7 +60,7 @@ extension RecordedWebPush {
     /// As the admin API lists it: the decrypted message (JSON when it is), and the headers it came with.
     var adminJSON: JSONValue {
         var o: [String: JSONValue] = [
-            "endpoint": .string(subscription), "ttl": .int(Int64(ttl)), "urgency": .string(urgency),
+            "subscription": .string(subscription), "ttl": .int(Int64(ttl)), "urgency": .string(urgency),
             "replaced_pending": .bool(replacedPending), "received_at": .double(receivedAt.timeIntervalSince1970),
         ]
         o["message"] = json ?? .string(String(decoding: plaintext, as: UTF8.self))

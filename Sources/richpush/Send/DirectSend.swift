@@ -14,6 +14,9 @@ struct DirectSend {
     let message: PushMessage
     var apns: APNsTargetSender?
     var fcm: FCMTargetSender?
+    var webPush: WebPushTargetSender?
+    /// The subscriptions given, in their token form.
+    var subscriptions: [String] = []
     /// Shuts the clients down.
     var clients: [@Sendable () async -> Void] = []
 
@@ -21,6 +24,7 @@ struct DirectSend {
     static func prepare(_ command: SendCommand, message json: JSONValue) async throws -> DirectSend {
         let output = command.output
         try output.checked()
+        if command.webPush.given { try command.webPush.checked() }
         let sandboxMode = command.sandbox != nil
         let report = MessageValidator(
             options: .init(allowInsecureMedia: output.allowHTTP || sandboxMode, requireTargets: false)
@@ -216,6 +220,9 @@ struct DirectSend {
             )
             clients = [{ await client.shutdown() }, { try? await group.shutdownGracefully() }]
         }
+        if command.webPush.given {
+            try setUpWebPush(trust: trust, sandbox: command.sandbox != nil)
+        }
         if fcm != nil, message.chart != nil, message.chartImageURL == nil {
             printError(
                 "warning: chart: Android shows no chart from a direct send (no server hosts its PNG): send through --server, or give chart_image_url"
@@ -242,8 +249,9 @@ struct DirectSend {
             }
             return [.condition(condition)]
         }
-        if !t.token.isEmpty { return t.token.map(SendTarget.token) }
+        if !t.token.isEmpty { return t.token.map(SendTarget.token) + subscriptions.map(SendTarget.token) }
         if t.tokens != nil { return nil }
+        if !subscriptions.isEmpty && apns == nil && fcm == nil { return subscriptions.map(SendTarget.token) }
         let m = message.targets
         var from: [SendTarget] = []
         if apns != nil { from += m.apnsTokens.map(SendTarget.token) }
@@ -252,6 +260,7 @@ struct DirectSend {
             if let topic = m.topic { from.append(.topic(topic)) }
             if let condition = m.condition { from.append(.condition(condition)) }
         }
+        from += subscriptions.map(SendTarget.token)
         guard !from.isEmpty else {
             throw SendFailure.usage(
                 "no targets: give --token, --tokens, --topic or --condition (or targets in the message)"
@@ -310,6 +319,7 @@ struct DirectSend {
     func route(_ target: SendTarget) -> Result<TargetSender, BulkSend.TargetProblem> {
         switch target {
         case .token(let t):
+            if let webPush, t.contains("#") { return .success(webPush) }
             let problem = MessageValidator.apnsTokenProblem(t)
             if let apns, fcm == nil || problem == nil {
                 if let problem { return .failure(.init(provider: "apns", reason: "bad-token", detail: problem)) }

@@ -35,6 +35,7 @@ struct SendCommand: AsyncParsableCommand {
 
     @OptionGroup(title: "APNs") var apns: APNsOptions
     @OptionGroup(title: "FCM") var fcm: FCMOptions
+    @OptionGroup(title: "Web Push") var webPush: WebPushOptions
     @OptionGroup(title: "RichPush server") var server: ServerOptions
 
     @Option(help: "Send to the emulators of a running `richpush sandbox --dir DIR`.")
@@ -59,11 +60,13 @@ struct SendCommand: AsyncParsableCommand {
         let modes = [
             apns.given ? "APNs" : nil, fcm.given ? "FCM" : nil, server.given ? "server" : nil,
             sandbox != nil ? "sandbox" : nil,
+            // Browsers' subscriptions name their push service: with --sandbox, the sandbox's.
+            webPush.given && sandbox == nil ? "Web Push" : nil,
         ].compactMap { $0 }
         guard modes.count == 1 else {
             throw SendFailure.usage(
                 modes.isEmpty
-                    ? "give one way to send: --apns-key (or --apns-cert), --fcm-service-account, --server or --sandbox"
+                    ? "give one way to send: --apns-key (or --apns-cert), --fcm-service-account, --webpush-subscription, --server or --sandbox"
                     : "give only one way to send (\(modes.joined(separator: ", ")) given)"
             )
         }
@@ -117,6 +120,29 @@ struct APNsOptions: ParsableArguments {
     var url: String?
 
     var given: Bool { key != nil || certificate != nil }
+}
+
+struct WebPushOptions: ParsableArguments {
+    @Option(
+        name: .customLong("webpush-subscription"),
+        help: ArgumentHelp(
+            "A browser's push subscription: a file of PushSubscription.toJSON(), or of several (a JSON array, or one per line). Repeatable.",
+            valueName: "file"
+        )
+    )
+    var subscriptions: [String] = []
+    @Option(
+        name: .customLong("vapid-key"),
+        help: ArgumentHelp(
+            "The site's VAPID private key: a PEM P-256 key, or its 32 bytes in base64url.",
+            valueName: "file"
+        )
+    )
+    var key: String?
+    @Option(name: .customLong("vapid-subject"), help: "The contact push services see: mailto:… or https://….")
+    var subject: String?
+
+    var given: Bool { !subscriptions.isEmpty }
 }
 
 struct FCMOptions: ParsableArguments {

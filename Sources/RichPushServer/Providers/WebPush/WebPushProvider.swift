@@ -131,15 +131,22 @@ public final class WebPushProvider: PushProvider {
         app: ServerApp,
         receipt: ReceiptStamp?
     ) async -> SendResult {
+        guard case .token(let token) = d.target else { return .failed(.dropToken, reason: "webpush_bad_subscription") }
+        let receiptURL = receipt.flatMap { stamp in message.receiptURL.map { stamp.address($0) } }
+        return await send(token: token, message: message, app: app, receiptURL: receiptURL)
+    }
+
+    /// Sends a message to one subscription (its token form) with the app's VAPID key: what a delivery does, and
+    /// what `richpush send --webpush-subscription` does without a server.
+    public func send(token: String, message: PushMessage, app: ServerApp, receiptURL: String?) async -> SendResult {
         let (signer, problem) = signer(for: app)
         guard let signer else {
             if let problem { configuration.logger.error("the app's VAPID key cannot be used: \(problem)") }
             return .failed(.fixCredentials, reason: "webpush_not_configured")
         }
-        guard case .token(let token) = d.target,
-            let subscription = try? WebPushSubscription(token: token, allowHTTP: configuration.allowHTTP)
-        else { return .failed(.dropToken, reason: "webpush_bad_subscription") }
-        let receiptURL = receipt.flatMap { stamp in message.receiptURL.map { stamp.address($0) } }
+        guard let subscription = try? WebPushSubscription(token: token, allowHTTP: configuration.allowHTTP) else {
+            return .failed(.dropToken, reason: "webpush_bad_subscription")
+        }
         let rendered = WebPushMessage(
             message,
             defaultURL: app.webPush?.defaultURL,
