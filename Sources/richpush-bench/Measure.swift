@@ -4,6 +4,13 @@ import Foundation
 enum Measure {
     static func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
+    /// CPU seconds (user and system) this process has used.
+    static func cpuSeconds() -> Double {
+        var u = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &u)
+        return Double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + Double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6
+    }
+
     static func milliseconds(_ start: UInt64, _ end: UInt64) -> Double { Double(end - start) / 1_000_000 }
 
     static func median(_ values: [Double]) -> Double {

@@ -14,6 +14,8 @@ final class SandboxProcess {
     let directory: URL
     let apnsPort: Int
     let fcmPort: Int
+    var webPushPort = 0
+    var adminPort = 0
 
     /// A sandbox someone else runs.
     init(running directory: URL, apnsPort: Int) {
@@ -28,8 +30,8 @@ final class SandboxProcess {
         let helper = try HelperProcess(["sandbox-server", directory.path, String(threads), String(latencyMs)])
         self.helper = helper
         let ports = helper.readyLine.split(separator: " ").compactMap { Int($0) }
-        guard ports.count == 2 else { throw ExitCode(1) }
-        (apnsPort, fcmPort) = (ports[0], ports[1])
+        guard ports.count == 4 else { throw ExitCode(1) }
+        (apnsPort, fcmPort, webPushPort, adminPort) = (ports[0], ports[1], ports[2], ports[3])
     }
 
     func stop() {
@@ -39,7 +41,7 @@ final class SandboxProcess {
     }
 }
 
-/// Hidden: runs the sandbox until standard input closes; prints "APNS_PORT FCM_PORT" first.
+/// Hidden: runs the sandbox until standard input closes; prints "APNS_PORT FCM_PORT WEBPUSH_PORT ADMIN_PORT" first.
 struct SandboxServer: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "sandbox-server", shouldDisplay: false)
     @Argument var directory: String
@@ -59,7 +61,9 @@ struct SandboxServer: AsyncParsableCommand {
             ),
             threads: threads
         )
-        FileHandle.standardOutput.write(Data("\(sandbox.apns.port) \(sandbox.fcm.port)\n".utf8))
+        FileHandle.standardOutput.write(
+            Data("\(sandbox.apns.port) \(sandbox.fcm.port) \(sandbox.webPush.port) \(sandbox.adminPort)\n".utf8)
+        )
         _ = FileHandle.standardInput.readDataToEndOfFile()
         await sandbox.stop()
     }

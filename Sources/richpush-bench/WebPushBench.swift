@@ -1,7 +1,14 @@
 import ArgumentParser
 import Crypto
 import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
 import RichPushCore
+import RichPushTransport
+import RichPushServer
+import RichPushSandbox
+import NIOPosix
 import RichPushWebPush
 
 /// Web Push's cost per message: encryption for one subscription (RFC 8291: a fresh key pair, ECDH, HKDF, AES-GCM)
@@ -81,5 +88,140 @@ struct WebPushEncryptBench: ParsableCommand {
                 (peerEncrypt + peerSign) / (encrypt + sign)
             )
         )
+    }
+}
+
+/// Encrypted sends per second to the sandbox's Web Push service (in a child process), through the server's
+/// provider (render, encrypt, token kept per origin, HTTP/2), and pywebpush's in the same run against the same
+/// service: its sends per second with a kept session per thread, its best case.
+struct WebPushSendBench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "webpush-send",
+        abstract: "Encrypted Web Push sends per second to the emulator, beside pywebpush."
+    )
+
+    @Option(help: "Sends of ours.") var count = 20_000
+    @Option(help: "Sends of pywebpush's.") var peerCount = 2_000
+    @Option(help: "Our sends in flight.") var concurrency = 200
+    @Option(help: "pywebpush's threads.") var threads = 8
+    @Option(help: "Subscriptions sent to, in turn.") var subscriptions = 100
+
+    func run() async throws {
+        guard (1...1_000_000).contains(count), (0...100_000).contains(peerCount), (1...10_000).contains(concurrency),
+            (1...64).contains(threads), (1...10_000).contains(subscriptions)
+        else { throw ValidationError("counts out of range") }
+        let sandbox = try SandboxProcess(threads: 1)
+        defer { sandbox.stop() }
+        let creds = try SandboxCredentials.read(from: sandbox.directory)
+        let key = P256.Signing.PrivateKey()
+        let publicKey = VAPID.publicKey(key.publicKey)
+        var subs: [JSONValue] = []
+        for _ in 0..<subscriptions {
+            subs.append(try await Self.subscribe(adminPort: sandbox.adminPort, key: publicKey))
+        }
+        let tokens = try subs.map { try WebPushSubscription(json: $0).token }
+        let message = PushMessage(
+            alert: .init(title: "Flash sale", body: "40% off until midnight"),
+            media: [PushMedia(url: "https://cdn.example.com/sale.jpg")],
+            deepLink: "https://shop.example.com/sale"
+        )
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let provider = WebPushProvider(
+            .init(
+                policy: AddressPolicy(allowAll: true),
+                trust: .certificateAuthority(pem: creds.caCertificatePEM),
+                connectionsPerOrigin: 4
+            ),
+            eventLoopGroup: group
+        )
+        let app = ServerApp(
+            id: "bench",
+            name: "bench",
+            bundleID: "",
+            webPush: WebPushCredentials(privateKey: Array(key.rawRepresentation), subject: "mailto:bench@example.com")
+        )
+        // A warm-up: the connections opened and the token signed before the clock starts.
+        _ = await provider.send(token: tokens[0], message: message, app: app, receiptURL: nil)
+        let cpu0 = Measure.cpuSeconds()
+        let t0 = Measure.now()
+        let outcomes = await withTaskGroup(of: Bool.self) { tasks -> (ok: Int, failed: Int) in
+            var next = 0
+            var (ok, failed) = (0, 0)
+            func add() {
+                let token = tokens[next % tokens.count]
+                next += 1
+                tasks.addTask {
+                    if case .delivered = await provider.send(token: token, message: message, app: app, receiptURL: nil) {
+                        return true
+                    }
+                    return false
+                }
+            }
+            while next < min(concurrency, count) { add() }
+            for await delivered in tasks {
+                if delivered { ok += 1 } else { failed += 1 }
+                if next < count { add() }
+            }
+            return (ok, failed)
+        }
+        let seconds = Double(Measure.now() - t0) / 1e9
+        let cpu = Measure.cpuSeconds() - cpu0
+        await provider.shutdown()
+        try await group.shutdownGracefully()
+        let ours = Double(count) / seconds
+        print(
+            "webpush-send: \(count) encrypted pushes to \(subscriptions) subscriptions of the emulator (another process), \(concurrency) in flight"
+        )
+        print(
+            String(
+                format: "  RichPush: %.0f sends/s (%d delivered, %d failed), %.1f µs CPU per send in this process",
+                ours,
+                outcomes.ok,
+                outcomes.failed,
+                cpu / Double(count) * 1e6
+            )
+        )
+        guard peerCount > 0 else { return }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("webpush-send-\(getpid())")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let ca = dir.appendingPathComponent("ca.pem").path
+        try creds.caCertificatePEM.write(toFile: ca, atomically: true, encoding: .utf8)
+        let input: JSONValue = [
+            "subscriptions": .array(subs), "key": .string(JWT.base64URL(key.rawRepresentation)), "ca": .string(ca),
+            "payload": .string(WebPushMessage(message).payload.jsonString), "count": .int(Int64(peerCount)),
+            "threads": .int(Int64(threads)),
+        ]
+        let inputFile = dir.appendingPathComponent("input.json").path
+        try input.jsonString.write(toFile: inputFile, atomically: true, encoding: .utf8)
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent(
+            "../../Benchmarks/webpush_send.py"
+        ).standardized.path
+        let (status, out) = try Measure.runProcess("sh", ["-c", "python3 \"$0\" < \"$1\"", script, inputFile])
+        guard status == 0, let peer = try? JSONValue.parse(out), let rate = peer["per_second"]?.doubleValue,
+            let peerCPU = peer["cpu_s"]?.doubleValue
+        else {
+            print("  pywebpush: not run (python3 -m pip install pywebpush)")
+            throw ExitCode(1)
+        }
+        print(
+            String(
+                format: "  pywebpush (%d threads, a kept session each): %.0f sends/s %@, %.0f µs CPU per send",
+                threads,
+                rate,
+                peer["statuses"]?.jsonString ?? "",
+                peerCPU / Double(peerCount) * 1e6
+            )
+        )
+        print(String(format: "  ratio: %.1fx the sends per second", ours / rate))
+    }
+
+    /// A subscription from the sandbox's admin API, made for this VAPID key.
+    static func subscribe(adminPort: Int, key: String) async throws -> JSONValue {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(adminPort)/webpush/subscriptions")!)
+        request.httpMethod = "POST"
+        request.httpBody = Data((["application_server_key": .string(key)] as JSONValue).jsonString.utf8)
+        let (data, _) = try await URLSession.shared.data(for: request)
+        return try JSONValue.parse(data)
     }
 }
