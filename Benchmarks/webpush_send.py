@@ -1,7 +1,8 @@
-"""The peer of `richpush-bench webpush-send`: pywebpush sending to the same push service emulator, THREADS threads
-each with a kept requests.Session (connections reused, the best case for pywebpush), for COUNT pushes. Reads
-{"subscriptions": [...], "key": "<raw base64url>", "ca": path, "payload": "...", "count": n, "threads": t} on
-stdin; prints JSON: sends per second, statuses, CPU seconds of this process."""
+"""The peer of `richpush-bench webpush-send`: pywebpush sending to the same push service emulator, THREADS threads,
+for COUNT pushes: each thread with a kept requests.Session ("session": true, connections reused, pywebpush's best
+case), or calling webpush() as its documentation shows, a new connection each time ("session": false). Reads
+{"subscriptions": [...], "key": "<raw base64url>", "ca": path, "payload": "...", "count": n, "threads": t,
+"session": bool} on stdin; prints JSON: sends per second, statuses, CPU seconds of this process."""
 import json, os, sys, threading, time
 import requests
 from pywebpush import webpush
@@ -10,10 +11,14 @@ d = json.load(sys.stdin)
 subs, count, threads = d["subscriptions"], d["count"], d["threads"]
 statuses, lock, next_index = {}, threading.Lock(), [0]
 
-def work():
+def session():
     s = requests.Session()
     s.verify = d["ca"]
     s.trust_env = False  # the environment's CA bundle would replace the sandbox's CA
+    return s
+
+def work():
+    kept = session() if d["session"] else None
     while True:
         with lock:
             i = next_index[0]
@@ -21,7 +26,7 @@ def work():
             next_index[0] += 1
         try:
             r = webpush(subscription_info=subs[i % len(subs)], data=d["payload"], vapid_private_key=d["key"],
-                        vapid_claims={"sub": "mailto:bench@example.com"}, ttl=600, requests_session=s)
+                        vapid_claims={"sub": "mailto:bench@example.com"}, ttl=600, requests_session=kept or session())
             code = str(r.status_code)
         except Exception as e:
             code = getattr(getattr(e, "response", None), "status_code", None) or type(e).__name__

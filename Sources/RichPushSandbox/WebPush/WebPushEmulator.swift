@@ -152,6 +152,26 @@ final class WebPushEmulatorState: Sendable {
     }
     let data: NIOLockedValueBox<Data>
     init(recordLimit: Int) { data = NIOLockedValueBox(Data(records: RecordRing(capacity: recordLimit))) }
+
+    /// Headers verified lately, by header, origin and the subscription's key. A sender sends one token to a
+    /// service for hours, and a service checks its signature once: a header seen before is only checked for
+    /// expiry again. At most 1,024 are kept.
+    private let verified = NIOLockedValueBox<[String: VAPID.Verified]>([:])
+
+    func verify(_ header: String, endpoint: URL, subscribedWith key: String?, now: Date) throws -> VAPID.Verified {
+        let cacheKey = header + "|" + (VAPID.audience(of: endpoint) ?? "") + "|" + (key ?? "")
+        if let v = verified.withLockedValue({ $0[cacheKey] }), v.expires > now,
+            v.expires.timeIntervalSince(now) <= VAPID.maxLifetime
+        {
+            return v
+        }
+        let v = try VAPID.verify(header, endpoint: endpoint, subscribedWith: key, now: now)
+        verified.withLockedValue { all in
+            if all.count >= 1024 { all.removeAll() }
+            all[cacheKey] = v
+        }
+        return v
+    }
 }
 
 final class WebPushConnectionState {}
@@ -214,7 +234,7 @@ struct WebPushEmulatorLogic: EmulatorLogic {
         var subject: String?
         if let authorization = request.header("authorization") {
             do {
-                let verified = try VAPID.verify(
+                let verified = try state.verify(
                     authorization,
                     endpoint: endpoint,
                     subscribedWith: subscription.applicationServerKey,
