@@ -118,7 +118,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"),
             ],
-            resources: [.copy("Resources/openapi.yaml"), .copy("Resources/console")]
+            resources: [.copy("Resources/openapi.yaml"), .copy("Resources/console"), .copy("Resources/sdk")]
         ),
         .target(
             name: "RichPushSandbox",

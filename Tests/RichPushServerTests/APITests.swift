@@ -403,7 +403,7 @@ import Testing
             from openapi_spec_validator import validate
             d = yaml.safe_load(sys.stdin.read())
             validate(d)
-            print(json.dumps(sorted([m + ' ' + p for p, ops in d['paths'].items() for m in ops if m in ('get','head','post','put','delete','patch')])))
+            print(json.dumps(sorted([m + ' ' + p for p, ops in d['paths'].items() for m in ops if m in ('get','head','post','put','delete','patch','options')])))
             """
         let python = try Python.run(script, stdin: doc)
         #expect(

@@ -130,6 +130,9 @@ public struct RichPushAPI: Sendable {
                 throw APIError(.notFound, "receipts are off on this server")
             }
         }
+        // A page on another origin asks before it registers a device: the preflight carries no key, so it is
+        // answered here, before the authenticator, and costs nothing (no lookup, a constant answer).
+        v1.on("apps/:app/devices", method: .options) { _, _ in DevicesController.preflight() }
         let keyed = v1.group().add(
             middleware: Authenticator(
                 store: store,

@@ -137,6 +137,8 @@ public struct APIKeyInfo: Sendable, Hashable {
 /// What an API key may do.
 public enum APIScope: String, Sendable, Hashable, CaseIterable {
     case send, manage, read
+    /// Registering devices only: the key a web page or an app ships (anyone can read it there).
+    case register
 
     /// Scopes as a database column keeps them: their names in documented order, comma-separated.
     static func column(_ scopes: Set<APIScope>) -> String {

@@ -139,7 +139,7 @@ struct KeyBody {
         case .array(let a)? where !a.isEmpty && a.count <= APIScope.allCases.count:
             for (i, v) in a.enumerated() {
                 guard let s = v.stringValue.flatMap(APIScope.init(rawValue:)) else {
-                    r.report.add("scopes[\(i)]", "enum", "a scope is send, manage or read")
+                    r.report.add("scopes[\(i)]", "enum", "a scope is send, manage, read or register")
                     continue
                 }
                 if !scopes.insert(s).inserted {
@@ -147,9 +147,9 @@ struct KeyBody {
                 }
             }
         case nil, .null?:
-            r.report.add("scopes", "required", "scopes lists one or more of send, manage, read")
+            r.report.add("scopes", "required", "scopes lists one or more of send, manage, read, register")
         default:
-            r.report.add("scopes", "type", "scopes is a list of one to three of send, manage, read")
+            r.report.add("scopes", "type", "scopes is a list of one to four of send, manage, read, register")
         }
         guard r.report.isValid else { throw .invalid("the key", r.report) }
         return KeyBody(scopes: scopes)

@@ -11,6 +11,7 @@ enum ConsoleController {
     static func addRoutes(to router: Router<APIRequestContext>) {
         router.get("/console") { _, _ in response("index.html") }
         router.get("/console/:file") { _, context in response(context.parameters.get("file") ?? "") }
+        router.get("/sdk/web/:file") { _, context in sdkResponse(context.parameters.get("file") ?? "") }
         router.get("/openapi.yaml") { _, _ -> Response in
             Response(
                 status: .ok,
@@ -37,6 +38,37 @@ enum ConsoleController {
         }
         return out
     }()
+
+    /// The web SDK's files (`Resources/sdk/web`): the page script and the service worker.
+    static let sdkFiles: [String: ByteBuffer] = {
+        guard let folder = Bundle.module.resourceURL?.appendingPathComponent("sdk/web"),
+            let names = try? FileManager.default.contentsOfDirectory(atPath: folder.path)
+        else { return [:] }
+        var out: [String: ByteBuffer] = [:]
+        for name in names where name.hasSuffix(".js") {
+            if let data = FileManager.default.contents(atPath: folder.appendingPathComponent(name).path) {
+                out[name] = ByteBuffer(bytes: data)
+            }
+        }
+        return out
+    }()
+
+    /// A web SDK file, loadable from any site: pages load the script, and a site's worker imports ours
+    /// (`importScripts`), both across origins.
+    static func sdkResponse(_ name: String) -> Response {
+        guard let body = sdkFiles[name] else {
+            return Response(
+                status: .notFound,
+                headers: [.contentType: "text/plain"],
+                body: .init(byteBuffer: ByteBuffer(string: "no such SDK file"))
+            )
+        }
+        var headers: HTTPFields = [.contentType: "text/javascript; charset=utf-8", .cacheControl: "max-age=300"]
+        headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
+        headers[HTTPField.Name("Cross-Origin-Resource-Policy")!] = "cross-origin"
+        headers[.accessControlAllowOrigin] = "*"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: body))
+    }
 
     static let policy =
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' https: http: data: blob:; connect-src 'self'; "

@@ -3,7 +3,10 @@ import Hummingbird
 import NIOCore
 import RichPushCore
 
-/// `/v1/apps/{app}/devices`: the registry. Registering and removing take the `manage` scope, searching `read`.
+/// `/v1/apps/{app}/devices`: the registry. Registering takes the `manage` or the `register` scope (the key a page
+/// or an app ships, which can do nothing else), removing `manage`, searching `read`. A page on another origin may
+/// register: the route answers CORS preflights, and its answers allow any origin (keys are bearer tokens, never
+/// cookies, so no credentials ride along).
 struct DevicesController: AppRoutes {
     let store: any ServerStore
     let registry: any DeviceRegistry
@@ -18,10 +21,30 @@ struct DevicesController: AppRoutes {
     }
 
     func registerDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .manage)
+        let app: ServerApp
+        do { app = try await requireApp(context, .register) } catch let e as APIError where e.code == .forbidden {
+            // A key with manage registers too; the error named is the narrow scope's.
+            guard case .app(let grant) = try context.requireCaller(), grant.scopes.contains(.manage) else { throw e }
+            app = try await requireApp(context, .manage)
+        }
         let device = try DeviceBody.decode(try await bodyJSON(request), appID: app.id, providers: providers).device
         try await registry.upsert(device)
-        return Response.json(200, ["token": .string(device.token), "provider": .string(device.provider.rawValue)])
+        var response = Response.json(
+            200,
+            ["token": .string(device.token), "provider": .string(device.provider.rawValue)]
+        )
+        response.headers[.accessControlAllowOrigin] = "*"
+        return response
+    }
+
+    /// The answer to a CORS preflight for registering: any origin, POST, the two headers a registration sends.
+    static func preflight() -> Response {
+        var headers = HTTPFields()
+        headers[.accessControlAllowOrigin] = "*"
+        headers[.accessControlAllowMethods] = "POST"
+        headers[.accessControlAllowHeaders] = "authorization, content-type"
+        headers[.accessControlMaxAge] = "600"
+        return Response(status: .noContent, headers: headers)
     }
 
     func removeDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {

@@ -1,0 +1,40 @@
+import Foundation
+import RichPushCore
+import Testing
+
+/// The web SDK in real headless Chromium against a real `richpush serve` in sandbox mode:
+/// `Tests/Browser/webpush_test.py` registers the service worker and a subscription from a page (with a key that may
+/// only register), sends a notification with an image, delivers what the sandbox's push service decrypted to the
+/// worker through DevTools (`ServiceWorker.deliverPushMessage`, no push service being reachable here), and checks
+/// what the worker showed and the report it posted.
+@Suite struct WebPushBrowserTests {
+    @Test func theServiceWorkerShowsAnImageNotificationAndReportsIt() async throws {
+        let (dir, sandbox, db) = try ServeTests.scratch("webpush-browser")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let server = try ServeTests.Server(db: db, sandboxDir: sandbox)
+        defer {
+            server.process.terminate()
+            server.process.waitUntilExit()
+        }
+        let summary = try JSONValue.parse(
+            try Data(contentsOf: URL(fileURLWithPath: sandbox).appendingPathComponent("sandbox.json"))
+        )
+        let admin = try #require(summary["admin"]?.stringValue)
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent()
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        p.arguments = [
+            "python3", root.appendingPathComponent("Tests/Browser/webpush_test.py").path, server.base,
+            "test-admin-key-0001", admin, root.appendingPathComponent(".build/console-screenshots").path,
+        ]
+        let output = Pipe()
+        p.standardOutput = output
+        p.standardError = output
+        try p.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        p.waitUntilExit()
+        #expect(p.terminationStatus == 0, "\(text.suffix(3000))")
+        #expect(text.contains("web push browser test: every step passed"), "\(text.suffix(3000))")
+    }
+}
