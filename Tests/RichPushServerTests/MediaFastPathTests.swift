@@ -121,18 +121,19 @@ import Testing
         let asked = shared.fetches.withLockedValue { $0 } - 2
         #expect(none == 0 && asked >= 1 && asked <= store.maxFetches, "\(asked) fetches for 40 names at once")
 
-        // One client's made-up names: a lookup each up to its burst, then refused without one (not "absent");
-        // another client still gets its lookups, and a name already here is answered whoever asks.
+        // One client's made-up names: a lookup each up to its burst of misses, then refused without one (not
+        // "absent"); another client still gets its lookups, a name already here is answered whoever asks, and
+        // names that exist never count against the client.
         let fast = SlowShared(delay: 0)
         let node = try MediaStore(directory: dir.appendingPathComponent("node"), shared: fast)
-        let burst = Int(MediaStore.sharedLookupsPerClient.burst)
+        let burst = Int(MediaStore.sharedMissesPerClient.burst)
         var answers: [MediaStore.Lookup] = []
         let started = Date()
         for i in 0..<(burst + 50) {
             answers.append(await node.lookUp(String(format: "%064x", i + 1000) + ".png", client: "10.0.0.1"))
         }
         // The bucket refills while the loop runs: what it may have let through is counted from the time taken.
-        let refill = Int((Date().timeIntervalSince(started) * MediaStore.sharedLookupsPerClient.rate).rounded(.up))
+        let refill = Int((Date().timeIntervalSince(started) * MediaStore.sharedMissesPerClient.rate).rounded(.up))
         let looked = answers.filter { $0 == .absent }.count
         #expect(answers.prefix(burst).allSatisfy { $0 == .absent })
         #expect(looked >= burst && looked <= burst + refill, "\(looked) lookups, refill \(refill)")
@@ -142,8 +143,15 @@ import Testing
         let publisher = try MediaStore(directory: dir.appendingPathComponent("publisher"), shared: fast)
         let copy = try publisher.put(MediaSamples.file(MediaSamples.png, size: 6000), type: .png)
         try await publisher.publish(copy)
-        _ = await node.materialize(copy.name)
+        #expect(await node.lookUp(copy.name, client: "10.0.0.3") == .here)
         #expect(await node.lookUp(copy.name, client: "10.0.0.1") == .here)
+        var existing = 0
+        for i in 0..<(burst * 2) {
+            let more = try publisher.put(MediaSamples.file(MediaSamples.png, size: 7000 + i), type: .png)
+            try await publisher.publish(more)
+            if await node.lookUp(more.name, client: "10.0.0.3") == .here { existing += 1 }
+        }
+        #expect(existing == burst * 2, "a client asking for names that exist is never held back")
 
         // Every lookup slot taken: a new name is answered busy, not absent.
         let slow = SlowShared(delay: 1_000_000_000)

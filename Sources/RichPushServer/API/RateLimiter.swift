@@ -74,6 +74,16 @@ public final class RateLimiter: Sendable {
         }
     }
 
+    /// Gives back one request taken by ``check(_:)`` (the request turned out not to count); the bucket never holds
+    /// more than its burst.
+    public func refund(_ key: String) {
+        state.withLockedValue { s in
+            guard var bucket = s.buckets[key] else { return }
+            bucket.tokens = min(max(1, burst * s.share), bucket.tokens + 1)
+            s.buckets[key] = bucket
+        }
+    }
+
     /// Shares the rate among `nodes` live nodes (1: this node alone).
     public func share(among nodes: Int) {
         state.withLockedValue { $0.share = 1 / Double(min(max(nodes, 1), 10_000)) }

@@ -148,8 +148,8 @@ public final class MediaStore: Sendable {
 
     /// What a request for a name finds on this node: the file (fetched from shared media when another node stored
     /// it), nothing, or no lookup now. A client (its address) that is not nil is held to
-    /// ``sharedLookupsPerClient``: a stream of made-up names from one address costs one database query each, so
-    /// past that rate it is answered `limited` without one. With ``maxFetches`` lookups running, any new one is
+    /// ``sharedMissesPerClient`` in names shared media lacked: a stream of made-up names from one address costs
+    /// one database query each, so once its misses are spent it is answered `limited` without one. With ``maxFetches`` lookups running, any new one is
     /// answered `busy`: neither answer says the file is absent, so neither is a 404 a cache would keep.
     public enum Lookup: Sendable, Equatable {
         case here
@@ -167,7 +167,11 @@ public final class MediaStore: Sendable {
             case lead(Task<Bool, Never>)
             case full
         }
-        if let client, fetches.withLockedValue({ $0[name] == nil }), let wait = sharedLookups.check(client) {
+        // Only names shared media lacked are counted against the client: a CDN or a phone asking for files that
+        // exist is never held back, a stream of made-up names is, once its misses are spent.
+        // A lookup is taken from the client's bucket before it runs (so lookups in flight at once cannot overdraw
+        // it) and given back when the name was there.
+        if let client, let wait = sharedMisses.check(client) {
             return .limited(retryAfter: RateLimiter.retryAfter(wait))
         }
         let turn = fetches.withLockedValue { inFlight -> Turn in
@@ -177,23 +181,26 @@ public final class MediaStore: Sendable {
             inFlight[name] = task
             return .lead(task)
         }
+        let found: Lookup
         switch turn {
-        case .join(let task): return await task.value ? .here : .absent
-        case .full: return .busy
+        case .join(let task): found = await task.value ? .here : .absent
+        case .full: found = .busy
         case .lead(let task):
             let here = await task.value
             fetches.withLockedValue { $0[name] = nil }
             if !here { missing.set(name, true) }
-            return here ? .here : .absent
+            found = here ? .here : .absent
         }
+        if let client, found != .absent { sharedMisses.refund(client) }
+        return found
     }
 
-    /// Lookups in shared media per client address: a phone or a CDN asks for a few new names at a time, each
-    /// once per node (then the file is on disk).
-    public static let sharedLookupsPerClient = (rate: 20.0, burst: 100.0)
-    private let sharedLookups = RateLimiter(
-        rate: MediaStore.sharedLookupsPerClient.rate,
-        burst: MediaStore.sharedLookupsPerClient.burst,
+    /// Lookups that found nothing in shared media, per client address: a legitimate client asks for names that
+    /// exist, and a few that are gone.
+    public static let sharedMissesPerClient = (rate: 20.0, burst: 100.0)
+    private let sharedMisses = RateLimiter(
+        rate: MediaStore.sharedMissesPerClient.rate,
+        burst: MediaStore.sharedMissesPerClient.burst,
         sweepAbove: 10_000
     )
 
