@@ -152,6 +152,10 @@ public final class ProcessingSession: Sendable {
             await run()
         }
         work.set(task)
+        // The hand-over at the deadline does not wait for the pipeline's task to be run: a busy task pool would
+        // hold it (see PipelineClock). The watcher in `run()` still cancels the work when it gets its turn.
+        let wait = min(max(deadline.timeIntervalSinceNow, 0), 86_400)
+        PipelineClock.queue.asyncAfter(deadline: .now() + wait) { [weak self] in self?.finish(deadlineHit: true) }
     }
 
     private func run() async {
@@ -209,7 +213,9 @@ public final class ProcessingSession: Sendable {
                 to: address,
                 policy: configuration.receipts,
                 allowInsecureHTTP: configuration.fetch.allowInsecureHTTP,
-                timeout: timeout
+                timeout: timeout,
+                // When the server does not answer in time, the content is handed over from the timer itself.
+                onTimeout: { [self] outcome in finish(deadlineHit: Date() >= deadline, receipt: outcome) }
             )
         }
         if late {
