@@ -77,7 +77,10 @@ public enum ReceiptPoster {
         // The session's own timeouts are whole seconds on some platforms; the timer below keeps the exact one.
         config.timeoutIntervalForRequest = timeout.rounded(.up)
         config.timeoutIntervalForResource = timeout.rounded(.up)
-        let session = URLSession(configuration: config, delegate: RedirectRefuser(), delegateQueue: nil)
+        // The answer is taken on the clock's queue too, so a busy task pool does not hold it past the timeout.
+        let answers = OperationQueue()
+        answers.underlyingQueue = PipelineClock.queue
+        let session = URLSession(configuration: config, delegate: RedirectRefuser(), delegateQueue: answers)
         defer { session.finishTasksAndInvalidate() }
         // Whichever comes first answers: the session's completion, or the timer. The timer does not wait for the
         // cancelled task to complete (a loaded test process saw a 0.5 s post end after 8 s, the timer having run
