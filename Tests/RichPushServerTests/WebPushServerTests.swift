@@ -223,3 +223,80 @@ import Testing
         await sandbox.stop()
     }
 }
+
+/// Every answer class of a push service, through the provider: what the delivery does next.
+@Suite struct WebPushProviderAnswerTests {
+    @Test func eachAnswerOfThePushServiceMapsToItsNextStep() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("webpush-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sandbox = try await Sandbox.start(directory: dir, threads: 1)
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let trust = TLSTrust.certificateAuthority(pem: sandbox.credentials.caCertificatePEM)
+        let provider = WebPushProvider(
+            .init(policy: AddressPolicy(allowAll: true), trust: trust, requestTimeout: .seconds(2)),
+            eventLoopGroup: group
+        )
+        let key = P256.Signing.PrivateKey()
+        let app = ServerApp(
+            id: "app_1",
+            name: "Shop",
+            bundleID: "com.example.app",
+            webPush: WebPushCredentials(privateKey: Array(key.rawRepresentation), subject: "mailto:a@example.com")
+        )
+        let mine = try WebPushSubscription(json: sandbox.webPush.subscribe(applicationServerKey: VAPID.publicKey(key.publicKey)))
+        let message = PushMessage(alert: .init(title: "Hi"))
+        func send(_ token: String = mine.token, _ m: PushMessage = message, app a: ServerApp = app) async -> SendResult {
+            await provider.send(token: token, message: m, app: a, receiptURL: nil)
+        }
+        guard case .delivered(let location) = await send() else { Issue.record("the first push was refused"); return }
+        #expect(location?.contains("/message/") == true)
+
+        sandbox.webPush.inject(.tooManyRequests(retryAfter: 7))
+        #expect(await send() == .failed(.retryAfter(7), reason: "webpush_429"))
+        sandbox.webPush.inject(.unavailable(retryAfter: 3))
+        #expect(await send() == .failed(.retryAfter(3), reason: "webpush_503"))
+        sandbox.webPush.inject(.internalError)
+        #expect(await send() == .failed(.retry, reason: "webpush_500"))
+        sandbox.webPush.inject(.stall)
+        #expect(await send() == .failed(.retry, reason: "webpush_transport"))
+        sandbox.webPush.clearFaults()
+
+        // Another site's key: the service refuses the token (403), the app's credentials are what to fix.
+        let other = ServerApp(
+            id: "app_2",
+            name: "Other",
+            bundleID: "com.example.other",
+            webPush: WebPushCredentials(
+                privateKey: Array(P256.Signing.PrivateKey().rawRepresentation),
+                subject: "mailto:b@example.com"
+            )
+        )
+        #expect(await send(app: other) == .failed(.fixCredentials, reason: "webpush_403"))
+        // No key at all: nothing is sent.
+        #expect(
+            await send(app: ServerApp(id: "app_3", name: "None", bundleID: "x"))
+                == .failed(.fixCredentials, reason: "webpush_not_configured")
+        )
+        // Too large once encrypted: refused before sending, and the validator names the rule for any audience
+        // that may reach browsers.
+        var big = message
+        big.data = ["blob": .string(String(repeating: "x", count: 4000))]
+        #expect(await send(mine.token, big) == .failed(.fixRequest, reason: "webpush_payload_too_large"))
+        let issues = provider.sizeIssues(big, audience: .all, now: { Date() })
+        #expect(issues.map(\.rule) == ["webpush-size"])
+        #expect(provider.sizeIssues(big, audience: .fcmTopic("news"), now: { Date() }).isEmpty)
+        // Gone (410), and a subscription the service never made (404): both prune.
+        sandbox.webPush.unregister(mine.endpoint.absoluteString)
+        #expect(await send() == .failed(.dropToken, reason: "webpush_410"))
+        var unknown = mine
+        unknown.endpoint = URL(string: "https://127.0.0.1:\(sandbox.webPush.port)/push/no-such-subscription")!
+        #expect(await send(unknown.token) == .failed(.dropToken, reason: "webpush_404"))
+        // A token that is not a subscription.
+        #expect(await send("not a subscription") == .failed(.dropToken, reason: "webpush_bad_subscription"))
+        #expect(sandbox.webPush.acceptedCount == 1)
+
+        await provider.shutdown()
+        try await group.shutdownGracefully()
+        await sandbox.stop()
+    }
+}
