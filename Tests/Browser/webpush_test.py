@@ -212,6 +212,46 @@ try:
     assert receipts["with_media"] == 1, receipts
     print("  shown:", json.dumps(shown[0]), flush=True)
     driver.save_screenshot(os.path.join(shots, "webpush-page.png"))
+
+    step("the console previews what a browser shows and test-sends to this browser")
+    def typed(i, text):
+        e = driver.find_element("id", i)
+        e.clear()
+        e.send_keys(text)
+
+    driver.execute_script("sessionStorage.clear()")
+    driver.get(base + "/console")
+    driver.refresh()
+    until(lambda: driver.execute_script("const e = document.getElementById('signin-key'); return e && e.offsetParent !== null"), "the sign-in form")
+    typed("signin-key", manage)
+    driver.find_element("id", "signin-form").submit()
+    until(lambda: "#" in driver.current_url or driver.execute_script("return !!sessionStorage.getItem('richpush.key')"), "signing in")
+    driver.get(base + "/console#compose")
+    until(lambda: driver.execute_script("const e = document.getElementById('f-title'); return e && e.offsetParent !== null"), "the compose form")
+
+    typed("f-title", "Half time")
+    typed("f-body", "1–1 at the break")
+    typed("f-media", image)
+    driver.find_element("id", "f-title").click()
+    until(lambda: "browser" in driver.find_element("id", "reach").text, "the reach with browsers counted")
+    assert "1 browser through Web Push" in driver.find_element("id", "reach").text, driver.find_element("id", "reach").text
+    driver.find_element("id", "tab-web").click()
+    until(lambda: "Half time" in driver.find_element("id", "panel-web").text, "the Web preview")
+    web_images = [e.get_attribute("src") for e in driver.find_elements("css selector", "#panel-web img")]
+    assert image in web_images, web_images
+    assert "A click opens https://shop.example.com/" in driver.find_element("id", "web-navigate").text
+    driver.find_element("id", "tab-sent").click()
+    sent = json.loads(until(lambda: driver.execute_script("const e = document.getElementById('sent-webpush'); return e && e.textContent"), "the Web Push request"))
+    assert sent["payload"]["notification"]["title"] == "Half time" and sent["headers"]["Content-Encoding"] == "aes128gcm", sent
+    driver.find_element("id", "tab-web").click()
+    driver.execute_script("document.getElementById('panel-web').scrollIntoView()")
+    driver.save_screenshot(os.path.join(shots, "webpush-console.png"))
+    token = answer["token"]
+    typed("f-test-token", token)
+    driver.find_element("id", "test-send").click()
+    outcome = until(lambda: driver.execute_script("const e = document.getElementById('test-outcome'); return e && e.textContent"), "the test send's outcome")
+    assert outcome == "Web Push: delivered", outcome
+    assert any(n["message"]["notification"]["title"] == "Half time" for n in call("GET", sandbox_admin + "/webpush/notifications")[1]["notifications"])
     print("web push browser test: every step passed", flush=True)
 except Exception:
     driver.save_screenshot(os.path.join(shots, "webpush-failure.png"))

@@ -113,7 +113,10 @@ export async function check() {
     markIssues(r.json.warnings || []);
     const d = r.json.deliveries || {};
     if (!r.json.deliveries) $("reach").textContent = `Reach not shown: ${r.json.deliveries_withheld || "not counted"}.`;
-    else $("reach").textContent = `Reaches ${number((d.apns || 0) + (d.fcm || 0))} device${(d.apns || 0) + (d.fcm || 0) === 1 ? "" : "s"}: ${number(d.apns || 0)} through APNs, ${number(d.fcm || 0)} through FCM.`;
+    else {
+      const total = (d.apns || 0) + (d.fcm || 0) + (d.webpush || 0);
+      $("reach").textContent = `Reaches ${number(total)} device${total === 1 ? "" : "s"}: ${number(d.apns || 0)} through APNs, ${number(d.fcm || 0)} through FCM, ${number(d.webpush || 0)} browser${d.webpush === 1 ? "" : "s"} through Web Push.`;
+    }
     render(message, r.json);
     markShown(r.json);
   } else {

@@ -58,10 +58,23 @@ export function render(message, dry) {
     el("p", { class: "caption", text: "Expanded (big picture)" })),
     subtitle ? el("p", { class: "note", text: "Android shows no subtitle." }) : null);
 
-  const web = $("panel-web");
-  web.replaceChildren(el("div", { class: "device web" }, notificationCard({ title, body, big: shown, collapsed: false, app: location.host })));
-
+  // A browser shows the server's Web Push message: from the dry run's request when there is one.
   const requests = (dry && dry.requests) || {};
+  const webMessage = requests.webpush && requests.webpush.payload && requests.webpush.payload.notification;
+  const w = webMessage || { title, body, image: shown };
+  const site = webMessage && webMessage.navigate ? new URL(webMessage.navigate).host : location.host;
+  const web = $("panel-web");
+  web.replaceChildren(
+    el("div", { class: "device web" },
+      notificationCard({ title: w.title, body: w.body, big: w.image, collapsed: false, app: site }),
+      el("p", { class: "caption", text: "Where the browser shows the image option" }),
+      notificationCard({ title: w.title, body: w.body, collapsed: true, app: site }),
+      el("p", { class: "caption", text: "Where it does not: title and body" })),
+    el("p", { class: "note", id: "web-navigate", text: webMessage
+      ? (webMessage.navigate ? `A click opens ${webMessage.navigate}.` : "No https deep link and no default page for the app: the service worker shows it, and a click opens nothing.")
+      : "The browser's message appears once the message is valid." }),
+    webMessage && !dry.message.deep_link && webMessage.navigate ? el("p", { class: "note", text: "The link is the app's default page (no https deep link in the message)." }) : null);
+
   const tag = (dry && dry.message && dry.message.id) || "";
   const sentPanel = $("panel-sent");
   sentPanel.replaceChildren(
@@ -69,6 +82,8 @@ export function render(message, dry) {
     requests.apns ? el("pre", { id: "sent-apns", "data-dry-run": tag, text: JSON.stringify({ headers: requests.apns.headers, payload: requests.apns.payload }, null, 2) }) : null,
     requests.fcm ? el("h4", { text: `FCM: POST ${requests.fcm.path} (${number(requests.fcm.bytes)} bytes)` }) : null,
     requests.fcm ? el("pre", { id: "sent-fcm", "data-dry-run": tag, text: JSON.stringify(requests.fcm.body, null, 2) }) : null,
+    requests.webpush ? el("h4", { text: `Web Push: POST to each subscription's endpoint (${number(requests.webpush.bytes)} bytes before encryption, ${number(requests.webpush.bytes_encrypted)} after)` }) : null,
+    requests.webpush ? el("pre", { id: "sent-webpush", "data-dry-run": tag, text: JSON.stringify({ headers: requests.webpush.headers, payload: requests.webpush.payload }, null, 2) }) : null,
     dry ? el("h4", { text: "The message as the server would send it (its id, receipt address, hosted media and chart image set)" }) : null,
     dry ? el("pre", { id: "sent-message", "data-dry-run": tag, text: JSON.stringify(dry.message, null, 2) }) : null,
     !dry ? el("p", { class: "note", text: "Fix the problems listed to see the exact requests." }) : null);
@@ -83,5 +98,6 @@ export function render(message, dry) {
     const topic = /"(topic|condition)"/.test(JSON.stringify(requests.fcm.body.message ? Object.keys(requests.fcm.body.message) : []));
     gauges.push(gauge(`FCM message${topic ? " (topic)" : ""}`, requests.fcm.bytes, topic ? 2048 : 4096));
   }
+  if (requests.webpush) gauges.push(gauge("Web Push payload", requests.webpush.bytes, 3993));
   $("gauges").replaceChildren(...gauges);
 }

@@ -5,6 +5,8 @@ import { $, api, el, errorText, number, state } from "./core.js";
 import { buildSend, field, lastDryRun, markIssues } from "./compose.js";
 
 export const isAPNsToken = (t) => /^[0-9a-fA-F]{64,200}$/.test(t) && t.length % 2 === 0;
+export const isWebToken = (t) => /^https:\/\/[^#\s]+#[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(t);
+const providerNames = { apns: "APNs", fcm: "FCM", webpush: "Web Push" };
 
 export async function followUntilDone(id, onUpdate, seconds = 20) {
   for (let i = 0; i < seconds * 4; i++) {
@@ -26,7 +28,9 @@ export async function testSend() {
   const { body, local } = buildSend();
   if (local.length) { markIssues(local.map((i) => ({ ...i, severity: "error" }))); return; }
   delete body.send_at; delete body.spread_seconds;
-  body.audience = isAPNsToken(token) ? { apns_tokens: [token.toLowerCase()] } : { fcm_tokens: [token] };
+  // A browser is registered by its subscription: its token (endpoint#keys) is sent to as a registered device.
+  body.audience = isWebToken(token) ? { tokens: [token] }
+    : isAPNsToken(token) ? { apns_tokens: [token.toLowerCase()] } : { fcm_tokens: [token] };
   out.replaceChildren(el("p", { text: "Sending the test…" }));
   const r = await api("POST", `/v1/apps/${encodeURIComponent(state.appID)}/notifications`, body);
   if (r.status !== 202) { out.replaceChildren(el("p", { class: "sev-error", text: errorText(r) })); return; }
@@ -34,7 +38,7 @@ export async function testSend() {
   const done = await followUntilDone(id, (n) => out.replaceChildren(el("p", { text: `Test ${id.slice(0, 8)}…: ${JSON.stringify(n.counts)}` })));
   const delivery = done && (done.deliveries || [])[0];
   const lines = [el("p", { id: "test-outcome", class: delivery && delivery.state === "delivered" ? "ok" : "sev-error",
-    text: delivery ? `${delivery.provider === "apns" ? "APNs" : "FCM"}: ${delivery.state}${delivery.reason ? " (" + delivery.reason + ")" : ""}` : "No outcome yet." })];
+    text: delivery ? `${providerNames[delivery.provider] || delivery.provider}: ${delivery.state}${delivery.reason ? " (" + delivery.reason + ")" : ""}` : "No outcome yet." })];
   out.replaceChildren(...lines);
   if (!(state.sandbox && delivery && delivery.provider === "apns" && delivery.state === "delivered")) return;
   // In sandbox mode the simulated iPhone runs the device library on what the APNs emulator received.
@@ -69,7 +73,7 @@ export async function send() {
   if (local.length) { markIssues(local.map((i) => ({ ...i, severity: "error" }))); return; }
   // Nothing goes out to an audience the sender has not seen counted.
   const d = lastDryRun && lastDryRun.deliveries;
-  const reach = d ? (d.apns || 0) + (d.fcm || 0) : null;
+  const reach = d ? Object.values(d).reduce((a, b) => a + (Number(b) || 0), 0) : null;
   const who = body.audience.all ? "every registered device" : `the audience (${Object.keys(body.audience)[0].replace("_", " ")})`;
   const counted = reach === null ? "how many devices it reaches is not shown to this key" : `${number(reach)} device${reach === 1 ? "" : "s"} now registered`;
   if (!confirm(`Send to ${who}: ${counted}${body.send_at ? ", at the time set" : ""}?`)) return;
