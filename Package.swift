@@ -87,7 +87,6 @@ let package = Package(
             name: "RichPushWebPush",
             dependencies: [
                 "RichPushCore", "RichPushTransport", .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
         // The service: HTTP API, storage (SQLite, or PostgreSQL for several nodes), queue and workers.

@@ -1,6 +1,5 @@
 import Crypto
 import Foundation
-import NIOConcurrencyHelpers
 
 /// Signs VAPID headers for one key, once per push service origin for `lifetime` seconds: a token says only who
 /// sends and to which origin until when (RFC 8292 §2), so every push to that service within its lifetime carries
@@ -12,7 +11,7 @@ public final class VAPIDSigner: Sendable {
     public let subject: String
     public let lifetime: TimeInterval
     public let capacity: Int
-    private let tokens = NIOLockedValueBox<[String: (header: String, expires: Date)]>([:])
+    private let tokens = Locked<[String: (header: String, expires: Date)]>([:])
 
     public init(
         key: P256.Signing.PrivateKey,
@@ -51,4 +50,19 @@ public final class VAPIDSigner: Sendable {
 
     /// Origins with a token kept.
     public var cachedOrigins: Int { tokens.withLockedValue { $0.count } }
+}
+
+/// A value behind a lock (this library needs nothing more, and no event-loop library for it).
+final class Locked<Value>: @unchecked Sendable {
+    // @unchecked: `value` is only touched under `lock`.
+    private let lock = NSLock()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    func withLockedValue<T>(_ body: (inout Value) throws -> T) rethrows -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(&value)
+    }
 }

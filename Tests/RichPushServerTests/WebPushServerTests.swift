@@ -243,12 +243,18 @@ import Testing
             bundleID: "com.example.app",
             webPush: WebPushCredentials(privateKey: Array(key.rawRepresentation), subject: "mailto:a@example.com")
         )
-        let mine = try WebPushSubscription(json: sandbox.webPush.subscribe(applicationServerKey: VAPID.publicKey(key.publicKey)))
+        let mine = try WebPushSubscription(
+            json: sandbox.webPush.subscribe(applicationServerKey: VAPID.publicKey(key.publicKey))
+        )
         let message = PushMessage(alert: .init(title: "Hi"))
-        func send(_ token: String = mine.token, _ m: PushMessage = message, app a: ServerApp = app) async -> SendResult {
+        func send(_ token: String = mine.token, _ m: PushMessage = message, app a: ServerApp = app) async -> SendResult
+        {
             await provider.send(token: token, message: m, app: a, receiptURL: nil)
         }
-        guard case .delivered(let location) = await send() else { Issue.record("the first push was refused"); return }
+        guard case .delivered(let location) = await send() else {
+            Issue.record("the first push was refused")
+            return
+        }
         #expect(location?.contains("/message/") == true)
 
         sandbox.webPush.inject(.tooManyRequests(retryAfter: 7))
