@@ -48,6 +48,19 @@ public struct WebPushMessage: Sendable {
             n["tag"] = .string(tag)
             n["renotify"] = true
         }
+        if let web = m.web {
+            if let i = web.icon { n["icon"] = .string(i) }
+            if let b = web.badge { n["badge"] = .string(b) }
+            if !web.actions.isEmpty {
+                n["actions"] = .array(
+                    web.actions.map { a in
+                        var o: [String: JSONValue] = ["action": .string(a.action), "title": .string(a.title)]
+                        if let nav = a.navigate ?? link { o["navigate"] = .string(nav) }
+                        return .object(o)
+                    }
+                )
+            }
+        }
         if m.sound == nil && m.alert.isVisible == false { n["silent"] = true }
         if m.interruptionLevel == .timeSensitive || m.interruptionLevel == .critical {
             n["require_interaction"] = true

@@ -141,7 +141,8 @@ try:
     step("a send with an image reaches the sandbox's push service, encrypted for this subscription")
     status, sent = call("POST", f"{base}/v1/apps/{app}/notifications", manage, {
         "title": "Goal!", "body": "2–1 in the 90th", "media": base + "/console/console.css",
-        "collapse_id": "match-42", "audience": {"tag": "fans"}, "media_check": "skip"})
+        "collapse_id": "match-42", "audience": {"tag": "fans"}, "media_check": "skip",
+        "web": {"actions": [{"action": "watch", "title": "Watch", "navigate": "https://shop.example.com/live"}]}})
     if status not in (200, 201, 202):
         # A stylesheet is no picture: when the server checks media, host a real PNG instead.
         png = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -151,6 +152,7 @@ try:
         image = json.loads(urllib.request.urlopen(request).read())["url"]
         status, sent = call("POST", f"{base}/v1/apps/{app}/notifications", manage, {
             "title": "Goal!", "body": "2–1 in the 90th", "media": image, "collapse_id": "match-42",
+            "web": {"icon": image, "actions": [{"action": "watch", "title": "Watch", "navigate": "https://shop.example.com/live"}]},
             "audience": {"tag": "fans"}})
     assert status in (200, 201, 202), sent
     notification = sent["id"]
@@ -203,12 +205,15 @@ try:
         const done = arguments[arguments.length - 1];
         navigator.serviceWorker.getRegistration("/sdk/web/").then((r) => r.getNotifications()).then(
             (all) => done(all.map((n) => ({title: n.title, body: n.body, image: n.image, tag: n.tag,
-                                           navigate: (n.data || {}).navigate}))),
+                                           navigate: (n.data || {}).navigate,
+                                           actions: (n.actions || []).map((a) => a.action + ":" + a.title),
+                                           targets: ((n.data || {}).actions || []).map((a) => a.navigate)}))),
             (e) => done(null));
     """), "the notification the worker shows")
     assert shown[0]["title"] == "Goal!" and shown[0]["body"] == "2–1 in the 90th", shown
     assert shown[0]["image"] == image and shown[0]["tag"] == "match-42", shown
     assert shown[0]["navigate"] == "https://shop.example.com/", shown
+    assert shown[0]["actions"] == ["watch:Watch"] and shown[0]["targets"] == ["https://shop.example.com/live"], shown
     assert receipts["with_media"] == 1, receipts
     print("  shown:", json.dumps(shown[0]), flush=True)
     driver.save_screenshot(os.path.join(shots, "webpush-page.png"))

@@ -306,3 +306,60 @@ import Testing
         await sandbox.stop()
     }
 }
+
+/// The neutral message's `web` part: an icon, a badge and buttons, checked and rendered for browsers.
+@Suite struct WebOptionsTests {
+    @Test func iconBadgeAndButtonsAreReadCheckedAndRendered() throws {
+        let json: JSONValue = [
+            "title": "Goal!", "deep_link": "https://shop.example.com/m/42",
+            "web": [
+                "icon": "https://cdn.example.com/logo.png", "badge": "https://cdn.example.com/badge.png",
+                "actions": [
+                    ["action": "watch", "title": "Watch", "navigate": "https://shop.example.com/live"],
+                    ["action": "later", "title": "Later"],
+                ],
+            ],
+        ]
+        let (m, report) = PushMessage.read(json)
+        #expect(report.isValid, "\(report.errors)")
+        let validator = MessageValidator(options: .init(requireTargets: false))
+        #expect(validator.validate(json: json).isValid)
+        #expect(PushMessage.read(m.json).0 == m, "the stored form reads back")
+        let n = try #require(WebPushMessage(m).payload["notification"])
+        #expect(n["icon"] == "https://cdn.example.com/logo.png" && n["badge"] == "https://cdn.example.com/badge.png")
+        #expect(
+            n["actions"]
+                == [
+                    ["action": "watch", "title": "Watch", "navigate": "https://shop.example.com/live"],
+                    // A button without a page opens the notification's own link.
+                    ["action": "later", "title": "Later", "navigate": "https://shop.example.com/m/42"],
+                ]
+        )
+
+        let bad: JSONValue = [
+            "title": "T",
+            "web": [
+                "icon": "http://cdn.example.com/logo.png",
+                "actions": [
+                    ["action": "a b", "title": .string(String(repeating: "t", count: 65))],
+                    ["action": "x", "title": "X"],
+                    ["action": "x", "title": "Y"],
+                ],
+            ],
+        ]
+        let rules = Set(validator.validate(json: bad).errors.map { "\($0.path) \($0.rule)" })
+        #expect(
+            rules.isSuperset(of: [
+                "web.icon https-required", "web.actions max-items", "web.actions[0].action action-id",
+                "web.actions[0].title length", "web.actions[2].action duplicate",
+            ]),
+            "\(rules)"
+        )
+        let shape = PushMessage.read(["title": "T", "web": ["actions": [["title": "no id"]], "colour": "red"]]).1
+        #expect(
+            shape.errors.contains { $0.path == "web.actions[0].action" && $0.rule == "required" },
+            "\(shape.errors)"
+        )
+        #expect(shape.errors.contains { $0.path.hasPrefix("web") && $0.path.hasSuffix("colour") }, "\(shape.errors)")
+    }
+}

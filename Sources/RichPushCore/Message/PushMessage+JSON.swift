@@ -4,7 +4,7 @@ extension PushMessage {
         "id", "alert", "title", "subtitle", "body", "media", "chart", "sound", "badge", "category", "thread_id",
         "collapse_id", "push_type", "priority", "ttl", "expiration", "interruption_level", "relevance_score",
         "content_available", "content_override", "data", "deep_link", "chart_image_url", "receipt_url",
-        "analytics_label", "targets",
+        "analytics_label", "targets", "web",
     ]
 
     /// Reads a message from its JSON form (see `docs/payload-format.md`), throwing every problem found in
@@ -132,6 +132,33 @@ extension PushMessage {
         m.chartImageURL = r.string(o, "chart_image_url", at: "")
         m.receiptURL = r.string(o, "receipt_url", at: "")
         m.analyticsLabel = r.string(o, "analytics_label", at: "")
+        if let w = r.object(o["web"], at: "web") {
+            r.rejectUnknown(w, known: ["icon", "badge", "actions"], at: "web")
+            var options = WebOptions(icon: r.string(w, "icon", at: "web"), badge: r.string(w, "badge", at: "web"))
+            switch w["actions"] {
+            case nil: break
+            case .array(let list)?:
+                for (i, element) in list.enumerated() {
+                    let path = "web.actions[\(i)]"
+                    guard let a = r.object(element, at: path) else { continue }
+                    r.rejectUnknown(a, known: ["action", "title", "navigate"], at: path)
+                    guard let action = r.string(a, "action", at: path), let title = r.string(a, "title", at: path)
+                    else {
+                        if a["action"] == nil {
+                            r.report.add("\(path).action", "required", "a button needs an action id")
+                        }
+                        if a["title"] == nil { r.report.add("\(path).title", "required", "a button needs a title") }
+                        continue
+                    }
+                    options.actions.append(
+                        WebAction(action: action, title: title, navigate: r.string(a, "navigate", at: path))
+                    )
+                }
+            case let other?:
+                r.report.add("web.actions", "type", "expected an array of buttons, found \(other.typeName)")
+            }
+            m.web = options
+        }
         if let t = r.object(o["targets"], at: "targets") {
             r.rejectUnknown(t, known: ["apns_tokens", "fcm_tokens", "topic", "condition"], at: "targets")
             m.targets = Targets(
@@ -275,6 +302,21 @@ extension PushMessage {
         put("chart_image_url", chartImageURL)
         put("receipt_url", receiptURL)
         put("analytics_label", analyticsLabel)
+        if let web {
+            var w: [String: JSONValue] = [:]
+            if let i = web.icon { w["icon"] = .string(i) }
+            if let b = web.badge { w["badge"] = .string(b) }
+            if !web.actions.isEmpty {
+                w["actions"] = .array(
+                    web.actions.map { a in
+                        var o: [String: JSONValue] = ["action": .string(a.action), "title": .string(a.title)]
+                        if let n = a.navigate { o["navigate"] = .string(n) }
+                        return .object(o)
+                    }
+                )
+            }
+            o["web"] = .object(w)
+        }
         if !targets.isEmpty {
             var t: [String: JSONValue] = [:]
             if !targets.apnsTokens.isEmpty { t["apns_tokens"] = .array(targets.apnsTokens.map(JSONValue.string)) }

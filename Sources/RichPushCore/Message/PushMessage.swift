@@ -46,7 +46,40 @@ public struct PushMessage: Sendable, Hashable {
     /// server sets it, with a signature that admits receipts for this notification only.
     public var receiptURL: String?
     public var analyticsLabel: String?
+    /// What only browsers show: an icon, a badge, buttons.
+    public var web: WebOptions?
     public var targets: Targets
+
+    /// A browser notification's icon (the site's picture beside the text), badge (a small monochrome picture,
+    /// where the platform shows one) and buttons, each opening a page.
+    public struct WebOptions: Sendable, Hashable {
+        public var icon: String?
+        public var badge: String?
+        public var actions: [WebAction]
+
+        public init(icon: String? = nil, badge: String? = nil, actions: [WebAction] = []) {
+            self.icon = icon
+            self.badge = badge
+            self.actions = actions
+        }
+    }
+
+    public struct WebAction: Sendable, Hashable {
+        /// The button's id, which the service worker is told on a click.
+        public var action: String
+        public var title: String
+        /// The https page the button opens (none: the notification's own link).
+        public var navigate: String?
+
+        public init(action: String, title: String, navigate: String? = nil) {
+            self.action = action
+            self.title = title
+            self.navigate = navigate
+        }
+    }
+
+    /// The most buttons a browser notification is given (Chrome shows two; others fewer or none).
+    public static let maxWebActions = 2
 
     public init(
         id: String? = nil,

@@ -162,6 +162,40 @@ public struct MessageValidator: Sendable {
                 )
             }
         }
+        if let web = m.web {
+            func https(_ url: String?, _ path: String) {
+                guard let url else { return }
+                let u = URL(string: url)
+                let scheme = u?.scheme?.lowercased()
+                if u?.host == nil || !(scheme == "https" || (scheme == "http" && options.allowInsecureMedia)) {
+                    r.add(path, "https-required", "\(path) must be an https URL")
+                }
+            }
+            https(web.icon, "web.icon")
+            https(web.badge, "web.badge")
+            if web.actions.count > PushMessage.maxWebActions {
+                r.add("web.actions", "max-items", "at most \(PushMessage.maxWebActions) buttons: browsers show no more")
+            }
+            var ids = Set<String>()
+            for (i, a) in web.actions.enumerated() {
+                let path = "web.actions[\(i)]"
+                if a.action.isEmpty || a.action.utf8.count > 64
+                    || !a.action.utf8.allSatisfy({
+                        ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 45
+                            || $0 == 95
+                    })
+                {
+                    r.add("\(path).action", "action-id", "a button's action is 1 to 64 of letters, digits, - and _")
+                }
+                if !ids.insert(a.action).inserted {
+                    r.add("\(path).action", "duplicate", "'\(a.action)' names another button too")
+                }
+                if a.title.isEmpty || a.title.count > 64 {
+                    r.add("\(path).title", "length", "a button's title is 1 to 64 characters")
+                }
+                https(a.navigate, "\(path).navigate")
+            }
+        }
         if let label = m.analyticsLabel, !Self.isValidAnalyticsLabel(label) {
             r.add(
                 "analytics_label",

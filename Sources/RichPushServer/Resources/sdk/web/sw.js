@@ -31,6 +31,8 @@
     if (n.require_interaction) o.requireInteraction = true;
     if (Array.isArray(n.actions)) {
       o.actions = n.actions.slice(0, 2).map((a) => ({ action: String(a.action || ""), title: String(a.title || "") }));
+      // Where each button goes, for the click.
+      o.data.actions = n.actions.slice(0, 2).map((a) => ({ action: String(a.action || ""), navigate: a.navigate || null }));
     }
     return o;
   }
