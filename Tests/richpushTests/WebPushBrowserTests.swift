@@ -20,21 +20,11 @@ import Testing
             try Data(contentsOf: URL(fileURLWithPath: sandbox).appendingPathComponent("sandbox.json"))
         )
         let admin = try #require(summary["admin"]?.stringValue)
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = [
-            "python3", root.appendingPathComponent("Tests/Browser/webpush_test.py").path, server.base,
-            "test-admin-key-0001", admin, root.appendingPathComponent(".build/console-screenshots").path,
-        ]
-        let output = Pipe()
-        p.standardOutput = output
-        p.standardError = output
-        try p.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        #expect(p.terminationStatus == 0, "\(text.suffix(3000))")
+        let (status, text) = try ConsoleBrowserTests.runBrowserScript(
+            "webpush_test.py",
+            [server.base, "test-admin-key-0001", admin]
+        )
+        #expect(status == 0, "\(text.suffix(3000))")
         #expect(text.contains("web push browser test: every step passed"), "\(text.suffix(3000))")
     }
 }
