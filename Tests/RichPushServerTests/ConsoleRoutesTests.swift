@@ -27,7 +27,7 @@ import Testing
             let (meStatus, me) = try await call(.get, "/v1/me", key, nil)
             #expect(
                 meStatus == 200 && me["admin"] == false && me["app"]?["id"] == .string(app)
-                    && me["scopes"] == ["send", "manage", "read"]
+                    && me["scopes"] == ["send", "manage", "read", "register"]
             )
             #expect(try await call(.get, "/v1/me", nil, nil).0 == 401)
             // Keys: listed without the keys themselves.

@@ -49,6 +49,15 @@ import Testing
                 badStatus == 422 && bad["error"]?["issues"]?.arrayValue?.first?["rule"] == "vapid-subject",
                 "\(bad)"
             )
+            let (plainStatus, refusedKey) = try await APITests.call(
+                client,
+                .post,
+                keysPath,
+                key: key,
+                body: ["subject": "mailto:a@example.com", "default_url": "http://shop.example.com/", "replace": "yes"]
+            )
+            let plainRules = refusedKey["error"]?["issues"]?.arrayValue?.compactMap { $0["rule"]?.stringValue } ?? []
+            #expect(plainStatus == 422 && Set(plainRules) == ["https-url", "type"], "\(refusedKey)")
             let (status, made) = try await APITests.call(
                 client,
                 .post,

@@ -70,7 +70,7 @@ export async function renderApp() {
   } else keys.append(el("p", { class: "note", text: errorText(r) }));
   const make = el("form", { class: "row", id: "key-form" },
     el("fieldset", {}, el("legend", { text: "A new key's scopes" }),
-      ["send", "manage", "read"].map((s) => el("label", {}, el("input", { type: "checkbox", value: s, checked: s !== "manage", class: "check" }), ` ${s}`))),
+      ["send", "manage", "read", "register"].map((s) => el("label", {}, el("input", { type: "checkbox", value: s, checked: s === "send" || s === "read", class: "check" }), ` ${s}`))),
     el("div", { class: "end" }, el("button", { type: "submit", text: "Make a key" })));
   make.addEventListener("submit", async (e) => {
     e.preventDefault();
