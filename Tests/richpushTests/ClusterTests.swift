@@ -82,8 +82,8 @@ import FoundationNetworking
         let url = try pg.createDatabase()
         let scratch = try Scratch("cluster-kill")
         defer { try? FileManager.default.removeItem(at: scratch.dir) }
-        #expect(try Self.migrate(url).contains("applied 1, 2, 3, 4, 5, 6"))
-        #expect(try Self.migrate(url).contains("already at schema version 7"))
+        #expect(try Self.migrate(url).contains("applied 1, 2, 3, 4, 5, 6, 7, 8"))
+        #expect(try Self.migrate(url).contains("already at schema version 8"))
         try pg.psql(url, Self.leaseAudit)
         let sandbox = try ExternalSandbox(dir: scratch.sandbox)
         defer { sandbox.stop() }
