@@ -66,7 +66,7 @@ import Testing
                 body: ["subject": "mailto:push@example.com", "default_url": "https://shop.example.com/"]
             )
             #expect(status == 201, "\(made)")
-            let publicKey = try #require(made["webpush"]?["public_key"]?.stringValue)
+            let publicKey = try #require(made["webpush"]?["outsidekey"]?.stringValue)
             #expect(JWT.decodeBase64URL(Substring(publicKey))?.count == 65)
             let (again, exists) = try await APITests.call(
                 client,
@@ -77,7 +77,7 @@ import Testing
             )
             #expect(again == 409 && exists["error"]?["code"] == "key-exists", "\(exists)")
             let (_, shown) = try await APITests.call(client, .get, "/v1/apps/\(appID)", key: key)
-            #expect(shown["app"]?["webpush"]?["public_key"] == .string(publicKey))
+            #expect(shown["app"]?["webpush"]?["outsidekey"] == .string(publicKey))
             #expect(shown["app"]?["webpush"]?["private_key"] == nil)
             let stored = try #require(try await backend.store.app(id: appID)?.webPush)
             #expect(!shown.jsonString.contains(Data(stored.privateKey).base64EncodedString()))
@@ -227,6 +227,15 @@ import Testing
             #expect(decision == .dropToken && reason.hasPrefix("webpush_address_refused"), "\(reason)")
         }
         #expect(sandbox.webPush.acceptedCount == 0)
+        // At registration, what needs no lookup is refused by name: an internal address written as one, localhost.
+        for host in ["127.0.0.1", "10.0.0.7", "[::1]", "localhost", "169.254.169.254"] {
+            var s = subscription
+            s.endpoint = URL(string: "https://\(host)/push/x")!
+            #expect(provider.tokenProblem(s.token)?.rule == "webpush-endpoint-address", "\(host)")
+        }
+        var outside = subscription
+        outside.endpoint = URL(string: "https://fcm.googleapis.com/fcm/send/abc")!
+        #expect(provider.tokenProblem(outside.token) == nil)
         await provider.shutdown()
         try await group.shutdownGracefully()
         await sandbox.stop()

@@ -79,7 +79,20 @@ public final class WebPushProvider: PushProvider {
 
     public func tokenProblem(_ token: String) -> (rule: String, message: String)? {
         do {
-            _ = try WebPushSubscription(token: token, allowHTTP: configuration.allowHTTP)
+            let s = try WebPushSubscription(token: token, allowHTTP: configuration.allowHTTP)
+            // What can be known without a DNS lookup is refused now: an internal address written as such, or a
+            // name the policy refuses (localhost, metadata). A name is resolved and checked again at each send.
+            let host = s.endpoint.host ?? ""
+            var verdict = configuration.policy.check(hostName: host)
+            if verdict == .allowed, let literal = IPAddress(host: host) {
+                verdict = configuration.policy.check(literal, port: s.endpoint.port ?? 443)
+            }
+            if case .refused(let why) = verdict {
+                return (
+                    "webpush-endpoint-address",
+                    "the endpoint's host is an internal address (\(why)): a push service is on the public internet"
+                )
+            }
             return nil
         } catch let f as WebPushEncryption.Failure {
             return ("webpush-" + f.rule.replacingOccurrences(of: "webpush-", with: ""), f.description)
