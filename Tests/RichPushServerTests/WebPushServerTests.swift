@@ -66,7 +66,7 @@ import Testing
                 body: ["subject": "mailto:push@example.com", "default_url": "https://shop.example.com/"]
             )
             #expect(status == 201, "\(made)")
-            let publicKey = try #require(made["webpush"]?["outsidekey"]?.stringValue)
+            let publicKey = try #require(made["webpush"]?["public_key"]?.stringValue)
             #expect(JWT.decodeBase64URL(Substring(publicKey))?.count == 65)
             let (again, exists) = try await APITests.call(
                 client,
@@ -77,7 +77,7 @@ import Testing
             )
             #expect(again == 409 && exists["error"]?["code"] == "key-exists", "\(exists)")
             let (_, shown) = try await APITests.call(client, .get, "/v1/apps/\(appID)", key: key)
-            #expect(shown["app"]?["webpush"]?["outsidekey"] == .string(publicKey))
+            #expect(shown["app"]?["webpush"]?["public_key"] == .string(publicKey))
             #expect(shown["app"]?["webpush"]?["private_key"] == nil)
             let stored = try #require(try await backend.store.app(id: appID)?.webPush)
             #expect(!shown.jsonString.contains(Data(stored.privateKey).base64EncodedString()))
