@@ -124,6 +124,7 @@ try:
         RichPush.register(arguments[0], {server: location.origin, app: arguments[1], key: arguments[2]})
             .then(() => done("registered"), (e) => done(e.status + " " + e.message));
     """, subscription, app, send_key)
+    # A refusal is readable from the page too: its status and the server's message, not an opaque network error.
     assert refused.startswith("403") and "register" in refused, refused
     answer = driver.execute_async_script("""
         const done = arguments[arguments.length - 1];
@@ -137,6 +138,17 @@ try:
     preflight = urllib.request.urlopen(urllib.request.Request(f"{base}/v1/apps/{app}/devices", method="OPTIONS",
                                                               headers={"Origin": "https://shop.example.com"}))
     assert preflight.status == 204 and preflight.headers["Access-Control-Allow-Origin"] == "*"
+    # From another origin (localhost, a document with no CSP of ours), with a preflight: a wrong key's 401 reads.
+    port = base.rsplit(":", 1)[1]
+    driver.get(f"http://localhost:{port}/sdk/web/richpush.js")
+    unknown = driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        fetch(arguments[1] + "/v1/apps/" + arguments[0] + "/devices", {method: "POST",
+              headers: {authorization: "Bearer rp_not_a_key", "content-type": "application/json"}, body: "{}"})
+            .then((r) => r.json().then((j) => done(r.status + " " + j.error.code)), (e) => done("unreadable: " + e));
+    """, app, base)
+    assert unknown == "401 unauthenticated", unknown
+    driver.get(base + "/console")
 
     step("a send with an image reaches the sandbox's push service, encrypted for this subscription")
     status, sent = call("POST", f"{base}/v1/apps/{app}/notifications", manage, {

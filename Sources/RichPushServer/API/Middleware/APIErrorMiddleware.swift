@@ -19,6 +19,26 @@ struct APIErrorMiddleware: RouterMiddleware {
         context: Context,
         next: (Request, Context) async throws -> Response
     ) async throws -> Response {
+        var response = try await answer(request, context: context, next: next)
+        // A page on another origin registers devices: it may read every answer of that route, refusals included
+        // (keys are bearer tokens, never cookies, so nothing rides along that the page did not put there).
+        if request.method == .post, Self.isDeviceRegistration(request.uri.path) {
+            response.headers[.accessControlAllowOrigin] = "*"
+        }
+        return response
+    }
+
+    /// `/v1/apps/{app}/devices`, read without allocating the parts.
+    static func isDeviceRegistration(_ path: String) -> Bool {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false)
+        return parts.count == 5 && parts[0].isEmpty && parts[1] == "v1" && parts[2] == "apps" && parts[4] == "devices"
+    }
+
+    private func answer(
+        _ request: Request,
+        context: Context,
+        next: (Request, Context) async throws -> Response
+    ) async throws -> Response {
         guard health.isUp else { return APIError.databaseUnavailable.response }
         do {
             return try await next(request, context)
