@@ -12,6 +12,30 @@ import Testing
 
 @testable import RichPushServer
 
+/// A sandbox in a scratch folder, an event loop for providers, and the sandbox's CA to trust.
+struct WebPushFixture {
+    let dir: URL
+    let sandbox: Sandbox
+    let group: MultiThreadedEventLoopGroup
+    var trust: TLSTrust { .certificateAuthority(pem: sandbox.credentials.caCertificatePEM) }
+
+    static func start() async throws -> WebPushFixture {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("webpush-\(UUID().uuidString)")
+        return WebPushFixture(
+            dir: dir,
+            sandbox: try await Sandbox.start(directory: dir, threads: 1),
+            group: MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        )
+    }
+
+    func stop() async throws {
+        try await group.shutdownGracefully()
+        await sandbox.stop()
+    }
+
+    func removeFolder() { try? FileManager.default.removeItem(at: dir) }
+}
+
 /// Web Push through the server: the app's VAPID key, browsers registered by their subscription, a rich message
 /// encrypted for each and posted to the sandbox's push service, which decrypts what a browser would get.
 @Suite struct WebPushServerTests {
@@ -26,10 +50,9 @@ import Testing
     }
 
     @Test func aRichMessageReachesEachBrowserEncryptedAndGoneOnesArePruned() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("webpush-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let sandbox = try await Sandbox.start(directory: dir, threads: 1)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let f = try await WebPushFixture.start()
+        defer { f.removeFolder() }
+        let (dir, sandbox, group) = (f.dir, f.sandbox, f.group)
         let providers = try Self.providers(sandbox, group: group)
         let backend = try SQLiteBackend(path: dir.appendingPathComponent("db.sqlite").path)
         let api = RichPushAPI(
@@ -178,18 +201,16 @@ import Testing
             }
         }
         await providers.shutdown()
-        try await group.shutdownGracefully()
-        await sandbox.stop()
+        try await f.stop()
     }
 
     /// An endpoint is an address a user chose: with the outbound policy, one that resolves to loopback (or any
     /// internal address) is never connected to, and the delivery ends with the reason.
     @Test func anEndpointAtAnInternalAddressIsNeverConnectedTo() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("webpush-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let sandbox = try await Sandbox.start(directory: dir, threads: 1)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let trust = TLSTrust.certificateAuthority(pem: sandbox.credentials.caCertificatePEM)
+        let f = try await WebPushFixture.start()
+        defer { f.removeFolder() }
+        let (sandbox, group) = (f.sandbox, f.group)
+        let trust = f.trust
         let provider = WebPushProvider(.init(trust: trust), eventLoopGroup: group)
         let app = ServerApp(
             id: "app_1",
@@ -237,19 +258,17 @@ import Testing
         outside.endpoint = URL(string: "https://fcm.googleapis.com/fcm/send/abc")!
         #expect(provider.tokenProblem(outside.token) == nil)
         await provider.shutdown()
-        try await group.shutdownGracefully()
-        await sandbox.stop()
+        try await f.stop()
     }
 }
 
 /// Every answer class of a push service, through the provider: what the delivery does next.
 @Suite struct WebPushProviderAnswerTests {
     @Test func eachAnswerOfThePushServiceMapsToItsNextStep() async throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("webpush-\(UUID().uuidString)")
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let sandbox = try await Sandbox.start(directory: dir, threads: 1)
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let trust = TLSTrust.certificateAuthority(pem: sandbox.credentials.caCertificatePEM)
+        let f = try await WebPushFixture.start()
+        defer { f.removeFolder() }
+        let (sandbox, group) = (f.sandbox, f.group)
+        let trust = f.trust
         let provider = WebPushProvider(
             .init(policy: AddressPolicy(allowAll: true), trust: trust, requestTimeout: .seconds(2)),
             eventLoopGroup: group
@@ -320,8 +339,7 @@ import Testing
         #expect(sandbox.webPush.acceptedCount == 1)
 
         await provider.shutdown()
-        try await group.shutdownGracefully()
-        await sandbox.stop()
+        try await f.stop()
     }
 }
 

@@ -29,11 +29,16 @@ protocol AppRoutes: APIController {
 extension AppRoutes {
     /// The app of the route, when the caller (decided by ``Authenticator``) may use it with this scope.
     func requireApp(_ context: APIRequestContext, _ scope: APIScope) async throws -> ServerApp {
+        try await requireApp(context, anyOf: [scope])
+    }
+
+    /// The same, for a route any of several scopes opens; a refusal names the first.
+    func requireApp(_ context: APIRequestContext, anyOf scopes: [APIScope]) async throws -> ServerApp {
         guard let appID = context.parameters.get("app") else { throw APIError(.notFound, "no app in the path") }
         if case .app(let grant) = try context.requireCaller() {
             guard grant.appID == appID else { throw APIError(.forbidden, "this key belongs to another app") }
-            guard grant.scopes.contains(scope) else {
-                throw APIError(.forbidden, "this key lacks the '\(scope.rawValue)' scope")
+            guard scopes.contains(where: grant.scopes.contains) else {
+                throw APIError(.forbidden, "this key lacks the '\(scopes.first?.rawValue ?? "")' scope")
             }
         }
         guard let app = try await store.app(id: appID) else { throw APIError(.notFound, "no app '\(appID)'") }

@@ -25,33 +25,25 @@ enum ConsoleController {
         "html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8",
     ]
 
-    static let files: [String: ByteBuffer] = {
-        guard let folder = Bundle.module.resourceURL?.appendingPathComponent("console"),
-            // The package ships the folder; without it every console file answers 404 (the console tests would fail).
-            let names = try? FileManager.default.contentsOfDirectory(atPath: folder.path)
+    static let files = load("console")
+
+    /// The files of a resource folder whose type is one of ``types``, by name, read once. The package ships the
+    /// folders; without one every file of it answers 404 (its tests would fail).
+    static func load(_ folder: String) -> [String: ByteBuffer] {
+        guard let url = Bundle.module.resourceURL?.appendingPathComponent(folder),
+            let names = try? FileManager.default.contentsOfDirectory(atPath: url.path)
         else { return [:] }
         var out: [String: ByteBuffer] = [:]
         for name in names where types[(name as NSString).pathExtension] != nil {
-            if let data = FileManager.default.contents(atPath: folder.appendingPathComponent(name).path) {
+            if let data = FileManager.default.contents(atPath: url.appendingPathComponent(name).path) {
                 out[name] = ByteBuffer(bytes: data)
             }
         }
         return out
-    }()
+    }
 
     /// The web SDK's files (`Resources/sdk/web`): the page script and the service worker.
-    static let sdkFiles: [String: ByteBuffer] = {
-        guard let folder = Bundle.module.resourceURL?.appendingPathComponent("sdk/web"),
-            let names = try? FileManager.default.contentsOfDirectory(atPath: folder.path)
-        else { return [:] }
-        var out: [String: ByteBuffer] = [:]
-        for name in names where name.hasSuffix(".js") {
-            if let data = FileManager.default.contents(atPath: folder.appendingPathComponent(name).path) {
-                out[name] = ByteBuffer(bytes: data)
-            }
-        }
-        return out
-    }()
+    static let sdkFiles = load("sdk/web")
 
     /// A web SDK file, loadable from any site: pages load the script, and a site's worker imports ours
     /// (`importScripts`), both across origins.
@@ -63,7 +55,7 @@ enum ConsoleController {
                 body: .init(byteBuffer: ByteBuffer(string: "no such SDK file"))
             )
         }
-        var headers: HTTPFields = [.contentType: "text/javascript; charset=utf-8", .cacheControl: "max-age=300"]
+        var headers: HTTPFields = [.contentType: types["js"]!, .cacheControl: "max-age=300"]
         headers[HTTPField.Name("X-Content-Type-Options")!] = "nosniff"
         headers[HTTPField.Name("Cross-Origin-Resource-Policy")!] = "cross-origin"
         headers[.accessControlAllowOrigin] = "*"

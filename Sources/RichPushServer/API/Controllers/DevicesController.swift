@@ -21,12 +21,7 @@ struct DevicesController: AppRoutes {
     }
 
     func registerDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app: ServerApp
-        do { app = try await requireApp(context, .register) } catch let e as APIError where e.code == .forbidden {
-            // A key with manage registers too; the error named is the narrow scope's.
-            guard case .app(let grant) = try context.requireCaller(), grant.scopes.contains(.manage) else { throw e }
-            app = try await requireApp(context, .manage)
-        }
+        let app = try await requireApp(context, anyOf: [.register, .manage])
         let device = try DeviceBody.decode(try await bodyJSON(request), appID: app.id, providers: providers).device
         try await registry.upsert(device)
         // The error middleware allows any origin to read this route's answers.
