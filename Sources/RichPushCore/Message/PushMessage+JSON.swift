@@ -4,7 +4,7 @@ extension PushMessage {
         "id", "alert", "title", "subtitle", "body", "media", "chart", "sound", "badge", "category", "thread_id",
         "collapse_id", "push_type", "priority", "ttl", "expiration", "interruption_level", "relevance_score",
         "content_available", "content_override", "data", "deep_link", "chart_image_url", "receipt_url",
-        "analytics_label", "targets", "web",
+        "analytics_label", "targets", "web", "live_activity",
     ]
 
     /// Reads a message from its JSON form (see `docs/payload-format.md`), throwing every problem found in
@@ -159,6 +159,11 @@ extension PushMessage {
             }
             m.web = options
         }
+        if let la = r.object(o["live_activity"], at: "live_activity") {
+            m.liveActivity = LiveActivity.read(la, into: &r)
+            // The push type follows from the activity unless the sender named one (checked by the validator).
+            if o["push_type"] == nil { m.pushType = .liveactivity }
+        }
         if let t = r.object(o["targets"], at: "targets") {
             r.rejectUnknown(t, known: ["apns_tokens", "fcm_tokens", "topic", "condition"], at: "targets")
             m.targets = Targets(
@@ -283,7 +288,9 @@ extension PushMessage {
         put("category", category)
         put("thread_id", threadID)
         put("collapse_id", collapseID)
-        if pushType != .alert { o["push_type"] = .string(pushType.rawValue) }
+        if pushType != .alert && !(pushType == .liveactivity && liveActivity != nil) {
+            o["push_type"] = .string(pushType.rawValue)
+        }
         if let priority { o["priority"] = .string(priority.rawValue) }
         if let ttl { o["ttl"] = .int(Int64(ttl)) }
         if let expiration { o["expiration"] = .int(expiration) }
@@ -317,6 +324,7 @@ extension PushMessage {
             }
             o["web"] = .object(w)
         }
+        if let liveActivity { o["live_activity"] = liveActivity.json }
         if !targets.isEmpty {
             var t: [String: JSONValue] = [:]
             if !targets.apnsTokens.isEmpty { t["apns_tokens"] = .array(targets.apnsTokens.map(JSONValue.string)) }

@@ -48,6 +48,8 @@ public struct PushMessage: Sendable, Hashable {
     public var analyticsLabel: String?
     /// What only browsers show: an icon, a badge, buttons.
     public var web: WebOptions?
+    /// Start, update or end a Live Activity instead of showing a notification (push type `liveactivity`).
+    public var liveActivity: LiveActivity?
     public var targets: Targets
 
     /// A browser notification's icon (the site's picture beside the text), badge (a small monochrome picture,
@@ -128,7 +130,10 @@ public struct PushMessage: Sendable, Hashable {
     }
 
     /// True when the device must run the service extension (media to fetch or a chart to draw).
-    public var needsServiceExtension: Bool { !media.isEmpty || chart != nil || contentOverride != nil }
+    /// A live activity's chart travels in its content state, drawn by the app's widget: no extension runs.
+    public var needsServiceExtension: Bool {
+        liveActivity == nil && (!media.isEmpty || chart != nil || contentOverride != nil)
+    }
 }
 
 extension PushMessage {

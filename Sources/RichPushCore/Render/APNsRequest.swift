@@ -41,7 +41,7 @@ public struct APNsRenderer: Sendable {
     }
 
     public func render(_ m: PushMessage, deviceToken: String) -> APNsRequest {
-        let payload = Self.payload(for: m)
+        let payload = Self.payload(for: m, now: now())
         return APNsRequest(
             path: "/3/device/\(deviceToken)",
             headers: headers(for: m),
@@ -77,18 +77,22 @@ public struct APNsRenderer: Sendable {
         return Int64(now().timeIntervalSince1970) + Int64(min(max(ttl, 0), 1 << 30))
     }
 
-    /// The JSON body, which does not depend on the device token.
-    public static func payload(for m: PushMessage) -> JSONValue {
+    /// The JSON body, which does not depend on the device token. `now` is a live activity's timestamp when the
+    /// message has none.
+    public static func payload(for m: PushMessage, now: Date = Date()) -> JSONValue {
         var root: [String: JSONValue] = [:]
         for (k, v) in m.data { root[k] = v }
-        root["aps"] = .object(aps(for: m))
-        if let rp = RichPushKey.encode(m) { root[RichPushKey.name] = rp }
+        root["aps"] = .object(aps(for: m, now: now))
+        if m.liveActivity == nil, let rp = RichPushKey.encode(m) { root[RichPushKey.name] = rp }
         return .object(root)
     }
 
     /// The `aps` dictionary; `mutable-content` is set whenever the device has media to fetch or a chart to draw.
-    public static func aps(for m: PushMessage) -> [String: JSONValue] {
+    public static func aps(for m: PushMessage, now: Date = Date()) -> [String: JSONValue] {
         var aps: [String: JSONValue] = [:]
+        if let live = m.liveActivity {
+            aps = live.apsFields(chart: m.chart, now: Int64(now.timeIntervalSince1970))
+        }
         let alert = alertDictionary(m.alert)
         if !alert.isEmpty {
             if alert.count == 1, let body = alert["body"] { aps["alert"] = body } else { aps["alert"] = .object(alert) }

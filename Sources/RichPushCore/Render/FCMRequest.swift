@@ -128,6 +128,8 @@ public struct FCMRenderer: Sendable {
         if let a = m.alert.titleLocArgs { an["title_loc_args"] = .array(a.map(JSONValue.string)) }
         if let k = m.alert.locKey { an["body_loc_key"] = .string(k) }
         if let a = m.alert.locArgs { an["body_loc_args"] = .array(a.map(JSONValue.string)) }
+        // A live activity on Android is one notification, replaced by each state: the tag names it.
+        if m.liveActivity != nil { an["tag"] = .string(m.collapseID ?? LiveActivity.defaultAndroidTag) }
         if !an.isEmpty { android["notification"] = .object(an) }
         if let p = m.priority { android["priority"] = .string(p == .high ? "HIGH" : "NORMAL") }
         if let ttl = ttlSeconds(for: m) { android["ttl"] = .string("\(ttl)s") }
@@ -146,7 +148,7 @@ public struct FCMRenderer: Sendable {
             )
         }
         var payload: [String: JSONValue] = [:]
-        var aps = APNsRenderer.aps(for: m)
+        var aps = APNsRenderer.aps(for: m, now: now())
         // FCM builds the alert from `notification`; an `aps.alert` here would replace it, so only send one when
         // it carries what `notification` cannot (subtitle, localization keys).
         let alert = APNsRenderer.alertDictionary(m.alert)

@@ -61,6 +61,15 @@ public struct MessageValidator: Sendable {
         checkData(m, &r)
         checkMedia(m, &r)
         if let chart = m.chart { r.merge(chart.validate(at: "chart")) }
+        if let live = m.liveActivity {
+            r.merge(live.issues(in: m, now: Int64(options.now().timeIntervalSince1970)))
+        } else if m.pushType == .liveactivity {
+            r.add(
+                "live_activity",
+                "required",
+                "push type 'liveactivity' needs a live_activity object: its event, content_state and timestamp"
+            )
+        }
         if options.checksSizes { checkSizes(m, &r) }
         return r
     }
