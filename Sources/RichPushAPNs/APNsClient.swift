@@ -115,6 +115,21 @@ public final class APNsClient: Sendable {
         headers: [(String, String)],
         body: ByteBuffer
     ) async throws(APNsFailure) -> APNsDelivery {
+        let response = try await perform(method: "POST", path: path, headers: headers, body: body)
+        return APNsDelivery(
+            apnsID: response.headers.first(name: "apns-id"),
+            uniqueID: response.headers.first(name: "apns-unique-id")
+        )
+    }
+
+    /// One request with the connection's credentials; a 2xx answer is returned, any other thrown as APNs'
+    /// reason with what to do next.
+    func perform(
+        method: String,
+        path: String,
+        headers: [(String, String)],
+        body: ByteBuffer?
+    ) async throws(APNsFailure) -> H2Response {
         var tokenRetried = false
         while true {
             let response: H2Response
@@ -130,17 +145,15 @@ public final class APNsClient: Sendable {
                             )
                         )
                     }
-                    return H2Request(path: path, headers: h, body: body)
+                    return H2Request(method: method, path: path, headers: h, body: body)
                 }
             } catch let error as TransportError {
                 throw APNsFailure(transport: error, retry: error == .shutDown ? .never : .retry)
             } catch {
                 throw APNsFailure(transport: .connectFailed("\(error)"), retry: .fixCredentials)
             }
-            let apnsID = response.headers.first(name: "apns-id")
-            if response.status == 200 {
-                return APNsDelivery(apnsID: apnsID, uniqueID: response.headers.first(name: "apns-unique-id"))
-            }
+            let apnsID = response.headers.first(name: "apns-id") ?? response.headers.first(name: "apns-request-id")
+            if (200..<300).contains(response.status) { return response }
             let body = response.bodyBytes
             let json = (try? JSONValue.parse(body)) ?? .null
             let reason =

@@ -28,12 +28,26 @@ public struct APNsConfiguration: Sendable {
         case sandbox
         /// Any host, such as the RichPush sandbox emulator on loopback.
         case custom(host: String, port: Int)
+        /// Broadcast channel management (create, read, delete, list), on hosts of its own.
+        case productionChannels
+        case sandboxChannels
 
         var hostPort: (String, Int) {
             switch self {
             case .production: return ("api.push.apple.com", 443)
             case .sandbox: return ("api.sandbox.push.apple.com", 443)
+            case .productionChannels: return ("api-manage-broadcast.push.apple.com", 2196)
+            case .sandboxChannels: return ("api-manage-broadcast.sandbox.push.apple.com", 2195)
             case .custom(let h, let p): return (h, p)
+            }
+        }
+
+        /// Where this environment manages its broadcast channels (a custom host serves both).
+        public var channelManagement: Endpoint {
+            switch self {
+            case .production, .productionChannels: return .productionChannels
+            case .sandbox, .sandboxChannels: return .sandboxChannels
+            case .custom: return self
             }
         }
     }

@@ -189,6 +189,37 @@ public final class Sandbox: Sendable {
                     "notifications": .array(all.suffix(limit).map(\.json)),
                 ]
             )
+        case ("GET", "/apns/activities"):
+            // What the device shows: every Live Activity, its state, and what it ignored and why.
+            let all = apns.activities()
+            return (
+                200,
+                [
+                    "count": .int(Int64(all.count)), "activities": .array(all.prefix(max(0, limit)).map(\.json)),
+                    "ignored": .object(apns.liveIgnoredCounts.mapValues { .int(Int64($0)) }),
+                ]
+            )
+        case ("GET", "/apns/channels"):
+            return (
+                200,
+                [
+                    "channels": .array(
+                        apns.channels().prefix(max(0, limit)).map { c in
+                            [
+                                "id": .string(c.id), "bundle_id": .string(c.bundleID),
+                                "message_storage_policy": .int(Int64(c.storagePolicy)),
+                                "subscribers": .int(Int64(c.subscribers.count)),
+                            ]
+                        }
+                    )
+                ]
+            )
+        case ("POST", "/apns/push-to-start-tokens"):
+            guard let token = body?["token"]?.stringValue, !token.isEmpty else {
+                return (400, ["error": "token is required"])
+            }
+            apns.registerPushToStartToken(token, attributesType: body?["attributes_type"]?.stringValue)
+            return (201, ["token": .string(token)])
         case ("GET", "/apns/stats"):
             return (
                 200,

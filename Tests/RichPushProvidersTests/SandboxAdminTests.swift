@@ -22,6 +22,44 @@ import FoundationNetworking
         return ((response as? HTTPURLResponse)?.statusCode ?? 0, try JSONValue.parse(data))
     }
 
+    @Test func theDeviceSimulatorShowsLiveActivitiesAndChannels() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sandbox-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sandbox = try await Sandbox.start(directory: dir, threads: 1)
+        let client = try sandbox.apnsClient(requestTimeout: 2)
+        let token = String(repeating: "d5", count: 32)
+        let registered = try await call(
+            sandbox.adminPort,
+            "POST",
+            "/apns/push-to-start-tokens",
+            ["token": .string(token), "attributes_type": "ScoreAttributes"]
+        )
+        #expect(registered.0 == 201)
+        let channel = try await client.createChannel(bundleID: "com.example.app", storagePolicy: .noMessageStored)
+        var start = PushMessage(alert: .init(title: "Kick-off", body: "0 – 0"))
+        start.liveActivity = LiveActivity(
+            event: .start,
+            contentState: ["home": 0, "away": 0],
+            attributesType: "ScoreAttributes",
+            attributes: ["match": "7"],
+            timestamp: Int64(Date().timeIntervalSince1970),
+            inputPushChannel: channel.id
+        )
+        start.pushType = .liveactivity
+        _ = try await client.send(APNsRenderer(bundleID: "com.example.app").render(start, deviceToken: token))
+
+        let (status, shown) = try await call(sandbox.adminPort, "GET", "/apns/activities")
+        #expect(status == 200 && shown["count"] == 1)
+        let activity = shown["activities"]?.arrayValue?.first
+        #expect(activity?["content_state"] == ["home": 0, "away": 0])
+        #expect(activity?["channel"] == .string(channel.id) && activity?["attributes_type"] == "ScoreAttributes")
+        let (_, channels) = try await call(sandbox.adminPort, "GET", "/apns/channels")
+        #expect(channels["channels"]?.arrayValue?.first?["subscribers"] == 1)
+        #expect(try await call(sandbox.adminPort, "POST", "/apns/push-to-start-tokens", [:]).0 == 400)
+        await client.shutdown()
+        await sandbox.stop()
+    }
+
     @Test func recordsStatsDevicesAndFaultsOverHTTP() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sandbox-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }

@@ -165,10 +165,51 @@ public final class APNsEmulator: Sendable {
     /// Rejections by reason.
     public var rejectedCounts: [String: Int] { state.data.withLockedValue { $0.rejected } }
 
+    // MARK: Live Activities and channels
+
+    /// Marks a token as a push-to-start token for this attributes type (nil: any); a start sent to any other
+    /// token is ignored by the device unless tokens register on first use.
+    public func registerPushToStartToken(_ token: String, attributesType: String? = nil) {
+        state.data.withLockedValue { $0.live.pushToStart[token.lowercased()] = .some(attributesType) }
+    }
+
+    /// Activities the device shows, started by push or by the app, oldest state first.
+    public func activities() -> [EmulatedActivity] {
+        state.data.withLockedValue { Array($0.live.activities.values) }.sorted { $0.id < $1.id }
+    }
+
+    /// The activity an update token belongs to.
+    public func activity(updateToken: String) -> EmulatedActivity? {
+        state.data.withLockedValue { d in d.live.byToken[updateToken.lowercased()].flatMap { d.live.activities[$0] } }
+    }
+
+    /// Subscribes an activity (by its update token) to a channel, as `pushType: .channel(id)` does on device.
+    @discardableResult
+    public func subscribe(updateToken: String, channel: String) -> Bool {
+        state.data.withLockedValue { d in
+            guard let id = d.live.byToken[updateToken.lowercased()], d.live.channels[channel] != nil else {
+                return false
+            }
+            d.live.channels[channel]?.subscribers.insert(id)
+            d.live.activities[id]?.channel = channel
+            return true
+        }
+    }
+
+    /// The channels of an app (all apps: nil).
+    public func channels(bundleID: String? = nil) -> [EmulatedChannel] {
+        state.data.withLockedValue { d in d.live.channels.values.filter { bundleID == nil || $0.bundleID == bundleID } }
+            .sorted { $0.id < $1.id }
+    }
+
+    /// Live Activity pushes APNs accepted that the device did not apply, by reason (`older-timestamp`, `ended`…).
+    public var liveIgnoredCounts: [String: Int] { state.data.withLockedValue { $0.live.ignored } }
+
     public func resetRecords() {
         state.data.withLockedValue { d in
             d.records.removeAll()
             d.rejected.removeAll()
+            d.live = LiveActivityModel()
         }
     }
 }

@@ -65,6 +65,13 @@ struct APNsEmulatorLogic: EmulatorLogic {
             }
         }
 
+        if request.path.hasPrefix("/1/apps/") {
+            return manageChannels(request, connection: connection, control: control)
+        }
+        if request.path.hasPrefix("/4/broadcasts/apps/") {
+            return broadcast(request, connection: connection, control: control)
+        }
+
         // Request line and headers.
         guard request.method == "POST" else { return reject(405, "MethodNotAllowed") }
         guard request.path.hasPrefix("/3/device/") else { return reject(404, "BadPath") }
@@ -93,6 +100,8 @@ struct APNsEmulatorLogic: EmulatorLogic {
             priority = v
         }
         if pushType == .background && priority == 10 { return reject(400, "BadPriority") }
+        // Live Activity updates go at 5 or 10 (10 counts against the activity's budget).
+        if pushType == .liveactivity && priority == 1 { return reject(400, "BadPriority") }
         var expiration: Int64?
         if let e = request.header("apns-expiration") {
             guard let v = Int64(e), v >= 0 else { return reject(400, "BadExpirationDate") }
@@ -103,17 +112,8 @@ struct APNsEmulatorLogic: EmulatorLogic {
             return reject(400, "BadDeviceToken")
         }
 
-        // Authentication.
-        if !configuration.certificateMode {
-            if let problem = checkToken(request.header("authorization"), bundle: bundle, connection: connection) {
-                return reject(problem.0, problem.1)
-            }
-            if !connection.limitRaised {
-                connection.limitRaised = true
-                control.announceMaxConcurrentStreams(configuration.maxConcurrentStreams)
-            }
-        } else if !connection.hasClientCertificate {
-            return reject(403, "MissingProviderToken")
+        if let problem = authenticate(request, bundle: bundle, connection: connection, control: control) {
+            return reject(problem.0, problem.1)
         }
 
         // The device registry.
@@ -137,6 +137,24 @@ struct APNsEmulatorLogic: EmulatorLogic {
         if request.body.count > pushType.payloadLimit { return reject(413, "PayloadTooLarge") }
         guard case .object? = try? JSONValue.parse(request.body) else { return reject(400, "PayloadEmpty") }
 
+        if pushType == .liveactivity, let payload = try? JSONValue.parse(request.body) {
+            let autoRegister = configuration.autoRegisterTokens
+            let issue = { () -> String in
+                var bytes = [UInt8](repeating: 0, count: 32)
+                for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
+                return bytes.map { String(format: "%02x", $0) }.joined()
+            }
+            state.data.withLockedValue { d in
+                var issued: [String] = []
+                d.live.apply(payload: payload, token: lower, topic: bundle, autoRegister: autoRegister) {
+                    let t = issue()
+                    issued.append(t)
+                    return t
+                }
+                // A started activity's update token is a device token of the same app.
+                for t in issued { d.devices[t] = .init(topic: bundle, environment: configuration.environment) }
+            }
+        }
         state.record(
             RecordedAPNsNotification(
                 apnsID: apnsID,
@@ -156,6 +174,27 @@ struct APNsEmulatorLogic: EmulatorLogic {
     }
 
     private func idHeaders(_ id: String) -> [(String, String)] { [("apns-id", id)] }
+
+    /// The connection's credentials for this app: a provider token (whose first success raises the stream
+    /// limit) or a client certificate. nil when the request may go on.
+    func authenticate(
+        _ request: EmulatorRequest,
+        bundle: String,
+        connection: APNsConnectionState,
+        control: ConnectionControl
+    ) -> (Int, String)? {
+        if configuration.certificateMode {
+            return connection.hasClientCertificate ? nil : (403, "MissingProviderToken")
+        }
+        if let problem = checkToken(request.header("authorization"), bundle: bundle, connection: connection) {
+            return problem
+        }
+        if !connection.limitRaised {
+            connection.limitRaised = true
+            control.announceMaxConcurrentStreams(configuration.maxConcurrentStreams)
+        }
+        return nil
+    }
 
     /// The provider-token rules; nil when the token may be used.
     private func checkToken(_ header: String?, bundle: String, connection: APNsConnectionState) -> (Int, String)? {

@@ -14,6 +14,8 @@ public struct RecordedAPNsNotification: Sendable {
     public var collapseID: String?
     public var payload: [UInt8]
     public var receivedAt: Date
+    /// A broadcast's channel (its `deviceToken` is empty).
+    public var channelID: String? = nil
 
     public var payloadJSON: JSONValue? { try? JSONValue.parse(payload) }
 
@@ -26,6 +28,7 @@ public struct RecordedAPNsNotification: Sendable {
         ]
         if let e = expiration { o["expiration"] = .int(e) }
         if let c = collapseID { o["collapse_id"] = .string(c) }
+        if let c = channelID { o["channel_id"] = .string(c) }
         return .object(o)
     }
 }
@@ -69,6 +72,7 @@ final class APNsEmulatorState: Sendable {
         var records: RecordRing<RecordedAPNsNotification>
         var rejected: [String: Int] = [:]
         var faults = FaultPlan<APNsFault>()
+        var live = LiveActivityModel()
     }
 
     let data: NIOLockedValueBox<Data>

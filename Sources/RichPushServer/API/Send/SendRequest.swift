@@ -45,6 +45,11 @@ struct SendRequest {
                 issues: report.errors
             )
         }
+        // A live activity's state is dated when it is accepted, so that retries and slow deliveries keep their
+        // place: the device ignores a state older than one it has shown.
+        if message.liveActivity != nil && message.liveActivity?.timestamp == nil {
+            message.liveActivity?.timestamp = Int64(max(now, options.notBefore).timeIntervalSince1970)
+        }
         return SendRequest(message: message, audience: audience, options: options, report: report)
     }
 }

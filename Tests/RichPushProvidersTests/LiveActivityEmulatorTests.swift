@@ -1,0 +1,227 @@
+import Foundation
+import RichPushCore
+import RichPushSandbox
+import RichPushTransport
+import Testing
+
+@testable import RichPushAPNs
+
+/// Live Activities end to end against the APNs emulator over TLS HTTP/2: push-to-start, updates, ends, the
+/// device's ordering rules, refusals, and broadcast channels.
+@Suite struct LiveActivityEmulatorTests {
+    static let pushToStart = "aa11aa11aa11aa11aa11aa11aa11aa11aa11aa11aa11aa11aa11aa11aa11aa11"
+    static let activityToken = "bb22bb22bb22bb22bb22bb22bb22bb22bb22bb22bb22bb22bb22bb22bb22bb22"
+    let bundle = "com.example.app"
+    let base = APNsClientTests()
+
+    func render(_ json: String, token: String) throws -> APNsRequest {
+        APNsRenderer(bundleID: bundle).render(try PushMessage.decode(JSONValue.parse(json)), deviceToken: token)
+    }
+
+    func start(_ extra: String = #","input_push_token":true"#, timestamp: Int64) -> String {
+        #"{"title":"Order A-17","body":"Preparing","live_activity":{"event":"start","attributes_type":"DeliveryAttributes","attributes":{"order":"A-17"},"content_state":{"eta":20},"timestamp":\#(timestamp)\#(extra)}}"#
+    }
+
+    func update(_ eta: Int, timestamp: Int64, event: String = "update") -> String {
+        #"{"live_activity":{"event":"\#(event)","content_state":{"eta":\#(eta)},"timestamp":\#(timestamp)}}"#
+    }
+
+    @Test func pushToStartThenUpdatesThenEnd() async throws {
+        try await base.withSandbox(.init(autoRegisterTokens: false)) { emulator, client in
+            emulator.registerDevice(Self.pushToStart, topic: bundle)
+            emulator.registerPushToStartToken(Self.pushToStart, attributesType: "DeliveryAttributes")
+            let t0 = Int64(Date().timeIntervalSince1970)
+            _ = try await client.send(try render(start(timestamp: t0), token: Self.pushToStart))
+            let started = try #require(emulator.activities().first)
+            #expect(started.attributesType == "DeliveryAttributes")
+            #expect(started.attributes == ["order": "A-17"])
+            #expect(started.contentState == ["eta": 20])
+            let updateToken = try #require(started.updateToken)
+            #expect(emulator.recorded(token: Self.pushToStart).first?.topic == "com.example.app.push-type.liveactivity")
+
+            // Updates come to the token the start asked for.
+            _ = try await client.send(try render(update(12, timestamp: t0 + 1), token: updateToken))
+            _ = try await client.send(try render(update(5, timestamp: t0 + 2), token: updateToken))
+            #expect(emulator.activity(updateToken: updateToken)?.contentState == ["eta": 5])
+            let end =
+                #"{"live_activity":{"event":"end","content_state":{"eta":0},"dismissal_date":\#(t0 + 60),"timestamp":\#(t0 + 3)}}"#
+            _ = try await client.send(try render(end, token: updateToken))
+            let ended = try #require(emulator.activity(updateToken: updateToken))
+            #expect(ended.ended && ended.dismissalDate == t0 + 60 && ended.contentState == ["eta": 0])
+            #expect(ended.history == [t0, t0 + 1, t0 + 2, t0 + 3])
+
+            // After the end, nothing more is applied (APNs still accepts the push).
+            _ = try await client.send(try render(update(9, timestamp: t0 + 4), token: updateToken))
+            #expect(emulator.activity(updateToken: updateToken)?.contentState == ["eta": 0])
+            #expect(emulator.liveIgnoredCounts["ended"] == 1)
+        }
+    }
+
+    @Test func anOlderStateArrivingLateIsIgnoredSoTheDeviceNeverGoesBack() async throws {
+        try await base.withSandbox { emulator, client in
+            let t0 = Int64(Date().timeIntervalSince1970)
+            _ = try await client.send(try render(update(10, timestamp: t0 + 5), token: Self.activityToken))
+            // A retry of an earlier state, delivered after a newer one.
+            _ = try await client.send(try render(update(30, timestamp: t0 + 2), token: Self.activityToken))
+            let a = try #require(emulator.activity(updateToken: Self.activityToken))
+            #expect(a.contentState == ["eta": 10] && a.timestamp == t0 + 5)
+            #expect(emulator.liveIgnoredCounts["older-timestamp"] == 1)
+        }
+    }
+
+    @Test func whatTheDeviceIgnoresIsCountedByReason() async throws {
+        try await base.withSandbox(.init(autoRegisterTokens: false)) { emulator, client in
+            emulator.registerDevice(Self.pushToStart, topic: bundle)
+            emulator.registerDevice(Self.activityToken, topic: bundle)
+            emulator.registerPushToStartToken(Self.pushToStart, attributesType: "DeliveryAttributes")
+            let t = Int64(Date().timeIntervalSince1970)
+            // Raw payloads our renderer would never write, sent as another server might.
+            func raw(_ aps: String, _ token: String) async throws {
+                var r = try render(update(1, timestamp: t), token: token)
+                r.body = Array(#"{"aps":\#(aps)}"#.utf8)
+                _ = try await client.send(r)
+            }
+            try await raw(#"{"event":"update","content-state":{}}"#, Self.activityToken)
+            try await raw(#"{"timestamp":1,"content-state":{}}"#, Self.activityToken)
+            try await raw(#"{"event":"update","timestamp":1,"content-state":{}}"#, Self.activityToken)
+            try await raw(
+                #"{"event":"start","timestamp":1,"attributes-type":"OtherAttributes","attributes":{},"content-state":{},"alert":{"title":"t"}}"#,
+                Self.pushToStart
+            )
+            try await raw(
+                #"{"event":"start","timestamp":1,"attributes-type":"DeliveryAttributes","attributes":{},"content-state":{}}"#,
+                Self.pushToStart
+            )
+            try await raw(
+                #"{"event":"start","timestamp":1,"attributes-type":"DeliveryAttributes","content-state":{},"alert":{"title":"t"}}"#,
+                Self.pushToStart
+            )
+            #expect(
+                emulator.liveIgnoredCounts == [
+                    "no-timestamp": 1, "no-event": 1, "no-activity": 1, "attributes-type-mismatch": 1,
+                    "start-without-alert": 1, "start-without-attributes": 1,
+                ]
+            )
+            #expect(emulator.activities().isEmpty)
+            #expect(emulator.acceptedCount == 6)
+        }
+    }
+
+    @Test(arguments: [
+        ("topic", "TopicDisallowed"),
+        ("priority", "BadPriority"),
+        ("size", "PayloadTooLarge"),
+    ])
+    func apnsRefusesWhatItRefuses(_ what: String, _ reason: String) async throws {
+        try await base.withSandbox { emulator, client in
+            var r = try render(update(1, timestamp: 1_700_000_000), token: Self.activityToken)
+            switch what {
+            case "topic": r.headers = r.headers.map { $0.name == "apns-topic" ? ("apns-topic", bundle) : $0 }
+            case "priority": r.headers.append(("apns-priority", "1"))
+            default:
+                r.body = Array(
+                    #"{"aps":{"event":"update","timestamp":1,"content-state":{"s":"\#(String(repeating: "x", count: 4100))"}}}"#
+                        .utf8
+                )
+            }
+            await #expect(throws: APNsFailure.self) { _ = try await client.send(r) }
+            #expect(emulator.rejectedCounts[reason] == 1)
+            #expect(emulator.activities().isEmpty)
+        }
+    }
+
+    /// The channels host is a client of its own (`Endpoint.channelManagement`); the emulator serves both.
+    @Test func channelsAreCreatedReadListedBroadcastToAndDeleted() async throws {
+        try await base.withSandbox(.init(autoRegisterTokens: false)) { emulator, client in
+            let channel = try await client.createChannel(bundleID: bundle, storagePolicy: .mostRecentMessageStored)
+            #expect(Data(base64Encoded: channel.id) != nil)
+            #expect(
+                try await client.channel(bundleID: bundle, id: channel.id).storagePolicy == .mostRecentMessageStored
+            )
+            let other = try await client.createChannel(bundleID: bundle, storagePolicy: .noMessageStored)
+            #expect(Set(try await client.allChannels(bundleID: bundle)) == [channel.id, other.id])
+
+            // Two devices start the activity on the channel by push-to-start; a third listens by its own choice.
+            emulator.registerDevice(Self.pushToStart, topic: bundle)
+            emulator.registerPushToStartToken(Self.pushToStart)
+            let t0 = Int64(Date().timeIntervalSince1970)
+            _ = try await client.send(
+                try render(start(#","input_push_channel":"\#(channel.id)""#, timestamp: t0), token: Self.pushToStart)
+            )
+            _ = try await client.send(
+                try render(start(#","input_push_channel":"\#(channel.id)""#, timestamp: t0), token: Self.pushToStart)
+            )
+            #expect(emulator.activities().count == 2)
+            #expect(emulator.activities().allSatisfy { $0.channel == channel.id && $0.updateToken == nil })
+
+            // One request updates every listener.
+            let delivery = try await client.broadcast(
+                try render(update(3, timestamp: t0 + 1), token: "unused"),
+                bundleID: bundle,
+                channelID: channel.id
+            )
+            #expect(delivery.apnsID != nil)
+            #expect(emulator.activities().allSatisfy { $0.contentState == ["eta": 3] })
+            #expect(emulator.recorded().last?.channelID == channel.id)
+
+            // Refusals: an unknown channel, a push type other than liveactivity, no channel id.
+            await #expect(throws: APNsFailure.self) {
+                _ = try await client.broadcast(
+                    try render(update(4, timestamp: t0 + 2), token: "unused"),
+                    bundleID: bundle,
+                    channelID: "bm90LWEtY2hhbm5lbA=="
+                )
+            }
+            #expect(emulator.rejectedCounts["ChannelNotRegistered"] == 1)
+            let alert = try render(#"{"body":"x"}"#, token: "unused")
+            #expect(alert.header("apns-push-type") == "alert")
+            await #expect(throws: APNsFailure.self) {
+                _ = try await client.broadcast(alert, bundleID: bundle, channelID: channel.id)
+            }
+            #expect(emulator.rejectedCounts["InvalidPushType"] == 1)
+            do {
+                _ = try await client.channel(bundleID: "com.example.other", id: channel.id)
+                Issue.record("another app read the channel")
+            } catch let error as APNsFailure {
+                #expect(error.status == 404 && error.reason == APNsReason(rawValue: "ChannelNotRegistered"))
+            }
+
+            try await client.deleteChannel(bundleID: bundle, id: channel.id)
+            #expect(try await client.allChannels(bundleID: bundle) == [other.id])
+            #expect(emulator.activities().allSatisfy { $0.channel == nil })
+            do {
+                try await client.deleteChannel(bundleID: bundle, id: channel.id)
+                Issue.record("a deleted channel was deleted again")
+            } catch let error as APNsFailure {
+                #expect(error.status == 404)
+            }
+        }
+    }
+
+    @Test func aChannelRequestMustNameAValidPolicyAndType() async throws {
+        try await base.withSandbox { emulator, client in
+            let errors = [
+                (#"{"message-storage-policy":2,"push-type":"LiveActivity"}"#, "InvalidPolicy"),
+                (#"{"message-storage-policy":0,"push-type":"alert"}"#, "InvalidPushType"),
+                ("not json", "BadRequest"),
+            ]
+            for (body, reason) in errors {
+                do {
+                    _ = try await client.perform(
+                        method: "POST",
+                        path: "/1/apps/\(bundle)/channels",
+                        headers: [],
+                        body: APNsClient.buffer(Array(body.utf8))
+                    )
+                    Issue.record("\(body) was accepted")
+                } catch let error as APNsFailure {
+                    #expect(error.reason == APNsReason(rawValue: reason), "\(body)")
+                }
+            }
+            await #expect(throws: APNsFailure.self) {
+                _ = try await client.perform(method: "GET", path: "/1/apps/\(bundle)/channels", headers: [], body: nil)
+            }
+            #expect(emulator.rejectedCounts["MissingChannelId"] == 1)
+        }
+    }
+}
