@@ -111,7 +111,10 @@ import Testing
     }
 
     @Test func validateAcceptsEveryExample() throws {
-        for name in ["rich-image.json", "stock-chart.json", "silent-refresh.json", "fcm-documented-example.json"] {
+        for name in [
+            "rich-image.json", "stock-chart.json", "silent-refresh.json", "fcm-documented-example.json",
+            "live-activity-start.json", "live-activity-update.json", "live-activity-end.json",
+        ] {
             let r = try run(["validate", example(name)])
             #expect(r.status == 0, "\(name): \(r.stdout)")
         }
@@ -130,6 +133,40 @@ import Testing
         let bodyStart = try #require(lines.firstIndex(of: ""))
         let body = try JSONValue.parse(lines[(bodyStart + 1)...].joined(separator: "\n"))
         #expect(body["aps"]?["mutable-content"] == 1)
+    }
+
+    @Test func aLiveActivityUpdatePrintsTheDocumentedHeadersAndAps() throws {
+        let r = try run([
+            "payload", "--provider", "apns", "--json", "--now", "1900000000", "--bundle-id", "com.shop.app",
+            example("live-activity-update.json"),
+        ])
+        #expect(r.status == 0, "\(r.stderr)")
+        let out = try JSONValue.parse(r.stdout)
+        #expect(out["headers"]?["apns-push-type"] == "liveactivity")
+        #expect(out["headers"]?["apns-topic"] == "com.shop.app.push-type.liveactivity")
+        #expect(out["headers"]?["apns-priority"] == "5")
+        #expect(out["headers"]?["apns-collapse-id"] == "order-A-17")
+        let aps = out["body"]?["aps"]
+        #expect(aps?["event"] == "update" && aps?["timestamp"] == 1_900_000_000)
+        #expect(aps?["content-state"]?["status"] == "on-the-way")
+        #expect(
+            aps?["content-state"]?["chart"]?["values"] == [25, 22, 18, 15, 12]
+                && aps?["content-state"]?["chart"]?["type"] == "sparkline"
+        )
+        #expect(aps?["stale-date"] == 1_900_001_800 && aps?["relevance-score"] == 50.0)
+        #expect(aps?["alert"] == ["title": "On its way", "body": "Arriving in about 12 minutes"])
+        #expect(out["body"]?["rp"] == nil && aps?["mutable-content"] == nil)
+
+        let start = try run(
+            ["validate", "-"],
+            stdin: #"{"live_activity":{"event":"start"},"targets":{"apns_tokens":["aa"]}}"#
+        )
+        #expect(start.status == 1)
+        for rule in [
+            "start-needs-attributes-type", "start-needs-attributes", "needs-content-state", "start-needs-alert",
+        ] {
+            #expect(start.stdout.contains("[\(rule)]"), "\(start.stdout)")
+        }
     }
 
     @Test func readsStandardInputAndReportsBadJSON() throws {
