@@ -10,6 +10,8 @@ public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
     case unrelatedKeyIdInToken, badEnvironmentKeyIdInToken, badPath, methodNotAllowed, expiredToken, unregistered
     case payloadTooLarge, tooManyProviderTokenUpdates, tooManyRequests, internalServerError, serviceUnavailable,
         shutdown
+    /// Broadcast and channel management (Live Activities).
+    case missingChannelId, channelNotRegistered, invalidPolicy
     case unknown(String)
 
     static let table: [(APNsReason, String)] = [
@@ -30,6 +32,8 @@ public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
         (.payloadTooLarge, "PayloadTooLarge"), (.tooManyProviderTokenUpdates, "TooManyProviderTokenUpdates"),
         (.tooManyRequests, "TooManyRequests"), (.internalServerError, "InternalServerError"),
         (.serviceUnavailable, "ServiceUnavailable"), (.shutdown, "Shutdown"),
+        (.missingChannelId, "MissingChannelId"), (.channelNotRegistered, "ChannelNotRegistered"),
+        (.invalidPolicy, "InvalidPolicy"),
     ]
     static let byName: [String: APNsReason] = Dictionary(uniqueKeysWithValues: table.map { ($0.1, $0.0) })
 
@@ -60,8 +64,10 @@ public enum APNsReason: Sendable, Hashable, CustomStringConvertible {
         case .badCollapseId, .badExpirationDate, .badMessageId, .badPriority, .badTopic, .duplicateHeaders,
             .invalidPushType,
             .missingDeviceToken, .missingTopic, .payloadEmpty, .topicDisallowed, .badPath, .methodNotAllowed,
-            .payloadTooLarge:
+            .payloadTooLarge, .missingChannelId, .invalidPolicy:
             return .fixRequest
+        // The channel was deleted (or never made): nothing will change by trying again.
+        case .channelNotRegistered: return .never
         case .badCertificate, .badCertificateEnvironment, .forbidden, .invalidProviderToken, .missingProviderToken,
             .unrelatedKeyIdInToken, .badEnvironmentKeyIdInToken, .expiredProviderToken:
             return .fixCredentials
@@ -103,6 +109,9 @@ extension APNsReason {
             return "the bundle id (apns-topic) is not one this key or certificate may push to"
         case .payloadTooLarge:
             return "the payload is over 4 KB: shorten the text or custom data"
+        case .channelNotRegistered:
+            return
+                "APNs knows no such broadcast channel for this app: it was deleted, or made for another app or environment"
         case .tooManyRequests:
             return "too many notifications to this one device: wait before sending to it again"
         case .internalServerError, .serviceUnavailable, .shutdown, .idleTimeout:

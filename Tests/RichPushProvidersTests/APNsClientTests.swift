@@ -405,7 +405,7 @@ import Testing
 
     @Test func everyReasonStringRoundTripsAndUnknownOnesStayReadable() {
         for reason in APNsReason.known { #expect(APNsReason(rawValue: reason.rawValue) == reason) }
-        #expect(APNsReason.known.count == 32)
+        #expect(APNsReason.known.count == 35)
         let new = APNsReason(rawValue: "SomethingNew")
         #expect(
             new == .unknown("SomethingNew") && new.metricLabel == "unknown"

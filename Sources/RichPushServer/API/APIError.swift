@@ -29,6 +29,8 @@ public struct APIError: HTTPResponseError, Sendable {
         case alreadyReported = "already-reported"
         case keyExists = "key-exists"
         case databaseUnavailable = "database-unavailable"
+        /// A push service refused or failed a request made for the caller (channel management).
+        case providerError = "provider-error"
         case `internal`
 
         public var status: HTTPResponse.Status {
@@ -44,6 +46,7 @@ public struct APIError: HTTPResponseError, Sendable {
             case .receiptExpired: .gone
             case .alreadyReported, .keyExists: .conflict
             case .databaseUnavailable: .serviceUnavailable
+            case .providerError: .badGateway
             case .internal: .internalServerError
             }
         }

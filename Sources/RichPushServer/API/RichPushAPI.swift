@@ -172,6 +172,8 @@ public struct RichPushAPI: Sendable {
             providers: providers,
             simulate: simulate
         ).addRoutes(to: keyed)
+        LiveController(store: store, liveTokens: backend.liveTokens, providers: providers, maxBodyBytes: maxBodyBytes)
+            .addRoutes(to: keyed)
 
         methodGuard.fill(from: Self.routes(of: router))
         return router

@@ -379,6 +379,16 @@ func leaderJobs(
             }
         )
     }
+    // An activity's update token is worth nothing 12 hours after it was registered: 8 hours of activity and 4
+    // on the Lock Screen after its end. The table stays the size of what is running.
+    jobs.append(
+        PeriodicJob(name: "sweep-live-tokens", interval: 600) {
+            while try await backend.liveTokens.sweepActivityTokens(
+                before: Date().addingTimeInterval(-LiveTokenLimits.activityTokenLifetime),
+                limit: 1000
+            ) == 1000 {}
+        }
+    )
     guard config.isPostgres else { return jobs }
     jobs.append(PeriodicJob(name: "resume-fan-outs", interval: 5) { _ = try await api.resumeFanOuts() })
     if config.mediaRetentionDays > 0, let shared = backend.sharedMedia {

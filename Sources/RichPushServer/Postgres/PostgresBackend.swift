@@ -21,6 +21,7 @@ public final class PostgresBackend: StorageBackend {
     public let pgIntake: PostgresIntake
     public let media: PostgresMediaFiles
     public let receipts: any ReceiptStore
+    public let liveTokens: any LiveTokenStore
     let announcer: WorkAnnouncer
     private let wakers = NIOLockedValueBox<[@Sendable () -> Void]>([])
 
@@ -126,6 +127,7 @@ public final class PostgresBackend: StorageBackend {
         }
         media = PostgresMediaFiles(database: database)
         receipts = PostgresReceiptStore(db: database)
+        liveTokens = PostgresLiveTokenStore(db: database)
     }
 
     /// `HOST-PID-RANDOM`: unique among the nodes, and it says where a lease's holder ran.

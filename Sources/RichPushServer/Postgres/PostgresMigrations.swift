@@ -120,6 +120,8 @@ enum PostgresMigrations {
         ),
         // An app's VAPID key for Web Push, sealed like the other credentials.
         Migration(version: 8, name: "web push keys", sql: "ALTER TABLE apps ADD COLUMN webpush text"),
+        // Live Activity push-to-start and update tokens.
+        Migration(version: 9, name: "live activity tokens", sql: LiveTokenSQL.create(time: "timestamptz")),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

@@ -60,6 +60,8 @@ public enum Audience: Sendable, Hashable {
     case providerTokens(apns: [String], fcm: [String])
     case fcmTopic(String)
     case fcmCondition(String)
+    /// A Live Activity broadcast channel: one request, and APNs reaches every device listening.
+    case apnsChannel(String)
 
     /// Whether deliveries may go through APNs.
     public var mayUseAPNs: Bool {
@@ -76,6 +78,7 @@ public enum Audience: Sendable, Hashable {
         switch self {
         case .fcmTopic(let t): return .topic(t)
         case .fcmCondition(let c): return .condition(c)
+        case .apnsChannel: return nil
         case .providerTokens(_, let fcm): return fcm.isEmpty ? nil : .token("t")
         default: return .token("t")
         }
@@ -84,7 +87,7 @@ public enum Audience: Sendable, Hashable {
     /// Whether the deliveries are known without reading the registry page by page (a handful of rows).
     public var isSmall: Bool {
         switch self {
-        case .tokens, .providerTokens, .fcmTopic, .fcmCondition: return true
+        case .tokens, .providerTokens, .fcmTopic, .fcmCondition, .apnsChannel: return true
         case .all, .user, .tag, .topic: return false
         }
     }
@@ -95,6 +98,8 @@ public enum Audience: Sendable, Hashable {
         case let .providerTokens(apns, fcm): return apns.map { (.apns, .token($0)) } + fcm.map { (.fcm, .token($0)) }
         case .fcmTopic(let t): return [(.fcm, .topic(t))]
         case .fcmCondition(let c): return [(.fcm, .condition(c))]
+        // An APNs delivery to a topic is a broadcast on the channel (APNs has no topics of its own).
+        case .apnsChannel(let id): return [(.apns, .topic(id))]
         default: return nil
         }
     }
@@ -111,6 +116,7 @@ public enum Audience: Sendable, Hashable {
             return ["apns_tokens": .array(a.map { .string($0) }), "fcm_tokens": .array(f.map { .string($0) })]
         case .fcmTopic(let t): return ["fcm_topic": .string(t)]
         case .fcmCondition(let c): return ["fcm_condition": .string(c)]
+        case .apnsChannel(let id): return ["apns_channel": .string(id)]
         }
     }
 
@@ -118,8 +124,11 @@ public enum Audience: Sendable, Hashable {
     public static func read(_ value: JSONValue) -> (Audience?, String?) {
         guard case .object(let a) = value else { return (nil, "audience must be an object") }
         let kinds = a.keys.filter {
-            ["all", "user", "tag", "topic", "tokens", "apns_tokens", "fcm_tokens", "fcm_topic", "fcm_condition"]
-                .contains($0)
+            [
+                "all", "user", "tag", "topic", "tokens", "apns_tokens", "fcm_tokens", "fcm_topic", "fcm_condition",
+                "apns_channel",
+            ]
+            .contains($0)
         }
         let direct = Set(kinds).isSubset(of: ["apns_tokens", "fcm_tokens"]) && !kinds.isEmpty
         guard kinds.count == 1 || direct else {
@@ -138,12 +147,15 @@ public enum Audience: Sendable, Hashable {
             case "tag": return (.tag(s), nil)
             case "topic": return (.topic(s), nil)
             case "fcm_topic": return (.fcmTopic(s), nil)
+            case "apns_channel": return (.apnsChannel(s), nil)
             default: return (.fcmCondition(s), nil)
             }
         }
         func list(_ k: String) -> [String]? { a[k]?.arrayValue?.compactMap(\.stringValue) }
         if let all = a["all"] { return all.boolValue == true ? (.all, nil) : (nil, "audience.all must be true") }
-        for k in ["user", "tag", "topic", "fcm_topic", "fcm_condition"] { if let r = string(k) { return r } }
+        for k in ["user", "tag", "topic", "fcm_topic", "fcm_condition", "apns_channel"] {
+            if let r = string(k) { return r }
+        }
         if a["tokens"] != nil {
             guard let ts = list("tokens"), !ts.isEmpty, ts.count == a["tokens"]?.arrayValue?.count else {
                 return (nil, "audience.tokens must be a non-empty array of strings")

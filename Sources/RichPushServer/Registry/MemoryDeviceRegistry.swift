@@ -43,7 +43,7 @@ public actor MemoryDeviceRegistry: DeviceRegistry {
             case .tag(let t): return d.tags.contains(t)
             case .topic(let t): return d.topics.contains(t)
             case .tokens(let ts): return ts.contains(d.token)
-            case .providerTokens, .fcmTopic, .fcmCondition: return false  // not registry audiences
+            case .providerTokens, .fcmTopic, .fcmCondition, .apnsChannel: return false  // not registry audiences
             }
         }.sorted { $0.key < $1.key }.prefix(limit)
         return (matching.map(\.value), matching.count == limit ? matching.last?.key : nil)

@@ -172,7 +172,7 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
                         "SELECT * FROM devices WHERE app_id = ? AND token IN (\(marks)) AND id > ? ORDER BY id LIMIT ?",
                     arguments: StatementArguments(args)
                 )
-            case .providerTokens, .fcmTopic, .fcmCondition:
+            case .providerTokens, .fcmTopic, .fcmCondition, .apnsChannel:
                 return ([], nil)  // not registry audiences
             }
             let devices = try rows.map { try Self.device($0, db: db, withLists: false) }

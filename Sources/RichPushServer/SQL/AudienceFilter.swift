@@ -21,7 +21,7 @@ public struct AudienceFilter: Sendable {
             (from, condition) = (
                 "device_topics g JOIN devices d ON d.id = g.device_id", "g.topic = \(t) AND d.app_id = \(appID)"
             )
-        case .tokens, .providerTokens, .fcmTopic, .fcmCondition:
+        case .tokens, .providerTokens, .fcmTopic, .fcmCondition, .apnsChannel:
             return nil
         }
     }

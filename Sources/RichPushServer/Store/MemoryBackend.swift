@@ -10,6 +10,7 @@ public struct MemoryBackend: StorageBackend {
     public var queue: any DeliveryQueue { memoryQueue }
     public let intake: any NotificationIntake
     public var receipts: any ReceiptStore { memoryReceipts }
+    public let liveTokens: any LiveTokenStore = MemoryLiveTokenStore()
     let memoryStore: MemoryServerStore
     let memoryQueue: MemoryDeliveryQueue
     let memoryReceipts: MemoryReceiptStore

@@ -10,6 +10,7 @@ public struct SQLiteBackend: StorageBackend {
     public let sqliteQueue: SQLiteDeliveryQueue
     public let sqliteIntake: SQLiteIntake
     public let receipts: any ReceiptStore
+    public let liveTokens: any LiveTokenStore
 
     public var store: any ServerStore { sqliteStore }
     public var registry: any DeviceRegistry { sqliteRegistry }
@@ -25,6 +26,7 @@ public struct SQLiteBackend: StorageBackend {
         sqliteStore = try SQLiteServerStore(pool: pool, sealer: sealer)
         sqliteIntake = try SQLiteIntake(store: sqliteStore, registry: sqliteRegistry, queue: sqliteQueue, chunk: chunk)
         receipts = SQLiteReceiptStore(pool: pool)
+        liveTokens = SQLiteLiveTokenStore(pool: pool)
     }
 
     /// Opens (or creates) the database file.

@@ -136,6 +136,10 @@ public final class SQLiteServerStore: ServerStore {
             // An app's VAPID key (sealed like the other credentials).
             try db.execute(sql: "ALTER TABLE apps ADD COLUMN webpush TEXT")
         }
+        m.registerMigration("live-tokens-v1") { db in
+            // Live Activity push-to-start and update tokens.
+            try db.execute(sql: LiveTokenSQL.create(time: "REAL"))
+        }
         return m
     }
 

@@ -14,6 +14,8 @@ public protocol StorageBackend: Sendable {
     var intake: any NotificationIntake { get }
     /// Devices' receipts, one per delivery.
     var receipts: any ReceiptStore { get }
+    /// Live Activity push-to-start and update tokens.
+    var liveTokens: any LiveTokenStore { get }
 
     /// Queues a delivery for every device of the audience, outside a notification's intake (tools and benchmarks);
     /// returns how many. Spread as the intake spreads (``Spread``).

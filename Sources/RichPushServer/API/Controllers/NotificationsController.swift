@@ -51,7 +51,25 @@ struct NotificationsController: AppRoutes {
             now: Date()
         )
         var (message, report) = (send.message, send.report)
-        let (audience, options) = (send.audience, send.options)
+        var (audience, options) = (send.audience, send.options)
+        if let live = send.live {
+            // The registered tokens, read once: more than a request may name belongs on a broadcast channel.
+            let tokens = try await backend.liveTokens.tokens(
+                appID: app.id,
+                audience: live,
+                limit: maxTokensPerRequest + 1
+            )
+            guard tokens.count <= maxTokensPerRequest else {
+                var r = ValidationReport()
+                r.add(
+                    "audience",
+                    "live-audience-too-large",
+                    "more than \(maxTokensPerRequest) tokens: send to a large audience on a broadcast channel (audience.apns_channel)"
+                )
+                throw APIError(.invalid, "the notification is not valid", issues: r.errors)
+            }
+            audience = .providerTokens(apns: tokens, fcm: [])
+        }
         // Media is fetched and judged before anything is stored: a refused media answers 422 naming it.
         if let media {
             // Each of the message's media is fetched (a verdict kept from before costs nothing, but is counted).
@@ -89,7 +107,7 @@ struct NotificationsController: AppRoutes {
         }
         // How many devices a registry audience reaches is a fact of the registry: read scope only (a send-only key
         // learns nothing of which users, tags or tokens exist, by a dry run or by a send's answer).
-        let showsReach = audience.directTargets != nil || mayReadRegistry(context)
+        let showsReach = (audience.directTargets != nil && send.live == nil) || mayReadRegistry(context)
         if options.dryRun {
             return try await dryRunAnswer(
                 app: app,

@@ -8,6 +8,9 @@ struct SendRequest {
     var message: PushMessage
     var audience: Audience
     var options: SendOptions
+    /// Registered Live Activity tokens the send goes to, read by the handler (``audience`` is then empty until
+    /// it replaces it with them).
+    var live: LiveAudience?
     /// Warnings found while reading (they do not stop the send).
     var report: ValidationReport
 
@@ -38,6 +41,8 @@ struct SendRequest {
             into: &report
         )
         let options = SendOptions.read(sendFields, now: now, into: &report)
+        let live = LiveAudience.read(sendFields["audience"], message: message, into: &report)
+        if case .apnsChannel? = audience { Self.checkBroadcast(message, into: &report) }
         guard report.isValid, let audience else {
             throw APIError(
                 .invalid,
@@ -50,7 +55,67 @@ struct SendRequest {
         if message.liveActivity != nil && message.liveActivity?.timestamp == nil {
             message.liveActivity?.timestamp = Int64(max(now, options.notBefore).timeIntervalSince1970)
         }
-        return SendRequest(message: message, audience: audience, options: options, report: report)
+        return SendRequest(message: message, audience: audience, options: options, live: live, report: report)
+    }
+}
+
+extension SendRequest {
+    /// A broadcast updates or ends the activities listening to the channel; starting one is push-to-start's.
+    static func checkBroadcast(_ m: PushMessage, into report: inout ValidationReport) {
+        guard let live = m.liveActivity else {
+            report.add(
+                "audience.apns_channel",
+                "channel-needs-live-activity",
+                "a broadcast channel carries Live Activity updates: the message needs live_activity"
+            )
+            return
+        }
+        if live.event == .start {
+            report.add(
+                "live_activity.event",
+                "channel-start",
+                "a channel updates or ends activities; start them with push-to-start (audience.live_start)"
+            )
+        }
+    }
+}
+
+extension LiveAudience {
+    /// `audience.live_activity` (an activity id) or `audience.live_start` (`{}` or `{"user": id}`), checked
+    /// against the message; nil for other audiences.
+    static func read(_ json: JSONValue?, message m: PushMessage, into report: inout ValidationReport) -> LiveAudience? {
+        guard case .object(let a)? = json else { return nil }
+        var r = FieldReader(strict: true, refusesNUL: true)
+        defer { report.merge(r.report) }
+        if a["live_activity"] != nil {
+            guard let id = r.text(a, "live_activity", at: "audience", lengths: 1...256) else { return nil }
+            if m.liveActivity == nil {
+                r.report.add("audience.live_activity", "needs-live-activity", "the message needs live_activity")
+            } else if m.liveActivity?.event == .start {
+                r.report.add(
+                    "live_activity.event",
+                    "start-by-push-to-start",
+                    "an activity is started with audience.live_start; its id's tokens update and end it"
+                )
+            }
+            return .activity(id)
+        }
+        guard let start = a["live_start"] else { return nil }
+        guard case .object(let o) = start else {
+            r.report.add("audience.live_start", "type", "audience.live_start is an object: {} or {\"user\": id}")
+            return nil
+        }
+        r.rejectUnknown(o, known: ["user"], at: "audience.live_start")
+        let user = o["user"] == nil ? nil : r.text(o, "user", at: "audience.live_start", lengths: 1...256)
+        guard let live = m.liveActivity, live.event == .start, let type = live.attributesType, !type.isEmpty else {
+            r.report.add(
+                "audience.live_start",
+                "needs-start",
+                "push-to-start sends a live_activity start, whose attributes_type chooses the tokens"
+            )
+            return nil
+        }
+        return .pushToStart(type: type, userID: user)
     }
 }
 
@@ -116,6 +181,7 @@ struct SendOptions {
 extension Audience {
     static let kinds: Set<String> = [
         "all", "user", "tag", "topic", "tokens", "apns_tokens", "fcm_tokens", "fcm_topic", "fcm_condition",
+        "apns_channel", "live_activity", "live_start",
     ]
 
     /// The audience of a send: the `audience` field, or else the message's own targets; checked (one kind, its
@@ -174,6 +240,21 @@ extension Audience {
             }
             return .all
         case "user": return r.text(a, "user", at: "audience", lengths: 1...256).map(Audience.user)
+        case "apns_channel":
+            guard let id = r.text(a, "apns_channel", at: "audience", lengths: 1...128) else { return nil }
+            // APNs writes channel ids in base64.
+            guard
+                id.unicodeScalars.allSatisfy({
+                    $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "+/=_-".unicodeScalars.contains($0))
+                })
+            else {
+                r.report.add("audience.apns_channel", "channel-id", "a channel id is the base64 text APNs gave")
+                return nil
+            }
+            return .apnsChannel(id)
+        case "live_activity", "live_start":
+            // Registered tokens, read by the handler (LiveAudience); none until then.
+            return .providerTokens(apns: [], fcm: [])
         case "tag": return r.text(a, "tag", at: "audience", lengths: 1...100).map(Audience.tag)
         case "topic": return r.text(a, "topic", at: "audience", lengths: 1...100).map(Audience.topic)
         case "fcm_topic":

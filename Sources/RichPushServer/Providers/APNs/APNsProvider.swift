@@ -35,6 +35,8 @@ public final class APNsProvider: PushProvider {
     let configuration: Configuration
     let eventLoopGroup: EventLoopGroup?
     let clients = AppClients<APNsClient> { await $0.shutdown() }
+    /// Clients of the channel management hosts, for apps with a key of their own.
+    let channelClients = AppClients<APNsClient> { await $0.shutdown() }
     /// Each notification's request, rendered once for all its device tokens, with where the receipt address's
     /// placeholder stands in its body.
     let rendered = RenderCache<(request: APNsPreparedRequest, receiptOffset: Int?)>()
@@ -51,6 +53,27 @@ public final class APNsProvider: PushProvider {
             guard let c = app.apns else { return nil }
             let key = try APNsSigningKey(p8: c.keyPEM, keyID: c.keyID, teamID: c.teamID)
             let endpoint = configuration.endpoint ?? (c.environment == .production ? .production : .sandbox)
+            return APNsClient(
+                configuration: .init(
+                    endpoint: endpoint,
+                    authentication: .token(key),
+                    trust: configuration.trust,
+                    logger: configuration.logger
+                ),
+                eventLoopGroup: eventLoopGroup
+            )
+        }.client
+    }
+
+    /// The client that manages an app's broadcast channels: on the channel host of the app's environment (the
+    /// sandbox emulator serves both on one port, so the fallback does both).
+    public func channelClient(for app: ServerApp) -> APNsClient? {
+        guard app.apns != nil else { return configuration.fallback }
+        return channelClients.client(for: app) { app in
+            guard let c = app.apns else { return nil }
+            let key = try APNsSigningKey(p8: c.keyPEM, keyID: c.keyID, teamID: c.teamID)
+            let endpoint = (configuration.endpoint ?? (c.environment == .production ? .production : .sandbox))
+                .channelManagement
             return APNsClient(
                 configuration: .init(
                     endpoint: endpoint,
@@ -112,7 +135,16 @@ public final class APNsProvider: PushProvider {
             own.setString(receipt.value, at: own.readerIndex + offset)
             body = own
         }
-        // APNs has no topics of its own to send to: a delivery here is always to a device (the fan-out makes no other).
+        // APNs has no topics: a delivery to one is a broadcast on the Live Activity channel of that id.
+        if case .topic(let channel) = d.target {
+            do {
+                let request = APNsRenderer(bundleID: app.bundleID).render(message, deviceToken: "")
+                let delivery = try await client.broadcast(request, bundleID: app.bundleID, channelID: channel)
+                return .delivered(providerID: delivery.apnsID)
+            } catch {
+                return .failed(error.retry, reason: error.label)
+            }
+        }
         guard let token = d.target.token else { return .failed(.never, reason: "apns_needs_a_device_token") }
         do {
             let delivery = try await client.send(
@@ -126,7 +158,10 @@ public final class APNsProvider: PushProvider {
         }
     }
 
-    public func shutdown() async { await clients.shutdown() }
+    public func shutdown() async {
+        await clients.shutdown()
+        await channelClients.shutdown()
+    }
 }
 
 /// A value per notification, made once (a fan-out renders its request once for every device), holding the last

@@ -193,7 +193,7 @@ extension Audience {
     public var mayUseWebPush: Bool {
         switch self {
         case .all, .user, .tag, .topic, .tokens: return true
-        case .providerTokens, .fcmTopic, .fcmCondition: return false
+        case .providerTokens, .fcmTopic, .fcmCondition, .apnsChannel: return false
         }
     }
 }

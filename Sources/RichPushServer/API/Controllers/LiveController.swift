@@ -1,0 +1,178 @@
+import Foundation
+import Hummingbird
+import NIOCore
+import RichPushAPNs
+import RichPushCore
+
+/// `/v1/apps/{app}/live`: Live Activity tokens (registered by the app, like devices: the `register` or `manage`
+/// scope) and broadcast channels (kept by APNs for the app: created and deleted with `manage`, read with `read`).
+/// Sends go through `POST /notifications` with `audience.live_start`, `audience.live_activity` or
+/// `audience.apns_channel` (see `docs/live.md`).
+struct LiveController: AppRoutes {
+    let store: any ServerStore
+    let liveTokens: any LiveTokenStore
+    let providers: Providers
+    let maxBodyBytes: Int
+
+    func addRoutes(to group: RouterGroup<APIRequestContext>) {
+        group.post("apps/:app/live/tokens", use: registerToken)
+        group.delete("apps/:app/live/tokens/:token", use: removeToken)
+        group.get("apps/:app/live/channels", use: listChannels)
+        group.post("apps/:app/live/channels", use: createChannel)
+        group.get("apps/:app/live/channels/:channel", use: readChannel)
+        group.delete("apps/:app/live/channels/:channel", use: deleteChannel)
+    }
+
+    // MARK: Tokens
+
+    /// `POST /v1/apps/{app}/live/tokens`: `{"kind": "push_to_start"|"activity", "token", "activity_type",
+    /// "activity_id" (activity tokens), "user_id"}`.
+    func registerToken(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, anyOf: [.register, .manage])
+        let token = try Self.decodeToken(try await bodyJSON(request), appID: app.id)
+        try await liveTokens.register(token)
+        var o: [String: JSONValue] = [
+            "token": .string(token.token), "kind": .string(token.kind.rawValue),
+            "activity_type": .string(token.activityType),
+        ]
+        if let id = token.activityID { o["activity_id"] = .string(id) }
+        if let u = token.userID { o["user_id"] = .string(u) }
+        return Response.json(200, .object(o))
+    }
+
+    static func decodeToken(_ json: JSONValue, appID: String) throws(APIError) -> LiveToken {
+        guard case .object(let o) = json else { throw APIError(.invalid, "the body must be an object") }
+        var r = FieldReader(strict: true, refusesNUL: true)
+        r.rejectUnknown(o, known: ["kind", "token", "activity_type", "activity_id", "user_id"], at: "")
+        var kind: LiveToken.Kind?
+        if let k = r.text(o, "kind", at: "", lengths: 1...32) {
+            kind = LiveToken.Kind(rawValue: k)
+            if kind == nil { r.report.add("kind", "enum", "kind is push_to_start or activity") }
+        } else if o["kind"] == nil {
+            r.report.add("kind", "required", "kind is push_to_start or activity")
+        }
+        let token = r.text(o, "token", at: "", lengths: 1...400)
+        if o["token"] == nil { r.report.add("token", "required", "token is the hex token ActivityKit gave") }
+        if let t = token, let p = MessageValidator.apnsTokenProblem(t) { r.report.add("token", "apns-token", p) }
+        let type = r.text(o, "activity_type", at: "", lengths: 1...256)
+        if o["activity_type"] == nil {
+            r.report.add("activity_type", "required", "activity_type names the app's ActivityAttributes type")
+        }
+        let activityID = o["activity_id"] == nil ? nil : r.text(o, "activity_id", at: "", lengths: 1...256)
+        let user = o["user_id"] == nil ? nil : r.text(o, "user_id", at: "", lengths: 1...256)
+        if kind == .activity && o["activity_id"] == nil {
+            r.report.add("activity_id", "required", "an activity token names its activity (updates are sent by it)")
+        }
+        if kind == .pushToStart && o["activity_id"] != nil {
+            r.report.add("activity_id", "push-to-start", "a push-to-start token belongs to no activity yet")
+        }
+        guard r.report.isValid, let kind, let token, let type else {
+            throw APIError(.invalid, "the token is not valid", issues: r.report.errors)
+        }
+        return LiveToken(
+            appID: appID,
+            token: token.lowercased(),
+            kind: kind,
+            activityType: type,
+            activityID: kind == .activity ? activityID : nil,
+            userID: user
+        )
+    }
+
+    func removeToken(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, anyOf: [.register, .manage])
+        let token = (context.parameters.get("token") ?? "").lowercased()
+        guard try await liveTokens.remove(appID: app.id, token: token) else {
+            throw APIError(.notFound, "no such live activity token")
+        }
+        return Response.json(200, ["removed": .string(token)])
+    }
+
+    // MARK: Channels
+
+    func channelClient(_ app: ServerApp) throws -> APNsClient {
+        guard let apns = providers[.apns] as? APNsProvider, let client = apns.channelClient(for: app) else {
+            throw APIError(.invalid, "the app has no APNs key: channels are kept by APNs for the app's key")
+        }
+        return client
+    }
+
+    /// APNs' refusal as the API's: a channel it does not know is 404, a request it refused 422, the rest 502.
+    static func apiError(_ f: APNsFailure) -> APIError {
+        if f.status == 404 || f.reason == APNsReason(rawValue: "ChannelNotRegistered") {
+            return APIError(.notFound, "APNs knows no such channel for this app")
+        }
+        if let s = f.status, s == 400 || s == 413 {
+            return APIError(.invalid, "APNs refused the request: \(f)")
+        }
+        var e = APIError(.providerError, "APNs could not answer: \(f)")
+        if f.retry != .never { e.retryAfter = 5 }
+        return e
+    }
+
+    static func policyName(_ p: APNsChannel.StoragePolicy) -> JSONValue {
+        p == .noMessageStored ? "none" : "most_recent"
+    }
+
+    /// `GET /v1/apps/{app}/live/channels`: the ids APNs keeps for the app (at most 10,000).
+    func listChannels(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .read)
+        let client = try channelClient(app)
+        do {
+            let ids = try await client.allChannels(bundleID: app.bundleID)
+            return Response.json(200, ["channels": .array(ids.map(JSONValue.string)), "count": .int(Int64(ids.count))])
+        } catch { throw Self.apiError(error) }
+    }
+
+    /// `POST /v1/apps/{app}/live/channels`: `{"storage_policy": "none"|"most_recent"}`.
+    func createChannel(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .manage)
+        let body = try await bodyJSON(request, upTo: 1024)
+        guard case .object(let o) = body else { throw APIError(.invalid, "the body must be an object") }
+        var r = FieldReader(strict: true, refusesNUL: true)
+        r.rejectUnknown(o, known: ["storage_policy"], at: "")
+        var policy = APNsChannel.StoragePolicy.noMessageStored
+        if o["storage_policy"] != nil {
+            switch r.text(o, "storage_policy", at: "", lengths: 1...32) {
+            case "none"?: policy = .noMessageStored
+            case "most_recent"?: policy = .mostRecentMessageStored
+            case .some: r.report.add("storage_policy", "enum", "storage_policy is none or most_recent")
+            case nil: break
+            }
+        }
+        guard r.report.isValid else { throw APIError(.invalid, "the channel is not valid", issues: r.report.errors) }
+        let client = try channelClient(app)
+        do {
+            let channel = try await client.createChannel(bundleID: app.bundleID, storagePolicy: policy)
+            return Response.json(201, ["id": .string(channel.id), "storage_policy": Self.policyName(policy)])
+        } catch { throw Self.apiError(error) }
+    }
+
+    func channelID(_ context: APIRequestContext) throws -> String {
+        let id = context.parameters.get("channel") ?? ""
+        guard (1...128).contains(id.utf8.count),
+            id.unicodeScalars.allSatisfy({ $0.isASCII && !CharacterSet.controlCharacters.contains($0) })
+        else { throw APIError(.notFound, "no such channel") }
+        return id.removingPercentEncoding ?? id
+    }
+
+    func readChannel(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .read)
+        let id = try channelID(context)
+        let client = try channelClient(app)
+        do {
+            let channel = try await client.channel(bundleID: app.bundleID, id: id)
+            return Response.json(200, ["id": .string(id), "storage_policy": Self.policyName(channel.storagePolicy)])
+        } catch { throw Self.apiError(error) }
+    }
+
+    func deleteChannel(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .manage)
+        let id = try channelID(context)
+        let client = try channelClient(app)
+        do {
+            try await client.deleteChannel(bundleID: app.bundleID, id: id)
+            return Response.json(200, ["removed": .string(id)])
+        } catch { throw Self.apiError(error) }
+    }
+}

@@ -1,0 +1,362 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import NIOConcurrencyHelpers
+import RichPushCore
+import RichPushSandbox
+import RichPushServer
+import RichPushTestSupport
+import Testing
+
+/// Live Activities through the server against the APNs emulator over TLS HTTP/2: tokens registered by the app,
+/// a push-to-start, updates and an end by activity id, a late retry the device ignores, a broadcast channel, and
+/// each refusal the API names.
+@Suite struct LiveActivityServerTests {
+    static let admin = "admin-secret-key-0001"
+
+    struct Harness {
+        let sandbox: Sandbox
+        let backend: SQLiteBackend
+        let api: RichPushAPI
+        let providers: Providers
+        let worker: DeliveryWorker
+
+        /// Runs the worker until nothing is queued or leased (due or not), at most 30 s.
+        func drain() async throws {
+            let started = Date()
+            while Date().timeIntervalSince(started) < 30 {
+                let c = try await backend.queue.counts()
+                if (c[.queued] ?? 0) + (c[.leased] ?? 0) == 0 { return }
+                if try await worker.runOnce() == 0 { try await Task.sleep(nanoseconds: 20_000_000) }
+            }
+            Issue.record("deliveries still queued after 30 s")
+        }
+
+        func states(_ id: String) async throws -> [String: Int] {
+            var out: [String: Int] = [:]
+            for d in try await backend.queue.deliveries(notificationID: id) {
+                out[d.state.rawValue + (d.reason.map { ":" + $0 } ?? ""), default: 0] += 1
+            }
+            return out
+        }
+    }
+
+    func withHarness(_ body: @escaping @Sendable (Harness, TestClientProtocol) async throws -> Void) async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("live-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sandbox = try await Sandbox.start(directory: dir, threads: 1)
+        let backend = try SQLiteBackend(path: dir.appendingPathComponent("rp.sqlite").path)
+        let providers = try Providers.sandbox(sandbox)
+        let api = RichPushAPI(
+            backend: backend,
+            adminKey: Self.admin,
+            validation: .init(requireTargets: false),
+            providers: providers
+        )
+        let store = backend.sqliteStore
+        let sender = ProviderDeliverySender(
+            providers: providers,
+            app: { id in (try? await store.app(id: id)).flatMap { $0 } },
+            message: { id in try? await store.message(id: id) }
+        )
+        let worker = DeliveryWorker(
+            configuration: .init(
+                batchSize: 50,
+                concurrency: 10,
+                lease: 30,
+                retry: RetryPolicy(baseDelay: 2, maxDelay: 2, maxAttempts: 5)
+            ),
+            queue: backend.sqliteQueue,
+            sender: sender,
+            prune: { _, _ in }
+        )
+        let harness = Harness(sandbox: sandbox, backend: backend, api: api, providers: providers, worker: worker)
+        do {
+            try await Application(router: api.router()).test(.router) { client in try await body(harness, client) }
+        } catch {
+            await providers.shutdown()
+            await sandbox.stop()
+            throw error
+        }
+        await providers.shutdown()
+        await sandbox.stop()
+    }
+
+    func call(
+        _ client: TestClientProtocol,
+        _ method: HTTPRequest.Method,
+        _ uri: String,
+        _ body: JSONValue? = nil
+    ) async throws -> (Int, JSONValue) {
+        try await client.execute(
+            uri: uri,
+            method: method,
+            headers: [.authorization: "Bearer \(Self.admin)"],
+            body: body.map { ByteBuffer(bytes: $0.serialized()) }
+        ) { ($0.status.code, (try? JSONValue.parse(Array($0.body.readableBytesView))) ?? .null) }
+    }
+
+    func rules(_ answer: JSONValue) -> [String] {
+        answer["error"]?["issues"]?.arrayValue?.compactMap { $0["rule"]?.stringValue } ?? []
+    }
+
+    @Test func startUpdateEndByActivityIDAndALateRetryIsIgnored() async throws {
+        try await withHarness { h, client in
+            let (_, created) = try await call(
+                client,
+                .post,
+                "/v1/apps",
+                ["name": "Deli", "bundle_id": "com.example.app"]
+            )
+            let app = try #require(created["app"]?["id"]?.stringValue)
+            let p2s = String(repeating: "a1", count: 32)
+            h.sandbox.apns.registerPushToStartToken(p2s, attributesType: "DeliveryAttributes")
+            let (registered, _) = try await call(
+                client,
+                .post,
+                "/v1/apps/\(app)/live/tokens",
+                [
+                    "kind": "push_to_start", "token": .string(p2s), "activity_type": "DeliveryAttributes",
+                    "user_id": "u1",
+                ]
+            )
+            #expect(registered == 200)
+
+            // Start: to every push-to-start token of the message's type (one user's here).
+            let (startStatus, start) = try await call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                [
+                    "title": "Order A-17", "body": "Preparing",
+                    "live_activity": [
+                        "event": "start", "attributes_type": "DeliveryAttributes", "attributes": ["order": "A-17"],
+                        "content_state": ["eta": 20], "input_push_token": true,
+                    ],
+                    "audience": ["live_start": ["user": "u1"]],
+                ]
+            )
+            #expect(startStatus == 202 && start["deliveries"] == 1, "\(start)")
+            try await h.drain()
+            #expect(try await h.states(start["id"]!.stringValue!) == ["delivered": 1])
+            let activity = try #require(h.sandbox.apns.activities().first)
+            let updateToken = try #require(activity.updateToken)
+            // The server dated the state when it accepted it.
+            #expect(abs(activity.timestamp - Int64(Date().timeIntervalSince1970)) < 30)
+
+            // The app registers the activity's token under its own id.
+            #expect(
+                try await call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/live/tokens",
+                    [
+                        "kind": "activity", "token": .string(updateToken), "activity_type": "DeliveryAttributes",
+                        "activity_id": "order-A-17",
+                    ]
+                ).0 == 200
+            )
+
+            // Update 1 meets a 503 and waits to be retried; update 2, a second later, goes first; update 1's retry
+            // arrives last and the device keeps update 2.
+            func update(_ eta: Int, event: String = "update") async throws -> String {
+                let (status, answer) = try await call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/notifications",
+                    [
+                        "live_activity": ["event": .string(event), "content_state": ["eta": .int(Int64(eta))]],
+                        "audience": ["live_activity": "order-A-17"],
+                    ]
+                )
+                #expect(status == 202, "\(answer)")
+                return answer["id"]?.stringValue ?? ""
+            }
+            // Retry-After 3: the retry waits past update 2 whatever the jitter draws.
+            h.sandbox.apns.inject(.status(503, reason: "ServiceUnavailable", retryAfter: 3), count: 1)
+            let first = try await update(12)
+            _ = try await h.worker.runOnce()
+            try await Task.sleep(nanoseconds: 1_100_000_000)
+            let second = try await update(5)
+            _ = try await h.worker.runOnce()
+            #expect(h.sandbox.apns.activity(updateToken: updateToken)?.contentState == ["eta": 5])
+            try await h.drain()
+            #expect(try await h.states(first) == ["delivered": 1])
+            #expect(try await h.states(second) == ["delivered": 1])
+            #expect(h.sandbox.apns.activity(updateToken: updateToken)?.contentState == ["eta": 5])
+            #expect(h.sandbox.apns.liveIgnoredCounts["older-timestamp"] == 1)
+
+            try await Task.sleep(nanoseconds: 1_100_000_000)
+            let end = try await update(0, event: "end")
+            try await h.drain()
+            #expect(try await h.states(end) == ["delivered": 1])
+            let ended = try #require(h.sandbox.apns.activity(updateToken: updateToken))
+            #expect(
+                ended.ended && ended.contentState == ["eta": 0] && ended.applied == 3,
+                "\(ended.history) \(h.sandbox.apns.liveIgnoredCounts) \(h.sandbox.apns.rejectedCounts)"
+            )
+
+            // What was sent: the documented push type and topic.
+            let last = try #require(h.sandbox.apns.recorded(token: updateToken).last)
+            #expect(last.pushType == "liveactivity" && last.topic == "com.example.app.push-type.liveactivity")
+
+            // An unknown activity id reaches nobody; a removed token is gone.
+            let (_, nobody) = try await call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                ["live_activity": ["event": "end"], "audience": ["live_activity": "no-such-order"]]
+            )
+            #expect(nobody["deliveries"] == 0)
+            #expect(try await call(client, .delete, "/v1/apps/\(app)/live/tokens/\(updateToken)").0 == 200)
+            #expect(try await call(client, .delete, "/v1/apps/\(app)/live/tokens/\(updateToken)").0 == 404)
+        }
+    }
+
+    @Test func aChannelIsCreatedBroadcastToAndDeleted() async throws {
+        try await withHarness { h, client in
+            let (_, created) = try await call(
+                client,
+                .post,
+                "/v1/apps",
+                ["name": "Scores", "bundle_id": "com.example.app"]
+            )
+            let app = try #require(created["app"]?["id"]?.stringValue)
+            let (status, channel) = try await call(
+                client,
+                .post,
+                "/v1/apps/\(app)/live/channels",
+                ["storage_policy": "most_recent"]
+            )
+            #expect(status == 201 && channel["storage_policy"] == "most_recent", "\(channel)")
+            let id = try #require(channel["id"]?.stringValue)
+            let escaped = id.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? id
+            let (_, listed) = try await call(client, .get, "/v1/apps/\(app)/live/channels")
+            #expect(listed["channels"] == [.string(id)])
+            let (readStatus, read) = try await call(client, .get, "/v1/apps/\(app)/live/channels/\(escaped)")
+            #expect(readStatus == 200 && read["storage_policy"] == "most_recent", "\(read)")
+
+            // Three fans start the match's activity on the channel by push-to-start.
+            for i in 0..<3 {
+                let token = String(format: "%064x", 0xF00 + i)
+                h.sandbox.apns.registerPushToStartToken(token)
+                _ = try await call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/live/tokens",
+                    ["kind": "push_to_start", "token": .string(token), "activity_type": "MatchAttributes"]
+                )
+            }
+            let (_, started) = try await call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                [
+                    "title": "Kick-off", "body": "0 – 0",
+                    "live_activity": [
+                        "event": "start", "attributes_type": "MatchAttributes", "attributes": ["match": "7"],
+                        "content_state": ["home": 0, "away": 0], "input_push_channel": .string(id),
+                    ],
+                    "audience": ["live_start": [:]],
+                ]
+            )
+            #expect(started["deliveries"] == 3)
+            try await h.drain()
+            #expect(h.sandbox.apns.activities().count == 3)
+
+            // One request updates all three.
+            try await Task.sleep(nanoseconds: 1_100_000_000)
+            let (goalStatus, goal) = try await call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                [
+                    "title": "Goal!", "body": "1 – 0",
+                    "live_activity": ["event": "update", "content_state": ["home": 1, "away": 0]],
+                    "audience": ["apns_channel": .string(id)],
+                ]
+            )
+            #expect(goalStatus == 202 && goal["deliveries"] == 1, "\(goal)")
+            try await h.drain()
+            #expect(try await h.states(goal["id"]!.stringValue!) == ["delivered": 1])
+            #expect(h.sandbox.apns.activities().allSatisfy { $0.contentState == ["home": 1, "away": 0] })
+            #expect(h.sandbox.apns.recorded().last?.channelID == id)
+
+            // A broadcast to a channel APNs does not know ends failed with its reason.
+            let (_, stray) = try await call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                [
+                    "live_activity": ["event": "end", "content_state": [:]],
+                    "audience": ["apns_channel": "bm8tc3VjaC1jaGFubmVs"],
+                ]
+            )
+            try await h.drain()
+            let strayStates = try await h.states(stray["id"]!.stringValue!)
+            #expect(strayStates == ["failed:ChannelNotRegistered": 1], "\(strayStates)")
+
+            #expect(try await call(client, .delete, "/v1/apps/\(app)/live/channels/\(escaped)").0 == 200)
+            #expect(try await call(client, .get, "/v1/apps/\(app)/live/channels/\(escaped)").0 == 404)
+            #expect(try await call(client, .delete, "/v1/apps/\(app)/live/channels/\(escaped)").0 == 404)
+        }
+    }
+
+    @Test func everyRefusalNamesItsRule() async throws {
+        try await withHarness { h, client in
+            let (_, created) = try await call(client, .post, "/v1/apps", ["name": "R", "bundle_id": "com.example.app"])
+            let app = try #require(created["app"]?["id"]?.stringValue)
+            let cases: [(JSONValue, String)] = [
+                (
+                    [
+                        "title": "t",
+                        "live_activity": [
+                            "event": "start", "attributes_type": "A", "attributes": [:], "content_state": [:],
+                        ],
+                        "audience": ["live_activity": "x"],
+                    ], "start-by-push-to-start"
+                ),
+                (["body": "plain", "audience": ["live_activity": "x"]], "needs-live-activity"),
+                (["live_activity": ["event": "end"], "audience": ["live_start": [:]]], "needs-start"),
+                (["body": "plain", "audience": ["apns_channel": "YWJj"]], "channel-needs-live-activity"),
+                (
+                    [
+                        "title": "t",
+                        "live_activity": [
+                            "event": "start", "attributes_type": "A", "attributes": [:], "content_state": [:],
+                        ],
+                        "audience": ["apns_channel": "YWJj"],
+                    ], "channel-start"
+                ),
+                (["live_activity": ["event": "end"], "audience": ["apns_channel": "not a channel!"]], "channel-id"),
+                (["live_activity": ["event": "update"], "audience": ["live_activity": "x"]], "needs-content-state"),
+            ]
+            for (body, rule) in cases {
+                let (status, answer) = try await call(client, .post, "/v1/apps/\(app)/notifications", body)
+                #expect(status == 422 && rules(answer).contains(rule), "\(rule): \(answer)")
+            }
+            let tokenCases: [(JSONValue, String)] = [
+                (["kind": "activity", "token": "aabb", "activity_type": "A"], "required"),
+                (
+                    ["kind": "push_to_start", "token": "aabb", "activity_type": "A", "activity_id": "x"],
+                    "push-to-start"
+                ),
+                (["kind": "later", "token": "aabb", "activity_type": "A"], "enum"),
+                (["kind": "activity", "token": "zz", "activity_type": "A", "activity_id": "x"], "apns-token"),
+            ]
+            for (body, rule) in tokenCases {
+                let (status, answer) = try await call(client, .post, "/v1/apps/\(app)/live/tokens", body)
+                #expect(status == 422 && rules(answer).contains(rule), "\(rule): \(answer)")
+            }
+            let (badPolicy, answer) = try await call(
+                client,
+                .post,
+                "/v1/apps/\(app)/live/channels",
+                ["storage_policy": "forever"]
+            )
+            #expect(badPolicy == 422 && rules(answer).contains("enum"))
+            _ = h
+        }
+    }
+}
