@@ -158,42 +158,45 @@ import Testing
                 ).0 == 200
             )
 
-            // Update 1 meets a 503 and waits to be retried; update 2, a second later, goes first; update 1's retry
-            // arrives last and the device keeps update 2.
-            func update(_ eta: Int, event: String = "update") async throws -> String {
+            // Update 1 meets a 503 (Retry-After 5) and waits; update 2, dated later, goes first; update 1's retry
+            // arrives last and the device keeps update 2. Update 2 and the end carry their own later timestamps,
+            // so that nothing waits on the clock's second.
+            let t0 = activity.timestamp
+            func update(_ eta: Int, event: String = "update", timestamp: Int64? = nil) async throws -> String {
+                var live: [String: JSONValue] = ["event": .string(event), "content_state": ["eta": .int(Int64(eta))]]
+                if let timestamp { live["timestamp"] = .int(timestamp) }
                 let (status, answer) = try await call(
                     client,
                     .post,
                     "/v1/apps/\(app)/notifications",
-                    [
-                        "live_activity": ["event": .string(event), "content_state": ["eta": .int(Int64(eta))]],
-                        "audience": ["live_activity": "order-A-17"],
-                    ]
+                    ["live_activity": .object(live), "audience": ["live_activity": "order-A-17"]]
                 )
                 #expect(status == 202, "\(answer)")
                 return answer["id"]?.stringValue ?? ""
             }
-            // Retry-After 3: the retry waits past update 2 whatever the jitter draws.
-            h.sandbox.apns.inject(.status(503, reason: "ServiceUnavailable", retryAfter: 3), count: 1)
+            h.sandbox.apns.inject(.status(503, reason: "ServiceUnavailable", retryAfter: 5), count: 1)
             let first = try await update(12)
             _ = try await h.worker.runOnce()
-            try await Task.sleep(nanoseconds: 1_100_000_000)
-            let second = try await update(5)
+            let second = try await update(5, timestamp: t0 + 10)
             _ = try await h.worker.runOnce()
+            #expect(try await h.states(second) == ["delivered": 1])
+            let waiting = try await h.states(first)
+            #expect(
+                waiting == ["queued:ServiceUnavailable": 1],
+                "update 1's retry is due 5 s after its 503: \(waiting)"
+            )
             #expect(h.sandbox.apns.activity(updateToken: updateToken)?.contentState == ["eta": 5])
             try await h.drain()
             #expect(try await h.states(first) == ["delivered": 1])
-            #expect(try await h.states(second) == ["delivered": 1])
             #expect(h.sandbox.apns.activity(updateToken: updateToken)?.contentState == ["eta": 5])
             #expect(h.sandbox.apns.liveIgnoredCounts["older-timestamp"] == 1)
 
-            try await Task.sleep(nanoseconds: 1_100_000_000)
-            let end = try await update(0, event: "end")
+            let end = try await update(0, event: "end", timestamp: t0 + 11)
             try await h.drain()
             #expect(try await h.states(end) == ["delivered": 1])
             let ended = try #require(h.sandbox.apns.activity(updateToken: updateToken))
             #expect(
-                ended.ended && ended.contentState == ["eta": 0] && ended.applied == 3,
+                ended.ended && ended.contentState == ["eta": 0] && ended.history == [t0, t0 + 10, t0 + 11],
                 "\(ended.history) \(h.sandbox.apns.liveIgnoredCounts) \(h.sandbox.apns.rejectedCounts)"
             )
 
