@@ -92,18 +92,28 @@ struct LiveController: AppRoutes {
 
     func channelClient(_ app: ServerApp) throws -> APNsClient {
         guard let apns = providers[.apns] as? APNsProvider, let client = apns.channelClient(for: app) else {
-            throw APIError(.invalid, "the app has no APNs key: channels are kept by APNs for the app's key")
+            throw Self.refusal("no-apns-key", "the app has no APNs key: APNs keeps channels for the app's key")
         }
         return client
     }
 
-    /// APNs' refusal as the API's: a channel it does not know is 404, a request it refused 422, the rest 502.
+    static func refusal(_ rule: String, _ message: String) -> APIError {
+        var r = ValidationReport()
+        r.add("apns", rule, message)
+        return APIError(.invalid, message, issues: r.errors)
+    }
+
+    /// APNs' refusal as the API's: a channel it does not know is 404, a request or a key it refused 422 (naming
+    /// the reason), its own failures 502 (with Retry-After when a retry may help).
     static func apiError(_ f: APNsFailure) -> APIError {
-        if f.status == 404 || f.reason == APNsReason(rawValue: "ChannelNotRegistered") {
+        if f.status == 404 || f.reason == .channelNotRegistered {
             return APIError(.notFound, "APNs knows no such channel for this app")
         }
+        if f.status == 403 {
+            return refusal("apns-credentials", "APNs refused the app's key: \(f)")
+        }
         if let s = f.status, s == 400 || s == 413 {
-            return APIError(.invalid, "APNs refused the request: \(f)")
+            return refusal("apns-refused", "APNs refused the request: \(f)")
         }
         var e = APIError(.providerError, "APNs could not answer: \(f)")
         if f.retry != .never { e.retryAfter = 5 }
@@ -148,12 +158,21 @@ struct LiveController: AppRoutes {
         } catch { throw Self.apiError(error) }
     }
 
+    /// The path's channel id, percent-decoded; only base64 text (APNs' form) goes on to APNs, as a header.
     func channelID(_ context: APIRequestContext) throws -> String {
-        let id = context.parameters.get("channel") ?? ""
-        guard (1...128).contains(id.utf8.count),
-            id.unicodeScalars.allSatisfy({ $0.isASCII && !CharacterSet.controlCharacters.contains($0) })
-        else { throw APIError(.notFound, "no such channel") }
-        return id.removingPercentEncoding ?? id
+        let raw = context.parameters.get("channel") ?? ""
+        let id = raw.removingPercentEncoding ?? raw
+        guard (1...128).contains(id.utf8.count), id.unicodeScalars.allSatisfy(Self.isChannelIDCharacter) else {
+            throw APIError(.notFound, "no such channel")
+        }
+        return id
+    }
+
+    static func isChannelIDCharacter(_ c: Unicode.Scalar) -> Bool {
+        switch c {
+        case "A"..."Z", "a"..."z", "0"..."9", "+", "/", "=", "_", "-": return true
+        default: return false
+        }
     }
 
     func readChannel(_ request: Request, _ context: APIRequestContext) async throws -> Response {

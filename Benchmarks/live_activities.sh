@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Live Activities through one node: ACTIVITIES activities (their update tokens registered through the API), each
+# updated once a second for SECONDS, one API request per update (audience.live_activity), on SQLite, with the APNs
+# emulator in its own process (`richpush sandbox`). Prints the API's answer times, how far the rounds fell behind the
+# clock, what the emulator received and when, whether any update arrived after a later one of its activity, what the
+# emulated devices show, and the node's CPU per 1,000 updates (from /proc).
+#   Benchmarks/live_activities.sh [ACTIVITIES=10000] [SECONDS=60] [CONNECTIONS=128]
+# Release build. The node, its workers, the load generator and the emulator share this machine's cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+activities=${1:-10000}
+seconds=${2:-60}
+connections=${3:-128}
+swift build -c release --product richpush >/dev/null
+swift build -c release --product richpush-bench >/dev/null
+bin=$PWD/.build/release/richpush
+bench=$PWD/.build/release/richpush-bench
+source Benchmarks/lib/sandbox.sh
+scratch_and_cleanup
+ticks=$(getconf CLK_TCK)
+cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+start_sandbox "$bin"
+admin=bench-admin-key-0001
+"$bin" serve --port 0 --db "$dir/rp.sqlite" --sandbox-dir "$dir/sandbox" \
+  --external-apns-port "$apns_port" --external-fcm-port "$fcm_port" --admin-key "$admin" --rate-limit 1000000 > "$dir/serve.log" 2>&1 &
+server=$!
+pids+=($server)
+for _ in $(seq 200); do grep -q '"listening"' "$dir/serve.log" 2>/dev/null && break; sleep 0.1; done
+base=$(grep -m1 '"listening"' "$dir/serve.log" | python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['listening'])")
+created=$(curl -s -XPOST "$base/v1/apps" -H "Authorization: Bearer $admin" -d '{"name":"Bench","bundle_id":"com.example.app"}')
+app=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['app']['id'])" "$created")
+key=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['api_key'])" "$created")
+echo "live_activities: $activities activities, each updated once a second for $seconds s through one node (SQLite); $connections connections; $(nproc) cores shared by the node, the load generator and the emulator process"
+before=$(cpu "$server")
+sandbox_before=$(cpu "${pids[0]}")
+"$bench" live-updates --base "$base" --key "$key" --app "$app" --sandbox-admin "$sandbox_admin" \
+  --activities "$activities" --seconds "$seconds" --connections "$connections"
+after=$(cpu "$server")
+sandbox_after=$(cpu "${pids[0]}")
+peak=$(awk '/VmHWM/ {print $2}' "/proc/$server/status")
+python3 -c "
+n = $activities * $seconds
+print('  the node: CPU %.1f s in all = %.1f ms per 1,000 updates (token registration included); peak memory %.0f MB' % (($after - $before) / $ticks, ($after - $before) / $ticks / n * 1e6, $peak / 1024))
+print('  the emulator process: CPU %.1f s' % (($sandbox_after - $sandbox_before) / $ticks))"
