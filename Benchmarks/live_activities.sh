@@ -4,7 +4,7 @@
 # emulator in its own process (`richpush sandbox`). Prints the API's answer times, how far the rounds fell behind the
 # clock, what the emulator received and when, whether any update arrived after a later one of its activity, what the
 # emulated devices show, and the node's CPU per 1,000 updates (from /proc).
-#   Benchmarks/live_activities.sh [ACTIVITIES=10000] [SECONDS=60] [CONNECTIONS=128]
+#   [PERF_OUT=FILE] Benchmarks/live_activities.sh [ACTIVITIES=10000] [SECONDS=60] [CONNECTIONS=128]
 # Release build. The node, its workers, the load generator and the emulator share this machine's cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +34,9 @@ key=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['api_key'])" "$
 echo "live_activities: $activities activities, each updated once a second for $seconds s through one node (SQLite); $connections connections; $(nproc) cores shared by the node, the load generator and the emulator process"
 before=$(cpu "$server")
 sandbox_before=$(cpu "${pids[0]}")
+if [[ -n ${PERF_OUT:-} ]]; then  # profile the node for 20 s of the rounds: PERF_OUT=/tmp/live.perf
+  (sleep 3; perf record -F 499 -g -p "$server" -o "$PERF_OUT" -- sleep 20 >/dev/null 2>&1) &
+fi
 "$bench" live-updates --base "$base" --key "$key" --app "$app" --sandbox-admin "$sandbox_admin" \
   --activities "$activities" --seconds "$seconds" --connections "$connections"
 after=$(cpu "$server")

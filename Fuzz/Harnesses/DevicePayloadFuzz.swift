@@ -1,12 +1,27 @@
 // libFuzzer harness: raw bytes as a received payload, through everything the service extension runs on it
 // before the network: the JSON parser (as the simulator reads a payload), the decoder of every provider's keys,
-// the chart spec, and the chart renderer with its PNG encoder. Built by Scripts/fuzz-device.
+// the chart spec, and the chart renderer with its PNG encoder; and the same bytes as a Live Activity's content state,
+// decoded by Foundation's JSONDecoder into a widget's chart. Built by Scripts/fuzz-device.
+import Foundation
 import RichPushCharts
 import RichPushCore
+
+/// A widget's content state holding our chart, as an app declares it.
+struct LiveState: Decodable {
+    var chart: LiveActivityChart?
+}
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzDevicePayload(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = UnsafeBufferPointer(start: data, count: size)
+    // On the device, ActivityKit hands the content state to JSONDecoder: a chart decodes to points in the unit
+    // square, or to an error the widget skips.
+    if let state = try? JSONDecoder().decode(LiveState.self, from: Data(bytes)), let chart = state.chart {
+        precondition(chart.yRange.lowerBound <= chart.yRange.upperBound, "a chart's y range is ordered")
+        for line in chart.points {
+            for p in line { precondition((0...1).contains(p.x) && (0...1).contains(p.y), "points stay in the unit square") }
+        }
+    }
     guard let payload = try? JSONValue.parse(bytes, deepValues: .readAsNull) else { return 0 }
     // The payload as the system hands it over (a Foundation dictionary), and as JSON.
     let viaFoundation = ReceivedPayloadDecoder.decode(userInfo: (payload.foundationValue as? [AnyHashable: Any]) ?? [:])

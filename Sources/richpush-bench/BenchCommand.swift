@@ -8,7 +8,8 @@ struct BenchCommand: AsyncParsableCommand {
         subcommands: [
             ChartBench.self, DeviceBench.self, APNsBench.self, FCMBench.self, SendBench.self, FanOutBench.self,
             FanOutProbe.self, SeedDevices.self, SandboxServer.self, ChartMemoryProbe.self, ChartProfile.self,
-            DeviceMemoryProbe.self, ServeMedia.self, WebPushEncryptBench.self, WebPushSendBench.self, LiveUpdatesBench.self,
+            DeviceMemoryProbe.self, ServeMedia.self, WebPushEncryptBench.self, WebPushSendBench.self,
+            LiveUpdatesBench.self,
         ]
     )
 }

@@ -17,7 +17,8 @@ import Foundation
 public struct LiveActivityChart: Codable, Sendable, Hashable {
     /// The chart as sent.
     public let spec: ChartSpec
-    /// The y range the points are placed in: the spec's, else fitted to the data (a flat series gets ±1).
+    /// The y range the points are placed in: the spec's, else fitted to the data (a flat series gets a band around
+    /// it, ±1 for everyday values).
     public let yRange: ClosedRange<Double>
     /// Each series' values placed in the unit square: x from 0 (first value) to 1 (last), y from 0 (bottom)
     /// to 1 (top), clamped. A series of one value sits in the middle.
@@ -34,16 +35,20 @@ public struct LiveActivityChart: Codable, Sendable, Hashable {
         var low = spec.yMin ?? values.min() ?? 0
         var high = spec.yMax ?? values.max() ?? 1
         if !(low < high) {
-            low -= 1
-            high = low + 2
+            // A flat series: a band around it (wide enough to exist at any magnitude).
+            let pad = Swift.max(1, abs(low) * 1e-9)
+            (low, high) = (low - pad, low + pad)
         }
+        if !(low <= high) { high = low }
         yRange = low...high
+        let span = high - low
         points = spec.series.map { series in
             let n = series.values.count
             return series.values.enumerated().map { i, v in
                 let x = n > 1 ? Double(i) / Double(n - 1) : 0.5
-                let y = v.isFinite ? min(max((v - low) / (high - low), 0), 1) : 0
-                return UnitPoint(x: x, y: y)
+                // Out of range, not finite, or a span too wide to measure: clamped, or the middle.
+                let q = span.isFinite && span > 0 ? (v - low) / span : 0.5
+                return UnitPoint(x: x, y: q.isNaN ? 0.5 : Swift.min(Swift.max(q, 0), 1))
             }
         }
     }
