@@ -44,7 +44,7 @@ public struct WebPushMessage: Sendable {
         if let image = renderer.androidImage(for: m) { n["image"] = .string(image) }
         let link = m.deepLink.flatMap { $0.lowercased().hasPrefix("https://") ? $0 : nil } ?? defaultURL
         if let link { n["navigate"] = .string(link) }
-        if let tag = m.collapseID {
+        if let tag = Self.replacementTag(m) {
             n["tag"] = .string(tag)
             n["renotify"] = true
         }
@@ -87,7 +87,13 @@ public struct WebPushMessage: Sendable {
         case .low?: urgency = .low
         default: urgency = m.contentAvailable && !m.alert.isVisible ? .low : .normal
         }
-        topic = m.collapseID.map(Self.topic(for:))
+        topic = Self.replacementTag(m).map(Self.topic(for:))
+    }
+
+    /// What a later message replaces this one by: its collapse id, or for a live activity's state the same tag
+    /// Android uses, so that each state replaces the last as a Live Activity does.
+    static func replacementTag(_ m: PushMessage) -> String? {
+        m.collapseID ?? (m.liveActivity != nil ? LiveActivity.defaultAndroidTag : nil)
     }
 
     /// A collapse id as a `Topic`: itself when it fits the header's rule, otherwise 32 characters of its SHA-256 in

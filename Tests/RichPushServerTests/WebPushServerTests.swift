@@ -362,6 +362,15 @@ struct WebPushFixture {
         #expect(validator.validate(json: json).isValid)
         #expect(PushMessage.read(m.json).0 == m, "the stored form reads back")
         let n = try #require(WebPushMessage(m).payload["notification"])
+        // A live activity's states replace one another in the browser too: by collapse id, else the shared tag.
+        var live = PushMessage(alert: .init(title: "Order A-17", body: "12 minutes"))
+        live.liveActivity = LiveActivity(event: .update, contentState: ["eta": 12])
+        live.pushType = .liveactivity
+        #expect(WebPushMessage(live).payload["notification"]?["tag"] == .string(LiveActivity.defaultAndroidTag))
+        #expect(WebPushMessage(live).topic == LiveActivity.defaultAndroidTag)
+        live.collapseID = "order-A-17"
+        #expect(WebPushMessage(live).payload["notification"]?["tag"] == "order-A-17")
+        #expect(WebPushMessage(live).topic == "order-A-17")
         #expect(n["icon"] == "https://cdn.example.com/logo.png" && n["badge"] == "https://cdn.example.com/badge.png")
         #expect(
             n["actions"]
