@@ -259,6 +259,66 @@ try:
     from selenium.webdriver.common.keys import Keys
     by_id("tab-ios").send_keys(Keys.ARROW_RIGHT)
     until(lambda: by_id("tab-android").get_attribute("aria-selected") == "true" and not by_id("panel-android").get_attribute("hidden"), "the Android tab")
+
+    step("a Live Activity: the Lock Screen card, the liveactivity request, a start → update → end series delivered")
+    driver.get(base + "/console#compose")
+    driver.refresh()  # a fresh form: the same address keeps the page
+    until(lambda: by_id("f-title").is_displayed(), "the compose form")
+    by_id("tab-ios").click()
+    for field in ["f-media", "f-chart-labels", "f-collapse"]:
+        driver.execute_script(f"document.getElementById('{field}').value = ''")
+    live_token = "cd" * 32
+    typed("f-title", "Order A-17")
+    typed("f-body", "We are preparing it")
+    Select(by_id("f-chart-type")).select_by_visible_text("sparkline")
+    typed("f-chart-values", "25, 22, 18")
+    Select(by_id("f-audience")).select_by_value("apns_tokens")
+    typed("f-audience-value", live_token)
+    Select(by_id("f-live-event")).select_by_visible_text("start")
+    typed("f-live-state", '{"status": "preparing", "eta_minutes": 25}')
+    typed("f-live-type", "DeliveryAttributes")
+    typed("f-live-attributes", '{"order": "A-17"}')
+    until(lambda: by_id("live-card").get_attribute("data-event") == "start" and "preparing" in by_id("live-card").text, "the Lock Screen card")
+    until(lambda: "No problems found" in by_id("issues").text, "a clean check of the start")
+    until(lambda: driver.find_elements(By.CSS_SELECTOR, "#live-card #chart-preview"), "the chart in the card")
+    by_id("tab-sent").click()
+    shown = json.loads(until(lambda: driver.execute_script(
+        "const p = document.getElementById('panel-sent'); const a = document.getElementById('sent-apns');"
+        "return p && !p.getAttribute('aria-busy') && a ? a.textContent : null"), "the liveactivity request"))
+    assert shown["headers"]["apns-push-type"] == "liveactivity", shown["headers"]
+    assert shown["headers"]["apns-topic"] == "com.example.shop.push-type.liveactivity", shown["headers"]
+    aps = shown["payload"]["aps"]
+    assert aps["event"] == "start" and aps["attributes-type"] == "DeliveryAttributes" and aps["content-state"]["chart"]["values"] == [25, 22, 18], aps
+    by_id("tab-ios").click()
+    driver.execute_script("document.getElementById('preview-title').scrollIntoView()")
+    time.sleep(0.2)
+    driver.save_screenshot(os.path.join(shots, "live-start.png"))
+    by_id("live-add").click()
+    Select(by_id("f-live-event")).select_by_visible_text("update")
+    typed("f-live-type", "")
+    typed("f-live-attributes", "")
+    typed("f-live-state", '{"status": "on its way", "eta_minutes": 12}')
+    typed("f-body", "Arriving in 12 minutes")
+    until(lambda: "No problems found" in by_id("issues").text and by_id("live-card").get_attribute("data-event") == "update", "a clean update")
+    by_id("live-add").click()
+    Select(by_id("f-live-event")).select_by_visible_text("end")
+    typed("f-live-state", '{"status": "delivered", "eta_minutes": 0}')
+    typed("f-body", "Enjoy your meal")
+    until(lambda: "No problems found" in by_id("issues").text and by_id("live-card").get_attribute("data-event") == "end", "a clean end")
+    by_id("live-add").click()
+    until(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#live-series li")) == 3, "three states in the series")
+    by_id("live-send").click()
+    until(lambda: len(driver.find_elements(By.CSS_SELECTOR, '#live-outcomes li[data-state="delivered"]')) == 3, "the three states delivered", timeout=60)
+    events = [li.get_attribute("data-event") for li in driver.find_elements(By.CSS_SELECTOR, "#live-outcomes li")]
+    assert events == ["start", "update", "end"], events
+    driver.execute_script("document.getElementById('live').scrollIntoView()")
+    time.sleep(0.2)
+    driver.save_screenshot(os.path.join(shots, "live-series.png"))
+    by_id("theme").click()
+    driver.execute_script("document.getElementById('preview-title').scrollIntoView()")
+    time.sleep(0.2)
+    driver.save_screenshot(os.path.join(shots, "live-end-dark.png"))
+    by_id("theme").click()
     print("console browser test: every step passed", flush=True)
 finally:
     driver.quit()

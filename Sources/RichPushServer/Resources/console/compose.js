@@ -41,10 +41,38 @@ export function buildSend() {
     if (field("f-chart-theme") === "dark") chart.theme = "dark";
     m.chart = chart;
   }
+  if (field("f-live-event")) {
+    const live = { event: field("f-live-event") };
+    const json = (id, path, what) => {
+      if (!field(id)) return undefined;
+      try {
+        const v = JSON.parse(field(id));
+        if (v === null || typeof v !== "object" || Array.isArray(v)) throw new Error();
+        return v;
+      } catch { local.push({ path, message: `${what} is a JSON object, like {"eta_minutes": 12}` }); return undefined; }
+    };
+    const minutes = (id, path) => {
+      if (!field(id)) return undefined;
+      const n = Number(field(id));
+      if (!Number.isFinite(n) || n < 0) { local.push({ path, message: "a number of minutes" }); return undefined; }
+      return Math.round(Date.now() / 1000 + n * 60);
+    };
+    const state = json("f-live-state", "live_activity.content_state", "the content state");
+    if (state) live.content_state = state;
+    if (field("f-live-type")) live.attributes_type = field("f-live-type");
+    const attributes = json("f-live-attributes", "live_activity.attributes", "the attributes");
+    if (attributes) live.attributes = attributes;
+    const stale = minutes("f-live-stale", "live_activity.stale_date");
+    if (stale) live.stale_date = stale;
+    const dismiss = minutes("f-live-dismiss", "live_activity.dismissal_date");
+    if (dismiss) live.dismissal_date = dismiss;
+    m.live_activity = live;
+  }
   const kind = field("f-audience");
   const value = field("f-audience-value");
   let audience;
   if (kind === "all") audience = { all: true };
+  else if (kind === "live_start") audience = { live_start: value ? { user: value } : {} };
   else if (["tokens", "apns_tokens", "fcm_tokens"].includes(kind)) audience = { [kind]: list(value) };
   else audience = { [kind]: value };
   const body = { ...m, audience };

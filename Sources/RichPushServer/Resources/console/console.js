@@ -8,6 +8,7 @@ import { $, state } from "./core.js";
 import { route, signIn, signOut } from "./session.js";
 import { checkSoon, field, preflight, upload } from "./compose.js";
 import { send, testSend } from "./send.js";
+import { addState, sendSeries } from "./live.js";
 import { stopFollowing } from "./outcomes.js";
 import { searchDevices } from "./lists.js";
 
@@ -30,6 +31,8 @@ function wire() {
   compose.addEventListener("submit", (e) => e.preventDefault());
   $("test-send").addEventListener("click", testSend);
   $("send").addEventListener("click", send);
+  $("live-add").addEventListener("click", addState);
+  $("live-send").addEventListener("click", sendSeries);
   const drop = $("drop");
   drop.addEventListener("dragover", (e) => { e.preventDefault(); drop.classList.add("over"); });
   drop.addEventListener("dragleave", () => drop.classList.remove("over"));

@@ -33,6 +33,14 @@ export function render(message, dry) {
   const app = state.app ? state.app.name : "App";
   const shown = picture || chart;
 
+  // A Live Activity: the Lock Screen's card instead of a notification (on Android and the web, the notification
+  // below, replaced by each state).
+  if (sent.live_activity) {
+    $("panel-ios").replaceChildren(liveCard(sent, title, body, chart, app));
+    renderOthers(sent, dry, { title, subtitle, body, shown, app });
+    return;
+  }
+
   // iOS: the first attachment is the thumbnail collapsed and the picture expanded; a chart is drawn by the
   // extension with the same renderer as the server's PNG.
   const ios = $("panel-ios");
@@ -49,6 +57,29 @@ export function render(message, dry) {
     chart && picture ? el("img", { class: "big", src: chart, alt: "the chart as drawn", id: "chart-preview" }) : null);
   if (chart && !picture) ios.querySelector(".big").id = "chart-preview";
 
+  renderOthers(sent, dry, { title, subtitle, body, shown, app });
+}
+
+/// The Lock Screen's Live Activity: the state's values, its chart (the server's PNG of the same spec), and what the
+/// event does to it.
+export function liveCard(sent, title, body, chart, app) {
+  const live = sent.live_activity;
+  const values = Object.entries(live.content_state || {}).filter(([k]) => k !== "chart");
+  const what = { start: "Starts the activity (push-to-start)", update: "Replaces the activity's state", end: "Ends the activity" }[live.event] || live.event;
+  const dates = [];
+  if (live.stale_date) dates.push(`out of date at ${new Date(live.stale_date * 1000).toLocaleTimeString()}`);
+  if (live.dismissal_date) dates.push(`gone at ${new Date(live.dismissal_date * 1000).toLocaleTimeString()}`);
+  return el("div", { class: "device" },
+    el("p", { class: "clock", text: "9:41" }),
+    el("div", { class: `live-card ${live.event === "end" ? "ended" : ""}`, id: "live-card", "data-event": live.event },
+      el("div", { class: "head" }, el("span", { class: "icon", "aria-hidden": "true" }), app, live.attributes_type ? ` · ${live.attributes_type}` : ""),
+      el("dl", {}, ...values.flatMap(([k, v]) => [el("dt", { text: k }), el("dd", { text: typeof v === "string" ? v : JSON.stringify(v) })])),
+      chart ? el("img", { class: "big", src: chart, alt: "the chart as the widget draws it", id: "chart-preview" }) : null,
+      title || body ? el("p", { class: "alert", text: [title, body].filter(Boolean).join(" — ") }) : null),
+    el("p", { class: "caption", text: `${what}${dates.length ? "; " + dates.join(", ") : ""}` }));
+}
+
+function renderOthers(sent, dry, { title, subtitle, body, shown, app }) {
   const android = $("panel-android");
   android.replaceChildren(el("div", { class: "device android" },
     el("p", { class: "clock", text: "9:41" }),
