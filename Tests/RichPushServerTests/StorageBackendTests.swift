@@ -44,6 +44,61 @@ import Testing
         }
     }
 
+    /// Live Activity tokens: registered, re-registered (moved), chosen by activity id or by type and user, removed,
+    /// and activity tokens swept by age, the same on every backend.
+    @Test(arguments: Kind.allCases)
+    func liveTokensAnswerAlike(_ kind: Kind) async throws {
+        let b = try await Self.make(kind)
+        let app = "live-\(UUID().uuidString.prefix(8))"
+        let old = Date().addingTimeInterval(-13 * 3600)
+        let t = (0..<6).map { String(format: "%064x", 0xB00 + $0) }
+        let store = b.liveTokens
+        try await store.register(
+            LiveToken(appID: app, token: t[0], kind: .pushToStart, activityType: "Score", userID: "u1")
+        )
+        try await store.register(
+            LiveToken(appID: app, token: t[1], kind: .pushToStart, activityType: "Score", userID: "u2")
+        )
+        try await store.register(LiveToken(appID: app, token: t[2], kind: .pushToStart, activityType: "Order"))
+        try await store.register(
+            LiveToken(appID: app, token: t[3], kind: .activity, activityType: "Score", activityID: "m7", updatedAt: old)
+        )
+        try await store.register(
+            LiveToken(appID: app, token: t[4], kind: .activity, activityType: "Score", activityID: "m7")
+        )
+        try await store.register(
+            LiveToken(appID: "other", token: t[5], kind: .activity, activityType: "Score", activityID: "m7")
+        )
+        #expect(
+            try await store.tokens(appID: app, audience: .pushToStart(type: "Score", userID: nil), limit: 10) == [
+                t[0], t[1],
+            ]
+        )
+        #expect(
+            try await store.tokens(appID: app, audience: .pushToStart(type: "Score", userID: "u2"), limit: 10) == [t[1]]
+        )
+        #expect(try await store.tokens(appID: app, audience: .activity("m7"), limit: 10) == [t[3], t[4]])
+        #expect(try await store.tokens(appID: app, audience: .activity("m7"), limit: 1) == [t[3]])
+        // Registered again, a token says what it says now: here it moves to another activity.
+        try await store.register(
+            LiveToken(appID: app, token: t[4], kind: .activity, activityType: "Score", activityID: "m8")
+        )
+        #expect(try await store.tokens(appID: app, audience: .activity("m8"), limit: 10) == [t[4]])
+        #expect(try await store.tokens(appID: app, audience: .activity("m7"), limit: 10) == [t[3]])
+        #expect(try await store.remove(appID: app, token: t[1]))
+        #expect(try await !store.remove(appID: app, token: t[1]))
+        // The sweep takes activity tokens older than the cutoff, never push-to-start tokens.
+        let swept = try await store.sweepActivityTokens(before: Date().addingTimeInterval(-12 * 3600), limit: 1000)
+        #expect(swept >= 1)
+        #expect(try await store.tokens(appID: app, audience: .activity("m7"), limit: 10).isEmpty)
+        #expect(try await store.tokens(appID: app, audience: .activity("m8"), limit: 10) == [t[4]])
+        #expect(
+            try await store.tokens(appID: app, audience: .pushToStart(type: "Score", userID: nil), limit: 10) == [t[0]]
+        )
+        #expect(try await store.tokens(appID: "other", audience: .activity("m7"), limit: 10) == [t[5]])
+        await b.close()
+    }
+
     /// Tokens are queued with the notification; a replayed idempotency key answers as the first time and queues nothing.
     @Test(arguments: Kind.allCases)
     func aTokenSendIsQueuedWithItsNotification(_ kind: Kind) async throws {
