@@ -19,7 +19,9 @@ public func fuzzDevicePayload(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt
     if let state = try? JSONDecoder().decode(LiveState.self, from: Data(bytes)), let chart = state.chart {
         precondition(chart.yRange.lowerBound <= chart.yRange.upperBound, "a chart's y range is ordered")
         for line in chart.points {
-            for p in line { precondition((0...1).contains(p.x) && (0...1).contains(p.y), "points stay in the unit square") }
+            for p in line {
+                precondition((0...1).contains(p.x) && (0...1).contains(p.y), "points stay in the unit square")
+            }
         }
     }
     guard let payload = try? JSONValue.parse(bytes, deepValues: .readAsNull) else { return 0 }

@@ -189,6 +189,18 @@ struct LiveActivityModel {
 }
 
 extension APNsEmulatorLogic {
+    /// The request's own `apns-request-id` when it is a UUID, else a new one (as APNs answers).
+    static func requestID(_ request: EmulatorRequest) -> String {
+        request.header("apns-request-id").flatMap { UUID(uuidString: $0) != nil ? $0.lowercased() : nil }
+            ?? UUID().uuidString.lowercased()
+    }
+
+    /// A refusal of a channel or broadcast request, counted by reason.
+    func refuse(_ status: Int, _ reason: String, requestID: String) -> EmulatorAction {
+        state.reject(reason)
+        return .respond(.json(status, ["reason": reason], headers: [("apns-request-id", requestID)]))
+    }
+
     /// `/1/apps/<bundle>/channels` and `/1/apps/<bundle>/all-channels`: create, read, delete and list channels.
     func manageChannels(
         _ request: EmulatorRequest,
@@ -197,18 +209,13 @@ extension APNsEmulatorLogic {
     )
         -> EmulatorAction
     {
-        let requestID =
-            request.header("apns-request-id").flatMap { UUID(uuidString: $0) != nil ? $0.lowercased() : nil }
-            ?? UUID().uuidString.lowercased()
+        let requestID = Self.requestID(request)
         func answer(_ status: Int, _ body: Any? = nil, _ extra: [(String, String)] = []) -> EmulatorAction {
             let headers = [("apns-request-id", requestID)] + extra
             if let body { return .respond(.json(status, body, headers: headers)) }
             return .respond(EmulatorResponse(status: status, headers: headers))
         }
-        func reject(_ status: Int, _ reason: String) -> EmulatorAction {
-            state.reject(reason)
-            return answer(status, ["reason": reason])
-        }
+        func reject(_ status: Int, _ reason: String) -> EmulatorAction { refuse(status, reason, requestID: requestID) }
         let parts = request.path.split(separator: "/", omittingEmptySubsequences: false).map(String.init)
         // "", "1", "apps", bundle, "channels" | "all-channels"
         guard parts.count == 5, parts[1] == "1", parts[2] == "apps", !parts[3].isEmpty,
@@ -274,13 +281,8 @@ extension APNsEmulatorLogic {
     )
         -> EmulatorAction
     {
-        let requestID =
-            request.header("apns-request-id").flatMap { UUID(uuidString: $0) != nil ? $0.lowercased() : nil }
-            ?? UUID().uuidString.lowercased()
-        func reject(_ status: Int, _ reason: String) -> EmulatorAction {
-            state.reject(reason)
-            return .respond(.json(status, ["reason": reason], headers: [("apns-request-id", requestID)]))
-        }
+        let requestID = Self.requestID(request)
+        func reject(_ status: Int, _ reason: String) -> EmulatorAction { refuse(status, reason, requestID: requestID) }
         guard request.method == "POST" else { return reject(405, "MethodNotAllowed") }
         let bundle = String(request.path.dropFirst("/4/broadcasts/apps/".count))
         guard !bundle.isEmpty, !bundle.contains("/") else { return reject(404, "BadPath") }

@@ -47,36 +47,27 @@ public final class APNsProvider: PushProvider {
     }
 
     /// The client an app sends with: its own (from its key), or the fallback when it has no key.
-    public func client(for app: ServerApp) -> APNsClient? {
-        guard app.apns != nil else { return configuration.fallback }
-        return clients.client(for: app) { app in
-            guard let c = app.apns else { return nil }
-            let key = try APNsSigningKey(p8: c.keyPEM, keyID: c.keyID, teamID: c.teamID)
-            let endpoint = configuration.endpoint ?? (c.environment == .production ? .production : .sandbox)
-            return APNsClient(
-                configuration: .init(
-                    endpoint: endpoint,
-                    authentication: .token(key),
-                    trust: configuration.trust,
-                    logger: configuration.logger
-                ),
-                eventLoopGroup: eventLoopGroup
-            )
-        }.client
-    }
+    public func client(for app: ServerApp) -> APNsClient? { client(for: app, in: clients) { $0 } }
 
     /// The client that manages an app's broadcast channels: on the channel host of the app's environment (the
     /// sandbox emulator serves both on one port, so the fallback does both).
     public func channelClient(for app: ServerApp) -> APNsClient? {
+        client(for: app, in: channelClients) { $0.channelManagement }
+    }
+
+    /// An app's client from its key, kept in `cache`, to the app's environment's endpoint as `host` turns it.
+    private func client(
+        for app: ServerApp,
+        in cache: AppClients<APNsClient>,
+        host: (APNsConfiguration.Endpoint) -> APNsConfiguration.Endpoint
+    ) -> APNsClient? {
         guard app.apns != nil else { return configuration.fallback }
-        return channelClients.client(for: app) { app in
+        return cache.client(for: app) { app in
             guard let c = app.apns else { return nil }
             let key = try APNsSigningKey(p8: c.keyPEM, keyID: c.keyID, teamID: c.teamID)
-            let endpoint = (configuration.endpoint ?? (c.environment == .production ? .production : .sandbox))
-                .channelManagement
             return APNsClient(
                 configuration: .init(
-                    endpoint: endpoint,
+                    endpoint: host(configuration.endpoint ?? (c.environment == .production ? .production : .sandbox)),
                     authentication: .token(key),
                     trust: configuration.trust,
                     logger: configuration.logger
