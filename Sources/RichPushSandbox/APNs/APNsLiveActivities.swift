@@ -68,6 +68,9 @@ struct LiveActivityModel {
     /// Apple's limit of channels per app and environment.
     static let maxChannelsPerApp = 10_000
     static let historyLimit = 1000
+    /// The activities one emulator keeps (a flood of starts must not grow it without end): past it a start or an
+    /// unknown token's update is ignored as `activity-limit`.
+    static let maxActivities = 200_000
 
     mutating func ignore(_ reason: String) { ignored[reason, default: 0] += 1 }
 
@@ -85,6 +88,7 @@ struct LiveActivityModel {
             if pushToStart[token] == nil && (byToken[token] != nil || !autoRegister) {
                 return ignore("not-a-push-to-start-token")
             }
+            guard activities.count < Self.maxActivities else { return ignore("activity-limit") }
             start(aps: aps, timestamp: timestamp, topic: topic, newToken: newToken)
             return
         }
@@ -92,6 +96,7 @@ struct LiveActivityModel {
         if id == nil {
             // An activity the app started itself, whose token the device has handed out.
             guard autoRegister, pushToStart[token] == nil else { return ignore("no-activity") }
+            guard activities.count < Self.maxActivities else { return ignore("activity-limit") }
             let new = EmulatedActivity(
                 id: UUID().uuidString.lowercased(),
                 topic: topic,
