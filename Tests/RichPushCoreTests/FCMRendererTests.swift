@@ -76,7 +76,7 @@ import Testing
         #expect(body["android"]?["priority"] == "HIGH")
         #expect(body["android"]?["ttl"] == "3600s")
         #expect(body["android"]?["collapse_key"] == "c")
-        #expect(body["android"]?["notification"] == ["sound": "ping", "notification_count": 2])
+        #expect(body["android"]?["notification"] == ["sound": "ping", "notification_count": 2, "tag": "c"])
         #expect(
             body["apns"]?["headers"] == [
                 "apns-priority": "10", "apns-expiration": "1700003600", "apns-collapse-id": "c",

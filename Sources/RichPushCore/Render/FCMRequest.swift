@@ -128,8 +128,12 @@ public struct FCMRenderer: Sendable {
         if let a = m.alert.titleLocArgs { an["title_loc_args"] = .array(a.map(JSONValue.string)) }
         if let k = m.alert.locKey { an["body_loc_key"] = .string(k) }
         if let a = m.alert.locArgs { an["body_loc_args"] = .array(a.map(JSONValue.string)) }
-        // A live activity on Android is one notification, replaced by each state: the tag names it.
-        if m.liveActivity != nil { an["tag"] = .string(m.collapseID ?? LiveActivity.defaultAndroidTag) }
+        // A newer notification with the same collapse id replaces the one shown: on Android that is the tag
+        // (collapse_key only replaces one still waiting at FCM). A live activity is one notification, replaced by
+        // each state, tagged by default.
+        if let tag = m.collapseID ?? (m.liveActivity != nil ? LiveActivity.defaultAndroidTag : nil) {
+            an["tag"] = .string(tag)
+        }
         if !an.isEmpty { android["notification"] = .object(an) }
         if let p = m.priority { android["priority"] = .string(p == .high ? "HIGH" : "NORMAL") }
         if let ttl = ttlSeconds(for: m) { android["ttl"] = .string("\(ttl)s") }
