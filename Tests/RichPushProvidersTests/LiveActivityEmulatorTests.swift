@@ -1,10 +1,10 @@
 import Foundation
 import RichPushCore
-import RichPushSandbox
 import RichPushTransport
 import Testing
 
 @testable import RichPushAPNs
+@testable import RichPushSandbox
 
 /// Live Activities end to end against the APNs emulator over TLS HTTP/2: push-to-start, updates, ends, the
 /// device's ordering rules, refusals, and broadcast channels.
@@ -223,5 +223,74 @@ import Testing
             }
             #expect(emulator.rejectedCounts["MissingChannelId"] == 1)
         }
+    }
+}
+
+/// The emulator's device model against payloads no server of ours writes: any JSON where `aps` should be, every
+/// key of the wrong type. Nothing traps, every activity keeps an ascending history, and a state is never applied
+/// to an activity that ended.
+@Suite struct LiveActivityModelHostileTests {
+    static func randomValue(_ g: inout SystemRandomNumberGenerator, depth: Int = 0) -> JSONValue {
+        switch Int.random(in: 0..<(depth > 2 ? 5 : 7), using: &g) {
+        case 0: return .null
+        case 1: return .bool(Bool.random(using: &g))
+        case 2: return .int(Int64.random(in: -3...Int64.max, using: &g))
+        case 3: return .double(Double.random(in: -1e300...1e300, using: &g))
+        case 4: return .string(["start", "update", "end", "", "x"].randomElement(using: &g)!)
+        case 5: return .array((0..<Int.random(in: 0..<3, using: &g)).map { _ in randomValue(&g, depth: depth + 1) })
+        default:
+            let keys = ["event", "timestamp", "content-state", "attributes", "attributes-type", "alert", "x"]
+            return .object(
+                Dictionary(
+                    (0..<Int.random(in: 0..<4, using: &g)).map { _ in
+                        (keys.randomElement(using: &g)!, randomValue(&g, depth: depth + 1))
+                    },
+                    uniquingKeysWith: { a, _ in a }
+                )
+            )
+        }
+    }
+
+    @Test func anyPayloadLeavesTheModelConsistent() {
+        var g = SystemRandomNumberGenerator()
+        var model = LiveActivityModel()
+        let tokens = (0..<8).map { String(format: "%064x", $0) }
+        model.pushToStart[tokens[0]] = .some(nil)
+        var issued = 0
+        for round in 0..<5000 {
+            var aps: [String: JSONValue] = [:]
+            for key in [
+                "event", "timestamp", "content-state", "attributes-type", "attributes", "alert", "stale-date",
+                "dismissal-date", "relevance-score", "input-push-token", "input-push-channel",
+            ]
+            where Bool.random(using: &g) {
+                aps[key] = Self.randomValue(&g)
+            }
+            // Often a well-formed part, so that activities exist to be disturbed.
+            if round % 3 == 0 {
+                aps["event"] = .string(["start", "update", "end"].randomElement(using: &g)!)
+                aps["timestamp"] = .int(Int64.random(in: 1...50, using: &g))
+                aps["content-state"] = ["n": .int(Int64(round))]
+                aps["attributes-type"] = "T"
+                aps["attributes"] = [:]
+                aps["alert"] = "a"
+            }
+            let payload: JSONValue = Bool.random(using: &g) ? .object(["aps": .object(aps)]) : Self.randomValue(&g)
+            model.apply(
+                payload: payload,
+                token: tokens.randomElement(using: &g)!,
+                topic: "com.example.app",
+                autoRegister: Bool.random(using: &g)
+            ) {
+                issued += 1
+                return String(format: "%064x", 1000 + issued)
+            }
+            if round % 500 == 0 { _ = model.broadcast(payload: payload, channel: "none") }
+        }
+        for a in model.activities.values {
+            #expect(zip(a.history, a.history.dropFirst()).allSatisfy { $0 <= $1 }, "\(a.history)")
+            #expect(a.applied >= a.history.count)
+        }
+        #expect(model.activities.count <= LiveActivityModel.maxActivities)
     }
 }
