@@ -22,15 +22,15 @@ import Testing
         let providers: Providers
         let worker: DeliveryWorker
 
-        /// Runs the worker until nothing is queued or leased (due or not), at most 30 s.
+        /// Runs the worker until nothing is queued or leased (due or not), at most 60 s.
         func drain() async throws {
             let started = Date()
-            while Date().timeIntervalSince(started) < 30 {
+            while Date().timeIntervalSince(started) < 60 {
                 let c = try await backend.queue.counts()
                 if (c[.queued] ?? 0) + (c[.leased] ?? 0) == 0 { return }
                 if try await worker.runOnce() == 0 { try await Task.sleep(nanoseconds: 20_000_000) }
             }
-            Issue.record("deliveries still queued after 30 s")
+            Issue.record("deliveries still queued after 60 s")
         }
 
         func states(_ id: String) async throws -> [String: Int] {
@@ -158,9 +158,9 @@ import Testing
                 ).0 == 200
             )
 
-            // Update 1 meets a 503 (Retry-After 5) and waits; update 2, dated later, goes first; update 1's retry
-            // arrives last and the device keeps update 2. Update 2 and the end carry their own later timestamps,
-            // so that nothing waits on the clock's second.
+            // Update 1 meets a 503 (Retry-After 10) and waits; update 2, dated later, goes first; update 1's retry
+            // arrives last and the device keeps update 2. The updates carry their own timestamps, so that nothing
+            // waits on the clock's second.
             let t0 = activity.timestamp
             func update(_ eta: Int, event: String = "update", timestamp: Int64? = nil) async throws -> String {
                 var live: [String: JSONValue] = ["event": .string(event), "content_state": ["eta": .int(Int64(eta))]]
@@ -174,16 +174,19 @@ import Testing
                 #expect(status == 202, "\(answer)")
                 return answer["id"]?.stringValue ?? ""
             }
-            h.sandbox.apns.inject(.status(503, reason: "ServiceUnavailable", retryAfter: 5), count: 1)
-            let first = try await update(12)
+            h.sandbox.apns.inject(.status(503, reason: "ServiceUnavailable", retryAfter: 10), count: 1)
+            // Update 1 is dated now; update 2 and the end later, by whole seconds, however long the steps before took
+            // on a loaded machine (the start's own date was set by the server, checked above).
+            let t1 = max(t0, Int64(Date().timeIntervalSince1970))
+            let first = try await update(12, timestamp: t1)
             _ = try await h.worker.runOnce()
-            let second = try await update(5, timestamp: t0 + 10)
+            let second = try await update(5, timestamp: t1 + 5)
             _ = try await h.worker.runOnce()
             #expect(try await h.states(second) == ["delivered": 1])
             let waiting = try await h.states(first)
             #expect(
                 waiting == ["queued:ServiceUnavailable": 1],
-                "update 1's retry is due 5 s after its 503: \(waiting)"
+                "update 1's retry is due 10 s after its 503: \(waiting)"
             )
             #expect(h.sandbox.apns.activity(updateToken: updateToken)?.contentState == ["eta": 5])
             try await h.drain()
@@ -191,12 +194,12 @@ import Testing
             #expect(h.sandbox.apns.activity(updateToken: updateToken)?.contentState == ["eta": 5])
             #expect(h.sandbox.apns.liveIgnoredCounts["older-timestamp"] == 1)
 
-            let end = try await update(0, event: "end", timestamp: t0 + 11)
+            let end = try await update(0, event: "end", timestamp: t1 + 6)
             try await h.drain()
             #expect(try await h.states(end) == ["delivered": 1])
             let ended = try #require(h.sandbox.apns.activity(updateToken: updateToken))
             #expect(
-                ended.ended && ended.contentState == ["eta": 0] && ended.history == [t0, t0 + 10, t0 + 11],
+                ended.ended && ended.contentState == ["eta": 0] && ended.history == [t0, t1 + 5, t1 + 6],
                 "\(ended.history) \(h.sandbox.apns.liveIgnoredCounts) \(h.sandbox.apns.rejectedCounts)"
             )
 
