@@ -188,7 +188,9 @@ import Testing
         #expect(flat.yRange == 2...4)
         #expect(flat.points[0].map(\.y) == [0.5, 0.5])
         // Values at the edge of Double: no NaN, nothing outside the unit square.
-        for values in [[1e308, 1e308], [-1.7e308, 1.7e308], [1.79e308, 1.79e308], [0, 1e-320]] {
+        for values in [
+            [1e308, 1e308], [-1.7e308, 1.7e308], [1.79e308, 1.79e308], [0, Double.leastNonzeroMagnitude],
+        ] {
             let edge = LiveActivityChart(ChartSpec(kind: .line, series: [.init(values: values)]))
             #expect(edge.yRange.lowerBound <= edge.yRange.upperBound)
             #expect(edge.points[0].allSatisfy { (0...1).contains($0.x) && (0...1).contains($0.y) }, "\(values)")
