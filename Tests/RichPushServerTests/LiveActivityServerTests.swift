@@ -42,18 +42,22 @@ import Testing
         }
     }
 
-    func withHarness(_ body: @escaping @Sendable (Harness, TestClientProtocol) async throws -> Void) async throws {
+    func withHarness(
+        budget: Int? = nil,
+        _ body: @escaping @Sendable (Harness, TestClientProtocol) async throws -> Void
+    ) async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("live-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
         let sandbox = try await Sandbox.start(directory: dir, threads: 1)
         let backend = try SQLiteBackend(path: dir.appendingPathComponent("rp.sqlite").path)
         let providers = try Providers.sandbox(sandbox)
-        let api = RichPushAPI(
+        var api = RichPushAPI(
             backend: backend,
             adminKey: Self.admin,
             validation: .init(requireTargets: false),
             providers: providers
         )
+        api.liveBudget = budget.map { RateLimiter(rate: Double($0) / 3600, burst: Double($0)) }
         let store = backend.sqliteStore
         let sender = ProviderDeliverySender(
             providers: providers,
@@ -306,6 +310,49 @@ import Testing
             #expect(try await call(client, .delete, "/v1/apps/\(app)/live/channels/\(escaped)").0 == 200)
             #expect(try await call(client, .get, "/v1/apps/\(app)/live/channels/\(escaped)").0 == 404)
             #expect(try await call(client, .delete, "/v1/apps/\(app)/live/channels/\(escaped)").0 == 404)
+        }
+    }
+
+    /// With a budget of 2 priority-10 updates an hour, the third update of one activity goes at priority 5 and the
+    /// answer says so; another activity has its own budget; priority normal spends nothing; a dry run spends nothing.
+    @Test func priorityTenUpdatesSpendTheActivitysBudget() async throws {
+        try await withHarness(budget: 2) { h, client in
+            let (_, created) = try await call(client, .post, "/v1/apps", ["name": "B", "bundle_id": "com.example.app"])
+            let app = try #require(created["app"]?["id"]?.stringValue)
+            for (i, activity) in ["a", "b"].enumerated() {
+                _ = try await call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/live/tokens",
+                    [
+                        "kind": "activity", "token": .string(String(format: "%064x", 0xE0 + i)), "activity_type": "T",
+                        "activity_id": .string(activity),
+                    ]
+                )
+            }
+            func update(_ activity: String, priority: String? = nil, dryRun: Bool = false) async throws -> JSONValue {
+                var body: [String: JSONValue] = [
+                    "live_activity": ["event": "update", "content_state": ["n": 1]],
+                    "audience": ["live_activity": .string(activity)],
+                ]
+                if let priority { body["priority"] = .string(priority) }
+                if dryRun { body["dry_run"] = true }
+                return try await call(client, .post, "/v1/apps/\(app)/notifications", .object(body)).1
+            }
+            _ = try await update("a", dryRun: true)
+            _ = try await update("a", priority: "normal")
+            let warned = { (answer: JSONValue) in
+                answer["warnings"]?.arrayValue?.contains { $0["rule"] == "live-budget" } == true
+            }
+            #expect(!warned(try await update("a")))
+            #expect(!warned(try await update("a", priority: "high")))
+            #expect(warned(try await update("a")))
+            #expect(!warned(try await update("b")))
+            try await h.drain()
+            let a = h.sandbox.apns.recorded(token: String(format: "%064x", 0xE0)).map(\.priority)
+            // Sent concurrently, they may arrive in any order: two at 10, the normal one and the one past the budget at 5.
+            #expect(a.sorted() == [5, 5, 10, 10], "\(a)")
+            #expect(h.sandbox.apns.recorded(token: String(format: "%064x", 0xE1)).map(\.priority) == [10])
         }
     }
 

@@ -36,6 +36,8 @@ public struct RichPushAPI: Sendable {
     public var media: MediaService?
     /// What each app may make this node spend on media (uploads a day, fetches at once).
     public var quotas = Quotas()
+    /// Priority-10 Live Activity updates per activity (or channel) and hour; past it they go at priority 5.
+    public var liveBudget: RateLimiter?
     /// Counts the read routes show, kept briefly (or for good, once a notification has settled).
     public var counts = CountCaches()
     /// Receipt addresses for devices (`rp.r`) and `POST /v1/receipts/{token}`; nil turns both off.
@@ -167,6 +169,7 @@ public struct RichPushAPI: Sendable {
             onAccepted: onAccepted,
             media: self.media,
             quotas: quotas,
+            liveBudget: liveBudget,
             counts: counts,
             receipts: receipts,
             providers: providers,

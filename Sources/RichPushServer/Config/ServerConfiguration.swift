@@ -50,6 +50,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Give each rich notification a receipt address (`rp.r`) the device library posts its report to. On by
     /// default, but only used where devices can reach the server: in sandbox mode, or with a `public_url`.
     public var receipts = true
+    /// Priority-10 Live Activity updates one activity (or one broadcast channel) may get in an hour before the
+    /// rest go at priority 5 (`live.priority10_per_hour`; nil: no budget). Apple budgets them on the device and
+    /// publishes no number: set the figure your app's activities need.
+    public var livePriority10PerHour: Int?
     /// The file holding the key provider credentials are sealed with in the database; default the database's
     /// path with `.key` added. Made (readable by its owner only) on first start.
     public var credentialsKeyFile: String?
@@ -81,8 +85,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     static let keys: [String: Set<String>] = [
         "": [
             "database", "node_id", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers",
-            "sandbox", "media", "receipts", "credentials_key_file", "notifications", "quotas",
+            "sandbox", "media", "receipts", "credentials_key_file", "notifications", "quotas", "live",
         ],
+        "live": ["priority10_per_hour"],
         "quotas": ["upload_megabytes_per_day", "fetches_per_app", "fetches"],
         "notifications": ["retention_days"],
         "workers": ["batch_size", "concurrency", "lanes"],
@@ -146,6 +151,13 @@ public struct ServerConfiguration: Sendable, Equatable {
             try Self.checkKeys(no, section: "notifications")
             if let r = try number(no["retention_days"], "notifications.retention_days", 0...36_500) {
                 notificationRetentionDays = r
+            }
+        }
+        if let l = o["live"] {
+            guard case .object(let lo) = l else { throw Problem(key: "live", rule: "must be an object") }
+            try Self.checkKeys(lo, section: "live")
+            if let n = try number(lo["priority10_per_hour"], "live.priority10_per_hour", 1...100_000) {
+                livePriority10PerHour = Int(n)
             }
         }
         if let q = o["quotas"] {

@@ -20,6 +20,7 @@ struct NotificationsController: AppRoutes {
     let onAccepted: @Sendable (_ id: String, _ message: PushMessage) -> Void
     let media: MediaService?
     let quotas: Quotas
+    let liveBudget: RateLimiter?
     let counts: CountCaches
     let receipts: DeviceReceipts?
     let providers: Providers
@@ -70,6 +71,7 @@ struct NotificationsController: AppRoutes {
             }
             audience = .providerTokens(apns: tokens, fcm: [])
         }
+        if !options.dryRun { spendLiveBudget(&message, app: app, live: send.live, audience: audience, into: &report) }
         // Media is fetched and judged before anything is stored: a refused media answers 422 naming it.
         if let media {
             // Each of the message's media is fetched (a verdict kept from before costs nothing, but is counted).
@@ -152,6 +154,32 @@ struct NotificationsController: AppRoutes {
             if accepted.queued > 0 { onQueued() }
         }
         return Response.json(202, accepted.notification.response)
+    }
+
+    /// A priority-10 Live Activity update (APNs' default) spends from its activity's (or channel's) hourly budget;
+    /// past it the update goes at priority 5, and the answer warns (`live-budget`). Dry runs spend nothing.
+    func spendLiveBudget(
+        _ message: inout PushMessage,
+        app: ServerApp,
+        live: LiveAudience?,
+        audience: Audience,
+        into report: inout ValidationReport
+    ) {
+        guard let budget = liveBudget, message.liveActivity != nil, message.priority != .normal else { return }
+        let key: String
+        switch (live, audience) {
+        case (.activity(let id)?, _): key = "\(app.id)|activity|\(id)"
+        case (_, .apnsChannel(let id)): key = "\(app.id)|channel|\(id)"
+        default: return
+        }
+        guard budget.check(key) != nil else { return }
+        message.priority = .normal
+        report.add(
+            "priority",
+            "live-budget",
+            "this activity's \(Int(budget.burst)) priority-10 updates an hour are spent: this one goes at priority 5",
+            .warning
+        )
     }
 
     /// The page of deliveries a `GET` of a notification lists: `after` a delivery id (0: from the start), at most
