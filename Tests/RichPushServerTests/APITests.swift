@@ -339,6 +339,13 @@ import Testing
                 )
             )
             #expect(metrics.contains(#"richpush_queue_deliveries{state="delivered"} 2"#))
+            // Per app, without the reason.
+            #expect(metrics.contains(#"richpush_app_notifications_accepted_total{app="\#(appID)"} 1"#), "\(metrics)")
+            #expect(
+                metrics.contains(
+                    #"richpush_app_delivery_attempts_total{app="\#(appID)",provider="apns",state="delivered"} 1"#
+                )
+            )
             #expect(metrics.contains("richpush_notifications_accepted_total 1"))
             #expect(metrics.contains(#"richpush_delivery_latency_seconds_count{provider="fcm"} 1"#))
         }

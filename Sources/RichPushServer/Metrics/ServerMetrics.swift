@@ -1,25 +1,47 @@
 import Foundation
+import NIOConcurrencyHelpers
 import Prometheus
 
 /// What `/metrics` shows: notifications accepted, delivery attempts by provider, outcome and reason, the time from
-/// due to delivered, and the queue's depth per state. Every label value comes from a bounded set.
+/// due to delivered, and the queue's depth per state; per app, notifications accepted and delivery attempts by
+/// provider and outcome. Every label value comes from a bounded set: the first ``maxAppLabels`` apps seen have
+/// their own `app` label, later ones share `other`.
 public final class ServerMetrics: Sendable {
     public let registry = PrometheusCollectorRegistry()
     let accepted: Counter
+    /// Apps with a label of their own (a node serving more sums the rest as `other`).
+    public let maxAppLabels: Int
+    private let labelledApps = NIOLockedValueBox<Set<String>>([])
     let latencyBuckets: [Double] = [
         0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
         300,
     ]
 
-    public init() {
+    public init(maxAppLabels: Int = 200) {
+        self.maxAppLabels = max(0, maxAppLabels)
         accepted = registry.makeCounter(
             name: "richpush_notifications_accepted_total",
             help: "Notifications accepted by the API"
         )
     }
 
-    func notificationAccepted(deliveries: Int) {
+    /// The `app` label for an app id: its own while there is room, else `other`.
+    func appLabel(_ app: String) -> String {
+        labelledApps.withLockedValue { apps in
+            if apps.contains(app) { return app }
+            guard apps.count < maxAppLabels else { return "other" }
+            apps.insert(app)
+            return app
+        }
+    }
+
+    func notificationAccepted(app: String, deliveries: Int) {
         accepted.increment()
+        registry.makeCounter(
+            name: "richpush_app_notifications_accepted_total",
+            labels: [("app", appLabel(app))],
+            help: "Notifications accepted by the API, per app"
+        ).increment()
         deliveriesEnqueued(deliveries)
     }
 
@@ -29,11 +51,17 @@ public final class ServerMetrics: Sendable {
     }
 
     /// One attempt's result: `state` is delivered, failed, pruned, expired or retry.
-    func attempt(provider: DeliveryProvider, state: String, reason: String?) {
+    func attempt(app: String, provider: DeliveryProvider, state: String, reason: String?) {
         registry.makeCounter(
             name: "richpush_delivery_attempts_total",
             labels: [("provider", provider.rawValue), ("state", state), ("reason", reason ?? "none")],
             help: "Delivery attempts by provider, outcome and reason"
+        ).increment()
+        // Per app without the reason: apps times reasons would not stay bounded.
+        registry.makeCounter(
+            name: "richpush_app_delivery_attempts_total",
+            labels: [("app", appLabel(app)), ("provider", provider.rawValue), ("state", state)],
+            help: "Delivery attempts per app, by provider and outcome"
         ).increment()
     }
 

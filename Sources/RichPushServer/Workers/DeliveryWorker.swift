@@ -259,7 +259,7 @@ public final class DeliveryWorker: Sendable {
     func process(_ d: DeliveryRecord) async -> Settlement {
         switch await sendWithinDeadline(d) {
         case .delivered(let id):
-            metrics?.attempt(provider: d.provider, state: "delivered", reason: nil)
+            metrics?.attempt(app: d.appID, provider: d.provider, state: "delivered", reason: nil)
             metrics?.delivered(provider: d.provider, secondsSinceDue: now().timeIntervalSince(d.notBefore))
             return Settlement(id: d.id, .finish(.delivered(providerID: id)))
         case let .failed(decision, reason):
@@ -272,10 +272,10 @@ public final class DeliveryWorker: Sendable {
                 random: { Double.random(in: 0..<1) }
             ) {
             case .retry(let at):
-                metrics?.attempt(provider: d.provider, state: "retry", reason: reason)
+                metrics?.attempt(app: d.appID, provider: d.provider, state: "retry", reason: reason)
                 return Settlement(id: d.id, .reschedule(notBefore: at, reason: reason))
             case .final(let outcome):
-                metrics?.attempt(provider: d.provider, state: outcome.state.rawValue, reason: reason)
+                metrics?.attempt(app: d.appID, provider: d.provider, state: outcome.state.rawValue, reason: reason)
                 return Settlement(id: d.id, .finish(outcome))
             }
         }

@@ -140,7 +140,7 @@ struct NotificationsController: AppRoutes {
         onAccepted(id, message)
         if accepted.fanOutPending {
             let (intake, metrics, onQueued) = (intake, metrics, onQueued)
-            metrics.notificationAccepted(deliveries: 0)
+            metrics.notificationAccepted(app: app.id, deliveries: 0)
             fanOuts.run(
                 {
                     let n = try await intake.completeFanOut(notificationID: id)
@@ -150,7 +150,7 @@ struct NotificationsController: AppRoutes {
                 onFailure: { _ in metrics.fanOutFailed() }
             )
         } else {
-            metrics.notificationAccepted(deliveries: accepted.queued)
+            metrics.notificationAccepted(app: app.id, deliveries: accepted.queued)
             if accepted.queued > 0 { onQueued() }
         }
         return Response.json(202, accepted.notification.response)
