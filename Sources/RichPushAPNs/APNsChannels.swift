@@ -32,7 +32,7 @@ extension APNsClient {
             method: "POST",
             path: Self.channelsPath(bundleID),
             headers: [],
-            body: Self.buffer(body.serialized())
+            body: ByteBuffer(bytes: body.serialized())
         )
         guard let id = response.headers.first(name: "apns-channel-id"), !id.isEmpty else {
             throw APNsFailure(transport: .malformedResponse("no apns-channel-id in the answer"), retry: .never)
@@ -96,7 +96,7 @@ extension APNsClient {
             method: "POST",
             path: "/4/broadcasts/apps/\(bundleID)",
             headers: headers,
-            body: Self.buffer(request.body)
+            body: ByteBuffer(bytes: request.body)
         )
         return APNsDelivery(
             apnsID: response.headers.first(name: "apns-request-id"),
@@ -105,10 +105,4 @@ extension APNsClient {
     }
 
     static func channelsPath(_ bundleID: String) -> String { "/1/apps/\(bundleID)/channels" }
-
-    static func buffer(_ bytes: [UInt8]) -> ByteBuffer {
-        var b = ByteBufferAllocator().buffer(capacity: bytes.count)
-        b.writeBytes(bytes)
-        return b
-    }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import RichPushCore
 import RichPushTransport
 import Testing
@@ -211,7 +212,7 @@ import Testing
                         method: "POST",
                         path: "/1/apps/\(bundle)/channels",
                         headers: [],
-                        body: APNsClient.buffer(Array(body.utf8))
+                        body: ByteBuffer(bytes: Array(body.utf8))
                     )
                     Issue.record("\(body) was accepted")
                 } catch let error as APNsFailure {
@@ -292,5 +293,44 @@ import Testing
             #expect(a.applied >= a.history.count)
         }
         #expect(model.activities.count <= LiveActivityModel.maxActivities)
+    }
+}
+
+/// The channel calls against every hostile answer the emulator can give: each ends in an `APNsFailure` (or, for a
+/// 2xx, a result read within its bounds), never a trap, and the client keeps working after each.
+@Suite struct LiveChannelHostileAnswerTests {
+    @Test func everyChannelCallClassifiesEveryHostileAnswer() async throws {
+        try await APNsClientTests().withSandbox(.init(autoRegisterTokens: true)) { emulator, client in
+            let bundle = "com.example.app"
+            let update = APNsRenderer(bundleID: bundle).render(
+                try PushMessage.decode(
+                    JSONValue.parse(#"{"live_activity":{"event":"update","content_state":{"n":1},"timestamp":1}}"#)
+                ),
+                deviceToken: ""
+            )
+            let channel = try await client.createChannel(bundleID: bundle, storagePolicy: .noMessageStored)
+            let calls: [(String, @Sendable () async throws -> Void)] = [
+                ("create", { _ = try await client.createChannel(bundleID: bundle, storagePolicy: .noMessageStored) }),
+                ("read", { _ = try await client.channel(bundleID: bundle, id: channel.id) }),
+                ("list", { _ = try await client.allChannels(bundleID: bundle) }),
+                ("delete", { try await client.deleteChannel(bundleID: "com.example.other", id: channel.id) }),
+                ("broadcast", { _ = try await client.broadcast(update, bundleID: bundle, channelID: channel.id) }),
+            ]
+            for (name, answer) in HostileProviderTests.answers {
+                for (call, run) in calls {
+                    emulator.inject(.hostile(answer))
+                    do {
+                        try await run()
+                        #expect(name.contains("2xx"), "\(call) took \(name) as a success")
+                    } catch let error as APNsFailure {
+                        if case .retryAfter(let s) = error.retry { #expect(s.isFinite && s >= 0, "\(call) \(name)") }
+                    } catch {
+                        Issue.record("\(call) \(name): \(error) is not an APNsFailure")
+                    }
+                }
+                // Still working: the channel reads back.
+                #expect(try await client.channel(bundleID: bundle, id: channel.id).id == channel.id, "after \(name)")
+            }
+        }
     }
 }

@@ -63,6 +63,18 @@ public enum Audience: Sendable, Hashable {
     /// A Live Activity broadcast channel: one request, and APNs reaches every device listening.
     case apnsChannel(String)
 
+    /// Whether text is a broadcast channel id as APNs writes them (base64, at most 128 characters): what the API
+    /// takes in a send's audience and in a channel route's path, and so what reaches a request header.
+    public static func isChannelID(_ id: String) -> Bool {
+        (1...128).contains(id.utf8.count)
+            && id.unicodeScalars.allSatisfy { c in
+                switch c {
+                case "A"..."Z", "a"..."z", "0"..."9", "+", "/", "=", "_", "-": return true
+                default: return false
+                }
+            }
+    }
+
     /// Whether deliveries may go through APNs.
     public var mayUseAPNs: Bool {
         switch self {

@@ -118,15 +118,20 @@ enum LiveTokenSQL {
     }
 }
 
-/// Live Activity tokens in the server's SQLite file.
+/// Live Activity tokens in the server's SQLite file. Registrations go through the group commit the other stores
+/// use: an app's devices registering at once share transactions instead of writing one each.
 public final class SQLiteLiveTokenStore: LiveTokenStore {
     let pool: DatabasePool
+    let commits: GroupCommit
 
     /// Expects the server store's migrations (``SQLiteServerStore``), which create the table.
-    init(pool: DatabasePool) { self.pool = pool }
+    init(pool: DatabasePool) {
+        self.pool = pool
+        commits = GroupCommit(pool: pool)
+    }
 
     public func register(_ token: LiveToken) async throws {
-        try await pool.write { db in try db.execute(query: LiveTokenSQL.register(token)) }
+        try await commits.write { db in try db.execute(query: LiveTokenSQL.register(token)) }
     }
 
     public func remove(appID: String, token: String) async throws -> Bool {

@@ -162,17 +162,10 @@ struct LiveController: AppRoutes {
     func channelID(_ context: APIRequestContext) throws -> String {
         let raw = context.parameters.get("channel") ?? ""
         let id = raw.removingPercentEncoding ?? raw
-        guard (1...128).contains(id.utf8.count), id.unicodeScalars.allSatisfy(Self.isChannelIDCharacter) else {
+        guard Audience.isChannelID(id) else {
             throw APIError(.notFound, "no such channel")
         }
         return id
-    }
-
-    static func isChannelIDCharacter(_ c: Unicode.Scalar) -> Bool {
-        switch c {
-        case "A"..."Z", "a"..."z", "0"..."9", "+", "/", "=", "_", "-": return true
-        default: return false
-        }
     }
 
     func readChannel(_ request: Request, _ context: APIRequestContext) async throws -> Response {

@@ -242,12 +242,7 @@ extension Audience {
         case "user": return r.text(a, "user", at: "audience", lengths: 1...256).map(Audience.user)
         case "apns_channel":
             guard let id = r.text(a, "apns_channel", at: "audience", lengths: 1...128) else { return nil }
-            // APNs writes channel ids in base64.
-            guard
-                id.unicodeScalars.allSatisfy({
-                    $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "+/=_-".unicodeScalars.contains($0))
-                })
-            else {
+            guard Audience.isChannelID(id) else {
                 r.report.add("audience.apns_channel", "channel-id", "a channel id is the base64 text APNs gave")
                 return nil
             }
