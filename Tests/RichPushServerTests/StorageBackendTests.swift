@@ -85,6 +85,18 @@ import Testing
         )
         #expect(try await store.tokens(appID: app, audience: .activity("m8"), limit: 10) == [t[4]])
         #expect(try await store.tokens(appID: app, audience: .activity("m7"), limit: 10) == [t[3]])
+        // Registered again unchanged within the hour, the old row stays as it was: here it keeps its old time, so
+        // the sweep below still takes it.
+        try await store.register(
+            LiveToken(
+                appID: app,
+                token: t[3],
+                kind: .activity,
+                activityType: "Score",
+                activityID: "m7",
+                updatedAt: old.addingTimeInterval(600)
+            )
+        )
         #expect(try await store.remove(appID: app, token: t[1]))
         #expect(try await !store.remove(appID: app, token: t[1]))
         // The sweep takes activity tokens older than the cutoff, never push-to-start tokens.

@@ -44,6 +44,9 @@ public struct LiveToken: Sendable, Hashable {
 public enum LiveTokenLimits {
     /// Eight hours of activity, four more on the Lock Screen after its end.
     public static let activityTokenLifetime: TimeInterval = 12 * 3600
+    /// A token registered again unchanged within this long is not written again (an app registers on every
+    /// launch): the write, and the database's log of it, are skipped.
+    public static let refreshAfter: TimeInterval = 3600
 }
 
 /// Which registered Live Activity tokens a send goes to.
@@ -75,6 +78,10 @@ enum LiveTokenSQL {
         VALUES (\(t.appID), \(t.token), \(t.kind.rawValue), \(t.activityType), \(t.activityID), \(t.userID), \(t.updatedAt))
         ON CONFLICT (app_id, token) DO UPDATE SET kind = excluded.kind, activity_type = excluded.activity_type,
             activity_id = excluded.activity_id, user_id = excluded.user_id, updated_at = excluded.updated_at
+        WHERE live_tokens.kind <> excluded.kind OR live_tokens.activity_type <> excluded.activity_type
+            OR live_tokens.activity_id IS DISTINCT FROM excluded.activity_id
+            OR live_tokens.user_id IS DISTINCT FROM excluded.user_id
+            OR live_tokens.updated_at < \(t.updatedAt.addingTimeInterval(-LiveTokenLimits.refreshAfter))
         """
     }
 
@@ -186,7 +193,16 @@ public final class MemoryLiveTokenStore: LiveTokenStore {
     private static func key(_ app: String, _ token: String) -> String { app + "\u{0}" + token }
 
     public func register(_ token: LiveToken) async throws {
-        rows.withLockedValue { $0[Self.key(token.appID, token.token)] = token }
+        rows.withLockedValue { rows in
+            let key = Self.key(token.appID, token.token)
+            if var kept = rows[key], kept.updatedAt >= token.updatedAt.addingTimeInterval(-LiveTokenLimits.refreshAfter)
+            {
+                kept.updatedAt = token.updatedAt
+                // Unchanged and fresh: kept as it is, as the databases keep it.
+                if kept == token { return }
+            }
+            rows[key] = token
+        }
     }
 
     public func remove(appID: String, token: String) async throws -> Bool {
