@@ -162,6 +162,18 @@ public final class APNsEmulator: Sendable {
 
     public var acceptedCount: Int { state.data.withLockedValue { $0.records.total } }
 
+    /// What a device's notification list shows, oldest first: every alert it was sent, but that one with an
+    /// `apns-collapse-id` replaces the one shown with the same id (in its place at the top, as iOS does). Read
+    /// from the kept records (at most `recordLimit`). Live Activity and background pushes are not in the list.
+    public func notificationCenter(token: String) -> [RecordedAPNsNotification] {
+        var shown: [RecordedAPNsNotification] = []
+        for n in recorded(token: token) where n.pushType == "alert" {
+            if let c = n.collapseID { shown.removeAll { $0.collapseID == c } }
+            shown.append(n)
+        }
+        return shown
+    }
+
     /// Rejections by reason.
     public var rejectedCounts: [String: Int] { state.data.withLockedValue { $0.rejected } }
 

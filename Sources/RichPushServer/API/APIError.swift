@@ -28,6 +28,10 @@ public struct APIError: HTTPResponseError, Sendable {
         case receiptExpired = "receipt-expired"
         case alreadyReported = "already-reported"
         case keyExists = "key-exists"
+        /// The notification cannot be updated in place (sent without collapse_id, or a Live Activity).
+        case notUpdatable = "not-updatable"
+        /// The notification's fan-out is still queueing its devices (an update needs them all).
+        case fanOutPending = "fan-out-pending"
         case databaseUnavailable = "database-unavailable"
         /// A push service refused or failed a request made for the caller (channel management).
         case providerError = "provider-error"
@@ -44,7 +48,7 @@ public struct APIError: HTTPResponseError, Sendable {
             case .bodyTooLarge: .contentTooLarge
             case .rateLimited, .quotaExceeded: .tooManyRequests
             case .receiptExpired: .gone
-            case .alreadyReported, .keyExists: .conflict
+            case .alreadyReported, .keyExists, .notUpdatable, .fanOutPending: .conflict
             case .databaseUnavailable: .serviceUnavailable
             case .providerError: .badGateway
             case .internal: .internalServerError

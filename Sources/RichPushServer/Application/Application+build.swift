@@ -339,6 +339,7 @@ func deliveryWorkers(
             sender: sender,
             metrics: metrics,
             health: backend.health,
+            updates: backend.updates,
             logger: logger,
             prune: { d, _ in
                 // A topic or a condition has no device to prune.

@@ -22,6 +22,7 @@ public final class PostgresBackend: StorageBackend {
     public let media: PostgresMediaFiles
     public let receipts: any ReceiptStore
     public let liveTokens: any LiveTokenStore
+    public let updates: any NotificationUpdates
     let announcer: WorkAnnouncer
     private let wakers = NIOLockedValueBox<[@Sendable () -> Void]>([])
 
@@ -128,6 +129,7 @@ public final class PostgresBackend: StorageBackend {
         media = PostgresMediaFiles(database: database)
         receipts = PostgresReceiptStore(db: database)
         liveTokens = PostgresLiveTokenStore(db: database)
+        updates = PostgresNotificationUpdates(database: database) { announcer.announce() }
     }
 
     /// `HOST-PID-RANDOM`: unique among the nodes, and it says where a lease's holder ran.

@@ -122,6 +122,8 @@ enum PostgresMigrations {
         Migration(version: 8, name: "web push keys", sql: "ALTER TABLE apps ADD COLUMN webpush text"),
         // Live Activity push-to-start and update tokens.
         Migration(version: 9, name: "live activity tokens", sql: LiveTokenSQL.create(time: "timestamptz")),
+        // Updates in place: each update is a version of its root.
+        Migration(version: 10, name: "notification versions", sql: NotificationVersions.postgresColumns),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

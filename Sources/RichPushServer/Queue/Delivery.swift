@@ -14,6 +14,8 @@ public enum DeliveryState: String, Sendable, Hashable, CaseIterable {
     case expired
     /// The provider said the token is gone; the token was pruned.
     case pruned
+    /// Not sent: a newer version of the notification (an update in place) replaced it first.
+    case superseded
 
     public var isFinal: Bool { self != .queued && self != .leased }
 }
@@ -129,6 +131,10 @@ public struct DeliveryOutcome: Sendable, Hashable {
     }
     public static func expired(_ reason: String = "ttl") -> DeliveryOutcome {
         .init(state: .expired, reason: reason, providerID: nil)
+    }
+    /// Replaced by version `version` before it was sent.
+    public static func superseded(by version: Int) -> DeliveryOutcome {
+        .init(state: .superseded, reason: "version \(version)", providerID: nil)
     }
 }
 

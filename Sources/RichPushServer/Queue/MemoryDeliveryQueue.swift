@@ -115,6 +115,40 @@ public actor MemoryDeliveryQueue: DeliveryQueue {
         Array(deliveries(notificationID: notificationID).lazy.filter { $0.id > after }.prefix(max(0, limit)))
     }
 
+    /// Ends as superseded what is still queued of a notification; returns how many.
+    func supersede(notificationID: String, by version: Int, now: Date) -> Int {
+        var n = 0
+        for (id, var r) in records where r.notificationID == notificationID && r.state == .queued {
+            r.state = .superseded
+            r.reason = "version \(version)"
+            r.updatedAt = now
+            records[id] = r
+            n += 1
+        }
+        return n
+    }
+
+    /// The deliveries workers hold now.
+    func leased() -> [DeliveryRecord] { records.values.filter { $0.state == .leased } }
+
+    /// Puts held deliveries back without counting the attempt.
+    func release(_ ids: [Int64], owner: String, notBefore: Date, now: Date) -> Set<Int64> {
+        var out = Set<Int64>()
+        for id in ids {
+            guard var r = records[id], r.state == .leased, r.leaseOwner == owner else { continue }
+            r.state = .queued
+            r.notBefore = notBefore
+            r.reason = "older_version_in_flight"
+            r.attempts -= 1
+            r.leaseOwner = nil
+            r.leaseUntil = nil
+            r.updatedAt = now
+            records[id] = r
+            out.insert(id)
+        }
+        return out
+    }
+
     /// Removes a notification's deliveries (retention).
     func remove(notificationID: String) {
         for (id, r) in records where r.notificationID == notificationID { records[id] = nil }

@@ -11,6 +11,7 @@ public struct MemoryBackend: StorageBackend {
     public let intake: any NotificationIntake
     public var receipts: any ReceiptStore { memoryReceipts }
     public let liveTokens: any LiveTokenStore = MemoryLiveTokenStore()
+    public let updates: any NotificationUpdates
     let memoryStore: MemoryServerStore
     let memoryQueue: MemoryDeliveryQueue
     let memoryReceipts: MemoryReceiptStore
@@ -23,6 +24,7 @@ public struct MemoryBackend: StorageBackend {
         memoryQueue = queue
         intake = MemoryIntake(store: store, registry: registry, queue: queue)
         memoryReceipts = MemoryReceiptStore(queue: queue)
+        updates = MemoryNotificationUpdates(store: store, queue: queue, intake: intake)
     }
 
     public func sweepNotifications(before cutoff: Date, limit: Int) async throws -> Int {

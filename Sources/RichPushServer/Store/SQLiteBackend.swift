@@ -11,6 +11,7 @@ public struct SQLiteBackend: StorageBackend {
     public let sqliteIntake: SQLiteIntake
     public let receipts: any ReceiptStore
     public let liveTokens: any LiveTokenStore
+    public let updates: any NotificationUpdates
 
     public var store: any ServerStore { sqliteStore }
     public var registry: any DeviceRegistry { sqliteRegistry }
@@ -27,6 +28,7 @@ public struct SQLiteBackend: StorageBackend {
         sqliteIntake = try SQLiteIntake(store: sqliteStore, registry: sqliteRegistry, queue: sqliteQueue, chunk: chunk)
         receipts = SQLiteReceiptStore(pool: pool)
         liveTokens = SQLiteLiveTokenStore(pool: pool)
+        updates = SQLiteNotificationUpdates(pool: pool)
     }
 
     /// Opens (or creates) the database file.

@@ -140,6 +140,10 @@ public final class SQLiteServerStore: ServerStore {
             // Live Activity push-to-start and update tokens.
             try db.execute(sql: LiveTokenSQL.create(time: "REAL"))
         }
+        m.registerMigration("notification-versions") { db in
+            // Updates in place: each update is a version of its root (NotificationVersions).
+            try db.execute(sql: NotificationVersions.sqliteColumns)
+        }
         return m
     }
 

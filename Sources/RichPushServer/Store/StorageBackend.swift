@@ -16,6 +16,8 @@ public protocol StorageBackend: Sendable {
     var receipts: any ReceiptStore { get }
     /// Live Activity push-to-start and update tokens.
     var liveTokens: any LiveTokenStore { get }
+    /// Updates in place: new versions of a notification, and the check before each send.
+    var updates: any NotificationUpdates { get }
 
     /// Queues a delivery for every device of the audience, outside a notification's intake (tools and benchmarks);
     /// returns how many. Spread as the intake spreads (``Spread``).

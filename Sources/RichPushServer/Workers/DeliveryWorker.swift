@@ -53,6 +53,9 @@ public final class DeliveryWorker: Sendable {
     let metrics: ServerMetrics?
     /// The database's health: while it is down the worker claims nothing.
     let health: DatabaseHealth?
+    /// Updates in place: asked before a batch is sent which of its deliveries a newer version superseded and which
+    /// must wait for an older version's send to end (nil: no notification has versions).
+    let updates: (any NotificationUpdates)?
     let logger: Logger
     let signal = WakeSignal()
     let deadlines: SendDeadlines
@@ -63,6 +66,7 @@ public final class DeliveryWorker: Sendable {
         sender: DeliverySender,
         metrics: ServerMetrics? = nil,
         health: DatabaseHealth? = nil,
+        updates: (any NotificationUpdates)? = nil,
         logger: Logger = Logger(label: "richpush.worker"),
         now: @escaping @Sendable () -> Date = { Date() },
         prune: @escaping @Sendable (DeliveryRecord, String) async -> Void = { _, _ in }
@@ -72,6 +76,7 @@ public final class DeliveryWorker: Sendable {
         self.sender = sender
         self.metrics = metrics
         self.health = health
+        self.updates = updates
         self.logger = logger
         self.now = now
         self.prune = prune
@@ -89,7 +94,7 @@ public final class DeliveryWorker: Sendable {
     public func runOnce() async throws -> Int {
         let claimed = now()
         let clock = ContinuousClock.now
-        let batch = try await queue.claim(
+        let claimedBatch = try await queue.claim(
             owner: configuration.owner,
             limit: configuration.batchSize,
             now: claimed,
@@ -97,7 +102,9 @@ public final class DeliveryWorker: Sendable {
         )
         let took = ContinuousClock.now - clock
         metrics?.claimed(seconds: Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18)
-        guard !batch.isEmpty else { return 0 }
+        guard !claimedBatch.isEmpty else { return 0 }
+        let batch = try await sortVersions(claimedBatch)
+        guard !batch.isEmpty else { return claimedBatch.count }
         let leases = BatchLeases(ids: batch.map(\.id), ends: claimed.addingTimeInterval(configuration.lease))
         let renewal = Task { [queue, configuration, now, logger] in
             while !Task.isCancelled {
@@ -251,6 +258,41 @@ public final class DeliveryWorker: Sendable {
             }
             sending.withLockedValue { $0 = task }
         }
+    }
+
+    /// How long a delivery waits for an older version's send to the same target to end.
+    static let versionWait: TimeInterval = 0.2
+
+    /// The deliveries of `batch` to send now: of those whose notification has versions, a version older than the
+    /// newest ends as superseded (never sent), and one with an older version to the same target in flight goes
+    /// back to the queue for ``versionWait`` (its attempt not counted), so that no device is sent an older state
+    /// after a newer one.
+    func sortVersions(_ batch: [DeliveryRecord]) async throws -> [DeliveryRecord] {
+        guard let updates else { return batch }
+        let verdicts = try await updates.verdicts(batch)
+        guard !verdicts.isEmpty else { return batch }
+        var superseded: [Settlement] = []
+        var waiting: [Int64] = []
+        for d in batch {
+            switch verdicts[d.id] {
+            case .superseded(let version)?:
+                metrics?.attempt(app: d.appID, provider: d.provider, state: DeliveryState.superseded.rawValue, reason: nil)
+                superseded.append(Settlement(id: d.id, .finish(.superseded(by: version))))
+            case .wait?: waiting.append(d.id)
+            case nil: break
+            }
+        }
+        let t = now()
+        if !superseded.isEmpty { _ = try await queue.settle(superseded, owner: configuration.owner, now: t) }
+        if !waiting.isEmpty {
+            _ = try await updates.release(
+                waiting,
+                owner: configuration.owner,
+                notBefore: t.addingTimeInterval(Self.versionWait),
+                now: t
+            )
+        }
+        return batch.filter { verdicts[$0.id] == nil }
     }
 
     /// New deliveries were queued: an idle worker looks at once.

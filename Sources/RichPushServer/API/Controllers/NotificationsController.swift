@@ -32,6 +32,7 @@ struct NotificationsController: AppRoutes {
         group.get("apps/:app/notifications/:id", use: outcomes)
         group.get("apps/:app/notifications/:id/simulation", use: simulation)
         group.post("apps/:app/notifications/:id/receipts", use: receipt)
+        group.post("apps/:app/notifications/:id/updates", use: update)
     }
 
     /// Accepts a notification: validates it, stores it with its deliveries (or a pending fan-out), and answers 202
@@ -238,6 +239,12 @@ struct NotificationsController: AppRoutes {
             "receipts": receiptSummary,
         ]
         if read.count > page.limit, let last = shown.last { body["next_after"] = .int(last.id) }
+        // Updates in place: which version this is, and the newest of its family.
+        if let f = try await backend.updates.family(of: id), f.version > 0 || f.latest > 0 {
+            body["root_id"] = .string(f.rootID)
+            body["version"] = .int(Int64(f.version))
+            body["latest_version"] = .int(Int64(f.latest))
+        }
         return Response.json(200, .object(body))
     }
 

@@ -1,0 +1,118 @@
+import Foundation
+import Hummingbird
+import RichPushCore
+
+extension NotificationsController {
+    /// The fields of a send that an update may not give: it goes to the notification's devices, at once.
+    static let fieldsNotInUpdates = ["audience", "send_at", "spread_seconds", "dry_run", "targets"]
+
+    /// `POST /v1/apps/{app}/notifications/{id}/updates`: a new version of a notification, sent to every device the
+    /// notification was sent to with the notification's `collapse_id` (so the device replaces what it shows).
+    /// What is still queued of the version before is superseded; the answer names the version.
+    func update(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .send)
+        let idempotencyKey = request.headers.first { $0.name.canonicalName == "idempotency-key" }?.value
+        if let key = idempotencyKey, key.isEmpty || key.unicodeScalars.count > 255 {
+            throw APIError(.invalidIdempotencyKey, "Idempotency-Key must be 1 to 255 characters")
+        }
+        guard let id = context.parameters.get("id"), let family = try await backend.updates.family(of: id),
+            family.appID == app.id, let root = try await store.notification(id: family.rootID)
+        else {
+            throw APIError(.notFound, "no such notification")
+        }
+        let rootMessage = try PushMessage.decode(root.message)
+        guard rootMessage.liveActivity == nil else {
+            throw APIError(
+                .notUpdatable,
+                "a Live Activity is updated by sending live_activity.event update to its activity or channel"
+            )
+        }
+        guard let collapseID = rootMessage.collapseID else {
+            throw APIError(
+                .notUpdatable,
+                "this notification was sent without collapse_id: a device cannot replace it; send it with collapse_id to update it in place"
+            )
+        }
+        guard !family.fanOutPending else {
+            throw APIError(.fanOutPending, "the notification's devices are still being queued; try again", retryAfter: 1)
+        }
+        let body = try await bodyJSON(request)
+        var r = ValidationReport()
+        if case .object(let fields) = body {
+            for key in Self.fieldsNotInUpdates where fields[key] != nil {
+                r.add(key, "not-in-update", "an update goes to the notification's devices at once: \(key) is not given")
+            }
+            if let given = fields["collapse_id"], given != .string(collapseID) {
+                r.add("collapse_id", "update-collapse-id", "an update keeps its notification's collapse_id")
+            }
+            if fields["live_activity"] != nil {
+                r.add("live_activity", "not-in-update", "a notification's update is not a Live Activity")
+            }
+        }
+        guard r.isValid else { throw APIError(.invalid, "the update is not valid", issues: r.errors) }
+        let now = Date()
+        // Read as a send to the root's devices is (every check of the message's), then held to the root's collapse id.
+        var fields: [String: JSONValue] = [:]
+        if case .object(let o) = body { fields = o }
+        fields["collapse_id"] = .string(collapseID)
+        fields["audience"] = ["all": true]
+        let send = try SendRequest.decode(
+            .object(fields),
+            validation: validation,
+            maxTokens: maxTokensPerRequest,
+            now: now
+        )
+        var (message, report, options) = (send.message, send.report, send.options)
+        if let media {
+            let caller = try context.requireAnyKey(.send)
+            var prepared = message
+            let (errors, notes) = try await quotas.fetching(app: caller, count: message.media.count) {
+                await media.prepare(&prepared, onFailure: options.onFailure, rehost: options.rehost)
+            }
+            message = prepared
+            guard errors.isEmpty else { throw APIError(.mediaRefused, "media failed the preflight check", issues: errors) }
+            for n in notes { report.add(n.path, n.rule, n.message, .warning) }
+        }
+        let updateID = UUID().uuidString.lowercased()
+        message.id = updateID
+        options.notBefore = now
+        let (expiresAt, end) = options.expiry(ttl: message.ttl)
+        // Sizes are held to every service's limits: an update goes wherever its notification went.
+        let sizeProblems = fitReceiptAddress(
+            &message,
+            id: updateID,
+            audience: .all,
+            until: end,
+            wanted: options.receipts,
+            into: &report
+        )
+        guard sizeProblems.isEmpty else { throw APIError(.invalid, "the update is not valid", issues: sizeProblems) }
+        try await media?.keep(message, until: end)
+        let warnings = JSONValue.array(report.warnings.map(\.json))
+        let plan = UpdatePlan(
+            notification: .init(id: updateID, appID: app.id, message: message.json, response: .null, createdAt: now),
+            rootID: family.rootID,
+            idempotencyKey: idempotencyKey,
+            expiresAt: expiresAt
+        )
+        let accepted: UpdateAccepted
+        do {
+            accepted = try await backend.updates.accept(plan) { version, queued, superseded in
+                [
+                    "id": .string(updateID), "status": "accepted", "root_id": .string(family.rootID),
+                    "version": .int(Int64(version)), "deliveries": .int(Int64(queued)),
+                    "superseded": .int(Int64(superseded)), "warnings": warnings,
+                ]
+            }
+        } catch UpdateRefused.noRoot {
+            throw APIError(.notFound, "no such notification")
+        } catch UpdateRefused.fanOutPending {
+            throw APIError(.fanOutPending, "the notification's devices are still being queued; try again", retryAfter: 1)
+        }
+        guard accepted.created else { return Response.json(202, accepted.notification.response) }
+        onAccepted(updateID, message)
+        metrics.notificationAccepted(app: app.id, deliveries: accepted.queued)
+        if accepted.queued > 0 { onQueued() }
+        return Response.json(202, accepted.notification.response)
+    }
+}

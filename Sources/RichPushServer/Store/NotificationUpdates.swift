@@ -1,0 +1,353 @@
+import Foundation
+import GRDB
+import NIOConcurrencyHelpers
+import RichPushCore
+
+/// An update in place to accept: the update's own notification (id, message, the answer to store) and the root
+/// it updates. It goes to every target the root was sent to, at once.
+public struct UpdatePlan: Sendable {
+    public var notification: StoredNotification
+    public var rootID: String
+    public var idempotencyKey: String?
+    public var expiresAt: Date?
+
+    public init(notification: StoredNotification, rootID: String, idempotencyKey: String?, expiresAt: Date?) {
+        self.notification = notification
+        self.rootID = rootID
+        self.idempotencyKey = idempotencyKey
+        self.expiresAt = expiresAt
+    }
+}
+
+/// What accepting an update did.
+public struct UpdateAccepted: Sendable {
+    /// As stored (for a replayed idempotency key: the first, with its first answer).
+    public var notification: StoredNotification
+    public var created: Bool
+    public var version: Int
+    /// Deliveries queued for it.
+    public var queued: Int
+    /// Deliveries of the version before that were still queued and now will not be sent.
+    public var superseded: Int
+}
+
+/// A notification's place among its versions.
+public struct NotificationFamily: Sendable, Hashable {
+    public var id: String
+    public var rootID: String
+    /// 0 for the root.
+    public var version: Int
+    /// The root's newest version.
+    public var latest: Int
+    public var appID: String
+    /// The root's registry fan-out is still adding deliveries.
+    public var fanOutPending: Bool
+}
+
+/// Why an update was not accepted.
+public enum UpdateRefused: Error, Sendable, Hashable {
+    /// The root is gone (swept) or belongs to another app.
+    case noRoot
+    /// The root's fan-out has not finished: its targets are not all known yet.
+    case fanOutPending
+}
+
+/// What a worker does with a claimed delivery of a notification that has versions.
+public enum VersionVerdict: Sendable, Hashable {
+    /// A newer version exists: not sent.
+    case superseded(by: Int)
+    /// An older version to the same target is being sent: put back until it has ended.
+    case wait
+}
+
+/// Updates in place: accepting a new version of a notification, and the check workers make before a send. One
+/// implementation per backend, over the same statements (``NotificationVersions``); the conformance suite runs on
+/// every one.
+public protocol NotificationUpdates: Sendable {
+    /// Where a notification stands among its versions; nil when there is no such notification.
+    func family(of id: String) async throws -> NotificationFamily?
+
+    /// Stores the update as the root's next version, queues it for the root's targets and supersedes what is
+    /// still queued of the version before, in one transaction. `respond` makes the stored answer from the
+    /// version, deliveries queued and deliveries superseded. Throws ``UpdateRefused``.
+    func accept(
+        _ plan: UpdatePlan,
+        respond: @escaping @Sendable (_ version: Int, _ queued: Int, _ superseded: Int) -> JSONValue
+    ) async throws -> UpdateAccepted
+
+    /// For the deliveries of a claimed batch that belong to a family: superseded, or wait (those absent go).
+    func verdicts(_ batch: [DeliveryRecord]) async throws -> [Int64: VersionVerdict]
+
+    /// Puts deliveries `owner` holds back in the queue, due at `notBefore`, without counting the attempt;
+    /// returns those put back.
+    func release(_ ids: [Int64], owner: String, notBefore: Date, now: Date) async throws -> Set<Int64>
+}
+
+extension NotificationVersions {
+    /// The verdicts for a batch, from its deliveries' families and what of their older versions is in flight
+    /// (`inFlight(root, version)`: delivery id and target). Written once for every backend.
+    static func verdicts(
+        _ batch: [DeliveryRecord],
+        families: [String: NotificationFamily],
+        inFlight: (String, Int) throws -> [(Int64, String)]
+    ) rethrows -> [Int64: VersionVerdict] {
+        var out: [Int64: VersionVerdict] = [:]
+        let mine = Set(batch.map(\.id))
+        var busy: [String: Set<String>] = [:]
+        for d in batch {
+            guard let f = families[d.notificationID] else { continue }
+            if f.version < f.latest {
+                out[d.id] = .superseded(by: f.latest)
+                continue
+            }
+            guard f.version > 0 else { continue }
+            let key = "\(f.rootID)|\(f.version)"
+            if busy[key] == nil {
+                // This batch's own older deliveries are superseded above, not sent: they hold nothing up.
+                busy[key] = Set(try inFlight(f.rootID, f.version).filter { !mine.contains($0.0) }.map(\.1))
+            }
+            if busy[key]?.contains(d.target.stored) == true { out[d.id] = .wait }
+        }
+        return out
+    }
+
+    static func family(_ row: Row) -> NotificationFamily {
+        NotificationFamily(
+            id: row[0],
+            rootID: row[1],
+            version: row[2],
+            latest: row[3],
+            appID: row[4],
+            fanOutPending: (row[5] as String) == FanOutState.pending.rawValue
+        )
+    }
+}
+
+/// Updates in the server's SQLite database. An update is its own transaction (not the group commit: it copies the
+/// root's targets, which may be many, and a refusal must not replay the group).
+public final class SQLiteNotificationUpdates: NotificationUpdates {
+    let pool: DatabasePool
+
+    public init(pool: DatabasePool) { self.pool = pool }
+
+    public func family(of id: String) async throws -> NotificationFamily? {
+        try await pool.read { db in
+            try Row.fetchAll(db, query: NotificationVersions.family(id)).first.map(NotificationVersions.family)
+        }
+    }
+
+    public func accept(
+        _ plan: UpdatePlan,
+        respond: @escaping @Sendable (Int, Int, Int) -> JSONValue
+    ) async throws -> UpdateAccepted {
+        try await pool.write { db in
+            guard
+                let root = try Row.fetchAll(db, query: NotificationVersions.family(plan.rootID)).first.map(
+                    NotificationVersions.family
+                ), root.id == root.rootID, root.appID == plan.notification.appID
+            else { throw UpdateRefused.noRoot }
+            guard !root.fanOutPending else { throw UpdateRefused.fanOutPending }
+            if let key = plan.idempotencyKey,
+                let row = try Row.fetchAll(db, query: NotificationVersions.byIdempotencyKey(appID: root.appID, key: key))
+                    .first
+            {
+                let first = try SQLiteServerStore.notification(row)
+                let version = try Row.fetchAll(db, query: NotificationVersions.family(first.id)).first?[2] as Int?
+                return UpdateAccepted(
+                    notification: first,
+                    created: false,
+                    version: version ?? 0,
+                    queued: 0,
+                    superseded: 0
+                )
+            }
+            let version = root.latest + 1
+            try db.execute(query: NotificationVersions.bump(root: root.id, from: root.latest))
+            let now = Date()
+            var superseded = 0
+            if let previous = try String.fetchOne(
+                db,
+                query: NotificationVersions.versionID(root: root.id, version: root.latest)
+            ) {
+                try db.execute(query: NotificationVersions.supersede(previous, by: version, now: now))
+                superseded = db.changesCount
+            }
+            var n = plan.notification
+            try db.execute(
+                query: NotificationVersions.copyTargets(root: root.id, to: n.id, expiresAt: plan.expiresAt, now: now)
+            )
+            let queued = db.changesCount
+            n.response = respond(version, queued, superseded)
+            try db.execute(
+                query: NotificationVersions.insert(n, idempotencyKey: plan.idempotencyKey, root: root.id, version: version)
+            )
+            return UpdateAccepted(
+                notification: n,
+                created: true,
+                version: version,
+                queued: queued,
+                superseded: superseded
+            )
+        }
+    }
+
+    public func verdicts(_ batch: [DeliveryRecord]) async throws -> [Int64: VersionVerdict] {
+        let ids = Array(Set(batch.map(\.notificationID)))
+        guard !ids.isEmpty else { return [:] }
+        return try await pool.read { db in
+            let families = try Row.fetchAll(db, query: NotificationVersions.families(ids)).map(
+                NotificationVersions.family
+            )
+            guard !families.isEmpty else { return [:] }
+            return try NotificationVersions.verdicts(
+                batch,
+                families: Dictionary(families.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+            ) { root, version in
+                try Row.fetchAll(db, query: NotificationVersions.inFlight(root: root, below: version)).map {
+                    ($0[0] as Int64, $0[1] as String)
+                }
+            }
+        }
+    }
+
+    public func release(_ ids: [Int64], owner: String, notBefore: Date, now: Date) async throws -> Set<Int64> {
+        guard !ids.isEmpty else { return [] }
+        return try await pool.write { db in
+            Set(
+                try Row.fetchAll(
+                    db,
+                    query: NotificationVersions.release(ids, owner: owner, notBefore: notBefore, now: now)
+                ).map { $0[0] as Int64 }
+            )
+        }
+    }
+}
+
+/// The in-memory twin: the same rules over the memory store and queue.
+public final class MemoryNotificationUpdates: NotificationUpdates {
+    struct Place {
+        var root: String
+        var version: Int
+    }
+    let store: MemoryServerStore
+    let queue: MemoryDeliveryQueue
+    let intake: any NotificationIntake
+    /// Each update's place; a notification absent is a root (version 0).
+    private let places = NIOLockedValueBox<[String: Place]>([:])
+    /// Each root's newest version.
+    private let latest = NIOLockedValueBox<[String: Int]>([:])
+    /// One update at a time, as a database transaction would.
+    private let accepting = AsyncSerial()
+
+    init(store: MemoryServerStore, queue: MemoryDeliveryQueue, intake: any NotificationIntake) {
+        self.store = store
+        self.queue = queue
+        self.intake = intake
+    }
+
+    public func family(of id: String) async throws -> NotificationFamily? {
+        guard try await store.notification(id: id) != nil else { return nil }
+        let place = places.withLockedValue { $0[id] } ?? Place(root: id, version: 0)
+        guard let root = try await store.notification(id: place.root) else { return nil }
+        let pending = try await intake.pendingFanOuts().contains(root.id)
+        return NotificationFamily(
+            id: id,
+            rootID: root.id,
+            version: place.version,
+            latest: latest.withLockedValue { $0[root.id] } ?? 0,
+            appID: root.appID,
+            fanOutPending: pending
+        )
+    }
+
+    public func accept(
+        _ plan: UpdatePlan,
+        respond: @escaping @Sendable (Int, Int, Int) -> JSONValue
+    ) async throws -> UpdateAccepted {
+        try await accepting.run {
+            guard let root = try await self.family(of: plan.rootID), root.id == root.rootID,
+                root.appID == plan.notification.appID
+            else { throw UpdateRefused.noRoot }
+            guard !root.fanOutPending else { throw UpdateRefused.fanOutPending }
+            let version = root.latest + 1
+            var n = plan.notification
+            // The answer is made before the insert, which keeps it for a replay: the counts are known first.
+            let previous: String? =
+                root.latest == 0
+                ? root.id
+                : self.places.withLockedValue { p -> String? in
+                    p.first { $0.value.root == root.id && $0.value.version == root.latest }?.key
+                }
+            let targets = await self.queue.deliveries(notificationID: root.id).filter { $0.state != .pruned }
+            var stillQueued = 0
+            if let previous { stillQueued = await self.queue.counts(notificationID: previous)[.queued, default: 0] }
+            n.response = respond(version, targets.count, stillQueued)
+            let (stored, created) = try await self.store.insertNotification(n, idempotencyKey: plan.idempotencyKey)
+            guard created else {
+                let v = self.places.withLockedValue { $0[stored.id]?.version } ?? 0
+                return UpdateAccepted(notification: stored, created: false, version: v, queued: 0, superseded: 0)
+            }
+            self.latest.withLockedValue { $0[root.id] = version }
+            self.places.withLockedValue { $0[n.id] = Place(root: root.id, version: version) }
+            let now = Date()
+            var superseded = 0
+            if let previous {
+                superseded = await self.queue.supersede(notificationID: previous, by: version, now: now)
+            }
+            await self.queue.enqueue(
+                targets.map {
+                    NewDelivery(
+                        notificationID: n.id,
+                        appID: n.appID,
+                        provider: $0.provider,
+                        target: $0.target,
+                        notBefore: now,
+                        expiresAt: plan.expiresAt
+                    )
+                }
+            )
+            return UpdateAccepted(
+                notification: n,
+                created: true,
+                version: version,
+                queued: targets.count,
+                superseded: superseded
+            )
+        }
+    }
+
+    public func verdicts(_ batch: [DeliveryRecord]) async throws -> [Int64: VersionVerdict] {
+        var families: [String: NotificationFamily] = [:]
+        for id in Set(batch.map(\.notificationID)) {
+            if let f = try await family(of: id), f.version > 0 || f.latest > 0 { families[id] = f }
+        }
+        guard !families.isEmpty else { return [:] }
+        let leased = await queue.leased()
+        let places = self.places.withLockedValue { $0 }
+        return NotificationVersions.verdicts(batch, families: families) { root, version in
+            leased.filter { d in
+                let p = places[d.notificationID] ?? Place(root: d.notificationID, version: 0)
+                return p.root == root && p.version < version
+            }.map { ($0.id, $0.target.stored) }
+        }
+    }
+
+    public func release(_ ids: [Int64], owner: String, notBefore: Date, now: Date) async throws -> Set<Int64> {
+        await queue.release(ids, owner: owner, notBefore: notBefore, now: now)
+    }
+}
+
+/// Runs async work one piece at a time, in the order asked.
+actor AsyncSerial {
+    private var tail: Task<Void, Never>?
+
+    func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let previous = tail
+        let task = Task<T, Error> {
+            await previous?.value
+            return try await body()
+        }
+        tail = Task { _ = try? await task.value }
+        return try await task.value
+    }
+}
