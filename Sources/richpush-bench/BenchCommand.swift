@@ -9,7 +9,7 @@ struct BenchCommand: AsyncParsableCommand {
             ChartBench.self, DeviceBench.self, APNsBench.self, FCMBench.self, SendBench.self, FanOutBench.self,
             FanOutProbe.self, SeedDevices.self, SandboxServer.self, ChartMemoryProbe.self, ChartProfile.self,
             DeviceMemoryProbe.self, ServeMedia.self, WebPushEncryptBench.self, WebPushSendBench.self,
-            LiveUpdatesBench.self,
+            LiveUpdatesBench.self, UpdatesBench.self,
         ]
     )
 }

@@ -61,10 +61,15 @@ import Testing
         #expect(try await b.updates.verdicts([inFlight]) == [inFlight.id: .superseded(by: 1)])
 
         // Put back without counting the attempt; only what the owner holds.
-        #expect(try await b.updates.release(waiting.map(\.id), owner: "someone-else", notBefore: Date(), now: Date()).isEmpty)
+        #expect(
+            try await b.updates.release(waiting.map(\.id), owner: "someone-else", notBefore: Date(), now: Date())
+                .isEmpty
+        )
         let released = try await b.updates.release(waiting.map(\.id), owner: "w2", notBefore: Date(), now: Date())
         #expect(released == Set(waiting.map(\.id)))
-        let back = try #require(try await b.queue.deliveries(notificationID: "u1-\(kind)").first { $0.id == waiting[0].id })
+        let back = try #require(
+            try await b.queue.deliveries(notificationID: "u1-\(kind)").first { $0.id == waiting[0].id }
+        )
         #expect(back.state == .queued && back.attempts == 0 && back.reason == "older_version_in_flight")
 
         // Version 2 supersedes what is queued of version 1 (the one put back); the two w2 holds are superseded by
@@ -121,7 +126,9 @@ import Testing
             try await b.updates.accept(Self.update("fu-\(kind)", root: root, app: "app")) { Self.answer($0, $1, $2) }
         }
         #expect(try await b.intake.completeFanOut(notificationID: root) == 4)
-        let u = try await b.updates.accept(Self.update("fu-\(kind)", root: root, app: "app")) { Self.answer($0, $1, $2) }
+        let u = try await b.updates.accept(Self.update("fu-\(kind)", root: root, app: "app")) {
+            Self.answer($0, $1, $2)
+        }
         #expect(u.version == 1 && u.queued == 4 && u.superseded == 4)
     }
 

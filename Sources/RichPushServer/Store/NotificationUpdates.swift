@@ -148,8 +148,11 @@ public final class SQLiteNotificationUpdates: NotificationUpdates {
             else { throw UpdateRefused.noRoot }
             guard !root.fanOutPending else { throw UpdateRefused.fanOutPending }
             if let key = plan.idempotencyKey,
-                let row = try Row.fetchAll(db, query: NotificationVersions.byIdempotencyKey(appID: root.appID, key: key))
-                    .first
+                let row = try Row.fetchAll(
+                    db,
+                    query: NotificationVersions.byIdempotencyKey(appID: root.appID, key: key)
+                )
+                .first
             {
                 let first = try SQLiteServerStore.notification(row)
                 let version = try Row.fetchAll(db, query: NotificationVersions.family(first.id)).first?[2] as Int?
@@ -179,7 +182,12 @@ public final class SQLiteNotificationUpdates: NotificationUpdates {
             let queued = db.changesCount
             n.response = respond(version, queued, superseded)
             try db.execute(
-                query: NotificationVersions.insert(n, idempotencyKey: plan.idempotencyKey, root: root.id, version: version)
+                query: NotificationVersions.insert(
+                    n,
+                    idempotencyKey: plan.idempotencyKey,
+                    root: root.id,
+                    version: version
+                )
             )
             return UpdateAccepted(
                 notification: n,

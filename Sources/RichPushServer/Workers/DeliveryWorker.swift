@@ -276,7 +276,12 @@ public final class DeliveryWorker: Sendable {
         for d in batch {
             switch verdicts[d.id] {
             case .superseded(let version)?:
-                metrics?.attempt(app: d.appID, provider: d.provider, state: DeliveryState.superseded.rawValue, reason: nil)
+                metrics?.attempt(
+                    app: d.appID,
+                    provider: d.provider,
+                    state: DeliveryState.superseded.rawValue,
+                    reason: nil
+                )
                 superseded.append(Settlement(id: d.id, .finish(.superseded(by: version))))
             case .wait?: waiting.append(d.id)
             case nil: break

@@ -34,7 +34,11 @@ extension NotificationsController {
             )
         }
         guard !family.fanOutPending else {
-            throw APIError(.fanOutPending, "the notification's devices are still being queued; try again", retryAfter: 1)
+            throw APIError(
+                .fanOutPending,
+                "the notification's devices are still being queued; try again",
+                retryAfter: 1
+            )
         }
         let body = try await bodyJSON(request)
         var r = ValidationReport()
@@ -70,7 +74,9 @@ extension NotificationsController {
                 await media.prepare(&prepared, onFailure: options.onFailure, rehost: options.rehost)
             }
             message = prepared
-            guard errors.isEmpty else { throw APIError(.mediaRefused, "media failed the preflight check", issues: errors) }
+            guard errors.isEmpty else {
+                throw APIError(.mediaRefused, "media failed the preflight check", issues: errors)
+            }
             for n in notes { report.add(n.path, n.rule, n.message, .warning) }
         }
         let updateID = UUID().uuidString.lowercased()
@@ -107,7 +113,11 @@ extension NotificationsController {
         } catch UpdateRefused.noRoot {
             throw APIError(.notFound, "no such notification")
         } catch UpdateRefused.fanOutPending {
-            throw APIError(.fanOutPending, "the notification's devices are still being queued; try again", retryAfter: 1)
+            throw APIError(
+                .fanOutPending,
+                "the notification's devices are still being queued; try again",
+                retryAfter: 1
+            )
         }
         guard accepted.created else { return Response.json(202, accepted.notification.response) }
         onAccepted(updateID, message)
