@@ -9,6 +9,7 @@ let package = Package(
         .library(name: "RichPushCharts", targets: ["RichPushCharts"]),
         .library(name: "RichPushMedia", targets: ["RichPushMedia"]),
         .library(name: "RichPushNotificationService", targets: ["RichPushNotificationService"]),
+        .library(name: "RichPushApp", targets: ["RichPushApp"]),
         .library(name: "RichPushSandbox", targets: ["RichPushSandbox"]),
         .library(name: "RichPushAPNs", targets: ["RichPushAPNs"]),
         .library(name: "RichPushFCM", targets: ["RichPushFCM"]),
@@ -48,6 +49,11 @@ let package = Package(
                 "RichPushMedia", .target(name: "UserNotificationsStandIn", condition: .when(platforms: [.linux])),
             ]
         ),
+        // The app's side: permission, the device's registration, opens; Foundation and UserNotifications only.
+        .target(
+            name: "RichPushApp",
+            dependencies: [.target(name: "UserNotificationsStandIn", condition: .when(platforms: [.linux]))]
+        ),
         // Test-only: never linked on Apple platforms (its sources are empty where UserNotifications exists).
         .target(name: "UserNotificationsStandIn"),
         // The examples in Examples/ compile as part of every build.
@@ -58,6 +64,13 @@ let package = Package(
                 .target(name: "UserNotificationsStandIn", condition: .when(platforms: [.linux])),
             ],
             path: "Examples/NotificationServiceExtension"
+        ),
+        .target(
+            name: "RichPushAppExample",
+            dependencies: [
+                "RichPushApp", .target(name: "UserNotificationsStandIn", condition: .when(platforms: [.linux])),
+            ],
+            path: "Examples/App"
         ),
         // What both provider clients share: HTTP/2 connections, the retry classification, JWT helpers.
         .target(
@@ -211,7 +224,8 @@ let package = Package(
             name: "RichPushServerTests",
             dependencies: [
                 "RichPushServer", "RichPushMedia", "RichPushTestSupport", "RichPushCore", "RichPushTransport",
-                "RichPushAPNs", "RichPushFCM", "RichPushSandbox",
+                "RichPushAPNs", "RichPushFCM", "RichPushSandbox", "RichPushApp",
+                .target(name: "UserNotificationsStandIn", condition: .when(platforms: [.linux])),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -122,6 +122,15 @@ public final class ServerMetrics: Sendable {
             .increment()
     }
 
+    /// An open or a dismissal an app reported.
+    func openRecorded(_ event: DeliveryOpen.Event) {
+        registry.makeCounter(
+            name: "richpush_opens_total",
+            labels: [("event", event.rawValue)],
+            help: "Opens and dismissals apps reported, one per delivery"
+        ).increment()
+    }
+
     /// Notifications deleted past their retention, with their deliveries and receipts.
     public func notificationsSwept(_ n: Int) {
         registry.makeCounter(

@@ -245,6 +245,7 @@ public final class PostgresBackend: StorageBackend {
             while try await database.rows(chunk.postgres).first?.decode(Int.self) ?? 0 > 0 {}
             _ = try await database.transaction { c in
                 try await c.query(NotificationSweep.receipts(id).postgres, logger: self.database.logger).collect()
+                try await c.query(NotificationSweep.opens(id).postgres, logger: self.database.logger).collect()
                 try await c.query(NotificationSweep.notification(id).postgres, logger: self.database.logger).collect()
             }
             removed += 1

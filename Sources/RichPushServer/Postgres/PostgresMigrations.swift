@@ -124,6 +124,8 @@ enum PostgresMigrations {
         Migration(version: 9, name: "live activity tokens", sql: LiveTokenSQL.create(time: "timestamptz")),
         // Updates in place: each update is a version of its root.
         Migration(version: 10, name: "notification versions", sql: NotificationVersions.postgresColumns),
+        // What people did with each delivery, as their app reports it.
+        Migration(version: 11, name: "delivery opens", sql: OpenSQL.postgresTable),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

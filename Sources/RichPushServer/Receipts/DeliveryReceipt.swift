@@ -119,6 +119,12 @@ public protocol ReceiptStore: Sendable {
     func summary(notificationID: String) async throws -> ReceiptSummary
     /// The delivery of a notification to a target (the app's own report names its device token).
     func delivery(notificationID: String, target: String) async throws -> Int64?
+    /// Records what a person did with a delivery, unless it is not this notification's or already has one.
+    func recordOpen(_ open: DeliveryOpen) async throws -> ReceiptRecording
+    /// The notification's opens in sum.
+    func openSummary(notificationID: String) async throws -> OpenSummary
+    /// The notification's deliveries by state, reason and whether they were tried (the funnel's first stages).
+    func breakdown(notificationID: String) async throws -> [DeliveryBreakdown]
 }
 
 extension ReceiptSummary {

@@ -48,6 +48,34 @@ public final class SQLiteReceiptStore: ReceiptStore {
         }
     }
 
+    public func recordOpen(_ o: DeliveryOpen) async throws -> ReceiptRecording {
+        try await commits.write { db in
+            if try !Row.fetchAll(db, query: OpenSQL.record(o)).isEmpty { return .recorded }
+            return try Int.fetchOne(db, query: OpenSQL.isDelivery(o.deliveryID, of: o.notificationID)) == 1
+                ? .repeated : .notDelivered
+        }
+    }
+
+    public func openSummary(notificationID: String) async throws -> OpenSummary {
+        try await pool.read { db in
+            OpenSummary(
+                rows: try Row.fetchAll(db, query: OpenSQL.summary(notificationID)).map {
+                    ($0[0] as String, $0[1] as String, $0[2] as Int)
+                }
+            )
+        }
+    }
+
+    public func breakdown(notificationID: String) async throws -> [DeliveryBreakdown] {
+        try await pool.read { db in
+            try Row.fetchAll(db, query: OpenSQL.breakdown(notificationID)).compactMap { row in
+                DeliveryState(rawValue: row[0]).map {
+                    DeliveryBreakdown(state: $0, reason: row[1], tried: (row[2] as Int) == 1, count: row[3])
+                }
+            }
+        }
+    }
+
     public func delivery(notificationID: String, target: String) async throws -> Int64? {
         try await pool.read { db in
             try Int64.fetchOne(
@@ -94,6 +122,31 @@ public final class PostgresReceiptStore: ReceiptStore {
         return ReceiptSummary(values: values)
     }
 
+    public func recordOpen(_ o: DeliveryOpen) async throws -> ReceiptRecording {
+        if try await !db.rows(OpenSQL.record(o).postgres).isEmpty { return .recorded }
+        let owned = try await db.rows(OpenSQL.isDelivery(o.deliveryID, of: o.notificationID).postgres).first?.decode(
+            Int.self
+        )
+        return owned == 1 ? .repeated : .notDelivered
+    }
+
+    public func openSummary(notificationID: String) async throws -> OpenSummary {
+        OpenSummary(
+            rows: try await db.rows(OpenSQL.summary(notificationID).postgres).map {
+                try $0.decode((String, String, Int).self)
+            }
+        )
+    }
+
+    public func breakdown(notificationID: String) async throws -> [DeliveryBreakdown] {
+        try await db.rows(OpenSQL.breakdown(notificationID).postgres).compactMap { row in
+            let (state, reason, tried, count) = try row.decode((String, String, Int, Int).self)
+            return DeliveryState(rawValue: state).map {
+                DeliveryBreakdown(state: $0, reason: reason, tried: tried == 1, count: count)
+            }
+        }
+    }
+
     public func delivery(notificationID: String, target: String) async throws -> Int64? {
         try await db.rows(
             """
@@ -107,6 +160,7 @@ public final class PostgresReceiptStore: ReceiptStore {
 public final class MemoryReceiptStore: ReceiptStore {
     let queue: MemoryDeliveryQueue
     private let receipts = NIOLockedValueBox<[Int64: DeliveryReceipt]>([:])
+    private let opens = NIOLockedValueBox<[Int64: DeliveryOpen]>([:])
 
     init(queue: MemoryDeliveryQueue) { self.queue = queue }
 
@@ -136,7 +190,46 @@ public final class MemoryReceiptStore: ReceiptStore {
         await queue.deliveries(notificationID: notificationID).filter { $0.target.stored == target }.map(\.id).min()
     }
 
+    public func recordOpen(_ o: DeliveryOpen) async throws -> ReceiptRecording {
+        let owned = await queue.deliveries(notificationID: o.notificationID).contains { $0.id == o.deliveryID }
+        guard owned else { return .notDelivered }
+        return opens.withLockedValue {
+            guard $0[o.deliveryID] == nil else { return .repeated }
+            $0[o.deliveryID] = o
+            return .recorded
+        }
+    }
+
+    public func openSummary(notificationID: String) async throws -> OpenSummary {
+        var counts: [String: Int] = [:]
+        for o in opens.withLockedValue({ $0.values.filter { $0.notificationID == notificationID } }) {
+            counts[o.event.rawValue + "\u{0}" + (o.action ?? ""), default: 0] += 1
+        }
+        return OpenSummary(
+            rows: counts.map { key, n in
+                let parts = key.split(separator: "\u{0}", omittingEmptySubsequences: false).map(String.init)
+                return (parts[0], parts.count > 1 ? parts[1] : "", n)
+            }
+        )
+    }
+
+    public func breakdown(notificationID: String) async throws -> [DeliveryBreakdown] {
+        var counts: [DeliveryBreakdown: Int] = [:]
+        for d in await queue.deliveries(notificationID: notificationID) {
+            counts[
+                DeliveryBreakdown(state: d.state, reason: d.reason ?? "", tried: d.attempts > 0, count: 0),
+                default: 0
+            ] += 1
+        }
+        return counts.map { key, n in
+            var b = key
+            b.count = n
+            return b
+        }
+    }
+
     func remove(notificationID: String) {
         receipts.withLockedValue { $0 = $0.filter { $0.value.notificationID != notificationID } }
+        opens.withLockedValue { $0 = $0.filter { $0.value.notificationID != notificationID } }
     }
 }

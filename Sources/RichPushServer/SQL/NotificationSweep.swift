@@ -26,5 +26,7 @@ enum NotificationSweep {
 
     static func receipts(_ id: String) -> SQL { "DELETE FROM delivery_receipts WHERE notification_id = \(id)" }
 
+    static func opens(_ id: String) -> SQL { OpenSQL.sweep(id) }
+
     static func notification(_ id: String) -> SQL { "DELETE FROM notifications WHERE id = \(id)" }
 }

@@ -101,6 +101,7 @@ public struct SQLiteBackend: StorageBackend {
             }) > 0 {}
             try await pool.write { db in
                 try db.execute(query: NotificationSweep.receipts(id))
+                try db.execute(query: NotificationSweep.opens(id))
                 try db.execute(query: NotificationSweep.notification(id))
             }
             removed += 1

@@ -144,6 +144,10 @@ public final class SQLiteServerStore: ServerStore {
             // Updates in place: each update is a version of its root (NotificationVersions).
             try db.execute(sql: NotificationVersions.sqliteColumns)
         }
+        m.registerMigration("delivery-opens") { db in
+            // What people did with each delivery, as their app reports it (DeliveryOpen).
+            try db.execute(sql: OpenSQL.sqliteTable)
+        }
         return m
     }
 

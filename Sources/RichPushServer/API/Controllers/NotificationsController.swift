@@ -33,6 +33,8 @@ struct NotificationsController: AppRoutes {
         group.get("apps/:app/notifications/:id/simulation", use: simulation)
         group.post("apps/:app/notifications/:id/receipts", use: receipt)
         group.post("apps/:app/notifications/:id/updates", use: update)
+        group.post("apps/:app/notifications/:id/opens", use: appOpen)
+        group.get("apps/:app/notifications/:id/funnel", use: funnel)
     }
 
     /// Accepts a notification: validates it, stores it with its deliveries (or a pending fan-out), and answers 202

@@ -13,6 +13,31 @@ struct ReceiptsController: APIController {
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
         group.post("receipts/:token", use: deviceReceipt)
+        group.post("receipts/:token/opens", use: deviceOpen)
+    }
+
+    /// What the person did with the notification (opened it, with the action chosen, or dismissed it), posted by
+    /// the app to the receipt address the notification carried plus `/opens`: bound to that delivery, one per
+    /// delivery (the first stands), under the same signature, expiry and per-notification rate as receipts.
+    func deviceOpen(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let (id, delivery): (String, Int64)
+        switch receipts.check(token: context.parameters.get("token") ?? "") {
+        case .valid(let n, let d): (id, delivery) = (n, d)
+        case .expired:
+            throw APIError(.receiptExpired, "the notification has ended; its receipt address no longer takes reports")
+        case .forged:
+            throw APIError(.badReceiptToken, "the receipt address is not one this server gave out")
+        }
+        if let wait = receipts.limiter.check(id) { throw APIError.rateLimited(after: RateLimiter.retryAfter(wait)) }
+        let body = try DeliveryOpen.read(try await bodyJSON(request, upTo: 4096), byApp: false)
+        let open = DeliveryOpen(deliveryID: delivery, notificationID: id, event: body.event, action: body.action)
+        switch try await store.recordOpen(open) {
+        case .recorded:
+            metrics.openRecorded(body.event)
+            return Response.json(201, ["recorded": true])
+        case .repeated: throw APIError(.alreadyReported, "this delivery's open or dismissal is already reported")
+        case .notDelivered: throw APIError(.notFound, "no such delivery of this notification")
+        }
     }
 
     /// A device's delivery report, posted to the address its payload carried (no API key: the address's signature

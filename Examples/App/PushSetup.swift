@@ -1,0 +1,52 @@
+import Foundation
+import RichPushApp
+
+#if canImport(UserNotifications)
+import UserNotifications
+#else
+import UserNotificationsStandIn
+#endif
+
+/// An app's push setup with RichPushApp, as an app delegate would hold it. In an iOS app:
+///
+/// - `application(_:didFinishLaunchingWithOptions:)`: `await setup.start()`, then
+///   `UIApplication.shared.registerForRemoteNotifications()`;
+/// - `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`: `await setup.didRegister(token)`;
+/// - `userNotificationCenter(_:didReceive:withCompletionHandler:)`: `await setup.didReceive(response)`;
+/// - when the app comes to the foreground, or the network comes back: `await setup.push.flush()`.
+///
+/// Only a key with the `register` scope ships in the app (`POST /v1/apps/{app}/keys` with
+/// `{"scopes": ["register"]}`).
+public final class PushSetup: Sendable {
+    public let push: RichPushApp
+
+    public init(server: URL, appID: String, registerKey: String, directory: URL) {
+        push = RichPushApp(configuration: .init(server: server, appID: appID, key: registerKey, directory: directory))
+    }
+
+    /// Asks permission once, and tells the server the device's language.
+    public func start(userID: String?) async -> UNAuthorizationStatus {
+        let status = await push.requestPermission([.alert, .sound, .badge])
+        await push.setLocale(Locale.current.identifier.replacingOccurrences(of: "_", with: "-"))
+        await push.setUser(userID)
+        return status
+    }
+
+    public func didRegister(_ deviceToken: Data) async {
+        await push.register(deviceToken: deviceToken)
+        await push.flush()
+    }
+
+    /// Reports the open (or dismissal) and returns where the notification's deep link points, if anywhere.
+    public func didReceive(_ response: UNNotificationResponse) async -> URL? {
+        let opened = await push.handle(response)
+        await push.flush()
+        return opened?.deepLink
+    }
+
+    /// The reader chose topics: they become the device's tags, which sends can target.
+    public func follow(_ topics: [String]) async {
+        await push.setTags(topics)
+        await push.flush()
+    }
+}

@@ -1,0 +1,164 @@
+import Foundation
+import RichPushCore
+
+/// What a person did with one delivered notification, as the app reports it: opened it (with the action chosen,
+/// when it was one of the notification's buttons) or dismissed it. One per delivery; the first stands, as a
+/// notification is gone from the screen once either happens.
+public struct DeliveryOpen: Sendable, Hashable {
+    public enum Event: String, Sendable, Hashable, CaseIterable {
+        case opened, dismissed
+    }
+    public var deliveryID: Int64
+    public var notificationID: String
+    public var event: Event
+    /// The action's identifier (a button of the notification's category), nil for the notification itself.
+    public var action: String?
+    public var at: Date
+
+    public init(deliveryID: Int64, notificationID: String, event: Event, action: String? = nil, at: Date = Date()) {
+        self.deliveryID = deliveryID
+        self.notificationID = notificationID
+        self.event = event
+        self.action = action
+        self.at = at
+    }
+
+    /// The longest action identifier kept.
+    public static let maxActionBytes = 64
+
+    /// A report's body: `{"event": "opened"|"dismissed", "action": "…", "device": "…"}` at a receipt address, or
+    /// with `"token"` (the device's, required) instead of `device` on the app's keyed route; every problem named.
+    static func read(
+        _ body: JSONValue,
+        byApp: Bool
+    ) throws(APIError) -> (event: Event, action: String?, token: String?) {
+        guard case .object(let o) = body else { throw APIError(.invalid, "the body must be an object") }
+        var r = FieldReader(strict: true, refusesNUL: true)
+        r.rejectUnknown(o, known: ["event", "action", byApp ? "token" : "device"], at: "")
+        let token = byApp ? r.text(o, "token", at: "", required: true, lengths: 1...4096) : nil
+        let event = r.text(o, "event", at: "", required: true, lengths: 1...16).flatMap { e -> Event? in
+            guard let v = Event(rawValue: e) else {
+                r.report.add("event", "enum", "event is opened or dismissed")
+                return nil
+            }
+            return v
+        }
+        let action = o["action"] == nil ? nil : r.text(o, "action", at: "", lengths: 1...maxActionBytes)
+        if !byApp && o["device"] != nil { _ = r.text(o, "device", at: "", lengths: 1...200) }
+        if action != nil && event == .dismissed {
+            r.report.add("action", "dismissed-action", "a dismissal has no action")
+        }
+        guard r.report.isValid, let event else {
+            throw APIError(.invalid, "the report is not valid", issues: r.report.errors)
+        }
+        return (event, action, token)
+    }
+}
+
+/// A notification's opens in sum.
+public struct OpenSummary: Sendable, Hashable {
+    public var opened = 0
+    public var dismissed = 0
+    /// Opens by the action chosen (`default` for the notification itself); at most ``maxActions``, the most
+    /// chosen first, the rest counted under `other`.
+    public var actions: [String: Int] = [:]
+
+    public static let maxActions = 20
+
+    public init(opened: Int = 0, dismissed: Int = 0, actions: [String: Int] = [:]) {
+        self.opened = opened
+        self.dismissed = dismissed
+        self.actions = actions
+    }
+
+    /// From rows of (event, action or "", count), however many distinct actions they hold.
+    init(rows: [(String, String, Int)]) {
+        var byAction: [(String, Int)] = []
+        for (event, action, n) in rows {
+            if event == DeliveryOpen.Event.dismissed.rawValue {
+                dismissed += n
+            } else {
+                opened += n
+                byAction.append((action.isEmpty ? "default" : action, n))
+            }
+        }
+        byAction.sort { ($0.1, $1.0) > ($1.1, $0.0) }
+        for (i, (a, n)) in byAction.enumerated() {
+            if i < Self.maxActions { actions[a, default: 0] += n } else { actions["other", default: 0] += n }
+        }
+    }
+
+    public var json: JSONValue {
+        [
+            "opened": .int(Int64(opened)), "dismissed": .int(Int64(dismissed)),
+            "actions": .object(actions.mapValues { .int(Int64($0)) }),
+        ]
+    }
+}
+
+/// A notification's deliveries grouped by state, the reason recorded, and whether a request to the service was made.
+public struct DeliveryBreakdown: Sendable, Hashable {
+    public var state: DeliveryState
+    public var reason: String
+    public var tried: Bool
+    public var count: Int
+
+    public init(state: DeliveryState, reason: String, tried: Bool, count: Int) {
+        self.state = state
+        self.reason = reason
+        self.tried = tried
+        self.count = count
+    }
+}
+
+/// The statements opens take, written once for both databases.
+enum OpenSQL {
+    static let sqliteTable = """
+        CREATE TABLE delivery_opens (
+            delivery_id INTEGER PRIMARY KEY, notification_id TEXT NOT NULL, event TEXT NOT NULL, action TEXT,
+            at REAL NOT NULL);
+        CREATE INDEX delivery_opens_notification ON delivery_opens(notification_id)
+        """
+    static let postgresTable = """
+        CREATE TABLE delivery_opens (
+            delivery_id bigint PRIMARY KEY, notification_id text NOT NULL, event text NOT NULL, action text,
+            at timestamptz NOT NULL);
+        CREATE INDEX delivery_opens_notification ON delivery_opens (notification_id)
+        """
+
+    /// Records an open for its delivery, checked to be the notification's, unless the delivery has one.
+    static func record(_ o: DeliveryOpen) -> SQL {
+        """
+        INSERT INTO delivery_opens (delivery_id, notification_id, event, action, at)
+        SELECT d.id, d.notification_id, \(o.event.rawValue), \(o.action), \(o.at)
+        FROM deliveries d WHERE d.id = \(o.deliveryID) AND d.notification_id = \(o.notificationID)
+        ON CONFLICT (delivery_id) DO NOTHING RETURNING 1
+        """
+    }
+
+    /// Whether the delivery is the notification's (1 when it is).
+    static func isDelivery(_ id: Int64, of notificationID: String) -> SQL {
+        "SELECT count(*) FROM deliveries WHERE id = \(id) AND notification_id = \(notificationID)"
+    }
+
+    /// Event, action ("" for none) and count, per event and action.
+    static func summary(_ notificationID: String) -> SQL {
+        """
+        SELECT event, COALESCE(action, ''), count(*) FROM delivery_opens WHERE notification_id = \(notificationID)
+        GROUP BY event, action
+        """
+    }
+
+    static func sweep(_ notificationID: String) -> SQL {
+        "DELETE FROM delivery_opens WHERE notification_id = \(notificationID)"
+    }
+
+    /// A notification's deliveries by state, reason and whether a request was made: the funnel's first stages.
+    /// Bounded however many deliveries there are (states, the services' reasons, and two).
+    static func breakdown(_ notificationID: String) -> SQL {
+        """
+        SELECT state, COALESCE(reason, ''), CASE WHEN attempts > 0 THEN 1 ELSE 0 END, count(*) FROM deliveries
+        WHERE notification_id = \(notificationID) GROUP BY 1, 2, 3
+        """
+    }
+}
