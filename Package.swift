@@ -221,6 +221,13 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "RichPushAppTests",
+            dependencies: [
+                "RichPushApp", .target(name: "UserNotificationsStandIn", condition: .when(platforms: [.linux])),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ]
+        ),
+        .testTarget(
             name: "RichPushServerTests",
             dependencies: [
                 "RichPushServer", "RichPushMedia", "RichPushTestSupport", "RichPushCore", "RichPushTransport",

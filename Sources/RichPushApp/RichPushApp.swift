@@ -75,6 +75,13 @@ public actor RichPushApp {
         /// The notification's deep link, when it has one.
         public var deepLink: URL?
         public var dismissed: Bool
+
+        public init(notificationID: String?, action: String?, deepLink: URL?, dismissed: Bool) {
+            self.notificationID = notificationID
+            self.action = action
+            self.deepLink = deepLink
+            self.dismissed = dismissed
+        }
     }
 
     /// What a flush did.
@@ -85,6 +92,12 @@ public actor RichPushApp {
         public var refused = 0
         /// Reports still waiting (the server was not reached, or asked to wait).
         public var waiting = 0
+
+        public init(sent: Int = 0, refused: Int = 0, waiting: Int = 0) {
+            self.sent = sent
+            self.refused = refused
+            self.waiting = waiting
+        }
     }
 
     public let configuration: Configuration
@@ -220,11 +233,8 @@ public actor RichPushApp {
     @discardableResult
     public func flush() async -> FlushResult {
         var result = FlushResult()
+        guard outbox.notBefore <= now() else { return finish(result) }
         for item in outbox.items {
-            guard item.notBefore <= now() else {
-                result.waiting += 1
-                continue
-            }
             guard let request = request(for: item) else {
                 outbox.remove(item.id)
                 result.refused += 1
@@ -237,15 +247,14 @@ public actor RichPushApp {
                     outbox.remove(item.id)
                     result.sent += 1
                 case 429, 500..<600:
-                    outbox.retryLater(item.id, at: now().addingTimeInterval(backoff(item.attempts, retryAfter)))
-                    result.waiting = outbox.items.count - result.sent - result.refused
+                    outbox.wait(until: now().addingTimeInterval(backoff(outbox.failures, retryAfter)))
                     return finish(result)
                 default:
                     outbox.remove(item.id)
                     result.refused += 1
                 }
             } catch {
-                outbox.retryLater(item.id, at: now().addingTimeInterval(backoff(item.attempts, nil)))
+                outbox.wait(until: now().addingTimeInterval(backoff(outbox.failures, nil)))
                 return finish(result)
             }
         }
@@ -282,9 +291,7 @@ public actor RichPushApp {
                 method: method,
                 url: url,
                 body: data,
-                keyed: keyed,
-                attempts: 0,
-                notBefore: .distantPast
+                keyed: keyed
             )
         )
     }
