@@ -31,7 +31,8 @@ import FoundationNetworking
         var transport: RichPushApp.Transport {
             { request in
                 if self.offline.withLockedValue({ $0 }) { throw URLError(.notConnectedToInternet) }
-                let json = (try? JSONSerialization.jsonObject(with: request.httpBody ?? Data())) as? [String: Any] ?? [:]
+                let json =
+                    (try? JSONSerialization.jsonObject(with: request.httpBody ?? Data())) as? [String: Any] ?? [:]
                 self.sent.withLockedValue {
                     $0.append(
                         Sent(
@@ -91,11 +92,19 @@ import FoundationNetworking
         #expect(await push.pending == 1)
         let opened = await push.handle(
             response(
-                ["rp": ["id": "n1", "r": "https://push.example.com/v1/receipts/n1.abc.0000000000001.sig", "l": "app://a"]],
+                [
+                    "rp": [
+                        "id": "n1", "r": "https://push.example.com/v1/receipts/n1.abc.0000000000001.sig",
+                        "l": "app://a",
+                    ]
+                ],
                 "read-later"
             )
         )
-        #expect(opened == .init(notificationID: "n1", action: "read-later", deepLink: URL(string: "app://a"), dismissed: false))
+        #expect(
+            opened
+                == .init(notificationID: "n1", action: "read-later", deepLink: URL(string: "app://a"), dismissed: false)
+        )
         var result = await push.flush()
         #expect(result.sent == 0 && result.waiting == 2)
 
@@ -148,7 +157,9 @@ import FoundationNetworking
         // A notification that is not RichPush's is left alone.
         #expect(await push.handle(response(["aps": ["alert": "x"]], UNNotificationDefaultActionIdentifier)) == nil)
         // A receipt address that is not https is not used.
-        await push.handle(response(["rp": ["id": "n3", "r": "http://evil.example/x"]], UNNotificationDefaultActionIdentifier))
+        await push.handle(
+            response(["rp": ["id": "n3", "r": "http://evil.example/x"]], UNNotificationDefaultActionIdentifier)
+        )
         #expect(await push.pending == 1)
     }
 
