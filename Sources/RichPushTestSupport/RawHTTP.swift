@@ -47,6 +47,46 @@ public enum RawHTTP {
         return received
     }
 
+    /// Sends a request and reads what comes (a stream that does not end) until `enough` says so, the server closes,
+    /// or `timeout` seconds pass; returns what was read.
+    public static func read(
+        port: Int,
+        _ bytes: [UInt8],
+        timeout: TimeInterval,
+        until enough: ([UInt8]) -> Bool
+    ) throws -> [UInt8] {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw CocoaError(.fileReadUnknown) }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard connected == 0 else { throw CocoaError(.fileReadUnknown) }
+        var wait = timeval(tv_sec: 0, tv_usec: 200_000)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { throw CocoaError(.fileWriteUnknown) }
+            sent += n
+        }
+        var received: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        let end = Date().addingTimeInterval(timeout)
+        while Date() < end && !enough(received) {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if n == 0 { break }
+            if n > 0 { received += chunk[0..<n] }
+        }
+        return received
+    }
+
     /// The answers in the bytes, in order; `heads[i]` says the i-th answered a HEAD (its length has no body).
     public static func split(_ bytes: [UInt8], heads: [Bool]) -> [Answer] {
         var answers: [Answer] = []

@@ -25,6 +25,8 @@ public struct RichPushAPI: Sendable {
     public var authFailureLimiter = RateLimiter(rate: 20, burst: 100)
     /// Registry fan-outs run after the answer; tests and shutdown wait for them here.
     public let fanOuts = BackgroundWork()
+    /// The console's live views of notifications (`…/notifications/{id}/events`), one reader per notification.
+    public var insight: InsightStreams
     /// Called when deliveries were queued (the worker looks at once instead of at its next poll).
     public var onQueued: @Sendable () -> Void
     /// Called with each new notification's message before its deliveries are queued (the sender keeps it, rather
@@ -83,6 +85,9 @@ public struct RichPushAPI: Sendable {
         self.extraFCMTokenEndpoints = extraFCMTokenEndpoints
         self.nodeID = nodeID
         self.simulate = simulate
+        insight = InsightStreams(metrics: metrics) { [receipts = backend.receipts] id in
+            try await NotificationsController.insightEvent(id, receipts: receipts)
+        }
     }
 
     /// Resumes fan-outs a crash cut short (call once at start, before serving).
@@ -173,7 +178,8 @@ public struct RichPushAPI: Sendable {
             counts: counts,
             receipts: receipts,
             providers: providers,
-            simulate: simulate
+            simulate: simulate,
+            insight: insight
         ).addRoutes(to: keyed)
         LiveController(store: store, liveTokens: backend.liveTokens, providers: providers, maxBodyBytes: maxBodyBytes)
             .addRoutes(to: keyed)

@@ -122,6 +122,18 @@ public final class ServerMetrics: Sendable {
             .increment()
     }
 
+    /// One turn of a live view (read and written to every watcher of a notification).
+    func insightTurn(seconds: Double) {
+        registry.makeCounter(
+            name: "richpush_insight_turns_total",
+            help: "Turns of the console's live views (one per watched notification, whatever the watchers)"
+        ).increment()
+        registry.makeCounter(
+            name: "richpush_insight_turn_seconds_total",
+            help: "Seconds the live views' turns took"
+        ).increment(by: seconds)
+    }
+
     /// An open or a dismissal an app reported.
     func openRecorded(_ event: DeliveryOpen.Event) {
         registry.makeCounter(

@@ -149,6 +149,16 @@ enum OpenSQL {
         """
     }
 
+    /// Opens per 10 minutes, the newest 288; the bucket's start is computed as each database can.
+    static func timeline(_ notificationID: String, postgres: Bool) -> SQL {
+        let bucket =
+            postgres ? "(floor(extract(epoch FROM at) / 600) * 600)::bigint" : "CAST(at / 600 AS INTEGER) * 600"
+        return """
+            SELECT \(unescaped: bucket) AS b, count(*) FROM delivery_opens
+            WHERE notification_id = \(notificationID) AND event = 'opened' GROUP BY b ORDER BY b DESC LIMIT 288
+            """
+    }
+
     static func sweep(_ notificationID: String) -> SQL {
         "DELETE FROM delivery_opens WHERE notification_id = \(notificationID)"
     }

@@ -125,6 +125,8 @@ public protocol ReceiptStore: Sendable {
     func openSummary(notificationID: String) async throws -> OpenSummary
     /// The notification's deliveries by state, reason and whether they were tried (the funnel's first stages).
     func breakdown(notificationID: String) async throws -> [DeliveryBreakdown]
+    /// Opens per 10 minutes (the start of each, in seconds since 1970, and the count), the newest 288 (two days).
+    func openTimeline(notificationID: String) async throws -> [(start: Int64, opens: Int)]
 }
 
 extension ReceiptSummary {

@@ -66,6 +66,14 @@ public final class SQLiteReceiptStore: ReceiptStore {
         }
     }
 
+    public func openTimeline(notificationID: String) async throws -> [(start: Int64, opens: Int)] {
+        try await pool.read { db in
+            try Row.fetchAll(db, query: OpenSQL.timeline(notificationID, postgres: false)).map {
+                (start: $0[0] as Int64, opens: $0[1] as Int)
+            }.reversed()
+        }
+    }
+
     public func breakdown(notificationID: String) async throws -> [DeliveryBreakdown] {
         try await pool.read { db in
             try Row.fetchAll(db, query: OpenSQL.breakdown(notificationID)).compactMap { row in
@@ -136,6 +144,13 @@ public final class PostgresReceiptStore: ReceiptStore {
                 try $0.decode((String, String, Int).self)
             }
         )
+    }
+
+    public func openTimeline(notificationID: String) async throws -> [(start: Int64, opens: Int)] {
+        try await db.rows(OpenSQL.timeline(notificationID, postgres: true).postgres).map {
+            let (b, n) = try $0.decode((Int64, Int).self)
+            return (start: b, opens: n)
+        }.reversed()
     }
 
     public func breakdown(notificationID: String) async throws -> [DeliveryBreakdown] {
@@ -211,6 +226,15 @@ public final class MemoryReceiptStore: ReceiptStore {
                 return (parts[0], parts.count > 1 ? parts[1] : "", n)
             }
         )
+    }
+
+    public func openTimeline(notificationID: String) async throws -> [(start: Int64, opens: Int)] {
+        var buckets: [Int64: Int] = [:]
+        for o in opens.withLockedValue({ $0.values.filter { $0.notificationID == notificationID } })
+        where o.event == .opened {
+            buckets[Int64(o.at.timeIntervalSince1970 / 600) * 600, default: 0] += 1
+        }
+        return buckets.sorted { $0.key < $1.key }.suffix(288).map { (start: $0.key, opens: $0.value) }
     }
 
     public func breakdown(notificationID: String) async throws -> [DeliveryBreakdown] {

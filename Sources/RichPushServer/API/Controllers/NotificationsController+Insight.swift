@@ -2,6 +2,7 @@ import Foundation
 import Hummingbird
 import NIOCore
 import RichPushCore
+import ServiceLifecycle
 
 extension NotificationsController {
     /// `POST /v1/apps/{app}/notifications/{id}/opens`: the app's report of an open or a dismissal, with a key that
@@ -50,6 +51,71 @@ extension NotificationsController {
             body = .object(o)
         }
         return Response.json(200, body)
+    }
+
+    /// `GET /v1/apps/{app}/notifications/{id}/events`: the notification's numbers as server-sent events, each
+    /// `event: insight` with the deliveries by state, the funnel, the opens per 10 minutes and the counts over time
+    /// while watched (`series`: `[t, sent, provider_accepted, received, opened]`). One reader per notification
+    /// however many watch (``InsightStreams``); 429 past the node's watchers. The stream ends after `seconds` (1 to
+    /// 3,600, default 600): a view open longer opens a new one.
+    func events(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .read)
+        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id
+        else {
+            throw APIError(.notFound, "no such notification")
+        }
+        var lifetime = 600
+        if let s = request.uri.queryParameters.get("seconds") {
+            guard let n = Int(s), (1...3600).contains(n) else {
+                throw APIError(.invalid, "seconds is a whole number from 1 to 3600")
+            }
+            lifetime = n
+        }
+        guard let (watcher, stream) = insight.watch(id) else {
+            throw APIError.rateLimited(after: 5, "this node has as many live views open as it serves")
+        }
+        let insight = self.insight
+        let seconds = lifetime
+        let body = ResponseBody { writer in
+            let ending = Task {
+                try? await Task.sleep(nanoseconds: UInt64(seconds) * 1_000_000_000)
+                insight.stop(id, watcher)
+            }
+            defer {
+                ending.cancel()
+                insight.stop(id, watcher)
+            }
+            // The server stopping ends the stream (an open view would otherwise hold the shutdown).
+            try await withGracefulShutdownHandler {
+                for await chunk in stream { try await writer.write(chunk) }
+            } onGracefulShutdown: {
+                insight.stop(id, watcher)
+            }
+            try await writer.finish(nil)
+        }
+        var response = Response(status: .ok, body: body)
+        response.headers[.contentType] = "text/event-stream; charset=utf-8"
+        response.headers[.cacheControl] = "no-store"
+        return response
+    }
+
+    /// One event's numbers: deliveries by state, the funnel, opens over time (read once for every watcher).
+    static func insightEvent(_ id: String, receipts: any ReceiptStore) async throws -> JSONValue {
+        let breakdown = try await receipts.breakdown(notificationID: id)
+        let funnel = Funnel(
+            breakdown: breakdown,
+            receipts: try await receipts.summary(notificationID: id),
+            opens: try await receipts.openSummary(notificationID: id)
+        )
+        var byState: [String: Int] = [:]
+        for b in breakdown { byState[b.state.rawValue, default: 0] += b.count }
+        let counts = byState.mapValues { JSONValue.int(Int64($0)) }
+        let total = byState.values.reduce(0, +)
+        let opens = try await receipts.openTimeline(notificationID: id)
+        return [
+            "id": .string(id), "counts": .object(counts), "total": .int(Int64(total)), "funnel": funnel.json,
+            "opens_over_time": .array(opens.map { [.int($0.start), .int(Int64($0.opens))] }),
+        ]
     }
 
     static func funnel(of id: String, receipts: any ReceiptStore) async throws -> Funnel {

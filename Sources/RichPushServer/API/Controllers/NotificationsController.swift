@@ -25,6 +25,7 @@ struct NotificationsController: AppRoutes {
     let receipts: DeviceReceipts?
     let providers: Providers
     let simulate: (@Sendable (_ notificationID: String) async -> JSONValue?)?
+    let insight: InsightStreams
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
         group.get("apps/:app/notifications", use: listNotifications)
@@ -35,6 +36,7 @@ struct NotificationsController: AppRoutes {
         group.post("apps/:app/notifications/:id/updates", use: update)
         group.post("apps/:app/notifications/:id/opens", use: appOpen)
         group.get("apps/:app/notifications/:id/funnel", use: funnel)
+        group.get("apps/:app/notifications/:id/events", use: events)
     }
 
     /// Accepts a notification: validates it, stores it with its deliveries (or a pending fan-out), and answers 202

@@ -1,54 +1,176 @@
 // ---------------------------------------------------------------------------------------------------------------
-// A notification's outcomes, updating live
+// A notification's outcomes and funnel, updated live from the server's event stream (no polling: the server reads
+// the numbers once per turn for every watcher)
 
 import { $, api, el, errorText, number, state } from "./core.js";
 
 export let following = null;
+let reading = null;
+const SVG = "http://www.w3.org/2000/svg";
+const stageNames = { accepted: "Accepted", sent: "Sent", provider_accepted: "Accepted by the service", received: "Received on the device", media_shown: "Media shown", opened: "Opened" };
+
+function svg(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null) node.setAttribute(k, v);
+  for (const c of children.flat()) if (c) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  return node;
+}
+
+const percent = (r) => (r === null || r === undefined ? "—" : `${(r * 100).toFixed(r >= 0.1 ? 0 : 1)}%`);
+
+/** The funnel: one bar per stage, its length the stage's share of those accepted. */
+export function funnelChart(funnel) {
+  const stages = funnel.stages || [];
+  const accepted = Math.max(1, (stages[0] || {}).count || 0);
+  const rowH = 34, width = 600, labelW = 190;
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${stages.length * rowH + 6}`, class: "chart funnel", role: "img", id: "funnel-chart",
+    "aria-label": stages.map((s) => `${stageNames[s.stage] || s.stage} ${s.count}`).join(", ") });
+  stages.forEach((s, i) => {
+    const w = Math.max(2, ((width - labelW - 10) * s.count) / accepted);
+    const y = i * rowH + 3;
+    chart.append(svg("g", { class: "funnel-stage", "data-stage": s.stage, "data-count": String(s.count) },
+      svg("title", {}, `${stageNames[s.stage] || s.stage}: ${s.count}${i ? `, ${percent(s.rate)} of the stage before` : ""}`),
+      svg("text", { x: 0, y: y + 20, class: "chart-label" }, stageNames[s.stage] || s.stage),
+      svg("rect", { x: labelW, y, width: w, height: rowH - 8, rx: 3, class: `bar stage-${i}` }),
+      svg("text", { x: labelW + w + 6 > width - 90 ? labelW + 6 : labelW + w + 6, y: y + 18, class: labelW + w + 6 > width - 90 ? "chart-value inside" : "chart-value" },
+        `${number(s.count)}${i ? " · " + percent(s.rate) : ""}`)));
+  });
+  return chart;
+}
+
+/** Counts over time while the view was open: sent and accepted by the service, received, opened. */
+export function timeChart(series) {
+  const width = 600, height = 160, pad = 30;
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart over-time", role: "img", id: "delivered-chart",
+    "aria-label": series.length ? `Deliveries over ${series[series.length - 1][0] - series[0][0]} s` : "No deliveries yet" });
+  if (series.length < 1) return chart;
+  const t0 = series[0][0], t1 = Math.max(t0 + 1, series[series.length - 1][0]);
+  const top = Math.max(1, ...series.map((p) => Math.max(p[1], p[2])));
+  const x = (t) => pad + ((width - pad - 8) * (t - t0)) / (t1 - t0);
+  const y = (v) => height - pad - ((height - pad - 8) * v) / top;
+  chart.append(svg("line", { x1: pad, y1: height - pad, x2: width - 8, y2: height - pad, class: "axis" }));
+  chart.append(svg("text", { x: pad, y: height - 10, class: "chart-label small" }, "0 s"));
+  chart.append(svg("text", { x: width - 8, y: height - 10, class: "chart-label small end" }, `${t1 - t0} s`));
+  chart.append(svg("text", { x: pad - 4, y: 16, class: "chart-label small end" }, number(top)));
+  ["sent", "delivered", "received", "opened"].forEach((name, k) => {
+    const points = series.map((p) => `${x(p[0]).toFixed(1)},${y(p[k + 1]).toFixed(1)}`).join(" ");
+    chart.append(svg("polyline", { points, class: `line line-${name}`, "data-series": name, "data-last": String(series[series.length - 1][k + 1]) }));
+  });
+  return chart;
+}
+
+/** Opens per 10 minutes. */
+export function opensChart(buckets) {
+  const width = 600, height = 120, pad = 24;
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart opens", role: "img", id: "opens-chart",
+    "aria-label": `${buckets.reduce((a, b) => a + b[1], 0)} opens over ${buckets.length} ten-minute spans` });
+  if (!buckets.length) return chart;
+  const first = buckets[0][0], last = buckets[buckets.length - 1][0];
+  const spans = Math.max(1, (last - first) / 600 + 1);
+  const top = Math.max(1, ...buckets.map((b) => b[1]));
+  const w = Math.max(2, (width - 8) / spans - 2);
+  for (const [start, n] of buckets) {
+    const h = ((height - pad - 6) * n) / top;
+    const x = 4 + ((start - first) / 600) * ((width - 8) / spans);
+    chart.append(svg("rect", { x, y: height - pad - h, width: w, height: h, class: "bar opens-bar", "data-count": String(n) },
+      svg("title", {}, `${new Date(start * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })}: ${n} opens`)));
+  }
+  chart.append(svg("text", { x: 4, y: height - 6, class: "chart-label small" }, new Date(first * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" })));
+  return chart;
+}
+
+/** Reads `text/event-stream` from a fetch (EventSource cannot send the key), calling `onEvent` with each event's data. */
+async function readEvents(path, onEvent, isCurrent) {
+  reading = new AbortController();
+  let response;
+  try {
+    response = await fetch(path, { headers: { Authorization: `Bearer ${state.key}`, Accept: "text/event-stream" }, signal: reading.signal });
+  } catch { return { status: 0 }; }
+  if (response.status !== 200) {
+    let json = null;
+    try { json = await response.json(); } catch { json = null; }
+    return { status: response.status, json };
+  }
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  while (isCurrent()) {
+    let chunk;
+    try { chunk = await reader.read(); } catch { break; }
+    const { value, done } = chunk;
+    if (done) break;
+    buffer += decoder.decode(value, { stream: true });
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      const data = block.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+      if (data) { try { onEvent(JSON.parse(data)); } catch { /* a broken event is skipped */ } }
+    }
+  }
+  reader.cancel().catch(() => {});
+  return { status: 200 };
+}
 
 export async function openNotification(id) {
   const box = $("notification-body");
   const token = {};
   following = token;
-  const deliveries = new Map();
-  let after = 0;
-  let filter = "";
+  let latest = null;
+  let deliveries = [];
+  let listedAt = 0;
   const draw = (n) => {
     const c = n.counts || {};
-    const byProvider = {};
-    for (const d of deliveries.values()) {
-      byProvider[d.provider] = byProvider[d.provider] || {};
-      byProvider[d.provider][d.state] = (byProvider[d.provider][d.state] || 0) + 1;
-    }
+    const funnel = n.funnel || { stages: [] };
     const failed = {};
-    for (const d of deliveries.values()) if (d.reason && d.state !== "delivered") failed[d.reason] = (failed[d.reason] || 0) + 1;
-    const rows = [...deliveries.values()].filter((d) => !filter || d.target.includes(filter) || (d.reason || "").includes(filter) || d.state.includes(filter));
+    for (const s of funnel.stages || []) if (s.stage === "provider_accepted") Object.assign(failed, s.drops || {});
     box.replaceChildren(
       el("p", { class: "note", text: `Notification ${n.id}` }),
-      el("div", { class: "counts", id: "counts" }, ["queued", "leased", "delivered", "failed", "pruned", "expired"].map((s) =>
+      el("div", { class: "counts", id: "counts" }, ["queued", "leased", "delivered", "failed", "pruned", "expired", "superseded"].map((s) =>
         el("div", { class: "count", "data-state": s }, el("b", { text: number(c[s] || 0) }), s))),
       el("p", { text: `${number(n.total || 0)} deliver${n.total === 1 ? "y" : "ies"} in all.` + (Object.keys(failed).length ? ` Not delivered, by reason: ${Object.entries(failed).map(([r, k]) => `${r} ${k}`).join(", ")}.` : "") }),
-      el("p", { text: `By provider: ${Object.entries(byProvider).map(([p, s]) => `${p === "apns" ? "APNs" : "FCM"} ${Object.entries(s).map(([k, v]) => `${k} ${v}`).join(", ")}`).join("; ") || "—"}` }),
-      el("p", { id: "receipts", text: `Device receipts: ${number((n.receipts || {}).count || 0)}, ${number((n.receipts || {}).with_media || 0)} showed media` +
-        (Object.keys((n.receipts || {}).skipped_reasons || {}).length ? `; media skipped: ${Object.entries(n.receipts.skipped_reasons).map(([r, k]) => `${r} ${k}`).join(", ")}` : "") + "." }),
-      el("label", { for: "targets-filter", text: "Search the targets (token, state or reason)" }),
-      el("input", { id: "targets-filter", type: "search", value: filter, oninput: (e) => { filter = e.target.value.trim(); draw(n); const f = $("targets-filter"); f.focus(); f.setSelectionRange(f.value.length, f.value.length); } }),
-      el("table", {}, el("thead", {}, el("tr", {}, ["Target", "Provider", "State", "Reason", "Attempts"].map((h) => el("th", { text: h })))),
-        el("tbody", {}, rows.slice(0, 500).map((d) => el("tr", {}, el("td", { text: d.target }), el("td", { text: d.provider }), el("td", { text: d.state }), el("td", { text: d.reason || "" }), el("td", { class: "num", text: d.attempts })))))
+      el("h3", { text: "Funnel" }),
+      funnelChart(funnel),
+      el("p", { id: "funnel-notes", class: "note", text: `Dismissed: ${number(funnel.dismissed || 0)}.` + (Object.keys(funnel.actions || {}).length ? ` Opened by: ${Object.entries(funnel.actions).map(([a, k]) => `${a === "default" ? "the notification" : a} ${k}`).join(", ")}.` : "") }),
+      el("h3", { text: "While you watched" }),
+      timeChart(n.series || []),
+      el("p", { class: "legend note" }, el("span", { class: "key line-sent" }), " sent ", el("span", { class: "key line-delivered" }), " accepted by the service ",
+        el("span", { class: "key line-received" }), " received ", el("span", { class: "key line-opened" }), " opened"),
+      el("h3", { text: "Opens, per 10 minutes" }),
+      opensChart(n.opens_over_time || []),
+      el("table", {}, el("caption", { text: "The first 100 deliveries" }), el("thead", {}, el("tr", {}, ["Target", "Provider", "State", "Reason", "Attempts"].map((h) => el("th", { text: h })))),
+        el("tbody", {}, deliveries.map((d) => el("tr", {}, el("td", { text: d.target }), el("td", { text: d.provider }), el("td", { text: d.state }), el("td", { text: d.reason || "" }), el("td", { class: "num", text: d.attempts })))))
     );
   };
+  const list = async () => {
+    // One small page, now and then: the numbers come from the stream.
+    listedAt = Date.now();
+    const r = await api("GET", `/v1/apps/${encodeURIComponent(state.appID)}/notifications/${encodeURIComponent(id)}?limit=100`);
+    if (r.status === 200) deliveries = r.json.deliveries || [];
+  };
+  await list();
+  const path = `/v1/apps/${encodeURIComponent(state.appID)}/notifications/${encodeURIComponent(id)}/events`;
   while (following === token) {
-    const r = await api("GET", `/v1/apps/${encodeURIComponent(state.appID)}/notifications/${encodeURIComponent(id)}?limit=1000${after ? "&after=" + encodeURIComponent(after) : ""}`);
-    if (r.status !== 200) { box.replaceChildren(el("p", { class: "sev-error", text: errorText(r) })); return; }
-    for (const d of r.json.deliveries || []) deliveries.set(d.target + "\u0000" + d.provider, d);
-    if (r.json.next_after) { after = r.json.next_after; continue; }
-    after = 0;
-    if (following === token) draw(r.json);
-    const c = r.json.counts || {};
-    if (!c.queued && !c.leased && r.json.total > 0 && deliveries.size >= r.json.total) return;
-    await new Promise((resolve) => setTimeout(resolve, 1000));
+    const r = await readEvents(path, (n) => {
+      if (following !== token) return;
+      latest = n;
+      draw(n);
+      if (Date.now() - listedAt > 5000) list().then(() => { if (following === token && latest) draw(latest); });
+    }, () => following === token);
+    if (following !== token) return;
+    if (r.status !== 200 && r.status !== 0) {
+      if (r.status === 429) { await new Promise((resolve) => setTimeout(resolve, 5000)); continue; }
+      box.replaceChildren(el("p", { class: "sev-error", text: errorText(r) }));
+      return;
+    }
+    // The stream ended (the server restarted): look again shortly.
+    await new Promise((resolve) => setTimeout(resolve, 2000));
   }
 }
 
-
 /** Stops updating the open notification (the view changed). */
-export function stopFollowing() { following = null; }
+export function stopFollowing() {
+  following = null;
+  if (reading) reading.abort();
+  reading = null;
+}
