@@ -254,7 +254,9 @@ let package = Package(
             name: "richpushTests",
             dependencies: [
                 "richpush", "RichPushCore", "RichPushSandbox", "RichPushTestSupport", "RichPushWebPush",
-                "RichPushTransport", .product(name: "Crypto", package: "swift-crypto"),
+                "RichPushTransport", "RichPushApp", "RichPushMedia",
+                .target(name: "UserNotificationsStandIn", condition: .when(platforms: [.linux])),
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
     ]

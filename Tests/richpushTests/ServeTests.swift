@@ -12,6 +12,8 @@ import FoundationNetworking
     final class Server {
         let process = Process()
         private(set) var base = ""
+        /// The sandbox's admin address (sandbox mode).
+        private(set) var sandboxAdmin = ""
         private let out = Pipe()
 
         /// `directory`: the working folder (a PostgreSQL node keeps its media cache there); `environment` is added to
@@ -51,6 +53,7 @@ import FoundationNetworking
                 line += String(decoding: chunk, as: UTF8.self)
             }
             base = (try? JSONValue.parse(line))?["listening"]?.stringValue ?? ""
+            sandboxAdmin = (try? JSONValue.parse(line))?["sandbox_admin"]?.stringValue ?? ""
         }
 
         func call(

@@ -2,11 +2,12 @@
 // A notification's outcomes and funnel, updated live from the server's event stream (no polling: the server reads
 // the numbers once per turn for every watcher)
 
-import { $, api, el, errorText, number, state } from "./core.js";
+import { $, api, debounce, el, errorText, number, state } from "./core.js";
 
 export let following = null;
 let reading = null;
 const SVG = "http://www.w3.org/2000/svg";
+const shortNames = { provider_accepted: "By the service", received: "On the device" };
 const stageNames = { accepted: "Accepted", sent: "Sent", provider_accepted: "Accepted by the service", received: "Received on the device", media_shown: "Media shown", opened: "Opened" };
 
 function svg(tag, attrs = {}, ...children) {
@@ -19,10 +20,11 @@ function svg(tag, attrs = {}, ...children) {
 const percent = (r) => (r === null || r === undefined ? "—" : `${(r * 100).toFixed(r >= 0.1 ? 0 : 1)}%`);
 
 /** The funnel: one bar per stage, its length the stage's share of those accepted. */
-export function funnelChart(funnel) {
+export function funnelChart(funnel, width = 600) {
   const stages = funnel.stages || [];
   const accepted = Math.max(1, (stages[0] || {}).count || 0);
-  const rowH = 34, width = 600, labelW = 190;
+  // Drawn at the width it is shown at, so that its text stays readable on a phone.
+  const rowH = 34, labelW = width < 480 ? 150 : 190;
   const chart = svg("svg", { viewBox: `0 0 ${width} ${stages.length * rowH + 6}`, class: "chart funnel", role: "img", id: "funnel-chart",
     "aria-label": stages.map((s) => `${stageNames[s.stage] || s.stage} ${s.count}`).join(", ") });
   stages.forEach((s, i) => {
@@ -30,17 +32,17 @@ export function funnelChart(funnel) {
     const y = i * rowH + 3;
     chart.append(svg("g", { class: "funnel-stage", "data-stage": s.stage, "data-count": String(s.count) },
       svg("title", {}, `${stageNames[s.stage] || s.stage}: ${s.count}${i ? `, ${percent(s.rate)} of the stage before` : ""}`),
-      svg("text", { x: 0, y: y + 20, class: "chart-label" }, stageNames[s.stage] || s.stage),
+      svg("text", { x: 0, y: y + 20, class: "chart-label" }, (width < 480 && shortNames[s.stage]) || stageNames[s.stage] || s.stage),
       svg("rect", { x: labelW, y, width: w, height: rowH - 8, rx: 3, class: `bar stage-${i}` }),
-      svg("text", { x: labelW + w + 6 > width - 90 ? labelW + 6 : labelW + w + 6, y: y + 18, class: labelW + w + 6 > width - 90 ? "chart-value inside" : "chart-value" },
+      svg("text", { x: labelW + w + 6 > width - 100 ? labelW + 6 : labelW + w + 6, y: y + 18, class: labelW + w + 6 > width - 100 ? "chart-value inside" : "chart-value" },
         `${number(s.count)}${i ? " · " + percent(s.rate) : ""}`)));
   });
   return chart;
 }
 
 /** Counts over time while the view was open: sent and accepted by the service, received, opened. */
-export function timeChart(series) {
-  const width = 600, height = 160, pad = 30;
+export function timeChart(series, width = 600) {
+  const height = 160, pad = 48;
   const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart over-time", role: "img", id: "delivered-chart",
     "aria-label": series.length ? `Deliveries over ${series[series.length - 1][0] - series[0][0]} s` : "No deliveries yet" });
   if (series.length < 1) return chart;
@@ -60,8 +62,8 @@ export function timeChart(series) {
 }
 
 /** Opens per 10 minutes. */
-export function opensChart(buckets) {
-  const width = 600, height = 120, pad = 24;
+export function opensChart(buckets, width = 600) {
+  const height = 120, pad = 24;
   const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart opens", role: "img", id: "opens-chart",
     "aria-label": `${buckets.reduce((a, b) => a + b[1], 0)} opens over ${buckets.length} ten-minute spans` });
   if (!buckets.length) return chart;
@@ -124,20 +126,21 @@ export async function openNotification(id) {
     const funnel = n.funnel || { stages: [] };
     const failed = {};
     for (const s of funnel.stages || []) if (s.stage === "provider_accepted") Object.assign(failed, s.drops || {});
+    const width = Math.max(300, Math.min(720, (box.clientWidth || 640) - 40));
     box.replaceChildren(
       el("p", { class: "note", text: `Notification ${n.id}` }),
       el("div", { class: "counts", id: "counts" }, ["queued", "leased", "delivered", "failed", "pruned", "expired", "superseded"].map((s) =>
         el("div", { class: "count", "data-state": s }, el("b", { text: number(c[s] || 0) }), s))),
       el("p", { text: `${number(n.total || 0)} deliver${n.total === 1 ? "y" : "ies"} in all.` + (Object.keys(failed).length ? ` Not delivered, by reason: ${Object.entries(failed).map(([r, k]) => `${r} ${k}`).join(", ")}.` : "") }),
       el("h3", { text: "Funnel" }),
-      funnelChart(funnel),
+      funnelChart(funnel, width),
       el("p", { id: "funnel-notes", class: "note", text: `Dismissed: ${number(funnel.dismissed || 0)}.` + (Object.keys(funnel.actions || {}).length ? ` Opened by: ${Object.entries(funnel.actions).map(([a, k]) => `${a === "default" ? "the notification" : a} ${k}`).join(", ")}.` : "") }),
       el("h3", { text: "While you watched" }),
-      timeChart(n.series || []),
+      timeChart(n.series || [], width),
       el("p", { class: "legend note" }, el("span", { class: "key line-sent" }), " sent ", el("span", { class: "key line-delivered" }), " accepted by the service ",
         el("span", { class: "key line-received" }), " received ", el("span", { class: "key line-opened" }), " opened"),
       el("h3", { text: "Opens, per 10 minutes" }),
-      opensChart(n.opens_over_time || []),
+      opensChart(n.opens_over_time || [], width),
       el("table", {}, el("caption", { text: "The first 100 deliveries" }), el("thead", {}, el("tr", {}, ["Target", "Provider", "State", "Reason", "Attempts"].map((h) => el("th", { text: h })))),
         el("tbody", {}, deliveries.map((d) => el("tr", {}, el("td", { text: d.target }), el("td", { text: d.provider }), el("td", { text: d.state }), el("td", { text: d.reason || "" }), el("td", { class: "num", text: d.attempts })))))
     );
@@ -148,6 +151,8 @@ export async function openNotification(id) {
     const r = await api("GET", `/v1/apps/${encodeURIComponent(state.appID)}/notifications/${encodeURIComponent(id)}?limit=100`);
     if (r.status === 200) deliveries = r.json.deliveries || [];
   };
+  // The charts are drawn at the width they are shown at: again when the window changes.
+  window.onresize = debounce(() => { if (following === token && latest) draw(latest); }, 150);
   await list();
   const path = `/v1/apps/${encodeURIComponent(state.appID)}/notifications/${encodeURIComponent(id)}/events`;
   while (following === token) {
@@ -171,6 +176,7 @@ export async function openNotification(id) {
 /** Stops updating the open notification (the view changed). */
 export function stopFollowing() {
   following = null;
+  window.onresize = null;
   if (reading) reading.abort();
   reading = null;
 }
