@@ -47,7 +47,8 @@ import UserNotificationsStandIn
             app: { id in (try? await store.app(id: id)).flatMap { $0 } },
             message: { id in try? await store.message(id: id) }
         )
-        let worker = DeliveryWorker(queue: backend.sqliteQueue, sender: sender)
+        let minutes = api.minutes
+        let worker = DeliveryWorker(queue: backend.sqliteQueue, sender: sender, minutes: minutes)
         do {
             try await Application(router: api.router()).test(.live) { client in
                 let base = "http://127.0.0.1:\(try #require(client.port))"
@@ -225,6 +226,22 @@ import UserNotificationsStandIn
                 #expect(lines.first == "stage,count,rate,of_accepted,reason,dropped")
                 #expect(lines.contains("opened,300,0.3333,0.3000,,"))
                 #expect(lines.contains("received,900,0.9000,0.9000,no report from the device,100"))
+
+                // The app's time series: this hour holds the same numbers.
+                try await minutes.flush()
+                let (hs, hours, _) = try await call(.get, "/v1/apps/\(app)/insights?hours=2")
+                #expect(hs == 200)
+                let last = try #require(hours["hours"]?.arrayValue?.last)
+                #expect(
+                    last["accepted"] == 1000 && last["delivered"] == 1000 && last["received"] == 900
+                        && last["opened"] == 300 && last["failed"] == 0,
+                    "\(last)"
+                )
+                let (_, _, hoursCSV) = try await call(.get, "/v1/apps/\(app)/insights?hours=2&format=csv")
+                #expect(hoursCSV.hasPrefix("hour,accepted,delivered,failed,received,opened\r\n"))
+                #expect(hoursCSV.contains(",1000,1000,0,900,300\r\n"))
+                let (bad, _, _) = try await call(.get, "/v1/apps/\(app)/insights?hours=721")
+                #expect(bad == 422)
             }
         } catch {
             await providers.shutdown()

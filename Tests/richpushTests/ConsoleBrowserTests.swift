@@ -1,9 +1,10 @@
 import Foundation
 import RichPushApp
 import RichPushCore
-@testable import RichPushMedia
 import RichPushTestSupport
 import Testing
+
+@testable import RichPushMedia
 
 #if canImport(UserNotifications)
 import UserNotifications
@@ -70,13 +71,28 @@ import FoundationNetworking
             server.process.terminate()
             server.process.waitUntilExit()
         }
-        let (_, created) = try await server.call("POST", "/v1/apps", key: admin, body: ["name": "News", "bundle_id": "com.example.news"])
+        let (_, created) = try await server.call(
+            "POST",
+            "/v1/apps",
+            key: admin,
+            body: ["name": "News", "bundle_id": "com.example.news"]
+        )
         let app = try #require(created["app"]?["id"]?.stringValue)
-        let (_, keyAnswer) = try await server.call("POST", "/v1/apps/\(app)/keys", key: admin, body: ["scopes": ["register"]])
+        let (_, keyAnswer) = try await server.call(
+            "POST",
+            "/v1/apps/\(app)/keys",
+            key: admin,
+            body: ["scopes": ["register"]]
+        )
         let registerKey = try #require(keyAnswer["api_key"]?.stringValue)
         let tokens = (0..<1000).map { String(format: "%064x", 0xA000 + $0) }
         for t in tokens {
-            let (s, _) = try await server.call("POST", "/v1/apps/\(app)/devices", key: admin, body: ["token": .string(t), "platform": "ios"])
+            let (s, _) = try await server.call(
+                "POST",
+                "/v1/apps/\(app)/devices",
+                key: admin,
+                body: ["token": .string(t), "platform": "ios"]
+            )
             try #require(s == 200)
         }
         let (status, sent) = try await server.call(
@@ -115,7 +131,9 @@ import FoundationNetworking
         // The view is open once the server reads the notification's numbers for it.
         for _ in 0..<600 {
             let (_, text) = try await Self.getText(server.base + "/metrics")
-            if text.contains("richpush_insight_turns_total ") && !text.contains("richpush_insight_turns_total 0") { break }
+            if text.contains("richpush_insight_turns_total ") && !text.contains("richpush_insight_turns_total 0") {
+                break
+            }
             try await Task.sleep(nanoseconds: 100_000_000)
         }
         try await Task.sleep(nanoseconds: 1_000_000_000)
@@ -174,7 +192,8 @@ import FoundationNetworking
                     request: UNNotificationRequest(identifier: "n", content: content, trigger: nil),
                     date: Date()
                 ),
-                actionIdentifier: i < 300 ? UNNotificationDefaultActionIdentifier : UNNotificationDismissActionIdentifier
+                actionIdentifier: i < 300
+                    ? UNNotificationDefaultActionIdentifier : UNNotificationDismissActionIdentifier
             )
             await push.handle(response)
             #expect(await push.flush().sent == 1)

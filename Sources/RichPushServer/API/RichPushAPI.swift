@@ -27,6 +27,8 @@ public struct RichPushAPI: Sendable {
     public let fanOuts = BackgroundWork()
     /// The console's live views of notifications (`…/notifications/{id}/events`), one reader per notification.
     public var insight: InsightStreams
+    /// Counts per notification and minute (an app's time series), written every few seconds by the server.
+    public var minutes: MinuteCounter
     /// Called when deliveries were queued (the worker looks at once instead of at its next poll).
     public var onQueued: @Sendable () -> Void
     /// Called with each new notification's message before its deliveries are queued (the sender keeps it, rather
@@ -88,6 +90,7 @@ public struct RichPushAPI: Sendable {
         insight = InsightStreams(metrics: metrics) { [receipts = backend.receipts] id in
             try await NotificationsController.insightEvent(id, receipts: receipts)
         }
+        minutes = MinuteCounter { [receipts = backend.receipts] counts in try await receipts.addMinutes(counts) }
     }
 
     /// Resumes fan-outs a crash cut short (call once at start, before serving).
@@ -129,7 +132,8 @@ public struct RichPushAPI: Sendable {
                 receipts: receipts,
                 store: backend.receipts,
                 metrics: metrics,
-                maxBodyBytes: maxBodyBytes
+                maxBodyBytes: maxBodyBytes,
+                minutes: minutes
             )
             .addRoutes(to: v1)
         } else {
@@ -179,7 +183,8 @@ public struct RichPushAPI: Sendable {
             receipts: receipts,
             providers: providers,
             simulate: simulate,
-            insight: insight
+            insight: insight,
+            minutes: minutes
         ).addRoutes(to: keyed)
         LiveController(store: store, liveTokens: backend.liveTokens, providers: providers, maxBodyBytes: maxBodyBytes)
             .addRoutes(to: keyed)

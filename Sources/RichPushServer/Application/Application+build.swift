@@ -42,12 +42,15 @@ public func buildApplication(
     let receipts = opened.receiptsSecret.map { DeviceReceipts(secret: $0, base: config.publicURL) }
     let sender = deliverySender(store: backend.store, providers: providers, receipts: receipts, logger: deliveryLog)
     let metrics = ServerMetrics()
+    // Counts per notification and minute, from the workers and the API, written every 2 s.
+    let minutes = MinuteCounter { [receipts = backend.receipts] counts in try await receipts.addMinutes(counts) }
     let workers = deliveryWorkers(
         config,
         nodeID: nodeID,
         backend: backend,
         sender: sender,
         metrics: metrics,
+        minutes: minutes,
         logger: deliveryLog
     )
     let wakeWorkers: @Sendable () -> Void = { for worker in workers { worker.wake() } }
@@ -88,6 +91,7 @@ public func buildApplication(
         simulate: simulate
     )
 
+    api.minutes = minutes
     api.quotas = Quotas(config.quotas)
     api.liveBudget = config.livePriority10PerHour.map { RateLimiter(rate: Double($0) / 3600, burst: Double($0)) }
 
@@ -134,7 +138,8 @@ public func buildApplication(
             )
         ),
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: "richpush", backlog: 4096),
-        services: opened.first + closers + [fanOuts] + opened.services + clusterServices + sweeper
+        services: opened.first + closers + [MinuteFlusher(counter: minutes, logger: logger)] + [fanOuts]
+            + opened.services + clusterServices + sweeper
             + workers.map { WorkerService(worker: $0) },
         onServerRunning: { [adminPort = sandbox?.adminPort ?? 0] channel in
             let port = channel.localAddress?.port ?? 0
@@ -323,6 +328,7 @@ func deliveryWorkers(
     backend: any StorageBackend,
     sender: ProviderDeliverySender,
     metrics: ServerMetrics,
+    minutes: MinuteCounter? = nil,
     logger: Logger
 ) -> [DeliveryWorker] {
     let registry = backend.registry
@@ -340,6 +346,7 @@ func deliveryWorkers(
             metrics: metrics,
             health: backend.health,
             updates: backend.updates,
+            minutes: minutes,
             logger: logger,
             prune: { d, _ in
                 // A topic or a condition has no device to prune.

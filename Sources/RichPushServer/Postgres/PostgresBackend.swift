@@ -246,6 +246,7 @@ public final class PostgresBackend: StorageBackend {
             _ = try await database.transaction { c in
                 try await c.query(NotificationSweep.receipts(id).postgres, logger: self.database.logger).collect()
                 try await c.query(NotificationSweep.opens(id).postgres, logger: self.database.logger).collect()
+                try await c.query(NotificationSweep.minutes(id).postgres, logger: self.database.logger).collect()
                 try await c.query(NotificationSweep.notification(id).postgres, logger: self.database.logger).collect()
             }
             removed += 1

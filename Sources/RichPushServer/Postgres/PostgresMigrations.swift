@@ -126,6 +126,8 @@ enum PostgresMigrations {
         Migration(version: 10, name: "notification versions", sql: NotificationVersions.postgresColumns),
         // What people did with each delivery, as their app reports it.
         Migration(version: 11, name: "delivery opens", sql: OpenSQL.postgresTable),
+        // Counts per notification and minute, for an app's time series.
+        Migration(version: 12, name: "notification minutes", sql: MinuteSQL.postgresTable),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

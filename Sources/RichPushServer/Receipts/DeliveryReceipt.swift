@@ -127,6 +127,10 @@ public protocol ReceiptStore: Sendable {
     func breakdown(notificationID: String) async throws -> [DeliveryBreakdown]
     /// Opens per 10 minutes (the start of each, in seconds since 1970, and the count), the newest 288 (two days).
     func openTimeline(notificationID: String) async throws -> [(start: Int64, opens: Int)]
+    /// Adds counts per notification and minute (one transaction).
+    func addMinutes(_ counts: [MinuteCount]) async throws
+    /// An app's counts per hour since `since`, and its most common failure reasons (at most 10).
+    func appHours(appID: String, since: Date) async throws -> (hours: [AppHour], failures: [(String, Int)])
 }
 
 extension ReceiptSummary {

@@ -66,6 +66,24 @@ public final class SQLiteReceiptStore: ReceiptStore {
         }
     }
 
+    public func addMinutes(_ counts: [MinuteCount]) async throws {
+        guard !counts.isEmpty else { return }
+        try await pool.write { db in for c in counts { try db.execute(query: MinuteSQL.add(c)) } }
+    }
+
+    public func appHours(appID: String, since: Date) async throws -> (hours: [AppHour], failures: [(String, Int)]) {
+        let minute = Int64(max(0, since.timeIntervalSince1970) / 60)
+        return try await pool.read { db in
+            let rows = try Row.fetchAll(db, query: MinuteSQL.hours(appID: appID, sinceMinute: minute)).map {
+                ($0[0] as Int64, $0[1] as String, $0[2] as Int)
+            }
+            let failures = try Row.fetchAll(db, query: MinuteSQL.failures(appID: appID, sinceMinute: minute)).map {
+                ($0[0] as String, $0[1] as Int)
+            }
+            return (AppHour.grouped(rows), failures)
+        }
+    }
+
     public func openTimeline(notificationID: String) async throws -> [(start: Int64, opens: Int)] {
         try await pool.read { db in
             try Row.fetchAll(db, query: OpenSQL.timeline(notificationID, postgres: false)).map {
@@ -146,6 +164,31 @@ public final class PostgresReceiptStore: ReceiptStore {
         )
     }
 
+    public func addMinutes(_ counts: [MinuteCount]) async throws {
+        guard !counts.isEmpty else { return }
+        let logger = db.logger
+        // In a fixed order, so that two nodes adding to the same rows take their locks alike (no deadlock).
+        let sorted = counts.sorted {
+            ($0.notificationID, $0.minute, $0.kind.rawValue, $0.reason) < (
+                $1.notificationID, $1.minute, $1.kind.rawValue, $1.reason
+            )
+        }
+        try await db.transaction { c in
+            for m in sorted { _ = try await c.query(MinuteSQL.add(m).postgres, logger: logger).collect() }
+        }
+    }
+
+    public func appHours(appID: String, since: Date) async throws -> (hours: [AppHour], failures: [(String, Int)]) {
+        let minute = Int64(max(0, since.timeIntervalSince1970) / 60)
+        let rows = try await db.rows(MinuteSQL.hours(appID: appID, sinceMinute: minute).postgres).map {
+            try $0.decode((Int64, String, Int).self)
+        }
+        let failures = try await db.rows(MinuteSQL.failures(appID: appID, sinceMinute: minute).postgres).map {
+            try $0.decode((String, Int).self)
+        }
+        return (AppHour.grouped(rows), failures)
+    }
+
     public func openTimeline(notificationID: String) async throws -> [(start: Int64, opens: Int)] {
         try await db.rows(OpenSQL.timeline(notificationID, postgres: true).postgres).map {
             let (b, n) = try $0.decode((Int64, Int).self)
@@ -176,6 +219,7 @@ public final class MemoryReceiptStore: ReceiptStore {
     let queue: MemoryDeliveryQueue
     private let receipts = NIOLockedValueBox<[Int64: DeliveryReceipt]>([:])
     private let opens = NIOLockedValueBox<[Int64: DeliveryOpen]>([:])
+    private let minutes = NIOLockedValueBox<[MinuteCount]>([])
 
     init(queue: MemoryDeliveryQueue) { self.queue = queue }
 
@@ -228,6 +272,31 @@ public final class MemoryReceiptStore: ReceiptStore {
         )
     }
 
+    public func addMinutes(_ counts: [MinuteCount]) async throws {
+        minutes.withLockedValue { $0 += counts }
+    }
+
+    public func appHours(appID: String, since: Date) async throws -> (hours: [AppHour], failures: [(String, Int)]) {
+        let minute = Int64(max(0, since.timeIntervalSince1970) / 60)
+        var apps: [String: String] = [:]
+        var sums: [String: Int] = [:]
+        var failures: [String: Int] = [:]
+        for m in minutes.withLockedValue({ $0 }) where m.minute >= minute {
+            if apps[m.notificationID] == nil {
+                apps[m.notificationID] = await queue.deliveries(notificationID: m.notificationID).first?.appID ?? ""
+            }
+            guard apps[m.notificationID] == appID else { continue }
+            sums["\(m.minute / 60 * 3600)|\(m.kind.rawValue)", default: 0] += m.count
+            if m.kind == .failed { failures[m.reason, default: 0] += m.count }
+        }
+        let rows = sums.map { key, n -> (Int64, String, Int) in
+            let parts = key.split(separator: "|")
+            return (Int64(parts[0]) ?? 0, String(parts[1]), n)
+        }
+        let top = failures.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.prefix(10).map { ($0.key, $0.value) }
+        return (AppHour.grouped(rows), Array(top))
+    }
+
     public func openTimeline(notificationID: String) async throws -> [(start: Int64, opens: Int)] {
         var buckets: [Int64: Int] = [:]
         for o in opens.withLockedValue({ $0.values.filter { $0.notificationID == notificationID } })
@@ -255,5 +324,6 @@ public final class MemoryReceiptStore: ReceiptStore {
     func remove(notificationID: String) {
         receipts.withLockedValue { $0 = $0.filter { $0.value.notificationID != notificationID } }
         opens.withLockedValue { $0 = $0.filter { $0.value.notificationID != notificationID } }
+        minutes.withLockedValue { $0.removeAll { $0.notificationID == notificationID } }
     }
 }

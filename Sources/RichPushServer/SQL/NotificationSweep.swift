@@ -28,5 +28,7 @@ enum NotificationSweep {
 
     static func opens(_ id: String) -> SQL { OpenSQL.sweep(id) }
 
+    static func minutes(_ id: String) -> SQL { MinuteSQL.sweep(id) }
+
     static func notification(_ id: String) -> SQL { "DELETE FROM notifications WHERE id = \(id)" }
 }

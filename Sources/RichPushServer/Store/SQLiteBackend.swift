@@ -102,6 +102,7 @@ public struct SQLiteBackend: StorageBackend {
             try await pool.write { db in
                 try db.execute(query: NotificationSweep.receipts(id))
                 try db.execute(query: NotificationSweep.opens(id))
+                try db.execute(query: NotificationSweep.minutes(id))
                 try db.execute(query: NotificationSweep.notification(id))
             }
             removed += 1

@@ -148,6 +148,10 @@ public final class SQLiteServerStore: ServerStore {
             // What people did with each delivery, as their app reports it (DeliveryOpen).
             try db.execute(sql: OpenSQL.sqliteTable)
         }
+        m.registerMigration("notification-minutes") { db in
+            // Counts per notification and minute, for an app's time series (MinuteCount).
+            try db.execute(sql: MinuteSQL.sqliteTable)
+        }
         return m
     }
 

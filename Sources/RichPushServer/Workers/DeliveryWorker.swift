@@ -56,6 +56,8 @@ public final class DeliveryWorker: Sendable {
     /// Updates in place: asked before a batch is sent which of its deliveries a newer version superseded and which
     /// must wait for an older version's send to end (nil: no notification has versions).
     let updates: (any NotificationUpdates)?
+    /// Counts per notification and minute (an app's time series); nil: not counted.
+    let minutes: MinuteCounter?
     let logger: Logger
     let signal = WakeSignal()
     let deadlines: SendDeadlines
@@ -67,6 +69,7 @@ public final class DeliveryWorker: Sendable {
         metrics: ServerMetrics? = nil,
         health: DatabaseHealth? = nil,
         updates: (any NotificationUpdates)? = nil,
+        minutes: MinuteCounter? = nil,
         logger: Logger = Logger(label: "richpush.worker"),
         now: @escaping @Sendable () -> Date = { Date() },
         prune: @escaping @Sendable (DeliveryRecord, String) async -> Void = { _, _ in }
@@ -77,6 +80,7 @@ public final class DeliveryWorker: Sendable {
         self.metrics = metrics
         self.health = health
         self.updates = updates
+        self.minutes = minutes
         self.logger = logger
         self.now = now
         self.prune = prune
@@ -282,6 +286,7 @@ public final class DeliveryWorker: Sendable {
                     state: DeliveryState.superseded.rawValue,
                     reason: nil
                 )
+                minutes?.add(d.notificationID, .failed, reason: DeliveryState.superseded.rawValue)
                 superseded.append(Settlement(id: d.id, .finish(.superseded(by: version))))
             case .wait?: waiting.append(d.id)
             case nil: break
@@ -307,6 +312,7 @@ public final class DeliveryWorker: Sendable {
         switch await sendWithinDeadline(d) {
         case .delivered(let id):
             metrics?.attempt(app: d.appID, provider: d.provider, state: "delivered", reason: nil)
+            minutes?.add(d.notificationID, .delivered)
             metrics?.delivered(provider: d.provider, secondsSinceDue: now().timeIntervalSince(d.notBefore))
             return Settlement(id: d.id, .finish(.delivered(providerID: id)))
         case let .failed(decision, reason):
@@ -323,6 +329,7 @@ public final class DeliveryWorker: Sendable {
                 return Settlement(id: d.id, .reschedule(notBefore: at, reason: reason))
             case .final(let outcome):
                 metrics?.attempt(app: d.appID, provider: d.provider, state: outcome.state.rawValue, reason: reason)
+                minutes?.add(d.notificationID, .failed, reason: reason)
                 return Settlement(id: d.id, .finish(outcome))
             }
         }

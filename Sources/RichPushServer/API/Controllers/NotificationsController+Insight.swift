@@ -21,6 +21,7 @@ extension NotificationsController {
         let open = DeliveryOpen(deliveryID: delivery, notificationID: id, event: body.event, action: body.action)
         switch try await backend.receipts.recordOpen(open) {
         case .recorded:
+            if body.event == .opened { minutes.add(id, .opened) }
             metrics.openRecorded(body.event)
             return Response.json(201, ["recorded": true])
         case .repeated: throw APIError(.alreadyReported, "this delivery's open or dismissal is already reported")
@@ -116,6 +117,57 @@ extension NotificationsController {
             "id": .string(id), "counts": .object(counts), "total": .int(Int64(total)), "funnel": funnel.json,
             "opens_over_time": .array(opens.map { [.int($0.start), .int(Int64($0.opens))] }),
         ]
+    }
+
+    /// `GET /v1/apps/{app}/insights?hours=`: the app's deliveries queued, delivered, failed, devices' reports and
+    /// opens per hour over the last `hours` (1 to 720, default 48), with its most common failure reasons; with
+    /// `format=csv`, one line per hour.
+    func appInsights(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let app = try await requireApp(context, .read)
+        let query = request.uri.queryParameters
+        var hours = 48
+        if let h = query.get("hours") {
+            guard let n = Int(h), (1...720).contains(n) else {
+                throw APIError(.invalid, "hours is a whole number from 1 to 720")
+            }
+            hours = n
+        }
+        let format = query.get("format") ?? "json"
+        guard format == "json" || format == "csv" else { throw APIError(.invalid, "format is json or csv") }
+        let now = Date()
+        // Whole hours: the first one is the hour `hours - 1` before the current one.
+        let since = Date(timeIntervalSince1970: (floor(now.timeIntervalSince1970 / 3600) - Double(hours - 1)) * 3600)
+        let (rows, failures) = try await backend.receipts.appHours(appID: app.id, since: since)
+        let kinds = MinuteCount.Kind.allCases
+        if format == "csv" {
+            var lines = ["hour," + kinds.map(\.rawValue).joined(separator: ",")]
+            let iso = ISO8601DateFormatter()
+            for h in rows {
+                lines.append(
+                    iso.string(from: Date(timeIntervalSince1970: TimeInterval(h.hour))) + ","
+                        + kinds.map { String(h.counts[$0] ?? 0) }.joined(separator: ",")
+                )
+            }
+            var r = Response(
+                status: .ok,
+                body: .init(byteBuffer: ByteBuffer(string: lines.joined(separator: "\r\n") + "\r\n"))
+            )
+            r.headers[.contentType] = "text/csv; charset=utf-8"
+            r.headers[.contentDisposition] = "attachment; filename=\"insights-\(app.id).csv\""
+            return r
+        }
+        let list: [JSONValue] = rows.map { h in
+            var o: [String: JSONValue] = ["hour": .int(h.hour)]
+            for k in kinds { o[k.rawValue] = .int(Int64(h.counts[k] ?? 0)) }
+            return .object(o)
+        }
+        return Response.json(
+            200,
+            [
+                "app": .string(app.id), "since": .int(Int64(since.timeIntervalSince1970)), "hours": .array(list),
+                "top_failures": .array(failures.map { ["reason": .string($0.0), "count": .int(Int64($0.1))] }),
+            ]
+        )
     }
 
     static func funnel(of id: String, receipts: any ReceiptStore) async throws -> Funnel {

@@ -121,6 +121,7 @@ extension NotificationsController {
         }
         guard accepted.created else { return Response.json(202, accepted.notification.response) }
         onAccepted(updateID, message)
+        minutes.add(updateID, .accepted, count: accepted.queued)
         metrics.notificationAccepted(app: app.id, deliveries: accepted.queued)
         if accepted.queued > 0 { onQueued() }
         return Response.json(202, accepted.notification.response)

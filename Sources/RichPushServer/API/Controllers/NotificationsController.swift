@@ -26,6 +26,7 @@ struct NotificationsController: AppRoutes {
     let providers: Providers
     let simulate: (@Sendable (_ notificationID: String) async -> JSONValue?)?
     let insight: InsightStreams
+    let minutes: MinuteCounter
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
         group.get("apps/:app/notifications", use: listNotifications)
@@ -37,6 +38,7 @@ struct NotificationsController: AppRoutes {
         group.post("apps/:app/notifications/:id/opens", use: appOpen)
         group.get("apps/:app/notifications/:id/funnel", use: funnel)
         group.get("apps/:app/notifications/:id/events", use: events)
+        group.get("apps/:app/insights", use: appInsights)
     }
 
     /// Accepts a notification: validates it, stores it with its deliveries (or a pending fan-out), and answers 202
@@ -144,17 +146,19 @@ struct NotificationsController: AppRoutes {
         guard accepted.created else { return Response.json(202, accepted.notification.response) }
         onAccepted(id, message)
         if accepted.fanOutPending {
-            let (intake, metrics, onQueued) = (intake, metrics, onQueued)
+            let (intake, metrics, onQueued, minutes) = (intake, metrics, onQueued, minutes)
             metrics.notificationAccepted(app: app.id, deliveries: 0)
             fanOuts.run(
                 {
                     let n = try await intake.completeFanOut(notificationID: id)
+                    minutes.add(id, .accepted, count: n)
                     metrics.deliveriesEnqueued(n)
                     onQueued()
                 },
                 onFailure: { _ in metrics.fanOutFailed() }
             )
         } else {
+            minutes.add(id, .accepted, count: accepted.queued)
             metrics.notificationAccepted(app: app.id, deliveries: accepted.queued)
             if accepted.queued > 0 { onQueued() }
         }
@@ -333,7 +337,9 @@ struct NotificationsController: AppRoutes {
         }
         let receipt = DeliveryReceipt(deliveryID: delivery, notificationID: id, report: body.report)
         switch try await backend.receipts.record(receipt) {
-        case .recorded: return Response.json(201, ["recorded": true])
+        case .recorded:
+            minutes.add(id, .received)
+            return Response.json(201, ["recorded": true])
         case .repeated: throw APIError(.alreadyReported, "this delivery already has its report")
         case .notDelivered: throw APIError(.notFound, "this notification was not sent to that token")
         }

@@ -10,6 +10,7 @@ struct ReceiptsController: APIController {
     let store: any ReceiptStore
     let metrics: ServerMetrics
     let maxBodyBytes: Int
+    let minutes: MinuteCounter
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
         group.post("receipts/:token", use: deviceReceipt)
@@ -33,6 +34,7 @@ struct ReceiptsController: APIController {
         let open = DeliveryOpen(deliveryID: delivery, notificationID: id, event: body.event, action: body.action)
         switch try await store.recordOpen(open) {
         case .recorded:
+            if body.event == .opened { minutes.add(id, .opened) }
             metrics.openRecorded(body.event)
             return Response.json(201, ["recorded": true])
         case .repeated: throw APIError(.alreadyReported, "this delivery's open or dismissal is already reported")
@@ -58,6 +60,7 @@ struct ReceiptsController: APIController {
         let receipt = DeliveryReceipt(deliveryID: delivery, notificationID: id, report: body.report)
         switch try await store.record(receipt) {
         case .recorded:
+            minutes.add(id, .received)
             metrics.receiptRecorded()
             return Response.json(201, ["recorded": true])
         case .repeated:

@@ -1,0 +1,65 @@
+import Foundation
+import RichPushCore
+import RichPushServer
+import Testing
+
+/// Opens, funnel reads and minute counts answer alike on SQLite, PostgreSQL and the memory twin.
+@Suite struct InsightStorageTests {
+    typealias Kind = StorageBackendTests.Kind
+
+    @Test(arguments: Kind.allCases)
+    func opensAndMinutesAnswerAlike(_ kind: Kind) async throws {
+        let b = try await StorageBackendTests.make(kind)
+        let tokens = (0..<3).map { String(format: "%064x", 0x1D00 + $0) }
+        for t in tokens { try await b.registry.upsert(Device(appID: "app", token: t, platform: .ios)) }
+        _ = try await b.store.insertNotification(
+            .init(id: "other-app", appID: "other", message: ["title": "t"], response: .null, createdAt: Date()),
+            idempotencyKey: nil
+        )
+        _ = try await b.intake.accept(StorageBackendTests.plan("n-\(kind)", .tokens(tokens))) { _ in .null }
+        let id = "n-\(kind)"
+        let deliveries = try await b.queue.deliveries(notificationID: id)
+        #expect(deliveries.count == 3)
+        let r = b.receipts
+        #expect(
+            try await r.recordOpen(.init(deliveryID: deliveries[0].id, notificationID: id, event: .opened)) == .recorded
+        )
+        #expect(
+            try await r.recordOpen(.init(deliveryID: deliveries[0].id, notificationID: id, event: .dismissed))
+                == .repeated
+        )
+        #expect(
+            try await r.recordOpen(
+                .init(deliveryID: deliveries[1].id, notificationID: id, event: .opened, action: "later")
+            ) == .recorded
+        )
+        #expect(
+            try await r.recordOpen(.init(deliveryID: deliveries[2].id, notificationID: id, event: .dismissed))
+                == .recorded
+        )
+        #expect(try await r.recordOpen(.init(deliveryID: 999_999, notificationID: id, event: .opened)) == .notDelivered)
+        #expect(
+            try await r.recordOpen(.init(deliveryID: deliveries[0].id, notificationID: "other-app", event: .opened))
+                == .notDelivered
+        )
+        #expect(
+            try await r.openSummary(notificationID: id)
+                == OpenSummary(opened: 2, dismissed: 1, actions: ["default": 1, "later": 1])
+        )
+        #expect(try await r.openTimeline(notificationID: id).map(\.opens) == [2])
+        let breakdown = try await r.breakdown(notificationID: id)
+        #expect(breakdown == [DeliveryBreakdown(state: .queued, reason: "", tried: false, count: 3)])
+
+        let minute = Int64(Date().timeIntervalSince1970 / 60)
+        try await r.addMinutes([
+            MinuteCount(notificationID: id, minute: minute, kind: .accepted, count: 3),
+            MinuteCount(notificationID: id, minute: minute, kind: .failed, reason: "BadDeviceToken", count: 1),
+            MinuteCount(notificationID: "other-app", minute: minute, kind: .accepted, count: 7),
+        ])
+        try await r.addMinutes([MinuteCount(notificationID: id, minute: minute, kind: .accepted, count: 2)])
+        let (hours, failures) = try await r.appHours(appID: "app", since: Date().addingTimeInterval(-3600))
+        #expect(hours.count == 1 && hours.first?.counts == [.accepted: 5, .failed: 1])
+        #expect(failures.map(\.0) == ["BadDeviceToken"] && failures.map(\.1) == [1])
+        #expect(try await r.appHours(appID: "app", since: Date().addingTimeInterval(3600)).hours.isEmpty)
+    }
+}
