@@ -16,27 +16,11 @@ public enum RawHTTP {
     /// liveness bound, not a speed one: a full test run on two cores once kept a server's task for a shared-media
     /// fetch of 0.3 s waiting past 10 s, and the answers stopped there in order, complete up to it.)
     public static func exchange(port: Int, _ bytes: [UInt8]) throws -> [UInt8] {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw CocoaError(.fileReadUnknown) }
+        let fd = try connected(port)
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { throw CocoaError(.fileReadUnknown) }
         var timeout = timeval(tv_sec: 30, tv_usec: 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-            guard n > 0 else { throw CocoaError(.fileWriteUnknown) }
-            sent += n
-        }
+        try sendAll(fd, bytes)
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
@@ -55,27 +39,11 @@ public enum RawHTTP {
         timeout: TimeInterval,
         until enough: ([UInt8]) -> Bool
     ) throws -> [UInt8] {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw CocoaError(.fileReadUnknown) }
+        let fd = try connected(port)
         defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        guard connected == 0 else { throw CocoaError(.fileReadUnknown) }
         var wait = timeval(tv_sec: 0, tv_usec: 200_000)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
-            guard n > 0 else { throw CocoaError(.fileWriteUnknown) }
-            sent += n
-        }
+        try sendAll(fd, bytes)
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         let end = Date().addingTimeInterval(timeout)
@@ -85,6 +53,35 @@ public enum RawHTTP {
             if n > 0 { received += chunk[0..<n] }
         }
         return received
+    }
+
+    /// A socket connected to 127.0.0.1:`port`; the caller closes it.
+    static func connected(_ port: Int) throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw CocoaError(.fileReadUnknown) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard result == 0 else {
+            close(fd)
+            throw CocoaError(.fileReadUnknown)
+        }
+        return fd
+    }
+
+    static func sendAll(_ fd: Int32, _ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { throw CocoaError(.fileWriteUnknown) }
+            sent += n
+        }
     }
 
     /// The answers in the bytes, in order; `heads[i]` says the i-th answered a HEAD (its length has no body).

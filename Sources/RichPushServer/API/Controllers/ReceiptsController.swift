@@ -17,19 +17,25 @@ struct ReceiptsController: APIController {
         group.post("receipts/:token/opens", use: deviceOpen)
     }
 
-    /// What the person did with the notification (opened it, with the action chosen, or dismissed it), posted by
-    /// the app to the receipt address the notification carried plus `/opens`: bound to that delivery, one per
-    /// delivery (the first stands), under the same signature, expiry and per-notification rate as receipts.
-    func deviceOpen(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let (id, delivery): (String, Int64)
+    /// The notification and delivery the path's receipt address names, if its signature holds, it has not expired,
+    /// and its notification is within its rate.
+    func admitted(_ context: APIRequestContext) throws -> (String, Int64) {
         switch receipts.check(token: context.parameters.get("token") ?? "") {
-        case .valid(let n, let d): (id, delivery) = (n, d)
+        case .valid(let n, let d):
+            if let wait = receipts.limiter.check(n) { throw APIError.rateLimited(after: RateLimiter.retryAfter(wait)) }
+            return (n, d)
         case .expired:
             throw APIError(.receiptExpired, "the notification has ended; its receipt address no longer takes reports")
         case .forged:
             throw APIError(.badReceiptToken, "the receipt address is not one this server gave out")
         }
-        if let wait = receipts.limiter.check(id) { throw APIError.rateLimited(after: RateLimiter.retryAfter(wait)) }
+    }
+
+    /// What the person did with the notification (opened it, with the action chosen, or dismissed it), posted by
+    /// the app to the receipt address the notification carried plus `/opens`: bound to that delivery, one per
+    /// delivery (the first stands), under the same signature, expiry and per-notification rate as receipts.
+    func deviceOpen(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+        let (id, delivery) = try admitted(context)
         let body = try DeliveryOpen.read(try await bodyJSON(request, upTo: 4096), byApp: false)
         let open = DeliveryOpen(deliveryID: delivery, notificationID: id, event: body.event, action: body.action)
         switch try await store.recordOpen(open) {
@@ -47,15 +53,7 @@ struct ReceiptsController: APIController {
     /// is refused (409), and so is a delivery the address does not name (404). What is kept is a few numbers per
     /// delivery, whatever the report's size: the post costs one indexed read and one row.
     func deviceReceipt(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let (id, delivery): (String, Int64)
-        switch receipts.check(token: context.parameters.get("token") ?? "") {
-        case .valid(let n, let d): (id, delivery) = (n, d)
-        case .expired:
-            throw APIError(.receiptExpired, "the notification has ended; its receipt address no longer takes reports")
-        case .forged:
-            throw APIError(.badReceiptToken, "the receipt address is not one this server gave out")
-        }
-        if let wait = receipts.limiter.check(id) { throw APIError.rateLimited(after: RateLimiter.retryAfter(wait)) }
+        let (id, delivery) = try admitted(context)
         let body = try ReceiptBody.decode(try await bodyJSON(request, upTo: receipts.maxReportBytes), byApp: false)
         let receipt = DeliveryReceipt(deliveryID: delivery, notificationID: id, report: body.report)
         switch try await store.record(receipt) {
