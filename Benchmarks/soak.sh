@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The soak: a legitimate rich send to DEVICES iOS devices delivering while four hostile streams run for its whole
+# The soak: a legitimate rich send to DEVICES iOS devices delivering while six hostile streams run for its whole
 # length, against one `richpush serve` on SQLite with its default limits, the emulators in their own process:
 #   - a receipt flood: 15 KB reports, each with 64 made-up skip reasons, posted again and again to the send's own
 #     receipt addresses (read from the payloads the APNs emulator received);
+#   - an open flood: opens and dismissals with made-up actions to the same addresses (one counts per delivery), and
+#     to forged ones;
+#   - live views: 50 streams of the send's events held open throughout;
 #   - pipelined large media: `GET /health/live` and `GET` of a SIZE_MB video in one write, read to the last byte;
 #   - random bearers: `GET /v1/apps/{app}` with a new made-up key each time;
 #   - heavy read-scope queries: device searches and pages, notification lists, the send's outcomes;
@@ -48,7 +51,7 @@ with open(path, "wb") as f:
     f.write(head); f.write((bytes(range(256)) * (mb * 4096))[: mb * 1_000_000 - len(head)])
 PY
 big=$(curl -s -XPOST "$base/v1/media" -H "Authorization: Bearer $admin" --data-binary @"$dir/clip.mp4" | json "d['url']")
-echo "soak: $devices devices, one rich notification to all, four hostile streams beside it; $(nproc) cores shared by the node, the emulators and every client"
+echo "soak: $devices devices, one rich notification to all, six hostile streams beside it; $(nproc) cores shared by the node, the emulators and every client"
 echo "  $("$bench" seed-devices --db "$dir/rp.sqlite" --app "$app" --devices "$devices")"
 
 status=$(curl -s -o "$dir/sent.json" -w '%{http_code}' -XPOST "$base/v1/apps/$app/notifications" -H "Authorization: Bearer $key" \
@@ -69,7 +72,7 @@ done
 cat > "$dir/soak.json" <<JSON
 {"base": "$base", "app": "$app", "key": "$key", "read_key": "$read_key", "notification": "$id", "pid": $server,
  "devices": $devices, "receipts": $receipts, "big_media": "$big", "timeout": 1200,
- "threads": {"receipt_flood": 8, "pipelined_media": 4, "random_bearers": 8, "heavy_reads": 4, "legitimate": 1}}
+ "threads": {"receipt_flood": 8, "open_flood": 8, "live_views": 50, "pipelined_media": 4, "random_bearers": 8, "heavy_reads": 4, "legitimate": 1}}
 JSON
 python3 Benchmarks/lib/soak.py "$dir/soak.json" | tee "$dir/result.json"
 python3 - "$dir/result.json" <<'PY'
@@ -80,6 +83,6 @@ print("  the send: %d devices, outcomes %s in %.0f s; lost %d" % (s["devices"], 
 print("  the server's peak resident memory: %.0f MB (bound 300 MB)" % r["server_peak_rss_mb"])
 l = r["streams"]["legitimate"]
 print("  legitimate calls: %d, p50 %s ms, p99 %s ms, max %s ms, statuses %s" % (l["calls"], l["p50_ms"], l["p99_ms"], l["max_ms"], l["statuses"]))
-for name in ("receipt flood", "pipelined large media", "random bearers", "heavy read-scope queries"):
+for name in ("receipt flood", "open flood", "live views", "pipelined large media", "random bearers", "heavy read-scope queries"):
     print("  %s: %s" % (name, r["streams"][name]))
 PY

@@ -1,4 +1,4 @@
-"""The soak's clients (Benchmarks/soak.sh): a legitimate caller timing its API calls, and four hostile streams, each in
+"""The soak's clients (Benchmarks/soak.sh): a legitimate caller timing its API calls, and six hostile streams, each in
 its own process (so that one's work does not delay another's clock), all running until the send being watched has an
 outcome for every delivery. Prints one JSON object: the send's counts, the server's peak memory, each stream's
 statuses, the legitimate calls' latencies."""
@@ -85,6 +85,57 @@ def receipt_flood(cfg, stop, out):
         count(mine, status)
 
     out.put(("receipt flood", run_threads(cfg["threads"], body, stop)))
+
+
+def open_flood(cfg, stop, out):
+    """Opens and dismissals with made-up actions to the send's own receipt addresses, over and over (one counts per
+    delivery, the rest are 409), and to forged addresses (403)."""
+    tokens = cfg["receipts"]
+    callers = {}
+
+    def body(i, mine):
+        c = callers.setdefault(i, Caller(cfg["base"]))
+        if random.random() < 0.2:
+            token = "%s.zzzzzzz.%013d.%s" % (cfg["notification"], random.getrandbits(40), "A" * 22)
+        else:
+            token = random.choice(tokens)
+        event = random.choice(["opened", "dismissed"])
+        doc = {"event": event}
+        if event == "opened" and random.random() < 0.5:
+            doc["action"] = "made-up-%016x" % random.getrandbits(64)
+        status, _ = c.call("POST", "/v1/receipts/" + token + "/opens", json.dumps(doc), {"Content-Type": "application/json"})
+        count(mine, status)
+
+    out.put(("open flood", run_threads(cfg["threads"], body, stop)))
+
+
+def live_views(cfg, stop, out):
+    """Streams of the send's events held open for the whole soak (as many browsers watching it), each read to the
+    end and opened again when it ends; counts the events each got."""
+
+    def body(i, mine):
+        u = urllib.parse.urlsplit(cfg["base"])
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
+        try:
+            conn.request("GET", "/v1/apps/%s/notifications/%s/events?seconds=60" % (cfg["app"], cfg["notification"]),
+                         headers={"Authorization": "Bearer " + cfg["read_key"]})
+            r = conn.getresponse()
+            count(mine, r.status)
+            while not stop.is_set():
+                try:
+                    line = r.fp.readline()
+                except socket.timeout:
+                    continue
+                if not line:
+                    break
+                if line.startswith(b"event: insight"):
+                    count(mine, "events")
+        except (http.client.HTTPException, OSError):
+            count(mine, "error")
+        finally:
+            conn.close()
+
+    out.put(("live views", run_threads(cfg["threads"], body, stop)))
 
 
 def pipelined_media(cfg, stop, out):
@@ -203,7 +254,7 @@ def main():
     cfg = json.load(open(sys.argv[1]))
     stop = multiprocessing.Event()
     out = multiprocessing.Queue()
-    streams = [receipt_flood, pipelined_media, random_bearers, heavy_reads, legitimate]
+    streams = [receipt_flood, open_flood, live_views, pipelined_media, random_bearers, heavy_reads, legitimate]
     procs = [multiprocessing.Process(target=f, args=(dict(cfg, threads=cfg["threads"].get(f.__name__, 1)), stop, out))
              for f in streams]
     for p in procs:

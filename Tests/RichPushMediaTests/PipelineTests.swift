@@ -363,14 +363,15 @@ import Testing
             )
             for h in busy { _ = await h.value }
 
-            // Near the deadline the receipt gets only the time left.
+            // Near the deadline the receipt gets only the time left. (3 s, not less: on a loaded machine drawing the
+            // chart took over 1 s and the deadline then cut it, which is what deadlines are for, not what is tested.)
             let nearStart = Date()
             let near = await Self.receiptProcessor(timeout: 20).process(
                 payload: Self.receiptPayload(base + "/drip.jpg"),
-                deadline: Date().addingTimeInterval(1)
+                deadline: Date().addingTimeInterval(3)
             )
             #expect(near.attachments.count == 1)
-            #expect(Date().timeIntervalSince(nearStart) < 8)  // not the receipt's 20 s
+            #expect(Date().timeIntervalSince(nearStart) < 10)  // not the receipt's 20 s
 
             // Plain http is refused unless media may use it too; other schemes are not read from the payload.
             let insecure = await Self.receiptProcessor(allowHTTP: false).process(

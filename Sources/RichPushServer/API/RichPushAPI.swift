@@ -137,8 +137,10 @@ public struct RichPushAPI: Sendable {
             )
             .addRoutes(to: v1)
         } else {
-            v1.post("receipts/:token") { _, _ -> Response in
-                throw APIError(.notFound, "receipts are off on this server")
+            for path in ["receipts/:token", "receipts/:token/opens"] {
+                v1.post(RouterPath(path)) { _, _ -> Response in
+                    throw APIError(.notFound, "receipts are off on this server")
+                }
             }
         }
         // A page on another origin asks before it registers a device: the preflight carries no key, so it is
