@@ -115,7 +115,8 @@ def live_views(cfg, stop, out):
 
     def body(i, mine):
         u = urllib.parse.urlsplit(cfg["base"])
-        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
+        # Longer than the 15 s between keep-alive lines: a read that times out leaves http.client unusable.
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
         try:
             conn.request("GET", "/v1/apps/%s/notifications/%s/events?seconds=60" % (cfg["app"], cfg["notification"]),
                          headers={"Authorization": "Bearer " + cfg["read_key"]})

@@ -128,6 +128,12 @@ enum PostgresMigrations {
         Migration(version: 11, name: "delivery opens", sql: OpenSQL.postgresTable),
         // Counts per notification and minute, for an app's time series.
         Migration(version: 12, name: "notification minutes", sql: MinuteSQL.postgresTable),
+        // A device's delivery of a notification found by its token in one index read (see SQLite's migration).
+        Migration(
+            version: 13,
+            name: "deliveries by target",
+            sql: "CREATE INDEX deliveries_notification_target ON deliveries (notification_id, target)"
+        ),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.
