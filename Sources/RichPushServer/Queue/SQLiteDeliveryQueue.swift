@@ -63,6 +63,11 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
                     """
             )
         }
+        m.registerMigration("deliveries-by-target") { db in
+            // A device's delivery of a notification found by its token in one index read (an app's report names
+            // its token; a key every app ships may send that report, so it must not read the whole send).
+            try db.execute(sql: "CREATE INDEX deliveries_notification_target ON deliveries(notification_id, target)")
+        }
         return m
     }
 

@@ -148,11 +148,6 @@ public final class SQLiteServerStore: ServerStore {
             // What people did with each delivery, as their app reports it (DeliveryOpen).
             try db.execute(sql: OpenSQL.sqliteTable)
         }
-        m.registerMigration("deliveries-by-target") { db in
-            // A device's delivery of a notification found by its token in one index read (an app's report names
-            // its token; a key every app ships may send that report, so it must not read the whole send).
-            try db.execute(sql: "CREATE INDEX deliveries_notification_target ON deliveries(notification_id, target)")
-        }
         m.registerMigration("notification-minutes") { db in
             // Counts per notification and minute, for an app's time series (MinuteCount).
             try db.execute(sql: MinuteSQL.sqliteTable)
