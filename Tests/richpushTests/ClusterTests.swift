@@ -350,7 +350,13 @@ import FoundationNetworking
         defer { relay.stop() }
         let relayed = url.replacingOccurrences(of: ":\(pg.port)/", with: ":\(relay.port)/")
         let scratch = try Scratch("cluster-faults")
-        defer { try? FileManager.default.removeItem(at: scratch.dir) }
+        defer {
+            if ProcessInfo.processInfo.environment["KEEP_CLUSTER_LOGS"] == nil {
+                try? FileManager.default.removeItem(at: scratch.dir)
+            } else {
+                print("logs kept in \(scratch.dir.path)")
+            }
+        }
         #expect(try Self.migrate(url).contains("applied"))
         let sandbox = try ExternalSandbox(dir: scratch.sandbox)
         defer { sandbox.stop() }
@@ -459,7 +465,13 @@ import FoundationNetworking
         let totals = try await nodes[0].settledTotals(app: app, key: key, ids: [id], expecting: 20_000)
         polling.cancel()
         await polling.value
-        #expect(totals == ["delivered": 20_000], "\(totals)")
+        // Why any did not end delivered: the funnel names the reasons.
+        let why =
+            totals == ["delivered": 20_000]
+            ? .null
+            : try await nodes[0].call("GET", "/v1/apps/\(app)/notifications/\(id)/funnel", key: key).1["stages"]
+                ?? .null
+        #expect(totals == ["delivered": 20_000], "\(totals) \(why)")
         let repeats = try await sandbox.acceptedCount() - 20_000
 
         // The truth of /health/ready: a fault more than `noticed` seconds old is never answered ready; from the

@@ -138,7 +138,7 @@ public func buildApplication(
             )
         ),
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: "richpush", backlog: 4096),
-        services: opened.first + closers + [MinuteFlusher(counter: minutes, logger: logger)] + [fanOuts]
+        services: opened.first + closers + [MinuteFlusher(counter: minutes, health: backend.health, logger: logger)] + [fanOuts]
             + opened.services + clusterServices + sweeper
             + workers.map { WorkerService(worker: $0) },
         onServerRunning: { [adminPort = sandbox?.adminPort ?? 0] channel in
@@ -305,7 +305,7 @@ func deliverySender(
         app: { id in
             do { return try await store.app(id: id) } catch {
                 logger.error("could not read the app", metadata: ["app_id": .string(id), "error": .string("\(error)")])
-                return nil
+                throw error
             }
         },
         message: { id in
@@ -314,7 +314,7 @@ func deliverySender(
                     "could not read the message",
                     metadata: ["notification_id": .string(id), "error": .string("\(error)")]
                 )
-                return nil
+                throw error
             }
         }
     )

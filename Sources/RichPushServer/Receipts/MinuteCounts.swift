@@ -177,6 +177,8 @@ enum MinuteSQL {
 /// stopped before it).
 struct MinuteFlusher: Service {
     let counter: MinuteCounter
+    /// While the database is away nothing is written (the counts wait, as the workers do).
+    let health: DatabaseHealth
     let logger: Logger
     var interval: TimeInterval = 2
 
@@ -184,10 +186,10 @@ struct MinuteFlusher: Service {
         try? await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
                 try await Task.sleep(nanoseconds: UInt64(interval * 1e9))
-                await flush()
+                if health.isUp { await flush() }
             }
         }
-        await flush()
+        if health.isUp { await flush() }
     }
 
     func flush() async {

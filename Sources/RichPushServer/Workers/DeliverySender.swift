@@ -13,10 +13,11 @@ public final class ProviderDeliverySender: DeliverySender {
     public let providers: Providers
     /// Writes each delivery's receipt address into the payload (nil: receipts are off).
     public let receipts: DeviceReceipts?
-    /// The app of an id (apps are created while the server runs).
-    let app: @Sendable (String) async -> ServerApp?
-    /// The message of a notification id (the server's notification store).
-    let message: @Sendable (String) async -> PushMessage?
+    /// The app of an id (apps are created while the server runs); nil when there is no such app, thrown when it
+    /// could not be read (the database away: the delivery is tried again, not failed).
+    let app: @Sendable (String) async throws -> ServerApp?
+    /// The message of a notification id (the server's notification store); thrown as ``app``.
+    let message: @Sendable (String) async throws -> PushMessage?
     let messages = NIOLockedValueBox<[String: PushMessage]>([:])
     /// Each notification's receipt-address maker (nil: its payload has no address of ours).
     let stampers = NIOLockedValueBox<[String: ReceiptStamper?]>([:])
@@ -24,8 +25,8 @@ public final class ProviderDeliverySender: DeliverySender {
     public init(
         providers: Providers,
         receipts: DeviceReceipts? = nil,
-        app: @escaping @Sendable (String) async -> ServerApp?,
-        message: @escaping @Sendable (String) async -> PushMessage?
+        app: @escaping @Sendable (String) async throws -> ServerApp?,
+        message: @escaping @Sendable (String) async throws -> PushMessage?
     ) {
         self.providers = providers
         self.receipts = receipts
@@ -42,9 +43,9 @@ public final class ProviderDeliverySender: DeliverySender {
     }
 
     /// Messages do not change once accepted: each is read and decoded once per fan-out, not once per delivery.
-    func cachedMessage(_ id: String) async -> PushMessage? {
+    func cachedMessage(_ id: String) async throws -> PushMessage? {
         if let hit = messages.withLockedValue({ $0[id] }) { return hit }
-        guard let m = await message(id) else { return nil }
+        guard let m = try await message(id) else { return nil }
         remember(id, m)
         return m
     }
@@ -64,10 +65,18 @@ public final class ProviderDeliverySender: DeliverySender {
 
     public func send(_ d: DeliveryRecord) async -> SendResult {
         guard let provider = providers[d.provider] else { return .failed(.never, reason: "unknown_provider") }
-        guard let app = await app(d.appID) else { return .failed(.fixCredentials, reason: "unknown_app") }
-        guard let m = await cachedMessage(d.notificationID) else {
-            return .failed(.never, reason: "notification_missing")
+        // A database that does not answer is not a missing app or message: the delivery waits for it (a send
+        // during an outage once ended as failed "unknown_app").
+        let app: ServerApp?
+        let m: PushMessage?
+        do {
+            app = try await self.app(d.appID)
+            m = try await cachedMessage(d.notificationID)
+        } catch {
+            return .failed(.retry, reason: "database_unavailable")
         }
+        guard let app else { return .failed(.fixCredentials, reason: "unknown_app") }
+        guard let m else { return .failed(.never, reason: "notification_missing") }
         let receipt = stamper(d.notificationID, m)?.stamp(delivery: d.id)
         return await provider.send(d, message: m, app: app, receipt: receipt)
     }
