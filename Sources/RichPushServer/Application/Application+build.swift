@@ -138,7 +138,9 @@ public func buildApplication(
             )
         ),
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: "richpush", backlog: 4096),
-        services: opened.first + closers + [MinuteFlusher(counter: minutes, health: backend.health, logger: logger)] + [fanOuts]
+        services: opened.first + closers + [MinuteFlusher(counter: minutes, health: backend.health, logger: logger)] + [
+            fanOuts
+        ]
             + opened.services + clusterServices + sweeper
             + workers.map { WorkerService(worker: $0) },
         onServerRunning: { [adminPort = sandbox?.adminPort ?? 0] channel in
