@@ -26,6 +26,8 @@ public final class InsightStreams: Sendable {
     struct Watch {
         var watchers: [UUID: AsyncStream<ByteBuffer>.Continuation] = [:]
         var task: Task<Void, Never>?
+        /// A reader was started for it (set under the lock, so that two first watchers at once start one).
+        var reading = false
         var last: ByteBuffer?
         var samples: [JSONValue] = []
     }
@@ -71,7 +73,8 @@ public final class InsightStreams: Sendable {
             var w = all[notificationID, default: Watch()]
             w.watchers[id] = continuation
             if let last = w.last { continuation.yield(last) }
-            let start = w.task == nil
+            let start = !w.reading
+            w.reading = true
             all[notificationID] = w
             return start
         }
@@ -115,7 +118,8 @@ public final class InsightStreams: Sendable {
 
     func run(_ notificationID: String) async {
         var lastSent = ContinuousClock.now
-        while !Task.isCancelled {
+        // Ends when its last watcher left (the entry is gone), even if that happened before its task was recorded.
+        while !Task.isCancelled, state.withLockedValue({ $0[notificationID] != nil }) {
             let started = ContinuousClock.now
             var event: ByteBuffer?
             do {

@@ -35,7 +35,13 @@ public struct MinuteCount: Sendable, Hashable {
         self.notificationID = notificationID
         self.minute = minute
         self.kind = kind
-        self.reason = String(reason.utf8.prefix(64)) ?? ""
+        // At most 64 bytes, cut between characters (a cut inside one would lose the whole reason).
+        var kept = ""
+        for c in reason {
+            if kept.utf8.count + c.utf8.count > 64 { break }
+            kept.append(c)
+        }
+        self.reason = kept
         self.count = count
     }
 }
