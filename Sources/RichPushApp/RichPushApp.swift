@@ -10,8 +10,9 @@ import UserNotificationsStandIn
 import FoundationNetworking
 #endif
 
-/// The app's side of RichPush: asks permission, registers the device with the server (token, user, tags, locale),
-/// and reports what people did with notifications (opened, with the action chosen, or dismissed). Reports wait in
+/// The app's side of RichPush: asks permission and tells the server where it stands, registers the device with the
+/// server (token, user, tags, locale), and reports what people did with notifications (opened, with the action
+/// chosen and the deep link followed, or dismissed). Reports wait in
 /// a file while the device is offline and go when ``flush()`` next reaches the server; each is idempotent (a
 /// registration is an upsert, an open counts once per delivery), so a report sent twice counts once.
 ///
@@ -109,6 +110,8 @@ public actor RichPushApp {
     var userID: String?
     var tags: [String] = []
     var locale: String?
+    /// Where notification permission stood when last read (the server's spelling), sent with registrations.
+    var permissionState: String?
     let now: @Sendable () -> Date
 
     public init(
@@ -130,6 +133,7 @@ public actor RichPushApp {
         userID = state["user_id"] as? String
         tags = state["tags"] as? [String] ?? []
         locale = state["locale"] as? String
+        permissionState = state["permission"] as? String
     }
 
     // MARK: Permission
@@ -142,8 +146,31 @@ public actor RichPushApp {
         return await permission()
     }
 
-    /// Where permission stands now.
-    public func permission() async -> UNAuthorizationStatus { await center.notificationSettings().authorizationStatus }
+    /// Where permission stands now. When it changed since it was last read (the person turned notifications off in
+    /// Settings, say), the device is registered again so that the server knows: call it when the app comes to the
+    /// foreground.
+    @discardableResult
+    public func permission() async -> UNAuthorizationStatus {
+        let status = await center.notificationSettings().authorizationStatus
+        let name = Self.name(of: status)
+        if name != permissionState {
+            permissionState = name
+            queueRegistration()
+        }
+        return status
+    }
+
+    /// The server's name for a status (`Device.Permission`).
+    static func name(of status: UNAuthorizationStatus) -> String {
+        switch status {
+        case .notDetermined: return "not_determined"
+        case .denied: return "denied"
+        case .authorized: return "authorized"
+        case .provisional: return "provisional"
+        case .ephemeral: return "ephemeral"
+        @unknown default: return "not_determined"
+        }
+    }
 
     // MARK: The device
 
@@ -181,30 +208,39 @@ public actor RichPushApp {
         var body: [String: Any] = ["token": token, "platform": "ios", "tags": tags]
         if let userID { body["user_id"] = userID }
         if let locale { body["locale"] = locale }
+        if let permissionState { body["permission"] = permissionState }
         queue(.registration, "POST", "/v1/apps/\(Self.pathPart(configuration.appID))/devices", body, keyed: true)
     }
 
     // MARK: Opens
 
     /// Reads a response to a notification, queues its report, and says what was opened (the action and the deep
-    /// link). Nil for a notification that is not RichPush's.
+    /// link). Nil for a notification that is not RichPush's. `following` is the deep link the app goes to when it
+    /// is not the notification's own (an action's, say); the report names the link followed.
     @discardableResult
-    public func handle(_ response: UNNotificationResponse) -> Opened? {
+    public func handle(_ response: UNNotificationResponse, following link: URL? = nil) -> Opened? {
         report(
             userInfo: response.notification.request.content.userInfo,
-            actionIdentifier: response.actionIdentifier
+            actionIdentifier: response.actionIdentifier,
+            following: link
         )
     }
 
     /// The same from a notification's `userInfo` and the action's identifier.
     @discardableResult
-    public func report(userInfo: [AnyHashable: Any], actionIdentifier: String) -> Opened? {
+    public func report(userInfo: [AnyHashable: Any], actionIdentifier: String, following: URL? = nil) -> Opened? {
         guard let rp = userInfo["rp"] as? [String: Any] else { return nil }
         let id = rp["id"] as? String
         let dismissed = actionIdentifier == UNNotificationDismissActionIdentifier
         let action = actionIdentifier == UNNotificationDefaultActionIdentifier || dismissed ? nil : actionIdentifier
+        let own = (rp["l"] as? String).flatMap(URL.init(string:))
+        let link = following ?? own
         var body: [String: Any] = ["event": dismissed ? "dismissed" : "opened"]
         if let action { body["action"] = Self.prefix(action, bytes: 64) }
+        // The server keeps an absolute link of up to 1,024 characters; another is not reported (the open still is).
+        if !dismissed, let link, link.scheme != nil, link.absoluteString.unicodeScalars.count <= 1024 {
+            body["link"] = link.absoluteString
+        }
         if let address = rp["r"] as? String, let url = URL(string: address), isAllowed(url) {
             // The delivery's own address: it names the delivery and needs no key.
             queue(.open, "POST", address + "/opens", body, keyed: false)
@@ -218,8 +254,7 @@ public actor RichPushApp {
                 keyed: true
             )
         }
-        let link = (rp["l"] as? String).flatMap(URL.init(string:))
-        return Opened(notificationID: id, action: action, deepLink: link, dismissed: dismissed)
+        return Opened(notificationID: id, action: action, deepLink: own, dismissed: dismissed)
     }
 
     // MARK: Sending
@@ -337,6 +372,7 @@ public actor RichPushApp {
         if let token { o["token"] = token }
         if let userID { o["user_id"] = userID }
         if let locale { o["locale"] = locale }
+        if let permissionState { o["permission"] = permissionState }
         try? FileManager.default.createDirectory(at: configuration.directory, withIntermediateDirectories: true)
         if let data = try? JSONSerialization.data(withJSONObject: o) {
             try? data.write(to: stateFile, options: .atomic)

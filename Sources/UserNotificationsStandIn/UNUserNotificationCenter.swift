@@ -92,5 +92,8 @@ open class UNUserNotificationCenter: NSObject, @unchecked Sendable {
 
     /// Back to not asked (a reinstall).
     public func standInReset() { lock.withLock { status = .notDetermined } }
+
+    /// What the person chose in Settings since (turned notifications off, say).
+    public func standInSet(_ status: UNAuthorizationStatus) { lock.withLock { self.status = status } }
 }
 #endif

@@ -135,6 +135,8 @@ try:
     assert isinstance(answer, dict) and answer["provider"] == "webpush", answer
     status, found = call("GET", f"{base}/v1/apps/{app}/devices?q=fans", manage)
     assert [d["platform"] for d in found["devices"]] == ["web"], found
+    # The page was granted notifications: the library says so.
+    assert found["devices"][0].get("permission") == "authorized", found
     preflight = urllib.request.urlopen(urllib.request.Request(f"{base}/v1/apps/{app}/devices", method="OPTIONS",
                                                               headers={"Origin": "https://shop.example.com"}))
     assert preflight.status == 204 and preflight.headers["Access-Control-Allow-Origin"] == "*"

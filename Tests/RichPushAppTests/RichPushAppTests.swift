@@ -124,7 +124,11 @@ import FoundationNetworking
         #expect(sent[0].authorization == "Bearer rp_register")
         // The open goes to the delivery's own address, without the key.
         #expect(sent[1].url == "https://push.example.com/v1/receipts/n1.abc.0000000000001.sig/opens")
-        #expect(sent[1].body == ["event": "opened", "action": "read-later"] && sent[1].authorization == nil)
+        // It names the deep link the open led to: the notification's own.
+        #expect(
+            sent[1].body == ["event": "opened", "action": "read-later", "link": "app://a"]
+                && sent[1].authorization == nil
+        )
         #expect(await push.flush() == .init(sent: 0, refused: 0, waiting: 0))
     }
 
@@ -182,5 +186,57 @@ import FoundationNetworking
         center.standInAnswer = true
         #expect(await push.requestPermission() == .denied)
         center.standInReset()
+    }
+
+    /// Where permission stands goes to the server with the registration, and again when it changes (read when the
+    /// app comes to the foreground), not when it did not; it survives a restart. An open names the link the app
+    /// says it followed; a dismissal names none.
+    @Test func permissionAndLinksReachTheServer() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rpapp-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // A center of its own: the shared one is another test's.
+        let center = UNUserNotificationCenter()
+        center.standInAnswer = true
+        let (net, clock) = (Network(), Clock())
+        func make() -> RichPushApp {
+            RichPushApp(
+                configuration: .init(
+                    server: URL(string: "https://push.example.com")!,
+                    appID: "app_1",
+                    key: "rp_register",
+                    directory: dir
+                ),
+                center: center,
+                transport: net.transport,
+                now: clock.now
+            )
+        }
+        var push = make()
+        await push.register(token: "ab")
+        #expect(await push.requestPermission() == .authorized)
+        #expect(await push.flush().sent == 1)
+        #expect(net.sent.withLockedValue { $0.last?.body["permission"] } == "authorized")
+        // Unchanged: nothing to send.
+        await push.permission()
+        #expect(await push.pending == 0)
+        // Turned off in Settings; the app is opened again and reads it.
+        center.standInSet(.denied)
+        push = make()
+        await push.permission()
+        #expect(await push.pending == 1)
+        #expect(await push.flush().sent == 1)
+        let registration = net.sent.withLockedValue { $0.last }
+        #expect(registration?.body["permission"] == "denied" && registration?.body["token"] == "ab")
+        push = make()
+        await push.permission()
+        #expect(await push.pending == 0)
+
+        let userInfo: [AnyHashable: Any] = ["rp": ["id": "n9", "l": "shop://home"]]
+        await push.handle(response(userInfo, "track"), following: URL(string: "shop://orders/42"))
+        await push.handle(response(userInfo, UNNotificationDismissActionIdentifier))
+        #expect(await push.flush().sent == 2)
+        let opens = net.sent.withLockedValue { $0.suffix(2).map(\.body) }
+        #expect(opens[0] == ["event": "opened", "action": "track", "link": "shop://orders/42", "token": "ab"])
+        #expect(opens[1] == ["event": "dismissed", "token": "ab"])
     }
 }

@@ -79,6 +79,31 @@ import Testing
         #expect(try await Self.collect(r, .tag("y")).isEmpty)
     }
 
+    /// Where a device's notification permission stands is kept as its app last said; a registration that does not
+    /// say keeps it (an import, a server-side upsert); the counts by permission are the app's own.
+    @Test(arguments: Kind.allCases)
+    func permissionIsKeptAsLastReportedAndCounted(_ kind: Kind) async throws {
+        let (r, _) = try await Self.make(kind)
+        try await r.upsert(Device(appID: "app", token: "a", platform: .ios, permission: .authorized))
+        try await r.upsert(Device(appID: "app", token: "b", platform: .ios, permission: .denied))
+        try await r.upsert(Device(appID: "app", token: "c", platform: .android))
+        try await r.upsert(Device(appID: "other", token: "a", platform: .ios, permission: .denied))
+        // a turned notifications off; b registers again without saying (kept denied).
+        try await r.upsert(Device(appID: "app", token: "a", platform: .ios, permission: .denied))
+        try await r.upsert(Device(appID: "app", token: "b", platform: .ios, userID: "u"))
+        #expect(try await r.device(appID: "app", token: "a")?.permission == .denied)
+        let b = try await r.device(appID: "app", token: "b")
+        #expect(b?.permission == .denied && b?.userID == "u")
+        #expect(try await r.device(appID: "app", token: "c")?.permission == nil)
+        #expect(try await r.permissions(appID: "app") == ["denied": 2, "unknown": 1])
+        #expect(try await r.permissions(appID: "none").isEmpty)
+        // Pages read for a fan-out carry it too.
+        let (page, _) = try await r.page(appID: "app", audience: .all, after: 0, limit: 10)
+        #expect(page.map { $0.permission?.rawValue ?? "-" } == ["denied", "denied", "-"])
+        try await r.upsert(Device(appID: "app", token: "c", platform: .android, permission: .notDetermined))
+        #expect(try await r.permissions(appID: "app") == ["denied": 2, "not_determined": 1])
+    }
+
     @Test(arguments: Kind.allCases)
     func pruningRespectsARegistrationNewerThanTheProvidersTimestamp(_ kind: Kind) async throws {
         let (r, _) = try await Self.make(kind)

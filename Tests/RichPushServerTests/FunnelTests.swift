@@ -165,9 +165,11 @@ import UserNotificationsStandIn
                 #expect(forged != .posted(status: 201))
 
                 // 300 people open it, through the app library: 250 the notification itself, 50 a button; 20 more
-                // dismiss it. Each app reports twice (a retry after a lost answer): counted once.
-                let center = UNUserNotificationCenter.current()
+                // dismiss it. Each app reports twice (a retry after a lost answer): counted once. Each app asked
+                // permission first: one in ten was refused, and says so.
                 for (i, t) in tokens.suffix(320).enumerated() {
+                    let center = UNUserNotificationCenter()
+                    center.standInAnswer = i % 10 != 0
                     let push = RichPushApp(
                         configuration: .init(
                             server: URL(string: base)!,
@@ -179,6 +181,7 @@ import UserNotificationsStandIn
                         center: center
                     )
                     await push.register(token: t)
+                    _ = await push.requestPermission()
                     let payload = try #require(payloads[t])
                     let userInfo = try #require(
                         JSONSerialization.jsonObject(with: Data(payload.serialized())) as? [String: Any]
@@ -216,6 +219,8 @@ import UserNotificationsStandIn
                 )
                 #expect(funnel["dismissed"] == 20)
                 #expect(funnel["actions"] == ["default": 250, "read-later": 50])
+                // Every open led to the notification's deep link, as the apps reported.
+                #expect(funnel["links"] == ["news://turnout": 300])
                 let stages = funnel["stages"]?.arrayValue ?? []
                 #expect(stages.last?["rate"] == .double(0.3333) && stages.last?["of_accepted"] == .double(0.3))
                 #expect(stages[3]["drops"] == ["no report from the device": 100])
@@ -242,6 +247,24 @@ import UserNotificationsStandIn
                 #expect(hoursCSV.contains(",1000,1000,0,900,300\r\n"))
                 let (bad, _, _) = try await call(.get, "/v1/apps/\(app)/insights?hours=721")
                 #expect(bad == 422)
+                // The devices by where their permission stands: the 320 apps said, the others never did.
+                #expect(hours["devices_by_permission"] == ["authorized": 288, "denied": 32, "unknown": 680])
+
+                // A link that is not an absolute URL, or one with a dismissal, is refused naming the field.
+                for (body, rule) in [
+                    (["event": "opened", "token": .string(tokens[0]), "link": "/relative/path"], "format"),
+                    (["event": "opened", "token": .string(tokens[0]), "link": "news://a b"], "format"),
+                    (["event": "dismissed", "token": .string(tokens[0]), "link": "news://x"], "dismissed-link"),
+                ] as [(JSONValue, String)] {
+                    let (s, refusal, _) = try await call(
+                        .post,
+                        "/v1/apps/\(app)/notifications/\(id)/opens",
+                        key: registerKey,
+                        body
+                    )
+                    let issue = refusal["error"]?["issues"]?.arrayValue?.first
+                    #expect(s == 422 && issue?["path"] == "link" && issue?["rule"] == .string(rule), "\(refusal)")
+                }
             }
         } catch {
             await providers.shutdown()

@@ -30,7 +30,13 @@ import Testing
         )
         #expect(
             try await r.recordOpen(
-                .init(deliveryID: deliveries[1].id, notificationID: id, event: .opened, action: "later")
+                .init(
+                    deliveryID: deliveries[1].id,
+                    notificationID: id,
+                    event: .opened,
+                    action: "later",
+                    link: "shop://orders/42"
+                )
             ) == .recorded
         )
         #expect(
@@ -44,7 +50,12 @@ import Testing
         )
         #expect(
             try await r.openSummary(notificationID: id)
-                == OpenSummary(opened: 2, dismissed: 1, actions: ["default": 1, "later": 1])
+                == OpenSummary(
+                    opened: 2,
+                    dismissed: 1,
+                    actions: ["default": 1, "later": 1],
+                    links: ["shop://orders/42": 1]
+                )
         )
         #expect(try await r.openTimeline(notificationID: id).map(\.opens) == [2])
         let breakdown = try await r.breakdown(notificationID: id)

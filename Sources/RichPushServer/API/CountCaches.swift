@@ -12,10 +12,12 @@ public final class CountCaches: Sendable {
     private let settled = NIOLockedValueBox(LRU<[DeliveryState: Int]>(capacity: 10_000))
     private let running: StoreCache<[DeliveryState: Int]>
     private let devices: StoreCache<Int>
+    private let permissions: StoreCache<[String: Int]>
 
     public init(runningLifetime: TimeInterval = 1, devicesLifetime: TimeInterval = 10) {
         running = StoreCache(lifetime: runningLifetime, capacity: 10_000)
         devices = StoreCache(lifetime: devicesLifetime, capacity: 10_000)
+        permissions = StoreCache(lifetime: max(devicesLifetime, 60), capacity: 10_000)
     }
 
     /// A notification's deliveries by state.
@@ -39,5 +41,11 @@ public final class CountCaches: Sendable {
     /// An app's devices.
     func devices(_ appID: String, count: () async throws -> Int) async throws -> Int {
         try await devices.value(appID) { try await count() } ?? 0
+    }
+
+    /// An app's devices by notification permission, kept a minute on this node (every device of the app is read to
+    /// count them).
+    func permissions(_ appID: String, count: () async throws -> [String: Int]) async throws -> [String: Int] {
+        try await permissions.value(appID) { try await count() } ?? [:]
     }
 }

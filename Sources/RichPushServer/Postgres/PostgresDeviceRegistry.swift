@@ -9,7 +9,7 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
     public init(database: PostgresDatabase) { db = database }
 
     static let deviceColumns =
-        "d.id, d.app_id, d.token, d.platform, d.provider, d.user_id, d.locale, d.time_zone, d.app_version, d.updated_at"
+        "d.id, d.app_id, d.token, d.platform, d.provider, d.user_id, d.locale, d.time_zone, d.app_version, d.updated_at, d.permission"
 
     public func upsert(_ d: Device) async throws {
         try await upsert(contentsOf: [d])
@@ -24,21 +24,24 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
             given[$0]
         }
         guard !devices.isEmpty else { return }
-        // Optional columns travel as text with a mask of which are present (bit 0 user, 1 locale, 2 zone, 3 version).
+        // Optional columns travel as text with a mask of which are present (bit 0 user, 1 locale, 2 zone, 3 version,
+        // 4 permission).
         let masks = devices.map { d in
             (d.userID != nil ? 1 : 0) | (d.locale != nil ? 2 : 0) | (d.timeZone != nil ? 4 : 0)
-                | (d.appVersion != nil ? 8 : 0)
+                | (d.appVersion != nil ? 8 : 0) | (d.permission != nil ? 16 : 0)
         }
         let insert: PostgresQuery = """
-            INSERT INTO devices (app_id, token, platform, provider, user_id, locale, time_zone, app_version, updated_at)
+            INSERT INTO devices (app_id, token, platform, provider, user_id, locale, time_zone, app_version, permission, updated_at)
             SELECT a, t, p, pr, CASE WHEN m & 1 <> 0 THEN u END, CASE WHEN m & 2 <> 0 THEN l END, CASE WHEN m & 4 <> 0 THEN z END,
-                CASE WHEN m & 8 <> 0 THEN v END, to_timestamp(at)
+                CASE WHEN m & 8 <> 0 THEN v END, CASE WHEN m & 16 <> 0 THEN pe END, to_timestamp(at)
             FROM unnest(\(devices.map(\.appID))::text[], \(devices.map(\.token))::text[], \(devices.map(\.platform.rawValue))::text[],
                 \(devices.map(\.provider.rawValue))::text[], \(devices.map { $0.userID ?? "" })::text[], \(devices.map { $0.locale ?? "" })::text[],
-                \(devices.map { $0.timeZone ?? "" })::text[], \(devices.map { $0.appVersion ?? "" })::text[], \(masks)::int8[],
-                \(devices.map { $0.updatedAt.timeIntervalSince1970 })::float8[]) AS x(a, t, p, pr, u, l, z, v, m, at)
+                \(devices.map { $0.timeZone ?? "" })::text[], \(devices.map { $0.appVersion ?? "" })::text[],
+                \(devices.map { $0.permission?.rawValue ?? "" })::text[], \(masks)::int8[],
+                \(devices.map { $0.updatedAt.timeIntervalSince1970 })::float8[]) AS x(a, t, p, pr, u, l, z, v, pe, m, at)
             ON CONFLICT (app_id, token) DO UPDATE SET platform = excluded.platform, provider = excluded.provider, user_id = excluded.user_id,
-                locale = excluded.locale, time_zone = excluded.time_zone, app_version = excluded.app_version, updated_at = excluded.updated_at
+                locale = excluded.locale, time_zone = excluded.time_zone, app_version = excluded.app_version,
+                permission = COALESCE(excluded.permission, devices.permission), updated_at = excluded.updated_at
             RETURNING id, app_id, token
             """
         try await db.transaction { c in
@@ -106,8 +109,8 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
     static func deviceWithLists(_ row: PostgresRow) throws -> (Int64, Device) {
         var (id, device) = try Self.device(row)
         let columns = row.makeRandomAccess()
-        device.tags = try columns[10].decode([String].self)
-        device.topics = try columns[11].decode([String].self)
+        device.tags = try columns[11].decode([String].self)
+        device.topics = try columns[12].decode([String].self)
         return (id, device)
     }
 
@@ -189,6 +192,15 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
         try await db.rows("SELECT count(*) FROM devices WHERE app_id = \(appID)").first?.decode(Int.self) ?? 0
     }
 
+    public func permissions(appID: String) async throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for row in try await db.rows(DeviceSQL.permissions(appID).postgres) {
+            let (permission, n) = try row.decode((String, Int).self)
+            counts[permission] = n
+        }
+        return counts
+    }
+
     /// A device from a row of ``deviceColumns`` (without its lists), with its row id.
     static func device(_ row: PostgresRow) throws -> (Int64, Device) {
         let columns = row.makeRandomAccess()
@@ -203,6 +215,7 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
             locale: try optional(6),
             timeZone: try optional(7),
             appVersion: try optional(8),
+            permission: try optional(10).flatMap(Device.Permission.init(rawValue:)),
             updatedAt: try columns[9].decode(Date.self)
         )
         return (try columns[0].decode(Int64.self), device)

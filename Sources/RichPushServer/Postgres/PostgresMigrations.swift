@@ -134,6 +134,12 @@ enum PostgresMigrations {
             name: "deliveries by target",
             sql: "CREATE INDEX deliveries_notification_target ON deliveries (notification_id, target)"
         ),
+        // The deep link an open led to, and where a device's notification permission stands.
+        Migration(
+            version: 14,
+            name: "open links and device permission",
+            sql: OpenSQL.linkColumn + ";\n" + DeviceSQL.permissionColumn
+        ),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

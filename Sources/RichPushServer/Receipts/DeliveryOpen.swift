@@ -13,28 +13,46 @@ public struct DeliveryOpen: Sendable, Hashable {
     public var event: Event
     /// The action's identifier (a button of the notification's category), nil for the notification itself.
     public var action: String?
+    /// The deep link the open led to, as the app followed it (the notification's own, or one an action chose).
+    public var link: String?
     public var at: Date
 
-    public init(deliveryID: Int64, notificationID: String, event: Event, action: String? = nil, at: Date = Date()) {
+    public init(
+        deliveryID: Int64,
+        notificationID: String,
+        event: Event,
+        action: String? = nil,
+        link: String? = nil,
+        at: Date = Date()
+    ) {
         self.deliveryID = deliveryID
         self.notificationID = notificationID
         self.event = event
         self.action = action
+        self.link = link
         self.at = at
     }
 
     /// The longest action identifier kept.
     public static let maxActionBytes = 64
+    /// The longest deep link kept, in characters: a longer one is refused rather than cut (a cut link counts apart).
+    public static let maxLinkLength = 1024
 
-    /// A report's body: `{"event": "opened"|"dismissed", "action": "…", "device": "…"}` at a receipt address, or
-    /// with `"token"` (the device's, required) instead of `device` on the app's keyed route; every problem named.
-    static func read(
-        _ body: JSONValue,
-        byApp: Bool
-    ) throws(APIError) -> (event: Event, action: String?, token: String?) {
+    /// A report's fields once read.
+    struct Report {
+        var event: Event
+        var action: String?
+        var link: String?
+        var token: String?
+    }
+
+    /// A report's body: `{"event": "opened"|"dismissed", "action": "…", "link": "…", "device": "…"}` at a receipt
+    /// address, or with `"token"` (the device's, required) instead of `device` on the app's keyed route; every
+    /// problem named. `link` is the deep link the open led to: an absolute URL (a scheme, then anything).
+    static func read(_ body: JSONValue, byApp: Bool) throws(APIError) -> Report {
         guard case .object(let o) = body else { throw APIError(.invalid, "the body must be an object") }
         var r = FieldReader(strict: true, refusesNUL: true)
-        r.rejectUnknown(o, known: ["event", "action", byApp ? "token" : "device"], at: "")
+        r.rejectUnknown(o, known: ["event", "action", "link", byApp ? "token" : "device"], at: "")
         let token = byApp ? r.text(o, "token", at: "", required: true, lengths: 1...4096) : nil
         let event = r.text(o, "event", at: "", required: true, lengths: 1...16).flatMap { e -> Event? in
             guard let v = Event(rawValue: e) else {
@@ -45,13 +63,37 @@ public struct DeliveryOpen: Sendable, Hashable {
         }
         let action = o["action"] == nil ? nil : r.text(o, "action", at: "", lengths: 1...maxActionBytes)
         if !byApp && o["device"] != nil { _ = r.text(o, "device", at: "", lengths: 1...200) }
+        let link = o["link"] == nil ? nil : r.text(o, "link", at: "", lengths: 1...maxLinkLength)
+        if let link, !Self.isAbsoluteURL(link) {
+            r.report.add("link", "format", "a deep link is an absolute URL: a scheme, a colon, then the rest")
+        }
         if action != nil && event == .dismissed {
             r.report.add("action", "dismissed-action", "a dismissal has no action")
+        }
+        if link != nil && event == .dismissed {
+            r.report.add("link", "dismissed-link", "a dismissal follows no link")
         }
         guard r.report.isValid, let event else {
             throw APIError(.invalid, "the report is not valid", issues: r.report.errors)
         }
-        return (event, action, token)
+        return Report(event: event, action: action, link: link, token: token)
+    }
+
+    /// A scheme (a letter, then letters, digits, `+`, `-` or `.`), a colon, at least one character after it, and
+    /// no control characters or spaces anywhere (RFC 3986's absolute-URI, loosely: the rest is not parsed).
+    static func isAbsoluteURL(_ s: String) -> Bool {
+        let bytes = Array(s.utf8)
+        guard let colon = bytes.firstIndex(of: UInt8(ascii: ":")), colon > 0, colon < bytes.count - 1 else {
+            return false
+        }
+        func isLetter(_ b: UInt8) -> Bool { (b | 0x20) >= UInt8(ascii: "a") && (b | 0x20) <= UInt8(ascii: "z") }
+        guard isLetter(bytes[0]) else { return false }
+        for b in bytes[1..<colon] {
+            let digit = b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")
+            guard isLetter(b) || digit || b == UInt8(ascii: "+") || b == UInt8(ascii: "-") || b == UInt8(ascii: ".")
+            else { return false }
+        }
+        return !bytes.contains { $0 <= 0x20 || $0 == 0x7F }
     }
 }
 
@@ -62,36 +104,50 @@ public struct OpenSummary: Sendable, Hashable {
     /// Opens by the action chosen (`default` for the notification itself); at most ``maxActions``, the most
     /// chosen first, the rest counted under `other`.
     public var actions: [String: Int] = [:]
+    /// Opens by the deep link they led to (opens that followed none are not counted here); at most ``maxActions``,
+    /// the most followed first, the rest under `other`.
+    public var links: [String: Int] = [:]
 
     public static let maxActions = 20
 
-    public init(opened: Int = 0, dismissed: Int = 0, actions: [String: Int] = [:]) {
+    public init(opened: Int = 0, dismissed: Int = 0, actions: [String: Int] = [:], links: [String: Int] = [:]) {
         self.opened = opened
         self.dismissed = dismissed
         self.actions = actions
+        self.links = links
     }
 
-    /// From rows of (event, action or "", count), however many distinct actions they hold.
-    init(rows: [(String, String, Int)]) {
-        var byAction: [(String, Int)] = []
-        for (event, action, n) in rows {
+    /// From rows of (event, action or "", link or "", count), however many distinct actions and links they hold.
+    init(rows: [(String, String, String, Int)]) {
+        var byAction: [String: Int] = [:]
+        var byLink: [String: Int] = [:]
+        for (event, action, link, n) in rows {
             if event == DeliveryOpen.Event.dismissed.rawValue {
                 dismissed += n
             } else {
                 opened += n
-                byAction.append((action.isEmpty ? "default" : action, n))
+                byAction[action.isEmpty ? "default" : action, default: 0] += n
+                if !link.isEmpty { byLink[link, default: 0] += n }
             }
         }
-        byAction.sort { ($0.1, $1.0) > ($1.1, $0.0) }
-        for (i, (a, n)) in byAction.enumerated() {
-            if i < Self.maxActions { actions[a, default: 0] += n } else { actions["other", default: 0] += n }
+        actions = Self.top(byAction)
+        links = Self.top(byLink)
+    }
+
+    /// The ``maxActions`` largest counts (ties by name), the rest summed under `other`.
+    static func top(_ counts: [String: Int]) -> [String: Int] {
+        var kept: [String: Int] = [:]
+        for (i, (name, n)) in counts.sorted(by: { ($0.value, $1.key) > ($1.value, $0.key) }).enumerated() {
+            kept[i < maxActions ? name : "other", default: 0] += n
         }
+        return kept
     }
 
     public var json: JSONValue {
         [
             "opened": .int(Int64(opened)), "dismissed": .int(Int64(dismissed)),
             "actions": .object(actions.mapValues { .int(Int64($0)) }),
+            "links": .object(links.mapValues { .int(Int64($0)) }),
         ]
     }
 }
@@ -125,12 +181,14 @@ enum OpenSQL {
             at timestamptz NOT NULL);
         CREATE INDEX delivery_opens_notification ON delivery_opens (notification_id)
         """
+    /// The deep link an open led to (added after the table; the same statement in both databases).
+    static let linkColumn = "ALTER TABLE delivery_opens ADD COLUMN link TEXT"
 
     /// Records an open for its delivery, checked to be the notification's, unless the delivery has one.
     static func record(_ o: DeliveryOpen) -> SQL {
         """
-        INSERT INTO delivery_opens (delivery_id, notification_id, event, action, at)
-        SELECT d.id, d.notification_id, \(o.event.rawValue), \(o.action), \(o.at)
+        INSERT INTO delivery_opens (delivery_id, notification_id, event, action, link, at)
+        SELECT d.id, d.notification_id, \(o.event.rawValue), \(o.action), \(o.link), \(o.at)
         FROM deliveries d WHERE d.id = \(o.deliveryID) AND d.notification_id = \(o.notificationID)
         ON CONFLICT (delivery_id) DO NOTHING RETURNING 1
         """
@@ -141,11 +199,11 @@ enum OpenSQL {
         "SELECT count(*) FROM deliveries WHERE id = \(id) AND notification_id = \(notificationID)"
     }
 
-    /// Event, action ("" for none) and count, per event and action.
+    /// Event, action ("" for none), link ("" for none) and count, per event, action and link.
     static func summary(_ notificationID: String) -> SQL {
         """
-        SELECT event, COALESCE(action, ''), count(*) FROM delivery_opens WHERE notification_id = \(notificationID)
-        GROUP BY event, action
+        SELECT event, COALESCE(action, ''), COALESCE(link, ''), count(*) FROM delivery_opens
+        WHERE notification_id = \(notificationID) GROUP BY event, action, link
         """
     }
 

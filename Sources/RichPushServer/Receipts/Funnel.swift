@@ -18,6 +18,8 @@ public struct Funnel: Sendable, Hashable {
     public var stages: [Stage]
     public var dismissed: Int
     public var actions: [String: Int]
+    /// Opens by the deep link they led to (``OpenSummary/links``).
+    public var links: [String: Int]
 
     public static let maxReasons = 20
     public static let names = ["accepted", "sent", "provider_accepted", "received", "media_shown", "opened"]
@@ -65,6 +67,7 @@ public struct Funnel: Sendable, Hashable {
         ]
         dismissed = opens.dismissed
         actions = opens.actions
+        links = opens.links
     }
 
     /// The most common reasons, the rest summed as `other`.
@@ -98,6 +101,7 @@ public struct Funnel: Sendable, Hashable {
         return [
             "stages": .array(list), "dismissed": .int(Int64(dismissed)),
             "actions": .object(actions.mapValues { .int(Int64($0)) }),
+            "links": .object(links.mapValues { .int(Int64($0)) }),
         ]
     }
 

@@ -60,7 +60,7 @@ public final class SQLiteReceiptStore: ReceiptStore {
         try await pool.read { db in
             OpenSummary(
                 rows: try Row.fetchAll(db, query: OpenSQL.summary(notificationID)).map {
-                    ($0[0] as String, $0[1] as String, $0[2] as Int)
+                    ($0[0] as String, $0[1] as String, $0[2] as String, $0[3] as Int)
                 }
             )
         }
@@ -159,7 +159,7 @@ public final class PostgresReceiptStore: ReceiptStore {
     public func openSummary(notificationID: String) async throws -> OpenSummary {
         OpenSummary(
             rows: try await db.rows(OpenSQL.summary(notificationID).postgres).map {
-                try $0.decode((String, String, Int).self)
+                try $0.decode((String, String, String, Int).self)
             }
         )
     }
@@ -260,14 +260,10 @@ public final class MemoryReceiptStore: ReceiptStore {
     }
 
     public func openSummary(notificationID: String) async throws -> OpenSummary {
-        var counts: [String: Int] = [:]
-        for o in opens.withLockedValue({ $0.values.filter { $0.notificationID == notificationID } }) {
-            counts[o.event.rawValue + "\u{0}" + (o.action ?? ""), default: 0] += 1
-        }
-        return OpenSummary(
-            rows: counts.map { key, n in
-                let parts = key.split(separator: "\u{0}", omittingEmptySubsequences: false).map(String.init)
-                return (parts[0], parts.count > 1 ? parts[1] : "", n)
+        // One row per open: the summary groups them as the databases' GROUP BY would.
+        OpenSummary(
+            rows: opens.withLockedValue { $0.values.filter { $0.notificationID == notificationID } }.map {
+                ($0.event.rawValue, $0.action ?? "", $0.link ?? "", 1)
             }
         )
     }

@@ -4,6 +4,13 @@ import RichPushCore
 /// A registered device of an app.
 public struct Device: Sendable, Hashable {
     public enum Platform: String, Sendable, Hashable, CaseIterable { case ios, android, web }
+    /// Where the device's permission to show notifications stands, as its app last reported it: iOS's
+    /// authorization status (authorized, denied, provisional, ephemeral, not determined); Android's
+    /// POST_NOTIFICATIONS and a browser's `Notification.permission` map to authorized, denied and not determined.
+    public enum Permission: String, Sendable, Hashable, CaseIterable {
+        case authorized, denied, provisional, ephemeral
+        case notDetermined = "not_determined"
+    }
 
     public var appID: String
     /// The APNs device token or FCM registration token.
@@ -17,6 +24,8 @@ public struct Device: Sendable, Hashable {
     public var locale: String?
     public var timeZone: String?
     public var appVersion: String?
+    /// Nil when the app did not say.
+    public var permission: Permission?
     /// When the device last registered (APNs' 410 timestamp is compared with it before pruning).
     public var updatedAt: Date
 
@@ -31,6 +40,7 @@ public struct Device: Sendable, Hashable {
         locale: String? = nil,
         timeZone: String? = nil,
         appVersion: String? = nil,
+        permission: Permission? = nil,
         updatedAt: Date = Date()
     ) {
         self.appID = appID
@@ -43,6 +53,7 @@ public struct Device: Sendable, Hashable {
         self.locale = locale
         self.timeZone = timeZone
         self.appVersion = appVersion
+        self.permission = permission
         self.updatedAt = updatedAt
     }
 }
@@ -213,6 +224,9 @@ public protocol DeviceRegistry: Sendable {
 
     func count(appID: String) async throws -> Int
 
+    /// An app's devices by the permission their app last reported (`unknown`: it did not say).
+    func permissions(appID: String) async throws -> [String: Int]
+
     /// An app's devices whose token starts with `query`, or whose user id or one of whose tags is `query`, in
     /// registration order after the cursor, with the cursor for the next page (a console's search).
     func search(
@@ -221,6 +235,17 @@ public protocol DeviceRegistry: Sendable {
         after cursor: Int64,
         limit: Int
     ) async throws -> (devices: [Device], next: Int64?)
+}
+
+/// The statements about devices written once for both databases.
+enum DeviceSQL {
+    /// Where a device's notification permission stands (added after the table; the same in both databases).
+    static let permissionColumn = "ALTER TABLE devices ADD COLUMN permission TEXT"
+
+    /// An app's devices by permission; one index range (devices' unique (app_id, token)) read once.
+    static func permissions(_ appID: String) -> SQL {
+        "SELECT COALESCE(permission, 'unknown'), count(*) FROM devices WHERE app_id = \(appID) GROUP BY 1"
+    }
 }
 
 /// A device as the API lists it (the token is the app's own; a registry search shows it).
@@ -235,6 +260,7 @@ extension Device {
         if let locale { o["locale"] = .string(locale) }
         if let timeZone { o["time_zone"] = .string(timeZone) }
         if let appVersion { o["app_version"] = .string(appVersion) }
+        if let permission { o["permission"] = .string(permission.rawValue) }
         return .object(o)
     }
 }

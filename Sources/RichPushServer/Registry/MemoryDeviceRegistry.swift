@@ -10,8 +10,11 @@ public actor MemoryDeviceRegistry: DeviceRegistry {
 
     private func key(_ app: String, _ token: String) -> String { app + "\u{0}" + token }
 
-    public func upsert(_ device: Device) {
+    public func upsert(_ given: Device) {
+        var device = given
         if let id = byKey[key(device.appID, device.token)] {
+            // A registration that does not say where permission stands keeps what was last said.
+            device.permission = device.permission ?? rows[id]?.permission
             rows[id] = device
         } else {
             rows[nextID] = device
@@ -57,6 +60,12 @@ public actor MemoryDeviceRegistry: DeviceRegistry {
     }
 
     public func count(appID: String) -> Int { rows.values.filter { $0.appID == appID }.count }
+
+    public func permissions(appID: String) -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for d in rows.values where d.appID == appID { counts[d.permission?.rawValue ?? "unknown", default: 0] += 1 }
+        return counts
+    }
 
     public func search(
         appID: String,

@@ -41,6 +41,7 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
                     """
             )
         }
+        m.registerMigration("devices-permission") { db in try db.execute(sql: DeviceSQL.permissionColumn) }
         return m
     }
 
@@ -59,10 +60,11 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
         // Cached statements: a bulk import parses each SQL once.
         let insert = try db.cachedStatement(
             sql: """
-                INSERT INTO devices (app_id, token, platform, provider, user_id, locale, time_zone, app_version, updated_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO devices (app_id, token, platform, provider, user_id, locale, time_zone, app_version, permission, updated_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT(app_id, token) DO UPDATE SET platform = excluded.platform, provider = excluded.provider, user_id = excluded.user_id,
-                    locale = excluded.locale, time_zone = excluded.time_zone, app_version = excluded.app_version, updated_at = excluded.updated_at
+                    locale = excluded.locale, time_zone = excluded.time_zone, app_version = excluded.app_version,
+                    permission = COALESCE(excluded.permission, devices.permission), updated_at = excluded.updated_at
                 RETURNING id
                 """
         )
@@ -70,7 +72,7 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
             insert,
             arguments: [
                 d.appID, d.token, d.platform.rawValue, d.provider.rawValue, d.userID, d.locale, d.timeZone,
-                d.appVersion, d.updatedAt.timeIntervalSince1970,
+                d.appVersion, d.permission?.rawValue, d.updatedAt.timeIntervalSince1970,
             ]
         )!
         try Self.deleteLists(of: id, in: db)
@@ -311,6 +313,14 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
         }
     }
 
+    public func permissions(appID: String) async throws -> [String: Int] {
+        try await pool.read { db in
+            var counts: [String: Int] = [:]
+            for row in try Row.fetchAll(db, query: DeviceSQL.permissions(appID)) { counts[row[0]] = row[1] }
+            return counts
+        }
+    }
+
     /// A device from its row; tags and topics are read only when asked (a fan-out needs neither).
     static func device(_ row: Row, db: Database, withLists: Bool = true) throws -> Device {
         let id: Int64 = row["id"]
@@ -339,6 +349,7 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
             locale: row["locale"],
             timeZone: row["time_zone"],
             appVersion: row["app_version"],
+            permission: (row["permission"] as String?).flatMap(Device.Permission.init(rawValue:)),
             updatedAt: Date(timeIntervalSince1970: row["updated_at"])
         )
     }

@@ -152,6 +152,10 @@ public final class SQLiteServerStore: ServerStore {
             // Counts per notification and minute, for an app's time series (MinuteCount).
             try db.execute(sql: MinuteSQL.sqliteTable)
         }
+        m.registerMigration("delivery-opens-link") { db in
+            // The deep link an open led to.
+            try db.execute(sql: OpenSQL.linkColumn)
+        }
         return m
     }
 

@@ -29,7 +29,7 @@ struct DeviceBody {
 
     static let fields: Set<String> = [
         "token", "platform", "provider", "user_id", "tags", "topics", "locale", "time_zone", "app_version",
-        "subscription",
+        "subscription", "permission",
     ]
     static let maxTags = 100
 
@@ -76,6 +76,7 @@ struct DeviceBody {
         let locale = r.text(o, "locale", at: "", lengths: 1...35)
         let timeZone = r.text(o, "time_zone", at: "", lengths: 1...64)
         let appVersion = r.text(o, "app_version", at: "", lengths: 1...64)
+        let permission = r.choice(o, "permission", at: "", Device.Permission.self)
         guard r.report.isValid, let token, let platform else { throw .invalid("the device", r.report) }
         return DeviceBody(
             device: Device(
@@ -88,7 +89,8 @@ struct DeviceBody {
                 topics: topics ?? [],
                 locale: locale,
                 timeZone: timeZone,
-                appVersion: appVersion
+                appVersion: appVersion,
+                permission: permission
             )
         )
     }

@@ -18,7 +18,13 @@ extension NotificationsController {
         guard let delivery = try await backend.receipts.delivery(notificationID: id, target: body.token ?? "") else {
             throw APIError(.notFound, "this notification was not sent to that token")
         }
-        let open = DeliveryOpen(deliveryID: delivery, notificationID: id, event: body.event, action: body.action)
+        let open = DeliveryOpen(
+            deliveryID: delivery,
+            notificationID: id,
+            event: body.event,
+            action: body.action,
+            link: body.link
+        )
         switch try await backend.receipts.recordOpen(open) {
         case .recorded:
             if body.event == .opened { minutes.add(id, .opened) }
@@ -120,7 +126,8 @@ extension NotificationsController {
     }
 
     /// `GET /v1/apps/{app}/insights?hours=`: the app's deliveries queued, delivered, failed, devices' reports and
-    /// opens per hour over the last `hours` (1 to 720, default 48), with its most common failure reasons; with
+    /// opens per hour over the last `hours` (1 to 720, default 48), with its most common failure reasons and its
+    /// devices by the notification permission their apps reported (counted at most once a minute); with
     /// `format=csv`, one line per hour.
     func appInsights(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, .read)
@@ -161,11 +168,13 @@ extension NotificationsController {
             for k in kinds { o[k.rawValue] = .int(Int64(h.counts[k] ?? 0)) }
             return .object(o)
         }
+        let permissions = try await counts.permissions(app.id) { try await registry.permissions(appID: app.id) }
         return Response.json(
             200,
             [
                 "app": .string(app.id), "since": .int(Int64(since.timeIntervalSince1970)), "hours": .array(list),
                 "top_failures": .array(failures.map { ["reason": .string($0.0), "count": .int(Int64($0.1))] }),
+                "devices_by_permission": .object(permissions.mapValues { .int(Int64($0)) }),
             ]
         )
     }

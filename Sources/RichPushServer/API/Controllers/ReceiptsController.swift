@@ -37,7 +37,13 @@ struct ReceiptsController: APIController {
     func deviceOpen(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let (id, delivery) = try admitted(context)
         let body = try DeliveryOpen.read(try await bodyJSON(request, upTo: 4096), byApp: false)
-        let open = DeliveryOpen(deliveryID: delivery, notificationID: id, event: body.event, action: body.action)
+        let open = DeliveryOpen(
+            deliveryID: delivery,
+            notificationID: id,
+            event: body.event,
+            action: body.action,
+            link: body.link
+        )
         switch try await store.recordOpen(open) {
         case .recorded:
             if body.event == .opened { minutes.add(id, .opened) }

@@ -42,6 +42,11 @@
     if (options.topics && options.topics.length) body.topics = options.topics.map(String);
     const locale = options.locale || (global.navigator && global.navigator.language);
     if (locale) body.locale = String(locale).slice(0, 35);
+    // Where the browser's permission stands, in the server's words (granted is authorized, default not asked yet).
+    if (typeof Notification !== "undefined") {
+      const permission = { granted: "authorized", denied: "denied", default: "not_determined" }[Notification.permission];
+      if (permission) body.permission = permission;
+    }
     const response = await fetch(server + "/v1/apps/" + encodeURIComponent(app) + "/devices", {
       method: "POST",
       headers: { authorization: "Bearer " + key, "content-type": "application/json" },
