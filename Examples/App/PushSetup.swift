@@ -13,7 +13,8 @@ import UserNotificationsStandIn
 ///   `UIApplication.shared.registerForRemoteNotifications()`;
 /// - `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`: `await setup.didRegister(token)`;
 /// - `userNotificationCenter(_:didReceive:withCompletionHandler:)`: `await setup.didReceive(response)`;
-/// - when the app comes to the foreground, or the network comes back: `await setup.push.flush()`.
+/// - when the app comes to the foreground: `await setup.willEnterForeground()`; when the network comes back:
+///   `await setup.push.flush()`.
 ///
 /// Only a key with the `register` scope ships in the app (`POST /v1/apps/{app}/keys` with
 /// `{"scopes": ["register"]}`).
@@ -42,6 +43,12 @@ public final class PushSetup: Sendable {
         let opened = await push.handle(response)
         await push.flush()
         return opened?.deepLink
+    }
+
+    /// Permission may have changed in Settings while the app was away: the server hears of it if it did.
+    public func willEnterForeground() async {
+        await push.permission()
+        await push.flush()
     }
 
     /// The reader chose topics: they become the device's tags, which sends can target.
