@@ -549,6 +549,35 @@ import Glibc
         #expect(twoAudiences.status == 2 && twoAudiences.stderr.contains("both give an audience"))
         let file = try Self.run(["send", message, "--tokens", report] + through)
         #expect(file.status == 2 && file.stderr.contains("--tokens is for direct sends"))
+
+        // An update in place: the first version with a collapse id, then its next version, followed to its end.
+        let score = dir.appendingPathComponent("score.json").path
+        try Data(#"{"title":"1-0","collapse_id":"match-7"}"#.utf8).write(to: URL(fileURLWithPath: score))
+        let first = try Self.run(["send", score, "--tag", "beta", "--json"] + through)
+        #expect(first.status == 0, "\(first.stderr)")
+        let root = try #require(try JSONValue.parse(first.stdout)["id"]?.stringValue, "\(first.stdout)")
+        try Data(#"{"title":"2-0","collapse_id":"match-7"}"#.utf8).write(to: URL(fileURLWithPath: score))
+        let update = try Self.run(["send", score, "--update", root, "--progress", "none"] + through)
+        #expect(update.status == 0, "\(update.stderr)")
+        #expect(
+            update.stdout.contains("version 1") && update.stdout.contains("30 target(s): 30 delivered"),
+            "\(update.stdout)"
+        )
+        // Where the first version went is where the update goes: no audience; the server names what else is not
+        // an update's.
+        let elsewhere = try Self.run(["send", score, "--update", root, "--all"] + through)
+        #expect(elsewhere.status == 2 && elsewhere.stderr.contains("give no audience"), "\(elsewhere.stderr)")
+        try Data(#"{"title":"3-0","collapse_id":"match-7","send_at":2000000000}"#.utf8).write(
+            to: URL(fileURLWithPath: score)
+        )
+        let later = try Self.run(["send", score, "--update", root] + through)
+        #expect(later.status == 2 && later.stderr.contains("send_at"), "\(later.stderr)")
+        // A notification sent without collapse_id cannot be replaced on a device: refused, saying why.
+        let once = try Self.run(["send", message, "--tag", "beta", "--json"] + through)
+        let onceID = try #require(try JSONValue.parse(once.stdout)["id"]?.stringValue)
+        try Data(#"{"title":"4-0"}"#.utf8).write(to: URL(fileURLWithPath: score))
+        let plain = try Self.run(["send", score, "--update", onceID] + through)
+        #expect(plain.status == 2 && plain.stderr.contains("sent without collapse_id"), "\(plain.stderr)")
     }
 
     /// The key never travels where it should not: not in the arguments (refused, with the two ways to give it),

@@ -184,6 +184,11 @@ struct ServerOptions: ParsableArguments {
     var audience: String?
     @Option(name: .customLong("idempotency-key"), help: "Sent as Idempotency-Key (default: a new one for each run).")
     var idempotencyKey: String?
+    @Option(
+        help:
+            "Update this notification in place instead of sending a new one: the message goes as its next version to the devices it went to (it must have been sent with collapse_id)."
+    )
+    var update: String?
 
     var given: Bool { server != nil }
 }

@@ -95,9 +95,9 @@ final class SendSession: Sendable {
     /// Writes the report out (on an error, before the summary).
     func close() { writer?.flush() }
 
-    /// Prints the summary (lines, or one JSON object) and returns the exit status: 0 when every target was
-    /// delivered, else 1.
-    func finish(interrupted: Bool) -> Int32 {
+    /// Prints the summary (lines, or one JSON object, with `extra`'s fields: a server send's notification id) and
+    /// returns the exit status: 0 when every target was delivered, else 1.
+    func finish(interrupted: Bool, extra: [String: JSONValue] = [:]) -> Int32 {
         writer?.flush()
         let c = tally.snapshot
         let seconds = Date().timeIntervalSince(started)
@@ -121,6 +121,7 @@ final class SendSession: Sendable {
             o["outcomes"] = .array(listed)
             if listed.count < c.done { o["outcomes_truncated"] = true }
             if let reportPath { o["report"] = .string(reportPath) }
+            o.merge(extra) { kept, _ in kept }
             FileHandle.standardOutput.write(Data((JSONValue.object(o).prettyPrinted() + "\n").utf8))
         } else {
             let printed = shown.withLockedValue { $0.printed }

@@ -69,7 +69,18 @@ struct ServerSend {
         }
         guard case .object(var body) = message else { throw SendFailure.invalid("a message is a JSON object") }
         for (k, v) in sendFields { body[k] = v }
-        if let a = try audience() { body["audience"] = a }
+        let audience = try audience()
+        if let a = audience { body["audience"] = a }
+        if let root = s.update {
+            // An update goes where its first version went: an audience would be another send.
+            guard !root.isEmpty, root.unicodeScalars.allSatisfy({ $0.isASCII && $0.value > 0x20 && $0 != "/" }) else {
+                throw SendFailure.usage("--update is a notification's id, as its send answered")
+            }
+            // (The server names any other field an update does not take: send_at, spread_seconds, …)
+            if audience != nil {
+                throw SendFailure.usage("--update sends to the devices the first version went to: give no audience")
+            }
+        }
         let http = HTTPClient(base: base.hasSuffix("/") ? String(base.dropLast()) : base)
         let session = try SendSession(output: command.output, printEach: !command.targets.token.isEmpty)
         let notifications = "/v1/apps/\(app)/notifications"
@@ -78,7 +89,7 @@ struct ServerSend {
         do {
             (status, answer) = try await http.call(
                 "POST",
-                notifications,
+                s.update.map { notifications + "/\($0)/updates" } ?? notifications,
                 key: key,
                 .object(body),
                 idempotencyKey: s.idempotencyKey ?? UUID().uuidString
@@ -106,7 +117,16 @@ struct ServerSend {
             // A redirect, like a refusal, is for the user to fix (the address given); 429 and 5xx may pass.
             return status >= 300 && status < 500 && status != 429 ? 2 : 1
         }
-        if !command.output.json { session.console.say("accepted as \(id)") }
+        if !command.output.json {
+            if let version = answer["version"]?.intValue {
+                let superseded = answer["superseded"]?.intValue ?? 0
+                session.console.say(
+                    "accepted as \(id), version \(version) (\(superseded) of the version before superseded)"
+                )
+            } else {
+                session.console.say("accepted as \(id)")
+            }
+        }
 
         // Followed until no delivery is queued or leased (Ctrl-C stops following; the server goes on).
         let signals = session.catchSignals()
@@ -167,7 +187,9 @@ struct ServerSend {
                 "stopped following \(id); the server goes on sending (GET \(notifications)/\(id) follows it)"
             )
         }
-        return session.finish(interrupted: session.stop.isSet)
+        var extra: [String: JSONValue] = ["id": .string(id)]
+        if let version = answer["version"] { extra["version"] = version }
+        return session.finish(interrupted: session.stop.isSet, extra: extra)
     }
 
     /// The app's key: from `--key-file` (its first line), else from `RICHPUSH_API_KEY`. Never from the arguments.
