@@ -20,6 +20,8 @@ from selenium.webdriver.support.ui import WebDriverWait
 
 base, key, app, notification, expected, shots = sys.argv[1:7]
 expected = json.loads(expected)
+# What the app's own view must show once the funnel is done (the stages are the rest).
+app_view = expected.pop("app", {})
 os.makedirs(shots, exist_ok=True)
 
 options = webdriver.ChromeOptions()
@@ -85,6 +87,39 @@ try:
     assert delivered == expected["provider_accepted"], delivered
     notes = driver.find_element(By.ID, "funnel-notes").text
     assert "Dismissed" in notes, notes
+    if app_view.get("link"):
+        until(lambda: app_view["link"] in driver.find_element(By.ID, "funnel-notes").text, "the deep link's opens in the notes")
+
+    if app_view:
+        step("the app's view: its hours, failures and devices by permission")
+        # The hour's counts are written by the server every 2 s: the view is opened again until they are all in.
+        def hour_sums():
+            return driver.execute_script("""const out = {};
+                for (const r of document.querySelectorAll('#hours-chart rect[data-kind]')) out[r.dataset.kind] = (out[r.dataset.kind] || 0) + Number(r.dataset.count);
+                return out""")
+        want = {"accepted": expected["accepted"], "delivered": expected["provider_accepted"], "opened": expected["opened"]}
+        deadline = time.time() + 30
+        while True:
+            driver.execute_script("location.hash = 'compose'")
+            time.sleep(0.2)
+            driver.execute_script("location.hash = 'notifications'")
+            try:
+                until(lambda: hour_sums() == want, "the hours chart", timeout=3)
+                break
+            except AssertionError:
+                if time.time() > deadline:
+                    raise AssertionError(f"the hours chart shows {hour_sums()}, expected {want}")
+        # An empty list or a missing button is left out, not written as "null".
+        assert "null" not in [line.strip() for line in driver.find_element(By.TAG_NAME, "main").text.split("\n")]
+        permissions = driver.find_element(By.ID, "insights-permissions").text
+        for name, n in app_view["permissions"].items():
+            assert f"{name} {n}" in permissions, permissions
+        assert "No failures" in driver.find_element(By.ID, "insights-failures").text
+        driver.execute_script("document.getElementById('notifications-title').scrollIntoView()")
+        time.sleep(0.2)
+        driver.save_screenshot(os.path.join(shots, "insights-light-desktop.png"))
+        driver.get(base + "/console#n/" + notification)
+        until(lambda: chart_counts() == expected, "the funnel chart again")
 
     step("screenshots: light and dark, desktop and phone")
     driver.execute_script("document.getElementById('notification-title').scrollIntoView()")

@@ -1,14 +1,14 @@
 // ---------------------------------------------------------------------------------------------------------------
 // The app: credentials and keys; a new app (admin key)
 
-import { $, api, el, errorText, state } from "./core.js";
+import { $, fill, api, el, errorText, state } from "./core.js";
 import { route } from "./session.js";
 import { field } from "./compose.js";
 
 export async function renderApp() {
   const box = $("app-body");
   if (!state.app) {
-    if (!state.admin) { box.replaceChildren(el("p", { text: "This key has no app." })); return; }
+    if (!state.admin) { fill(box, el("p", { text: "This key has no app." })); return; }
     const form = el("form", { class: "card narrow", id: "create-app" },
       el("h3", { text: "Create an app" }),
       el("label", { for: "new-name", text: "Name" }), el("input", { id: "new-name", required: true }),
@@ -20,10 +20,10 @@ export async function renderApp() {
       if (r.status !== 201) { $("create-error").textContent = errorText(r); return; }
       state.app = r.json.app; state.appID = r.json.app.id;
       sessionStorage.setItem("richpush.app", state.appID);
-      box.replaceChildren(el("div", { class: "card" }, el("p", { text: "The app's first API key, shown once (only its hash is kept):" }), el("p", { class: "secret", text: r.json.api_key }),
+      fill(box, el("div", { class: "card" }, el("p", { text: "The app's first API key, shown once (only its hash is kept):" }), el("p", { class: "secret", text: r.json.api_key }),
         el("button", { type: "button", text: "Continue", onclick: () => { location.hash = "app"; route(); } })));
     });
-    box.replaceChildren(form);
+    fill(box, form);
     return;
   }
   const app = state.app;
@@ -81,5 +81,5 @@ export async function renderApp() {
     $("keys").append(el("p", { text: `The new key (${k.json.id}), shown once:` }), el("p", { class: "secret", text: k.json.api_key }));
   });
   keys.append(make);
-  box.replaceChildren(el("div", { class: "card" }, el("h3", { text: app.name }), el("p", { text: `${app.id} · bundle id ${app.bundle_id}${app.fcm_project_id ? " · FCM project " + app.fcm_project_id : ""}` })), credentials, fcm, keys);
+  fill(box, el("div", { class: "card" }, el("h3", { text: app.name }), el("p", { text: `${app.id} · bundle id ${app.bundle_id}${app.fcm_project_id ? " · FCM project " + app.fcm_project_id : ""}` })), credentials, fcm, keys);
 }

@@ -1,7 +1,7 @@
 // ---------------------------------------------------------------------------------------------------------------
 // Compose: the message and audience from the form
 
-import { $, api, debounce, el, errorText, number, state } from "./core.js";
+import { $, fill, api, debounce, el, errorText, number, state } from "./core.js";
 import { render } from "./preview.js";
 
 export const field = (id) => $(id).value.trim();
@@ -105,9 +105,9 @@ export function markIssues(issues) {
     rest.push(issue);
   });
   const ul = $("issues");
-  ul.replaceChildren(...rest.map((i) => el("li", { class: i.severity === "warning" ? "sev-warning" : "sev-error" },
+  fill(ul, ...rest.map((i) => el("li", { class: i.severity === "warning" ? "sev-warning" : "sev-error" },
     `${i.severity === "warning" ? "Warning" : "Error"}: ${i.path ? i.path + " — " : ""}${i.message}${i.rule ? " [" + i.rule + "]" : ""}`)));
-  if (!rest.length) ul.replaceChildren(el("li", { class: "ok", text: "No problems found: ready to send." }));
+  if (!rest.length) fill(ul, el("li", { class: "ok", text: "No problems found: ready to send." }));
 }
 
 export let lastDryRun = null;
@@ -168,10 +168,10 @@ export function checkSoon() {
 export const preflight = debounce(async () => {
   const url = field("f-media");
   const ul = $("preflight");
-  if (!url) { ul.replaceChildren(); return; }
-  ul.replaceChildren(el("li", { text: "Checking the media…" }));
+  if (!url) { fill(ul); return; }
+  fill(ul, el("li", { text: "Checking the media…" }));
   const r = await api("POST", "/v1/media/check", { url });
-  if (r.status !== 200) { ul.replaceChildren(el("li", { class: "sev-error", text: errorText(r) })); return; }
+  if (r.status !== 200) { fill(ul, el("li", { class: "sev-error", text: errorText(r) })); return; }
   const result = (r.json.results || [])[0] || {};
   const items = [];
   const size = result.bytes ? ` of ${number(Math.max(1, Math.round(result.bytes / 1024)))} KB` : "";
@@ -182,14 +182,14 @@ export const preflight = debounce(async () => {
   if (result.android === "ok") items.push(el("li", { class: "ok", text: "Android shows it." }));
   else if (result.android) items.push(el("li", { class: "sev-warning", text: `Android does not show it: ${result.android.message} [${result.android.rule}]` }));
   if (result.rehost_reason) items.push(el("li", { text: `The server will host it itself (${result.rehost_reason}).` }));
-  ul.replaceChildren(...items);
+  fill(ul, ...items);
 }, 400);
 
 export async function upload(file) {
   const ul = $("preflight");
-  ul.replaceChildren(el("li", { text: `Uploading ${file.name}…` }));
+  fill(ul, el("li", { text: `Uploading ${file.name}…` }));
   const r = await api("POST", "/v1/media", file, { raw: true, headers: { "Content-Type": file.type || "application/octet-stream" } });
-  if (r.status !== 201 && r.status !== 200) { ul.replaceChildren(el("li", { class: "sev-error", text: `${file.name}: ${errorText(r)}` })); return; }
+  if (r.status !== 201 && r.status !== 200) { fill(ul, el("li", { class: "sev-error", text: `${file.name}: ${errorText(r)}` })); return; }
   $("f-media").value = r.json.url;
   preflight();
   checkSoon();

@@ -41,3 +41,8 @@ export function el(tag, attrs = {}, ...children) {
 
 export const debounce = (fn, ms) => { let t; return (...a) => { clearTimeout(t); t = setTimeout(() => fn(...a), ms); }; };
 export const number = (n) => new Intl.NumberFormat().format(n);
+
+/** Replaces a node's children, leaving out those not there (null, undefined, false): `cond ? el(…) : null`. */
+export function fill(node, ...children) {
+  node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined && c !== false));
+}

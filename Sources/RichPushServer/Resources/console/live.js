@@ -1,7 +1,7 @@
 // ---------------------------------------------------------------------------------------------------------------
 // A Live Activity series: states composed one by one, previewed, then sent in order and followed
 
-import { $, api, el, errorText, state } from "./core.js";
+import { $, fill, api, el, errorText, state } from "./core.js";
 import { buildSend, markIssues } from "./compose.js";
 import { liveCard } from "./preview.js";
 import { followUntilDone } from "./send.js";
@@ -15,7 +15,7 @@ function describe(body) {
 }
 
 function show() {
-  $("live-series").replaceChildren(...series.map((body, i) => el("li", { "data-event": body.live_activity.event },
+  fill($("live-series"), ...series.map((body, i) => el("li", { "data-event": body.live_activity.event },
     el("span", { text: describe(body) }), " ",
     el("button", { type: "button", class: "quiet", onclick: () => preview(i), text: "Preview" }), " ",
     el("button", { type: "button", class: "quiet", onclick: () => { series.splice(i, 1); show(); }, text: "Remove" }))));
@@ -25,17 +25,17 @@ function show() {
 // The state as the Lock Screen would show it, in the iOS panel.
 function preview(i) {
   const body = series[i];
-  $("panel-ios").replaceChildren(liveCard(body, body.title, body.body, null, state.app ? state.app.name : "App"));
+  fill($("panel-ios"), liveCard(body, body.title, body.body, null, state.app ? state.app.name : "App"));
   $("tab-ios").click();
 }
 
 export function addState() {
   const { body, local } = buildSend();
   if (local.length) { markIssues(local.map((i) => ({ ...i, severity: "error" }))); return; }
-  if (!body.live_activity) { $("live-result").replaceChildren(el("p", { class: "sev-error", text: "Choose an event (start, update or end) first." })); return; }
+  if (!body.live_activity) { fill($("live-result"), el("p", { class: "sev-error", text: "Choose an event (start, update or end) first." })); return; }
   delete body.send_at; delete body.spread_seconds;
   series.push(body);
-  $("live-result").replaceChildren();
+  fill($("live-result"));
   show();
 }
 
@@ -43,7 +43,7 @@ export function addState() {
 export async function sendSeries() {
   const out = $("live-result");
   const rows = series.map((body) => el("li", { "data-event": body.live_activity.event, text: `${describe(body)}: sending…` }));
-  out.replaceChildren(el("ol", { id: "live-outcomes" }, ...rows));
+  fill(out, el("ol", { id: "live-outcomes" }, ...rows));
   $("live-send").disabled = true;
   const ids = [];
   for (const [i, body] of series.entries()) {

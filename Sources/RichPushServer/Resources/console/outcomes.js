@@ -2,7 +2,7 @@
 // A notification's outcomes and funnel, updated live from the server's event stream (no polling: the server reads
 // the numbers once per turn for every watcher)
 
-import { $, api, debounce, el, errorText, number, state } from "./core.js";
+import { $, fill, api, debounce, el, errorText, number, state } from "./core.js";
 
 export let following = null;
 let reading = null;
@@ -10,7 +10,7 @@ const SVG = "http://www.w3.org/2000/svg";
 const shortNames = { provider_accepted: "By the service", received: "On the device" };
 const stageNames = { accepted: "Accepted", sent: "Sent", provider_accepted: "Accepted by the service", received: "Received on the device", media_shown: "Media shown", opened: "Opened" };
 
-function svg(tag, attrs = {}, ...children) {
+export function svg(tag, attrs = {}, ...children) {
   const node = document.createElementNS(SVG, tag);
   for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null) node.setAttribute(k, v);
   for (const c of children.flat()) if (c) node.append(c instanceof Node ? c : document.createTextNode(String(c)));
@@ -81,6 +81,36 @@ export function opensChart(buckets, width = 600) {
   return chart;
 }
 
+/** An app's hours from `from` to `to` (the starts of the first and the last, in seconds): per hour, three bars side
+ * by side (accepted, delivered by the service, opened); an hour without any is an empty slot. */
+export function hoursChart(hours, width = 600, from = null, to = null) {
+  const height = 150, pad = 22, kinds = ["accepted", "delivered", "opened"];
+  const total = (k) => hours.reduce((a, h) => a + (h[k] || 0), 0);
+  const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart hours", role: "img", id: "hours-chart",
+    "aria-label": hours.length ? kinds.map((k) => `${number(total(k))} ${k}`).join(", ") + ` over ${hours.length} hours` : "Nothing in these hours" });
+  chart.append(svg("line", { x1: 0, y1: height - pad, x2: width, y2: height - pad, class: "axis" }));
+  if (!hours.length) return chart;
+  const first = Math.min(from ?? hours[0].hour, hours[0].hour), last = Math.max(to ?? 0, hours[hours.length - 1].hour);
+  const spans = Math.max(1, (last - first) / 3600 + 1);
+  const slot = width / spans, w = Math.max(1, slot / 3 - 1);
+  const top = Math.max(1, ...hours.map((h) => Math.max(...kinds.map((k) => h[k] || 0))));
+  for (const h of hours) {
+    const x0 = ((h.hour - first) / 3600) * slot;
+    const g = svg("g", { class: "hour", "data-hour": String(h.hour) }, svg("title", {},
+      `${new Date(h.hour * 1000).toLocaleString([], { weekday: "short", hour: "2-digit", minute: "2-digit" })}: ` + kinds.map((k) => `${number(h[k] || 0)} ${k}`).join(", ")));
+    kinds.forEach((k, i) => {
+      const v = h[k] || 0, bh = ((height - pad - 8) * v) / top;
+      g.append(svg("rect", { x: (x0 + i * (w + 1)).toFixed(1), y: (height - pad - bh).toFixed(1), width: w.toFixed(1), height: bh.toFixed(1), class: `bar hours-${k}`, "data-kind": k, "data-count": String(v) }));
+    });
+    chart.append(g);
+  }
+  const time = (t) => new Date(t * 1000).toLocaleString([], { weekday: "short", hour: "2-digit", minute: "2-digit" });
+  chart.append(svg("text", { x: 0, y: height - 6, class: "chart-label small" }, time(first)));
+  chart.append(svg("text", { x: width, y: height - 6, class: "chart-label small end" }, time(last)));
+  chart.append(svg("text", { x: 2, y: 12, class: "chart-label small" }, `highest: ${number(top)}`));
+  return chart;
+}
+
 /** Reads `text/event-stream` from a fetch (EventSource cannot send the key), calling `onEvent` with each event's data. */
 async function readEvents(path, onEvent, isCurrent) {
   reading = new AbortController();
@@ -127,14 +157,15 @@ export async function openNotification(id) {
     const failed = {};
     for (const s of funnel.stages || []) if (s.stage === "provider_accepted") Object.assign(failed, s.drops || {});
     const width = Math.max(300, Math.min(720, (box.clientWidth || 640) - 40));
-    box.replaceChildren(
+    fill(box, 
       el("p", { class: "note", text: `Notification ${n.id}` }),
       el("div", { class: "counts", id: "counts" }, ["queued", "leased", "delivered", "failed", "pruned", "expired", "superseded"].map((s) =>
         el("div", { class: "count", "data-state": s }, el("b", { text: number(c[s] || 0) }), s))),
       el("p", { text: `${number(n.total || 0)} deliver${n.total === 1 ? "y" : "ies"} in all.` + (Object.keys(failed).length ? ` Not delivered, by reason: ${Object.entries(failed).map(([r, k]) => `${r} ${k}`).join(", ")}.` : "") }),
       el("h3", { text: "Funnel" }),
       funnelChart(funnel, width),
-      el("p", { id: "funnel-notes", class: "note", text: `Dismissed: ${number(funnel.dismissed || 0)}.` + (Object.keys(funnel.actions || {}).length ? ` Opened by: ${Object.entries(funnel.actions).map(([a, k]) => `${a === "default" ? "the notification" : a} ${k}`).join(", ")}.` : "") }),
+      el("p", { id: "funnel-notes", class: "note", text: `Dismissed: ${number(funnel.dismissed || 0)}.` + (Object.keys(funnel.actions || {}).length ? ` Opened by: ${Object.entries(funnel.actions).map(([a, k]) => `${a === "default" ? "the notification" : a} ${k}`).join(", ")}.` : "")
+        + (Object.keys(funnel.links || {}).length ? ` Deep links followed: ${Object.entries(funnel.links).sort((a, b) => b[1] - a[1]).map(([l, k]) => `${l} ${k}`).join(", ")}.` : "") }),
       el("h3", { text: "While you watched" }),
       timeChart(n.series || [], width),
       el("p", { class: "legend note" }, el("span", { class: "key line-sent" }), " sent ", el("span", { class: "key line-delivered" }), " accepted by the service ",
@@ -165,7 +196,7 @@ export async function openNotification(id) {
     if (following !== token) return;
     if (r.status !== 200 && r.status !== 0) {
       if (r.status === 429) { await new Promise((resolve) => setTimeout(resolve, 5000)); continue; }
-      box.replaceChildren(el("p", { class: "sev-error", text: errorText(r) }));
+      fill(box, el("p", { class: "sev-error", text: errorText(r) }));
       return;
     }
     // The stream ended (the server restarted): look again shortly.

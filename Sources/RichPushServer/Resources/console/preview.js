@@ -1,7 +1,7 @@
 // ---------------------------------------------------------------------------------------------------------------
 // Previews: what each device will show, from the message as it would be sent
 
-import { $, el, number, state } from "./core.js";
+import { $, fill, el, number, state } from "./core.js";
 
 export function imageOf(sent) {
   const media = sent && sent.media;
@@ -36,7 +36,7 @@ export function render(message, dry) {
   // A Live Activity: the Lock Screen's card instead of a notification (on Android and the web, the notification
   // below, replaced by each state).
   if (sent.live_activity) {
-    $("panel-ios").replaceChildren(liveCard(sent, title, body, chart, app));
+    fill($("panel-ios"), liveCard(sent, title, body, chart, app));
     renderOthers(sent, dry, { title, subtitle, body, shown, app });
     return;
   }
@@ -44,7 +44,7 @@ export function render(message, dry) {
   // iOS: the first attachment is the thumbnail collapsed and the picture expanded; a chart is drawn by the
   // extension with the same renderer as the server's PNG.
   const ios = $("panel-ios");
-  ios.replaceChildren(
+  fill(ios, 
     el("div", { class: "device" },
       el("p", { class: "clock", text: "9:41" }),
       notificationCard({ title, subtitle, body, thumb: shown, collapsed: true, app }),
@@ -81,7 +81,7 @@ export function liveCard(sent, title, body, chart, app) {
 
 function renderOthers(sent, dry, { title, subtitle, body, shown, app }) {
   const android = $("panel-android");
-  android.replaceChildren(el("div", { class: "device android" },
+  fill(android, el("div", { class: "device android" },
     el("p", { class: "clock", text: "9:41" }),
     notificationCard({ title, body, thumb: shown, collapsed: true, app }),
     el("p", { class: "caption", text: "Collapsed" }),
@@ -95,7 +95,7 @@ function renderOthers(sent, dry, { title, subtitle, body, shown, app }) {
   const w = webMessage || { title, body, image: shown };
   const site = webMessage && webMessage.navigate ? new URL(webMessage.navigate).host : location.host;
   const web = $("panel-web");
-  web.replaceChildren(
+  fill(web, 
     el("div", { class: "device web" },
       notificationCard({ title: w.title, body: w.body, big: w.image, collapsed: false, app: site }),
       el("p", { class: "caption", text: "Where the browser shows the image option" }),
@@ -108,7 +108,7 @@ function renderOthers(sent, dry, { title, subtitle, body, shown, app }) {
 
   const tag = (dry && dry.message && dry.message.id) || "";
   const sentPanel = $("panel-sent");
-  sentPanel.replaceChildren(
+  fill(sentPanel, 
     requests.apns ? el("h4", { text: `APNs: POST ${requests.apns.path} (${number(requests.apns.bytes)} bytes)` }) : null,
     requests.apns ? el("pre", { id: "sent-apns", "data-dry-run": tag, text: JSON.stringify({ headers: requests.apns.headers, payload: requests.apns.payload }, null, 2) }) : null,
     requests.fcm ? el("h4", { text: `FCM: POST ${requests.fcm.path} (${number(requests.fcm.bytes)} bytes)` }) : null,
@@ -130,5 +130,5 @@ function renderOthers(sent, dry, { title, subtitle, body, shown, app }) {
     gauges.push(gauge(`FCM message${topic ? " (topic)" : ""}`, requests.fcm.bytes, topic ? 2048 : 4096));
   }
   if (requests.webpush) gauges.push(gauge("Web Push payload", requests.webpush.bytes, 3993));
-  $("gauges").replaceChildren(...gauges);
+  fill($("gauges"), ...gauges);
 }

@@ -1,7 +1,7 @@
 // ---------------------------------------------------------------------------------------------------------------
 // Test send and send
 
-import { $, api, el, errorText, number, state } from "./core.js";
+import { $, fill, api, el, errorText, number, state } from "./core.js";
 import { buildSend, field, lastDryRun, markIssues } from "./compose.js";
 
 export const isAPNsToken = (t) => /^[0-9a-fA-F]{64,200}$/.test(t) && t.length % 2 === 0;
@@ -24,22 +24,22 @@ export async function followUntilDone(id, onUpdate, seconds = 20) {
 export async function testSend() {
   const out = $("test-result");
   const token = field("f-test-token");
-  if (!token) { out.replaceChildren(el("p", { class: "sev-error", text: "Give a device token to send the test to." })); $("f-test-token").focus(); return; }
+  if (!token) { fill(out, el("p", { class: "sev-error", text: "Give a device token to send the test to." })); $("f-test-token").focus(); return; }
   const { body, local } = buildSend();
   if (local.length) { markIssues(local.map((i) => ({ ...i, severity: "error" }))); return; }
   delete body.send_at; delete body.spread_seconds;
   // A browser is registered by its subscription: its token (endpoint#keys) is sent to as a registered device.
   body.audience = isWebToken(token) ? { tokens: [token] }
     : isAPNsToken(token) ? { apns_tokens: [token.toLowerCase()] } : { fcm_tokens: [token] };
-  out.replaceChildren(el("p", { text: "Sending the test…" }));
+  fill(out, el("p", { text: "Sending the test…" }));
   const r = await api("POST", `/v1/apps/${encodeURIComponent(state.appID)}/notifications`, body);
-  if (r.status !== 202) { out.replaceChildren(el("p", { class: "sev-error", text: errorText(r) })); return; }
+  if (r.status !== 202) { fill(out, el("p", { class: "sev-error", text: errorText(r) })); return; }
   const id = r.json.id;
-  const done = await followUntilDone(id, (n) => out.replaceChildren(el("p", { text: `Test ${id.slice(0, 8)}…: ${JSON.stringify(n.counts)}` })));
+  const done = await followUntilDone(id, (n) => fill(out, el("p", { text: `Test ${id.slice(0, 8)}…: ${JSON.stringify(n.counts)}` })));
   const delivery = done && (done.deliveries || [])[0];
   const lines = [el("p", { id: "test-outcome", class: delivery && delivery.state === "delivered" ? "ok" : "sev-error",
     text: delivery ? `${providerNames[delivery.provider] || delivery.provider}: ${delivery.state}${delivery.reason ? " (" + delivery.reason + ")" : ""}` : "No outcome yet." })];
-  out.replaceChildren(...lines);
+  fill(out, ...lines);
   if (!(state.sandbox && delivery && delivery.provider === "apns" && delivery.state === "delivered")) return;
   // In sandbox mode the simulated iPhone runs the device library on what the APNs emulator received.
   out.append(el("p", { text: "The simulated iPhone is processing it…" }));

@@ -4,7 +4,7 @@
 import { $, api, errorText, state } from "./core.js";
 import { checkSoon } from "./compose.js";
 import { openNotification } from "./outcomes.js";
-import { listNotifications, searchDevices } from "./lists.js";
+import { appInsights, listNotifications, searchDevices } from "./lists.js";
 import { renderApp } from "./app.js";
 
 export async function signIn(key, appID) {
@@ -48,7 +48,7 @@ export async function route() {
   const view = ["compose", "notifications", "devices", "app"].includes(hash) ? hash : "compose";
   show(view);
   if (view === "compose") checkSoon();
-  if (view === "notifications") listNotifications();
+  if (view === "notifications") { appInsights(); listNotifications(); }
   if (view === "devices") searchDevices();
   if (view === "app") renderApp();
 }
