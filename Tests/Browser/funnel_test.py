@@ -87,6 +87,18 @@ try:
     assert delivered == expected["provider_accepted"], delivered
     notes = driver.find_element(By.ID, "funnel-notes").text
     assert "Dismissed" in notes, notes
+    step("the deliveries, 100 at a time")
+    def shown_targets():
+        return driver.execute_script("return [...document.querySelectorAll('#deliveries tbody tr td:first-child')].map((t) => t.textContent)")
+    until(lambda: len(shown_targets()) == 100, "the first 100 deliveries")
+    first_page = shown_targets()
+    driver.find_element(By.ID, "deliveries-next").click()
+    until(lambda: "101 to 200" in driver.find_element(By.CSS_SELECTOR, "#deliveries caption").text, "the next 100")
+    second_page = shown_targets()
+    assert len(second_page) == 100 and not set(first_page) & set(second_page), (first_page[:3], second_page[:3])
+    driver.find_element(By.ID, "deliveries-back").click()
+    until(lambda: shown_targets() == first_page, "the first 100 again")
+
     if app_view.get("link"):
         until(lambda: app_view["link"] in driver.find_element(By.ID, "funnel-notes").text, "the deep link's opens in the notes")
 

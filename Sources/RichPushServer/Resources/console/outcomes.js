@@ -151,6 +151,9 @@ export async function openNotification(id) {
   let latest = null;
   let deliveries = [];
   let listedAt = 0;
+  // The page of deliveries shown: 100 at a time, after the delivery id that ended the page before.
+  const pages = [0];
+  let nextAfter = null;
   const draw = (n) => {
     const c = n.counts || {};
     const funnel = n.funnel || { stages: [] };
@@ -172,15 +175,24 @@ export async function openNotification(id) {
         el("span", { class: "key line-received" }), " received ", el("span", { class: "key line-opened" }), " opened"),
       el("h3", { text: "Opens, per 10 minutes" }),
       opensChart(n.opens_over_time || [], width),
-      el("table", {}, el("caption", { text: "The first 100 deliveries" }), el("thead", {}, el("tr", {}, ["Target", "Provider", "State", "Reason", "Attempts"].map((h) => el("th", { text: h })))),
-        el("tbody", {}, deliveries.map((d) => el("tr", {}, el("td", { text: d.target }), el("td", { text: d.provider }), el("td", { text: d.state }), el("td", { text: d.reason || "" }), el("td", { class: "num", text: d.attempts })))))
+      el("table", { id: "deliveries" }, el("caption", { text: `Deliveries ${number((pages.length - 1) * 100 + 1)} to ${number((pages.length - 1) * 100 + deliveries.length)}` }),
+        el("thead", {}, el("tr", {}, ["Target", "Provider", "State", "Reason", "Attempts"].map((h) => el("th", { text: h })))),
+        el("tbody", {}, deliveries.map((d) => el("tr", {}, el("td", { text: d.target }), el("td", { text: d.provider }), el("td", { text: d.state }), el("td", { text: d.reason || "" }), el("td", { class: "num", text: d.attempts }))))),
+      el("div", { class: "row" },
+        pages.length > 1 ? el("button", { type: "button", id: "deliveries-back", text: "Previous 100", onclick: () => turn(-1) }) : null,
+        nextAfter !== null ? el("button", { type: "button", id: "deliveries-next", text: "Next 100", onclick: () => turn(1) }) : null)
     );
   };
   const list = async () => {
     // One small page, now and then: the numbers come from the stream.
     listedAt = Date.now();
-    const r = await api("GET", `/v1/apps/${encodeURIComponent(state.appID)}/notifications/${encodeURIComponent(id)}?limit=100`);
-    if (r.status === 200) deliveries = r.json.deliveries || [];
+    const r = await api("GET", `/v1/apps/${encodeURIComponent(state.appID)}/notifications/${encodeURIComponent(id)}?limit=100&after=${pages[pages.length - 1]}`);
+    if (r.status === 200) { deliveries = r.json.deliveries || []; nextAfter = r.json.next_after ?? null; }
+  };
+  const turn = async (step) => {
+    if (step > 0 && nextAfter !== null) pages.push(nextAfter); else if (step < 0 && pages.length > 1) pages.pop();
+    await list();
+    if (following === token && latest) draw(latest);
   };
   // The charts are drawn at the width they are shown at: again when the window changes.
   window.onresize = debounce(() => { if (following === token && latest) draw(latest); }, 150);
