@@ -248,6 +248,25 @@ try:
     until(lambda: driver.find_element(By.CSS_SELECTOR, '#counts [data-state="delivered"] b').text == "1", "delivered 1", timeout=60)
     driver.save_screenshot(os.path.join(shots, "outcomes.png"))
 
+    step("update it in place: the next version goes to the same device and is followed to delivered")
+    first_url = driver.current_url
+    by_id("update-in-place").click()
+    until(lambda: by_id("updating").is_displayed() and by_id("send").text == "Send the update", "the update banner")
+    assert first_url.split("#n/")[-1] in by_id("updating-text").text, by_id("updating-text").text
+    typed("f-title", "Sale: the last hours")
+    by_id("send").click()
+    alert = WebDriverWait(driver, 10).until(lambda d: d.switch_to.alert)
+    assert "next version" in alert.text, alert.text
+    alert.accept()
+    until(lambda: driver.current_url != first_url and driver.current_url.split("#")[-1].startswith("n/"), "the update's page")
+    until(lambda: driver.find_element(By.CSS_SELECTOR, '#counts [data-state="delivered"] b').text == "1", "the update delivered", timeout=60)
+    until(lambda: "version 1, the newest 1" in by_id("notification-version").text, "the version shown")
+    driver.execute_script("document.getElementById('notification-title').scrollIntoView()")
+    time.sleep(0.2)
+    driver.save_screenshot(os.path.join(shots, "update-in-place.png"))
+    driver.get(base + "/console#compose")
+    until(lambda: not by_id("updating").is_displayed() and by_id("send").text == "Send", "the compose form back to new sends")
+
     step("the sent list holds both notifications")
     driver.get(base + "/console#notifications")
     until(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#notifications-list tbody tr")) >= 2, "the list")

@@ -5,7 +5,7 @@
 // Wiring
 
 import { $, state } from "./core.js";
-import { route, signIn, signOut } from "./session.js";
+import { route, showUpdating, signIn, signOut } from "./session.js";
 import { checkSoon, field, preflight, upload } from "./compose.js";
 import { send, testSend } from "./send.js";
 import { addState, sendSeries } from "./live.js";
@@ -31,6 +31,7 @@ function wire() {
   compose.addEventListener("submit", (e) => e.preventDefault());
   $("test-send").addEventListener("click", testSend);
   $("send").addEventListener("click", send);
+  $("updating-cancel").addEventListener("click", () => { state.updating = null; showUpdating(); });
   $("live-add").addEventListener("click", addState);
   $("live-send").addEventListener("click", sendSeries);
   const drop = $("drop");

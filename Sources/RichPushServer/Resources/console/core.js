@@ -2,7 +2,8 @@
 
 
 export const $ = (id) => document.getElementById(id);
-export const state = { key: sessionStorage.getItem("richpush.key"), appID: sessionStorage.getItem("richpush.app"), app: null, admin: false, sandbox: false };
+// `updating`: the notification (its first version's id) the next send updates in place, or null.
+export const state = { key: sessionStorage.getItem("richpush.key"), appID: sessionStorage.getItem("richpush.app"), app: null, admin: false, sandbox: false, updating: null };
 
 // ---------------------------------------------------------------------------------------------------------------
 // The API

@@ -154,6 +154,8 @@ export async function openNotification(id) {
   // The page of deliveries shown: 100 at a time, after the delivery id that ended the page before.
   const pages = [0];
   let nextAfter = null;
+  // Its family when it was updated in place: the first version's id, its version and the newest.
+  let family = null;
   const draw = (n) => {
     const c = n.counts || {};
     const funnel = n.funnel || { stages: [] };
@@ -161,7 +163,8 @@ export async function openNotification(id) {
     for (const s of funnel.stages || []) if (s.stage === "provider_accepted") Object.assign(failed, s.drops || {});
     const width = Math.max(300, Math.min(720, (box.clientWidth || 640) - 40));
     fill(box, 
-      el("p", { class: "note", text: `Notification ${n.id}` }),
+      el("p", { class: "note", id: "notification-version", text: `Notification ${n.id}` + (family ? ` · version ${family.version}, the newest ${family.latest_version} (the first: ${family.root_id})` : "") }),
+      el("button", { type: "button", id: "update-in-place", class: "quiet", text: "Update it in place", onclick: () => { state.updating = { id: (family && family.root_id) || n.id }; location.hash = "compose"; } }),
       el("div", { class: "counts", id: "counts" }, ["queued", "leased", "delivered", "failed", "pruned", "expired", "superseded"].map((s) =>
         el("div", { class: "count", "data-state": s }, el("b", { text: number(c[s] || 0) }), s))),
       el("p", { text: `${number(n.total || 0)} deliver${n.total === 1 ? "y" : "ies"} in all.` + (Object.keys(failed).length ? ` Not delivered, by reason: ${Object.entries(failed).map(([r, k]) => `${r} ${k}`).join(", ")}.` : "") }),
@@ -187,7 +190,10 @@ export async function openNotification(id) {
     // One small page, now and then: the numbers come from the stream.
     listedAt = Date.now();
     const r = await api("GET", `/v1/apps/${encodeURIComponent(state.appID)}/notifications/${encodeURIComponent(id)}?limit=100&after=${pages[pages.length - 1]}`);
-    if (r.status === 200) { deliveries = r.json.deliveries || []; nextAfter = r.json.next_after ?? null; }
+    if (r.status === 200) {
+      deliveries = r.json.deliveries || []; nextAfter = r.json.next_after ?? null;
+      family = r.json.root_id ? { root_id: r.json.root_id, version: r.json.version, latest_version: r.json.latest_version } : null;
+    }
   };
   const turn = async (step) => {
     if (step > 0 && nextAfter !== null) pages.push(nextAfter); else if (step < 0 && pages.length > 1) pages.pop();

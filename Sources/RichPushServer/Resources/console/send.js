@@ -71,6 +71,7 @@ export function simulated(report) {
 export async function send() {
   const { body, local } = buildSend();
   if (local.length) { markIssues(local.map((i) => ({ ...i, severity: "error" }))); return; }
+  if (state.updating) { await sendUpdate(body); return; }
   // Nothing goes out to an audience the sender has not seen counted.
   const d = lastDryRun && lastDryRun.deliveries;
   const reach = d ? Object.values(d).reduce((a, b) => a + (Number(b) || 0), 0) : null;
@@ -82,5 +83,19 @@ export async function send() {
   $("send").disabled = false;
   if (r.status !== 202) { $("send-error").textContent = errorText(r); return; }
   $("send-error").textContent = "";
+  location.hash = `n/${r.json.id}`;
+}
+
+/** The composed message as the next version of `state.updating`: to the devices the first version went to. */
+async function sendUpdate(body) {
+  const root = state.updating.id;
+  for (const k of ["audience", "send_at", "spread_seconds", "dry_run"]) delete body[k];
+  if (!confirm(`Send this as the next version of ${root}, to every device it went to?`)) return;
+  $("send").disabled = true;
+  const r = await api("POST", `/v1/apps/${encodeURIComponent(state.appID)}/notifications/${encodeURIComponent(root)}/updates`, body, { headers: { "Idempotency-Key": crypto.randomUUID() } });
+  $("send").disabled = false;
+  if (r.status !== 202) { $("send-error").textContent = errorText(r); return; }
+  $("send-error").textContent = "";
+  state.updating = null;
   location.hash = `n/${r.json.id}`;
 }

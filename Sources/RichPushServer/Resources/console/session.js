@@ -40,6 +40,14 @@ export function show(view) {
   $("who").textContent = state.key ? `${state.app ? state.app.name + " (" + state.app.id + ")" : "no app yet"} · ${state.admin ? "admin key" : "app key"}${state.sandbox ? " · sandbox" : ""}` : "";
 }
 
+/** In the compose view, whether the next send is an update in place of a notification sent before. */
+export function showUpdating() {
+  const u = state.updating;
+  $("updating").hidden = !u;
+  $("send").textContent = u ? "Send the update" : "Send";
+  if (u) $("updating-text").textContent = `Updating notification ${u.id} in place: the message below goes as its next version to the devices it went to, and replaces what they show (it needs the first version's collapse id). The audience and the timing below are not used.`;
+}
+
 export async function route() {
   const hash = location.hash.slice(1);
   if (!state.key) { show("signin"); $("signin-key").focus(); return; }
@@ -47,7 +55,7 @@ export async function route() {
   if (hash.startsWith("n/")) { show("notification"); openNotification(hash.slice(2)); return; }
   const view = ["compose", "notifications", "devices", "app"].includes(hash) ? hash : "compose";
   show(view);
-  if (view === "compose") checkSoon();
+  if (view === "compose") { showUpdating(); checkSoon(); }
   if (view === "notifications") { appInsights(); listNotifications(); }
   if (view === "devices") searchDevices();
   if (view === "app") renderApp();
