@@ -12,9 +12,9 @@ import FoundationNetworking
 
 /// The app's side of RichPush: asks permission and tells the server where it stands, registers the device with the
 /// server (token, user, tags, locale), and reports what people did with notifications (opened, with the action
-/// chosen and the deep link followed, or dismissed). Reports wait in
-/// a file while the device is offline and go when ``flush()`` next reaches the server; each is idempotent (a
-/// registration is an upsert, an open counts once per delivery), so a report sent twice counts once.
+/// chosen and the deep link followed, or dismissed). Reports wait in a file while the device is offline and go when
+/// ``flush()`` next reaches the server; each is idempotent (a registration is an upsert, an open counts once per
+/// delivery), so a report sent twice counts once.
 ///
 /// ```swift
 /// let push = RichPushApp(configuration: .init(server: URL(string: "https://push.example.com")!, appID: "app_…",

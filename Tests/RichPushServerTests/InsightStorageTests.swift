@@ -73,4 +73,30 @@ import Testing
         #expect(failures.map(\.0) == ["BadDeviceToken"] && failures.map(\.1) == [1])
         #expect(try await r.appHours(appID: "app", since: Date().addingTimeInterval(3600)).hours.isEmpty)
     }
+
+    /// Opens that each followed a link of their own (one per person) are read as the 20 most followed and the rest
+    /// as `other`, alike on every backend: 30 opens, 5 of them to one link, 24 to links of their own, 1 to none.
+    @Test(arguments: Kind.allCases)
+    func linksAreReadAsTheMostFollowedAndTheRest(_ kind: Kind) async throws {
+        let b = try await StorageBackendTests.make(kind)
+        let tokens = (0..<30).map { String(format: "%064x", 0x2E00 + $0) }
+        for t in tokens { try await b.registry.upsert(Device(appID: "app", token: t, platform: .ios)) }
+        let id = "links-\(kind)"
+        _ = try await b.intake.accept(StorageBackendTests.plan(id, .tokens(tokens))) { _ in .null }
+        let deliveries = try await b.queue.deliveries(notificationID: id)
+        #expect(deliveries.count == 30)
+        for (i, d) in deliveries.enumerated() {
+            // The last one opened without a link.
+            let link = i == 29 ? nil : i < 5 ? "shop://sale" : "shop://user/\(100 + i)"
+            let open = DeliveryOpen(deliveryID: d.id, notificationID: id, event: .opened, link: link)
+            #expect(try await b.receipts.recordOpen(open) == .recorded)
+        }
+        let summary = try await b.receipts.openSummary(notificationID: id)
+        #expect(summary.opened == 30)
+        #expect(summary.links.count == 21 && summary.links["shop://sale"] == 5)
+        // After the shared one, the others tie at 1 and come in link order: 105 to 123 shown, 124 to 128 the rest.
+        #expect(summary.links["shop://user/105"] == 1 && summary.links["shop://user/123"] == 1)
+        #expect(summary.links["shop://user/124"] == nil && summary.links["other"] == 5)
+        #expect(summary.links.values.reduce(0, +) == 29)
+    }
 }

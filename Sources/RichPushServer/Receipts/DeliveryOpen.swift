@@ -117,21 +117,23 @@ public struct OpenSummary: Sendable, Hashable {
         self.links = links
     }
 
-    /// From rows of (event, action or "", link or "", count), however many distinct actions and links they hold.
-    init(rows: [(String, String, String, Int)]) {
+    /// From rows of (event, action or "", count), however many distinct actions they hold, and the links: the
+    /// most followed with their counts (at most ``maxActions`` read) and how many opens named a link in all, so that
+    /// a send whose every open followed a link of its own (one per person) reads 20 rows, not one per open.
+    init(rows: [(String, String, Int)], topLinks: [(String, Int)] = [], linked: Int = 0) {
         var byAction: [String: Int] = [:]
-        var byLink: [String: Int] = [:]
-        for (event, action, link, n) in rows {
+        for (event, action, n) in rows {
             if event == DeliveryOpen.Event.dismissed.rawValue {
                 dismissed += n
             } else {
                 opened += n
                 byAction[action.isEmpty ? "default" : action, default: 0] += n
-                if !link.isEmpty { byLink[link, default: 0] += n }
             }
         }
         actions = Self.top(byAction)
-        links = Self.top(byLink)
+        for (link, n) in topLinks.prefix(Self.maxActions) { links[link, default: 0] += n }
+        let rest = linked - links.values.reduce(0, +)
+        if rest > 0 { links["other", default: 0] += rest }
     }
 
     /// The ``maxActions`` largest counts (ties by name), the rest summed under `other`.
@@ -199,11 +201,21 @@ enum OpenSQL {
         "SELECT count(*) FROM deliveries WHERE id = \(id) AND notification_id = \(notificationID)"
     }
 
-    /// Event, action ("" for none), link ("" for none) and count, per event, action and link.
+    /// Event, action ("" for none) and count, per event and action.
     static func summary(_ notificationID: String) -> SQL {
         """
-        SELECT event, COALESCE(action, ''), COALESCE(link, ''), count(*) FROM delivery_opens
-        WHERE notification_id = \(notificationID) GROUP BY event, action, link
+        SELECT event, COALESCE(action, ''), count(*) FROM delivery_opens WHERE notification_id = \(notificationID)
+        GROUP BY event, action
+        """
+    }
+
+    /// The links opens followed most (at most ``OpenSummary/maxActions``, ties by link), with their counts, and
+    /// on every row how many opens named a link in all.
+    static func links(_ notificationID: String) -> SQL {
+        """
+        SELECT link, count(*) AS n, (SELECT count(*) FROM delivery_opens WHERE notification_id = \(notificationID) AND link IS NOT NULL)
+        FROM delivery_opens WHERE notification_id = \(notificationID) AND link IS NOT NULL
+        GROUP BY link ORDER BY n DESC, link LIMIT \(OpenSummary.maxActions)
         """
     }
 

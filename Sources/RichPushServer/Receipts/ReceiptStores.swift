@@ -58,10 +58,13 @@ public final class SQLiteReceiptStore: ReceiptStore {
 
     public func openSummary(notificationID: String) async throws -> OpenSummary {
         try await pool.read { db in
-            OpenSummary(
+            let links = try Row.fetchAll(db, query: OpenSQL.links(notificationID))
+            return OpenSummary(
                 rows: try Row.fetchAll(db, query: OpenSQL.summary(notificationID)).map {
-                    ($0[0] as String, $0[1] as String, $0[2] as String, $0[3] as Int)
-                }
+                    ($0[0] as String, $0[1] as String, $0[2] as Int)
+                },
+                topLinks: links.map { ($0[0] as String, $0[1] as Int) },
+                linked: links.first.map { $0[2] as Int } ?? 0
             )
         }
     }
@@ -157,10 +160,15 @@ public final class PostgresReceiptStore: ReceiptStore {
     }
 
     public func openSummary(notificationID: String) async throws -> OpenSummary {
-        OpenSummary(
+        let links = try await db.rows(OpenSQL.links(notificationID).postgres).map {
+            try $0.decode((String, Int, Int).self)
+        }
+        return OpenSummary(
             rows: try await db.rows(OpenSQL.summary(notificationID).postgres).map {
-                try $0.decode((String, String, String, Int).self)
-            }
+                try $0.decode((String, String, Int).self)
+            },
+            topLinks: links.map { ($0.0, $0.1) },
+            linked: links.first?.2 ?? 0
         )
     }
 
@@ -260,11 +268,15 @@ public final class MemoryReceiptStore: ReceiptStore {
     }
 
     public func openSummary(notificationID: String) async throws -> OpenSummary {
-        // One row per open: the summary groups them as the databases' GROUP BY would.
-        OpenSummary(
-            rows: opens.withLockedValue { $0.values.filter { $0.notificationID == notificationID } }.map {
-                ($0.event.rawValue, $0.action ?? "", $0.link ?? "", 1)
-            }
+        // One row per open: the summary groups them as the databases' GROUP BY would; the links as their query.
+        let mine = opens.withLockedValue { $0.values.filter { $0.notificationID == notificationID } }
+        var byLink: [String: Int] = [:]
+        for o in mine { if let l = o.link { byLink[l, default: 0] += 1 } }
+        let top = byLink.sorted { ($0.value, $1.key) > ($1.value, $0.key) }.prefix(OpenSummary.maxActions)
+        return OpenSummary(
+            rows: mine.map { ($0.event.rawValue, $0.action ?? "", 1) },
+            topLinks: top.map { ($0.key, $0.value) },
+            linked: byLink.values.reduce(0, +)
         )
     }
 
