@@ -54,7 +54,12 @@ import FoundationNetworking
         var now: @Sendable () -> Date { { self.t.withLockedValue { $0 } } }
     }
 
-    func make(_ dir: URL, _ net: Network, _ clock: Clock) -> RichPushApp {
+    func make(
+        _ dir: URL,
+        _ net: Network,
+        _ clock: Clock,
+        center: UNUserNotificationCenter = .current()
+    ) -> RichPushApp {
         RichPushApp(
             configuration: .init(
                 server: URL(string: "https://push.example.com")!,
@@ -62,6 +67,7 @@ import FoundationNetworking
                 key: "rp_register",
                 directory: dir
             ),
+            center: center,
             transport: net.transport,
             now: clock.now
         )
@@ -198,20 +204,7 @@ import FoundationNetworking
         let center = UNUserNotificationCenter()
         center.standInAnswer = true
         let (net, clock) = (Network(), Clock())
-        func make() -> RichPushApp {
-            RichPushApp(
-                configuration: .init(
-                    server: URL(string: "https://push.example.com")!,
-                    appID: "app_1",
-                    key: "rp_register",
-                    directory: dir
-                ),
-                center: center,
-                transport: net.transport,
-                now: clock.now
-            )
-        }
-        var push = make()
+        var push = make(dir, net, clock, center: center)
         await push.register(token: "ab")
         #expect(await push.requestPermission() == .authorized)
         #expect(await push.flush().sent == 1)
@@ -221,13 +214,13 @@ import FoundationNetworking
         #expect(await push.pending == 0)
         // Turned off in Settings; the app is opened again and reads it.
         center.standInSet(.denied)
-        push = make()
+        push = make(dir, net, clock, center: center)
         await push.permission()
         #expect(await push.pending == 1)
         #expect(await push.flush().sent == 1)
         let registration = net.sent.withLockedValue { $0.last }
         #expect(registration?.body["permission"] == "denied" && registration?.body["token"] == "ab")
-        push = make()
+        push = make(dir, net, clock, center: center)
         await push.permission()
         #expect(await push.pending == 0)
 

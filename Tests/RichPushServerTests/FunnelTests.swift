@@ -265,6 +265,22 @@ import UserNotificationsStandIn
                     let issue = refusal["error"]?["issues"]?.arrayValue?.first
                     #expect(s == 422 && issue?["path"] == "link" && issue?["rule"] == .string(rule), "\(refusal)")
                 }
+                // The longest open the schema allows, every character written as JSON's longest escape (a
+                // surrogate pair, 12 bytes), is read past the size check (the token is no device's: 404); a
+                // body larger than any valid one is refused unread (413).
+                let emoji = String(repeating: "\\ud83d\\ude00", count: 1022)
+                let longest =
+                    #"{"event":"opened","action":""# + String(repeating: "\\ud83d\\ude00", count: 64) + #"","link":"a:"#
+                    + emoji + #"","token":""# + tokens[0] + String(repeating: "\\ud83d\\ude00", count: 4096 - 64) + #""}"#
+                for (body, status) in [(longest, 404), (longest + String(repeating: " ", count: 70_000), 413)] {
+                    let answer = try await client.execute(
+                        uri: "/v1/apps/\(app)/notifications/\(id)/opens",
+                        method: .post,
+                        headers: [.authorization: "Bearer \(registerKey)"],
+                        body: ByteBuffer(string: body)
+                    ) { Int($0.status.code) }
+                    #expect(answer == status, "\(body.utf8.count) bytes")
+                }
             }
         } catch {
             await providers.shutdown()

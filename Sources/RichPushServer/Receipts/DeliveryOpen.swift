@@ -38,6 +38,13 @@ public struct DeliveryOpen: Sendable, Hashable {
     /// The longest deep link kept, in characters: a longer one is refused rather than cut (a cut link counts apart).
     public static let maxLinkLength = 1024
 
+    /// The largest body taken: room for every field at its longest with every character written as JSON's
+    /// longest escape (12 bytes: a surrogate pair), so that a body the schema allows is never refused for its size.
+    static func maxBodyBytes(byApp: Bool) -> Int {
+        let characters = maxActionBytes + maxLinkLength + (byApp ? 4096 : 200) + 16
+        return characters * 12 + 256
+    }
+
     /// A report's fields once read.
     struct Report {
         var event: Event

@@ -14,25 +14,22 @@ extension NotificationsController {
         else {
             throw APIError(.notFound, "no such notification")
         }
-        let body = try DeliveryOpen.read(try await bodyJSON(request, upTo: 8192), byApp: true)
+        let body = try DeliveryOpen.read(
+            try await bodyJSON(request, upTo: DeliveryOpen.maxBodyBytes(byApp: true)),
+            byApp: true
+        )
         guard let delivery = try await backend.receipts.delivery(notificationID: id, target: body.token ?? "") else {
             throw APIError(.notFound, "this notification was not sent to that token")
         }
-        let open = DeliveryOpen(
-            deliveryID: delivery,
-            notificationID: id,
-            event: body.event,
-            action: body.action,
-            link: body.link
+        return try await ReceiptsController.record(
+            body,
+            delivery: delivery,
+            of: id,
+            in: backend.receipts,
+            minutes: minutes,
+            metrics: metrics,
+            unknown: "this notification was not sent to that token"
         )
-        switch try await backend.receipts.recordOpen(open) {
-        case .recorded:
-            if body.event == .opened { minutes.add(id, .opened) }
-            metrics.openRecorded(body.event)
-            return Response.json(201, ["recorded": true])
-        case .repeated: throw APIError(.alreadyReported, "this delivery's open or dismissal is already reported")
-        case .notDelivered: throw APIError(.notFound, "this notification was not sent to that token")
-        }
     }
 
     /// `GET /v1/apps/{app}/notifications/{id}/funnel`: the notification's funnel as JSON, or with `format=csv` as

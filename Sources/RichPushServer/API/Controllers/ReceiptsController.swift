@@ -36,7 +36,32 @@ struct ReceiptsController: APIController {
     /// delivery (the first stands), under the same signature, expiry and per-notification rate as receipts.
     func deviceOpen(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let (id, delivery) = try admitted(context)
-        let body = try DeliveryOpen.read(try await bodyJSON(request, upTo: 4096), byApp: false)
+        let body = try DeliveryOpen.read(
+            try await bodyJSON(request, upTo: DeliveryOpen.maxBodyBytes(byApp: false)),
+            byApp: false
+        )
+        return try await Self.record(
+            body,
+            delivery: delivery,
+            of: id,
+            in: store,
+            minutes: minutes,
+            metrics: metrics,
+            unknown: "no such delivery of this notification"
+        )
+    }
+
+    /// Records an open for its delivery and answers: 201, 409 when the delivery has one, 404 (`unknown`) when the
+    /// delivery is not the notification's. What both routes that take opens do.
+    static func record(
+        _ body: DeliveryOpen.Report,
+        delivery: Int64,
+        of id: String,
+        in store: any ReceiptStore,
+        minutes: MinuteCounter,
+        metrics: ServerMetrics,
+        unknown: String
+    ) async throws -> Response {
         let open = DeliveryOpen(
             deliveryID: delivery,
             notificationID: id,
@@ -50,7 +75,7 @@ struct ReceiptsController: APIController {
             metrics.openRecorded(body.event)
             return Response.json(201, ["recorded": true])
         case .repeated: throw APIError(.alreadyReported, "this delivery's open or dismissal is already reported")
-        case .notDelivered: throw APIError(.notFound, "no such delivery of this notification")
+        case .notDelivered: throw APIError(.notFound, unknown)
         }
     }
 
