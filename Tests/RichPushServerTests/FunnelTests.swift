@@ -271,7 +271,8 @@ import UserNotificationsStandIn
                 let emoji = String(repeating: "\\ud83d\\ude00", count: 1022)
                 let longest =
                     #"{"event":"opened","action":""# + String(repeating: "\\ud83d\\ude00", count: 64) + #"","link":"a:"#
-                    + emoji + #"","token":""# + tokens[0] + String(repeating: "\\ud83d\\ude00", count: 4096 - 64) + #""}"#
+                    + emoji + #"","token":""# + tokens[0] + String(repeating: "\\ud83d\\ude00", count: 4096 - 64)
+                    + #""}"#
                 for (body, status) in [(longest, 404), (longest + String(repeating: " ", count: 70_000), 413)] {
                     let answer = try await client.execute(
                         uri: "/v1/apps/\(app)/notifications/\(id)/opens",
