@@ -4,7 +4,10 @@
 # delivered to the APNs emulator:
 #   1. with nobody watching;
 #   2. with WATCHERS streams of the notification's events open from the 202 on (curl, as many browsers would; each
-#      stream reads its events to the end).
+#      stream reads its events to the end); with BROWSERS=1, WATCHERS tabs of the console in headless Chromium (five
+#      to a browser: a browser holds six connections to a server), signed in and on the Sent view before the send,
+#      each turned to the notification's live view at the 202 (Benchmarks/lib/watch_in_browsers.py; the browsers
+#      share the machine's two cores with the send, which a watcher's own computer would not).
 # Prints each send's node CPU (from /proc), the difference, and what the live views' turns themselves took
 # (richpush_insight_turn_seconds_total: every read and write of the views, whatever the watchers), as a share of
 # the send's CPU.
@@ -39,6 +42,14 @@ echo "  $("$bench" seed-devices --db "$dir/rp.sqlite" --app "$app" --devices "$d
 
 send() {  # label, watchers
   local label=$1 n=$2 before after start end id status count turns0 turns1 secs0 secs1
+  if [[ -n ${BROWSERS:-} && $n -gt 0 ]]; then
+    mkfifo "$dir/tabs.in"
+    .venv/bin/python3 Benchmarks/lib/watch_in_browsers.py "$base" "$key" "$app" "$n" < "$dir/tabs.in" > "$dir/tabs.out" 2>&1 &
+    pids+=($!)
+    exec 7> "$dir/tabs.in"
+    for _ in $(seq 600); do grep -q '^ready' "$dir/tabs.out" 2>/dev/null && break; sleep 0.5; done
+    grep -q '^ready' "$dir/tabs.out" || { echo "the browser's tabs did not open: $(tail -5 "$dir/tabs.out")"; exit 1; }
+  fi
   turns0=$(metric richpush_insight_turns_total); secs0=$(metric richpush_insight_turn_seconds_total)
   before=$(cpu "$server")
   start=$(date +%s.%N)
@@ -47,11 +58,15 @@ send() {  # label, watchers
   [[ $status == 202 ]] || { echo "the send was answered $status: $(cat "$dir/sent.json")"; exit 1; }
   id=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['id'])" "$dir/sent.json")
   local streams=()
-  for _ in $(seq "$n"); do
-    curl -sN -H "Authorization: Bearer $key" "$base/v1/apps/$app/notifications/$id/events?seconds=3600" > /dev/null &
-    streams+=($!)
-    pids+=($!)
-  done
+  if [[ -n ${BROWSERS:-} && $n -gt 0 ]]; then
+    echo "$id" >&7
+  else
+    for _ in $(seq "$n"); do
+      curl -sN -H "Authorization: Bearer $key" "$base/v1/apps/$app/notifications/$id/events?seconds=3600" > /dev/null &
+      streams+=($!)
+      pids+=($!)
+    done
+  fi
   for _ in $(seq 1200); do
     count=$(curl -s "$base/v1/apps/$app/notifications/$id?limit=1" -H "Authorization: Bearer $key" |
       python3 -c "import json,sys; print(json.load(sys.stdin).get('counts', {}).get('delivered', 0))")
@@ -62,6 +77,11 @@ send() {  # label, watchers
   after=$(cpu "$server")
   turns1=$(metric richpush_insight_turns_total); secs1=$(metric richpush_insight_turn_seconds_total)
   for p in "${streams[@]}"; do kill "$p" 2>/dev/null || true; done
+  if [[ -n ${BROWSERS:-} && $n -gt 0 ]]; then
+    for _ in $(seq 600); do grep -q '^watching' "$dir/tabs.out" && break; sleep 0.5; done
+    echo "    the browser: $(grep -m1 '^ready' "$dir/tabs.out") tabs signed in; $(grep -m1 '^watching' "$dir/tabs.out" || echo "not every tab drew the view: $(tail -3 "$dir/tabs.out")") drew the live view"
+    exec 7>&-
+  fi
   python3 - "$label" "$count" "$start" "$end" "$before" "$after" "$ticks" "${turns0:-0}" "${turns1:-0}" "${secs0:-0}" "${secs1:-0}" "$n" <<'PY'
 import sys
 label, count, start, end, before, after, ticks, t0, t1, s0, s1, n = sys.argv[1:]

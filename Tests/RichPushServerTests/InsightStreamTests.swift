@@ -91,7 +91,7 @@ import Testing
                 "\(reads.withLockedValue { $0 }) in \(elapsed) s"
             )
             // A watcher that left is noticed at the next write: a turn's, which comes later on a loaded machine (a
-            // turn waits 24 times what the last cost). Up to 30 s: a liveness bound, not a speed one.
+            // turn waits 49 times what the last cost). Up to 30 s: a liveness bound, not a speed one.
             for _ in 0..<1500 where insight.watchers > 0 { try await Task.sleep(nanoseconds: 20_000_000) }
             #expect(insight.watchers == 0)
         }
