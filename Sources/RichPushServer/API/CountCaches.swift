@@ -17,7 +17,7 @@ public final class CountCaches: Sendable {
     public init(runningLifetime: TimeInterval = 1, devicesLifetime: TimeInterval = 10) {
         running = StoreCache(lifetime: runningLifetime, capacity: 10_000)
         devices = StoreCache(lifetime: devicesLifetime, capacity: 10_000)
-        permissions = StoreCache(lifetime: max(devicesLifetime, 60), capacity: 10_000)
+        permissions = StoreCache(lifetime: 60, capacity: 10_000)
     }
 
     /// A notification's deliveries by state.

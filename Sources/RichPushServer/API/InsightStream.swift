@@ -6,9 +6,9 @@ import RichPushCore
 /// Live views of notifications, shared: however many browsers watch one notification, the node reads its numbers
 /// once per turn and writes the same bytes to each. A turn reads the funnel (three grouped reads), the deliveries
 /// by state, and the opens over time; it comes at most once a second, and never sooner than ``costFactor`` times what
-/// the last turn cost after it, so that watching takes at most 2 % of one core's time whatever the send's size. An event goes
-/// out only when something changed, and a comment line every 15 s keeps idle connections open (and finds those
-/// that closed: a watcher that left is noticed at the next write).
+/// the last turn cost after it, so that watching takes at most 2 % of one core's time whatever the send's size. An
+/// event goes out only when something changed, and a comment line every 15 s keeps idle connections open (and finds
+/// those that closed: a watcher that left is noticed at the next write).
 ///
 /// Bounded: at most ``maxWatchers`` connections a node and ``maxPerNotification`` on one notification (1,000 and
 /// 200 unless set); past either

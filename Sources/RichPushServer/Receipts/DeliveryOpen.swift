@@ -217,11 +217,11 @@ enum OpenSQL {
     }
 
     /// The links opens followed most (at most ``OpenSummary/maxActions``, ties by link), with their counts, and
-    /// on every row how many opens named a link in all.
+    /// on every row how many opens named a link in all (summed over every group before the limit: one pass).
     static func links(_ notificationID: String) -> SQL {
         """
-        SELECT link, count(*) AS n, (SELECT count(*) FROM delivery_opens WHERE notification_id = \(notificationID) AND link IS NOT NULL)
-        FROM delivery_opens WHERE notification_id = \(notificationID) AND link IS NOT NULL
+        SELECT link, count(*) AS n, CAST(sum(count(*)) OVER () AS BIGINT) FROM delivery_opens
+        WHERE notification_id = \(notificationID) AND link IS NOT NULL
         GROUP BY link ORDER BY n DESC, link LIMIT \(OpenSummary.maxActions)
         """
     }
