@@ -62,7 +62,9 @@ import Testing
             // Two watchers; a third on the same notification is one too many.
             // Blocking reads on threads of their own: the task pool's two threads serve the server's handlers.
             let watchers = (0..<2).map { _ in
-                Self.onThread { try RawHTTP.read(port: port, request, timeout: 20, until: delivered) }
+                // A liveness bound: a turn waits 49 times what the last one cost in wall time, which a loaded machine
+                // stretches (at most 15 s between turns).
+                Self.onThread { try RawHTTP.read(port: port, request, timeout: 45, until: delivered) }
             }
             for _ in 0..<250 where insight.watchers < 2 { try await Task.sleep(nanoseconds: 20_000_000) }
             let third = try await Self.onThread { try RawHTTP.read(port: port, request, timeout: 5) { $0.count > 12 } }

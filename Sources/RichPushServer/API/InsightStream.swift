@@ -178,7 +178,9 @@ public final class InsightStreams: Sendable {
             busy.withLockedValue { $0 += seconds }
             metrics?.insightTurn(seconds: seconds)
             let wait = max(minimumInterval, seconds * Self.costFactor)
-            try? await Task.sleep(nanoseconds: UInt64(min(wait, 60) * 1e9))
+            // Never longer than the keep-alive: on a machine so busy that a turn's wall time is long, the view still
+            // moves every 15 s (the cost is wall time, so a busy machine stretches it without costing more CPU).
+            try? await Task.sleep(nanoseconds: UInt64(min(wait, 15) * 1e9))
         }
     }
 
