@@ -33,6 +33,8 @@ public struct APIError: HTTPResponseError, Sendable {
         /// The notification's fan-out is still queueing its devices (an update needs them all).
         case fanOutPending = "fan-out-pending"
         case databaseUnavailable = "database-unavailable"
+        /// The server's disk is below its free-space floor (or full): nothing was stored.
+        case insufficientStorage = "insufficient-storage"
         /// A push service refused or failed a request made for the caller (channel management).
         case providerError = "provider-error"
         case `internal`
@@ -50,6 +52,7 @@ public struct APIError: HTTPResponseError, Sendable {
             case .receiptExpired: .gone
             case .alreadyReported, .keyExists, .notUpdatable, .fanOutPending: .conflict
             case .databaseUnavailable: .serviceUnavailable
+            case .insufficientStorage: HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage")
             case .providerError: .badGateway
             case .internal: .internalServerError
             }
@@ -116,4 +119,11 @@ public struct APIError: HTTPResponseError, Sendable {
     )
 
     static func bodyTooLarge(_ limit: Int) -> APIError { APIError(.bodyTooLarge, "the body is over \(limit) bytes") }
+
+    /// The database found its disk full mid-write; the transaction was rolled back.
+    static let diskFull = APIError(
+        .insufficientStorage,
+        "the server's disk is full: nothing was stored; free space on the server, then try again",
+        retryAfter: 60
+    )
 }

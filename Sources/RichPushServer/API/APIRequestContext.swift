@@ -8,14 +8,16 @@ public struct APIRequestContext: RequestContext, RemoteAddressRequestContext {
     public let remoteAddress: SocketAddress?
     /// Who is calling, decided once by ``Authenticator``; nil on routes that take no key.
     public var caller: Caller?
+    /// The client's address as requests are counted under it (an IPv4 address or an IPv6 /64): the peer's, or
+    /// the one the operator's trusted proxies forwarded for (``ClientAddressMiddleware``). Failed authentications
+    /// and a public key's requests are limited by it.
+    var clientKey: String
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         remoteAddress = source.channel.remoteAddress
+        clientKey = remoteAddress?.ipAddress.flatMap { IPAddress(host: $0)?.clientKey } ?? "unknown"
     }
-
-    /// The client's address without its port: the key failed authentications are counted under.
-    var clientKey: String { remoteAddress?.ipAddress ?? "unknown" }
 
     /// The proven caller; a route behind the authenticator always has one.
     func requireCaller() throws -> Caller {

@@ -23,6 +23,13 @@ public struct RichPushAPI: Sendable {
     public var limiter: RateLimiter
     /// Failed authentications (no key, an unknown key) per client address: an unknown key gets no bucket of its own.
     public var authFailureLimiter = RateLimiter(rate: 20, burst: 100)
+    /// A public key's requests (the `register` scope alone) per client address and app: 10 a second, bursts of
+    /// 100 (an app registers once a launch; a page once a visit; many devices may share one address).
+    public var publicClientLimiter = RateLimiter(rate: 10, burst: 100)
+    /// The operator's proxies, whose forwarded-for headers name the client (none: the peer is the client).
+    public var trustedProxies = TrustedProxies()
+    /// Requests that store something are refused while a watched disk is below its floor (nil: no floor).
+    public var diskFloor: DiskFloor?
     /// Registry fan-outs run after the answer; tests and shutdown wait for them here.
     public let fanOuts = BackgroundWork()
     /// The console's live views of notifications (`…/notifications/{id}/events`), one reader per notification.
@@ -108,6 +115,7 @@ public struct RichPushAPI: Sendable {
         let router = Router(context: APIRequestContext.self)
         // A known path with another method is 405 with the methods it takes, not 404.
         let methodGuard = MethodGuard()
+        router.add(middleware: ClientAddressMiddleware(proxies: trustedProxies))
         router.add(middleware: methodGuard)
         HealthController(
             backend: backend,
@@ -124,7 +132,8 @@ public struct RichPushAPI: Sendable {
             middleware: APIErrorMiddleware(
                 health: backend.health,
                 isUnavailable: { [backend] in backend.isUnavailable($0) },
-                maxBodyBytes: maxBodyBytes
+                maxBodyBytes: maxBodyBytes,
+                diskFloor: diskFloor
             )
         )
         if let receipts {
@@ -151,7 +160,8 @@ public struct RichPushAPI: Sendable {
                 store: store,
                 adminKeyHash: adminKeyHash,
                 limiter: limiter,
-                failureLimiter: authFailureLimiter
+                failureLimiter: authFailureLimiter,
+                publicClientLimiter: publicClientLimiter
             )
         )
         media.addRoutes(to: keyed)

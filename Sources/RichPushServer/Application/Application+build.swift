@@ -93,15 +93,28 @@ public func buildApplication(
 
     api.minutes = minutes
     api.quotas = Quotas(config.quotas)
+    api.publicClientLimiter = RateLimiter(rate: config.publicRatePerClient, burst: config.publicRatePerClient * 10)
+    api.trustedProxies = config.trustedProxies
+    // On PostgreSQL the database's disk is the database server's (its "disk full" still answers 507), and hosted
+    // media lives there too; this node's disk is a cache.
+    if !config.isPostgres, config.minFreeDiskMegabytes > 0 {
+        let database = URL(fileURLWithPath: config.database).deletingLastPathComponent().path
+        api.diskFloor = DiskFloor(
+            folders: [("database", database), ("media", config.resolvedMediaDirectory)],
+            minimumFree: Int64(config.minFreeDiskMegabytes * 1_048_576),
+            metrics: metrics
+        )
+    }
     api.liveBudget = config.livePriority10PerHour.map { RateLimiter(rate: Double($0) / 3600, burst: Double($0)) }
 
     // Fan-outs a crash cut short are finished before serving (on a shared database, by the leader: a fan-out
     // another node runs is not this node's to take).
     if !config.isPostgres { _ = try await api.resumeFanOuts() }
     let jobs = leaderJobs(config, api: api, backend: backend, metrics: metrics)
-    let limiter = api.limiter
+    let (limiter, publicLimiter) = (api.limiter, api.publicClientLimiter)
     let clusterServices = backend.backgroundServices(address: "\(config.host):\(config.port)", leaderJobs: jobs) {
         limiter.share(among: $0)
+        publicLimiter.share(among: $0)
     }
     let sweeper: [any Service] =
         config.mediaRetentionDays > 0
@@ -201,7 +214,7 @@ func openBackend(_ config: ServerConfiguration, nodeID: String, logger: Logger) 
     let pool = try SQLiteDeliveryQueue.openPool(path: config.database, backgroundCheckpoints: true)
     var sqliteLog = logger
     sqliteLog[metadataKey: "part"] = "sqlite"
-    let checkpointer = try WALCheckpointer(path: config.database, logger: sqliteLog)
+    let checkpointer = try WALCheckpointer(pool: pool, logger: sqliteLog)
     let backend = try SQLiteBackend(
         pool: pool,
         sealer: try sealer(try SQLiteServerStore.hasSealedCredentials(pool: pool))

@@ -60,6 +60,15 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// What one app may make a node spend on media: `quotas.upload_megabytes_per_day` (default 1024),
     /// `quotas.fetches_per_app` at once (8) and `quotas.fetches` at once for the node (64).
     public var quotas = Quotas.Limits()
+    /// Requests a second one client address may make with an app's public key (the `register` scope alone),
+    /// bursts of ten times as many (`public_rate_per_client`).
+    public var publicRatePerClient: Double = 10
+    /// The operator's proxies and load balancers (`trusted_proxies`: addresses or CIDR ranges): requests from them
+    /// are counted under the client they forwarded for (`X-Forwarded-For`, `Forwarded`), not under the proxy.
+    public var trustedProxies = TrustedProxies()
+    /// Writes are refused (507) while the disk holding the database or the hosted media has less free space
+    /// than this (`disk.min_free_megabytes`); reads and deliveries already accepted go on. 0 turns it off.
+    public var minFreeDiskMegabytes: Double = 512
 
     /// The credentials key file in use: beside an SQLite file, or `richpush-credentials.key` in the working folder
     /// for PostgreSQL (every node of a cluster needs a copy of the same key).
@@ -86,7 +95,9 @@ public struct ServerConfiguration: Sendable, Equatable {
         "": [
             "database", "node_id", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers",
             "sandbox", "media", "receipts", "credentials_key_file", "notifications", "quotas", "live",
+            "public_rate_per_client", "trusted_proxies", "disk",
         ],
+        "disk": ["min_free_megabytes"],
         "live": ["priority10_per_hour"],
         "quotas": ["upload_megabytes_per_day", "fetches_per_app", "fetches"],
         "notifications": ["retention_days"],
@@ -123,6 +134,30 @@ public struct ServerConfiguration: Sendable, Equatable {
         if let s = try string(o["public_url"], "public_url") { publicURL = s }
         if let r = try number(o["rate_limit"], "rate_limit", 0.001...10_000_000) { rateLimit = r }
         if let l = try number(o["lease_seconds"], "lease_seconds", 1...3600) { leaseSeconds = l }
+        if let r = try number(o["public_rate_per_client"], "public_rate_per_client", 0.001...1_000_000) {
+            publicRatePerClient = r
+        }
+        if let t = o["trusted_proxies"] {
+            guard let list = t.arrayValue, list.count <= 1000 else {
+                throw Problem(key: "trusted_proxies", rule: "must be an array of at most 1,000 addresses or ranges")
+            }
+            let entries = try list.map { v -> String in
+                guard let s = v.stringValue else {
+                    throw Problem(key: "trusted_proxies", rule: "each entry is a string such as 10.0.0.0/8")
+                }
+                return s
+            }
+            let (proxies, problem) = TrustedProxies.parse(entries)
+            guard let proxies else { throw Problem(key: "trusted_proxies", rule: problem ?? "not a range") }
+            trustedProxies = proxies
+        }
+        if let d = o["disk"] {
+            guard case .object(let dobj) = d else { throw Problem(key: "disk", rule: "must be an object") }
+            try Self.checkKeys(dobj, section: "disk")
+            if let m = try number(dobj["min_free_megabytes"], "disk.min_free_megabytes", 0...100_000_000) {
+                minFreeDiskMegabytes = m
+            }
+        }
         if let s = try string(o["credentials_key_file"], "credentials_key_file") { credentialsKeyFile = s }
         if let r = o["receipts"] {
             guard case .bool(let b) = r else { throw Problem(key: "receipts", rule: "must be true or false") }

@@ -102,6 +102,24 @@ public final class ServerMetrics: Sendable {
         }
     }
 
+    /// Free bytes on a watched disk (`database`, `media`), read by the disk floor at most once a second.
+    func diskFree(_ name: String, bytes: Int64) {
+        registry.makeGauge(
+            name: "richpush_disk_free_bytes",
+            labels: [("disk", name)],
+            help: "Bytes free on the disk holding the database or the hosted media"
+        ).set(Double(bytes))
+    }
+
+    /// A request was refused to protect the node (`disk`: below the free-space floor).
+    func writeRefused(reason: String) {
+        registry.makeCounter(
+            name: "richpush_writes_refused_total",
+            labels: [("reason", reason)],
+            help: "Requests that would have stored something, refused to protect the node"
+        ).increment()
+    }
+
     /// A registry fan-out run failed (it is tried again with growing pauses): an alert rule watches this.
     func fanOutFailed() {
         registry.makeCounter(

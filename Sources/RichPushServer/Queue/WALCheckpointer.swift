@@ -6,54 +6,95 @@ import ServiceLifecycle
 /// Checkpoints the WAL of a database from its own connection, off the write path: a passive checkpoint copies
 /// committed pages into the database file while writers go on appending, and the next writer then restarts the
 /// WAL from its beginning. Used with ``SQLiteDeliveryQueue/openPool(path:backgroundCheckpoints:)``.
+///
+/// The WAL stays bounded under any write load and goes back to nothing when writes stop:
+/// - past ``truncateAbove`` frames (readers that always hold an old snapshot keep the next writer from restarting
+///   the log, and a passive checkpoint cannot end that), a TRUNCATE checkpoint copies everything and cuts the file
+///   to zero bytes. It runs as a barrier of the pool: the writes and reads behind it wait in the pool's queues
+///   while the reads in progress end. (From a connection of its own it waited for a chance at the write lock
+///   while writers went on appending, 50 MB more in the second it waited; on the pool's writer alone, readers that
+///   overlapped without a gap kept it waiting until it gave up.) Rare: a WAL restarts by itself whenever a
+///   passive checkpoint finished and no reader holds a frame;
+/// - when a look finds no frame written since the last one and every frame copied, the server is idle: a TRUNCATE
+///   checkpoint (nothing left to copy, so it is quick) gives the file's space back.
+/// (Under 64 MB of writes between looks the file is also cut back by `journal_size_limit` when the log restarts.)
 public struct WALCheckpointer: Service {
     let connection: DatabaseQueue
+    let pool: DatabasePool
     let interval: TimeInterval
-    /// Above this many WAL frames left after a passive checkpoint, a RESTART checkpoint (which waits for
-    /// writers) keeps the file from growing without bound.
-    let restartAbove: Int
+    /// WAL frames (pages of 4 KB) past which a TRUNCATE checkpoint runs: 32,768 frames, 128 MB.
+    let truncateAbove: Int
     let logger: Logger
 
+    /// Checkpoints `pool`'s database (opened with ``SQLiteDeliveryQueue/openPool(path:backgroundCheckpoints:)``).
     public init(
-        path: String,
+        pool: DatabasePool,
         interval: TimeInterval = 0.5,
-        restartAbove: Int = 50_000,
+        truncateAbove: Int = 32_768,
         logger: Logger = Logger(label: "richpush.sqlite")
     ) throws {
         var config = Configuration()
         config.busyMode = .timeout(10)
-        connection = try DatabaseQueue(path: path, configuration: config)
+        connection = try DatabaseQueue(path: pool.path, configuration: config)
+        self.pool = pool
         self.interval = interval
-        self.restartAbove = restartAbove
+        self.truncateAbove = truncateAbove
         self.logger = logger
     }
 
-    /// One checkpoint; returns the WAL's frames and how many were copied.
+    /// What one look found and did.
+    public struct Look: Sendable, Equatable {
+        /// Frames in the WAL before anything was done, and how many a passive checkpoint copied.
+        public var walFrames: Int
+        public var copied: Int
+        /// Whether the WAL was checkpointed in full and cut to zero bytes.
+        public var truncated: Bool
+    }
+
+    /// One look: a passive checkpoint, then a TRUNCATE one when the WAL is past its bound or the server is idle
+    /// (`previousFrames`, the frames the last look found, is the same and all are copied).
     @discardableResult
-    public func checkpoint() throws -> (walFrames: Int, copied: Int) {
-        try connection.writeWithoutTransaction { db in
-            let (log, copied) = try db.checkpoint(.passive)
-            if log - copied > restartAbove { _ = try db.checkpoint(.restart) }
-            return (log, copied)
+    public func checkpoint(previousFrames: Int? = nil) throws -> Look {
+        let (log, copied) = try connection.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+        let idle = log > 0 && log == previousFrames && copied == log
+        guard log > truncateAbove || idle else { return Look(walFrames: log, copied: copied, truncated: false) }
+        if idle {
+            _ = try connection.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
+        } else {
+            _ = try pool.barrierWriteWithoutTransaction { db in try db.checkpoint(.truncate) }
         }
+        return Look(walFrames: log, copied: copied, truncated: true)
     }
 
     public func run() async throws {
         // Cancellation (graceful shutdown) ends the loop; it is not an error.
         try? await cancelWhenGracefulShutdown {
+            var previous: Int?
             while !Task.isCancelled {
-                try await Task.sleep(nanoseconds: UInt64(interval * 1e9))
-                checkpointOrLog()
+                try await Task.sleep(nanoseconds: UInt64(pause(after: previous) * 1e9))
+                previous = look(previous)
             }
         }
-        checkpointOrLog()
+        // The pool's last connection to close checkpoints what is left (SQLite does, on a clean close).
+        _ = look(nil)
+    }
+
+    /// The wait before the next look: a tenth of the interval while the WAL holds over a quarter of its bound (a
+    /// burst of writes is caught before it runs far past it), else the interval.
+    func pause(after frames: Int?) -> TimeInterval {
+        (frames ?? 0) > truncateAbove / 4 ? interval / 10 : interval
     }
 
     /// A checkpoint that fails (the disk is full, a reader held the WAL past the busy timeout) leaves the WAL to
-    /// grow until the next one succeeds: worth a warning, not the end of the server.
-    private func checkpointOrLog() {
-        do { try checkpoint() } catch {
+    /// grow until the next one succeeds: worth a warning, not the end of the server. Returns the frames found
+    /// after a truncation (0) or as found.
+    private func look(_ previous: Int?) -> Int? {
+        do {
+            let l = try checkpoint(previousFrames: previous)
+            return l.truncated ? 0 : l.walFrames
+        } catch {
             logger.warning("WAL checkpoint failed", metadata: ["error": .string(String(describing: error))])
+            return nil
         }
     }
 }

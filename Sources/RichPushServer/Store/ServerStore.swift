@@ -154,6 +154,10 @@ public struct APIGrant: Sendable, Hashable {
     public var keyID: String
     public var appID: String
     public var scopes: Set<APIScope>
+
+    /// A key that ships in pages and apps (the `register` scope alone): anyone may hold it, so its requests are
+    /// also limited per client address.
+    public var isPublic: Bool { scopes == [.register] }
 }
 
 /// A notification as accepted: its message, audience and the answer given (replayed for its idempotency key).

@@ -13,6 +13,8 @@ struct APIErrorMiddleware: RouterMiddleware {
     let health: DatabaseHealth
     let isUnavailable: @Sendable (any Error) -> Bool
     let maxBodyBytes: Int
+    /// Refuses requests that store something while the disk is low (nil: no floor).
+    var diskFloor: DiskFloor? = nil
 
     func handle(
         _ request: Request,
@@ -28,6 +30,11 @@ struct APIErrorMiddleware: RouterMiddleware {
         return response
     }
 
+    /// Whether a request of this method may store something (reads and deletions go on below the disk floor).
+    static func stores(_ method: HTTPRequest.Method) -> Bool {
+        method != .get && method != .head && method != .options && method != .delete
+    }
+
     /// `/v1/apps/{app}/devices`, read without allocating the parts.
     static func isDeviceRegistration(_ path: String) -> Bool {
         let parts = path.split(separator: "/", omittingEmptySubsequences: false)
@@ -40,12 +47,18 @@ struct APIErrorMiddleware: RouterMiddleware {
         next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         guard health.isUp else { return APIError.databaseUnavailable.response }
+        if let diskFloor, Self.stores(request.method), let refusal = diskFloor.refusal() {
+            return refusal.response
+        }
         do {
             return try await next(request, context)
         } catch let error as APIError {
             return error.response
         } catch is NIOTooManyBytesError {
             return APIError.bodyTooLarge(maxBodyBytes).response
+        } catch  where DiskFloor.isDiskFull(error) {
+            context.logger.error("the database's disk is full", metadata: ["error": .string(String(describing: error))])
+            return APIError.diskFull.response
         } catch  where isUnavailable(error) {
             context.logger.warning("database unavailable", metadata: ["error": .string(String(describing: error))])
             return APIError.databaseUnavailable.response

@@ -14,6 +14,9 @@ struct Authenticator: RouterMiddleware {
     let adminKeyHash: String
     let limiter: RateLimiter
     let failureLimiter: RateLimiter
+    /// A public key's requests per client address and app (anyone holds that key: one visitor must not spend the
+    /// whole key's budget).
+    let publicClientLimiter: RateLimiter
 
     func handle(
         _ request: Request,
@@ -48,6 +51,12 @@ struct Authenticator: RouterMiddleware {
             throw APIError.rateLimited(after: RateLimiter.retryAfter(wait))
         }
         guard let grant = try await store.authorize(keyHash: hash) else { try refuse(context, "unknown API key") }
+        if grant.isPublic, let wait = publicClientLimiter.check(grant.appID + " " + context.clientKey) {
+            throw APIError.rateLimited(
+                after: RateLimiter.retryAfter(wait),
+                "too many requests from this client address with the app's public key"
+            )
+        }
         try throttle(hash)
         return .app(grant)
     }

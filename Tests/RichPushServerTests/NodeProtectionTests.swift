@@ -1,0 +1,333 @@
+import Foundation
+import GRDB
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import RichPushCore
+import ServiceLifecycle
+import Testing
+
+@testable import RichPushServer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// What protects the node itself from its public callers: the client address behind the operator's proxies, a
+/// public key's budget per client address, the SQLite WAL bounded under write load and emptied when idle, and the
+/// free-disk floor below which nothing more is stored.
+@Suite struct NodeProtectionTests {
+    typealias H = MediaHostingTests
+
+    // MARK: The client's address
+
+    @Test func rangesParseStrictlyAndContainWhatTheySay() throws {
+        let ten = try #require(AddressRange("10.0.0.0/8"))
+        #expect(ten.contains(.v4(0x0A01_0203)) && !ten.contains(.v4(0x0B00_0000)))
+        let one = try #require(AddressRange("192.0.2.7"))
+        let address = try #require(IPAddress(literal: "192.0.2.7"))
+        #expect(one.bits == 32 && one.contains(address))
+        let six = try #require(AddressRange("2001:db8::/32"))
+        #expect(six.contains(try #require(IPAddress(literal: "2001:db8:ffff::1"))))
+        #expect(!six.contains(try #require(IPAddress(literal: "2001:db9::1"))))
+        #expect(AddressRange("0.0.0.0/0")?.contains(.v4(0xFFFF_FFFF)) == true)
+        // Not an address, a prefix longer than the address, a prefix in another spelling, URL-style IPv4.
+        for bad in [
+            "", "/8", "10.0.0.0/33", "::/129", "10.0.0.0/+8", "10.0.0.0/08a", "0x7f.1", "127.1", "host", "1.2.3.4/",
+        ] {
+            #expect(AddressRange(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test func theClientIsTheFirstUntrustedHopFromTheRight() throws {
+        let proxies = try #require(TrustedProxies.parse(["127.0.0.1", "10.0.0.0/8"]).0)
+        let peer = IPAddress(literal: "127.0.0.1")
+        func key(_ fields: [(HTTPField.Name, String)], peer: IPAddress? = peer) -> String {
+            var h = HTTPFields()
+            for (n, v) in fields { h.append(HTTPField(name: n, value: v)) }
+            return proxies.clientKey(peer: peer, headers: h)
+        }
+        // No header: the proxy itself.
+        #expect(key([]) == "127.0.0.1")
+        // What the client wrote on the left proves nothing; the first untrusted hop from the right is the client.
+        #expect(key([(.xForwardedFor, "203.0.113.9, 198.51.100.7, 10.1.2.3")]) == "198.51.100.7")
+        #expect(key([(.xForwardedFor, "203.0.113.9"), (.xForwardedFor, "198.51.100.7")]) == "198.51.100.7")
+        // A hop that is not an address stops the walk at the last trusted hop.
+        #expect(key([(.xForwardedFor, "198.51.100.7, unknown, 10.1.2.3")]) == "10.1.2.3")
+        // RFC 7239, quoted IPv6 with a port; `Forwarded` wins over X-Forwarded-For.
+        #expect(
+            key([
+                (.forwarded, #"for=192.0.2.60;proto=http, for="[2001:db8:cafe::17]:4711""#),
+                (.xForwardedFor, "1.2.3.4"),
+            ])
+                == "2001:db8:cafe::/64"
+        )
+        // A peer that is not a trusted proxy is the client, whatever it says.
+        #expect(key([(.xForwardedFor, "198.51.100.7")], peer: IPAddress(literal: "192.0.2.1")) == "192.0.2.1")
+        // IPv6 clients are counted by /64; an IPv4-mapped peer as IPv4.
+        #expect(
+            IPAddress(literal: "2001:db8:1:2::1")?.clientKey == IPAddress(literal: "2001:db8:1:2:ffff::9")?.clientKey
+        )
+        #expect(IPAddress(literal: "2001:db8:1:2::1")?.clientKey != IPAddress(literal: "2001:db8:1:3::1")?.clientKey)
+        #expect(IPAddress(host: "::ffff:192.0.2.1")?.clientKey == "192.0.2.1")
+        // A list padded past the hops read costs no more: only the last 16 are looked at.
+        let padded = Array(repeating: "10.0.0.1", count: 10_000).joined(separator: ",")
+        #expect(TrustedProxies.forwardedFor([.xForwardedFor: padded]).count == TrustedProxies.maxHops)
+        #expect(TrustedProxies.parse(["10.0.0.0/8", "nope"]).1?.contains("nope") == true)
+    }
+
+    @Test func theConfigurationReadsProxiesTheClientRateAndTheDiskFloor() throws {
+        var c = ServerConfiguration()
+        try c.apply(
+            json:
+                #"{"trusted_proxies":["10.0.0.0/8","::1"],"public_rate_per_client":3,"disk":{"min_free_megabytes":64}}"#
+        )
+        #expect(c.trustedProxies.ranges.count == 2 && c.publicRatePerClient == 3 && c.minFreeDiskMegabytes == 64)
+        #expect(throws: ServerConfiguration.Problem.self) { try c.apply(json: #"{"trusted_proxies":["10.0.0.0/99"]}"#) }
+        #expect(throws: ServerConfiguration.Problem.self) { try c.apply(json: #"{"trusted_proxies":"10.0.0.0/8"}"#) }
+        #expect(throws: ServerConfiguration.Problem.self) { try c.apply(json: #"{"public_rate_per_client":0}"#) }
+        #expect(throws: ServerConfiguration.Problem.self) { try c.apply(json: #"{"disk":{"min_free":1}}"#) }
+    }
+
+    // MARK: A public key's budget per client
+
+    /// An app with a register key and a send key.
+    static func appWithKeys(
+        _ client: any TestClientProtocol
+    ) async throws -> (app: String, register: String, send: String) {
+        let (_, _, body) = try await H.call(
+            client,
+            .post,
+            "/v1/apps",
+            body: ByteBuffer(string: #"{"name":"Edge","bundle_id":"com.example.edge"}"#)
+        )
+        let created = try JSONValue.parse(body)
+        let app = try #require(created["app"]?["id"]?.stringValue)
+        func key(_ scope: String) async throws -> String {
+            let (_, _, k) = try await H.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/keys",
+                body: ByteBuffer(string: #"{"scopes":["\#(scope)"]}"#)
+            )
+            return try #require(try JSONValue.parse(k)["api_key"]?.stringValue)
+        }
+        return (app, try await key("register"), try await key("send"))
+    }
+
+    @Test func onePublicClientCannotSpendTheKeysWholeBudget() async throws {
+        let backend = try SQLiteBackend(
+            path: FileManager.default.temporaryDirectory.appendingPathComponent("edge-\(UUID().uuidString).sqlite").path
+        )
+        var api = RichPushAPI(backend: backend, adminKey: H.admin)
+        api.trustedProxies = TrustedProxies([try #require(AddressRange("127.0.0.1"))])
+        api.publicClientLimiter = RateLimiter(rate: 0.01, burst: 5)
+        try await Application(router: api.router()).test(.live) { client in
+            let keys = try await Self.appWithKeys(client)
+            func me(_ key: String, from address: String) async throws -> (Int, HTTPFields, [UInt8]) {
+                try await H.call(client, .get, "/v1/me", key: key, headers: [.xForwardedFor: address])
+            }
+            for _ in 0..<5 { #expect(try await me(keys.register, from: "198.51.100.7").0 == 200) }
+            let (refused, headers, body) = try await me(keys.register, from: "198.51.100.7")
+            #expect(refused == 429 && headers[.retryAfter] != nil)
+            let error = try JSONValue.parse(body)["error"]
+            #expect(error?["code"] == "rate-limited")
+            #expect(error?["message"]?.stringValue?.contains("client address") == true, "\(String(describing: error))")
+            // Another visitor of the same page is not held back, nor is the app's own server with another key.
+            #expect(try await me(keys.register, from: "198.51.100.8").0 == 200)
+            #expect(try await me(keys.send, from: "198.51.100.7").0 == 200)
+            // An IPv6 visitor is one bucket for its whole /64.
+            for i in 0..<5 { #expect(try await me(keys.register, from: "2001:db8:7:7::\(i + 1)").0 == 200) }
+            #expect(try await me(keys.register, from: "2001:db8:7:7:ffff::1").0 == 429)
+            #expect(try await me(keys.register, from: "2001:db8:7:8::1").0 == 200)
+        }
+    }
+
+    // MARK: The WAL
+
+    static func walBytes(_ path: String) -> Int {
+        ((try? FileManager.default.attributesOfItem(atPath: path + "-wal"))?[.size] as? Int) ?? 0
+    }
+
+    /// Readers that always hold a snapshot keep the log from restarting; without a checkpoint that waits for them
+    /// the WAL grew by every write (10 GB in a minute of registrations), and kept its size after.
+    @Test func theWALStaysBoundedUnderWritesAndEmptiesWhenIdle() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("wal-\(UUID().uuidString).sqlite").path
+        defer { for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + s) } }
+        let pool = try SQLiteDeliveryQueue.openPool(path: path, backgroundCheckpoints: true)
+        try await pool.write { db in try db.execute(sql: "CREATE TABLE filler (id INTEGER PRIMARY KEY, body BLOB)") }
+        // 2,000 frames of 4 KB: 8 MB.
+        let checkpointer = try WALCheckpointer(pool: pool, interval: 0.05, truncateAbove: 2_000)
+        let stop = ManagedAtomicFlag()
+        let blob = Data(repeating: 7, count: 3_000)
+        var largest = 0
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            // Readers that overlap, so that some snapshot is always open.
+            for _ in 0..<2 {
+                group.addTask {
+                    while !stop.isSet {
+                        try await pool.read { db in
+                            _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM filler")
+                            usleep(20_000)
+                        }
+                    }
+                }
+            }
+            group.addTask {
+                var previous: Int?
+                while !stop.isSet {
+                    let look = try checkpointer.checkpoint(previousFrames: previous)
+                    previous = look.truncated ? 0 : look.walFrames
+                    try await Task.sleep(nanoseconds: UInt64(checkpointer.pause(after: previous) * 1e9))
+                }
+            }
+            // 180 MB of writes, in transactions of 300 KB.
+            for _ in 0..<600 {
+                try await pool.write { db in
+                    for _ in 0..<100 { try db.execute(sql: "INSERT INTO filler (body) VALUES (?)", arguments: [blob]) }
+                }
+                largest = max(largest, Self.walBytes(path))
+                // As a server's requests do, the writer lets other tasks run between its transactions.
+                await Task.yield()
+            }
+            stop.set()
+            try await group.waitForAll()
+        }
+        // The bound, and what the writes between two looks can add past it: a fixed size, not a share of the
+        // 180 MB written.
+        #expect(largest < 32 << 20, "the WAL reached \(largest >> 20) MB")
+        // Idle: two looks with nothing written, and the file is empty.
+        var previous: Int?
+        for _ in 0..<3 {
+            let look = try checkpointer.checkpoint(previousFrames: previous)
+            previous = look.truncated ? 0 : look.walFrames
+        }
+        #expect(Self.walBytes(path) == 0, "\(Self.walBytes(path)) bytes left in the WAL when idle")
+        let count = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM filler") }
+        #expect(count == 60_000)
+    }
+
+    // MARK: The disk floor
+
+    /// A small file system of its own where the test may mount one (root, as CI runs), else the test's folder with
+    /// the floor set just above what it has free (the same refusal, on a large disk).
+    static func smallDisk() throws -> (folder: URL, mounted: Bool) {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("disk-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        guard geteuid() == 0 else { return (folder, false) }
+        let mount = Process()
+        mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+        mount.arguments = ["-t", "tmpfs", "-o", "size=48m", "tmpfs", folder.path]
+        try mount.run()
+        mount.waitUntilExit()
+        return (folder, mount.terminationStatus == 0)
+    }
+
+    static func unmount(_ folder: URL, _ mounted: Bool) {
+        if mounted {
+            let p = Process()
+            p.executableURL = URL(fileURLWithPath: "/bin/umount")
+            p.arguments = ["-l", folder.path]
+            try? p.run()
+            p.waitUntilExit()
+        }
+        try? FileManager.default.removeItem(at: folder)
+    }
+
+    @Test func belowTheDiskFloorWritesAreRefusedReadsGoOnAndNothingIsCorrupted() async throws {
+        let (folder, mounted) = try Self.smallDisk()
+        defer { Self.unmount(folder, mounted) }
+        var config = ApplicationTests.configuration(in: folder)
+        config.sandboxDirectory =
+            FileManager.default.temporaryDirectory
+            .appendingPathComponent("disk-sandbox-\(UUID().uuidString)").path
+        // On the 48 MB disk: a floor of 16 MB. Elsewhere: 16 MB less than the disk has free now, so that the
+        // filler below crosses it.
+        let free = try #require(DiskFloor.freeBytes(folder.path))
+        let floor: Int64 = mounted ? 16 << 20 : max(1 << 20, free - (16 << 20))
+        config.minFreeDiskMegabytes = Double(floor) / 1_048_576
+        let admin = APIKeys.newKey()
+        var logger = Logger(label: "richpush-test")
+        logger.logLevel = .critical
+        let (ports, sink) = AsyncStream<Int>.makeStream()
+        let server = try await buildApplication(config, adminKey: admin, logger: logger) { port, _, _ in
+            sink.yield(port)
+        }
+        let group = ServiceGroup(services: [server], logger: logger)
+        let running = Task { try await group.run() }
+        var port = 0
+        for await p in ports {
+            port = p
+            break
+        }
+        let base = "http://127.0.0.1:\(port)"
+        func call(_ method: String, _ url: String, _ key: String, _ body: JSONValue?) async throws -> (Int, JSONValue) {
+            try await ApplicationTests.call(method, url, key: key, body: body)
+        }
+        let (_, created) = try await call(
+            "POST",
+            base + "/v1/apps",
+            admin,
+            ["name": "Disk", "bundle_id": "com.example.d"]
+        )
+        let app = try #require(created["app"]?["id"]?.stringValue)
+        let key = try #require(created["api_key"]?.stringValue)
+        let token = String(repeating: "ab", count: 32)
+        let device: JSONValue = ["token": .string(token), "platform": "ios"]
+        #expect(try await call("POST", base + "/v1/apps/\(app)/devices", key, device).0 == 200)
+
+        // Fill the disk to below the floor (what is left above the floor, and 8 MB more).
+        let filler = folder.appendingPathComponent("filler")
+        let room = try #require(DiskFloor.freeBytes(folder.path)) - floor
+        FileManager.default.createFile(atPath: filler.path, contents: Data(count: Int(room + (8 << 20))))
+        try await Task.sleep(nanoseconds: 1_100_000_000)
+
+        let (refused, body) = try await call("POST", base + "/v1/apps/\(app)/devices", key, device)
+        #expect(refused == 507, "\(body)")
+        #expect(body["error"]?["code"] == "insufficient-storage")
+        #expect(body["error"]?["message"]?.stringValue?.contains("disk.min_free_megabytes") == true)
+        let (sendRefused, _) = try await call(
+            "POST",
+            base + "/v1/apps/\(app)/notifications",
+            key,
+            ["title": "Hi", "audience": ["all": true]]
+        )
+        #expect(sendRefused == 507)
+        // Reads go on.
+        let (read, devices) = try await call("GET", base + "/v1/apps/\(app)/devices", key, nil)
+        #expect(read == 200 && devices["total"] == 1)
+        let (_, metrics) = try await Self.text(base + "/metrics", admin)
+        #expect(metrics.contains("richpush_writes_refused_total{reason=\"disk\"}"))
+        #expect(metrics.contains("richpush_disk_free_bytes{disk=\"database\"}"))
+
+        // Space given back: writes go on, and the database is whole.
+        try FileManager.default.removeItem(at: filler)
+        try await Task.sleep(nanoseconds: 1_100_000_000)
+        #expect(try await call("POST", base + "/v1/apps/\(app)/devices", key, device).0 == 200)
+        await group.triggerGracefulShutdown()
+        try await running.value
+        let check = try DatabaseQueue(path: config.database)
+        let integrity = try await check.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check") }
+        #expect(integrity == ["ok"])
+    }
+
+    static func text(_ url: String, _ key: String) async throws -> (Int, String) {
+        var request = URLRequest(url: URL(string: url)!)
+        request.setValue("Bearer \(key)", forHTTPHeaderField: "Authorization")
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, String(decoding: data, as: UTF8.self))
+    }
+}
+
+/// A flag set once, read from any task.
+final class ManagedAtomicFlag: Sendable {
+    private let flag = NIOLockedValueBox(false)
+    var isSet: Bool { flag.withLockedValue { $0 } }
+    func set() { flag.withLockedValue { $0 = true } }
+}
