@@ -38,7 +38,7 @@ public struct IdentityKey: Sendable, Hashable {
     public static func thumbprint(_ key: P256.Signing.PublicKey) -> String {
         let (x, y) = coordinates(key)
         let canonical = #"{"crv":"P-256","kty":"EC","x":"\#(x)","y":"\#(y)"}"#
-        return JWT.base64URL(SHA256.hash(data: Data(canonical.utf8)))
+        return JWT.base64URL(Array(SHA256.hash(data: Data(canonical.utf8))))
     }
 
     /// The point's coordinates in base64url (32 bytes each).
