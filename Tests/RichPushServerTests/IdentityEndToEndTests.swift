@@ -25,6 +25,7 @@ import UserNotificationsStandIn
     @Test func theAppLibraryRegistersItsUserWithItsBackendsProof() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("identity-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let backend = try SQLiteBackend(path: dir.appendingPathComponent("rp.sqlite").path)
         let api = RichPushAPI(backend: backend, adminKey: Self.admin, validation: .init(requireTargets: false))
         try await Application(router: api.router()).test(.live) { client in

@@ -386,7 +386,7 @@ import Testing
         let limits = RegistrationLimits(
             devicesPerApp: 4,
             devicesPerUser: 2,
-            liveTokensPerApp: 4,
+            liveTokensPerApp: 5,
             liveTokensPerUser: 2,
             liveTokensPerActivity: 2
         )
@@ -440,11 +440,14 @@ import Testing
                 limit: 10
             )
             #expect(bobs == [Self.hex(0x201), Self.hex(0x202)])
-            // The app keeps four Live Activity tokens (two of the match, two of Bob's): a new one is refused.
-            (status, answer) = try await w.live([
-                "kind": "push_to_start", "token": .string(Self.hex(0x300)), "activity_type": "Match",
-            ])
-            #expect(status == 429 && Self.rules(answer) == ["token:live-tokens-per-app"], "\(answer)")
+            // The app keeps five Live Activity tokens (two of the match, two of Bob's, one more): a new one is refused.
+            for i in 0..<2 {
+                (status, answer) = try await w.live([
+                    "kind": "push_to_start", "token": .string(Self.hex(0x300 + i)), "activity_type": "Match",
+                ])
+                #expect(status == (i == 0 ? 200 : 429), "\(answer)")
+            }
+            #expect(Self.rules(answer) == ["token:live-tokens-per-app"], "\(answer)")
         }
     }
 

@@ -94,7 +94,8 @@ enum AppCountSQL {
 
     /// The app's total of `kind`.
     static func total(_ appID: String, _ kind: String) -> SQL {
-        "SELECT COALESCE(SUM(n), 0) FROM app_counts WHERE app_id = \(appID) AND kind = \(kind)"
+        // PostgreSQL sums bigints as numeric: cast back (SQLite reads the cast as INTEGER).
+        "SELECT CAST(COALESCE(SUM(n), 0) AS BIGINT) FROM app_counts WHERE app_id = \(appID) AND kind = \(kind)"
     }
 
     /// SQLite: the table if missing, the rows of `table` counted once, and a trigger each way (one writer at a
