@@ -30,7 +30,12 @@ import UserNotificationsStandIn
         let api = RichPushAPI(backend: backend, adminKey: Self.admin, validation: .init(requireTargets: false))
         try await Application(router: api.router()).test(.live) { client in
             let base = "http://127.0.0.1:\(try #require(client.port))"
-            func call(_ method: HTTPRequest.Method, _ uri: String, key: String, _ body: JSONValue) async throws
+            func call(
+                _ method: HTTPRequest.Method,
+                _ uri: String,
+                key: String,
+                _ body: JSONValue
+            ) async throws
                 -> JSONValue
             {
                 try await client.execute(
@@ -40,11 +45,17 @@ import UserNotificationsStandIn
                     body: ByteBuffer(bytes: body.serialized())
                 ) { (try? JSONValue.parse(Array($0.body.readableBytesView))) ?? .null }
             }
-            let made = try await call(.post, "/v1/apps", key: Self.admin, ["name": "Deli", "bundle_id": "com.example.deli"])
+            let made = try await call(
+                .post,
+                "/v1/apps",
+                key: Self.admin,
+                ["name": "Deli", "bundle_id": "com.example.deli"]
+            )
             let app = try #require(made["app"]?["id"]?.stringValue)
             let manage = try #require(made["api_key"]?.stringValue)
             let register = try #require(
-                try await call(.post, "/v1/apps/\(app)/keys", key: manage, ["scopes": ["register"]])["api_key"]?.stringValue
+                try await call(.post, "/v1/apps/\(app)/keys", key: manage, ["scopes": ["register"]])["api_key"]?
+                    .stringValue
             )
             let identity = try await call(.post, "/v1/apps/\(app)/identity/keys", key: manage, [:])
             // The backend keeps the private half the server showed once.

@@ -16,7 +16,11 @@ import Testing
     var identityKey: IdentityKey { IdentityKey(appID: app, publicKey: key.publicKey) }
     let now = Date(timeIntervalSince1970: 1_900_000_000)
 
-    func sign(_ claims: JSONValue, header: JSONValue? = nil, with signer: P256.Signing.PrivateKey? = nil) throws
+    func sign(
+        _ claims: JSONValue,
+        header: JSONValue? = nil,
+        with signer: P256.Signing.PrivateKey? = nil
+    ) throws
         -> String
     {
         let signer = signer ?? key
@@ -91,7 +95,9 @@ import Testing
         // Other algorithms, none, extra headers a reader would act on, a DER signature.
         let kid = JSONValue.string(identityKey.keyID)
         #expect(reason(try sign(claims(), header: ["alg": "ES384", "kid": kid])) == .invalid)
-        #expect(reason(try sign(claims(), header: ["alg": "ES256", "kid": kid, "jku": "https://evil.example"])) == .invalid)
+        #expect(
+            reason(try sign(claims(), header: ["alg": "ES256", "kid": kid, "jku": "https://evil.example"])) == .invalid
+        )
         let body = JWT.base64URL(Data(claims().jsonString.utf8))
         let none = JWT.base64URL(Data(#"{"alg":"none","kid":"\#(identityKey.keyID)"}"#.utf8)) + "." + body + "."
         #expect(reason(none) == .invalid)
@@ -162,7 +168,9 @@ import Testing
         let c = try IdentityProof.verify(theirs, appID: app, keys: [identityKey])
         #expect(c.subject == "alice" && c.activities == ["order-7"])
         // PyJWT's proof for another app is refused as such.
-        #expect(throws: IdentityProblem.self) { try IdentityProof.verify(theirs, appID: "app_else", keys: [identityKey]) }
+        #expect(throws: IdentityProblem.self) {
+            try IdentityProof.verify(theirs, appID: "app_else", keys: [identityKey])
+        }
     }
 
     /// The example backend's few lines sign what the server reads.

@@ -398,7 +398,10 @@ import Testing
                 (["kind": "later", "token": "aabb", "activity_type": "A"], "enum"),
                 (["kind": "activity", "token": "zz", "activity_type": "A", "activity_id": "x"], "length"),
                 (
-                    ["kind": "activity", "token": .string(String(repeating: "z", count: 64)), "activity_type": "A", "activity_id": "x"],
+                    [
+                        "kind": "activity", "token": .string(String(repeating: "z", count: 64)), "activity_type": "A",
+                        "activity_id": "x",
+                    ],
                     "apns-token"
                 ),
             ]

@@ -106,7 +106,12 @@ import Testing
         api.limiter = RateLimiter(rate: 1_000_000, burst: 1_000_000)
         do {
             try await Application(router: api.router()).test(.router) { client in
-                func call(_ method: HTTPRequest.Method, _ uri: String, key: String, _ body: JSONValue?) async throws
+                func call(
+                    _ method: HTTPRequest.Method,
+                    _ uri: String,
+                    key: String,
+                    _ body: JSONValue?
+                ) async throws
                     -> JSONValue
                 {
                     try await client.execute(
@@ -223,7 +228,9 @@ import Testing
             // Forged: another key, this app's key id.
             let forgedInput =
                 JWT.base64URL(Data(#"{"alg":"ES256","kid":"\#(w.kid)"}"#.utf8)) + "."
-                + JWT.base64URL(Data(#"{"sub":"bob","aud":"\#(w.app)","exp":\#(Int(now.timeIntervalSince1970) + 600)}"#.utf8))
+                + JWT.base64URL(
+                    Data(#"{"sub":"bob","aud":"\#(w.app)","exp":\#(Int(now.timeIntervalSince1970) + 600)}"#.utf8)
+                )
             let forged =
                 forgedInput + "." + JWT.base64URL(try stranger.signature(for: Data(forgedInput.utf8)).rawRepresentation)
             let cases: [(String, String)] = [
@@ -262,7 +269,11 @@ import Testing
             #expect(status == 403 && Self.code(answer) == "identity-not-granted", "\(answer)")
             (status, answer) = try await w.live(activity, proof: try w.proof("bob", activities: ["order-42"]))
             #expect(status == 200 && answer["user_id"]?.stringValue == "bob", "\(answer)")
-            #expect(try await w.backend.liveTokens.tokens(appID: w.app, audience: .activity("order-42"), limit: 10) == [order])
+            #expect(
+                try await w.backend.liveTokens.tokens(appID: w.app, audience: .activity("order-42"), limit: 10) == [
+                    order
+                ]
+            )
 
             // Push-to-start: anonymous is allowed; under a user only with a proof listing the type.
             let start = Self.hex(0xB1)
@@ -284,7 +295,9 @@ import Testing
             let others: LiveAudience = .pushToStart(type: "Other", userID: nil)
             #expect(try await w.backend.liveTokens.tokens(appID: w.app, audience: others, limit: 10).isEmpty)
             let anonymous = Self.hex(0xC1)
-            (status, _) = try await w.live(["kind": "push_to_start", "token": .string(anonymous), "activity_type": "Other"])
+            (status, _) = try await w.live([
+                "kind": "push_to_start", "token": .string(anonymous), "activity_type": "Other",
+            ])
             #expect(status == 200)
 
             // Removing with the register key: one answer whether the token is Bob's, nobody's or unknown.
@@ -343,15 +356,24 @@ import Testing
                 (["platform": "android", "token": .string(String(repeating: "a", count: 1025))], "token:length"),
                 (["platform": "android", "token": .string(String(repeating: "a", count: 5000))], "token:length"),
                 (
-                    ["platform": "ios", "token": .string(Self.hex(5)), "tags": .array((0..<33).map { .string("t\($0)") })],
+                    [
+                        "platform": "ios", "token": .string(Self.hex(5)),
+                        "tags": .array((0..<33).map { .string("t\($0)") }),
+                    ],
                     "tags:max-items"
                 ),
                 (
-                    ["platform": "ios", "token": .string(Self.hex(5)), "topics": [.string(String(repeating: euro, count: 22))]],
+                    [
+                        "platform": "ios", "token": .string(Self.hex(5)),
+                        "topics": [.string(String(repeating: euro, count: 22))],
+                    ],
                     "topics[0]:utf8-length"
                 ),
                 (
-                    ["platform": "ios", "token": .string(Self.hex(5)), "tags": [.string(String(repeating: "x", count: 65))]],
+                    [
+                        "platform": "ios", "token": .string(Self.hex(5)),
+                        "tags": [.string(String(repeating: "x", count: 65))],
+                    ],
                     "tags[0]:length"
                 ),
             ]
@@ -364,7 +386,10 @@ import Testing
                 .post,
                 "/v1/apps/\(w.app)/devices",
                 key: w.manage,
-                ["platform": "ios", "token": .string(Self.hex(5)), "user_id": .string(String(repeating: euro, count: 43))]
+                [
+                    "platform": "ios", "token": .string(Self.hex(5)),
+                    "user_id": .string(String(repeating: euro, count: 43)),
+                ]
             )
             #expect(status == 422 && Self.rules(answer) == ["user_id:utf8-length"], "\(answer)")
             let (live, liveAnswer) = try await w.live([
@@ -393,7 +418,10 @@ import Testing
         try await withWorld(kind, limits: limits) { w in
             // A user keeps their newest two devices: the first goes.
             for i in 1...3 {
-                let (status, _) = try await w.device(["platform": "ios", "token": .string(Self.hex(i))], proof: try w.proof("bob"))
+                let (status, _) = try await w.device(
+                    ["platform": "ios", "token": .string(Self.hex(i))],
+                    proof: try w.proof("bob")
+                )
                 #expect(status == 200)
             }
             #expect(try await w.stored(Self.hex(1)) == nil)
@@ -476,7 +504,10 @@ import Testing
                 .post,
                 "/v1/apps/\(w.app)/notifications",
                 key: w.manage,
-                ["live_activity": ["event": "update", "content_state": ["home": 1]], "audience": ["live_activity": "match-9"]]
+                [
+                    "live_activity": ["event": "update", "content_state": ["home": 1]],
+                    "audience": ["live_activity": "match-9"],
+                ]
             )
             #expect(status == 202 && answer["deliveries"] == 5, "\(answer)")
         }
@@ -507,7 +538,12 @@ import Testing
             let (listed, list) = try await w.call(.get, path, key: w.manage)
             let keys = try #require(list["keys"]?.arrayValue)
             #expect(listed == 200 && keys.count == 2)
-            #expect(keys.allSatisfy { $0["private_key"] == nil && $0["public_key"]?.stringValue?.hasPrefix("-----BEGIN PUBLIC KEY") == true })
+            #expect(
+                keys.allSatisfy {
+                    $0["private_key"] == nil
+                        && $0["public_key"]?.stringValue?.hasPrefix("-----BEGIN PUBLIC KEY") == true
+                }
+            )
             // A private key is never taken.
             _ = try await w.call(.delete, "\(path)/\(w.kid)", key: w.manage)
             let (priv, privAnswer) = try await w.call(
@@ -550,7 +586,11 @@ import Testing
                 updatedAt: now.addingTimeInterval(-13 * 3600)
             )
         )
-        #expect(try await store.tokens(appID: app, audience: .pushToStart(type: "T", userID: nil), limit: 10) == [Self.hex(2)])
+        #expect(
+            try await store.tokens(appID: app, audience: .pushToStart(type: "T", userID: nil), limit: 10) == [
+                Self.hex(2)
+            ]
+        )
         #expect(try await store.tokens(appID: app, audience: .activity("a"), limit: 10).isEmpty)
         let cutoff = now.addingTimeInterval(-LiveTokenLimits.pushToStartTokenLifetime)
         #expect(try await store.sweep(.pushToStart, before: cutoff, limit: 10) == 1)
@@ -583,7 +623,11 @@ import Testing
         #expect(try await b.registry.prune(appID: app, token: Self.hex(3), invalidSince: nil))
         let three = RegistrationLimits(devicesPerApp: 3)
         await #expect(throws: QuotaReached.self) {
-            try await b.registry.register(Device(appID: app, token: Self.hex(9), platform: .ios), owner: .asGiven, limits: three)
+            try await b.registry.register(
+                Device(appID: app, token: Self.hex(9), platform: .ios),
+                owner: .asGiven,
+                limits: three
+            )
         }
         try await b.registry.register(
             Device(appID: app, token: Self.hex(9), platform: .ios),
@@ -591,7 +635,11 @@ import Testing
             limits: RegistrationLimits(devicesPerApp: 4)
         )
         // Another app's count is its own.
-        try await b.registry.register(Device(appID: app + "-b", token: Self.hex(9), platform: .ios), owner: .asGiven, limits: three)
+        try await b.registry.register(
+            Device(appID: app + "-b", token: Self.hex(9), platform: .ios),
+            owner: .asGiven,
+            limits: three
+        )
         await b.close()
     }
 }

@@ -94,7 +94,9 @@ public enum IdentityKeys {
 
     /// A P-256 public key from a JWK (RFC 7518 §6.2: kty EC, crv P-256, x and y); a private one is refused.
     public static func parse(jwk o: [String: JSONValue]) -> Result<P256.Signing.PublicKey, Problem> {
-        if o["d"] != nil { return .failure(Problem("private-key", "this JWK holds a private key (d): send the public half")) }
+        if o["d"] != nil {
+            return .failure(Problem("private-key", "this JWK holds a private key (d): send the public half"))
+        }
         guard o["kty"]?.stringValue == "EC", o["crv"]?.stringValue == "P-256" else {
             return .failure(Problem("p256-public-key", "the JWK must be kty EC, crv P-256"))
         }

@@ -87,7 +87,10 @@ public enum IdentityProof {
             let headerBytes = JWT.decodeBase64URL(parts[0]), let payloadBytes = JWT.decodeBase64URL(parts[1]),
             let signatureBytes = JWT.decodeBase64URL(parts[2]), signatureBytes.count == 64
         else {
-            throw IdentityProblem(.invalid, "the header is at most 512 characters and the signature 64 bytes (ES256's R‖S)")
+            throw IdentityProblem(
+                .invalid,
+                "the header is at most 512 characters and the signature 64 bytes (ES256's R‖S)"
+            )
         }
         let keyID = try Self.header(headerBytes)
         guard let key = keys.first(where: { $0.appID == appID && $0.keyID == keyID }), let publicKey = key.signingKey
@@ -156,7 +159,10 @@ public enum IdentityProof {
         // The time rules after the types: every claim of the proof was read before any is judged.
         let t = now.timeIntervalSince1970
         if let iat, exp - iat > maxLifetime {
-            throw IdentityProblem(.invalid, "the proof lives \(Int(exp - iat)) s from iat: at most \(Int(maxLifetime)) s")
+            throw IdentityProblem(
+                .invalid,
+                "the proof lives \(Int(exp - iat)) s from iat: at most \(Int(maxLifetime)) s"
+            )
         }
         if exp - t > maxLifetime + clockSkew {
             throw IdentityProblem(.invalid, "the proof expires in \(Int(exp - t)) s: at most \(Int(maxLifetime)) s")

@@ -67,7 +67,10 @@ enum Registrant: Sendable {
             switch token.kind {
             case .activity:
                 guard let id = token.activityID, claims.activities.contains(id) else {
-                    throw Self.notGranted("activity_id", "the proof's activities do not list '\(token.activityID ?? "")'")
+                    throw Self.notGranted(
+                        "activity_id",
+                        "the proof's activities do not list '\(token.activityID ?? "")'"
+                    )
                 }
             case .pushToStart:
                 guard claims.pushToStart.contains(token.activityType) else {
@@ -133,7 +136,13 @@ extension APIError {
         self.init(
             .quotaExceeded,
             quota.message,
-            issues: [ValidationIssue(path: quota.rule == "live-tokens-per-activity" ? "activity_id" : "token", rule: quota.rule, message: quota.message)],
+            issues: [
+                ValidationIssue(
+                    path: quota.rule == "live-tokens-per-activity" ? "activity_id" : "token",
+                    rule: quota.rule,
+                    message: quota.message
+                )
+            ],
             retryAfter: 3600
         )
     }

@@ -92,13 +92,14 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
         try await db.transaction { c in
             // The app's count from its counter rows (a few rows, whatever its size), asked only of a new token.
             // Registrations through several nodes at once may each pass the bound by one; the next meets it.
-            let full = try await c.query(
-                """
-                SELECT NOT EXISTS (SELECT 1 FROM devices WHERE app_id = \(d.appID) AND token = \(d.token))
-                    AND (SELECT COALESCE(SUM(n), 0) FROM app_counts WHERE app_id = \(d.appID) AND kind = 'devices') >= \(limits.devicesPerApp)
-                """,
-                logger: logger
-            ).collect().first?.decode(Bool.self) ?? false
+            let full =
+                try await c.query(
+                    """
+                    SELECT NOT EXISTS (SELECT 1 FROM devices WHERE app_id = \(d.appID) AND token = \(d.token))
+                        AND (SELECT COALESCE(SUM(n), 0) FROM app_counts WHERE app_id = \(d.appID) AND kind = 'devices') >= \(limits.devicesPerApp)
+                    """,
+                    logger: logger
+                ).collect().first?.decode(Bool.self) ?? false
             if full { throw QuotaReached.devices(limits.devicesPerApp) }
             let rows = try await c.query(
                 """

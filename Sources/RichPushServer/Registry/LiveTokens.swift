@@ -217,7 +217,8 @@ public final class SQLiteLiveTokenStore: LiveTokenStore {
             // One writer at a time: what is counted here is what the insert meets.
             let held = try Row.fetchAll(db, query: LiveTokenSQL.activity(appID: token.appID, token: token.token))
             if held.isEmpty,
-                try Int.fetchOne(db, query: AppCountSQL.total(token.appID, AppCountSQL.live)) ?? 0 >= limits.liveTokensPerApp
+                try Int.fetchOne(db, query: AppCountSQL.total(token.appID, AppCountSQL.live)) ?? 0
+                    >= limits.liveTokensPerApp
             {
                 throw QuotaReached.liveTokens(limits.liveTokensPerApp)
             }
@@ -230,7 +231,12 @@ public final class SQLiteLiveTokenStore: LiveTokenStore {
             try db.execute(query: LiveTokenSQL.register(token, keepsKnown: owner == .keepsKnown))
             if let user = token.userID, owner == .asGiven, limits.liveTokensPerUser < Int.max {
                 try db.execute(
-                    query: LiveTokenSQL.evict(appID: token.appID, user: user, keeping: limits.liveTokensPerUser, all: "-1")
+                    query: LiveTokenSQL.evict(
+                        appID: token.appID,
+                        user: user,
+                        keeping: limits.liveTokensPerUser,
+                        all: "-1"
+                    )
                 )
             }
         }
@@ -256,7 +262,9 @@ public final class SQLiteLiveTokenStore: LiveTokenStore {
     }
 
     public func sweep(_ kind: LiveToken.Kind, before cutoff: Date, limit: Int) async throws -> Int {
-        try await pool.write { db in try Row.fetchAll(db, query: LiveTokenSQL.sweep(kind, before: cutoff, limit: limit)).count }
+        try await pool.write { db in
+            try Row.fetchAll(db, query: LiveTokenSQL.sweep(kind, before: cutoff, limit: limit)).count
+        }
     }
 }
 
@@ -276,14 +284,16 @@ public final class PostgresLiveTokenStore: LiveTokenStore {
                 logger: logger
             ).collect()
             if held.isEmpty {
-                let total = try await c.query(AppCountSQL.total(token.appID, AppCountSQL.live).postgres, logger: logger)
+                let total =
+                    try await c.query(AppCountSQL.total(token.appID, AppCountSQL.live).postgres, logger: logger)
                     .collect().first?.decode(Int.self) ?? 0
                 if total >= limits.liveTokensPerApp { throw QuotaReached.liveTokens(limits.liveTokensPerApp) }
             }
             if let activity = token.activityID, token.kind == .activity,
                 try held.isEmpty || held.first?.decode(String?.self) != activity
             {
-                let n = try await c.query(LiveTokenSQL.activityCount(of: token).postgres, logger: logger).collect().first?
+                let n =
+                    try await c.query(LiveTokenSQL.activityCount(of: token).postgres, logger: logger).collect().first?
                     .decode(Int.self) ?? 0
                 if n >= limits.liveTokensPerActivity { throw QuotaReached.activity(limits.liveTokensPerActivity) }
             }

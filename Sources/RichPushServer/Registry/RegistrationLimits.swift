@@ -58,7 +58,10 @@ public struct QuotaReached: Error, Sendable, Equatable {
     }
 
     static func devices(_ limit: Int) -> QuotaReached {
-        QuotaReached(rule: "devices-per-app", message: "this app keeps \(limit) devices, its limit: no new one is taken")
+        QuotaReached(
+            rule: "devices-per-app",
+            message: "this app keeps \(limit) devices, its limit: no new one is taken"
+        )
     }
     static func liveTokens(_ limit: Int) -> QuotaReached {
         QuotaReached(

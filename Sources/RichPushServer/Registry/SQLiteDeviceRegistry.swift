@@ -62,7 +62,8 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
                 arguments: [d.appID, d.token]
             )
             if known == nil,
-                try Int.fetchOne(db, query: AppCountSQL.total(d.appID, AppCountSQL.devices)) ?? 0 >= limits.devicesPerApp
+                try Int.fetchOne(db, query: AppCountSQL.total(d.appID, AppCountSQL.devices)) ?? 0
+                    >= limits.devicesPerApp
             {
                 throw QuotaReached.devices(limits.devicesPerApp)
             }

@@ -75,7 +75,8 @@ struct IdentityController: AppRoutes {
         var answer = key.json.objectValue ?? [:]
         if let privateKey {
             answer["private_key"] = .string(privateKey.pemRepresentation)
-            answer["note"] = "the private key is shown once: keep it on your backend; RichPush keeps the public half only"
+            answer["note"] =
+                "the private key is shown once: keep it on your backend; RichPush keeps the public half only"
         }
         return Response.json(201, .object(answer))
     }
