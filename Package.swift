@@ -72,6 +72,12 @@ let package = Package(
             ],
             path: "Examples/App"
         ),
+        // The app backend's side of identity proofs: swift-crypto only.
+        .target(
+            name: "RichPushBackendExample",
+            dependencies: [.product(name: "Crypto", package: "swift-crypto")],
+            path: "Examples/Backend"
+        ),
         // What both provider clients share: HTTP/2 connections, the retry classification, JWT helpers.
         .target(
             name: "RichPushTransport",
@@ -231,7 +237,7 @@ let package = Package(
             name: "RichPushServerTests",
             dependencies: [
                 "RichPushServer", "RichPushMedia", "RichPushTestSupport", "RichPushCore", "RichPushTransport",
-                "RichPushAPNs", "RichPushFCM", "RichPushSandbox", "RichPushApp",
+                "RichPushAPNs", "RichPushFCM", "RichPushSandbox", "RichPushApp", "RichPushBackendExample",
                 .target(name: "UserNotificationsStandIn", condition: .when(platforms: [.linux])),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

@@ -123,3 +123,14 @@ try:
         _subscriptions.map(lambda s: s["endpoint"] + "#" + s["keys"]["p256dh"] + "." + s["keys"]["auth"]))
 except ImportError:
     pass
+
+# Identity keys an app's backend uploads: real P-256 public keys in PEM (POST /v1/apps/{app}/identity/keys), so
+# that the fuzzer reaches the two-key bound and the rotation rather than stopping at the key's parsing.
+try:
+    _identity_keys = [
+        ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+        for _ in range(4)]
+    schemathesis.openapi.format("p256-public-key", st.sampled_from(_identity_keys))
+except NameError:
+    pass

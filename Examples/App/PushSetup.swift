@@ -1,6 +1,10 @@
 import Foundation
 import RichPushApp
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 #if canImport(UserNotifications)
 import UserNotifications
 #else
@@ -17,12 +21,46 @@ import UserNotificationsStandIn
 ///   `await setup.push.flush()`.
 ///
 /// Only a key with the `register` scope ships in the app (`POST /v1/apps/{app}/keys` with
-/// `{"scopes": ["register"]}`).
+/// `{"scopes": ["register"]}`). That key speaks for the device only: which user it belongs to is proved by the
+/// app's own backend, which signs a short-lived proof for its signed-in user (``proofs(from:session:)``; the
+/// backend's side is `Examples/Backend/PushIdentitySigner.swift`).
 public final class PushSetup: Sendable {
     public let push: RichPushApp
 
-    public init(server: URL, appID: String, registerKey: String, directory: URL) {
-        push = RichPushApp(configuration: .init(server: server, appID: appID, key: registerKey, directory: directory))
+    public init(
+        server: URL,
+        appID: String,
+        registerKey: String,
+        directory: URL,
+        identity: RichPushApp.IdentityProvider? = nil
+    ) {
+        push = RichPushApp(
+            configuration: .init(
+                server: server,
+                appID: appID,
+                key: registerKey,
+                directory: directory,
+                identity: identity
+            )
+        )
+    }
+
+    /// Proofs from the app's backend: `GET endpoint` with the signed-in session answers the proof as text (the
+    /// backend signs it for the session's user; a user id that is not the session's gets none).
+    public static func proofs(
+        from endpoint: URL,
+        session: @escaping @Sendable () async -> String?
+    ) -> RichPushApp.IdentityProvider {
+        { userID in
+            guard let token = await session() else { return nil }
+            var request = URLRequest(url: endpoint)
+            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+            request.setValue(userID, forHTTPHeaderField: "X-User-ID")
+            guard let (data, response) = try? await URLSession.shared.data(for: request),
+                (response as? HTTPURLResponse)?.statusCode == 200
+            else { return nil }
+            return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
     }
 
     /// Asks permission once, and tells the server the device's language.

@@ -27,8 +27,21 @@ import FoundationNetworking
 /// ```
 ///
 /// The key it ships with registers devices and reports opens only: anyone who reads it from the app can do no more
-/// (and an open counts only for a delivery the server made to that device).
+/// (and an open counts only for a delivery the server made to that device). Which user a device belongs to is
+/// proved, not claimed: the app's backend signs a short-lived identity proof for its signed-in user, and the
+/// library asks the app for one (``Configuration/identity``) each time it registers a device with a user
+/// (docs/identity.md):
+///
+/// ```swift
+/// var configuration = RichPushApp.Configuration(server: server, appID: "app_…", key: "rp_…")
+/// configuration.identity = { userID in try? await myBackend.pushIdentityProof(for: userID) }
+/// ```
 public actor RichPushApp {
+    /// Asks the app's backend for an identity proof of the signed-in user (a JWT it signs; docs/identity.md), or
+    /// nil when it has none now. Called each time a registration naming the user is sent, and once more when the
+    /// server refuses the proof (it expired, or the backend's key changed).
+    public typealias IdentityProvider = @Sendable (_ userID: String) async -> String?
+
     public struct Configuration: Sendable {
         /// The RichPush server.
         public var server: URL
@@ -43,6 +56,10 @@ public actor RichPushApp {
         public var maxBackoff: TimeInterval
         /// Whether receipt addresses and the server may be plain http (a local sandbox only).
         public var allowInsecureHTTP: Bool
+        /// Where the proof of the signed-in user comes from. Without one (or when it answers nil) a registration
+        /// goes without its user id: the device is registered, anonymous, and tied to its user by a later
+        /// registration that has a proof.
+        public var identity: IdentityProvider?
 
         public init(
             server: URL,
@@ -52,7 +69,8 @@ public actor RichPushApp {
                 .appendingPathComponent("RichPush"),
             maxPending: Int = 500,
             maxBackoff: TimeInterval = 3600,
-            allowInsecureHTTP: Bool = false
+            allowInsecureHTTP: Bool = false,
+            identity: IdentityProvider? = nil
         ) {
             self.server = server
             self.appID = appID
@@ -61,6 +79,7 @@ public actor RichPushApp {
             self.maxPending = maxPending
             self.maxBackoff = maxBackoff
             self.allowInsecureHTTP = allowInsecureHTTP
+            self.identity = identity
         }
     }
 
@@ -270,13 +289,20 @@ public actor RichPushApp {
         var result = FlushResult()
         guard outbox.notBefore <= now() else { return finish(result) }
         for item in outbox.items {
-            guard let request = request(for: item) else {
+            guard var request = request(for: item) else {
                 outbox.remove(item.id)
                 result.refused += 1
                 continue
             }
             do {
-                let (status, retryAfter) = try await transport(request)
+                let user = item.kind == .registration ? Self.userID(in: item.body) : nil
+                if let user { await prove(&request, user: user) }
+                var (status, retryAfter) = try await transport(request)
+                // A proof refused (expired, or signed with a key the server no longer has): one more, once.
+                if status == 401, let user, request.value(forHTTPHeaderField: Self.identityHeader) != nil {
+                    await prove(&request, user: user)
+                    (status, retryAfter) = try await transport(request)
+                }
                 switch status {
                 case 200..<300, 409:
                     outbox.remove(item.id)
@@ -294,6 +320,29 @@ public actor RichPushApp {
             }
         }
         return finish(result)
+    }
+
+    /// The header an identity proof travels in.
+    static let identityHeader = "RichPush-Identity"
+
+    /// The user id a registration's body names.
+    static func userID(in body: Data) -> String? {
+        ((try? JSONSerialization.jsonObject(with: body)) as? [String: Any])?["user_id"] as? String
+    }
+
+    /// Puts a fresh proof of the user on a registration; without one, sends it without its user id (anonymous:
+    /// the device is registered all the same, and a later registration with a proof ties it to its user).
+    func prove(_ request: inout URLRequest, user: String) async {
+        if let proof = await configuration.identity?(user), !proof.isEmpty {
+            request.setValue(proof, forHTTPHeaderField: Self.identityHeader)
+            return
+        }
+        request.setValue(nil, forHTTPHeaderField: Self.identityHeader)
+        guard let body = request.httpBody,
+            var o = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
+        else { return }
+        o["user_id"] = nil
+        request.httpBody = try? JSONSerialization.data(withJSONObject: o, options: [.sortedKeys])
     }
 
     func finish(_ r: FlushResult) -> FlushResult {

@@ -8,7 +8,9 @@ service receives what the server sends and decrypts it, and that message is deli
 DevTools' ServiceWorker.deliverPushMessage. Steps: an app, its VAPID key and a register-only key; a page of the
 server loads /sdk/web/richpush.js and registers /sdk/web/sw.js; RichPush.subscribe says clearly why it cannot
 subscribe here; a subscription the sandbox's push service makes for the app's key is registered from the page with
-RichPush.register and the register-only key (a send-only key is refused); a send with an image; the worker shows
+RichPush.register and the register-only key (a send-only key is refused), first without its user (no proof), then
+with the user proved by the page's identity function (proofs signed with PyJWT, as a site's backend would: the first
+expired, so the library asks again); a send with an image; the worker shows
 it (getNotifications: title, body, image, tag) and posts its report, which the notification's receipts count.
 Prints one line per step; exits non-zero at the first failure."""
 import json
@@ -17,6 +19,7 @@ import sys
 import time
 import urllib.request
 
+import jwt
 import websocket
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
@@ -135,11 +138,46 @@ try:
     assert isinstance(answer, dict) and answer["provider"] == "webpush", answer
     status, found = call("GET", f"{base}/v1/apps/{app}/devices?q=fans", manage)
     assert [d["platform"] for d in found["devices"]] == ["web"], found
+    # Without a proof the key in the page speaks for the browser only: registered, without its user.
+    assert "user_id" not in found["devices"][0], found
+
+    step("the page's identity function proves its user; an expired proof is asked for again")
+    status, identity_key = call("POST", f"{base}/v1/apps/{app}/identity/keys", manage, {})
+    assert status == 201 and identity_key["private_key"].startswith("-----BEGIN"), identity_key
+    now = int(time.time())
+
+    def proof(**claims):
+        return jwt.encode(dict({"sub": "u-42", "aud": app}, **claims), identity_key["private_key"],
+                          algorithm="ES256", headers={"kid": identity_key["kid"]})
+
+    proved = driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        const proofs = [arguments[3], arguments[4]];
+        let asked = 0;
+        RichPush.register(arguments[0], {server: location.origin, app: arguments[1], key: arguments[2],
+                                         userId: "u-42", tags: ["fans"],
+                                         identity: async (user) => { asked += 1; return user === "u-42" ? proofs.shift() : null; }})
+            .then((a) => done({answer: a, asked: asked}), (e) => done(String(e)));
+    """, subscription, app, register_key, proof(iat=now - 7200, exp=now - 3600), proof(iat=now, exp=now + 600))
+    assert isinstance(proved, dict) and proved["asked"] == 2, proved
+    status, found = call("GET", f"{base}/v1/apps/{app}/devices?q=u-42", manage)
+    assert [d.get("user_id") for d in found["devices"]] == ["u-42"], found
+    # A claimed user without a proof is refused, and the refusal names the rule.
+    refused = driver.execute_async_script("""
+        const done = arguments[arguments.length - 1];
+        fetch(location.origin + "/v1/apps/" + arguments[1] + "/devices", {method: "POST",
+              headers: {authorization: "Bearer " + arguments[2], "content-type": "application/json"},
+              body: JSON.stringify({platform: "web", subscription: arguments[0], user_id: "bob"})})
+            .then((r) => r.json().then((j) => done(r.status + " " + j.error.code)), (e) => done("unreadable: " + e));
+    """, subscription, app, register_key)
+    assert refused == "401 identity-required", refused
+    status, found = call("GET", f"{base}/v1/apps/{app}/devices?q=fans", manage)
     # The page was granted notifications: the library says so.
     assert found["devices"][0].get("permission") == "authorized", found
     preflight = urllib.request.urlopen(urllib.request.Request(f"{base}/v1/apps/{app}/devices", method="OPTIONS",
                                                               headers={"Origin": "https://shop.example.com"}))
     assert preflight.status == 204 and preflight.headers["Access-Control-Allow-Origin"] == "*"
+    assert "richpush-identity" in preflight.headers["Access-Control-Allow-Headers"], preflight.headers
     # From another origin (localhost, a document with no CSP of ours), with a preflight: a wrong key's 401 reads.
     port = base.rsplit(":", 1)[1]
     driver.get(f"http://localhost:{port}/sdk/web/richpush.js")

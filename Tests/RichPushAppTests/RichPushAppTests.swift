@@ -23,6 +23,7 @@ import FoundationNetworking
             var url: String
             var body: [String: String]
             var authorization: String?
+            var identity: String?
         }
         let answers = NIOLockedValueBox<[(Int, String?)]>([])
         let offline = NIOLockedValueBox(false)
@@ -39,7 +40,8 @@ import FoundationNetworking
                             method: request.httpMethod ?? "",
                             url: request.url?.absoluteString ?? "",
                             body: json.mapValues { "\($0)" },
-                            authorization: request.value(forHTTPHeaderField: "Authorization")
+                            authorization: request.value(forHTTPHeaderField: "Authorization"),
+                            identity: request.value(forHTTPHeaderField: "RichPush-Identity")
                         )
                     )
                 }
@@ -58,14 +60,16 @@ import FoundationNetworking
         _ dir: URL,
         _ net: Network,
         _ clock: Clock,
-        center: UNUserNotificationCenter = .current()
+        center: UNUserNotificationCenter = .current(),
+        identity: RichPushApp.IdentityProvider? = { "proof-for-\($0)" }
     ) -> RichPushApp {
         RichPushApp(
             configuration: .init(
                 server: URL(string: "https://push.example.com")!,
                 appID: "app_1",
                 key: "rp_register",
-                directory: dir
+                directory: dir,
+                identity: identity
             ),
             center: center,
             transport: net.transport,
@@ -127,7 +131,7 @@ import FoundationNetworking
         #expect(sent.count == 2)
         #expect(sent[0].url == "https://push.example.com/v1/apps/app_1/devices")
         #expect(sent[0].body["token"] == "abcd" && sent[0].body["user_id"] == "u1")
-        #expect(sent[0].authorization == "Bearer rp_register")
+        #expect(sent[0].authorization == "Bearer rp_register" && sent[0].identity == "proof-for-u1")
         // The open goes to the delivery's own address, without the key.
         #expect(sent[1].url == "https://push.example.com/v1/receipts/n1.abc.0000000000001.sig/opens")
         // It names the deep link the open led to: the notification's own.
@@ -231,5 +235,42 @@ import FoundationNetworking
         let opens = net.sent.withLockedValue { $0.suffix(2).map(\.body) }
         #expect(opens[0] == ["event": "opened", "action": "track", "link": "shop://orders/42", "token": "ab"])
         #expect(opens[1] == ["event": "dismissed", "token": "ab"])
+    }
+
+    /// A registration naming the user carries the proof the app's backend gave; one the server refuses (401) is
+    /// asked for again and sent once more; without a proof the device is registered without its user.
+    @Test func theUsersProofGoesWithItsRegistration() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rpapp-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (net, clock) = (Network(), Clock())
+        let asked = NIOLockedValueBox<[String]>([])
+        let proofs = NIOLockedValueBox(["stale", "fresh"])
+        let push = make(dir, net, clock) { user in
+            asked.withLockedValue { $0.append(user) }
+            return proofs.withLockedValue { $0.isEmpty ? nil : $0.removeFirst() }
+        }
+        await push.register(token: "ab")
+        await push.setUser("bob")
+        net.answers.withLockedValue { $0 = [(401, nil), (200, nil)] }
+        #expect(await push.flush() == .init(sent: 1, refused: 0, waiting: 0))
+        #expect(asked.withLockedValue { $0 } == ["bob", "bob"])
+        var sent = net.sent.withLockedValue { $0 }
+        #expect(sent.map(\.identity) == ["stale", "fresh"] && sent.allSatisfy { $0.body["user_id"] == "bob" })
+        // The backend has no proof now: the device is registered all the same, without its user.
+        await push.setTags(["news"])
+        #expect(await push.flush().sent == 1)
+        sent = net.sent.withLockedValue { $0 }
+        #expect(sent.last?.identity == nil && sent.last?.body["user_id"] == nil && sent.last?.body["token"] == "ab")
+        // An app without a provider sends no user id either (the public key cannot name one).
+        let bare = make(
+            FileManager.default.temporaryDirectory.appendingPathComponent("rpapp-\(UUID().uuidString)"),
+            net,
+            clock,
+            identity: nil
+        )
+        await bare.register(token: "cd")
+        await bare.setUser("carol")
+        #expect(await bare.flush().sent == 1)
+        #expect(net.sent.withLockedValue { $0.last?.body["user_id"] } == nil)
     }
 }

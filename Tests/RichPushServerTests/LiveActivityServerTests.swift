@@ -396,7 +396,14 @@ import Testing
                     "push-to-start"
                 ),
                 (["kind": "later", "token": "aabb", "activity_type": "A"], "enum"),
-                (["kind": "activity", "token": "zz", "activity_type": "A", "activity_id": "x"], "apns-token"),
+                (["kind": "activity", "token": "zz", "activity_type": "A", "activity_id": "x"], "length"),
+                (
+                    [
+                        "kind": "activity", "token": .string(String(repeating: "z", count: 64)), "activity_type": "A",
+                        "activity_id": "x",
+                    ],
+                    "apns-token"
+                ),
             ]
             for (body, rule) in tokenCases {
                 let (status, answer) = try await call(client, .post, "/v1/apps/\(app)/live/tokens", body)

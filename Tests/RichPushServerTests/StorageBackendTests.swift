@@ -77,14 +77,15 @@ import Testing
         #expect(
             try await store.tokens(appID: app, audience: .pushToStart(type: "Score", userID: "u2"), limit: 10) == [t[1]]
         )
-        #expect(try await store.tokens(appID: app, audience: .activity("m7"), limit: 10) == [t[3], t[4]])
-        #expect(try await store.tokens(appID: app, audience: .activity("m7"), limit: 1) == [t[3]])
+        // t[3] was registered 13 hours ago, past an update token's life: a send leaves it out (the sweep takes it).
+        #expect(try await store.tokens(appID: app, audience: .activity("m7"), limit: 10) == [t[4]])
+        #expect(try await store.tokens(appID: app, audience: .activity("m7"), limit: 1) == [t[4]])
         // Registered again, a token says what it says now: here it moves to another activity.
         try await store.register(
             LiveToken(appID: app, token: t[4], kind: .activity, activityType: "Score", activityID: "m8")
         )
         #expect(try await store.tokens(appID: app, audience: .activity("m8"), limit: 10) == [t[4]])
-        #expect(try await store.tokens(appID: app, audience: .activity("m7"), limit: 10) == [t[3]])
+        #expect(try await store.tokens(appID: app, audience: .activity("m7"), limit: 10).isEmpty)
         // Registered again unchanged within the hour, the old row stays as it was: here it keeps its old time, so
         // the sweep below still takes it.
         try await store.register(

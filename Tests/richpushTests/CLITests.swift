@@ -1,4 +1,6 @@
+import Crypto
 import Foundation
+import RichPushTransport
 import Testing
 
 @testable import RichPushCore
@@ -92,6 +94,35 @@ import Testing
         // (`richpush-bench chart`: 4.4 MB at scale 3). This bound catches a renderer that grows with the chart.
         #expect(bytes < 8 * 1024 * 1024, "\(width)x\(height)@\(scale): \(bytes) bytes")
         print("chart \(width)x\(height)@\(scale): \(bytes) bytes above baseline")
+    }
+
+    /// `richpush identity mint` signs what an app's backend signs: an ES256 JWT for the user and app, named by the
+    /// key's thumbprint, within the bounds; a bad key file or a lifetime past a day is refused.
+    @Test func identityMintSignsAProofWithAKeyFile() throws {
+        let key = P256.Signing.PrivateKey()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("idk-\(UUID().uuidString).pem")
+        defer { try? FileManager.default.removeItem(at: file) }
+        try key.pemRepresentation.write(to: file, atomically: true, encoding: .utf8)
+        let r = try run([
+            "identity", "mint", "--key", file.path, "--app", "app_1", "--user", "u-42", "--lifetime", "600",
+            "--activity", "order-42",
+        ])
+        #expect(r.status == 0, "\(r.stderr)")
+        let proof = r.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let parts = try #require(JWT.Parts(proof))
+        #expect(parts.verifiesES256(with: key.publicKey) && parts.signature.count == 64)
+        #expect(parts.header["alg"] as? String == "ES256" && (parts.header["kid"] as? String)?.count == 43)
+        let claims = parts.claims
+        #expect(claims["sub"] as? String == "u-42" && claims["aud"] as? String == "app_1")
+        #expect(claims["activities"] as? [String] == ["order-42"])
+        let exp = try #require(claims["exp"] as? Int)
+        let iat = try #require(claims["iat"] as? Int)
+        #expect(exp - iat == 600)
+        #expect(try run(["identity", "mint", "--key", "/nonexistent", "--app", "a", "--user", "u"]).status == 2)
+        #expect(
+            try run(["identity", "mint", "--key", file.path, "--app", "a", "--user", "u", "--lifetime", "90000"]).status
+                == 2
+        )
     }
 
     @Test func validateListsAllFiveMistakes() throws {

@@ -37,12 +37,28 @@ public struct APIError: HTTPResponseError, Sendable {
         case insufficientStorage = "insufficient-storage"
         /// A push service refused or failed a request made for the caller (channel management).
         case providerError = "provider-error"
+        /// A public-key registration names a user, an activity or a user's push-to-start without an identity proof.
+        case identityRequired = "identity-required"
+        /// The identity proof is malformed, forged (its signature does not verify), or lives past the bound.
+        case identityInvalid = "identity-invalid"
+        /// The proof's `kid` names no identity key of this app.
+        case identityUnknownKey = "identity-unknown-key"
+        case identityExpired = "identity-expired"
+        case identityNotYetValid = "identity-not-yet-valid"
+        /// The proof's `aud` is another app.
+        case identityWrongApp = "identity-wrong-app"
+        /// The registration's user_id is not the proof's `sub`.
+        case identityWrongUser = "identity-wrong-user"
+        /// The proof does not list the activity id (or the push-to-start type) registered.
+        case identityNotGranted = "identity-not-granted"
         case `internal`
 
         public var status: HTTPResponse.Status {
             switch self {
-            case .unauthenticated: .unauthorized
-            case .forbidden, .badReceiptToken: .forbidden
+            case .unauthenticated, .identityRequired, .identityInvalid, .identityUnknownKey, .identityExpired,
+                .identityNotYetValid, .identityWrongApp:
+                .unauthorized
+            case .forbidden, .badReceiptToken, .identityWrongUser, .identityNotGranted: .forbidden
             case .notFound: .notFound
             case .methodNotAllowed: .methodNotAllowed
             case .invalid, .mediaRefused: .unprocessableContent

@@ -43,6 +43,9 @@ public struct RichPushAPI: Sendable {
     public var onAccepted: @Sendable (_ id: String, _ message: PushMessage) -> Void
     /// Most tokens in one `audience.tokens` (or `apns_tokens` + `fcm_tokens`) list.
     public var maxTokensPerRequest = 10_000
+    /// The bounds every device and Live Activity registration meets (devices per app and per user, tokens per
+    /// app, user and activity).
+    public var registrationLimits = RegistrationLimits()
     /// Preflight, hosting and charts; nil turns media checks and `/media` off.
     public var media: MediaService?
     /// What each app may make this node spend on media (uploads a day, fetches at once).
@@ -176,9 +179,11 @@ public struct RichPushAPI: Sendable {
             registry: registry,
             providers: providers,
             counts: counts,
-            maxBodyBytes: maxBodyBytes
+            maxBodyBytes: maxBodyBytes,
+            limits: registrationLimits
         )
         .addRoutes(to: keyed)
+        IdentityController(store: store, maxBodyBytes: maxBodyBytes).addRoutes(to: keyed)
         NotificationsController(
             backend: backend,
             validation: validation,
@@ -198,8 +203,14 @@ public struct RichPushAPI: Sendable {
             insight: insight,
             minutes: minutes
         ).addRoutes(to: keyed)
-        LiveController(store: store, liveTokens: backend.liveTokens, providers: providers, maxBodyBytes: maxBodyBytes)
-            .addRoutes(to: keyed)
+        LiveController(
+            store: store,
+            liveTokens: backend.liveTokens,
+            providers: providers,
+            maxBodyBytes: maxBodyBytes,
+            limits: registrationLimits
+        )
+        .addRoutes(to: keyed)
 
         methodGuard.fill(from: Self.routes(of: router))
         return router

@@ -105,6 +105,7 @@ public func buildApplication(
             metrics: metrics
         )
     }
+    api.registrationLimits = config.registrations
     api.liveBudget = config.livePriority10PerHour.map { RateLimiter(rate: Double($0) / 3600, burst: Double($0)) }
 
     // Fan-outs a crash cut short are finished before serving (on a shared database, by the leader: a fan-out
@@ -404,13 +405,17 @@ func leaderJobs(
         )
     }
     // An activity's update token is worth nothing 12 hours after it was registered: 8 hours of activity and 4
-    // on the Lock Screen after its end. The table stays the size of what is running.
+    // on the Lock Screen after its end; a push-to-start token not registered again for 30 days belongs to a device
+    // gone. The table stays the size of what is running and who is around.
     jobs.append(
         PeriodicJob(name: "sweep-live-tokens", interval: 600) {
-            while try await backend.liveTokens.sweepActivityTokens(
-                before: Date().addingTimeInterval(-LiveTokenLimits.activityTokenLifetime),
-                limit: 1000
-            ) == 1000 {}
+            for kind in LiveToken.Kind.allCases {
+                while try await backend.liveTokens.sweep(
+                    kind,
+                    before: Date().addingTimeInterval(-LiveTokenLimits.lifetime(kind)),
+                    limit: 1000
+                ) == 1000 {}
+            }
         }
     )
     guard config.isPostgres else { return jobs }

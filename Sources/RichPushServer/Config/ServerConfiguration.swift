@@ -69,6 +69,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Writes are refused (507) while the disk holding the database or the hosted media has less free space
     /// than this (`disk.min_free_megabytes`); reads and deliveries already accepted go on. 0 turns it off.
     public var minFreeDiskMegabytes: Double = 512
+    /// What the registry keeps (`registrations.devices_per_app` 5,000,000, `devices_per_user` 20,
+    /// `live_tokens_per_app` 5,000,000, `live_tokens_per_user` 20, `live_tokens_per_activity` 1,000 and at most
+    /// 10,000, the tokens one send may name), counted in the database whatever the number of nodes.
+    public var registrations = RegistrationLimits()
 
     /// The credentials key file in use: beside an SQLite file, or `richpush-credentials.key` in the working folder
     /// for PostgreSQL (every node of a cluster needs a copy of the same key).
@@ -95,7 +99,11 @@ public struct ServerConfiguration: Sendable, Equatable {
         "": [
             "database", "node_id", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers",
             "sandbox", "media", "receipts", "credentials_key_file", "notifications", "quotas", "live",
-            "public_rate_per_client", "trusted_proxies", "disk",
+            "public_rate_per_client", "trusted_proxies", "disk", "registrations",
+        ],
+        "registrations": [
+            "devices_per_app", "devices_per_user", "live_tokens_per_app", "live_tokens_per_user",
+            "live_tokens_per_activity",
         ],
         "disk": ["min_free_megabytes"],
         "live": ["priority10_per_hour"],
@@ -205,6 +213,19 @@ public struct ServerConfiguration: Sendable, Equatable {
                 quotas.fetchesPerApp = Int(n)
             }
             if let n = try number(qo["fetches"], "quotas.fetches", 1...100_000) { quotas.fetches = Int(n) }
+        }
+        if let g = o["registrations"] {
+            guard case .object(let go) = g else { throw Problem(key: "registrations", rule: "must be an object") }
+            try Self.checkKeys(go, section: "registrations")
+            func count(_ key: String, _ range: ClosedRange<Double>) throws -> Int? {
+                try number(go[key], "registrations." + key, range).map { Int($0) }
+            }
+            if let n = try count("devices_per_app", 1...1_000_000_000) { registrations.devicesPerApp = n }
+            if let n = try count("devices_per_user", 1...10_000) { registrations.devicesPerUser = n }
+            if let n = try count("live_tokens_per_app", 1...1_000_000_000) { registrations.liveTokensPerApp = n }
+            if let n = try count("live_tokens_per_user", 1...10_000) { registrations.liveTokensPerUser = n }
+            // An activity's tokens are all named in one update: at most what one send may name.
+            if let n = try count("live_tokens_per_activity", 1...10_000) { registrations.liveTokensPerActivity = n }
         }
         if let m = o["media"] {
             guard case .object(let mo) = m else { throw Problem(key: "media", rule: "must be an object") }

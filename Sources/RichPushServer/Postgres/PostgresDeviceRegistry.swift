@@ -86,6 +86,64 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
         }
     }
 
+    public func register(_ d: Device, owner: RegistrationOwner, limits: RegistrationLimits) async throws {
+        let keep = owner == .keepsKnown
+        let logger = db.logger
+        try await db.transaction { c in
+            // The app's count from its counter rows (a few rows, whatever its size), asked only of a new token.
+            // Registrations through several nodes at once may each pass the bound by one; the next meets it.
+            let full =
+                try await c.query(
+                    """
+                    SELECT NOT EXISTS (SELECT 1 FROM devices WHERE app_id = \(d.appID) AND token = \(d.token))
+                        AND (SELECT COALESCE(SUM(n), 0) FROM app_counts WHERE app_id = \(d.appID) AND kind = 'devices') >= \(limits.devicesPerApp)
+                    """,
+                    logger: logger
+                ).collect().first?.decode(Bool.self) ?? false
+            if full { throw QuotaReached.devices(limits.devicesPerApp) }
+            let rows = try await c.query(
+                """
+                INSERT INTO devices (app_id, token, platform, provider, user_id, locale, time_zone, app_version, permission, updated_at)
+                VALUES (\(d.appID), \(d.token), \(d.platform.rawValue), \(d.provider.rawValue), \(keep ? nil : d.userID), \(d.locale),
+                    \(d.timeZone), \(d.appVersion), \(d.permission?.rawValue), \(d.updatedAt))
+                ON CONFLICT (app_id, token) DO UPDATE SET platform = excluded.platform, provider = excluded.provider,
+                    user_id = CASE WHEN \(keep) THEN devices.user_id ELSE excluded.user_id END,
+                    locale = excluded.locale, time_zone = excluded.time_zone, app_version = excluded.app_version,
+                    permission = COALESCE(excluded.permission, devices.permission), updated_at = excluded.updated_at
+                RETURNING id, user_id
+                """,
+                logger: logger
+            ).collect()
+            guard let (id, user) = try rows.first?.decode((Int64, String?).self) else { return }
+            _ = try await c.query("DELETE FROM device_tags WHERE device_id = \(id)", logger: logger).collect()
+            _ = try await c.query("DELETE FROM device_topics WHERE device_id = \(id)", logger: logger).collect()
+            let tags = Array(Set(d.tags))
+            let topics = Array(Set(d.topics))
+            if !tags.isEmpty {
+                _ = try await c.query(
+                    "INSERT INTO device_tags (device_id, tag) SELECT \(id), unnest(\(tags)::text[])",
+                    logger: logger
+                ).collect()
+            }
+            if !topics.isEmpty {
+                _ = try await c.query(
+                    "INSERT INTO device_topics (device_id, topic) SELECT \(id), unnest(\(topics)::text[])",
+                    logger: logger
+                ).collect()
+            }
+            guard let user, limits.devicesPerUser < Int.max else { return }
+            // The user's devices by the (app_id, user_id, id) index: as many rows as the bound, and one.
+            _ = try await c.query(
+                """
+                DELETE FROM devices WHERE id IN (
+                    SELECT id FROM devices WHERE app_id = \(d.appID) AND user_id = \(user)
+                    ORDER BY updated_at DESC, id DESC OFFSET \(limits.devicesPerUser))
+                """,
+                logger: logger
+            ).collect()
+        }
+    }
+
     @discardableResult
     public func remove(appID: String, token: String) async throws -> Bool {
         // Tags and topics go with the device (ON DELETE CASCADE).

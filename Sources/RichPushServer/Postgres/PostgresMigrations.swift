@@ -8,7 +8,23 @@ enum PostgresMigrations {
     struct Migration {
         var version: Int
         var name: String
-        var sql: String
+        /// One statement per query (the extended protocol takes no more).
+        var statements: [String]
+
+        /// Statements separated by semicolons; none of them holds a semicolon of its own.
+        init(version: Int, name: String, sql: String) {
+            self.version = version
+            self.name = name
+            statements = sql.split(separator: ";").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+                .filter { !$0.isEmpty }
+        }
+
+        /// Statements given one by one (a function's body holds semicolons).
+        init(version: Int, name: String, statements: [String]) {
+            self.version = version
+            self.name = name
+            self.statements = statements
+        }
     }
 
     /// The advisory lock migrations run under (any 64-bit number no other program on the database uses).
@@ -140,6 +156,16 @@ enum PostgresMigrations {
             name: "open links and device permission",
             sql: OpenSQL.linkColumn + ";\n" + DeviceSQL.permissionColumn
         ),
+        // Identity keys (the public keys an app's backend signs proofs with), each app's counts of devices and Live
+        // Activity tokens kept by triggers (the registration quotas read them), and a user's Live Activity tokens
+        // found by index (the per-user bound).
+        Migration(
+            version: 15,
+            name: "identity keys and registration counts",
+            statements: [IdentityKeySQL.create(time: "timestamptz")] + AppCountSQL.postgres + [
+                "CREATE INDEX live_tokens_user ON live_tokens (app_id, user_id, updated_at)"
+            ]
+        ),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.
@@ -166,11 +192,7 @@ enum PostgresMigrations {
                     var applied: [Int] = []
                     for m in all where !done.contains(m.version) {
                         try await c.withTransaction(logger: logger) { t in
-                            // One statement per query (the extended protocol takes no more); no statement here
-                            // holds a semicolon of its own.
-                            for statement in m.sql.split(separator: ";").map({
-                                $0.trimmingCharacters(in: .whitespacesAndNewlines)
-                            }) where !statement.isEmpty {
+                            for statement in m.statements {
                                 _ = try await t.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                             }
                             _ = try await t.query(

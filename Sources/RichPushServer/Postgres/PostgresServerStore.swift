@@ -12,6 +12,7 @@ public final class PostgresServerStore: ServerStore {
     let credentials: StoredCredentials
     let grants: StoreCache<APIGrant>
     let apps: StoreCache<ServerApp>
+    let identity: StoreCache<[IdentityKey]>
     static let cacheChannel = "richpush_cache"
 
     /// Checks the credentials key against the database (every node must seal with the same key) and seals
@@ -32,6 +33,7 @@ public final class PostgresServerStore: ServerStore {
         credentials = StoredCredentials(sealer: sealer)
         grants = StoreCache(lifetime: cacheLifetime, capacity: 100_000)
         apps = StoreCache(lifetime: cacheLifetime, capacity: 10_000)
+        identity = StoreCache(lifetime: cacheLifetime, capacity: 10_000)
     }
 
     /// Checks the credentials key and seals what is stored unsealed.
@@ -86,15 +88,19 @@ public final class PostgresServerStore: ServerStore {
         return try rows.first?.decode(Bool.self) ?? false
     }
 
-    /// A change another node announced: `app:ID`, `key:HASH`, or anything else to forget everything.
+    /// A change another node announced: `app:ID`, `key:HASH`, `identity:APP` (its identity keys), or anything
+    /// else to forget everything.
     public func forget(_ payload: String) {
         if payload.hasPrefix("app:") {
             apps.forget(String(payload.dropFirst(4)))
         } else if payload.hasPrefix("key:") {
             grants.forget(String(payload.dropFirst(4)))
+        } else if payload.hasPrefix("identity:") {
+            identity.forget(String(payload.dropFirst(9)))
         } else {
             apps.forgetAll()
             grants.forgetAll()
+            identity.forgetAll()
         }
     }
 
@@ -228,6 +234,36 @@ public final class PostgresServerStore: ServerStore {
                 return APIGrant(keyID: id, appID: app, scopes: APIScope.parse(scopes))
             }
         }
+    }
+
+    // MARK: Identity keys
+
+    public func identityKeys(appID: String) async throws -> [IdentityKey] {
+        try await identity.value(appID) {
+            try await db.rows(IdentityKeySQL.list(appID).postgres).compactMap { row in
+                let (kid, key, created) = try row.decode((String, String, Date).self)
+                return IdentityKeySQL.key(appID: appID, kid: kid, publicKey: key, createdAt: created)
+            }
+        } ?? []
+    }
+
+    public func addIdentityKey(_ key: IdentityKey) async throws {
+        // Counted in the statement: two added at once through two nodes may both pass (at most one over, once).
+        let added = try await db.rows(IdentityKeySQL.add(key).postgres)
+        if added.isEmpty {
+            let held = try await db.rows(IdentityKeySQL.exists(key).postgres).first?.decode(Int.self) ?? 0
+            throw held > 0 ? IdentityKeys.Exists() as any Error : IdentityKeys.LimitReached()
+        }
+        identity.forget(key.appID)
+        await db.notify(Self.cacheChannel, "identity:" + key.appID)
+    }
+
+    public func removeIdentityKey(appID: String, keyID: String) async throws -> Bool {
+        let removed = try await !db.rows(IdentityKeySQL.remove(appID: appID, keyID: keyID).postgres).isEmpty
+        identity.forget(appID)
+        // Every node forgets it within a second: a deleted key verifies nothing anywhere after that.
+        await db.notify(Self.cacheChannel, "identity:" + appID)
+        return removed
     }
 
     // MARK: Notifications

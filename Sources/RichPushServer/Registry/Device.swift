@@ -200,6 +200,11 @@ public protocol DeviceRegistry: Sendable {
     /// Registers or updates a device (by app and token).
     func upsert(_ device: Device) async throws
 
+    /// Registers a device within `limits` (``RegistrationLimits``): a new token past the app's bound is refused with
+    /// ``QuotaReached``; past the user's bound the user's least recently registered devices go. With `owner`
+    /// ``RegistrationOwner/keepsKnown`` a token already registered keeps its user id (a new one gets none).
+    func register(_ device: Device, owner: RegistrationOwner, limits: RegistrationLimits) async throws
+
     /// Many devices in one transaction where the backend has them (imports, benchmarks).
     func upsert(contentsOf devices: [Device]) async throws
 

@@ -23,6 +23,20 @@ public actor MemoryDeviceRegistry: DeviceRegistry {
         }
     }
 
+    public func register(_ given: Device, owner: RegistrationOwner, limits: RegistrationLimits) throws {
+        var device = given
+        let known = byKey[key(device.appID, device.token)].flatMap { rows[$0] }
+        if known == nil, rows.values.count(where: { $0.appID == device.appID }) >= limits.devicesPerApp {
+            throw QuotaReached.devices(limits.devicesPerApp)
+        }
+        if owner == .keepsKnown { device.userID = known?.userID }
+        upsert(device)
+        guard let user = device.userID else { return }
+        let mine = rows.filter { $0.value.appID == device.appID && $0.value.userID == user }
+            .sorted { ($0.value.updatedAt, $0.key) > ($1.value.updatedAt, $1.key) }
+        for (_, d) in mine.dropFirst(max(0, limits.devicesPerUser)) { remove(appID: d.appID, token: d.token) }
+    }
+
     @discardableResult
     public func remove(appID: String, token: String) -> Bool {
         guard let id = byKey.removeValue(forKey: key(appID, token)) else { return false }

@@ -42,11 +42,45 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
             )
         }
         m.registerMigration("devices-permission") { db in try db.execute(sql: DeviceSQL.permissionColumn) }
+        m.registerMigration("devices-count-v1") { db in
+            // Each app's count of devices, kept by triggers (RegistrationLimits).
+            try db.execute(sql: AppCountSQL.sqlite(table: "devices", kind: AppCountSQL.devices))
+        }
         return m
     }
 
     public func upsert(_ d: Device) async throws {
         try await pool.write { db in try Self.upsert(d, in: db) }
+    }
+
+    public func register(_ d: Device, owner: RegistrationOwner, limits: RegistrationLimits) async throws {
+        try await pool.write { db in
+            // One writer at a time: what is counted is what the insert meets.
+            let known = try Int64.fetchOne(
+                db,
+                sql: "SELECT id FROM devices WHERE app_id = ? AND token = ?",
+                arguments: [d.appID, d.token]
+            )
+            if known == nil,
+                try Int.fetchOne(db, query: AppCountSQL.total(d.appID, AppCountSQL.devices)) ?? 0
+                    >= limits.devicesPerApp
+            {
+                throw QuotaReached.devices(limits.devicesPerApp)
+            }
+            let user = try Self.upsert(d, keepsUser: owner == .keepsKnown, in: db)
+            if let user, limits.devicesPerUser < Int.max {
+                // The user's devices by the (app_id, user_id, id) index: as many rows as the bound, and one.
+                let past = try Int64.fetchAll(
+                    db,
+                    sql: """
+                        SELECT id FROM devices WHERE app_id = ? AND user_id = ?
+                        ORDER BY updated_at DESC, id DESC LIMIT -1 OFFSET ?
+                        """,
+                    arguments: [d.appID, user, limits.devicesPerUser]
+                )
+                for id in past { try Self.delete(id, in: db) }
+            }
+        }
     }
 
     /// Many devices in one transaction (imports, benchmarks).
@@ -56,30 +90,38 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
         }
     }
 
-    static func upsert(_ d: Device, in db: Database) throws {
+    /// Inserts or updates a device with its lists; returns the user id it holds now. With `keepsUser` a known
+    /// token keeps its user (a public registration without a proof).
+    @discardableResult
+    static func upsert(_ d: Device, keepsUser: Bool = false, in db: Database) throws -> String? {
         // Cached statements: a bulk import parses each SQL once.
         let insert = try db.cachedStatement(
             sql: """
                 INSERT INTO devices (app_id, token, platform, provider, user_id, locale, time_zone, app_version, permission, updated_at)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT(app_id, token) DO UPDATE SET platform = excluded.platform, provider = excluded.provider, user_id = excluded.user_id,
+                ON CONFLICT(app_id, token) DO UPDATE SET platform = excluded.platform, provider = excluded.provider,
+                    user_id = CASE WHEN ? THEN devices.user_id ELSE excluded.user_id END,
                     locale = excluded.locale, time_zone = excluded.time_zone, app_version = excluded.app_version,
                     permission = COALESCE(excluded.permission, devices.permission), updated_at = excluded.updated_at
-                RETURNING id
+                RETURNING id, user_id
                 """
         )
-        let id = try Int64.fetchOne(
-            insert,
-            arguments: [
-                d.appID, d.token, d.platform.rawValue, d.provider.rawValue, d.userID, d.locale, d.timeZone,
-                d.appVersion, d.permission?.rawValue, d.updatedAt.timeIntervalSince1970,
-            ]
-        )!
+        guard
+            let row = try Row.fetchOne(
+                insert,
+                arguments: [
+                    d.appID, d.token, d.platform.rawValue, d.provider.rawValue, keepsUser ? nil : d.userID, d.locale,
+                    d.timeZone, d.appVersion, d.permission?.rawValue, d.updatedAt.timeIntervalSince1970, keepsUser,
+                ]
+            )
+        else { throw DatabaseError(resultCode: .SQLITE_ERROR, message: "an upsert returned no row") }
+        let id: Int64 = row[0]
         try Self.deleteLists(of: id, in: db)
         let tag = try db.cachedStatement(sql: "INSERT INTO device_tags (device_id, tag) VALUES (?, ?)")
         for t in Set(d.tags) { try tag.execute(arguments: [id, t]) }
         let topic = try db.cachedStatement(sql: "INSERT INTO device_topics (device_id, topic) VALUES (?, ?)")
         for t in Set(d.topics) { try topic.execute(arguments: [id, t]) }
+        return row[1]
     }
 
     /// A device's tags and topics.

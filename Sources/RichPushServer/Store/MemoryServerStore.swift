@@ -109,6 +109,23 @@ public actor MemoryServerStore: ServerStore {
 
     public func notification(id: String) -> StoredNotification? { notifications[id] }
 
+    private var identity: [String: [IdentityKey]] = [:]  // by app, oldest first
+
+    public func identityKeys(appID: String) -> [IdentityKey] { identity[appID] ?? [] }
+
+    public func addIdentityKey(_ key: IdentityKey) throws {
+        let held = identity[key.appID] ?? []
+        if held.contains(where: { $0.keyID == key.keyID }) { throw IdentityKeys.Exists() }
+        guard held.count < IdentityKeys.maxPerApp else { throw IdentityKeys.LimitReached() }
+        identity[key.appID] = held + [key]
+    }
+
+    public func removeIdentityKey(appID: String, keyID: String) -> Bool {
+        guard let held = identity[appID], held.contains(where: { $0.keyID == keyID }) else { return false }
+        identity[appID] = held.filter { $0.keyID != keyID }
+        return true
+    }
+
     private var secrets: [String: [UInt8]] = [:]
     public func secret(named name: String) -> [UInt8] {
         if let s = secrets[name] { return s }

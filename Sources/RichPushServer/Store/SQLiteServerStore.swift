@@ -14,6 +14,7 @@ public final class SQLiteServerStore: ServerStore {
     let cacheLifetime: TimeInterval
     private let grants: StoreCache<APIGrant>
     private let apps: StoreCache<ServerApp>
+    private let identity: StoreCache<[IdentityKey]>
 
     /// Seals credentials before they are written; nil stores them as given.
     let sealer: CredentialSealer?
@@ -27,6 +28,7 @@ public final class SQLiteServerStore: ServerStore {
         self.sealer = sealer
         grants = StoreCache(lifetime: cacheLifetime, capacity: 100_000)
         apps = StoreCache(lifetime: cacheLifetime, capacity: 10_000)
+        identity = StoreCache(lifetime: cacheLifetime, capacity: 10_000)
         commits = GroupCommit(pool: pool)
         try Self.migrator.migrate(pool)
         let credentials = StoredCredentials(sealer: sealer)
@@ -155,6 +157,16 @@ public final class SQLiteServerStore: ServerStore {
         m.registerMigration("delivery-opens-link") { db in
             // The deep link an open led to.
             try db.execute(sql: OpenSQL.linkColumn)
+        }
+        m.registerMigration("live-tokens-bounds-v1") { db in
+            // Each app's count of Live Activity tokens, kept by triggers (RegistrationLimits), and a user's tokens
+            // by index (the per-user bound).
+            try db.execute(sql: AppCountSQL.sqlite(table: "live_tokens", kind: AppCountSQL.live))
+            try db.execute(sql: "CREATE INDEX live_tokens_user ON live_tokens (app_id, user_id, updated_at)")
+        }
+        m.registerMigration("identity-keys-v1") { db in
+            // The public keys an app's backend signs identity proofs with (IdentityKey).
+            try db.execute(sql: IdentityKeySQL.create(time: "REAL"))
         }
         return m
     }
@@ -306,6 +318,42 @@ public final class SQLiteServerStore: ServerStore {
                 }
             }
         }
+    }
+
+    // MARK: Identity keys
+
+    public func identityKeys(appID: String) async throws -> [IdentityKey] {
+        try await identity.value(appID) {
+            try await pool.read { db in
+                try Row.fetchAll(db, query: IdentityKeySQL.list(appID)).compactMap { row in
+                    IdentityKeySQL.key(
+                        appID: appID,
+                        kid: row[0],
+                        publicKey: row[1],
+                        createdAt: Date(timeIntervalSince1970: row[2])
+                    )
+                }
+            }
+        } ?? []
+    }
+
+    public func addIdentityKey(_ key: IdentityKey) async throws {
+        try await pool.write { db in
+            // One writer at a time: the count and the insert cannot be split by another node's.
+            if try Int.fetchOne(db, query: IdentityKeySQL.exists(key)) ?? 0 > 0 { throw IdentityKeys.Exists() }
+            guard try !Row.fetchAll(db, query: IdentityKeySQL.add(key)).isEmpty else {
+                throw IdentityKeys.LimitReached()
+            }
+        }
+        identity.forget(key.appID)
+    }
+
+    public func removeIdentityKey(appID: String, keyID: String) async throws -> Bool {
+        let removed = try await pool.write { db in
+            try !Row.fetchAll(db, query: IdentityKeySQL.remove(appID: appID, keyID: keyID)).isEmpty
+        }
+        identity.forget(appID)
+        return removed
     }
 
     // MARK: Notifications

@@ -200,6 +200,15 @@ public protocol AppStore: Sendable {
     /// most `limit`.
     func keys(appID: String, after: String, limit: Int) async throws -> [APIKeyInfo]
 
+    /// An app's identity keys (``IdentityKey``), oldest first: read on every registration that carries a proof, so
+    /// kept briefly like grants (a key deleted through another node is forgotten within a second on PostgreSQL).
+    func identityKeys(appID: String) async throws -> [IdentityKey]
+    /// Adds a key; ``IdentityKeys/LimitReached`` when the app holds ``IdentityKeys/maxPerApp`` already,
+    /// ``IdentityKeys/Exists`` when it holds this one.
+    func addIdentityKey(_ key: IdentityKey) async throws
+    /// Deletes a key by its id; false when the app has none such.
+    func removeIdentityKey(appID: String, keyID: String) async throws -> Bool
+
     /// A random 32-byte secret of the server's, made on first use and the same ever after (receipt tokens are
     /// signed with one, so they stay valid across restarts and on every node).
     func secret(named name: String) async throws -> [UInt8]

@@ -23,7 +23,15 @@ extension FieldReader {
     }
 }
 
-/// `POST /v1/apps/{app}/devices`.
+/// `POST /v1/apps/{app}/devices`. Every field is bounded to the size of the real thing, so that a stored
+/// registration is a few KB at most (docs/server.md, "Registrations": the worst case, byte by byte):
+///
+/// - an APNs token is hex of whole bytes, 16 to 200 characters: 64 today, and Apple says not to hard-code the
+///   length (`application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`), so three times that;
+/// - an FCM registration token is at most 1,024 characters (about 160 today; FCM publishes no length);
+/// - a browser's subscription is an endpoint of at most 2,048 bytes and its two fixed-size keys;
+/// - at most 32 tags and 32 topics of 64 bytes, a user id of 128 bytes (UTF-8), a BCP 47 locale of 35
+///   characters, a time zone name and an app version of 64.
 struct DeviceBody {
     var device: Device
 
@@ -31,7 +39,33 @@ struct DeviceBody {
         "token", "platform", "provider", "user_id", "tags", "topics", "locale", "time_zone", "app_version",
         "subscription", "permission",
     ]
-    static let maxTags = 100
+    static let maxTags = 32
+    static let maxTagBytes = 64
+    static let maxUserIDBytes = 128
+    /// An APNs token in hex.
+    static let apnsTokenLengths = 16...200
+    static let maxFCMToken = 1024
+    /// A web subscription's token form: the endpoint, `#`, the 87-character key, `.`, the 22-character secret.
+    static let maxToken = WebPushSubscription.maxEndpointLength + 111
+
+    /// A user id: 1 to 128 bytes of UTF-8 (the schema counts characters; the bytes are what is stored).
+    static func userID(_ o: [String: JSONValue], _ r: inout FieldReader) -> String? {
+        guard let u = r.text(o, "user_id", at: "", lengths: 1...maxUserIDBytes) else { return nil }
+        guard u.utf8.count <= maxUserIDBytes else {
+            r.report.add("user_id", "utf8-length", "user_id is at most \(maxUserIDBytes) bytes of UTF-8")
+            return nil
+        }
+        return u
+    }
+
+    /// Tags or topics: at most 32, each 1 to 64 bytes of UTF-8.
+    static func labels(_ o: [String: JSONValue], _ key: String, _ r: inout FieldReader) -> [String]? {
+        guard let list = r.texts(o, key, at: "", maxCount: maxTags, lengths: 1...maxTagBytes) else { return nil }
+        for (i, t) in list.enumerated() where t.utf8.count > maxTagBytes {
+            r.report.add("\(key)[\(i)]", "utf8-length", "each is at most \(maxTagBytes) bytes of UTF-8")
+        }
+        return list
+    }
 
     static func decode(_ json: JSONValue, appID: String, providers: Providers) throws(APIError) -> DeviceBody {
         var r = FieldReader(strict: true, refusesNUL: true)
@@ -54,7 +88,7 @@ struct DeviceBody {
             }
         } else {
             subscribed = false
-            token = r.text(o, "token", at: "", required: true, lengths: 1...4096)
+            token = r.text(o, "token", at: "", required: true, lengths: 1...maxToken)
         }
         let provider =
             r.choice(o, "provider", at: "", among: providers.ids.map(\.rawValue)).map(DeliveryProvider.init(rawValue:))
@@ -64,15 +98,19 @@ struct DeviceBody {
         }
         if let t = token, let problem = providers[provider]?.tokenProblem(t) {
             r.report.add(subscribed ? "subscription" : "token", problem.rule, problem.message)
+        } else if let t = token, provider == .apns, !apnsTokenLengths.contains(t.utf8.count) {
+            r.report.add("token", "length", "an APNs token is 16 to 200 hex characters")
+        } else if let t = token, provider == .fcm, t.utf8.count > maxFCMToken {
+            r.report.add("token", "length", "an FCM token is at most \(maxFCMToken) characters")
         } else if let t = token, provider == .webPush {
             // Stored in one spelling (base64url without padding), so one browser is one device.
             token = (try? WebPushSubscription(token: t, allowHTTP: true))?.token ?? t
         } else if token == nil && subscribed, case .object = o["subscription"] {
             r.report.add("subscription", "webpush-subscription", "endpoint and keys.p256dh, keys.auth are required")
         }
-        let userID = r.text(o, "user_id", at: "", lengths: 1...256)
-        let tags = r.texts(o, "tags", at: "", maxCount: maxTags, lengths: 1...100)
-        let topics = r.texts(o, "topics", at: "", maxCount: maxTags, lengths: 1...100)
+        let userID = userID(o, &r)
+        let tags = labels(o, "tags", &r)
+        let topics = labels(o, "topics", &r)
         let locale = r.text(o, "locale", at: "", lengths: 1...35)
         let timeZone = r.text(o, "time_zone", at: "", lengths: 1...64)
         let appVersion = r.text(o, "app_version", at: "", lengths: 1...64)

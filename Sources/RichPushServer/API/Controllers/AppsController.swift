@@ -25,7 +25,9 @@ struct AppsController: AppRoutes {
         group.post("apps/:app/webpush/keys", use: createWebPushKey)
     }
 
-    /// `GET /v1/me`: the admin key, or an app's key with its scopes (and the app).
+    /// `GET /v1/me`: the admin key, or an app's key with its scopes and its app. The app is shown as `GET
+    /// /v1/apps/{app}` shows it (credentials described) to a key that may read it there (`read` or `manage`); to
+    /// another (`register`, the key every page and app ships, or `send` alone) by its id only.
     func me(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         switch try context.requireCaller() {
         case .admin:
@@ -34,12 +36,13 @@ struct AppsController: AppRoutes {
             guard let app = try await store.app(id: grant.appID) else {
                 throw APIError(.notFound, "this key's app is gone")
             }
+            let readsApp = !grant.scopes.isDisjoint(with: [.read, .manage])
             return Response.json(
                 200,
                 [
                     "admin": false, "key_id": .string(grant.keyID),
                     "scopes": .array(APIScope.allCases.filter(grant.scopes.contains).map { .string($0.rawValue) }),
-                    "app": app.json, "sandbox": .bool(sandbox),
+                    "app": readsApp ? app.json : ["id": .string(app.id)], "sandbox": .bool(sandbox),
                 ]
             )
         }

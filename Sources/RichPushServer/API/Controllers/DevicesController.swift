@@ -7,12 +7,17 @@ import RichPushCore
 /// or an app ships, which can do nothing else), removing `manage`, searching `read`. A page on another origin may
 /// register: the route answers CORS preflights, and its answers allow any origin (keys are bearer tokens, never
 /// cookies, so no credentials ride along).
+///
+/// With the public key a registration speaks for its device only (``Registrant``): a user id needs the app
+/// backend's identity proof, and a token already registered keeps its user. Every registration meets the
+/// ``RegistrationLimits``.
 struct DevicesController: AppRoutes {
     let store: any ServerStore
     let registry: any DeviceRegistry
     let providers: Providers
     let counts: CountCaches
     let maxBodyBytes: Int
+    let limits: RegistrationLimits
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
         group.get("apps/:app/devices", use: searchDevices)
@@ -22,18 +27,21 @@ struct DevicesController: AppRoutes {
 
     func registerDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, anyOf: [.register, .manage])
-        let device = try DeviceBody.decode(try await bodyJSON(request), appID: app.id, providers: providers).device
-        try await registry.upsert(device)
+        var device = try DeviceBody.decode(try await bodyJSON(request), appID: app.id, providers: providers).device
+        let owner = try await Registrant.of(request, context, app: app, store: store).admit(&device)
+        do { try await registry.register(device, owner: owner, limits: limits) } catch let quota as QuotaReached {
+            throw APIError(quota)
+        }
         // The error middleware allows any origin to read this route's answers.
         return Response.json(200, ["token": .string(device.token), "provider": .string(device.provider.rawValue)])
     }
 
-    /// The answer to a CORS preflight for registering: any origin, POST, the two headers a registration sends.
+    /// The answer to a CORS preflight for registering: any origin, POST, the three headers a registration sends.
     static func preflight() -> Response {
         var headers = HTTPFields()
         headers[.accessControlAllowOrigin] = "*"
         headers[.accessControlAllowMethods] = "POST"
-        headers[.accessControlAllowHeaders] = "authorization, content-type"
+        headers[.accessControlAllowHeaders] = "authorization, content-type, richpush-identity"
         headers[.accessControlMaxAge] = "600"
         return Response(status: .noContent, headers: headers)
     }

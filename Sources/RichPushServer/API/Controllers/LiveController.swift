@@ -8,11 +8,17 @@ import RichPushCore
 /// scope) and broadcast channels (kept by APNs for the app: created and deleted with `manage`, read with `read`).
 /// Sends go through `POST /notifications` with `audience.live_start`, `audience.live_activity` or
 /// `audience.apns_channel` (see `docs/live.md`).
+///
+/// With the public key a token speaks for its device only (``Registrant``): an activity's update token, and a
+/// user's push-to-start token, need the app backend's identity proof listing them. Removing a token with the public
+/// key answers alike whether or not it was registered, and removes it only when no one holds it or the proof's
+/// user does.
 struct LiveController: AppRoutes {
     let store: any ServerStore
     let liveTokens: any LiveTokenStore
     let providers: Providers
     let maxBodyBytes: Int
+    let limits: RegistrationLimits
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
         group.post("apps/:app/live/tokens", use: registerToken)
@@ -29,8 +35,11 @@ struct LiveController: AppRoutes {
     /// "activity_id" (activity tokens), "user_id"}`.
     func registerToken(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, anyOf: [.register, .manage])
-        let token = try Self.decodeToken(try await bodyJSON(request), appID: app.id)
-        try await liveTokens.register(token)
+        var token = try Self.decodeToken(try await bodyJSON(request), appID: app.id)
+        let owner = try await Registrant.of(request, context, app: app, store: store).admit(&token)
+        do { try await liveTokens.register(token, owner: owner, limits: limits) } catch let quota as QuotaReached {
+            throw APIError(quota)
+        }
         var o: [String: JSONValue] = [
             "token": .string(token.token), "kind": .string(token.kind.rawValue),
             "activity_type": .string(token.activityType),
@@ -51,7 +60,7 @@ struct LiveController: AppRoutes {
         } else if o["kind"] == nil {
             r.report.add("kind", "required", "kind is push_to_start or activity")
         }
-        let token = r.text(o, "token", at: "", lengths: 1...400)
+        let token = r.text(o, "token", at: "", lengths: DeviceBody.apnsTokenLengths)
         if o["token"] == nil { r.report.add("token", "required", "token is the hex token ActivityKit gave") }
         if let t = token, let p = MessageValidator.apnsTokenProblem(t) { r.report.add("token", "apns-token", p) }
         let type = r.text(o, "activity_type", at: "", lengths: 1...256)
@@ -59,7 +68,7 @@ struct LiveController: AppRoutes {
             r.report.add("activity_type", "required", "activity_type names the app's ActivityAttributes type")
         }
         let activityID = o["activity_id"] == nil ? nil : r.text(o, "activity_id", at: "", lengths: 1...256)
-        let user = o["user_id"] == nil ? nil : r.text(o, "user_id", at: "", lengths: 1...256)
+        let user = o["user_id"] == nil ? nil : DeviceBody.userID(o, &r)
         if kind == .activity && o["activity_id"] == nil {
             r.report.add("activity_id", "required", "an activity token names its activity (updates are sent by it)")
         }
@@ -82,10 +91,20 @@ struct LiveController: AppRoutes {
     func removeToken(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, anyOf: [.register, .manage])
         let token = (context.parameters.get("token") ?? "").lowercased()
-        guard try await liveTokens.remove(appID: app.id, token: token) else {
-            throw APIError(.notFound, "no such live activity token")
+        let registrant = try await Registrant.of(request, context, app: app, store: store)
+        if case .server = registrant {
+            guard try await liveTokens.remove(appID: app.id, token: token) else {
+                throw APIError(.notFound, "no such live activity token")
+            }
+            return Response.json(200, ["removed": .string(token)])
         }
-        return Response.json(200, ["removed": .string(token)])
+        // The public key: one answer whether the token was registered, held by someone else, or removed, so that
+        // the route tells nothing about a token that it did not already know.
+        guard MessageValidator.apnsTokenProblem(token) == nil else {
+            throw APIError(.notFound, "not a live activity token (hex, whole bytes)")
+        }
+        _ = try await liveTokens.remove(appID: app.id, token: token, heldBy: registrant.user)
+        return Response.json(200, ["token": .string(token)])
     }
 
     // MARK: Channels

@@ -4,7 +4,10 @@
 //   <script>
 //     RichPush.subscribe({
 //       server: "https://push.example.com", app: "app_…", key: "<a key with the register scope only>",
-//       publicKey: "<the app's VAPID public key>", worker: "/richpush-sw.js", userId: "u-42", tags: ["news"],
+//       publicKey: "<the app's VAPID public key>", worker: "/richpush-sw.js", tags: ["news"],
+//       // The signed-in user, proved by the site's own backend (docs/identity.md): without a proof the browser
+//       // is registered without its user.
+//       userId: "u-42", identity: async (userId) => (await fetch("/push-identity", {credentials: "include"})).text(),
 //     }).then((subscription) => …, (error) => …);
 //   </script>
 //
@@ -47,12 +50,28 @@
       const permission = { granted: "authorized", denied: "denied", default: "not_determined" }[Notification.permission];
       if (permission) body.permission = permission;
     }
-    const response = await fetch(server + "/v1/apps/" + encodeURIComponent(app) + "/devices", {
-      method: "POST",
-      headers: { authorization: "Bearer " + key, "content-type": "application/json" },
-      body: JSON.stringify(body),
-      credentials: "omit",
-    });
+    // The key in the page speaks for this browser only: its user needs the proof the site's backend signs.
+    async function send(proof) {
+      const headers = { authorization: "Bearer " + key, "content-type": "application/json" };
+      const sent = Object.assign({}, body);
+      if (proof) headers["richpush-identity"] = proof;
+      else delete sent.user_id;
+      return fetch(server + "/v1/apps/" + encodeURIComponent(app) + "/devices", {
+        method: "POST", headers: headers, body: JSON.stringify(sent), credentials: "omit",
+      });
+    }
+    async function prove() {
+      if (!body.user_id || typeof options.identity !== "function") return null;
+      const proof = await options.identity(body.user_id);
+      return typeof proof === "string" && proof !== "" ? proof : null;
+    }
+    let proof = await prove();
+    let response = await send(proof);
+    // A proof refused (it expired, or the site's key changed): a fresh one, once.
+    if (response.status === 401 && proof) {
+      proof = await prove();
+      response = await send(proof);
+    }
     let answer = null;
     try { answer = await response.json(); } catch (e) { answer = null; }
     if (!response.ok) {
