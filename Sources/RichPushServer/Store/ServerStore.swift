@@ -155,9 +155,9 @@ public struct APIGrant: Sendable, Hashable {
     public var appID: String
     public var scopes: Set<APIScope>
 
-    /// A key that ships in pages and apps (the `register` scope alone): anyone may hold it, so its requests are
-    /// also limited per client address.
-    public var isPublic: Bool { scopes == [.register] }
+    /// A key that ships in pages and apps (`register`, without `send` or `manage`): anyone may hold it, so its
+    /// requests are also limited per client address, and its registrations speak for one device (``Registrant``).
+    public var isPublic: Bool { scopes.contains(.register) && scopes.isDisjoint(with: [.send, .manage]) }
 }
 
 /// A notification as accepted: its message, audience and the answer given (replayed for its idempotency key).
