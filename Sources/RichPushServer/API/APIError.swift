@@ -27,6 +27,9 @@ public struct APIError: HTTPResponseError, Sendable {
         case badReceiptToken = "bad-receipt-token"
         case receiptExpired = "receipt-expired"
         case alreadyReported = "already-reported"
+        /// An open of a delivery the push service did not accept (failed, expired, pruned, superseded, or not yet
+        /// sent): not counted.
+        case deliveryNotAccepted = "delivery-not-accepted"
         case keyExists = "key-exists"
         /// The notification cannot be updated in place (sent without collapse_id, or a Live Activity).
         case notUpdatable = "not-updatable"
@@ -48,7 +51,7 @@ public struct APIError: HTTPResponseError, Sendable {
             case .bodyTooLarge: .contentTooLarge
             case .rateLimited, .quotaExceeded: .tooManyRequests
             case .receiptExpired: .gone
-            case .alreadyReported, .keyExists, .notUpdatable, .fanOutPending: .conflict
+            case .alreadyReported, .keyExists, .notUpdatable, .fanOutPending, .deliveryNotAccepted: .conflict
             case .databaseUnavailable: .serviceUnavailable
             case .providerError: .badGateway
             case .internal: .internalServerError

@@ -342,6 +342,7 @@ struct NotificationsController: AppRoutes {
             return Response.json(201, ["recorded": true])
         case .repeated: throw APIError(.alreadyReported, "this delivery already has its report")
         case .notDelivered: throw APIError(.notFound, "this notification was not sent to that token")
+        case .notAccepted(let state): throw ReceiptsController.notAccepted(state)
         }
     }
 }
