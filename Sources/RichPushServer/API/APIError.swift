@@ -35,6 +35,10 @@ public struct APIError: HTTPResponseError, Sendable {
         case notUpdatable = "not-updatable"
         /// The notification's fan-out is still queueing its devices (an update needs them all).
         case fanOutPending = "fan-out-pending"
+        /// The notification has as many versions as one may have (`updates.max_versions`).
+        case versionLimit = "version-limit"
+        /// Updates to one notification came faster than `updates.per_second` allows.
+        case updateRateLimited = "update-rate-limited"
         case databaseUnavailable = "database-unavailable"
         /// A push service refused or failed a request made for the caller (channel management).
         case providerError = "provider-error"
@@ -49,9 +53,10 @@ public struct APIError: HTTPResponseError, Sendable {
             case .invalid, .mediaRefused: .unprocessableContent
             case .invalidJSON, .invalidIdempotencyKey: .badRequest
             case .bodyTooLarge: .contentTooLarge
-            case .rateLimited, .quotaExceeded: .tooManyRequests
+            case .rateLimited, .quotaExceeded, .updateRateLimited: .tooManyRequests
             case .receiptExpired: .gone
-            case .alreadyReported, .keyExists, .notUpdatable, .fanOutPending, .deliveryNotAccepted: .conflict
+            case .alreadyReported, .keyExists, .notUpdatable, .fanOutPending, .deliveryNotAccepted, .versionLimit:
+                .conflict
             case .databaseUnavailable: .serviceUnavailable
             case .providerError: .badGateway
             case .internal: .internalServerError

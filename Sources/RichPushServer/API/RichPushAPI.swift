@@ -42,6 +42,8 @@ public struct RichPushAPI: Sendable {
     public var quotas = Quotas()
     /// Priority-10 Live Activity updates per activity (or channel) and hour; past it they go at priority 5.
     public var liveBudget: RateLimiter?
+    /// Versions one notification may have, and how fast updates to it may come.
+    public var updateLimits = UpdateLimits()
     /// Counts the read routes show, kept briefly (or for good, once a notification has settled).
     public var counts = CountCaches()
     /// Receipt addresses for devices (`rp.r`) and `POST /v1/receipts/{token}`; nil turns both off.
@@ -186,7 +188,8 @@ public struct RichPushAPI: Sendable {
             providers: providers,
             simulate: simulate,
             insight: insight,
-            minutes: minutes
+            minutes: minutes,
+            updateLimits: updateLimits
         ).addRoutes(to: keyed)
         LiveController(store: store, liveTokens: backend.liveTokens, providers: providers, maxBodyBytes: maxBodyBytes)
             .addRoutes(to: keyed)

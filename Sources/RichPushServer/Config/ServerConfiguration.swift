@@ -60,6 +60,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// What one app may make a node spend on media: `quotas.upload_megabytes_per_day` (default 1024),
     /// `quotas.fetches_per_app` at once (8) and `quotas.fetches` at once for the node (64).
     public var quotas = Quotas.Limits()
+    /// Versions one notification may have (`updates.max_versions`, default 100) and how fast updates to it may come
+    /// (`updates.per_second`, 2, with bursts of `updates.burst`, 10), counted in the database.
+    public var updates = UpdateLimits()
 
     /// The credentials key file in use: beside an SQLite file, or `richpush-credentials.key` in the working folder
     /// for PostgreSQL (every node of a cluster needs a copy of the same key).
@@ -85,8 +88,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     static let keys: [String: Set<String>] = [
         "": [
             "database", "node_id", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers",
-            "sandbox", "media", "receipts", "credentials_key_file", "notifications", "quotas", "live",
+            "sandbox", "media", "receipts", "credentials_key_file", "notifications", "quotas", "live", "updates",
         ],
+        "updates": ["max_versions", "per_second", "burst"],
         "live": ["priority10_per_hour"],
         "quotas": ["upload_megabytes_per_day", "fetches_per_app", "fetches"],
         "notifications": ["retention_days"],
@@ -159,6 +163,15 @@ public struct ServerConfiguration: Sendable, Equatable {
             if let n = try number(lo["priority10_per_hour"], "live.priority10_per_hour", 1...100_000) {
                 livePriority10PerHour = Int(n)
             }
+        }
+        if let u = o["updates"] {
+            guard case .object(let uo) = u else { throw Problem(key: "updates", rule: "must be an object") }
+            try Self.checkKeys(uo, section: "updates")
+            if let n = try number(uo["max_versions"], "updates.max_versions", 1...1_000_000) {
+                updates.maxVersions = Int(n)
+            }
+            if let r = try number(uo["per_second"], "updates.per_second", 0.001...1_000) { updates.perSecond = r }
+            if let b = try number(uo["burst"], "updates.burst", 1...1_000_000) { updates.burst = b }
         }
         if let q = o["quotas"] {
             guard case .object(let qo) = q else { throw Problem(key: "quotas", rule: "must be an object") }

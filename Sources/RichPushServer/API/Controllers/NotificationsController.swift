@@ -27,6 +27,7 @@ struct NotificationsController: AppRoutes {
     let simulate: (@Sendable (_ notificationID: String) async -> JSONValue?)?
     let insight: InsightStreams
     let minutes: MinuteCounter
+    let updateLimits: UpdateLimits
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
         group.get("apps/:app/notifications", use: listNotifications)
