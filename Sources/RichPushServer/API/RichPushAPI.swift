@@ -27,6 +27,8 @@ public struct RichPushAPI: Sendable {
     public let fanOuts = BackgroundWork()
     /// The console's live views of notifications (`…/notifications/{id}/events`), one reader per notification.
     public var insight: InsightStreams
+    /// Each notification's counts and funnel, shared by the routes that show them and the live views.
+    public let numbers: InsightCache
     /// Counts per notification and minute (an app's time series), written every few seconds by the server.
     public var minutes: MinuteCounter
     /// Called when deliveries were queued (the worker looks at once instead of at its next poll).
@@ -44,7 +46,7 @@ public struct RichPushAPI: Sendable {
     public var liveBudget: RateLimiter?
     /// Versions one notification may have, and how fast updates to it may come.
     public var updateLimits = UpdateLimits()
-    /// Counts the read routes show, kept briefly (or for good, once a notification has settled).
+    /// An app's device counts, kept briefly.
     public var counts = CountCaches()
     /// Receipt addresses for devices (`rp.r`) and `POST /v1/receipts/{token}`; nil turns both off.
     public var receipts: DeviceReceipts?
@@ -89,8 +91,10 @@ public struct RichPushAPI: Sendable {
         self.extraFCMTokenEndpoints = extraFCMTokenEndpoints
         self.nodeID = nodeID
         self.simulate = simulate
-        insight = InsightStreams(metrics: metrics) { [receipts = backend.receipts] id in
-            try await NotificationsController.insightEvent(id, receipts: receipts)
+        let numbers = InsightCache(receipts: backend.receipts)
+        self.numbers = numbers
+        insight = InsightStreams(metrics: metrics) { id in
+            try await NotificationsController.insightEvent(id, numbers: numbers)
         }
         minutes = MinuteCounter { [receipts = backend.receipts] counts in try await receipts.addMinutes(counts) }
     }
@@ -188,6 +192,7 @@ public struct RichPushAPI: Sendable {
             providers: providers,
             simulate: simulate,
             insight: insight,
+            numbers: numbers,
             minutes: minutes,
             updateLimits: updateLimits
         ).addRoutes(to: keyed)

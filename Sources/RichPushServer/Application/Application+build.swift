@@ -94,6 +94,9 @@ public func buildApplication(
     api.minutes = minutes
     api.quotas = Quotas(config.quotas)
     api.updateLimits = config.updates
+    api.insight = InsightStreams(limits: config.insightViews, metrics: metrics) { [numbers = api.numbers] id in
+        try await NotificationsController.insightEvent(id, numbers: numbers)
+    }
     api.liveBudget = config.livePriority10PerHour.map { RateLimiter(rate: Double($0) / 3600, burst: Double($0)) }
 
     // Fan-outs a crash cut short are finished before serving (on a shared database, by the leader: a fan-out

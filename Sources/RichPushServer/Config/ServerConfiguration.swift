@@ -63,6 +63,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// Versions one notification may have (`updates.max_versions`, default 100) and how fast updates to it may come
     /// (`updates.per_second`, 2, with bursts of `updates.burst`, 10), counted in the database.
     public var updates = UpdateLimits()
+    /// Live views (`…/notifications/{id}/events`) a node holds: `insight.max_views` (1,000), one app's keys together
+    /// `insight.max_views_per_app` (100), one key `insight.max_views_per_key` (50), one notification
+    /// `insight.max_views_per_notification` (200).
+    public var insightViews = InsightStreams.Limits()
 
     /// The credentials key file in use: beside an SQLite file, or `richpush-credentials.key` in the working folder
     /// for PostgreSQL (every node of a cluster needs a copy of the same key).
@@ -89,8 +93,10 @@ public struct ServerConfiguration: Sendable, Equatable {
         "": [
             "database", "node_id", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers",
             "sandbox", "media", "receipts", "credentials_key_file", "notifications", "quotas", "live", "updates",
+            "insight",
         ],
         "updates": ["max_versions", "per_second", "burst"],
+        "insight": ["max_views", "max_views_per_app", "max_views_per_key", "max_views_per_notification"],
         "live": ["priority10_per_hour"],
         "quotas": ["upload_megabytes_per_day", "fetches_per_app", "fetches"],
         "notifications": ["retention_days"],
@@ -172,6 +178,21 @@ public struct ServerConfiguration: Sendable, Equatable {
             }
             if let r = try number(uo["per_second"], "updates.per_second", 0.001...1_000) { updates.perSecond = r }
             if let b = try number(uo["burst"], "updates.burst", 1...1_000_000) { updates.burst = b }
+        }
+        if let i = o["insight"] {
+            guard case .object(let io) = i else { throw Problem(key: "insight", rule: "must be an object") }
+            try Self.checkKeys(io, section: "insight")
+            if let n = try number(io["max_views"], "insight.max_views", 1...1_000_000) { insightViews.node = Int(n) }
+            if let n = try number(io["max_views_per_app"], "insight.max_views_per_app", 1...1_000_000) {
+                insightViews.perApp = Int(n)
+            }
+            if let n = try number(io["max_views_per_key"], "insight.max_views_per_key", 1...1_000_000) {
+                insightViews.perKey = Int(n)
+            }
+            if let n = try number(io["max_views_per_notification"], "insight.max_views_per_notification", 1...1_000_000)
+            {
+                insightViews.perNotification = Int(n)
+            }
         }
         if let q = o["quotas"] {
             guard case .object(let qo) = q else { throw Problem(key: "quotas", rule: "must be an object") }
