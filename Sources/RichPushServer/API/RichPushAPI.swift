@@ -40,8 +40,8 @@ public struct RichPushAPI: Sendable {
     public var maxTokensPerRequest = 10_000
     /// Preflight, hosting and charts; nil turns media checks and `/media` off.
     public var media: MediaService?
-    /// What each app may make this node spend on media (uploads a day, fetches at once).
-    public var quotas = Quotas()
+    /// What each app may make the server spend on media (uploads a day, counted in the database; fetches at once).
+    public var quotas: Quotas
     /// Priority-10 Live Activity updates per activity (or channel) and hour; past it they go at priority 5.
     public var liveBudget: RateLimiter?
     /// Versions one notification may have, and how fast updates to it may come.
@@ -91,6 +91,7 @@ public struct RichPushAPI: Sendable {
         self.extraFCMTokenEndpoints = extraFCMTokenEndpoints
         self.nodeID = nodeID
         self.simulate = simulate
+        quotas = Quotas(ledger: backend.uploads)
         let numbers = InsightCache(receipts: backend.receipts)
         self.numbers = numbers
         insight = InsightStreams(metrics: metrics) { id in

@@ -92,7 +92,7 @@ public func buildApplication(
     )
 
     api.minutes = minutes
-    api.quotas = Quotas(config.quotas)
+    api.quotas = Quotas(config.quotas, ledger: backend.uploads)
     api.updateLimits = config.updates
     api.insight = InsightStreams(limits: config.insightViews, metrics: metrics) { [numbers = api.numbers] id in
         try await NotificationsController.insightEvent(id, numbers: numbers)
@@ -103,9 +103,10 @@ public func buildApplication(
     // another node runs is not this node's to take).
     if !config.isPostgres { _ = try await api.resumeFanOuts() }
     let jobs = leaderJobs(config, api: api, backend: backend, metrics: metrics)
-    let limiter = api.limiter
+    let (limiter, quotas) = (api.limiter, api.quotas)
     let clusterServices = backend.backgroundServices(address: "\(config.host):\(config.port)", leaderJobs: jobs) {
         limiter.share(among: $0)
+        quotas.share(among: $0)
     }
     let sweeper: [any Service] =
         config.mediaRetentionDays > 0

@@ -140,6 +140,7 @@ enum PostgresMigrations {
             name: "open links and device permission",
             sql: OpenSQL.linkColumn + ";\n" + DeviceSQL.permissionColumn
         ),
+        Migration(version: 15, name: "media upload bytes per app and day", sql: UploadSQL.table),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

@@ -156,6 +156,10 @@ public final class SQLiteServerStore: ServerStore {
             // The deep link an open led to.
             try db.execute(sql: OpenSQL.linkColumn)
         }
+        m.registerMigration("media-upload-days-quota") { db in
+            // Bytes uploaded per app and UTC day (the upload quota, counted where it is kept).
+            try db.execute(sql: UploadSQL.table)
+        }
         return m
     }
 

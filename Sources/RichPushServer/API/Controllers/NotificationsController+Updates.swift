@@ -74,7 +74,8 @@ extension NotificationsController {
         if let media {
             let caller = try context.requireAnyKey(.send)
             var prepared = message
-            let (errors, notes) = try await quotas.fetching(app: caller, count: message.media.count) {
+            let fetches = media.fetchesNeeded(message, onFailure: options.onFailure, rehost: options.rehost)
+            let (errors, notes) = try await quotas.fetching(app: caller, count: fetches) {
                 await media.prepare(&prepared, onFailure: options.onFailure, rehost: options.rehost)
             }
             message = prepared

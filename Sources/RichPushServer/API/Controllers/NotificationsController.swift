@@ -84,8 +84,9 @@ struct NotificationsController: AppRoutes {
         if !options.dryRun { spendLiveBudget(&message, app: app, live: send.live, audience: audience, into: &report) }
         // Media is fetched and judged before anything is stored: a refused media answers 422 naming it.
         if let media {
-            // Each of the message's media is fetched (a verdict kept from before costs nothing, but is counted).
-            let fetches = message.media.count
+            // Only media fetched from another server takes a place: this server's own hosted media (a hosted URL is
+            // judged from the store) and a URL whose kept verdict answers take none.
+            let fetches = media.fetchesNeeded(message, onFailure: options.onFailure, rehost: options.rehost)
             // The app quotas count against: the key's (the route checked its scope); none for the admin key.
             let caller = try context.requireAnyKey(.send)
             var prepared = message
