@@ -2,9 +2,10 @@
 # Several nodes on one PostgreSQL beside one node on SQLite, in one run: for each, wrk POSTs notifications (one
 # target each, a hosted picture) to every node at once for SECONDS, first with every send scheduled for 2100
 # (20 days ahead: accepting alone), then due at once (accepting while delivering to one external `richpush sandbox`), and waits
-# until all are delivered. Prints accepted/s with p99, delivered/s end to end, the claim's p99 (the nodes'
+# until all the accepted ones are delivered. Only 2xx answers count as sends; the refused are printed by status and
+# error code. Prints accepted/s with p99, delivered/s end to end, the claim's p99 (the nodes'
 # histograms), and CPU seconds of each node per 1,000 deliveries (from /proc: steadier than wall time).
-#   Benchmarks/cluster.sh [SECONDS=10] [CONNECTIONS=32]
+#   Benchmarks/cluster.sh [SECONDS=10] [CONNECTIONS=32]        (BIN=path/to/richpush to measure a given build)
 # Release build. Needs wrk and Debian's postgresql (apt-get install wrk postgresql). PostgreSQL runs in a scratch
 # folder with synchronous_commit=off, the durability SQLite's WAL with synchronous=NORMAL gives (commits reach disk
 # at the next flush, a crash never corrupts). Everything shares this machine's cores: the figures say so.
@@ -14,8 +15,8 @@ seconds=${1:-10}
 connections=${2:-32}
 command -v wrk >/dev/null || { echo "wrk is missing: apt-get install wrk"; exit 1; }
 source Scripts/lib/postgres.sh
-swift build -c release --product richpush >/dev/null
-bin=$PWD/.build/release/richpush
+[[ -n ${BIN:-} ]] || swift build -c release --product richpush >/dev/null
+bin=$(realpath "${BIN:-.build/release/richpush}")
 dir=$(mktemp -d)
 pids=()
 cleanup() {
@@ -77,8 +78,10 @@ wrk.method = "POST"
 wrk.headers["Authorization"] = "Bearer $key"
 wrk.headers["Content-Type"] = "application/json"
 wrk.body = '{"title":"Flash sale","body":"40% off","media":"$media","audience":{"tokens":["$token"]}$1}'
+$(cat Benchmarks/lib/answers.lua)
 done = function(summary, latency, requests)
-  io.write(string.format("RESULT %d %.3f %.2f %d\n", summary.requests, summary.duration / 1e6, latency:percentile(99) / 1000, summary.errors.status))
+  local accepted, refused = tally()
+  io.write(string.format("RESULT %d %.3f %.2f %s\n", accepted, summary.duration / 1e6, latency:percentile(99) / 1000, (refused:gsub(" ", "_"))))
 end
 LUA
     local outs=()
@@ -87,13 +90,27 @@ LUA
       outs+=($!)
     done
     wait "${outs[@]}"
-    cat "$dir"/wrk-* | awk '/^RESULT/ { n += $2; if ($3 > d) d = $3; if ($4 > p) p = $4; e += $5 } END { printf "%d %.0f %.2f %d\n", n, n / d, p, e }'
+    # Accepted sends (2xx) summed over the nodes, and the refused by status and code ("none" when there were none).
+    cat "$dir"/wrk-* | python3 -c '
+import sys
+n, d, p, refused = 0, 0.0, 0.0, {}
+for line in sys.stdin:
+    f = line.split()
+    if not f or f[0] != "RESULT": continue
+    n += int(f[1]); d = max(d, float(f[2])); p = max(p, float(f[3]))
+    if f[4] != "none":
+        for part in f[4].replace("_", " ").split(", "):
+            count, key = part.split(" × ")
+            refused[key] = refused.get(key, 0) + int(count)
+text = ",_".join(f"{c}_×_{k.replace(chr(32), chr(95))}" for k, c in sorted(refused.items())) or "none"
+print("%d %.0f %.2f %s" % (n, n / max(d, 1e-9), p, text))'
   }
   read -r _ alone alone_p99 alone_errors < <(phase ',"send_at":'"$(($(date +%s) + 20 * 86400))"' ')
   local before=() start sent delivered=0 end
   for p in "${nodepids[@]}"; do before+=("$(cpu "$p")"); done
   start=$(date +%s.%N)
   read -r sent busy busy_p99 busy_errors < <(phase '')
+  # Only the accepted sends queued deliveries: those are waited for.
   local want=$((sent + 0))
   for _ in $(seq 1500); do
     if [[ $database == postgres* ]]; then
@@ -119,9 +136,10 @@ import sys
 label, n, alone, ap99, busy, bp99, delivered, start, end, claim, ae, be = sys.argv[1:13]
 cpus = sys.argv[13:]
 rate = int(delivered) / (float(end) - float(start))
+refused = lambda r: r.replace("_", " ")
 print(f"{label} ({n} node{'s' if n != '1' else ''}): accepting alone {alone}/s (p99 {ap99} ms); while delivering {busy}/s (p99 {bp99} ms), "
-      f"{delivered} delivered end to end at {rate:.0f}/s; claim {claim}; CPU s per 1,000 deliveries by node: {', '.join(cpus)}"
-      + (f"; non-2xx answers {ae}/{be}" if ae != "0" or be != "0" else ""))
+      f"{delivered} delivered end to end at {rate:.0f}/s; claim {claim}; CPU s per 1,000 deliveries by node: {', '.join(cpus)}; "
+      f"sends refused: alone {refused(ae)}, while delivering {refused(be)}")
 PY
   for p in "${nodepids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait "${nodepids[@]}" 2>/dev/null || true

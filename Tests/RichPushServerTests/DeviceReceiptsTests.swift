@@ -315,6 +315,72 @@ import Testing
         }
     }
 
+    /// An open of a delivery the push service refused is answered 409 `delivery-not-accepted` on both open routes
+    /// (the receipt address's and the app's keyed one) and counts nothing: the funnel says opened 0 of 0 accepted.
+    @Test func opensOfAFailedDeliveryAreRefusedOnBothRoutes() async throws {
+        let f = try APITests.fixture()
+        let receipts = DeviceReceipts(
+            secret: try await f.store.secret(named: "receipts"),
+            base: "https://push.example.com"
+        )
+        var api = f.api
+        api.receipts = receipts
+        try await Application(router: api.router()).test(.router) { client in
+            let (app, key) = try await Self.token(client)
+            let tokens = [String(repeating: "ab", count: 32), String(repeating: "cd", count: 32)]
+            let (_, accepted) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                key: key,
+                body: ["title": "T", "audience": ["apns_tokens": .array(tokens.map { .string($0) })]]
+            )
+            let id = try #require(accepted["id"]?.stringValue)
+            let claimed = try await f.queue.claim(owner: "w", limit: 2, now: Date(), lease: 60)
+            try #require(claimed.count == 2)
+            // Before the service answers, an open is not yet counted either (and may come again: Retry-After).
+            let early = try await APITests.call(
+                client,
+                .post,
+                "/v1/receipts/"
+                    + receipts.token(for: id, delivery: claimed[0].id, until: Date().addingTimeInterval(3600))
+                    + "/opens",
+                key: nil,
+                body: ["event": "opened"]
+            )
+            #expect(early.0 == 409 && early.1["error"]?["code"] == "delivery-not-accepted", "\(early.1)")
+            for d in claimed {
+                try await f.queue.finish(id: d.id, owner: "w", outcome: .failed("BadDeviceToken"), now: Date())
+            }
+            let byAddress = try await APITests.call(
+                client,
+                .post,
+                "/v1/receipts/"
+                    + receipts.token(for: id, delivery: claimed[0].id, until: Date().addingTimeInterval(3600))
+                    + "/opens",
+                key: nil,
+                body: ["event": "opened"]
+            )
+            #expect(byAddress.0 == 409 && byAddress.1["error"]?["code"] == "delivery-not-accepted", "\(byAddress.1)")
+            #expect(byAddress.1["error"]?["message"]?.stringValue?.contains("failed") == true)
+            let byApp = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications/\(id)/opens",
+                key: key,
+                body: ["event": "opened", "token": .string(claimed[1].target.stored)]
+            )
+            #expect(byApp.0 == 409 && byApp.1["error"]?["code"] == "delivery-not-accepted", "\(byApp.1)")
+            let funnel = try await APITests.call(client, .get, "/v1/apps/\(app)/notifications/\(id)/funnel", key: key).1
+            let counts = Dictionary(
+                uniqueKeysWithValues: (funnel["stages"]?.arrayValue ?? []).compactMap { s in
+                    s["stage"]?.stringValue.map { ($0, s["count"]?.intValue ?? -1) }
+                }
+            )
+            #expect(counts["provider_accepted"] == 0 && counts["opened"] == 0, "\(counts)")
+        }
+    }
+
     @Test func onlyRichNotificationsWithRoomGetAnAddress() async throws {
         let f = try APITests.fixture()
         var api = f.api

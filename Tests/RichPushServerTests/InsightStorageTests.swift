@@ -7,6 +7,23 @@ import Testing
 @Suite struct InsightStorageTests {
     typealias Kind = StorageBackendTests.Kind
 
+    /// Ends every delivery of the notification as the push service accepting it (`failing`: those refused).
+    static func deliver(_ id: String, on b: any StorageBackend, failing: Set<Int> = []) async throws {
+        let mine = Set(try await b.queue.deliveries(notificationID: id).map(\.id))
+        var settlements: [Settlement] = []
+        for d in try await b.queue.claim(owner: "t", limit: 10_000, now: Date(), lease: 60) where mine.contains(d.id) {
+            let i = settlements.count
+            settlements.append(
+                Settlement(
+                    id: d.id,
+                    .finish(failing.contains(i) ? .failed("BadDeviceToken") : .delivered(providerID: nil))
+                )
+            )
+        }
+        #expect(settlements.count == mine.count)
+        _ = try await b.queue.settle(settlements, owner: "t", now: Date())
+    }
+
     @Test(arguments: Kind.allCases)
     func opensAndMinutesAnswerAlike(_ kind: Kind) async throws {
         let b = try await StorageBackendTests.make(kind)
@@ -18,6 +35,8 @@ import Testing
         )
         _ = try await b.intake.accept(StorageBackendTests.plan("n-\(kind)", .tokens(tokens))) { _ in .null }
         let id = "n-\(kind)"
+        // Opens count for deliveries the push service accepted: these were.
+        try await Self.deliver(id, on: b)
         let deliveries = try await b.queue.deliveries(notificationID: id)
         #expect(deliveries.count == 3)
         let r = b.receipts
@@ -59,7 +78,7 @@ import Testing
         )
         #expect(try await r.openTimeline(notificationID: id).map(\.opens) == [2])
         let breakdown = try await r.breakdown(notificationID: id)
-        #expect(breakdown == [DeliveryBreakdown(state: .queued, reason: "", tried: false, count: 3)])
+        #expect(breakdown == [DeliveryBreakdown(state: .delivered, reason: "", tried: true, count: 3)])
 
         let minute = Int64(Date().timeIntervalSince1970 / 60)
         try await r.addMinutes([
@@ -74,6 +93,48 @@ import Testing
         #expect(try await r.appHours(appID: "app", since: Date().addingTimeInterval(3600)).hours.isEmpty)
     }
 
+    /// An open counts only for a delivery the push service accepted: one of a failed delivery, or one still queued,
+    /// is refused with its state and counts nothing, alike on every backend.
+    @Test(arguments: Kind.allCases)
+    func opensOfDeliveriesTheServiceDidNotAcceptCountNothing(_ kind: Kind) async throws {
+        let b = try await StorageBackendTests.make(kind)
+        let tokens = (0..<3).map { String(format: "%064x", 0x3F00 + $0) }
+        for t in tokens { try await b.registry.upsert(Device(appID: "app", token: t, platform: .ios)) }
+        let id = "refused-\(kind)"
+        _ = try await b.intake.accept(StorageBackendTests.plan(id, .tokens(tokens))) { _ in .null }
+        let queued = try await b.queue.deliveries(notificationID: id)
+        try #require(queued.count == 3)
+        #expect(
+            try await b.receipts.recordOpen(.init(deliveryID: queued[0].id, notificationID: id, event: .opened))
+                == .notAccepted(.queued)
+        )
+        try await Self.deliver(id, on: b, failing: [0, 1])
+        let ended = try await b.queue.deliveries(notificationID: id).sorted { $0.id < $1.id }
+        let failed = ended.filter { $0.state == .failed }
+        #expect(failed.count == 2)
+        for d in failed {
+            #expect(
+                try await b.receipts.recordOpen(.init(deliveryID: d.id, notificationID: id, event: .opened))
+                    == .notAccepted(.failed)
+            )
+            #expect(
+                try await b.receipts.recordOpen(.init(deliveryID: d.id, notificationID: id, event: .dismissed))
+                    == .notAccepted(.failed)
+            )
+        }
+        let delivered = try #require(ended.first { $0.state == .delivered })
+        #expect(
+            try await b.receipts.recordOpen(.init(deliveryID: delivered.id, notificationID: id, event: .opened))
+                == .recorded
+        )
+        #expect(
+            try await b.receipts.recordOpen(.init(deliveryID: delivered.id, notificationID: id, event: .opened))
+                == .repeated
+        )
+        #expect(try await b.receipts.openSummary(notificationID: id).opened == 1)
+        #expect(try await b.receipts.openSummary(notificationID: id).dismissed == 0)
+    }
+
     /// Opens that each followed a link of their own (one per person) are read as the 20 most followed and the rest
     /// as `other`, alike on every backend: 30 opens, 5 of them to one link, 24 to links of their own, 1 to none.
     @Test(arguments: Kind.allCases)
@@ -83,6 +144,7 @@ import Testing
         for t in tokens { try await b.registry.upsert(Device(appID: "app", token: t, platform: .ios)) }
         let id = "links-\(kind)"
         _ = try await b.intake.accept(StorageBackendTests.plan(id, .tokens(tokens))) { _ in .null }
+        try await Self.deliver(id, on: b)
         let deliveries = try await b.queue.deliveries(notificationID: id)
         #expect(deliveries.count == 30)
         for (i, d) in deliveries.enumerated() {

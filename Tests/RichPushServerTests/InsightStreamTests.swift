@@ -3,6 +3,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import NIOConcurrencyHelpers
+import NIOCore
 import RichPushCore
 import RichPushTestSupport
 import Testing
@@ -25,11 +26,14 @@ import Testing
         let f = try APITests.fixture()
         var api = f.api
         let reads = NIOLockedValueBox(0)
-        let receipts = f.api.backend.receipts
-        api.insight = InsightStreams(minimumInterval: 0.2, keepAlive: 0.5, maxWatchers: 3, maxPerNotification: 2) {
-            id in
+        let numbers = f.api.numbers
+        api.insight = InsightStreams(
+            minimumInterval: 0.2,
+            keepAlive: 0.5,
+            limits: .init(node: 3, perNotification: 2)
+        ) { id in
             reads.withLockedValue { $0 += 1 }
-            return try await NotificationsController.insightEvent(id, receipts: receipts)
+            return try await NotificationsController.insightEvent(id, numbers: numbers)
         }
         let insight = api.insight
         try await Application(router: api.router()).test(.live) { client in
@@ -96,6 +100,112 @@ import Testing
             // turn waits 49 times what the last cost). Up to 30 s: a liveness bound, not a speed one.
             for _ in 0..<1500 where insight.watchers > 0 { try await Task.sleep(nanoseconds: 20_000_000) }
             #expect(insight.watchers == 0)
+        }
+    }
+
+    /// The bounds in the order they are met, each naming itself; a watcher that leaves gives its place back to its
+    /// app and key.
+    @Test func eachBoundIsCountedAndNamed() {
+        let streams = InsightStreams(limits: .init(node: 6, perApp: 3, perKey: 2, perNotification: 3)) { _ in [:] }
+        // The streams are kept: a stream let go ends its watcher.
+        var kept: [AsyncStream<ByteBuffer>] = []
+        func watch(_ n: String, _ app: String, _ key: String) -> Result<UUID, InsightStreams.Refusal> {
+            streams.watch(n, app: app, key: key).map {
+                kept.append($0.1)
+                return $0.0
+            }
+        }
+        let a1 = watch("n1", "A", "a-key-1")
+        #expect((try? a1.get()) != nil)
+        #expect((try? watch("n1", "A", "a-key-1").get()) != nil)
+        #expect(throws: InsightStreams.Refusal.key(2)) { try watch("n2", "A", "a-key-1").get() }
+        #expect((try? watch("n2", "A", "a-key-2").get()) != nil)
+        #expect(throws: InsightStreams.Refusal.app(3)) { try watch("n2", "A", "a-key-3").get() }
+        #expect(streams.watchers(app: "A") == 3 && streams.watchers(key: "a-key-1") == 2)
+        // Another app is not held back by A; then the notification's bound, and the node's last.
+        #expect((try? watch("n1", "B", "b-key").get()) != nil)
+        #expect(throws: InsightStreams.Refusal.notification(3)) { try watch("n1", "C", "c-key").get() }
+        #expect((try? watch("n3", "C", "c-key").get()) != nil)
+        #expect((try? watch("n4", "D", "d-key").get()) != nil)
+        #expect(throws: InsightStreams.Refusal.node(6)) { try watch("n5", "E", "e-key").get() }
+        #expect(InsightStreams.Refusal.app(100).description.contains("insight.max_views_per_app"))
+        // A watcher that leaves gives its places back.
+        if case .success(let id) = a1 { streams.stop("n1", id) }
+        #expect(streams.watchers(app: "A") == 2 && streams.watchers(key: "a-key-1") == 1 && streams.watchers == 5)
+        #expect((try? watch("n2", "A", "a-key-1").get()) != nil)
+        streams.closeAll()
+        #expect(streams.watchers == 0 && streams.watchers(app: "A") == 0)
+        #expect(kept.count == 7)
+    }
+
+    /// Over real sockets: app A's key holds its views up to its bound, and past it is answered 429 naming the
+    /// bound, while app B's console still opens a view and gets its numbers.
+    @Test func oneAppAtItsBoundLeavesRoomForAnother() async throws {
+        let f = try APITests.fixture()
+        var api = f.api
+        let numbers = f.api.numbers
+        api.insight = InsightStreams(
+            minimumInterval: 0.2,
+            keepAlive: 0.5,
+            limits: .init(node: 10, perApp: 3, perKey: 3)
+        ) {
+            try await NotificationsController.insightEvent($0, numbers: numbers)
+        }
+        let insight = api.insight
+        try await Application(router: api.router()).test(.live) { client in
+            let port = try #require(client.port)
+            func send(_ key: String, _ app: String) async throws -> String {
+                let (status, accepted) = try await APITests.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/notifications",
+                    key: key,
+                    body: ["title": "Live", "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]]]
+                )
+                #expect(status == 202)
+                return try #require(accepted["id"]?.stringValue)
+            }
+            @Sendable func request(_ app: String, _ id: String, _ key: String) -> [UInt8] {
+                Array(
+                    "GET /v1/apps/\(app)/notifications/\(id)/events?seconds=30 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(key)\r\n\r\n"
+                        .utf8
+                )
+            }
+            let (appA, keyA) = try await APITests.createApp(client)
+            let (appB, keyB) = try await APITests.createApp(client)
+            let idA = try await send(keyA, appA)
+            let idB = try await send(keyB, appB)
+            // A's key takes all three of its app's views (held open on threads of their own)...
+            let done = NIOLockedValueBox(false)
+            let held = (0..<3).map { _ in
+                Self.onThread {
+                    try RawHTTP.read(port: port, request(appA, idA, keyA), timeout: 30) { _ in
+                        done.withLockedValue { $0 }
+                    }
+                }
+            }
+            for _ in 0..<500 where insight.watchers(app: appA) < 3 { try await Task.sleep(nanoseconds: 20_000_000) }
+            #expect(insight.watchers(app: appA) == 3)
+            // ...the fourth is refused, naming the bound...
+            let fourth = try await Self.onThread {
+                try RawHTTP.read(port: port, request(appA, idA, keyA), timeout: 10) {
+                    String(decoding: $0, as: UTF8.self).hasSuffix("}}")
+                }
+            }.value
+            let text = String(decoding: fourth, as: UTF8.self)
+            #expect(text.hasPrefix("HTTP/1.1 429"), "\(text)")
+            #expect(text.contains("rate-limited") && text.contains("insight.max_views_per_app"), "\(text)")
+            // ...and B's console opens its view and gets its numbers.
+            let other = try await Self.onThread {
+                try RawHTTP.read(port: port, request(appB, idB, keyB), timeout: 30) {
+                    String(decoding: $0, as: UTF8.self).contains("event: insight")
+                }
+            }.value
+            let answer = String(decoding: other, as: UTF8.self)
+            #expect(answer.hasPrefix("HTTP/1.1 200") && answer.contains("event: insight"), "\(answer)")
+            done.withLockedValue { $0 = true }
+            for h in held { _ = try? await h.value }
+            insight.closeAll()
         }
     }
 }

@@ -35,7 +35,7 @@ import Testing
         ("0251.0376.0251.0376", "metadata"), ("100.100.100.200", "metadata"),
         ("224.0.0.1", "multicast"), ("239.255.255.250", "multicast"), ("0.0.0.0", "unspecified"), ("0", "unspecified"),
         ("0.1.2.3", "unspecified"),
-        ("255.255.255.255", "reserved"), ("240.0.0.1", "reserved"), ("198.18.0.1", "reserved"),
+        ("255.255.255.255", "reserved"), ("240.0.0.1", "reserved"), ("198.18.0.1", "benchmarking"),
         ("192.0.2.1", "documentation"),
         // IPv6, bracketed or not, and IPv4 inside IPv6.
         ("::1", "loopback"), ("[::1]", "loopback"), ("0:0:0:0:0:0:0:1", "loopback"), ("::", "unspecified"),
@@ -51,13 +51,71 @@ import Testing
         // Public addresses pass.
         ("93.184.216.34", "allowed"), ("8.8.8.8", "allowed"), ("172.32.0.1", "allowed"), ("172.15.255.255", "allowed"),
         ("192.169.0.1", "allowed"),
-        ("100.128.0.1", "allowed"), ("2606:4700:4700::1111", "allowed"), ("::ffff:8.8.8.8", "allowed"),
-        ("2002:0808:0808::1", "allowed"),
+        ("100.128.0.1", "allowed"), ("2606:4700:4700::1111", "allowed"), ("64:ff9b::808:808", "allowed"),
+        ("64:ff9b::8.8.8.8", "allowed"),
         // Names are not addresses.
         ("example.com", "name"), ("1.2.3.4.5", "name"), ("0x7g.1.1.1", "name"), ("127.0.0.1.example.com", "name"),
     ])
     func everySpelling(_ host: String, _ expected: String) {
         #expect(Self.verdict(host) == expected, "\(host)")
+    }
+
+    /// Every block of the IANA IPv4 and IPv6 Special-Purpose Address Registries (RFC 6890), each at an address
+    /// inside it, with its reason; the addresses just outside the ones that border public space pass.
+    @Test(arguments: [
+        // IPv4 registry.
+        ("0.255.255.255", "unspecified"), ("192.0.0.1", "reserved"), ("192.0.0.8", "reserved"),
+        ("192.0.0.9", "reserved"), ("192.0.0.10", "reserved"), ("192.0.0.170", "reserved"),
+        ("192.0.0.171", "reserved"), ("192.0.0.255", "reserved"), ("192.31.196.1", "anycast"),
+        ("192.52.193.1", "anycast"), ("192.88.99.1", "tunnel"), ("192.175.48.1", "anycast"),
+        ("198.19.255.255", "benchmarking"), ("198.51.100.7", "documentation"), ("203.0.113.200", "documentation"),
+        ("100.127.255.255", "shared"), ("169.254.255.255", "link-local"), ("255.255.255.255", "reserved"),
+        ("192.0.1.0", "allowed"), ("192.31.195.255", "allowed"), ("198.20.0.0", "allowed"),
+        ("198.17.255.255", "allowed"),
+        ("100.63.255.255", "allowed"), ("223.255.255.255", "allowed"), ("1.1.1.1", "allowed"),
+        // IPv6 registry: mapped and SIIT's translated form, whatever they embed; NAT64's well-known prefix by the
+        // IPv4 address it embeds; local-use NAT64; discard; the dummy prefix; the IETF protocol block and all of
+        // its parts; documentation; 6to4; AS112; SRv6; unique local and link local.
+        ("::ffff:8.8.8.8", "ipv4-mapped"), ("::ffff:0:0", "unspecified"), ("::ffff:1.1.1.1", "ipv4-mapped"),
+        ("::ffff:0:8.8.8.8", "ipv4-translated"), ("::ffff:0:7f00:1", "loopback"), ("::ffff:0:a00:1", "private"),
+        ("::8.8.8.8", "ipv4-compatible"), ("::2", "unspecified"),
+        ("64:ff9b::c0a8:1", "private"), ("64:ff9b::198.18.0.1", "benchmarking"), ("64:ff9b::1.1.1.1", "allowed"),
+        ("64:ff9b:1::1", "translation"), ("64:ff9b:1:ffff:ffff:ffff:ffff:ffff", "translation"),
+        ("64:ff9b:2::1", "reserved"), ("100::1", "discard"), ("100::ffff:ffff:ffff:ffff", "discard"),
+        ("100:0:0:1::1", "reserved"), ("2001::1", "tunnel"), ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "tunnel"),
+        ("2001:1::1", "reserved"), ("2001:1::2", "reserved"), ("2001:1::3", "reserved"), ("2001:2::1", "benchmarking"),
+        ("2001:2:0:ffff::1", "benchmarking"), ("2001:3::1", "anycast"), ("2001:4:112::1", "anycast"),
+        ("2001:10::1", "orchid"), ("2001:1f::1", "orchid"), ("2001:20::1", "orchid"), ("2001:2f:ffff::1", "orchid"),
+        ("2001:30::1", "reserved"), ("2001:1ff::1", "reserved"), ("2001:db8:ffff::1", "documentation"),
+        ("3fff::1", "documentation"), ("3fff:fff:ffff::1", "documentation"), ("2002:808:808::1", "tunnel"),
+        ("2620:4f:8000::1", "anycast"), ("5f00::1", "segment-routing"), ("fdff:ffff::1", "private"),
+        ("febf:ffff::1", "link-local"), ("ff0e::1", "multicast"),
+        // Outside global unicast (2000::/3): reserved by the IETF.
+        ("4000::1", "reserved"), ("1000::1", "reserved"), ("e000::1", "reserved"),
+        // Public neighbours.
+        ("2001:200::1", "allowed"), ("2001:db9::1", "allowed"), ("4000:0::", "reserved"), ("3fff:1000::1", "allowed"),
+        ("2620:4f:8001::1", "allowed"), ("2003::1", "allowed"), ("2a00:1450:4001::200e", "allowed"),
+    ])
+    func everySpecialPurposeBlock(_ host: String, _ expected: String) {
+        #expect(Self.verdict(host) == expected, "\(host)")
+    }
+
+    /// The tables hold what they say: every block's literal parses, holds its own first address, and that address
+    /// is refused (with the block's reason, or a more specific block's listed before it: a typo in a prefix would
+    /// make a block that matches nothing).
+    @Test func everyBlockRefusesItsOwnAddress() {
+        for table in [AddressPolicy.v4Blocks, AddressPolicy.v6Blocks] {
+            for block in table {
+                #expect(block.bytes.count == 4 || block.bytes.count == 16, "\(block.name)")
+                #expect(block.bits > 0 && block.bits <= block.bytes.count * 8, "\(block.name)")
+                #expect(block.contains(block.bytes), "\(block.name)")
+                let address: IPAddress =
+                    block.bytes.count == 4
+                    ? .v4(block.bytes.reduce(0) { $0 << 8 | UInt32($1) }) : .v6(block.bytes)
+                let first = table.first { $0.contains(block.bytes) }
+                #expect(AddressPolicy.classify(address) == first.map { .refused($0.reason) }, "\(block.name)")
+            }
+        }
     }
 
     @Test func namesAndExceptions() {

@@ -10,12 +10,87 @@ import Testing
 @Suite struct NotificationUpdateStorageTests {
     typealias Kind = StorageBackendTests.Kind
 
-    static func update(_ id: String, root: String, app: String, key: String? = nil) -> UpdatePlan {
+    static func update(
+        _ id: String,
+        root: String,
+        app: String,
+        key: String? = nil,
+        limits: UpdateLimits = UpdateLimits()
+    ) -> UpdatePlan {
         UpdatePlan(
             notification: .init(id: id, appID: app, message: ["title": "v"], response: .null, createdAt: Date()),
             rootID: root,
             idempotencyKey: key,
-            expiresAt: nil
+            expiresAt: nil,
+            limits: limits
+        )
+    }
+
+    /// A notification's versions are bounded in count and in rate, from what the database holds (so every node
+    /// counts alike): past the count the next is refused for good; past the bucket, until it refills. A replay of
+    /// an accepted update's idempotency key still answers as the first time.
+    @Test(arguments: Kind.allCases)
+    func versionsAreBoundedInCountAndRate(_ kind: Kind) async throws {
+        let b = try await StorageBackendTests.make(kind)
+        let tokens = (0..<2).map { String(format: "%064x", 0xB0B0 + $0) }
+        for t in tokens { try await b.registry.upsert(Device(appID: "app", token: t, platform: .ios)) }
+        for root in ["count-\(kind)", "rate-\(kind)"] {
+            _ = try await b.intake.accept(StorageBackendTests.plan(root, .tokens(tokens))) { _ in .null }
+        }
+        // Three versions at most, the rate out of the way.
+        let few = UpdateLimits(maxVersions: 3, perSecond: 1_000, burst: 1_000)
+        for v in 1...3 {
+            let plan = Self.update("c\(v)-\(kind)", root: "count-\(kind)", app: "app", key: "k\(v)", limits: few)
+            #expect(try await b.updates.accept(plan) { Self.answer($0, $1, $2) }.version == v)
+        }
+        await #expect(throws: UpdateRefused.tooManyVersions(3)) {
+            try await b.updates.accept(Self.update("c4-\(kind)", root: "count-\(kind)", app: "app", limits: few)) {
+                Self.answer($0, $1, $2)
+            }
+        }
+        let replay = try await b.updates.accept(
+            Self.update("c9-\(kind)", root: "count-\(kind)", app: "app", key: "k2", limits: few)
+        ) { Self.answer($0, $1, $2) }
+        #expect(!replay.created && replay.version == 2)
+        #expect(try await b.updates.family(of: "count-\(kind)")?.latest == 3)
+
+        // Bursts of two, then one every 100 s: the third at once is refused with the wait.
+        let slow = UpdateLimits(maxVersions: 100, perSecond: 0.01, burst: 2)
+        for v in 1...2 {
+            let plan = Self.update("r\(v)-\(kind)", root: "rate-\(kind)", app: "app", limits: slow)
+            #expect(try await b.updates.accept(plan) { Self.answer($0, $1, $2) }.version == v)
+        }
+        do {
+            _ = try await b.updates.accept(Self.update("r3-\(kind)", root: "rate-\(kind)", app: "app", limits: slow)) {
+                Self.answer($0, $1, $2)
+            }
+            Issue.record("a third update at once was accepted")
+        } catch UpdateRefused.tooFast(let wait) {
+            #expect(wait > 50 && wait <= 100, "\(wait)")
+        }
+        #expect(try await b.updates.family(of: "rate-\(kind)")?.latest == 2)
+        #expect(try await b.updates.family(of: "r3-\(kind)") == nil)
+    }
+
+    /// The bucket, replayed over creation times: a burst, then one per refill.
+    @Test func theBucketReplaysTheVersionsTimes() throws {
+        let t0 = Date(timeIntervalSince1970: 1_800_000_000)
+        let limits = UpdateLimits(maxVersions: 100, perSecond: 2, burst: 3)
+        // Root at t0, three updates at once: the bucket is empty.
+        let burst = [t0, t0, t0, t0]
+        #expect(throws: UpdateRefused.self) { try limits.check(latest: 3, times: burst, now: t0) }
+        // Half a second later one more has refilled.
+        try limits.check(latest: 3, times: burst, now: t0.addingTimeInterval(0.5))
+        // Spread out at the rate, never refused; the count still is.
+        let paced = (0...50).map { t0.addingTimeInterval(Double($0) * 0.5) }
+        try limits.check(latest: 50, times: paced, now: t0.addingTimeInterval(25.5))
+        #expect(throws: UpdateRefused.tooManyVersions(100)) {
+            try limits.check(latest: 100, times: [t0], now: t0.addingTimeInterval(1000))
+        }
+        // Settings from outside are held to sane values (none divides by zero or never refills).
+        #expect(
+            UpdateLimits(maxVersions: 0, perSecond: .nan, burst: -1)
+                == UpdateLimits(maxVersions: 1, perSecond: 2, burst: 1)
         )
     }
 

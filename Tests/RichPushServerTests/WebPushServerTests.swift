@@ -249,7 +249,11 @@ struct WebPushFixture {
         }
         #expect(sandbox.webPush.acceptedCount == 0)
         // At registration, what needs no lookup is refused by name: an internal address written as one, localhost.
-        for host in ["127.0.0.1", "10.0.0.7", "[::1]", "localhost", "169.254.169.254"] {
+        // The IPv4-mapped and SIIT forms are refused whatever they embed (::ffff:0:0/96, ::ffff:0:0:0/96).
+        for host in [
+            "127.0.0.1", "10.0.0.7", "[::1]", "localhost", "169.254.169.254", "[::ffff:8.8.8.8]", "[::ffff:0:0]",
+            "[::ffff:0:808:808]", "[64:ff9b:1::1]", "[2001::1]", "[2002:808:808::1]", "[100::1]", "192.0.0.9",
+        ] {
             var s = subscription
             s.endpoint = URL(string: "https://\(host)/push/x")!
             #expect(provider.tokenProblem(s.token)?.rule == "webpush-endpoint-address", "\(host)")

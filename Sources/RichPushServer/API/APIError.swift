@@ -27,11 +27,18 @@ public struct APIError: HTTPResponseError, Sendable {
         case badReceiptToken = "bad-receipt-token"
         case receiptExpired = "receipt-expired"
         case alreadyReported = "already-reported"
+        /// An open of a delivery the push service did not accept (failed, expired, pruned, superseded, or not yet
+        /// sent): not counted.
+        case deliveryNotAccepted = "delivery-not-accepted"
         case keyExists = "key-exists"
         /// The notification cannot be updated in place (sent without collapse_id, or a Live Activity).
         case notUpdatable = "not-updatable"
         /// The notification's fan-out is still queueing its devices (an update needs them all).
         case fanOutPending = "fan-out-pending"
+        /// The notification has as many versions as one may have (`updates.max_versions`).
+        case versionLimit = "version-limit"
+        /// Updates to one notification came faster than `updates.per_second` allows.
+        case updateRateLimited = "update-rate-limited"
         case databaseUnavailable = "database-unavailable"
         /// The server's disk is below its free-space floor (or full): nothing was stored.
         case insufficientStorage = "insufficient-storage"
@@ -64,9 +71,10 @@ public struct APIError: HTTPResponseError, Sendable {
             case .invalid, .mediaRefused: .unprocessableContent
             case .invalidJSON, .invalidIdempotencyKey: .badRequest
             case .bodyTooLarge: .contentTooLarge
-            case .rateLimited, .quotaExceeded: .tooManyRequests
+            case .rateLimited, .quotaExceeded, .updateRateLimited: .tooManyRequests
             case .receiptExpired: .gone
-            case .alreadyReported, .keyExists, .notUpdatable, .fanOutPending: .conflict
+            case .alreadyReported, .keyExists, .notUpdatable, .fanOutPending, .deliveryNotAccepted, .versionLimit:
+                .conflict
             case .databaseUnavailable: .serviceUnavailable
             case .insufficientStorage: HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage")
             case .providerError: .badGateway

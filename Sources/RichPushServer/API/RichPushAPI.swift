@@ -34,6 +34,8 @@ public struct RichPushAPI: Sendable {
     public let fanOuts = BackgroundWork()
     /// The console's live views of notifications (`…/notifications/{id}/events`), one reader per notification.
     public var insight: InsightStreams
+    /// Each notification's counts and funnel, shared by the routes that show them and the live views.
+    public let numbers: InsightCache
     /// Counts per notification and minute (an app's time series), written every few seconds by the server.
     public var minutes: MinuteCounter
     /// Called when deliveries were queued (the worker looks at once instead of at its next poll).
@@ -48,11 +50,13 @@ public struct RichPushAPI: Sendable {
     public var registrationLimits = RegistrationLimits()
     /// Preflight, hosting and charts; nil turns media checks and `/media` off.
     public var media: MediaService?
-    /// What each app may make this node spend on media (uploads a day, fetches at once).
-    public var quotas = Quotas()
+    /// What each app may make the server spend on media (uploads a day, counted in the database; fetches at once).
+    public var quotas: Quotas
     /// Priority-10 Live Activity updates per activity (or channel) and hour; past it they go at priority 5.
     public var liveBudget: RateLimiter?
-    /// Counts the read routes show, kept briefly (or for good, once a notification has settled).
+    /// Versions one notification may have, and how fast updates to it may come.
+    public var updateLimits = UpdateLimits()
+    /// An app's device counts, kept briefly.
     public var counts = CountCaches()
     /// Receipt addresses for devices (`rp.r`) and `POST /v1/receipts/{token}`; nil turns both off.
     public var receipts: DeviceReceipts?
@@ -97,8 +101,11 @@ public struct RichPushAPI: Sendable {
         self.extraFCMTokenEndpoints = extraFCMTokenEndpoints
         self.nodeID = nodeID
         self.simulate = simulate
-        insight = InsightStreams(metrics: metrics) { [receipts = backend.receipts] id in
-            try await NotificationsController.insightEvent(id, receipts: receipts)
+        quotas = Quotas(ledger: backend.uploads)
+        let numbers = InsightCache(receipts: backend.receipts)
+        self.numbers = numbers
+        insight = InsightStreams(metrics: metrics) { id in
+            try await NotificationsController.insightEvent(id, numbers: numbers)
         }
         minutes = MinuteCounter { [receipts = backend.receipts] counts in try await receipts.addMinutes(counts) }
     }
@@ -201,7 +208,9 @@ public struct RichPushAPI: Sendable {
             providers: providers,
             simulate: simulate,
             insight: insight,
-            minutes: minutes
+            numbers: numbers,
+            minutes: minutes,
+            updateLimits: updateLimits
         ).addRoutes(to: keyed)
         LiveController(
             store: store,

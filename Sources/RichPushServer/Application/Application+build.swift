@@ -92,7 +92,11 @@ public func buildApplication(
     )
 
     api.minutes = minutes
-    api.quotas = Quotas(config.quotas)
+    api.quotas = Quotas(config.quotas, ledger: backend.uploads)
+    api.updateLimits = config.updates
+    api.insight = InsightStreams(limits: config.insightViews, metrics: metrics) { [numbers = api.numbers] id in
+        try await NotificationsController.insightEvent(id, numbers: numbers)
+    }
     api.publicClientLimiter = RateLimiter(rate: config.publicRatePerClient, burst: config.publicRatePerClient * 10)
     api.trustedProxies = config.trustedProxies
     // On PostgreSQL the database's disk is the database server's (its "disk full" still answers 507), and hosted
@@ -112,10 +116,11 @@ public func buildApplication(
     // another node runs is not this node's to take).
     if !config.isPostgres { _ = try await api.resumeFanOuts() }
     let jobs = leaderJobs(config, api: api, backend: backend, metrics: metrics)
-    let (limiter, publicLimiter) = (api.limiter, api.publicClientLimiter)
+    let (limiter, publicLimiter, quotas) = (api.limiter, api.publicClientLimiter, api.quotas)
     let clusterServices = backend.backgroundServices(address: "\(config.host):\(config.port)", leaderJobs: jobs) {
         limiter.share(among: $0)
         publicLimiter.share(among: $0)
+        quotas.share(among: $0)
     }
     let sweeper: [any Service] =
         config.mediaRetentionDays > 0

@@ -73,6 +73,13 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// `live_tokens_per_app` 5,000,000, `live_tokens_per_user` 20, `live_tokens_per_activity` 1,000 and at most
     /// 10,000, the tokens one send may name), counted in the database whatever the number of nodes.
     public var registrations = RegistrationLimits()
+    /// Versions one notification may have (`updates.max_versions`, default 100) and how fast updates to it may come
+    /// (`updates.per_second`, 2, with bursts of `updates.burst`, 10), counted in the database.
+    public var updates = UpdateLimits()
+    /// Live views (`…/notifications/{id}/events`) a node holds: `insight.max_views` (1,000), one app's keys together
+    /// `insight.max_views_per_app` (100), one key `insight.max_views_per_key` (50), one notification
+    /// `insight.max_views_per_notification` (200).
+    public var insightViews = InsightStreams.Limits()
 
     /// The credentials key file in use: beside an SQLite file, or `richpush-credentials.key` in the working folder
     /// for PostgreSQL (every node of a cluster needs a copy of the same key).
@@ -99,13 +106,15 @@ public struct ServerConfiguration: Sendable, Equatable {
         "": [
             "database", "node_id", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers",
             "sandbox", "media", "receipts", "credentials_key_file", "notifications", "quotas", "live",
-            "public_rate_per_client", "trusted_proxies", "disk", "registrations",
+            "public_rate_per_client", "trusted_proxies", "disk", "registrations", "updates", "insight",
         ],
         "registrations": [
             "devices_per_app", "devices_per_user", "live_tokens_per_app", "live_tokens_per_user",
             "live_tokens_per_activity",
         ],
         "disk": ["min_free_megabytes"],
+        "updates": ["max_versions", "per_second", "burst"],
+        "insight": ["max_views", "max_views_per_app", "max_views_per_key", "max_views_per_notification"],
         "live": ["priority10_per_hour"],
         "quotas": ["upload_megabytes_per_day", "fetches_per_app", "fetches"],
         "notifications": ["retention_days"],
@@ -201,6 +210,30 @@ public struct ServerConfiguration: Sendable, Equatable {
             try Self.checkKeys(lo, section: "live")
             if let n = try number(lo["priority10_per_hour"], "live.priority10_per_hour", 1...100_000) {
                 livePriority10PerHour = Int(n)
+            }
+        }
+        if let u = o["updates"] {
+            guard case .object(let uo) = u else { throw Problem(key: "updates", rule: "must be an object") }
+            try Self.checkKeys(uo, section: "updates")
+            if let n = try number(uo["max_versions"], "updates.max_versions", 1...1_000_000) {
+                updates.maxVersions = Int(n)
+            }
+            if let r = try number(uo["per_second"], "updates.per_second", 0.001...1_000) { updates.perSecond = r }
+            if let b = try number(uo["burst"], "updates.burst", 1...1_000_000) { updates.burst = b }
+        }
+        if let i = o["insight"] {
+            guard case .object(let io) = i else { throw Problem(key: "insight", rule: "must be an object") }
+            try Self.checkKeys(io, section: "insight")
+            if let n = try number(io["max_views"], "insight.max_views", 1...1_000_000) { insightViews.node = Int(n) }
+            if let n = try number(io["max_views_per_app"], "insight.max_views_per_app", 1...1_000_000) {
+                insightViews.perApp = Int(n)
+            }
+            if let n = try number(io["max_views_per_key"], "insight.max_views_per_key", 1...1_000_000) {
+                insightViews.perKey = Int(n)
+            }
+            if let n = try number(io["max_views_per_notification"], "insight.max_views_per_notification", 1...1_000_000)
+            {
+                insightViews.perNotification = Int(n)
             }
         }
         if let q = o["quotas"] {

@@ -102,8 +102,34 @@ public final class MediaService: Sendable {
         return MediaStore.parse(name) != nil ? name : nil
     }
 
-    /// Checks one URL (a kind hint picks the limit for bytes that do not say what they are).
+    /// Checks one URL (a kind hint picks the limit for bytes that do not say what they are); `keepBody` keeps the
+    /// bytes for re-hosting.
     public func check(_ url: String, kind: MediaKind? = nil, keepBody: Bool = false) async -> MediaCheck {
+        await check(url, kind: kind, rehost: keepBody ? .always : .never)
+    }
+
+    /// The kept verdict for `url` when it answers without a fetch: a failure always; a success unless its bytes are
+    /// wanted to re-host it (always, or when the verdict gave a reason to).
+    func keptVerdict(_ url: String, rehost: Rehost) -> MediaCheck? {
+        guard let (hit, until) = checks.withLockedValue({ $0.get(url) }), Date() < until else { return nil }
+        let bytesWanted = hit.isOK && (rehost == .always || (rehost == .auto && hit.rehostReason != nil))
+        return bytesWanted ? nil : hit
+    }
+
+    /// Whether checking `url` fetches it from another server: not for this server's own hosted media (read from its
+    /// store, content-addressed), nor for a URL whose kept verdict answers. What a fetch quota counts.
+    func needsFetch(_ url: String, rehost: Rehost) -> Bool {
+        hostedName(url) == nil && keptVerdict(url, rehost: rehost) == nil
+    }
+
+    /// How many of a message's media a ``prepare(_:onFailure:rehost:)`` fetches from other servers.
+    public func fetchesNeeded(_ message: PushMessage, onFailure: OnFailure, rehost: Rehost) -> Int {
+        guard onFailure != .off || rehost == .always else { return 0 }
+        return message.media.filter { needsFetch($0.url, rehost: rehost) }.count
+    }
+
+    /// Checks one URL, keeping the bytes when `rehost` may want them.
+    func check(_ url: String, kind: MediaKind?, rehost: Rehost) async -> MediaCheck {
         var result = MediaCheck(url: url)
         if let name = hostedName(url), await store.materialize(name), let (buffer, type) = store.get(name) {
             result.type = type
@@ -112,9 +138,8 @@ public final class MediaService: Sendable {
             return result
         }
         // A success is enough when the bytes are not wanted; a failure is the answer either way.
-        if let (hit, until) = checks.withLockedValue({ $0.get(url) }), Date() < until, !keepBody || !hit.isOK {
-            return hit
-        }
+        if let hit = keptVerdict(url, rehost: rehost) { return hit }
+        let keepBody = rehost != .never
         // Whatever the verdict, it is kept (read at the return, whichever return it is).
         defer { remember(result, for: url) }
         // Bytes that may be re-hosted stream into a file of the store's, never into memory.
@@ -232,10 +257,9 @@ public final class MediaService: Sendable {
         var warnings: [ValidationIssue] = []
         if onFailure != .off || rehost == .always, !message.media.isEmpty {
             let media = message.media
-            let wantBody = rehost != .never
             let results = await withTaskGroup(of: (Int, MediaCheck).self) { group in
                 for (i, m) in media.enumerated() {
-                    group.addTask { (i, await self.check(m.url, kind: m.kind, keepBody: wantBody)) }
+                    group.addTask { (i, await self.check(m.url, kind: m.kind, rehost: rehost)) }
                 }
                 var out = [MediaCheck?](repeating: nil, count: media.count)
                 for await (i, r) in group { out[i] = r }

@@ -23,6 +23,7 @@ public final class PostgresBackend: StorageBackend {
     public let receipts: any ReceiptStore
     public let liveTokens: any LiveTokenStore
     public let updates: any NotificationUpdates
+    public let uploads: any UploadLedger
     let announcer: WorkAnnouncer
     private let wakers = NIOLockedValueBox<[@Sendable () -> Void]>([])
 
@@ -130,6 +131,7 @@ public final class PostgresBackend: StorageBackend {
         receipts = PostgresReceiptStore(db: database)
         liveTokens = PostgresLiveTokenStore(db: database)
         updates = PostgresNotificationUpdates(database: database) { announcer.announce() }
+        uploads = PostgresUploadLedger(db: database)
     }
 
     /// `HOST-PID-RANDOM`: unique among the nodes, and it says where a lease's holder ran.

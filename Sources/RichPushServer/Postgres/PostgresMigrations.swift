@@ -166,6 +166,7 @@ enum PostgresMigrations {
                 "CREATE INDEX live_tokens_user ON live_tokens (app_id, user_id, updated_at)"
             ]
         ),
+        Migration(version: 16, name: "media upload bytes per app and day", sql: UploadSQL.table),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

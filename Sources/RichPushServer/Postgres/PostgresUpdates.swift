@@ -66,6 +66,8 @@ public final class PostgresNotificationUpdates: NotificationUpdates {
                     superseded: 0
                 )
             }
+            let times = try await rows(NotificationVersions.times(root: root.id)).map { try $0.decode(Date.self) }
+            try plan.limits.check(latest: root.latest, times: times, now: Date())
             let version = root.latest + 1
             _ = try await rows(NotificationVersions.bump(root: root.id, from: root.latest))
             let now = Date()

@@ -115,10 +115,48 @@ public struct DeliveryRecord: Sendable, Hashable {
 }
 
 /// How a claimed delivery ended.
+///
+/// What a push service said is bounded here, where it becomes what is stored: its id for the delivery (`apns-id`,
+/// FCM's message name, Web Push's `Location`) and the reason are cut to ``maxProviderTextBytes`` of UTF-8 at a
+/// character boundary, however they are set, so that a service answering a 15 KB header stores (and the
+/// notification's outcome shows) 256 bytes of it.
 public struct DeliveryOutcome: Sendable, Hashable {
     public var state: DeliveryState
-    public var reason: String?
-    public var providerID: String?
+    public var reason: String? {
+        get { boundedReason }
+        set { boundedReason = newValue.map { Self.bounded($0) } }
+    }
+    public var providerID: String? {
+        get { boundedProviderID }
+        set { boundedProviderID = newValue.map { Self.bounded($0) } }
+    }
+    private var boundedReason: String?
+    private var boundedProviderID: String?
+
+    /// The most bytes of a push service's id or reason kept (an `apns-id` is a 36-character UUID, FCM's name
+    /// `projects/…/messages/…` well under 200, a Web Push `Location` a URL of the service's).
+    public static let maxProviderTextBytes = 256
+
+    public init(state: DeliveryState, reason: String?, providerID: String?) {
+        self.state = state
+        boundedReason = reason.map { Self.bounded($0) }
+        boundedProviderID = providerID.map { Self.bounded($0) }
+    }
+
+    /// `text` cut to at most `limit` bytes of UTF-8, never inside a character (a Swift `String` is always valid
+    /// UTF-8; cutting by Unicode scalars keeps it so).
+    public static func bounded(_ text: String, limit: Int = maxProviderTextBytes) -> String {
+        guard text.utf8.count > limit else { return text }
+        var kept = String.UnicodeScalarView()
+        var bytes = 0
+        for scalar in text.unicodeScalars {
+            let size = String(scalar).utf8.count
+            guard bytes + size <= limit else { break }
+            kept.append(scalar)
+            bytes += size
+        }
+        return String(kept)
+    }
 
     public static func delivered(providerID: String?) -> DeliveryOutcome {
         .init(state: .delivered, reason: nil, providerID: providerID)
@@ -189,9 +227,14 @@ public struct Settlement: Sendable, Hashable {
     public var id: Int64
     public var action: Action
 
+    /// A reschedule's reason is bounded as an outcome's is (``DeliveryOutcome/bounded(_:limit:)``).
     public init(id: Int64, _ action: Action) {
         self.id = id
-        self.action = action
+        switch action {
+        case let .reschedule(at, reason):
+            self.action = .reschedule(notBefore: at, reason: DeliveryOutcome.bounded(reason))
+        case .finish: self.action = action
+        }
     }
 }
 

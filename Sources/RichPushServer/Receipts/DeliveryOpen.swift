@@ -193,19 +193,28 @@ enum OpenSQL {
     /// The deep link an open led to (added after the table; the same statement in both databases).
     static let linkColumn = "ALTER TABLE delivery_opens ADD COLUMN link TEXT"
 
-    /// Records an open for its delivery, checked to be the notification's, unless the delivery has one.
+    /// Records an open for its delivery, checked to be the notification's and accepted by the push service
+    /// (delivered), unless the delivery has one.
     static func record(_ o: DeliveryOpen) -> SQL {
         """
         INSERT INTO delivery_opens (delivery_id, notification_id, event, action, link, at)
         SELECT d.id, d.notification_id, \(o.event.rawValue), \(o.action), \(o.link), \(o.at)
         FROM deliveries d WHERE d.id = \(o.deliveryID) AND d.notification_id = \(o.notificationID)
+            AND d.state = \(DeliveryState.delivered.rawValue)
         ON CONFLICT (delivery_id) DO NOTHING RETURNING 1
         """
     }
 
-    /// Whether the delivery is the notification's (1 when it is).
-    static func isDelivery(_ id: Int64, of notificationID: String) -> SQL {
-        "SELECT count(*) FROM deliveries WHERE id = \(id) AND notification_id = \(notificationID)"
+    /// Why an open was not recorded: the delivery's state, when it is the notification's (no row when it is not).
+    static func deliveryState(_ id: Int64, of notificationID: String) -> SQL {
+        "SELECT state FROM deliveries WHERE id = \(id) AND notification_id = \(notificationID)"
+    }
+
+    /// What an open that was not recorded meets: no such delivery, one the service did not accept, or a repeat.
+    static func refusal(state: String?) -> ReceiptRecording {
+        guard let state else { return .notDelivered }
+        guard let s = DeliveryState(rawValue: state), s != .delivered else { return .repeated }
+        return .notAccepted(s)
     }
 
     /// Event, action ("" for none) and count, per event and action.

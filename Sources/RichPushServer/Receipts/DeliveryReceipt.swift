@@ -108,6 +108,9 @@ public enum ReceiptRecording: Sendable, Hashable {
     case repeated
     /// No such delivery of this notification (a forged or mistaken delivery id, or one removed meanwhile).
     case notDelivered
+    /// The delivery exists but the push service has not accepted it (it failed, expired, was pruned or superseded,
+    /// or is still queued or being sent): an open of a notification no device was given is not counted.
+    case notAccepted(DeliveryState)
 }
 
 /// Receipts, one per delivery, in the database that holds the deliveries: checked against the delivery and written
@@ -119,7 +122,8 @@ public protocol ReceiptStore: Sendable {
     func summary(notificationID: String) async throws -> ReceiptSummary
     /// The delivery of a notification to a target (the app's own report names its device token).
     func delivery(notificationID: String, target: String) async throws -> Int64?
-    /// Records what a person did with a delivery, unless it is not this notification's or already has one.
+    /// Records what a person did with a delivery, unless it is not this notification's, the push service did not
+    /// accept it (``ReceiptRecording/notAccepted(_:)``), or it already has one.
     func recordOpen(_ open: DeliveryOpen) async throws -> ReceiptRecording
     /// The notification's opens in sum.
     func openSummary(notificationID: String) async throws -> OpenSummary

@@ -51,8 +51,9 @@ public final class SQLiteReceiptStore: ReceiptStore {
     public func recordOpen(_ o: DeliveryOpen) async throws -> ReceiptRecording {
         try await commits.write { db in
             if try !Row.fetchAll(db, query: OpenSQL.record(o)).isEmpty { return .recorded }
-            return try Int.fetchOne(db, query: OpenSQL.isDelivery(o.deliveryID, of: o.notificationID)) == 1
-                ? .repeated : .notDelivered
+            return OpenSQL.refusal(
+                state: try String.fetchOne(db, query: OpenSQL.deliveryState(o.deliveryID, of: o.notificationID))
+            )
         }
     }
 
@@ -153,10 +154,10 @@ public final class PostgresReceiptStore: ReceiptStore {
 
     public func recordOpen(_ o: DeliveryOpen) async throws -> ReceiptRecording {
         if try await !db.rows(OpenSQL.record(o).postgres).isEmpty { return .recorded }
-        let owned = try await db.rows(OpenSQL.isDelivery(o.deliveryID, of: o.notificationID).postgres).first?.decode(
-            Int.self
+        return OpenSQL.refusal(
+            state: try await db.rows(OpenSQL.deliveryState(o.deliveryID, of: o.notificationID).postgres).first?
+                .decode(String.self)
         )
-        return owned == 1 ? .repeated : .notDelivered
     }
 
     public func openSummary(notificationID: String) async throws -> OpenSummary {
@@ -258,8 +259,9 @@ public final class MemoryReceiptStore: ReceiptStore {
     }
 
     public func recordOpen(_ o: DeliveryOpen) async throws -> ReceiptRecording {
-        let owned = await queue.deliveries(notificationID: o.notificationID).contains { $0.id == o.deliveryID }
-        guard owned else { return .notDelivered }
+        guard let d = await queue.deliveries(notificationID: o.notificationID).first(where: { $0.id == o.deliveryID })
+        else { return .notDelivered }
+        guard d.state == .delivered else { return .notAccepted(d.state) }
         return opens.withLockedValue {
             guard $0[o.deliveryID] == nil else { return .repeated }
             $0[o.deliveryID] = o

@@ -67,6 +67,12 @@ enum NotificationVersions {
         "SELECT \(unescaped: Columns.notification) FROM notifications WHERE app_id = \(appID) AND idempotency_key = \(key)"
     }
 
+    /// When the root and each of its versions were created, in version order (at most the versions allowed: the
+    /// bound on versions bounds this read).
+    static func times(root: String) -> SQL {
+        "SELECT created_at FROM notifications WHERE id = \(root) OR root_id = \(root) ORDER BY version"
+    }
+
     /// Locks a root while its next version is taken (PostgreSQL; SQLite has one writer).
     static func lockRoot(_ root: String) -> SQL {
         "SELECT id FROM notifications WHERE id = \(root) FOR UPDATE"

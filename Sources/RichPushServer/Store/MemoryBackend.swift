@@ -12,6 +12,7 @@ public struct MemoryBackend: StorageBackend {
     public var receipts: any ReceiptStore { memoryReceipts }
     public let liveTokens: any LiveTokenStore = MemoryLiveTokenStore()
     public let updates: any NotificationUpdates
+    public let uploads: any UploadLedger = MemoryUploadLedger()
     let memoryStore: MemoryServerStore
     let memoryQueue: MemoryDeliveryQueue
     let memoryReceipts: MemoryReceiptStore

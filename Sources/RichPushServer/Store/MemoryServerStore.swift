@@ -95,6 +95,11 @@ public actor MemoryServerStore: ServerStore {
         return (n, true)
     }
 
+    /// The notification an app stored with an idempotency key.
+    func notification(appID: String, key: String) -> StoredNotification? {
+        idempotency[appID + "\u{0}" + key].flatMap { notifications[$0] }
+    }
+
     /// Notifications accepted before the cut-off, oldest first (the sweep's candidates).
     func notifications(before cutoff: Date, limit: Int) -> [String] {
         notifications.values.filter { $0.createdAt < cutoff }.sorted { $0.createdAt < $1.createdAt }.prefix(limit).map(

@@ -10,12 +10,53 @@ public struct UpdatePlan: Sendable {
     public var rootID: String
     public var idempotencyKey: String?
     public var expiresAt: Date?
+    /// How many versions the root may have, and how fast they may come.
+    public var limits: UpdateLimits
 
-    public init(notification: StoredNotification, rootID: String, idempotencyKey: String?, expiresAt: Date?) {
+    public init(
+        notification: StoredNotification,
+        rootID: String,
+        idempotencyKey: String?,
+        expiresAt: Date?,
+        limits: UpdateLimits = UpdateLimits()
+    ) {
         self.notification = notification
         self.rootID = rootID
         self.idempotencyKey = idempotencyKey
         self.expiresAt = expiresAt
+        self.limits = limits
+    }
+}
+
+/// What one notification's updates may make the server do: at most `maxVersions` versions (each copies the root's
+/// deliveries: a million-device notification updated without end would queue without end), and at most `perSecond`
+/// a second with bursts of `burst`, a token bucket per notification (`updates.max_versions`, `updates.per_second`,
+/// `updates.burst`). Both are checked in the transaction that takes the version, from what the database holds (the
+/// versions' creation times), so every node of a cluster counts the same.
+public struct UpdateLimits: Sendable, Equatable {
+    public var maxVersions: Int
+    public var perSecond: Double
+    public var burst: Double
+
+    public init(maxVersions: Int = 100, perSecond: Double = 2, burst: Double = 10) {
+        // Held to sane values: they are compared and divided by below.
+        self.maxVersions = min(max(maxVersions, 1), 1_000_000)
+        self.perSecond = perSecond.isFinite ? min(max(perSecond, 0.001), 1_000) : 2
+        self.burst = burst.isFinite ? min(max(burst, 1), 1_000_000) : 10
+    }
+
+    /// Refuses the next version of a root whose newest is `latest`, created (the root, then each version in
+    /// order) at `times`: past the count, or when the bucket replayed over those times holds less than one update.
+    public func check(latest: Int, times: [Date], now: Date) throws(UpdateRefused) {
+        guard latest < maxVersions else { throw .tooManyVersions(maxVersions) }
+        var tokens = burst
+        var last = times.first ?? now
+        for t in times.dropFirst() {
+            tokens = min(burst, tokens + max(0, t.timeIntervalSince(last)) * perSecond) - 1
+            last = t
+        }
+        tokens = min(burst, tokens + max(0, now.timeIntervalSince(last)) * perSecond)
+        guard tokens >= 1 else { throw .tooFast(retryAfter: (1 - tokens) / perSecond) }
     }
 }
 
@@ -50,6 +91,10 @@ public enum UpdateRefused: Error, Sendable, Hashable {
     case noRoot
     /// The root's fan-out has not finished: its targets are not all known yet.
     case fanOutPending
+    /// The root has the most versions it may have (``UpdateLimits/maxVersions``).
+    case tooManyVersions(Int)
+    /// Updates to the root came faster than ``UpdateLimits/perSecond``: the seconds until one more is allowed.
+    case tooFast(retryAfter: TimeInterval)
 }
 
 /// What a worker does with a claimed delivery of a notification that has versions.
@@ -164,6 +209,10 @@ public final class SQLiteNotificationUpdates: NotificationUpdates {
                     superseded: 0
                 )
             }
+            let times = try Row.fetchAll(db, query: NotificationVersions.times(root: root.id)).map {
+                Date(timeIntervalSince1970: $0[0] as Double)
+            }
+            try plan.limits.check(latest: root.latest, times: times, now: Date())
             let version = root.latest + 1
             try db.execute(query: NotificationVersions.bump(root: root.id, from: root.latest))
             let now = Date()
@@ -277,6 +326,12 @@ public final class MemoryNotificationUpdates: NotificationUpdates {
                 root.appID == plan.notification.appID
             else { throw UpdateRefused.noRoot }
             guard !root.fanOutPending else { throw UpdateRefused.fanOutPending }
+            if let key = plan.idempotencyKey, let first = try await self.store.notification(appID: root.appID, key: key)
+            {
+                let v = self.places.withLockedValue { $0[first.id]?.version } ?? 0
+                return UpdateAccepted(notification: first, created: false, version: v, queued: 0, superseded: 0)
+            }
+            try plan.limits.check(latest: root.latest, times: try await self.times(root: root.id), now: Date())
             let version = root.latest + 1
             var n = plan.notification
             // The answer is made before the insert, which keeps it for a replay: the counts are known first.
@@ -322,6 +377,18 @@ public final class MemoryNotificationUpdates: NotificationUpdates {
                 superseded: superseded
             )
         }
+    }
+
+    /// The root's creation time, then each of its versions' in order.
+    func times(root: String) async throws -> [Date] {
+        let versions = places.withLockedValue {
+            $0.filter { $0.value.root == root }.sorted { $0.value.version < $1.value.version }
+        }
+        var out: [Date] = []
+        for id in [root] + versions.map(\.key) {
+            if let n = try await store.notification(id: id) { out.append(n.createdAt) }
+        }
+        return out
     }
 
     public func verdicts(_ batch: [DeliveryRecord]) async throws -> [Int64: VersionVerdict] {

@@ -12,6 +12,7 @@ public struct SQLiteBackend: StorageBackend {
     public let receipts: any ReceiptStore
     public let liveTokens: any LiveTokenStore
     public let updates: any NotificationUpdates
+    public let uploads: any UploadLedger
 
     public var store: any ServerStore { sqliteStore }
     public var registry: any DeviceRegistry { sqliteRegistry }
@@ -29,6 +30,7 @@ public struct SQLiteBackend: StorageBackend {
         receipts = SQLiteReceiptStore(pool: pool)
         liveTokens = SQLiteLiveTokenStore(pool: pool)
         updates = SQLiteNotificationUpdates(pool: pool)
+        uploads = SQLiteUploadLedger(pool: pool)
     }
 
     /// Opens (or creates) the database file.

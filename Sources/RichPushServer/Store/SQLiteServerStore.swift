@@ -168,6 +168,10 @@ public final class SQLiteServerStore: ServerStore {
             // The public keys an app's backend signs identity proofs with (IdentityKey).
             try db.execute(sql: IdentityKeySQL.create(time: "REAL"))
         }
+        m.registerMigration("media-upload-days-quota") { db in
+            // Bytes uploaded per app and UTC day (the upload quota, counted where it is kept).
+            try db.execute(sql: UploadSQL.table)
+        }
         return m
     }
 

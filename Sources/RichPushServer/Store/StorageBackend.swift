@@ -18,6 +18,8 @@ public protocol StorageBackend: Sendable {
     var liveTokens: any LiveTokenStore { get }
     /// Updates in place: new versions of a notification, and the check before each send.
     var updates: any NotificationUpdates { get }
+    /// Bytes uploaded per app and day (the upload quota, counted where every node sees it).
+    var uploads: any UploadLedger { get }
 
     /// Queues a delivery for every device of the audience, outside a notification's intake (tools and benchmarks);
     /// returns how many. Spread as the intake spreads (``Spread``).

@@ -192,6 +192,8 @@ struct MediaController: APIController {
         guard let media else { throw APIError(.notFound, "media hosting is off") }
         // Streamed to disk as it arrives (hashed on the way): a 50 MB upload costs one read's worth of memory.
         let upload = try media.store.beginUpload()
+        // The day's bytes are counted in the database as they arrive (a step at a time), on every node alike.
+        let charge = quotas.upload(app: app)
         let item: MediaStore.Item
         var check = MediaCheck(url: "")
         do {
@@ -202,7 +204,7 @@ struct MediaController: APIController {
                         "media is at most \(MediaRules.largestAppleLimit) bytes (Apple's video limit)"
                     )
                 }
-                try quotas.chargeUpload(app: app, bytes: chunk.readableBytes)
+                try await charge.add(chunk.readableBytes)
                 try upload.append(chunk)
             }
             guard upload.size > 0 else {
@@ -242,8 +244,10 @@ struct MediaController: APIController {
             media.judge(&check)
         } catch {
             upload.discard()
+            await charge.close()
             throw error
         }
+        await charge.close()
         check.url = media.url(for: item)
         var o = check.json.objectValue ?? [:]
         o["name"] = .string(item.name)
@@ -255,7 +259,9 @@ struct MediaController: APIController {
         let app = try context.requireAnyKey(.send)
         guard let media else { throw APIError(.notFound, "media checks are off") }
         let items = try MediaCheckBody.decode(try await bodyJSON(request)).items
-        let results = try await quotas.fetching(app: app, count: items.count) {
+        // Only what must be fetched takes a place: hosted media and URLs with a kept verdict take none.
+        let fetches = items.filter { media.needsFetch($0.0, rehost: .never) }.count
+        let results = try await quotas.fetching(app: app, count: fetches) {
             await withTaskGroup(of: (Int, MediaCheck).self) { group in
                 for (i, (u, k)) in items.enumerated() { group.addTask { (i, await media.check(u, kind: k)) } }
                 var out = [JSONValue](repeating: .null, count: items.count)

@@ -33,7 +33,7 @@ extension NotificationsController {
     }
 
     /// `GET /v1/apps/{app}/notifications/{id}/funnel`: the notification's funnel as JSON, or with `format=csv` as
-    /// CSV. Three grouped reads, whatever the send's size.
+    /// CSV. Read through the ``InsightCache`` the live view shares: at most once a second whatever the readers.
     func funnel(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, .read)
         guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id
@@ -42,7 +42,7 @@ extension NotificationsController {
         }
         let format = request.uri.queryParameters.get("format") ?? "json"
         guard format == "json" || format == "csv" else { throw APIError(.invalid, "format is json or csv") }
-        let f = try await Self.funnel(of: id, receipts: backend.receipts)
+        let f = try await numbers.numbers(id).funnel
         if format == "csv" {
             var r = Response(status: .ok, body: .init(byteBuffer: ByteBuffer(string: f.csv)))
             r.headers[.contentType] = "text/csv; charset=utf-8"
@@ -75,8 +75,17 @@ extension NotificationsController {
             }
             lifetime = n
         }
-        guard let (watcher, stream) = insight.watch(id) else {
-            throw APIError.rateLimited(after: 5, "this node has as many live views open as it serves")
+        // Counted per app and per key as well as per node: one app's key cannot take the views another app needs.
+        let key: String
+        switch try context.requireCaller() {
+        case .admin: key = "admin"
+        case .app(let grant): key = grant.keyID
+        }
+        let watcher: UUID
+        let stream: AsyncStream<ByteBuffer>
+        switch insight.watch(id, app: app.id, key: key) {
+        case .success(let admitted): (watcher, stream) = admitted
+        case .failure(let refusal): throw APIError.rateLimited(after: 5, refusal.description)
         }
         let insight = self.insight
         let seconds = lifetime
@@ -103,22 +112,16 @@ extension NotificationsController {
         return response
     }
 
-    /// One event's numbers: deliveries by state, the funnel, opens over time (read once for every watcher).
-    static func insightEvent(_ id: String, receipts: any ReceiptStore) async throws -> JSONValue {
-        let breakdown = try await receipts.breakdown(notificationID: id)
-        let funnel = Funnel(
-            breakdown: breakdown,
-            receipts: try await receipts.summary(notificationID: id),
-            opens: try await receipts.openSummary(notificationID: id)
-        )
-        var byState: [String: Int] = [:]
-        for b in breakdown { byState[b.state.rawValue, default: 0] += b.count }
-        let counts = byState.mapValues { JSONValue.int(Int64($0)) }
+    /// One event's numbers: deliveries by state, the funnel, opens over time (read once for every watcher, from
+    /// the cache the funnel route reads).
+    static func insightEvent(_ id: String, numbers: InsightCache) async throws -> JSONValue {
+        let n = try await numbers.numbers(id)
+        let byState = n.byState
+        let counts = Dictionary(uniqueKeysWithValues: byState.map { ($0.key.rawValue, JSONValue.int(Int64($0.value))) })
         let total = byState.values.reduce(0, +)
-        let opens = try await receipts.openTimeline(notificationID: id)
         return [
-            "id": .string(id), "counts": .object(counts), "total": .int(Int64(total)), "funnel": funnel.json,
-            "opens_over_time": .array(opens.map { [.int($0.start), .int(Int64($0.opens))] }),
+            "id": .string(id), "counts": .object(counts), "total": .int(Int64(total)), "funnel": n.funnel.json,
+            "opens_over_time": .array(n.timeline.map { [.int($0.start), .int(Int64($0.opens))] }),
         ]
     }
 
@@ -176,11 +179,4 @@ extension NotificationsController {
         )
     }
 
-    static func funnel(of id: String, receipts: any ReceiptStore) async throws -> Funnel {
-        Funnel(
-            breakdown: try await receipts.breakdown(notificationID: id),
-            receipts: try await receipts.summary(notificationID: id),
-            opens: try await receipts.openSummary(notificationID: id)
-        )
-    }
 }

@@ -40,6 +40,10 @@ extension NotificationsController {
                 retryAfter: 1
             )
         }
+        // The count is known already: a notification at its bound costs no preparation (the database checks again).
+        guard family.latest < updateLimits.maxVersions else {
+            throw Self.refusal(.tooManyVersions(updateLimits.maxVersions), updateLimits)
+        }
         let body = try await bodyJSON(request)
         var r = ValidationReport()
         if case .object(let fields) = body {
@@ -70,7 +74,8 @@ extension NotificationsController {
         if let media {
             let caller = try context.requireAnyKey(.send)
             var prepared = message
-            let (errors, notes) = try await quotas.fetching(app: caller, count: message.media.count) {
+            let fetches = media.fetchesNeeded(message, onFailure: options.onFailure, rehost: options.rehost)
+            let (errors, notes) = try await quotas.fetching(app: caller, count: fetches) {
                 await media.prepare(&prepared, onFailure: options.onFailure, rehost: options.rehost)
             }
             message = prepared
@@ -99,7 +104,8 @@ extension NotificationsController {
             notification: .init(id: updateID, appID: app.id, message: message.json, response: .null, createdAt: now),
             rootID: family.rootID,
             idempotencyKey: idempotencyKey,
-            expiresAt: expiresAt
+            expiresAt: expiresAt,
+            limits: updateLimits
         )
         let accepted: UpdateAccepted
         do {
@@ -118,6 +124,8 @@ extension NotificationsController {
                 "the notification's devices are still being queued; try again",
                 retryAfter: 1
             )
+        } catch let refused as UpdateRefused {
+            throw Self.refusal(refused, updateLimits)
         }
         guard accepted.created else { return Response.json(202, accepted.notification.response) }
         onAccepted(updateID, message)
@@ -125,5 +133,30 @@ extension NotificationsController {
         metrics.notificationAccepted(app: app.id, deliveries: accepted.queued)
         if accepted.queued > 0 { onQueued() }
         return Response.json(202, accepted.notification.response)
+    }
+
+    /// The answer to an update past a bound, naming the bound and its setting.
+    static func refusal(_ refused: UpdateRefused, _ limits: UpdateLimits) -> APIError {
+        switch refused {
+        case .tooManyVersions(let n):
+            return APIError(
+                .versionLimit,
+                "this notification has its \(n) versions (updates.max_versions): send a new notification instead"
+            )
+        case .tooFast(let wait):
+            let seconds = RateLimiter.retryAfter(wait)
+            return APIError(
+                .updateRateLimited,
+                "updates to one notification come at most \(limits.perSecond) a second, bursts of \(Int(limits.burst)) (updates.per_second, updates.burst); retry after \(seconds) s",
+                retryAfter: seconds
+            )
+        case .noRoot: return APIError(.notFound, "no such notification")
+        case .fanOutPending:
+            return APIError(
+                .fanOutPending,
+                "the notification's devices are still being queued; try again",
+                retryAfter: 1
+            )
+        }
     }
 }

@@ -26,7 +26,10 @@ struct NotificationsController: AppRoutes {
     let providers: Providers
     let simulate: (@Sendable (_ notificationID: String) async -> JSONValue?)?
     let insight: InsightStreams
+    /// Each notification's counts and funnel, read at most once a second whatever the readers.
+    let numbers: InsightCache
     let minutes: MinuteCounter
+    let updateLimits: UpdateLimits
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
         group.get("apps/:app/notifications", use: listNotifications)
@@ -81,8 +84,9 @@ struct NotificationsController: AppRoutes {
         if !options.dryRun { spendLiveBudget(&message, app: app, live: send.live, audience: audience, into: &report) }
         // Media is fetched and judged before anything is stored: a refused media answers 422 naming it.
         if let media {
-            // Each of the message's media is fetched (a verdict kept from before costs nothing, but is counted).
-            let fetches = message.media.count
+            // Only media fetched from another server takes a place: this server's own hosted media (a hosted URL is
+            // judged from the store) and a URL whose kept verdict answers take none.
+            let fetches = media.fetchesNeeded(message, onFailure: options.onFailure, rehost: options.rehost)
             // The app quotas count against: the key's (the route checked its scope); none for the admin key.
             let caller = try context.requireAnyKey(.send)
             var prepared = message
@@ -224,7 +228,7 @@ struct NotificationsController: AppRoutes {
         }
         let page = try OutcomesPage(query: request.uri.queryParameters)
         // Counted in the database and read a page at a time: a poll of a million-device send reads no million rows.
-        let byState = try await counts.deliveries(id) { try await queue.counts(notificationID: id) }
+        let byState = try await numbers.counts(id)
         let counts = Dictionary(uniqueKeysWithValues: byState.map { ($0.key.rawValue, JSONValue.int(Int64($0.value))) })
         let total = byState.values.reduce(0, +)
         // Deliveries are listed in id order: a page starts after the last id of the one before. One more than the
@@ -277,7 +281,7 @@ struct NotificationsController: AppRoutes {
         let found = try await store.notifications(appID: app.id, before: before, limit: limit)
         var items: [JSONValue] = []
         for n in found {
-            let counts = try await self.counts.deliveries(n.id) { try await queue.counts(notificationID: n.id) }
+            let counts = try await numbers.counts(n.id)
             let message = n.message
             var item: [String: JSONValue] = [
                 "id": .string(n.id), "created_at": .double(n.createdAt.timeIntervalSince1970),
@@ -342,6 +346,7 @@ struct NotificationsController: AppRoutes {
             return Response.json(201, ["recorded": true])
         case .repeated: throw APIError(.alreadyReported, "this delivery already has its report")
         case .notDelivered: throw APIError(.notFound, "this notification was not sent to that token")
+        case .notAccepted(let state): throw ReceiptsController.notAccepted(state)
         }
     }
 }

@@ -51,8 +51,10 @@ struct ReceiptsController: APIController {
         )
     }
 
-    /// Records an open for its delivery and answers: 201, 409 when the delivery has one, 404 (`unknown`) when the
-    /// delivery is not the notification's. What both routes that take opens do.
+    /// Records an open for its delivery and answers: 201, 409 `already-reported` when the delivery has one, 409
+    /// `delivery-not-accepted` when the push service did not accept the delivery (an open of it is not counted; one
+    /// still queued or being sent may be reported again once it is delivered, hence its `Retry-After`), 404
+    /// (`unknown`) when the delivery is not the notification's. What both routes that take opens do.
     static func record(
         _ body: DeliveryOpen.Report,
         delivery: Int64,
@@ -76,6 +78,24 @@ struct ReceiptsController: APIController {
             return Response.json(201, ["recorded": true])
         case .repeated: throw APIError(.alreadyReported, "this delivery's open or dismissal is already reported")
         case .notDelivered: throw APIError(.notFound, unknown)
+        case .notAccepted(let state): throw Self.notAccepted(state)
+        }
+    }
+
+    /// The answer to an open of a delivery the push service has not accepted.
+    static func notAccepted(_ state: DeliveryState) -> APIError {
+        switch state {
+        case .queued, .leased:
+            return APIError(
+                .deliveryNotAccepted,
+                "this delivery is not yet accepted by the push service (\(state.rawValue)): an open counts once it is delivered",
+                retryAfter: 5
+            )
+        default:
+            return APIError(
+                .deliveryNotAccepted,
+                "the push service did not accept this delivery (\(state.rawValue)): no device was given it, so an open of it is not counted"
+            )
         }
     }
 
@@ -96,6 +116,7 @@ struct ReceiptsController: APIController {
             throw APIError(.alreadyReported, "this delivery already has its report")
         case .notDelivered:
             throw APIError(.notFound, "no such delivery of this notification")
+        case .notAccepted(let state): throw Self.notAccepted(state)
         }
     }
 }

@@ -1,0 +1,197 @@
+import Foundation
+import NIOConcurrencyHelpers
+import RichPushCore
+
+/// One notification's numbers as the read routes show them: its deliveries by state, reason and whether they were
+/// tried, the devices' reports and the opens in sum, and the opens over time.
+public struct NotificationNumbers: Sendable {
+    public var breakdown: [DeliveryBreakdown]
+    public var receipts: ReceiptSummary
+    public var opens: OpenSummary
+    /// Opens per 10 minutes: the start of each (seconds since 1970) and the count.
+    public var timeline: [(start: Int64, opens: Int)]
+
+    public var funnel: Funnel { Funnel(breakdown: breakdown, receipts: receipts, opens: opens) }
+    public var byState: [DeliveryState: Int] { InsightCache.byState(breakdown) }
+}
+
+/// The read routes' numbers of each notification, shared by every reader on this node: the funnel route, the live
+/// view's turns (``InsightStreams``), a notification's outcome and the list's counts all read through it. Whatever
+/// the readers, each notification's numbers are read from the database at most once a second, and no sooner than
+/// ``defaultCostFactor`` times what the last read cost after it (a 200,000-delivery send's funnel costs about 150 ms to
+/// read: it is then read at most every 7 s, 2 % of one core's time), never later than ``maxInterval``. Readers
+/// that come while a read runs wait for it rather than each reading (single flight).
+///
+/// Two parts, each on its own schedule: the deliveries (what the counts need) and the reports (the receipts and
+/// opens the funnel adds). A notification none of whose deliveries can change again (none queued or leased) keeps
+/// its deliveries' part for good, in a bounded table of its own: only the devices' reports are read again.
+/// Bounded: at most `capacity` notifications of each part, the least recently read out first.
+public final class InsightCache: Sendable {
+    /// A read waits this many times its own cost before the next: at most 1 / (1 + costFactor) of one core, 2 %.
+    public static let defaultCostFactor = 49.0
+
+    public typealias ReadDeliveries = @Sendable (_ notificationID: String) async throws -> [DeliveryBreakdown]
+    public typealias ReadReports =
+        @Sendable (_ notificationID: String) async throws -> (
+            ReceiptSummary, OpenSummary, [(start: Int64, opens: Int)]
+        )
+    typealias Reports = (receipts: ReceiptSummary, opens: OpenSummary, timeline: [(start: Int64, opens: Int)])
+
+    let minimumInterval: TimeInterval
+    let maxInterval: TimeInterval
+    let costFactor: Double
+    private let deliveries: SingleFlight<[DeliveryBreakdown]>
+    private let reports: SingleFlight<Reports>
+    private let settled: NIOLockedValueBox<LRU<[DeliveryBreakdown]>>
+    private let readDeliveries: ReadDeliveries
+    private let readReports: ReadReports
+    /// Reads made of each part (for tests and the benchmark).
+    private let reads = NIOLockedValueBox((deliveries: 0, reports: 0))
+
+    public init(
+        minimumInterval: TimeInterval = 1,
+        maxInterval: TimeInterval = 15,
+        costFactor: Double = InsightCache.defaultCostFactor,
+        capacity: Int = 10_000,
+        deliveries: @escaping ReadDeliveries,
+        reports: @escaping ReadReports
+    ) {
+        self.minimumInterval = minimumInterval
+        self.maxInterval = max(minimumInterval, maxInterval)
+        self.costFactor = costFactor
+        self.deliveries = SingleFlight(capacity: capacity)
+        self.reports = SingleFlight(capacity: capacity)
+        settled = NIOLockedValueBox(LRU(capacity: capacity))
+        readDeliveries = deliveries
+        readReports = reports
+    }
+
+    /// The cache over a backend's receipt store.
+    public convenience init(receipts: any ReceiptStore, minimumInterval: TimeInterval = 1) {
+        self.init(
+            minimumInterval: minimumInterval,
+            deliveries: { try await receipts.breakdown(notificationID: $0) },
+            reports: { id in
+                (
+                    try await receipts.summary(notificationID: id), try await receipts.openSummary(notificationID: id),
+                    try await receipts.openTimeline(notificationID: id)
+                )
+            }
+        )
+    }
+
+    /// How long a read that cost `seconds` stays fresh.
+    func lifetime(cost seconds: Double) -> TimeInterval {
+        min(maxInterval, max(minimumInterval, seconds * costFactor))
+    }
+
+    /// The notification's deliveries by state, reason and whether tried.
+    public func breakdown(_ id: String) async throws -> [DeliveryBreakdown] {
+        if let kept = settled.withLockedValue({ $0.get(id) }) { return kept }
+        return try await deliveries.value(id, lifetime: lifetime(cost:)) { [readDeliveries, settled, reads] in
+            reads.withLockedValue { $0.deliveries += 1 }
+            let fresh = try await readDeliveries(id)
+            // None queued or leased and at least one: no delivery of it will change state again (a fan-out still
+            // adding deliveries has queued ones; one not yet fanned out has none, and is not kept).
+            let byState = Self.byState(fresh)
+            if !fresh.isEmpty, byState[.queued, default: 0] == 0, byState[.leased, default: 0] == 0 {
+                settled.withLockedValue { $0.set(id, fresh) }
+            }
+            return fresh
+        }
+    }
+
+    /// The notification's deliveries by state.
+    public func counts(_ id: String) async throws -> [DeliveryState: Int] { Self.byState(try await breakdown(id)) }
+
+    /// All of the notification's numbers (the funnel, the live view).
+    public func numbers(_ id: String) async throws -> NotificationNumbers {
+        async let breakdown = breakdown(id)
+        let r = try await reports.value(id, lifetime: lifetime(cost:)) { [readReports, reads] in
+            reads.withLockedValue { $0.reports += 1 }
+            let (receipts, opens, timeline) = try await readReports(id)
+            return (receipts, opens, timeline)
+        }
+        return NotificationNumbers(
+            breakdown: try await breakdown,
+            receipts: r.receipts,
+            opens: r.opens,
+            timeline: r.timeline
+        )
+    }
+
+    /// Reads made so far: of the deliveries' part and of the reports' part.
+    public var readsMade: (deliveries: Int, reports: Int) { reads.withLockedValue { $0 } }
+
+    /// Notifications whose deliveries' part is kept for good.
+    public var settledCount: Int { settled.withLockedValue { $0.count } }
+
+    static func byState(_ breakdown: [DeliveryBreakdown]) -> [DeliveryState: Int] {
+        var out: [DeliveryState: Int] = [:]
+        for b in breakdown { out[b.state, default: 0] += b.count }
+        return out
+    }
+}
+
+/// Values by key, each read once however many ask at once and kept for a lifetime its read's cost decides: a
+/// reader finds a fresh value, or joins the read under way, or starts one. At most `capacity` keys, the least
+/// recently used out first (a read under way whose entry was pushed out still ends for those waiting on it).
+final class SingleFlight<Value: Sendable>: Sendable {
+    enum Entry: Sendable {
+        case ready(Value, until: ContinuousClock.Instant)
+        case reading(Task<Value, Error>)
+    }
+
+    /// What a reader found under the lock.
+    enum Found {
+        case fresh(Value)
+        case wait(Task<Value, Error>)
+    }
+
+    private let entries: NIOLockedValueBox<LRU<Entry>>
+
+    init(capacity: Int) { entries = NIOLockedValueBox(LRU(capacity: max(1, capacity))) }
+
+    /// The value of `key`: fresh, or from the read under way, or from a new read (whose cost in seconds
+    /// `lifetime` turns into how long it stays fresh). A failed read is not kept: the next reader reads again.
+    func value(
+        _ key: String,
+        lifetime: @escaping @Sendable (Double) -> TimeInterval,
+        read: @escaping @Sendable () async throws -> Value
+    ) async throws -> Value {
+        let clock = ContinuousClock()
+        let found: Found = entries.withLockedValue { lru in
+            switch lru.get(key) {
+            case .ready(let v, let until)? where clock.now < until:
+                return .fresh(v)
+            case .reading(let t)?:
+                return .wait(t)
+            default:
+                // The read is a task of its own: a reader that goes away (its request cancelled) does not cancel
+                // it for the others waiting.
+                let t = Task<Value, Error> { [entries] in
+                    let started = clock.now
+                    do {
+                        let v = try await read()
+                        let cost = started.duration(to: clock.now)
+                        let seconds = Double(cost.components.seconds) + Double(cost.components.attoseconds) / 1e18
+                        let until = clock.now.advanced(by: .milliseconds(Int64(lifetime(seconds) * 1000)))
+                        entries.withLockedValue { $0.set(key, .ready(v, until: until)) }
+                        return v
+                    } catch {
+                        entries.withLockedValue { $0.remove(key) }
+                        throw error
+                    }
+                }
+                lru.set(key, .reading(t))
+                return .wait(t)
+            }
+        }
+        switch found {
+        case .fresh(let v): return v
+        case .wait(let t): return try await t.value
+        }
+    }
+
+    var count: Int { entries.withLockedValue { $0.count } }
+}
