@@ -46,6 +46,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("rate-limit"), help: "Requests a second per API key (bursts of twice that).")
     var rateLimit: Double?
     @Option(
+        name: .customLong("public-rate-per-client"),
+        help:
+            "Requests a second one client address may make with an app's public (register) key (bursts of ten times that)."
+    )
+    var publicRatePerClient: Double?
+    @Option(
         name: .customLong("log-level"),
         help: "trace, debug, info (the default), notice, warning, error or critical (also RICHPUSH_LOG_LEVEL)."
     )
@@ -74,6 +80,7 @@ struct ServeCommand: AsyncParsableCommand {
         if let v = externalFCMPort { c.externalSandboxFCMPort = v }
         if let v = lease { c.leaseSeconds = v }
         if let v = rateLimit { c.rateLimit = v }
+        if let v = publicRatePerClient { c.publicRatePerClient = v }
         c.sandboxPublic = sandboxPublic
         try c.check()
         return c

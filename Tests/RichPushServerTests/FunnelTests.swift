@@ -38,8 +38,10 @@ import UserNotificationsStandIn
         )
         let receipts = DeviceReceipts(secret: try await backend.store.secret(named: "receipts"))
         api.receipts = receipts
-        // A thousand devices register in a moment here; each key's rate is not what is tested.
+        // A thousand devices register in a moment here, all from one address; neither the key's rate nor the
+        // public key's per client is what is tested (the app library waits out a 429 and sends again).
         api.limiter = RateLimiter(rate: 1_000_000, burst: 1_000_000)
+        api.publicClientLimiter = RateLimiter(rate: 1_000_000, burst: 1_000_000)
         let store = backend.sqliteStore
         let sender = ProviderDeliverySender(
             providers: providers,

@@ -66,7 +66,11 @@ import FoundationNetworking
         let (dir, sandbox, db) = try ServeTests.scratch("console-funnel")
         defer { try? FileManager.default.removeItem(at: dir) }
         let admin = "test-admin-key-0001"
-        let server = try ServeTests.Server(db: db, sandboxDir: sandbox, extra: ["--rate-limit", "1000000"])
+        let server = try ServeTests.Server(
+            db: db,
+            sandboxDir: sandbox,
+            extra: ["--rate-limit", "1000000", "--public-rate-per-client", "1000000"]
+        )
         defer {
             server.process.terminate()
             server.process.waitUntilExit()

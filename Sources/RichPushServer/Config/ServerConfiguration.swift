@@ -354,6 +354,9 @@ public struct ServerConfiguration: Sendable, Equatable {
         if !(0.001...10_000_000).contains(rateLimit) {
             throw Problem(key: "rate_limit", rule: "must be 0.001...10000000 requests a second")
         }
+        if !(0.001...1_000_000).contains(publicRatePerClient) {
+            throw Problem(key: "public_rate_per_client", rule: "must be 0.001...1000000 requests a second")
+        }
         if !(1...3600).contains(leaseSeconds) { throw Problem(key: "lease_seconds", rule: "must be 1...3600 seconds") }
         if !(0...65535).contains(port) { throw Problem(key: "port", rule: "must be a port number (0...65535)") }
         if sandbox && !sandboxPublic && !Self.isLoopback(host) {
