@@ -53,6 +53,9 @@ public struct RichPushAPI: Sendable {
     public var extraFCMTokenEndpoints: Set<String>
     /// This node's id, shown by `/health` (several nodes on one database).
     public var nodeID: String?
+    /// The node's bounds per app and per push service origin, and the origins' circuits, which its workers share
+    /// (`GET /v1/apps/{app}/push-services` shows them); nil in a server without workers.
+    public var admission: DeliveryAdmission?
     /// In sandbox mode: the device library run on what the APNs emulator received for a notification (nil when it
     /// has received nothing for it). The console's simulated iPhone.
     public var simulate: (@Sendable (_ notificationID: String) async -> JSONValue?)?
@@ -71,6 +74,7 @@ public struct RichPushAPI: Sendable {
         providers: Providers = Providers([APNsProvider(), FCMProvider()]),
         extraFCMTokenEndpoints: Set<String> = [],
         nodeID: String? = nil,
+        admission: DeliveryAdmission? = nil,
         simulate: (@Sendable (_ notificationID: String) async -> JSONValue?)? = nil
     ) {
         self.backend = backend
@@ -86,6 +90,7 @@ public struct RichPushAPI: Sendable {
         self.providers = providers
         self.extraFCMTokenEndpoints = extraFCMTokenEndpoints
         self.nodeID = nodeID
+        self.admission = admission
         self.simulate = simulate
         insight = InsightStreams(metrics: metrics) { [receipts = backend.receipts] id in
             try await NotificationsController.insightEvent(id, receipts: receipts)
@@ -189,6 +194,8 @@ public struct RichPushAPI: Sendable {
             minutes: minutes
         ).addRoutes(to: keyed)
         LiveController(store: store, liveTokens: backend.liveTokens, providers: providers, maxBodyBytes: maxBodyBytes)
+            .addRoutes(to: keyed)
+        PushServicesController(store: store, maxBodyBytes: maxBodyBytes, admission: admission, nodeID: nodeID)
             .addRoutes(to: keyed)
 
         methodGuard.fill(from: Self.routes(of: router))

@@ -31,12 +31,25 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
             """
     }
 
-    public func claim(owner: String, limit: Int, now: Date, lease: TimeInterval) async throws -> [DeliveryRecord] {
+    public func claim(
+        owner: String,
+        limit: Int,
+        now: Date,
+        lease: TimeInterval,
+        rooms: ClaimRooms
+    ) async throws -> [DeliveryRecord] {
+        guard limit > 0 else { return [] }
         // A claim that took only expired deliveries says nothing of what is behind them: it looks again (an empty
         // answer would make the worker wait as if the queue were empty).
         for _ in 0..<100 {
             let taken = try await db.execute(
-                PostgresStatements.Claim(now: now, limit: limit, owner: owner, until: now.addingTimeInterval(lease))
+                PostgresStatements.Claim(
+                    now: now,
+                    limit: limit,
+                    owner: owner,
+                    until: now.addingTimeInterval(lease),
+                    rooms: rooms
+                )
             )
             let leased = taken.filter { $0.state == .leased }
             if !leased.isEmpty || taken.isEmpty {
@@ -66,11 +79,16 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
         var statement = PostgresStatements.Settle(now: now, owner: owner)
         for item in items {
             let (state, reason, providerID, at): (DeliveryState, String?, String?, Double)
+            var back = false
             switch item.action {
             case .finish(let o): (state, reason, providerID, at) = (o.state, o.reason, o.providerID, -1)
             case let .reschedule(time, r):
                 (state, reason, providerID, at) = (.queued, r, nil, time.timeIntervalSince1970)
+            case let .release(time, r):
+                (state, reason, providerID, at) = (.queued, r, nil, time.timeIntervalSince1970)
+                back = true
             }
+            statement.back.append(back)
             statement.ids.append(item.id)
             statement.states.append(state.rawValue)
             statement.reasons.append(reason ?? "")

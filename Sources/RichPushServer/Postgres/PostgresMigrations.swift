@@ -140,6 +140,17 @@ enum PostgresMigrations {
             name: "open links and device permission",
             sql: OpenSQL.linkColumn + ";\n" + DeviceSQL.permissionColumn
         ),
+        // A claim takes each app's share in due order (see PostgresStatements.Claim): the apps with queued
+        // deliveries are found by skipping through this index, each app's earliest by a range read of it. The due
+        // index it replaces served only the claim in due order across all apps.
+        Migration(
+            version: 15,
+            name: "deliveries claimed fairly by app",
+            sql: """
+                CREATE INDEX deliveries_due_by_app ON deliveries (app_id, not_before, id) WHERE state = 'queued';
+                DROP INDEX deliveries_due
+                """
+        ),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

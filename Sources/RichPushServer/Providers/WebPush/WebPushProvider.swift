@@ -182,6 +182,15 @@ public final class WebPushProvider: PushProvider {
         return await origins.post(request)
     }
 
+    /// The subscription's push service: its endpoint's scheme, host and port (a user's choice: bounded and
+    /// circuited per origin so that one that never answers holds only its own sends).
+    public func origin(of delivery: DeliveryRecord, app: ServerApp) -> String? {
+        guard case .token(let token) = delivery.target, let end = token.firstIndex(of: "#"),
+            let url = URL(string: String(token[..<end])), let host = url.host, let scheme = url.scheme?.lowercased()
+        else { return nil }
+        return OriginPools.origin(scheme: scheme, host: host, port: url.port)
+    }
+
     public func shutdown() async {
         await signers.shutdown()
         await origins.shutdown()
@@ -221,13 +230,18 @@ final class OriginPools: Sendable {
         self.group = group
     }
 
+    /// `scheme://host:port`, the host lowercased and the port always written.
+    static func origin(scheme: String, host: String, port: Int?) -> String {
+        "\(scheme)://\(host.lowercased()):\(port ?? (scheme == "http" ? 80 : 443))"
+    }
+
     func post(_ request: WebPushRequest) async -> SendResult {
         let url = request.endpoint
         guard let host = url.host, let scheme = url.scheme?.lowercased() else {
             return .failed(.dropToken, reason: "webpush_bad_subscription")
         }
         let port = url.port ?? (scheme == "http" ? 80 : 443)
-        let origin = "\(scheme)://\(host.lowercased()):\(port)"
+        let origin = Self.origin(scheme: scheme, host: host, port: port)
         let pool: HTTP2ConnectionPool<Void>
         switch await self.pool(origin: origin, host: host, port: port) {
         case .success(let p): pool = p
