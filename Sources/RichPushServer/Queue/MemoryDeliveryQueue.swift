@@ -129,7 +129,10 @@ public actor MemoryDeliveryQueue: DeliveryQueue {
                 ok = reschedule(id: item.id, owner: owner, notBefore: at, reason: reason, now: now)
             case let .release(at, reason):
                 ok = reschedule(id: item.id, owner: owner, notBefore: at, reason: reason, now: now)
-                if ok { records[item.id]?.attempts = max(0, (records[item.id]?.attempts ?? 1) - 1) }
+                if ok, var r = records[item.id] {
+                    r.attempts = max(0, r.attempts - 1)
+                    records[item.id] = r
+                }
             }
             if ok { held.insert(item.id) }
         }
