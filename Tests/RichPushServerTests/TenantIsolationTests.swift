@@ -1,5 +1,7 @@
 import Crypto
 import Foundation
+import Hummingbird
+import HummingbirdTesting
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
@@ -399,5 +401,81 @@ import Testing
         var e = ServerConfiguration()
         e.inFlightPerOrigin = 0
         #expect(throws: ServerConfiguration.Problem.self) { try e.check() }
+    }
+}
+
+/// `GET /v1/apps/{app}/push-services`: the origins an app sent to on this node, with their circuits.
+@Suite struct PushServicesRouteTests {
+    @Test func anAppReadsItsPushServicesAndNoOneElsesAndRefusalsAreNamed() async throws {
+        let backend = MemoryBackend()
+        let admission = DeliveryAdmission(limits: .init(perApp: 30, perOrigin: 20, failuresToOpen: 2, firstBackoff: 60))
+        let api = RichPushAPI(backend: backend, adminKey: "admin-secret", nodeID: "node-1", admission: admission)
+        let app = Application(router: api.router())
+        try await app.test(.router) { client in
+            let (appID, key) = try await APITests.createApp(client)
+            let (otherID, otherKey) = try await APITests.createApp(client)
+            let (_, readKey) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/keys",
+                key: key,
+                body: ["scopes": ["read"]]
+            )
+            let read = try #require(readKey["api_key"]?.stringValue)
+            let (_, sendKey) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/keys",
+                key: key,
+                body: ["scopes": ["send"]]
+            )
+            let send = try #require(sendKey["api_key"]?.stringValue)
+            // Two origins: one answering, one failing twice (open).
+            let now = Date()
+            let good = "https://fcm.googleapis.com:443"
+            let dead = "https://push.example.net:443"
+            #expect(admission.admit(app: appID, origin: good, now: now) == .send(probe: false))
+            admission.finished(app: appID, origin: good, probe: false, signal: .answered, reason: nil, now: now)
+            for _ in 0..<2 {
+                #expect(admission.admit(app: appID, origin: dead, now: now) == .send(probe: false))
+                admission.finished(
+                    app: appID,
+                    origin: dead,
+                    probe: false,
+                    signal: .failed,
+                    reason: "webpush_transport",
+                    now: now
+                )
+            }
+            _ = admission.admit(app: otherID, origin: "https://other.example.org:443", now: now)
+
+            let (status, body) = try await APITests.call(client, .get, "/v1/apps/\(appID)/push-services", key: read)
+            #expect(status == 200, "\(body)")
+            #expect(body["node"] == "node-1" && body["app_in_flight"] == 0 && body["app_in_flight_limit"] == 30)
+            let list = body["push_services"]?.arrayValue ?? []
+            #expect(list.compactMap { $0["origin"]?.stringValue } == [dead, good])
+            let open = try #require(list.first)
+            #expect(open["state"] == "open" && open["last_failure"] == "webpush_transport")
+            #expect(open["in_flight"] == 0 && open["in_flight_limit"] == 20 && open["failures_in_a_row"] == 0)
+            #expect(open["retry_at"]?.stringValue != nil && open["opened_at"]?.stringValue != nil)
+            #expect(list.last?["state"] == "closed" && list.last?["retry_at"] == nil)
+
+            // Another app's key, a key without read, no key, no such app: each refused by name.
+            let (foreign, _) = try await APITests.call(client, .get, "/v1/apps/\(appID)/push-services", key: otherKey)
+            #expect(foreign == 403)
+            let (unscoped, why) = try await APITests.call(client, .get, "/v1/apps/\(appID)/push-services", key: send)
+            #expect(unscoped == 403 && why["error"]?["message"]?.stringValue?.contains("read") == true, "\(why)")
+            let (anonymous, _) = try await APITests.call(client, .get, "/v1/apps/\(appID)/push-services", key: nil)
+            #expect(anonymous == 401)
+            let (missing, _) = try await APITests.call(client, .get, "/v1/apps/nope/push-services", key: "admin-secret")
+            #expect(missing == 404)
+            // The other app sees only its own origin.
+            let (_, theirs) = try await APITests.call(client, .get, "/v1/apps/\(otherID)/push-services", key: otherKey)
+            #expect(
+                theirs["push_services"]?.arrayValue?.compactMap { $0["origin"]?.stringValue } == [
+                    "https://other.example.org:443"
+                ]
+            )
+        }
     }
 }
