@@ -160,6 +160,12 @@ extension DeliveryWorker {
         let batch = try await sortVersions(claimed)
         leases.add(batch.map(\.id), until: t.addingTimeInterval(configuration.lease))
         let over = admission.hold(batch)
+        let holding = loop.holding
+        defer {
+            // Everything this claim took went back (an open circuit's backlog): the next claim waits as after an empty
+            // one (or for new work), so a dead service's queue is not rewritten as fast as it can be claimed.
+            if loop.holding == holding { loop.idleUntil = t.addingTimeInterval(configuration.idleWait) }
+        }
         for d in batch {
             if over.contains(d.id) {
                 // Another worker of this node took the app's last room at the same time: back, briefly.
