@@ -9,9 +9,13 @@
 #   - pipelined large media: `GET /health/live` and `GET` of a SIZE_MB video in one write, read to the last byte;
 #   - random bearers: `GET /v1/apps/{app}` with a new made-up key each time;
 #   - heavy read-scope queries: device searches and pages, notification lists, the send's outcomes;
-# beside a legitimate caller (the console's look at the send, a dry run, the app: five rounds a second), timed.
+#   - a push service that never answers: a second app's 1,000 web subscriptions at the sandbox's Web Push service,
+#     silenced (TLS accepted, nothing ever answered), sent to every 10 s;
+# beside a legitimate caller (the console's look at the send, a dry run, the app: five rounds a second), timed, and a
+# third app's one-device send every second, timed from the API call to the APNs emulator's receipt.
 # Reports the send's outcomes (lost: deliveries without one), the server's peak resident memory (VmHWM, reset once
-# the send is accepted), the p50/p99 of the legitimate calls, and what each stream got (statuses).
+# the send is accepted), the p50/p99 of the legitimate calls and of the other app's sends, and what each stream got
+# (statuses).
 #   Benchmarks/soak.sh [DEVICES=100000] [SIZE_MB=49]
 # BIN=path/to/richpush and BENCH=path/to/richpush-bench measure other builds; the default is a release build.
 set -euo pipefail
@@ -51,8 +55,39 @@ with open(path, "wb") as f:
     f.write(head); f.write((bytes(range(256)) * (mb * 4096))[: mb * 1_000_000 - len(head)])
 PY
 big=$(curl -s -XPOST "$base/v1/media" -H "Authorization: Bearer $admin" --data-binary @"$dir/clip.mp4" | json "d['url']")
-echo "soak: $devices devices, one rich notification to all, six hostile streams beside it; $(nproc) cores shared by the node, the emulators and every client"
+echo "soak: $devices devices, one rich notification to all, seven hostile streams beside it; $(nproc) cores shared by the node, the emulators and every client"
 echo "  $("$bench" seed-devices --db "$dir/rp.sqlite" --app "$app" --devices "$devices")"
+# The hanging push service's app: a VAPID key, 1,000 subscriptions at the sandbox's Web Push service registered as its
+# web devices; then the service falls silent. And the app whose one-device sends are timed.
+flood=$(curl -s -XPOST "$base/v1/apps" -H "Authorization: Bearer $admin" -d '{"name":"Hanging service","bundle_id":"com.example.web"}')
+flood_app=$(json "d['app']['id']" <<<"$flood")
+flood_key=$(json "d['api_key']" <<<"$flood")
+other=$(curl -s -XPOST "$base/v1/apps" -H "Authorization: Bearer $admin" -d '{"name":"Other app","bundle_id":"com.example.other"}')
+other_app=$(json "d['app']['id']" <<<"$other")
+other_key=$(json "d['api_key']" <<<"$other")
+vapid=$(curl -s -XPOST "$base/v1/apps/$flood_app/webpush/keys" -H "Authorization: Bearer $flood_key" -d '{"subject":"mailto:ops@example.com"}' | json "d['webpush']['public_key']")
+python3 - "$base" "$flood_app" "$flood_key" "$sandbox_admin" "$vapid" <<'PY'
+import json, sys, time, urllib.request, urllib.error
+base, app, key, admin, vapid = sys.argv[1:6]
+def post(url, body, key=None):
+    headers = {"Content-Type": "application/json"}
+    if key:
+        headers["Authorization"] = "Bearer " + key
+    for _ in range(50):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, json.dumps(body).encode(), headers), timeout=30) as r:
+                return json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            if e.code != 429:
+                raise
+            time.sleep(float(e.headers.get("Retry-After") or 1))
+    raise RuntimeError("still refused: " + url)
+for _ in range(1000):
+    sub = post(admin + "/webpush/subscriptions", {"application_server_key": vapid})
+    post(base + "/v1/apps/%s/devices" % app, {"platform": "web", "subscription": sub}, key)
+PY
+curl -s -XPOST "$sandbox_admin/webpush/mode" -d '{"mode":"silent"}' >/dev/null
+echo "  a second app's 1,000 web subscriptions at a push service that now never answers"
 
 status=$(curl -s -o "$dir/sent.json" -w '%{http_code}' -XPOST "$base/v1/apps/$app/notifications" -H "Authorization: Bearer $key" \
   -d '{"title":"Flash sale","body":"40% off until midnight","media":"'"$media"'","audience":{"all":true}}')
@@ -71,8 +106,10 @@ print(json.dumps([r["payload"]["rp"]["r"].rsplit("/", 1)[-1] for r in rows if "r
 done
 cat > "$dir/soak.json" <<JSON
 {"base": "$base", "app": "$app", "key": "$key", "read_key": "$read_key", "notification": "$id", "pid": $server,
- "devices": $devices, "receipts": $receipts, "big_media": "$big", "timeout": 1200,
- "threads": {"receipt_flood": 8, "open_flood": 8, "live_views": 50, "pipelined_media": 4, "random_bearers": 8, "heavy_reads": 4, "legitimate": 1}}
+ "devices": $devices, "receipts": $receipts, "big_media": "$big", "timeout": 1200, "sandbox_admin": "$sandbox_admin",
+ "flood_app": "$flood_app", "flood_key": "$flood_key", "other_app": "$other_app", "other_key": "$other_key",
+ "threads": {"receipt_flood": 8, "open_flood": 8, "live_views": 50, "pipelined_media": 4, "random_bearers": 8, "heavy_reads": 4, "legitimate": 1,
+             "hanging_push_service": 1, "other_app": 1}}
 JSON
 python3 Benchmarks/lib/soak.py "$dir/soak.json" | tee "$dir/result.json"
 python3 - "$dir/result.json" <<'PY'
@@ -83,6 +120,10 @@ print("  the send: %d devices, outcomes %s in %.0f s; lost %d" % (s["devices"], 
 print("  the server's peak resident memory: %.0f MB (bound 300 MB)" % r["server_peak_rss_mb"])
 l = r["streams"]["legitimate"]
 print("  legitimate calls: %d, p50 %s ms, p99 %s ms, max %s ms, statuses %s" % (l["calls"], l["p50_ms"], l["p99_ms"], l["max_ms"], l["statuses"]))
-for name in ("receipt flood", "open flood", "live views", "pipelined large media", "random bearers", "heavy read-scope queries"):
+o = r["streams"]["other app"]
+print("  another app's one-device sends: %d (statuses %s), %d received, %d lost; API call to the emulator's receipt p50 %s ms, p99 %s ms, max %s ms"
+      % (o["sends"], o["statuses"], o["received"], o["lost"], o["p50_ms"], o["p99_ms"], o["max_ms"]))
+for name in ("receipt flood", "open flood", "live views", "pipelined large media", "random bearers", "heavy read-scope queries",
+             "hanging push service"):
     print("  %s: %s" % (name, r["streams"][name]))
 PY

@@ -243,6 +243,30 @@ def legitimate(cfg, stop, out):
                             "max_ms": round(latencies[-1], 1) if latencies else None}))
 
 
+def hanging_push_service(cfg, stop, out):
+    """The second app sends to its 1,000 web subscriptions, all at a push service that never answers, every 10 s."""
+    c = Caller(cfg["base"])
+    auth = {"Authorization": "Bearer " + cfg["flood_key"], "Content-Type": "application/json"}
+    statuses = {}
+    while not stop.is_set():
+        status, _ = c.call("POST", "/v1/apps/%s/notifications" % cfg["flood_app"],
+                           json.dumps({"title": "Never answered", "audience": {"all": True}}), auth)
+        count(statuses, status)
+        stop.wait(10)
+    out.put(("hanging push service", statuses))
+
+
+def other_app(cfg, stop, out):
+    """A third app's one-device send every second, timed from the API call to the APNs emulator's receipt."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from one_device import percentile, timed_sends
+    r = timed_sends(cfg["base"], cfg["other_app"], cfg["other_key"], cfg["sandbox_admin"], stop, tag="soak", patience=60)
+    lat = r["latencies_ms"]
+    out.put(("other app", {"sends": r["sends"], "statuses": r["statuses"], "received": len(lat), "lost": r["lost"],
+                           "p50_ms": percentile(lat, 0.5), "p99_ms": percentile(lat, 0.99),
+                           "max_ms": round(lat[-1], 1) if lat else None}))
+
+
 def kb(pid, field):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -255,7 +279,8 @@ def main():
     cfg = json.load(open(sys.argv[1]))
     stop = multiprocessing.Event()
     out = multiprocessing.Queue()
-    streams = [receipt_flood, open_flood, live_views, pipelined_media, random_bearers, heavy_reads, legitimate]
+    streams = [receipt_flood, open_flood, live_views, pipelined_media, random_bearers, heavy_reads, legitimate,
+               hanging_push_service, other_app]
     procs = [multiprocessing.Process(target=f, args=(dict(cfg, threads=cfg["threads"].get(f.__name__, 1)), stop, out))
              for f in streams]
     for p in procs:

@@ -42,6 +42,12 @@ public struct APNsConfiguration: Sendable {
             }
         }
 
+        /// `https://host:port`: the push service's origin, as a node's circuits and bounds name it.
+        public var origin: String {
+            let (host, port) = hostPort
+            return "https://\(host.lowercased()):\(port)"
+        }
+
         /// Where this environment manages its broadcast channels (a custom host serves both).
         public var channelManagement: Endpoint {
             switch self {

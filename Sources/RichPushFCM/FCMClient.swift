@@ -19,6 +19,12 @@ public struct FCMConfiguration: Sendable {
             case .custom(let h, let p): return (h, p)
             }
         }
+
+        /// `https://host:port`: the push service's origin, as a node's circuits and bounds name it.
+        public var origin: String {
+            let (host, port) = hostPort
+            return "https://\(host.lowercased()):\(port)"
+        }
     }
 
     public var serviceAccount: ServiceAccount

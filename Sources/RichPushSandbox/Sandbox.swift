@@ -70,6 +70,7 @@ public final class Sandbox: Sendable {
         ports: Ports = Ports(),
         apnsConfiguration: APNsEmulator.Configuration = .init(),
         fcmConfiguration: FCMEmulator.Configuration = .init(),
+        webPushConfiguration: WebPushEmulator.Configuration = .init(),
         threads: Int = System.coreCount,
         logger: Logger = .disabled
     ) async throws -> Sandbox {
@@ -98,7 +99,12 @@ public final class Sandbox: Sendable {
         )
         var webPushLog = logger
         webPushLog[metadataKey: "emulator"] = "webpush"
-        let webPush = try WebPushEmulator(credentials: credentials, eventLoopGroup: group, logger: webPushLog)
+        let webPush = try WebPushEmulator(
+            credentials: credentials,
+            configuration: webPushConfiguration,
+            eventLoopGroup: group,
+            logger: webPushLog
+        )
         try await apns.start(port: ports.apns)
         try await fcm.start(port: ports.fcm)
         _ = try await webPush.start(port: ports.webPush)

@@ -36,6 +36,44 @@ public final class HTTP2ClientConnection: Sendable {
             self.identity = identity
             self.address = address
         }
+
+        /// `host`, or `host:port` unless the port is 443: what `:authority` and `Host` say.
+        public var authority: String { port == 443 ? host : "\(host):\(port)" }
+
+        /// The TLS context for this server, offering these ALPN protocols.
+        func tlsContext(alpn: [String]) throws -> NIOSSLContext {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.applicationProtocols = alpn
+            try trust.apply(to: &tls)
+            if let id = identity {
+                tls.certificateChain = try NIOSSLCertificate.fromPEMBytes(Array(id.certificateChainPEM.utf8)).map {
+                    .certificate($0)
+                }
+                tls.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(id.privateKeyPEM.utf8), format: .pem))
+            }
+            return try NIOSSLContext(configuration: tls)
+        }
+
+        /// The TLS handler, naming the host (SNI) unless it is an address.
+        func tlsHandler(_ context: NIOSSLContext) throws -> NIOSSLClientHandler {
+            let isIP = host.allSatisfy { $0.isNumber || $0 == "." } || host.contains(":")
+            return try NIOSSLClientHandler(context: context, serverHostname: isIP ? nil : host)
+        }
+
+        /// A TCP connection to the checked address (or the host), set up by `channelInitializer`.
+        func connect<Output: Sendable>(
+            group: EventLoopGroup,
+            timeout: TimeAmount,
+            channelInitializer: @escaping @Sendable (Channel) -> EventLoopFuture<Output>
+        ) async throws -> Output {
+            let bootstrap = ClientBootstrap(group: group)
+                .connectTimeout(timeout)
+                .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            if let address {
+                return try await bootstrap.connect(to: address, channelInitializer: channelInitializer)
+            }
+            return try await bootstrap.connect(host: host, port: port, channelInitializer: channelInitializer)
+        }
     }
 
     let channel: Channel
@@ -65,66 +103,77 @@ public final class HTTP2ClientConnection: Sendable {
         group: EventLoopGroup,
         timeout: TimeAmount = .seconds(10)
     ) async throws -> HTTP2ClientConnection {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        tls.applicationProtocols = ["h2"]
-        try target.trust.apply(to: &tls)
-        if let id = target.identity {
-            tls.certificateChain = try NIOSSLCertificate.fromPEMBytes(Array(id.certificateChainPEM.utf8)).map {
-                .certificate($0)
-            }
-            tls.privateKey = .privateKey(try NIOSSLPrivateKey(bytes: Array(id.privateKeyPEM.utf8), format: .pem))
-        }
-        let context = try NIOSSLContext(configuration: tls)
-        let isIP = target.host.allSatisfy { $0.isNumber || $0 == "." } || target.host.contains(":")
+        let context = try target.tlsContext(alpn: ["h2"])
         let state = NIOLockedValueBox(HTTP2ConnectionState())
-        let authority = target.port == 443 ? target.host : "\(target.host):\(target.port)"
         do {
-            let bootstrap = ClientBootstrap(group: group)
-                .connectTimeout(timeout)
-                .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
             let initialize:
                 @Sendable (Channel) -> EventLoopFuture<
                     (Channel, NIOHTTP2Handler.StreamMultiplexer, EventLoopFuture<Void>)
                 > = { channel in
                     channel.eventLoop.makeCompletedFuture {
-                        let ssl = try NIOSSLClientHandler(context: context, serverHostname: isIP ? nil : target.host)
-                        try channel.pipeline.syncOperations.addHandler(ssl)
-                        try channel.pipeline.syncOperations.addHandler(FlushCoalescer())
-                        let readyPromise = channel.eventLoop.makePromise(of: Void.self)
-                        let mux = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
-                            mode: .client,
-                            connectionConfiguration: .init(),
-                            streamConfiguration: .init(),
-                            inboundStreamInitializer: { $0.eventLoop.makeSucceededVoidFuture() }
-                        )
-                        try channel.pipeline.syncOperations.addHandler(
-                            ConnectionObserver(state: state, ready: readyPromise)
-                        )
-                        return (channel, mux, readyPromise.futureResult)
+                        try channel.pipeline.syncOperations.addHandler(target.tlsHandler(context))
+                        let (mux, ready) = try installHTTP2(on: channel, state: state)
+                        return (channel, mux, ready)
                     }
                 }
-            let (channel, multiplexer, ready) =
-                if let address = target.address {
-                    try await bootstrap.connect(to: address, channelInitializer: initialize)
-                } else {
-                    try await bootstrap.connect(host: target.host, port: target.port, channelInitializer: initialize)
-                }
-            let connection = HTTP2ClientConnection(
+            let (channel, multiplexer, ready) = try await target.connect(
+                group: group,
+                timeout: timeout,
+                channelInitializer: initialize
+            )
+            return try await started(
                 channel: channel,
                 multiplexer: multiplexer,
                 state: state,
-                authority: authority,
-                ready: ready
+                ready: ready,
+                target: target,
+                timeout: timeout
             )
-            let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
-            defer { deadline.cancel() }
-            try await ready.get()
-            return connection
         } catch let error as TransportError {
             throw error
         } catch {
             throw TransportError.connectFailed("\(target.host):\(target.port): \(error)")
         }
+    }
+
+    /// The HTTP/2 client handlers, after TLS: called on the channel's event loop. Returns the multiplexer and the
+    /// future of the server's first SETTINGS.
+    static func installHTTP2(
+        on channel: Channel,
+        state: NIOLockedValueBox<HTTP2ConnectionState>
+    ) throws -> (NIOHTTP2Handler.StreamMultiplexer, EventLoopFuture<Void>) {
+        try channel.pipeline.syncOperations.addHandler(FlushCoalescer())
+        let readyPromise = channel.eventLoop.makePromise(of: Void.self)
+        let mux = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
+            mode: .client,
+            connectionConfiguration: .init(),
+            streamConfiguration: .init(),
+            inboundStreamInitializer: { $0.eventLoop.makeSucceededVoidFuture() }
+        )
+        try channel.pipeline.syncOperations.addHandler(ConnectionObserver(state: state, ready: readyPromise))
+        return (mux, readyPromise.futureResult)
+    }
+
+    /// The connection once its server's SETTINGS came (the channel closed if they do not come within `timeout`).
+    static func started(
+        channel: Channel,
+        multiplexer: NIOHTTP2Handler.StreamMultiplexer,
+        state: NIOLockedValueBox<HTTP2ConnectionState>,
+        ready: EventLoopFuture<Void>,
+        target: Target,
+        timeout: TimeAmount
+    ) async throws -> HTTP2ClientConnection {
+        let connection = HTTP2ClientConnection(
+            channel: channel,
+            multiplexer: multiplexer,
+            state: state,
+            authority: target.authority,
+            ready: ready
+        )
+        let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        defer { deadline.cancel() }
+        try await ready.get()
+        return connection
     }
 
     /// True while new requests may be sent.

@@ -174,6 +174,25 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
         }
     }
 
+    /// Takes a connection made elsewhere (the one whose ALPN chose `h2`) into an empty slot; false when none is
+    /// empty or the pool is shut down (the caller closes it then).
+    public func adopt(_ connection: HTTP2ClientConnection) -> Bool {
+        let extra = makeExtra()
+        let adopted = try? state.withLockedValue { state in
+            try state.whileRunning { r -> Bool in
+                for i in r.slots.indices {
+                    if case .empty = r.slots[i] {
+                        r.slots[i] = .ready(Pooled(connection: connection, extra: extra, id: r.nextID))
+                        r.nextID += 1
+                        return true
+                    }
+                }
+                return false
+            }
+        }
+        return adopted ?? false
+    }
+
     /// Closes a connection and frees its slot (after an error that leaves it unusable).
     public func retire(_ pooled: Pooled) {
         pooled.connection.close()

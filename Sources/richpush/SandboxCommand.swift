@@ -15,6 +15,8 @@ struct SandboxCommand: AsyncParsableCommand {
               POST /apns/faults {"kind":"status","status":503,"reason":"ServiceUnavailable","count":2}
               POST /fcm/faults  {"kind":"quota","retry_after":30,"rate":0.1}
               POST /apns/devices/unregister {"token":"…"}   POST /fcm/devices/unregister {"token":"…"}
+              POST /webpush/subscriptions {"application_server_key":"…"}   GET /webpush/notifications
+              POST /webpush/mode {"mode":"silent"}: TLS accepted, nothing ever answered ("normal" to answer again)
             """
     )
 
@@ -46,6 +48,12 @@ struct SandboxCommand: AsyncParsableCommand {
     var jitterMs = 0.0
 
     @Flag(
+        name: .customLong("webpush-http1-only"),
+        help: "The Web Push service offers and speaks HTTP/1.1 only (ALPN http/1.1), as some push services do."
+    )
+    var webPushHTTP1Only = false
+
+    @Flag(
         name: .customLong("record-limit-small"),
         help: "Keep only the last 10,000 notifications (for long load tests)."
     )
@@ -68,6 +76,7 @@ struct SandboxCommand: AsyncParsableCommand {
             ports: ports,
             apnsConfiguration: .init(maxConcurrentStreams: maxStreams, recordLimit: limit, responseDelay: delay),
             fcmConfiguration: .init(recordLimit: limit, responseDelay: delay),
+            webPushConfiguration: .init(recordLimit: limit, responseDelay: delay, http1Only: webPushHTTP1Only),
             threads: threads
         )
         FileHandle.standardOutput.write(Data((sandbox.summary.prettyPrinted() + "\n").utf8))

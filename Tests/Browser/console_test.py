@@ -271,6 +271,18 @@ try:
     driver.get(base + "/console#notifications")
     until(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#notifications-list tbody tr")) >= 2, "the list")
 
+    step("the app page lists the push services its sends went to, each circuit closed")
+    driver.get(base + "/console#app")
+    until(lambda: driver.find_elements(By.CSS_SELECTOR, "#push-services tbody tr"), "the push services panel")
+    rows = driver.find_elements(By.CSS_SELECTOR, "#push-services tbody tr")
+    served = {r.find_elements(By.TAG_NAME, "td")[0].text: r.get_attribute("data-state") for r in rows}
+    assert any(o.startswith("https://127.0.0.1:") for o in served) and set(served.values()) == {"closed"}, served
+    listed = call("GET", f"/v1/apps/{app}/push-services", key)[1]["push_services"]
+    assert sorted(s["origin"] for s in listed) == sorted(served), (listed, served)
+    driver.execute_script("document.getElementById('push-services').scrollIntoView()")
+    time.sleep(0.2)
+    driver.save_screenshot(os.path.join(shots, "push-services.png"))
+
     step("keyboard: the preview's tabs move with the arrow keys")
     driver.get(base + "/console#compose")
     until(lambda: by_id("tab-ios").is_displayed(), "the tabs")

@@ -1,4 +1,5 @@
 import Foundation
+import RichPushCore
 import RichPushServer
 import RichPushTransport
 import Testing
@@ -166,6 +167,190 @@ import Testing
         }
         #expect(claimed.count == 2000 && Set(claimed).count == 2000)
         #expect(try await q.counts() == [.delivered: 2000])
+    }
+
+    /// App A queues 100,000 deliveries, then app B one: B's is in the very next claim (a claim in due order across
+    /// apps took 200 of A's and left B behind all of them). Each app gets an equal share; a room of 0 leaves an app
+    /// out, a smaller room caps it.
+    @Test(arguments: Kind.allCases)
+    func oneAppsBacklogNeverHidesAnotherAppsDelivery(_ kind: Kind) async throws {
+        let q = try await Self.make(kind)
+        for chunk in 0..<10 {
+            try await q.enqueue(
+                (0..<10_000).map {
+                    NewDelivery(
+                        notificationID: "big",
+                        appID: "app-a",
+                        provider: .apns,
+                        target: .token("a-\(chunk)-\($0)"),
+                        notBefore: t0
+                    )
+                }
+            )
+        }
+        try await q.enqueue([
+            NewDelivery(
+                notificationID: "small",
+                appID: "app-b",
+                provider: .apns,
+                target: "b-1",
+                notBefore: t0.addingTimeInterval(1)
+            )
+        ])
+        let now = t0.addingTimeInterval(2)
+        let first = try await q.claim(owner: "w", limit: 200, now: now, lease: 60)
+        #expect(first.contains { $0.appID == "app-b" })
+        #expect(first.filter { $0.appID == "app-a" }.count == 100)
+        #expect(Set(first.map(\.id)).count == first.count)
+        // Alone, an app takes the whole claim, in due order.
+        let alone = try await q.claim(owner: "w", limit: 200, now: now, lease: 60)
+        #expect(alone.count == 200 && alone.allSatisfy { $0.appID == "app-a" })
+        // The rooms: none for A leaves it out; three caps it.
+        try await q.enqueue([NewDelivery(notificationID: "small", appID: "app-b", provider: .apns, target: "b-2")])
+        let noRoom = try await q.claim(
+            owner: "w",
+            limit: 200,
+            now: now,
+            lease: 60,
+            rooms: ClaimRooms(perApp: 200, rooms: ["app-a": 0])
+        )
+        #expect(noRoom.map(\.target) == ["b-2"])
+        let capped = try await q.claim(
+            owner: "w",
+            limit: 200,
+            now: now,
+            lease: 60,
+            rooms: ClaimRooms(perApp: 3)
+        )
+        #expect(capped.count == 3 && capped.allSatisfy { $0.appID == "app-a" })
+        let counts = try await q.counts()
+        #expect(counts[.leased] == 305 && counts[.queued] == 100_002 - 305)
+    }
+
+    /// Several claimers at once over several apps' deliveries: each delivery is claimed once (on PostgreSQL the
+    /// claimers lock what they take and skip what another holds, an app's next ones when its first are taken).
+    @Test(arguments: Kind.allCases)
+    func claimersOfSeveralAppsAtOnceStayDisjoint(_ kind: Kind) async throws {
+        let q = try await Self.make(kind)
+        for app in ["a", "b", "c"] {
+            try await q.enqueue(
+                (0..<700).map {
+                    NewDelivery(
+                        notificationID: app,
+                        appID: app,
+                        provider: .fcm,
+                        target: .token("\(app)-\($0)"),
+                        notBefore: t0
+                    )
+                }
+            )
+        }
+        let claimed = try await withThrowingTaskGroup(of: [Int64].self) { g in
+            for w in 0..<4 {
+                g.addTask {
+                    var mine: [Int64] = []
+                    while true {
+                        let batch = try await q.claim(owner: "w\(w)", limit: 40, now: self.t0, lease: 60)
+                        if batch.isEmpty { return mine }
+                        mine += batch.map(\.id)
+                    }
+                }
+            }
+            var all: [Int64] = []
+            for try await ids in g { all += ids }
+            return all
+        }
+        #expect(claimed.count == 2100 && Set(claimed).count == 2100)
+        #expect(try await q.counts() == [.leased: 2100])
+    }
+
+    /// A release gives a claimed delivery back untried: due again at its time, its attempt not counted, its
+    /// reason recorded.
+    @Test(arguments: Kind.allCases)
+    func aReleaseGivesTheAttemptBack(_ kind: Kind) async throws {
+        let q = try await Self.make(kind)
+        try await q.enqueue(deliveries(2))
+        let c = try await q.claim(owner: "W", limit: 2, now: t0, lease: 30)
+        let held = try await q.settle(
+            [
+                Settlement(id: c[0].id, .release(notBefore: t0.addingTimeInterval(5), reason: "circuit_open")),
+                Settlement(id: c[1].id, .reschedule(notBefore: t0.addingTimeInterval(5), reason: "webpush_503")),
+            ],
+            owner: "W",
+            now: t0
+        )
+        #expect(held == Set(c.map(\.id)))
+        #expect(try await q.claim(owner: "W", limit: 2, now: t0.addingTimeInterval(4), lease: 30).isEmpty)
+        let again = try await q.claim(owner: "W", limit: 2, now: t0.addingTimeInterval(5), lease: 30)
+        let byID = Dictionary(uniqueKeysWithValues: again.map { ($0.id, $0) })
+        #expect(byID[c[0].id]?.attempts == 1 && byID[c[0].id]?.reason == "circuit_open")
+        #expect(byID[c[1].id]?.attempts == 2)
+        // Another owner's release changes nothing.
+        #expect(
+            try await q.settle([Settlement(id: c[0].id, .release(notBefore: t0, reason: "x"))], owner: "Z", now: t0)
+                .isEmpty
+        )
+    }
+
+    /// The claim's choices read the due index from a point: the first app, the next one, an app's due ones (none
+    /// sorts what it read), and the abandoned ones from the lease index.
+    @Test func theSQLiteClaimChoosesThroughItsIndexes() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("queue-\(UUID().uuidString).sqlite")
+            .path
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let q = try SQLiteDeliveryQueue(path: path)
+        try await q.enqueue(deliveries(50))
+        let plans = try q.claimChoiceQueryPlans()
+        #expect(plans.count == 4)
+        for plan in plans.prefix(3) {
+            #expect(plan.contains("SEARCH") && plan.contains("deliveries_due_by_app"), "\(plan)")
+            #expect(!plan.contains("TEMP B-TREE") && !plan.contains("SCAN"), "\(plan)")
+        }
+        #expect(plans[3].contains("SEARCH") && plans[3].contains("deliveries_lease"), "\(plans[3])")
+    }
+
+    /// PostgreSQL's claim, measured by EXPLAIN ANALYZE: no sequential scan of the deliveries, no read of the due
+    /// index across apps, and what it reads does not grow with the queue (one app with 10,000 queued, then 100,000,
+    /// beside another with one).
+    @Test func thePostgresClaimReadsTheSameWhateverIsQueued() async throws {
+        let q = try #require(try await Self.make(.postgres) as? PostgresDeliveryQueue)
+        func buffers(_ plan: String) throws -> (total: Int, seqScan: Bool) {
+            let json = try JSONValue.parse(Array(plan.utf8))
+            let top = try #require(json.arrayValue?.first?["Plan"])
+            let hit = Int(top["Shared Hit Blocks"]?.intValue ?? 0)
+            let read = Int(top["Shared Read Blocks"]?.intValue ?? 0)
+            return (hit + read, plan.contains("\"Seq Scan\""))
+        }
+        var measured: [Int] = []
+        try await q.enqueue([
+            NewDelivery(notificationID: "small", appID: "app-b", provider: .apns, target: "b", notBefore: t0)
+        ])
+        for total in [10_000, 100_000] {
+            var queued = try await q.counts()[.queued] ?? 0
+            while queued < total + 1 {
+                let n = min(10_000, total + 1 - queued)
+                try await q.enqueue(
+                    (0..<n).map {
+                        NewDelivery(
+                            notificationID: "big",
+                            appID: "app-a",
+                            provider: .apns,
+                            target: .token("a-\(queued)-\($0)"),
+                            notBefore: t0
+                        )
+                    }
+                )
+                queued += n
+            }
+            try await q.analyze()
+            let plan = try await q.claimPlan(limit: 200, now: t0.addingTimeInterval(1), lease: 60)
+            let (read, seqScan) = try buffers(plan)
+            #expect(!seqScan, "\(plan)")
+            // Each app's due ones through the index by app (the former due index read past other apps').
+            #expect(!plan.contains("\"deliveries_due\""), "\(plan)")
+            measured.append(read)
+        }
+        #expect(measured[1] < 4_000 && measured[1] < measured[0] * 2 + 100, "buffers read: \(measured)")
     }
 
     /// The claim's updates find the taken deliveries by id: a plan through a state index reads every queued

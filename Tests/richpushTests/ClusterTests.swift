@@ -83,7 +83,7 @@ import FoundationNetworking
         let scratch = try Scratch("cluster-kill")
         defer { try? FileManager.default.removeItem(at: scratch.dir) }
         #expect(try Self.migrate(url).contains("applied 1, 2, 3, 4, 5, 6, 7, 8"))
-        #expect(try Self.migrate(url).contains("already at schema version 16"))
+        #expect(try Self.migrate(url).contains("already at schema version 17"))
         try pg.psql(url, Self.leaseAudit)
         let sandbox = try ExternalSandbox(dir: scratch.sandbox)
         defer { sandbox.stop() }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 import NIOHTTP2
@@ -8,11 +9,17 @@ import NIOSSL
 import NIOTLS
 
 /// A TLS listener on loopback that speaks HTTP/2 (negotiated with ALPN `h2`, or by prior knowledge when the
-/// client offers no ALPN) and, when allowed, HTTP/1.1, handing every request to an emulator's logic.
+/// client offers no ALPN) and, when allowed, HTTP/1.1, handing every request to an emulator's logic. With
+/// `http1Only` it offers only `http/1.1` and speaks nothing else. While ``silent`` is set it completes the TLS
+/// handshake of each new connection and then reads and drops whatever comes, answering nothing: a service that
+/// accepts connections and never answers.
 public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
     let logic: Logic
     let tls: TLSConfiguration
     let allowHTTP1: Bool
+    let http1Only: Bool
+    /// New connections get no answer at all (see the type's note).
+    let silent = NIOLockedValueBox(false)
     let group: EventLoopGroup
     /// True when the server made its own event-loop group (and so shuts it down).
     private let ownsGroup: Bool
@@ -26,6 +33,7 @@ public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
         keyPEM: String,
         clientCertificateAuthorityPEM: String? = nil,
         allowHTTP1: Bool,
+        http1Only: Bool = false,
         group: EventLoopGroup?,
         logger: Logger
     ) throws {
@@ -33,7 +41,8 @@ public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
             certificateChain: try NIOSSLCertificate.fromPEMBytes(Array(certificatePEM.utf8)).map { .certificate($0) },
             privateKey: .privateKey(try NIOSSLPrivateKey(bytes: Array(keyPEM.utf8), format: .pem))
         )
-        tls.applicationProtocols = allowHTTP1 ? ["h2", "http/1.1"] : ["h2"]
+        tls.applicationProtocols = http1Only ? ["http/1.1"] : allowHTTP1 ? ["h2", "http/1.1"] : ["h2"]
+        self.http1Only = http1Only
         if let ca = clientCertificateAuthorityPEM {
             tls.certificateVerification = .noHostnameVerification
             tls.trustRoots = .certificates(try NIOSSLCertificate.fromPEMBytes(Array(ca.utf8)))
@@ -50,6 +59,8 @@ public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
         let context = try NIOSSLContext(configuration: tls)
         let logic = self.logic
         let allowHTTP1 = self.allowHTTP1
+        let http1Only = self.http1Only
+        let silent = self.silent
         let logger = self.logger
         let ch = try await ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
@@ -58,7 +69,15 @@ public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
             .childChannelInitializer { channel in
                 let ssl = NIOSSLServerHandler(context: context)
                 return channel.pipeline.addHandler(ssl).flatMap {
-                    channel.pipeline.addHandler(ProtocolSwitch(logic: logic, allowHTTP1: allowHTTP1, logger: logger))
+                    channel.pipeline.addHandler(
+                        ProtocolSwitch(
+                            logic: logic,
+                            allowHTTP1: allowHTTP1,
+                            http1Only: http1Only,
+                            silent: silent,
+                            logger: logger
+                        )
+                    )
                 }
             }
             .bind(host: host, port: port).get()
@@ -76,31 +95,44 @@ public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
     }
 }
 
-/// After the TLS handshake: HTTP/2 for `h2` or no ALPN at all, HTTP/1.1 for `http/1.1` when allowed.
+/// After the TLS handshake: HTTP/2 for `h2` or no ALPN at all, HTTP/1.1 for `http/1.1` when allowed (and for
+/// anything when HTTP/1.1 is all it speaks); nothing at all while the server is silent.
 final class ProtocolSwitch<Logic: EmulatorLogic>: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
     // @unchecked: lives on its channel's event loop.
     typealias InboundIn = NIOAny
 
     let logic: Logic
     let allowHTTP1: Bool
+    let http1Only: Bool
+    let silent: NIOLockedValueBox<Bool>
     var buffered: [NIOAny] = []
     var configured = false
+    /// Silent: what comes is dropped, and nothing is ever written.
+    var dropping = false
     let logger: Logger
 
-    init(logic: Logic, allowHTTP1: Bool, logger: Logger) {
+    init(logic: Logic, allowHTTP1: Bool, http1Only: Bool, silent: NIOLockedValueBox<Bool>, logger: Logger) {
         self.logic = logic
         self.allowHTTP1 = allowHTTP1
+        self.http1Only = http1Only
+        self.silent = silent
         self.logger = logger
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if case let TLSUserEvent.handshakeCompleted(negotiatedProtocol) = event {
-            configure(context: context, protocol: negotiatedProtocol)
+            if silent.withLockedValue({ $0 }) {
+                dropping = true
+                buffered.removeAll()
+            } else {
+                configure(context: context, protocol: negotiatedProtocol)
+            }
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if dropping { return }
         if configured { context.fireChannelRead(data) } else { buffered.append(data) }
     }
 
@@ -117,7 +149,7 @@ final class ProtocolSwitch<Logic: EmulatorLogic>: ChannelInboundHandler, Removab
             (try? channel.pipeline.syncOperations.handler(type: NIOSSLServerHandler.self).peerCertificate) != nil
         let connection = logic.makeConnection(hasClientCertificate: hasCertificate)
         do {
-            if negotiated == "http/1.1" && allowHTTP1 {
+            if http1Only || (negotiated == "http/1.1" && allowHTTP1) {
                 try channel.pipeline.syncOperations.configureHTTPServerPipeline(position: .after(self))
                 try channel.pipeline.syncOperations.addHandler(
                     HTTP1EmulatorHandler(logic: logic, connection: connection)

@@ -8,7 +8,9 @@ extension Sandbox {
     /// - `POST /webpush/unregister` `{"endpoint": …}`: later pushes to it are answered 410;
     /// - `GET /webpush/notifications[?limit=]`: what browsers were sent, decrypted, newest last;
     /// - `POST /webpush/faults` `{"kind": "too_many_requests"|"internal"|"unavailable"|"stall", "count": n,
-    ///   "retry_after": s}`, `DELETE /webpush/faults`.
+    ///   "retry_after": s}`, `DELETE /webpush/faults`;
+    /// - `POST /webpush/mode` `{"mode": "silent"|"normal"}`: silent, connections complete TLS and nothing is ever
+    ///   answered (a push service that hangs); normal again, it answers.
     static func route(
         webPush: WebPushEmulator,
         method: String,
@@ -50,6 +52,13 @@ extension Sandbox {
         case ("DELETE", "/webpush/faults"):
             webPush.clearFaults()
             return (200, ["cleared": true])
+        case ("POST", "/webpush/mode"):
+            switch body?["mode"]?.stringValue {
+            case "silent": webPush.setSilent(true)
+            case "normal": webPush.setSilent(false)
+            default: return (400, ["error": "mode must be silent or normal"])
+            }
+            return (200, ["mode": .string(webPush.isSilent ? "silent" : "normal")])
         default:
             return (404, ["error": .string("no route \(method) \(path)")])
         }

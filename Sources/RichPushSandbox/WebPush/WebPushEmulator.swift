@@ -7,12 +7,14 @@ import RichPushCore
 import RichPushTransport
 import RichPushWebPush
 
-/// A local Web Push service (RFC 8030) over TLS with HTTP/2 or HTTP/1.1. It makes subscriptions as a browser's push
-/// service does (keeping each one's private key), and checks a push as a service does: the subscription, `TTL`,
-/// `Urgency` and `Topic`, the `aes128gcm` coding, the VAPID token (RFC 8292) against the key the subscription was
-/// made with, the 4,096-byte limit; then it decrypts the message (RFC 8291) and records what the browser would
-/// get. It misbehaves on demand: a subscription gone (410), too many requests (429 with Retry-After), errors,
-/// slow answers.
+/// A local Web Push service (RFC 8030) over TLS with HTTP/2 or HTTP/1.1 (the client's choice by ALPN), or HTTP/1.1
+/// alone (``Configuration/http1Only``, as a service that offers only that). It makes subscriptions as a browser's
+/// push service does (keeping each one's private key), and checks a push as a service does: the subscription,
+/// `TTL`, `Urgency` and `Topic`, the `aes128gcm` coding, the VAPID token (RFC 8292) against the key the
+/// subscription was made with, the 4,096-byte limit; then it decrypts the message (RFC 8291) and records what the
+/// browser would get. It misbehaves on demand: a subscription gone (410), too many requests (429 with
+/// Retry-After), errors, slow answers, and silence (``setSilent(_:)``: connections accepted, TLS completed,
+/// nothing ever answered).
 ///
 /// ```swift
 /// let push = try WebPushEmulator(credentials: creds)
@@ -24,15 +26,19 @@ public final class WebPushEmulator: Sendable {
     public struct Configuration: Sendable {
         public var recordLimit: Int
         public var responseDelay: ResponseDelay
+        /// Offer and speak HTTP/1.1 only (ALPN `http/1.1`), as some push services do.
+        public var http1Only: Bool
         public var now: @Sendable () -> Date
 
         public init(
             recordLimit: Int = 100_000,
             responseDelay: ResponseDelay = .none,
+            http1Only: Bool = false,
             now: @escaping @Sendable () -> Date = { Date() }
         ) {
             self.recordLimit = recordLimit
             self.responseDelay = responseDelay
+            self.http1Only = http1Only
             self.now = now
         }
     }
@@ -54,6 +60,7 @@ public final class WebPushEmulator: Sendable {
             certificatePEM: credentials.serverCertificatePEM,
             keyPEM: credentials.serverKeyPEM,
             allowHTTP1: true,
+            http1Only: configuration.http1Only,
             group: eventLoopGroup,
             logger: logger
         )
@@ -91,6 +98,19 @@ public final class WebPushEmulator: Sendable {
         let id = String(endpoint.split(separator: "/").last ?? "")
         state.data.withLockedValue { $0.subscriptions[id]?.gone = true }
     }
+
+    /// Silent: new connections complete TLS and are never answered (what they send is read and dropped), and no
+    /// request on a connection already open is answered either. Off again: new connections are served; requests
+    /// left unanswered stay so (their clients time out).
+    public func setSilent(_ silent: Bool) {
+        server.silent.withLockedValue { $0 = silent }
+        state.data.withLockedValue { $0.silent = silent }
+    }
+
+    public var isSilent: Bool { server.silent.withLockedValue { $0 } }
+
+    /// Requests that came while silent (left unanswered).
+    public var unansweredCount: Int { state.data.withLockedValue { $0.unanswered } }
 
     /// The next `count` pushes show this fault.
     public func inject(_ fault: WebPushFault, count: Int = 1) {
@@ -149,6 +169,9 @@ final class WebPushEmulatorState: Sendable {
         var errors: [String: Int] = [:]
         /// The port listened on: the origin VAPID tokens are signed for.
         var port = 0
+        /// No request is answered (``WebPushEmulator/setSilent(_:)``).
+        var silent = false
+        var unanswered = 0
     }
     let data: NIOLockedValueBox<Data>
     init(recordLimit: Int) { data = NIOLockedValueBox(Data(records: RecordRing(capacity: recordLimit))) }
@@ -194,6 +217,11 @@ struct WebPushEmulatorLogic: EmulatorLogic {
             return refuse(404, "not-found", "POST /push/<subscription> is the only route")
         }
         let id = String(parts[1])
+        let silent = state.data.withLockedValue { d -> Bool in
+            if d.silent { d.unanswered += 1 }
+            return d.silent
+        }
+        if silent { return .stall }
         if let fault = state.data.withLockedValue({ $0.faults.next() }) {
             switch fault {
             case .tooManyRequests(let after):

@@ -67,6 +67,9 @@ public struct RichPushAPI: Sendable {
     public var extraFCMTokenEndpoints: Set<String>
     /// This node's id, shown by `/health` (several nodes on one database).
     public var nodeID: String?
+    /// The node's bounds per app and per push service origin, and the origins' circuits, which its workers share
+    /// (`GET /v1/apps/{app}/push-services` shows them); nil in a server without workers.
+    public var admission: DeliveryAdmission?
     /// In sandbox mode: the device library run on what the APNs emulator received for a notification (nil when it
     /// has received nothing for it). The console's simulated iPhone.
     public var simulate: (@Sendable (_ notificationID: String) async -> JSONValue?)?
@@ -85,6 +88,7 @@ public struct RichPushAPI: Sendable {
         providers: Providers = Providers([APNsProvider(), FCMProvider()]),
         extraFCMTokenEndpoints: Set<String> = [],
         nodeID: String? = nil,
+        admission: DeliveryAdmission? = nil,
         simulate: (@Sendable (_ notificationID: String) async -> JSONValue?)? = nil
     ) {
         self.backend = backend
@@ -100,6 +104,7 @@ public struct RichPushAPI: Sendable {
         self.providers = providers
         self.extraFCMTokenEndpoints = extraFCMTokenEndpoints
         self.nodeID = nodeID
+        self.admission = admission
         self.simulate = simulate
         quotas = Quotas(ledger: backend.uploads)
         let numbers = InsightCache(receipts: backend.receipts)
@@ -220,6 +225,8 @@ public struct RichPushAPI: Sendable {
             limits: registrationLimits
         )
         .addRoutes(to: keyed)
+        PushServicesController(store: store, maxBodyBytes: maxBodyBytes, admission: admission, nodeID: nodeID)
+            .addRoutes(to: keyed)
 
         methodGuard.fill(from: Self.routes(of: router))
         return router

@@ -44,11 +44,13 @@ public func buildApplication(
     let metrics = ServerMetrics()
     // Counts per notification and minute, from the workers and the API, written every 2 s.
     let minutes = MinuteCounter { [receipts = backend.receipts] counts in try await receipts.addMinutes(counts) }
+    let admission = DeliveryAdmission(limits: config.admissionLimits, metrics: metrics)
     let workers = deliveryWorkers(
         config,
         nodeID: nodeID,
         backend: backend,
         sender: sender,
+        admission: admission,
         metrics: metrics,
         minutes: minutes,
         logger: deliveryLog
@@ -88,6 +90,7 @@ public func buildApplication(
         providers: providers,
         extraFCMTokenEndpoints: Set([setup.sandboxTokenURI].compactMap { $0 }),
         nodeID: nodeID,
+        admission: admission,
         simulate: simulate
     )
 
@@ -341,13 +344,15 @@ func deliverySender(
     )
 }
 
-/// `lanes` workers share the node's sends in flight; each claims and settles its own batches. Leases name the
-/// node that holds them (several nodes share a PostgreSQL queue).
+/// `lanes` workers share the node's sends in flight; each claims and settles its own. They share one admission:
+/// the bounds per app and per push service origin, and the circuits, are the node's. Leases name the node that
+/// holds them (several nodes share a PostgreSQL queue).
 func deliveryWorkers(
     _ config: ServerConfiguration,
     nodeID: String,
     backend: any StorageBackend,
     sender: ProviderDeliverySender,
+    admission: DeliveryAdmission,
     metrics: ServerMetrics,
     minutes: MinuteCounter? = nil,
     logger: Logger
@@ -364,6 +369,7 @@ func deliveryWorkers(
             ),
             queue: backend.queue,
             sender: sender,
+            admission: admission,
             metrics: metrics,
             health: backend.health,
             updates: backend.updates,

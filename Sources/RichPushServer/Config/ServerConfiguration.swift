@@ -6,7 +6,8 @@ import RichPushCore
 ///
 /// ```json
 /// {"database": "richpush.sqlite", "host": "0.0.0.0", "port": 8080, "public_url": "https://push.example.com",
-///  "rate_limit": 200, "lease_seconds": 60, "workers": {"batch_size": 200, "concurrency": 200, "lanes": 2},
+///  "rate_limit": 200, "lease_seconds": 60, "workers": {"batch_size": 200, "concurrency": 200, "lanes": 2,
+///  "in_flight_per_app": 150, "in_flight_per_origin": 150},
 ///  "sandbox": {"enabled": false}, "media": {"directory": "richpush-media", "cache_megabytes": 64}}
 /// ```
 public struct ServerConfiguration: Sendable, Equatable {
@@ -25,9 +26,23 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var leaseSeconds: Double = 60
     public var batchSize = 200
     public var concurrency = 200
-    /// Workers that claim and send side by side, sharing `concurrency` between them: while one waits for the
-    /// last sends of its batch and claims the next, the other keeps sending.
+    /// Workers that claim and send side by side, sharing `concurrency` between them.
     public var lanes = 2
+    /// Deliveries one app may hold on this node at once (`workers.in_flight_per_app`; default three quarters of
+    /// `concurrency`): another app's send always finds a slot.
+    public var inFlightPerApp: Int?
+    /// Sends in flight at once from this node to one push service origin (`workers.in_flight_per_origin`; default
+    /// three quarters of `concurrency`): a push service that stops answering holds no more than these.
+    public var inFlightPerOrigin: Int?
+
+    /// The node's bounds as they apply.
+    public var admissionLimits: DeliveryAdmission.Limits {
+        let defaults = DeliveryAdmission.Limits.defaults(concurrency: concurrency)
+        return DeliveryAdmission.Limits(
+            perApp: inFlightPerApp ?? defaults.perApp,
+            perOrigin: inFlightPerOrigin ?? defaults.perOrigin
+        )
+    }
     /// In sandbox mode every provider request goes to the emulators (started in this process, or a running
     /// `richpush sandbox` when the ports are given), and apps without credentials use the sandbox's.
     public var sandbox = true
@@ -118,7 +133,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         "live": ["priority10_per_hour"],
         "quotas": ["upload_megabytes_per_day", "fetches_per_app", "fetches"],
         "notifications": ["retention_days"],
-        "workers": ["batch_size", "concurrency", "lanes"],
+        "workers": ["batch_size", "concurrency", "lanes", "in_flight_per_app", "in_flight_per_origin"],
         "sandbox": ["enabled", "directory", "apns_port", "fcm_port"],
         "media": ["directory", "cache_megabytes", "public_url", "retention_days"],
     ]
@@ -186,6 +201,12 @@ public struct ServerConfiguration: Sendable, Equatable {
             if let b = try number(wo["batch_size"], "workers.batch_size", 1...10_000) { batchSize = Int(b) }
             if let c = try number(wo["concurrency"], "workers.concurrency", 1...10_000) { concurrency = Int(c) }
             if let l = try number(wo["lanes"], "workers.lanes", 1...16) { lanes = Int(l) }
+            if let n = try number(wo["in_flight_per_app"], "workers.in_flight_per_app", 1...10_000) {
+                inFlightPerApp = Int(n)
+            }
+            if let n = try number(wo["in_flight_per_origin"], "workers.in_flight_per_origin", 1...10_000) {
+                inFlightPerOrigin = Int(n)
+            }
         }
         if let sb = o["sandbox"] {
             guard case .object(let so) = sb else { throw Problem(key: "sandbox", rule: "must be an object") }
@@ -358,6 +379,12 @@ public struct ServerConfiguration: Sendable, Equatable {
             throw Problem(key: "public_rate_per_client", rule: "must be 0.001...1000000 requests a second")
         }
         if !(1...3600).contains(leaseSeconds) { throw Problem(key: "lease_seconds", rule: "must be 1...3600 seconds") }
+        if let n = inFlightPerApp, !(1...10_000).contains(n) {
+            throw Problem(key: "workers.in_flight_per_app", rule: "must be 1...10000 deliveries")
+        }
+        if let n = inFlightPerOrigin, !(1...10_000).contains(n) {
+            throw Problem(key: "workers.in_flight_per_origin", rule: "must be 1...10000 sends")
+        }
         if !(0...65535).contains(port) { throw Problem(key: "port", rule: "must be a port number (0...65535)") }
         if sandbox && !sandboxPublic && !Self.isLoopback(host) {
             throw Problem(

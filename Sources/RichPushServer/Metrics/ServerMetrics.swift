@@ -83,6 +83,17 @@ public final class ServerMetrics: Sendable {
         ).record(max(0, seconds))
     }
 
+    /// A claimed delivery went back to the queue untried, its attempt not counted: `reason` is `circuit_open`,
+    /// `origin_busy` or `app_busy`.
+    func deferred(reason: String) {
+        registry.makeCounter(
+            name: "richpush_deliveries_deferred_total",
+            labels: [("reason", reason)],
+            help:
+                "Claimed deliveries given back to the queue untried (their push service's circuit open, or their push service or app at its bound on this node)"
+        ).increment()
+    }
+
     /// Whether the node's database answers (1) or not (0).
     public func databaseUp(_ up: Bool) {
         registry.makeGauge(
@@ -179,6 +190,50 @@ public final class ServerMetrics: Sendable {
             name: "richpush_media_swept_bytes_total",
             help: "Bytes of hosted media deleted past their retention"
         ).increment(by: Int64(bytes))
+    }
+
+    /// Push service origins with a series of their own in `richpush_push_service_state` (at most
+    /// ``maxOriginLabels``: an origin is a host anyone registering a web subscription may choose).
+    private let labelledOrigins = NIOLockedValueBox<Set<String>>([])
+    static let maxOriginLabels = 100
+
+    /// A push service origin's circuit changed state on this node: 0 closed, 1 probing, 2 open. An origin gets its
+    /// series the first time its circuit leaves closed, while fewer than ``maxOriginLabels`` have one; the count
+    /// per state covers every origin.
+    func pushServiceState(origin: String, state: String) {
+        let value: Double = state == "open" ? 2 : state == "probing" ? 1 : 0
+        let labelled = labelledOrigins.withLockedValue { origins -> Bool in
+            if origins.contains(origin) { return true }
+            guard value > 0, origins.count < Self.maxOriginLabels else { return false }
+            origins.insert(origin)
+            return true
+        }
+        if labelled {
+            registry.makeGauge(
+                name: "richpush_push_service_state",
+                labels: [("origin", origin)],
+                help: "A push service origin's circuit on this node: 0 closed, 1 probing, 2 open"
+            ).set(value)
+        }
+    }
+
+    /// A push service origin's circuit opened (or opened again after a failed probe).
+    func pushServiceOpened() {
+        registry.makeCounter(
+            name: "richpush_push_service_circuit_opened_total",
+            help: "Times a push service origin's circuit opened on this node (or opened again after a failed probe)"
+        ).increment()
+    }
+
+    /// How many origins this node holds in each circuit state.
+    func pushServiceCircuits(_ counts: [String: Int]) {
+        for state in ["closed", "probing", "open"] {
+            registry.makeGauge(
+                name: "richpush_push_service_circuits",
+                labels: [("state", state)],
+                help: "Push service origins this node knows, by the state of their circuit"
+            ).set(Double(counts[state] ?? 0))
+        }
     }
 
     /// The Prometheus text exposition.

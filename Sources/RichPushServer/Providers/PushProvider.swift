@@ -53,8 +53,17 @@ public protocol PushProvider: Sendable {
         receipt: ReceiptStamp?
     ) async -> SendResult
 
+    /// The push service origin (`scheme://host:port`) a delivery of this app goes to: the unit a node bounds its
+    /// sends and keeps a circuit for. Nil when the provider cannot say (the send then counts only for its app).
+    func origin(of delivery: DeliveryRecord, app: ServerApp) -> String?
+
     /// Closes every connection it opened.
     func shutdown() async
+}
+
+extension PushProvider {
+    /// No origin: a provider that names none is bounded per app only.
+    public func origin(of delivery: DeliveryRecord, app: ServerApp) -> String? { nil }
 }
 
 /// A provider's part of a dry-run answer.

@@ -185,9 +185,21 @@ public protocol DeliveryQueue: Sendable {
     @discardableResult
     func enqueue(_ deliveries: [NewDelivery]) async throws -> Int
 
-    /// Leases up to `limit` deliveries that are due (or whose lease ran out) to `owner` until `now + lease`,
-    /// earliest first. Deliveries whose time to live has passed are marked expired instead of being handed out.
-    func claim(owner: String, limit: Int, now: Date, lease: TimeInterval) async throws -> [DeliveryRecord]
+    /// Leases up to `limit` deliveries that are due (or whose lease ran out) to `owner` until `now + lease`.
+    /// Deliveries whose time to live has passed are marked expired instead of being handed out.
+    ///
+    /// Fair across apps: each app with due deliveries gets an equal share of the claim (`limit` divided by the
+    /// number of such apps, rounded up), its earliest first, and at most its room in `rooms`; an app with fewer
+    /// due than its share leaves the rest of the claim empty (the next claim is made as soon as there is room). So
+    /// one app's million queued deliveries never stand in front of another app's one: it is in the next claim.
+    /// Deliveries whose lease ran out (a worker that stopped) are taken after the due ones, whatever their app.
+    func claim(
+        owner: String,
+        limit: Int,
+        now: Date,
+        lease: TimeInterval,
+        rooms: ClaimRooms
+    ) async throws -> [DeliveryRecord]
 
     /// Records the outcome of a claimed delivery; false when `owner` no longer holds the lease.
     @discardableResult
@@ -218,35 +230,70 @@ public protocol DeliveryQueue: Sendable {
     func deliveries(notificationID: String, after: Int64, limit: Int) async throws -> [DeliveryRecord]
 }
 
-/// What becomes of a claimed delivery: a final outcome, or another try later.
+/// How many deliveries of each app one claim may take: the worker's room for each (what the app may hold on the
+/// node, less what it holds now).
+public struct ClaimRooms: Sendable, Hashable {
+    /// The room of an app not in `rooms`.
+    public var perApp: Int
+    /// Apps with another room (0: none of theirs this time).
+    public var rooms: [String: Int]
+
+    public init(perApp: Int, rooms: [String: Int] = [:]) {
+        self.perApp = max(0, perApp)
+        self.rooms = rooms.mapValues { max(0, $0) }
+    }
+
+    /// No bound but the claim's limit.
+    public static let unbounded = ClaimRooms(perApp: .max)
+
+    public func room(_ app: String) -> Int { rooms[app] ?? perApp }
+
+    /// The apps listed with no room at all, and those listed with some (as parallel arrays, for the databases).
+    var listed: (apps: [String], rooms: [Int]) {
+        let sorted = rooms.sorted { $0.key < $1.key }
+        return (sorted.map(\.key), sorted.map { min($0.value, Int(Int32.max)) })
+    }
+}
+
+/// What becomes of a claimed delivery: a final outcome, another try later, or back to the queue untried.
 public struct Settlement: Sendable, Hashable {
     public enum Action: Sendable, Hashable {
         case finish(DeliveryOutcome)
         case reschedule(notBefore: Date, reason: String)
+        /// Back to the queue, due at `notBefore`, without counting the attempt its claim counted: it was never sent
+        /// (its push service's circuit is open, or its app or push service had all the sends they may have).
+        case release(notBefore: Date, reason: String)
     }
     public var id: Int64
     public var action: Action
 
-    /// A reschedule's reason is bounded as an outcome's is (``DeliveryOutcome/bounded(_:limit:)``).
+    /// A reschedule's or a release's reason is bounded as an outcome's is (``DeliveryOutcome/bounded(_:limit:)``).
     public init(id: Int64, _ action: Action) {
         self.id = id
         switch action {
         case let .reschedule(at, reason):
             self.action = .reschedule(notBefore: at, reason: DeliveryOutcome.bounded(reason))
+        case let .release(at, reason):
+            self.action = .release(notBefore: at, reason: DeliveryOutcome.bounded(reason))
         case .finish: self.action = action
         }
     }
 }
 
 extension DeliveryQueue {
-    /// One at a time, for queues without a batch form.
+    /// A claim with no bound per app (still fair: each app with due deliveries has its share).
+    public func claim(owner: String, limit: Int, now: Date, lease: TimeInterval) async throws -> [DeliveryRecord] {
+        try await claim(owner: owner, limit: limit, now: now, lease: lease, rooms: .unbounded)
+    }
+
+    /// One at a time, for queues without a batch form (a release is a reschedule there: its attempt counts).
     public func settle(_ items: [Settlement], owner: String, now: Date) async throws -> Set<Int64> {
         var held = Set<Int64>()
         for item in items {
             let ok: Bool
             switch item.action {
             case .finish(let outcome): ok = try await finish(id: item.id, owner: owner, outcome: outcome, now: now)
-            case let .reschedule(at, reason):
+            case let .reschedule(at, reason), let .release(at, reason):
                 ok = try await reschedule(id: item.id, owner: owner, notBefore: at, reason: reason, now: now)
             }
             if ok { held.insert(item.id) }

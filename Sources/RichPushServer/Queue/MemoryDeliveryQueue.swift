@@ -31,31 +31,66 @@ public actor MemoryDeliveryQueue: DeliveryQueue {
         return deliveries.count
     }
 
-    public func claim(owner: String, limit: Int, now: Date, lease: TimeInterval) -> [DeliveryRecord] {
-        let due = records.values.filter { r in
-            (r.state == .queued && r.notBefore <= now) || (r.state == .leased && (r.leaseUntil ?? .distantPast) < now)
-        }.sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) }
-        var out: [DeliveryRecord] = []
-        for var r in due {
-            if let e = r.expiresAt, e < now {
-                r.state = .expired
-                r.reason = "ttl"
-                r.leaseOwner = nil
-                r.leaseUntil = nil
-                r.updatedAt = now
-                records[r.id] = r
-                continue
+    public func claim(
+        owner: String,
+        limit: Int,
+        now: Date,
+        lease: TimeInterval,
+        rooms: ClaimRooms
+    ) -> [DeliveryRecord] {
+        let limit = max(0, limit)
+        var dueByApp: [String: [DeliveryRecord]] = [:]
+        var abandoned: [DeliveryRecord] = []
+        for r in records.values {
+            if r.state == .queued && r.notBefore <= now {
+                dueByApp[r.appID, default: []].append(r)
+            } else if r.state == .leased && (r.leaseUntil ?? .distantPast) < now {
+                abandoned.append(r)
             }
-            guard out.count < limit else { break }
+        }
+        // Each app with room and something due gets an equal share, its earliest first.
+        let ready = dueByApp.keys.filter { rooms.room($0) > 0 }.sorted()
+        var taken: [DeliveryRecord] = []
+        if !ready.isEmpty {
+            let share = (limit + ready.count - 1) / ready.count
+            for app in ready where taken.count < limit {
+                var took = 0
+                for r in dueByApp[app, default: []].sorted(by: { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) }) {
+                    guard took < min(share, rooms.room(app)), taken.count < limit else { break }
+                    if expire(r, now: now) { continue }
+                    taken.append(r)
+                    took += 1
+                }
+            }
+        }
+        for r in abandoned.sorted(by: { ($0.leaseUntil ?? .distantPast) < ($1.leaseUntil ?? .distantPast) }) {
+            guard taken.count < limit else { break }
+            if expire(r, now: now) { continue }
+            taken.append(r)
+        }
+        return taken.map { taken in
+            var r = taken
             r.state = .leased
             r.leaseOwner = owner
             r.leaseUntil = now.addingTimeInterval(lease)
             r.attempts += 1
             r.updatedAt = now
             records[r.id] = r
-            out.append(r)
-        }
-        return out
+            return r
+        }.sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) }
+    }
+
+    /// Ends a delivery past its time to live as expired; false when it is still alive.
+    private func expire(_ record: DeliveryRecord, now: Date) -> Bool {
+        guard let e = record.expiresAt, e < now else { return false }
+        var r = record
+        r.state = .expired
+        r.reason = "ttl"
+        r.leaseOwner = nil
+        r.leaseUntil = nil
+        r.updatedAt = now
+        records[r.id] = r
+        return true
     }
 
     @discardableResult
@@ -82,6 +117,26 @@ public actor MemoryDeliveryQueue: DeliveryQueue {
         r.updatedAt = now
         records[id] = r
         return true
+    }
+
+    public func settle(_ items: [Settlement], owner: String, now: Date) -> Set<Int64> {
+        var held = Set<Int64>()
+        for item in items {
+            let ok: Bool
+            switch item.action {
+            case .finish(let o): ok = finish(id: item.id, owner: owner, outcome: o, now: now)
+            case let .reschedule(at, reason):
+                ok = reschedule(id: item.id, owner: owner, notBefore: at, reason: reason, now: now)
+            case let .release(at, reason):
+                ok = reschedule(id: item.id, owner: owner, notBefore: at, reason: reason, now: now)
+                if ok, var r = records[item.id] {
+                    r.attempts = max(0, r.attempts - 1)
+                    records[item.id] = r
+                }
+            }
+            if ok { held.insert(item.id) }
+        }
+        return held
     }
 
     public func extend(_ ids: [Int64], owner: String, until: Date) -> Set<Int64> {

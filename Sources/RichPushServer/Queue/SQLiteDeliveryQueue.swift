@@ -74,6 +74,17 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
             // its token; a key every app ships may send that report, so it must not read the whole send).
             try db.execute(sql: "CREATE INDEX deliveries_notification_target ON deliveries(notification_id, target)")
         }
+        m.registerMigration("deliveries-claimed-fairly-by-app") { db in
+            // A claim takes each app's share in due order: the apps with queued deliveries are found by skipping
+            // through this index, and each app's earliest by one range read of it. The due index it replaces
+            // served only the claim in due order across all apps.
+            try db.execute(
+                sql: """
+                    CREATE INDEX deliveries_due_by_app ON deliveries(state, app_id, not_before, id);
+                    DROP INDEX deliveries_due;
+                    """
+            )
+        }
         return m
     }
 
@@ -86,8 +97,18 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
     /// must find them by id, whatever the queue holds.
     public func claimQueryPlans(batch: Int = 500) throws -> [String] {
         let marks = Array(repeating: "?", count: max(1, batch)).joined(separator: ",")
-        return try pool.read { db in
-            try [Self.expireTaken(marks), Self.leaseTaken(marks)].map { sql in
+        return try plans([Self.expireTaken(marks), Self.leaseTaken(marks)])
+    }
+
+    /// How SQLite runs the claim's statements that choose what to take (the first app with queued deliveries, the
+    /// next one, an app's due ones, the abandoned ones): each must read an index from a point, never scan a state.
+    public func claimChoiceQueryPlans() throws -> [String] {
+        try plans([Self.firstApp, Self.nextApp, Self.dueOfApp, Self.abandoned])
+    }
+
+    private func plans(_ statements: [String]) throws -> [String] {
+        try pool.read { db in
+            try statements.map { sql in
                 try Row.fetchAll(
                     db,
                     sql: "EXPLAIN QUERY PLAN " + sql,
@@ -117,24 +138,25 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
         }
     }
 
-    /// Takes the first due deliveries (by due time, then id: the order of the due index, whose last column is the
-    /// row id) and the abandoned ones; of those, what is past its time to live ends as expired and the rest is
-    /// leased. Expiry is decided on the rows taken, so a claim reads only what it takes, however many are queued.
-    public func claim(owner: String, limit: Int, now: Date, lease: TimeInterval) async throws -> [DeliveryRecord] {
+    /// Takes each app's share of the due deliveries (see ``DeliveryQueue/claim(owner:limit:now:lease:rooms:)``),
+    /// then the abandoned ones; of those, what is past its time to live ends as expired and the rest is leased.
+    /// The apps are found by skipping through the due index from one app to the next, and each app's due ones by
+    /// one range read of it: a claim reads a few rows per app with queued deliveries and the rows it takes, however
+    /// many are queued. Expiry is decided on the rows taken.
+    public func claim(
+        owner: String,
+        limit: Int,
+        now: Date,
+        lease: TimeInterval,
+        rooms: ClaimRooms
+    ) async throws -> [DeliveryRecord] {
         let t = now.timeIntervalSince1970
+        let limit = max(0, limit)
+        guard limit > 0 else { return [] }
         return try await pool.write { db in
-            // A claim that took only expired deliveries looks again: an empty answer means an empty queue.
+            // A claim that took only expired deliveries looks again: an empty answer means nothing is due.
             for _ in 0..<100 {
-                let ids = try Int64.fetchAll(
-                    db,
-                    sql: """
-                        SELECT id FROM (SELECT id FROM deliveries WHERE state = 'queued' AND not_before <= ? ORDER BY not_before, id LIMIT ?)
-                        UNION ALL
-                        SELECT id FROM (SELECT id FROM deliveries WHERE state = 'leased' AND lease_until < ? ORDER BY lease_until LIMIT ?)
-                        LIMIT ?
-                        """,
-                    arguments: [t, limit, t, limit, limit]
-                )
+                let ids = try Self.choose(db, limit: limit, now: t, rooms: rooms)
                 if ids.isEmpty { return [] }
                 let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
                 var expiring: [any DatabaseValueConvertible] = [t, t]
@@ -150,6 +172,42 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
             }
             return []
         }
+    }
+
+    /// The first app with queued deliveries, and the one after a given app: a skip through the due index.
+    static let firstApp = "SELECT app_id FROM deliveries WHERE state = 'queued' ORDER BY app_id LIMIT 1"
+    static let nextApp = "SELECT app_id FROM deliveries WHERE state = 'queued' AND app_id > ? ORDER BY app_id LIMIT 1"
+    /// An app's earliest due deliveries.
+    static let dueOfApp = """
+        SELECT id FROM deliveries WHERE state = 'queued' AND app_id = ? AND not_before <= ? ORDER BY not_before, id LIMIT ?
+        """
+    /// Deliveries whose lease ran out, the longest gone first.
+    static let abandoned =
+        "SELECT id FROM deliveries WHERE state = 'leased' AND lease_until < ? ORDER BY lease_until LIMIT ?"
+
+    /// The ids one claim takes: each app's share of its due deliveries, then abandoned ones to the limit.
+    static func choose(_ db: Database, limit: Int, now t: Double, rooms: ClaimRooms) throws -> [Int64] {
+        let next = try db.cachedStatement(sql: nextApp)
+        let due = try db.cachedStatement(sql: dueOfApp)
+        // The apps with room and something due now.
+        var ready: [String] = []
+        var app = try String.fetchOne(db.cachedStatement(sql: firstApp))
+        while let a = app {
+            if rooms.room(a) > 0, try Int64.fetchOne(due, arguments: [a, t, 1]) != nil { ready.append(a) }
+            app = try String.fetchOne(next, arguments: [a])
+        }
+        var ids: [Int64] = []
+        if !ready.isEmpty {
+            let share = (limit + ready.count - 1) / ready.count
+            for a in ready {
+                ids += try Int64.fetchAll(due, arguments: [a, t, min(share, rooms.room(a), limit - ids.count)])
+                if ids.count >= limit { break }
+            }
+        }
+        if ids.count < limit {
+            ids += try Int64.fetchAll(db.cachedStatement(sql: abandoned), arguments: [t, limit - ids.count])
+        }
+        return ids
     }
 
     /// Ends as expired those of the taken deliveries past their time to live.
@@ -217,6 +275,12 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
                     WHERE id = ? AND state = 'leased' AND lease_owner = ?
                     """
             )
+            let release = try db.cachedStatement(
+                sql: """
+                    UPDATE deliveries SET state = 'queued', not_before = ?, reason = ?, attempts = max(0, attempts - 1), lease_owner = NULL, lease_until = NULL, updated_at = ?
+                    WHERE id = ? AND state = 'leased' AND lease_owner = ?
+                    """
+            )
             var held = Set<Int64>()
             for item in items {
                 switch item.action {
@@ -224,6 +288,8 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
                     try finish.execute(arguments: [o.state.rawValue, o.reason, o.providerID, t, item.id, owner])
                 case let .reschedule(at, reason):
                     try reschedule.execute(arguments: [at.timeIntervalSince1970, reason, t, item.id, owner])
+                case let .release(at, reason):
+                    try release.execute(arguments: [at.timeIntervalSince1970, reason, t, item.id, owner])
                 }
                 if db.changesCount == 1 { held.insert(item.id) }
             }

@@ -5,6 +5,14 @@ import RichPushCore
 /// Sends one delivery; a worker calls it for each claimed delivery.
 public protocol DeliverySender: Sendable {
     func send(_ delivery: DeliveryRecord) async -> SendResult
+
+    /// The push service origin (`scheme://host:port`) the delivery would go to, which a worker bounds and keeps a
+    /// circuit for; nil when the sender cannot say.
+    func origin(of delivery: DeliveryRecord) async -> String?
+}
+
+extension DeliverySender {
+    public func origin(of delivery: DeliveryRecord) async -> String? { nil }
 }
 
 /// Sends each delivery through the provider it names, with its app and its notification's message (each read once
@@ -61,6 +69,12 @@ public final class ProviderDeliverySender: DeliverySender {
             cache[id] = made
         }
         return made
+    }
+
+    /// The origin its provider names for it, with its app (nil when either cannot be had now).
+    public func origin(of d: DeliveryRecord) async -> String? {
+        guard let provider = providers[d.provider], let app = try? await self.app(d.appID) else { return nil }
+        return provider.origin(of: d, app: app)
     }
 
     public func send(_ d: DeliveryRecord) async -> SendResult {

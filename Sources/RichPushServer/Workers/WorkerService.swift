@@ -1,6 +1,6 @@
 import ServiceLifecycle
 
-/// The delivery worker as a long-running service: on SIGTERM it stops claiming and finishes its batch.
+/// The delivery worker as a long-running service: on SIGTERM it stops claiming and finishes the sends it holds.
 public struct WorkerService: Service {
     let worker: DeliveryWorker
 

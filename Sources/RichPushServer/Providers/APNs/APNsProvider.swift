@@ -149,6 +149,13 @@ public final class APNsProvider: PushProvider {
         }
     }
 
+    /// The APNs host of the app's environment (or the endpoint every request goes to instead).
+    public func origin(of delivery: DeliveryRecord, app: ServerApp) -> String? {
+        if let endpoint = configuration.endpoint { return endpoint.origin }
+        guard let c = app.apns else { return nil }
+        return (c.environment == .production ? APNsConfiguration.Endpoint.production : .sandbox).origin
+    }
+
     public func shutdown() async {
         await clients.shutdown()
         await channelClients.shutdown()

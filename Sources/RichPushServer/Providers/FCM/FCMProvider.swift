@@ -151,5 +151,10 @@ public final class FCMProvider: PushProvider {
         }
     }
 
+    /// FCM's host (or the endpoint every request goes to instead).
+    public func origin(of delivery: DeliveryRecord, app: ServerApp) -> String? {
+        (configuration.endpoint ?? .production).origin
+    }
+
     public func shutdown() async { await clients.shutdown() }
 }

@@ -12,13 +12,14 @@ extension DeliveryProvider {
 }
 
 /// Web Push (RFC 8030), sent by the server itself to each browser's push service: the message encrypted for the
-/// subscription (RFC 8291), signed with the app's VAPID key (RFC 8292), posted over HTTP/2 to the subscription's
-/// endpoint.
+/// subscription (RFC 8291), signed with the app's VAPID key (RFC 8292), posted to the subscription's endpoint over
+/// HTTP/2, or HTTP/1.1 when the service's ALPN chooses it.
 ///
 /// An endpoint is an address a user chose (any page can register a subscription), so it is reached only through
 /// the outbound address policy: its host is resolved, every address checked, and the connection made to an
-/// allowed one while TLS still checks the host's name. Connections are pooled per push service origin; at most
-/// ``Configuration/maxOrigins`` are kept, the least recently used closed first.
+/// allowed one while TLS still checks the host's name. Connections are pooled per push service origin (a bounded
+/// pool of either protocol, as the first connection found); at most ``Configuration/maxOrigins`` are kept, the
+/// least recently used closed first.
 ///
 /// A web device's token is its subscription in one string (``WebPushSubscription/token``).
 public final class WebPushProvider: PushProvider {
@@ -30,7 +31,13 @@ public final class WebPushProvider: PushProvider {
         public var allowHTTP: Bool
         /// Push service origins with connections kept open.
         public var maxOrigins: Int
+        /// HTTP/2 connections per origin (each carries up to a hundred requests at once).
         public var connectionsPerOrigin: Int
+        /// HTTP/1.1 connections per origin, for a service whose ALPN chooses HTTP/1.1 (one request at a time each:
+        /// the most requests in flight to it).
+        public var http1ConnectionsPerOrigin: Int
+        /// A connection made (TCP, TLS and, for HTTP/2, the service's first SETTINGS) within this, or it fails.
+        public var connectTimeout: TimeAmount
         public var requestTimeout: TimeAmount
         public var logger: Logger
 
@@ -41,6 +48,8 @@ public final class WebPushProvider: PushProvider {
             allowHTTP: Bool = false,
             maxOrigins: Int = 64,
             connectionsPerOrigin: Int = 2,
+            http1ConnectionsPerOrigin: Int = 8,
+            connectTimeout: TimeAmount = .seconds(10),
             requestTimeout: TimeAmount = .seconds(15),
             logger: Logger = .disabled
         ) {
@@ -50,6 +59,8 @@ public final class WebPushProvider: PushProvider {
             self.allowHTTP = allowHTTP
             self.maxOrigins = max(1, maxOrigins)
             self.connectionsPerOrigin = max(1, connectionsPerOrigin)
+            self.http1ConnectionsPerOrigin = min(max(1, http1ConnectionsPerOrigin), 256)
+            self.connectTimeout = connectTimeout
             self.requestTimeout = requestTimeout
             self.logger = logger
         }
@@ -182,6 +193,15 @@ public final class WebPushProvider: PushProvider {
         return await origins.post(request)
     }
 
+    /// The subscription's push service: its endpoint's scheme, host and port (a user's choice: bounded and
+    /// circuited per origin so that one that never answers holds only its own sends).
+    public func origin(of delivery: DeliveryRecord, app: ServerApp) -> String? {
+        guard case .token(let token) = delivery.target, let end = token.firstIndex(of: "#"),
+            let url = URL(string: String(token[..<end])), let host = url.host, let scheme = url.scheme?.lowercased()
+        else { return nil }
+        return OriginPools.origin(scheme: scheme, host: host, port: url.port)
+    }
+
     public func shutdown() async {
         await signers.shutdown()
         await origins.shutdown()
@@ -195,155 +215,5 @@ extension Audience {
         case .all, .user, .tag, .topic, .tokens: return true
         case .providerTokens, .fcmTopic, .fcmCondition, .apnsChannel: return false
         }
-    }
-}
-
-/// HTTP/2 connections to push services, one pool per origin, at most `maxOrigins` of them.
-final class OriginPools: Sendable {
-    struct Entry {
-        var pool: HTTP2ConnectionPool<Void>
-        var lastUse: UInt64
-    }
-
-    let configuration: WebPushProvider.Configuration
-    let group: EventLoopGroup
-    private let state = NIOLockedValueBox<(pools: [String: Entry], clock: UInt64)>(([:], 0))
-    /// Origins being resolved: one resolve per origin at a time, shared by every send waiting on it.
-    private let resolving = NIOLockedValueBox<[String: Task<Result<SocketAddress, SendFailure>, Never>]>([:])
-
-    struct SendFailure: Error {
-        var decision: RetryDecision
-        var reason: String
-    }
-
-    init(configuration: WebPushProvider.Configuration, group: EventLoopGroup) {
-        self.configuration = configuration
-        self.group = group
-    }
-
-    func post(_ request: WebPushRequest) async -> SendResult {
-        let url = request.endpoint
-        guard let host = url.host, let scheme = url.scheme?.lowercased() else {
-            return .failed(.dropToken, reason: "webpush_bad_subscription")
-        }
-        let port = url.port ?? (scheme == "http" ? 80 : 443)
-        let origin = "\(scheme)://\(host.lowercased()):\(port)"
-        let pool: HTTP2ConnectionPool<Void>
-        switch await self.pool(origin: origin, host: host, port: port) {
-        case .success(let p): pool = p
-        case .failure(let f): return .failed(f.decision, reason: f.reason)
-        }
-        let encodedPath = url.path(percentEncoded: true)
-        let path = (encodedPath.isEmpty ? "/" : encodedPath) + (url.query(percentEncoded: true).map { "?" + $0 } ?? "")
-        let body = ByteBuffer(bytes: request.body)
-        let headers = request.headers.map { ($0.name, $0.value) }
-        do {
-            let (response, _) = try await pool.execute { _ in
-                H2Request(method: "POST", path: path, headers: headers, body: body)
-            }
-            guard
-                let decision = WebPushRequest.decision(
-                    status: response.status,
-                    retryAfter: response.headers.first(name: "retry-after")
-                )
-            else {
-                return .delivered(providerID: response.headers.first(name: "location"))
-            }
-            return .failed(decision, reason: "webpush_\(response.status)")
-        } catch let error as TransportError {
-            if case .connectFailed = error { forget(origin) }
-            return .failed(.retry, reason: "webpush_transport")
-        } catch {
-            return .failed(.retry, reason: "webpush_transport")
-        }
-    }
-
-    /// The origin's pool, made after its host resolved to an address the policy allows.
-    func pool(origin: String, host: String, port: Int) async -> Result<HTTP2ConnectionPool<Void>, SendFailure> {
-        let found = state.withLockedValue { s -> HTTP2ConnectionPool<Void>? in
-            s.clock += 1
-            guard var e = s.pools[origin] else { return nil }
-            e.lastUse = s.clock
-            s.pools[origin] = e
-            return e.pool
-        }
-        if let found { return .success(found) }
-        let task = resolving.withLockedValue { r in
-            if let t = r[origin] { return t }
-            let t = Task { await self.allowedAddress(host: host, port: port) }
-            r[origin] = t
-            return t
-        }
-        let resolved = await task.value
-        resolving.withLockedValue { $0[origin] = nil }
-        let address: SocketAddress
-        switch resolved {
-        case .success(let a): address = a
-        case .failure(let f): return .failure(f)
-        }
-        var evicted: HTTP2ConnectionPool<Void>?
-        let pool = state.withLockedValue { s -> HTTP2ConnectionPool<Void> in
-            s.clock += 1
-            if let e = s.pools[origin] { return e.pool }
-            if s.pools.count >= configuration.maxOrigins,
-                let oldest = s.pools.min(by: { $0.value.lastUse < $1.value.lastUse })
-            {
-                evicted = oldest.value.pool
-                s.pools[oldest.key] = nil
-            }
-            let p = HTTP2ConnectionPool<Void>(
-                configuration: .init(
-                    target: .init(host: host, port: port, trust: configuration.trust, address: address),
-                    connections: configuration.connectionsPerOrigin,
-                    requestTimeout: configuration.requestTimeout,
-                    logger: configuration.logger
-                ),
-                group: group,
-                makeExtra: {}
-            )
-            s.pools[origin] = Entry(pool: p, lastUse: s.clock)
-            return p
-        }
-        if let evicted { Task { await evicted.shutdown() } }
-        return .success(pool)
-    }
-
-    /// The first address of the host that the policy allows.
-    func allowedAddress(host: String, port: Int) async -> Result<SocketAddress, SendFailure> {
-        if case .refused(let why) = configuration.policy.check(hostName: host) {
-            return .failure(SendFailure(decision: .dropToken, reason: "webpush_address_refused_\(why)"))
-        }
-        let addresses: [IPAddress]
-        if let literal = IPAddress(host: host) {
-            addresses = [literal]
-        } else {
-            do { addresses = try await configuration.resolver.resolve(host, port: port) } catch {
-                return .failure(SendFailure(decision: .retry, reason: "webpush_dns"))
-            }
-        }
-        var refusal = "none"
-        for a in addresses {
-            switch configuration.policy.check(a, port: port) {
-            case .allowed:
-                if let s = try? SocketAddress(ipAddress: a.description, port: port) { return .success(s) }
-            case .refused(let why): refusal = why
-            }
-        }
-        return .failure(SendFailure(decision: .dropToken, reason: "webpush_address_refused_\(refusal)"))
-    }
-
-    func forget(_ origin: String) {
-        let gone = state.withLockedValue { $0.pools.removeValue(forKey: origin) }
-        if let gone { Task { await gone.pool.shutdown() } }
-    }
-
-    var count: Int { state.withLockedValue { $0.pools.count } }
-
-    func shutdown() async {
-        let all = state.withLockedValue { s -> [HTTP2ConnectionPool<Void>] in
-            defer { s.pools.removeAll() }
-            return s.pools.values.map(\.pool)
-        }
-        for p in all { await p.shutdown() }
     }
 }

@@ -81,5 +81,22 @@ export async function renderApp() {
     $("keys").append(el("p", { text: `The new key (${k.json.id}), shown once:` }), el("p", { class: "secret", text: k.json.api_key }));
   });
   keys.append(make);
-  fill(box, el("div", { class: "card" }, el("h3", { text: app.name }), el("p", { text: `${app.id} · bundle id ${app.bundle_id}${app.fcm_project_id ? " · FCM project " + app.fcm_project_id : ""}` })), credentials, fcm, keys);
+  fill(box, el("div", { class: "card" }, el("h3", { text: app.name }), el("p", { text: `${app.id} · bundle id ${app.bundle_id}${app.fcm_project_id ? " · FCM project " + app.fcm_project_id : ""}` })), credentials, fcm, keys, await pushServices());
+}
+
+// The push services the app's deliveries went to lately, as the node that answers sees them: each one's circuit
+// (open: its deliveries wait untried until a probe succeeds), its sends in flight and its bound.
+async function pushServices() {
+  const card = el("div", { class: "card", id: "push-services" }, el("h3", { text: "Push services" }));
+  const r = await api("GET", `/v1/apps/${encodeURIComponent(state.appID)}/push-services`);
+  if (r.status !== 200) { card.append(el("p", { class: "note", text: errorText(r) })); return card; }
+  const when = (t) => (t ? new Date(t).toLocaleTimeString() : "");
+  if (!r.json.push_services.length) card.append(el("p", { class: "note", text: "Nothing sent through this node lately." }));
+  else card.append(el("table", {}, el("thead", {}, el("tr", {}, ["Push service", "State", "In flight", "Failures in a row", "Last failure", "Next probe"].map((h) => el("th", { text: h })))),
+    el("tbody", {}, r.json.push_services.map((s) => el("tr", { "data-state": s.state },
+      el("td", { text: s.origin }), el("td", {}, el("span", { class: `circuit ${s.state}`, text: s.state })),
+      el("td", { text: `${s.in_flight} of ${s.in_flight_limit}` }), el("td", { text: s.failures_in_a_row }),
+      el("td", { text: s.last_failure || "" }), el("td", { text: when(s.retry_at) }))))));
+  card.append(el("p", { class: "note", text: `This app holds ${r.json.app_in_flight} of the ${r.json.app_in_flight_limit} deliveries it may hold at once${r.json.node ? " on node " + r.json.node : ""}. An open push service gets no sends: its deliveries wait, untried, until one probe gets an answer.` }));
+  return card;
 }

@@ -1,0 +1,167 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+
+/// The leases a worker holds: each delivery claimed and not yet settled, with the end of its lease (extended
+/// while it is held), and those lost to another worker.
+final class HeldLeases: Sendable {
+    private struct State {
+        var ends: [Int64: Date] = [:]
+        var lost: Set<Int64> = []
+    }
+    private let state = NIOLockedValueBox(State())
+
+    /// Deliveries just claimed, leased until `until`.
+    func add(_ ids: [Int64], until: Date) {
+        state.withLockedValue { s in for id in ids { s.ends[id] = until } }
+    }
+
+    var open: [Int64] { state.withLockedValue { Array($0.ends.keys) } }
+    var count: Int { state.withLockedValue { $0.ends.count } }
+
+    /// The latest end among these leases (a settle of them is worth trying until then).
+    func end(of ids: [Int64]) -> Date {
+        state.withLockedValue { s in ids.compactMap { s.ends[$0] }.max() ?? .distantPast }
+    }
+
+    func extended(_ ids: [Int64], held: Set<Int64>, until: Date) {
+        state.withLockedValue { s in
+            for id in ids where s.ends[id] != nil {
+                if held.contains(id) { s.ends[id] = until } else { s.lost.insert(id) }
+            }
+        }
+    }
+
+    func settled(_ ids: [Int64]) {
+        state.withLockedValue { s in
+            for id in ids {
+                s.ends[id] = nil
+                s.lost.remove(id)
+            }
+        }
+    }
+
+    /// Whether a send may start: its lease is held, and holds for `margin` more.
+    func mayStart(_ id: Int64, now: Date, margin: TimeInterval) -> Bool {
+        state.withLockedValue { s in
+            guard !s.lost.contains(id), let end = s.ends[id] else { return false }
+            return now.addingTimeInterval(margin) < end
+        }
+    }
+}
+
+/// Wakes a waiting worker early; a signal given while nobody waits is kept for the next wait. The wait's time limit
+/// is a timer on an event loop (cancelled by the signal), not a task.
+final class WakeSignal: Sendable {
+    private struct State {
+        var waiter: CheckedContinuation<Void, Never>?
+        var timer: Scheduled<Void>?
+        var pending = false
+        var generation = 0
+    }
+    private let state = NIOLockedValueBox(State())
+
+    func signal() {
+        let (waiter, timer) = state.withLockedValue { s -> (CheckedContinuation<Void, Never>?, Scheduled<Void>?) in
+            if let w = s.waiter {
+                s.waiter = nil
+                defer { s.timer = nil }
+                return (w, s.timer)
+            }
+            s.pending = true
+            return (nil, nil)
+        }
+        timer?.cancel()
+        waiter?.resume()
+    }
+
+    func wait(upTo seconds: TimeInterval) async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let generation = state.withLockedValue { s -> Int? in
+                if s.pending {
+                    s.pending = false
+                    return nil
+                }
+                s.generation += 1
+                s.waiter = c
+                return s.generation
+            }
+            guard let generation else { return c.resume() }
+            let nanoseconds = Int64(min(max(0, seconds), 3600) * 1e9)
+            let timer = MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: .nanoseconds(nanoseconds)) {
+                let w = self.state.withLockedValue { s -> CheckedContinuation<Void, Never>? in
+                    guard s.generation == generation, let w = s.waiter else { return nil }
+                    s.waiter = nil
+                    s.timer = nil
+                    return w
+                }
+                w?.resume()
+            }
+            // The timer is kept for the signal to cancel, unless it (or a signal) already ended this wait.
+            let ended = state.withLockedValue { s -> Bool in
+                guard s.generation == generation, s.waiter != nil else { return true }
+                s.timer = timer
+                return false
+            }
+            if ended { timer.cancel() }
+        }
+    }
+}
+
+/// The deadlines of a worker's sends in flight, checked by one sweep every `granularity` seconds while any is
+/// registered: a deadline fires at its time or up to one granularity later, never earlier.
+final class SendDeadlines: Sendable {
+    private struct Entry {
+        let due: NIODeadline
+        let fire: @Sendable () -> Void
+    }
+    private struct State {
+        var next: UInt64 = 0
+        var entries: [UInt64: Entry] = [:]
+        var sweeping = false
+    }
+    private let state = NIOLockedValueBox(State())
+    private let granularity: TimeAmount
+
+    init(granularity: TimeInterval) {
+        self.granularity = .nanoseconds(Int64(max(0.001, min(granularity, 60)) * 1e9))
+    }
+
+    /// Registers `fire` to run once `seconds` have passed, unless removed first; returns its key.
+    func add(after seconds: TimeInterval, fire: @escaping @Sendable () -> Void) -> UInt64 {
+        let due = NIODeadline.now() + .nanoseconds(Int64(seconds * 1e9))
+        let (key, start) = state.withLockedValue { s -> (UInt64, Bool) in
+            s.next &+= 1
+            s.entries[s.next] = Entry(due: due, fire: fire)
+            let start = !s.sweeping
+            s.sweeping = true
+            return (s.next, start)
+        }
+        if start { scheduleSweep() }
+        return key
+    }
+
+    func remove(_ key: UInt64) { state.withLockedValue { _ = $0.entries.removeValue(forKey: key) } }
+
+    var count: Int { state.withLockedValue { $0.entries.count } }
+
+    private func scheduleSweep() {
+        MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: granularity) { self.sweep() }
+    }
+
+    private func sweep() {
+        let now = NIODeadline.now()
+        let (due, again) = state.withLockedValue { s -> ([Entry], Bool) in
+            var due: [Entry] = []
+            for (key, entry) in s.entries where entry.due <= now {
+                due.append(entry)
+                s.entries[key] = nil
+            }
+            s.sweeping = !s.entries.isEmpty
+            return (due, s.sweeping)
+        }
+        for entry in due { entry.fire() }
+        if again { scheduleSweep() }
+    }
+}
