@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The soak: a legitimate rich send to DEVICES iOS devices delivering while six hostile streams run for its whole
+# The soak: a legitimate rich send to DEVICES iOS devices delivering while nine hostile streams run for its whole
 # length, against one `richpush serve` on SQLite with its default limits, the emulators in their own process:
 #   - a receipt flood: 15 KB reports, each with 64 made-up skip reasons, posted again and again to the send's own
 #     receipt addresses (read from the payloads the APNs emulator received);
@@ -11,6 +11,9 @@
 #   - heavy read-scope queries: device searches and pages, notification lists, the send's outcomes;
 #   - a push service that never answers: a second app's 1,000 web subscriptions at the sandbox's Web Push service,
 #     silenced (TLS accepted, nothing ever answered), sent to every 10 s;
+#   - a public-key flood: the send's app's register key (the one its pages ship) registering new devices at the
+#     longest fields, each request from another visitor (X-Forwarded-For, loopback being a trusted proxy);
+#   - a stream holder: that second app's read key opening 300 live views of its own notification and holding them;
 # beside a legitimate caller (the console's look at the send, a dry run, the app: five rounds a second), timed, and a
 # third app's one-device send every second, timed from the API call to the APNs emulator's receipt.
 # Reports the send's outcomes (lost: deliveries without one), the server's peak resident memory (VmHWM, reset once
@@ -33,7 +36,11 @@ scratch_and_cleanup
 
 start_sandbox "$bin"
 admin=soak-admin-key-0001
-"$bin" serve --port 0 --db "$dir/rp.sqlite" --sandbox-dir "$dir/sandbox" \
+# Loopback is trusted as a proxy, so that the public-key flood can name a new visitor in each request
+# (X-Forwarded-For), as a page's visitors would: the per-client rate is then no help, and the key's rate is what
+# bounds the flood. Every other stream names none, and is counted as the one client it is.
+echo '{"trusted_proxies": ["127.0.0.1"]}' > "$dir/config.json"
+"$bin" serve --config "$dir/config.json" --port 0 --db "$dir/rp.sqlite" --sandbox-dir "$dir/sandbox" \
   --external-apns-port "$apns_port" --external-fcm-port "$fcm_port" --admin-key "$admin" > "$dir/serve.log" 2>&1 &
 server=$!
 pids+=($server)
@@ -44,6 +51,7 @@ created=$(curl -s -XPOST "$base/v1/apps" -H "Authorization: Bearer $admin" -d '{
 app=$(json "d['app']['id']" <<<"$created")
 key=$(json "d['api_key']" <<<"$created")
 read_key=$(curl -s -XPOST "$base/v1/apps/$app/keys" -H "Authorization: Bearer $key" -d '{"scopes":["read"]}' | json "d['api_key']")
+public_key=$(curl -s -XPOST "$base/v1/apps/$app/keys" -H "Authorization: Bearer $key" -d '{"scopes":["register"]}' | json "d['api_key']")
 # The send's picture, and the large video of the media stream (uploaded with the admin key, which no quota counts).
 python3 -c "import sys; sys.stdout.buffer.write(bytes([0xFF,0xD8,0xFF,0xE0,0,16]) + b'JFIF' + bytes([0,1,1,0,0,1,0,1,0,0]) + bytes(20000))" > "$dir/sale.jpg"
 media=$(curl -s -XPOST "$base/v1/media" -H "Authorization: Bearer $key" --data-binary @"$dir/sale.jpg" | json "d['url']")
@@ -55,7 +63,7 @@ with open(path, "wb") as f:
     f.write(head); f.write((bytes(range(256)) * (mb * 4096))[: mb * 1_000_000 - len(head)])
 PY
 big=$(curl -s -XPOST "$base/v1/media" -H "Authorization: Bearer $admin" --data-binary @"$dir/clip.mp4" | json "d['url']")
-echo "soak: $devices devices, one rich notification to all, seven hostile streams beside it; $(nproc) cores shared by the node, the emulators and every client"
+echo "soak: $devices devices, one rich notification to all, nine hostile streams beside it; $(nproc) cores shared by the node, the emulators and every client"
 echo "  $("$bench" seed-devices --db "$dir/rp.sqlite" --app "$app" --devices "$devices")"
 # The hanging push service's app: a VAPID key, 1,000 subscriptions at the sandbox's Web Push service registered as its
 # web devices; then the service falls silent. And the app whose one-device sends are timed.
@@ -87,6 +95,10 @@ for _ in range(1000):
     post(base + "/v1/apps/%s/devices" % app, {"platform": "web", "subscription": sub}, key)
 PY
 curl -s -XPOST "$sandbox_admin/webpush/mode" -d '{"mode":"silent"}' >/dev/null
+# The notification the hanging service's app watches with every live view its read key may hold.
+flood_read=$(curl -s -XPOST "$base/v1/apps/$flood_app/keys" -H "Authorization: Bearer $flood_key" -d '{"scopes":["read"]}' | json "d['api_key']")
+flood_notification=$(curl -s -XPOST "$base/v1/apps/$flood_app/notifications" -H "Authorization: Bearer $flood_key" \
+  -d '{"title":"Watched","audience":{"all":true}}' | json "d['id']")
 echo "  a second app's 1,000 web subscriptions at a push service that now never answers"
 
 status=$(curl -s -o "$dir/sent.json" -w '%{http_code}' -XPOST "$base/v1/apps/$app/notifications" -H "Authorization: Bearer $key" \
@@ -108,8 +120,9 @@ cat > "$dir/soak.json" <<JSON
 {"base": "$base", "app": "$app", "key": "$key", "read_key": "$read_key", "notification": "$id", "pid": $server,
  "devices": $devices, "receipts": $receipts, "big_media": "$big", "timeout": 1200, "sandbox_admin": "$sandbox_admin",
  "flood_app": "$flood_app", "flood_key": "$flood_key", "other_app": "$other_app", "other_key": "$other_key",
+ "public_key": "$public_key", "flood_read_key": "$flood_read", "flood_notification": "$flood_notification",
  "threads": {"receipt_flood": 8, "open_flood": 8, "live_views": 50, "pipelined_media": 4, "random_bearers": 8, "heavy_reads": 4, "legitimate": 1,
-             "hanging_push_service": 1, "other_app": 1}}
+             "hanging_push_service": 1, "other_app": 1, "public_flood": 8, "stream_holder": 300}}
 JSON
 python3 Benchmarks/lib/soak.py "$dir/soak.json" | tee "$dir/result.json"
 python3 - "$dir/result.json" <<'PY'
@@ -124,6 +137,6 @@ o = r["streams"]["other app"]
 print("  another app's one-device sends: %d (statuses %s), %d received, %d lost; API call to the emulator's receipt p50 %s ms, p99 %s ms, max %s ms"
       % (o["sends"], o["statuses"], o["received"], o["lost"], o["p50_ms"], o["p99_ms"], o["max_ms"]))
 for name in ("receipt flood", "open flood", "live views", "pipelined large media", "random bearers", "heavy read-scope queries",
-             "hanging push service"):
+             "hanging push service", "public-key flood", "stream holder"):
     print("  %s: %s" % (name, r["streams"][name]))
 PY

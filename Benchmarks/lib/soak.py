@@ -1,4 +1,4 @@
-"""The soak's clients (Benchmarks/soak.sh): a legitimate caller timing its API calls, and six hostile streams, each in
+"""The soak's clients (Benchmarks/soak.sh): a legitimate caller timing its API calls, and the hostile streams, each in
 its own process (so that one's work does not delay another's clock), all running until the send being watched has an
 outcome for every delivery. Prints one JSON object: the send's counts, the server's peak memory, each stream's
 statuses, the legitimate calls' latencies."""
@@ -267,6 +267,63 @@ def other_app(cfg, stop, out):
                            "max_ms": round(lat[-1], 1) if lat else None}))
 
 
+def public_flood(cfg, stop, out):
+    """The app's public key (the one every page ships) registering new devices at the longest fields, each request
+    from another visitor (X-Forwarded-For through the trusted proxy): the worst a page's key can do to the disk and
+    the database. Counts the answers, and the registrations stored."""
+    callers = {}
+
+    def longest(n, k):
+        return ["%08x%02x" % (n % (1 << 32), j) + "x" * 54 for j in range(k)]
+
+    def body(i, mine):
+        c = callers.setdefault(i, Caller(cfg["base"]))
+        n = random.getrandbits(64)
+        device = {"token": ("%064x" % n) * 3 + "ab" * 4, "platform": "ios", "tags": longest(n, 32),
+                  "topics": longest(n + 1, 32), "locale": "x" * 35, "time_zone": "y" * 64, "app_version": "z" * 64}
+        visitor = "%d.%d.%d.%d" % (random.randrange(1, 224), random.randrange(256), random.randrange(256),
+                                   random.randrange(1, 255))
+        status, data = c.call("POST", "/v1/apps/%s/devices" % cfg["app"], json.dumps(device),
+                              {"Authorization": "Bearer " + cfg["public_key"], "Content-Type": "application/json",
+                               "X-Forwarded-For": visitor})
+        count(mine, status)
+        if status == 429:
+            stop.wait(0.05)
+
+    out.put(("public-key flood", run_threads(cfg["threads"], body, stop)))
+
+
+def stream_holder(cfg, stop, out):
+    """Another app's read key opening as many live views as it can (one each of its threads) and holding them: it
+    gets its app's share, and the send's own watchers theirs."""
+
+    def body(i, mine):
+        u = urllib.parse.urlsplit(cfg["base"])
+        conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+        try:
+            conn.request("GET", "/v1/apps/%s/notifications/%s/events?seconds=300" % (cfg["flood_app"],
+                                                                                    cfg["flood_notification"]),
+                         headers={"Authorization": "Bearer " + cfg["flood_read_key"]})
+            r = conn.getresponse()
+            count(mine, r.status)
+            if r.status != 200:
+                r.read()
+                stop.wait(2)
+                return
+            while not stop.is_set():
+                try:
+                    if not r.fp.readline():
+                        break
+                except socket.timeout:
+                    continue
+        except (http.client.HTTPException, OSError):
+            count(mine, "error")
+        finally:
+            conn.close()
+
+    out.put(("stream holder", run_threads(cfg["threads"], body, stop)))
+
+
 def kb(pid, field):
     with open("/proc/%d/status" % pid) as f:
         for line in f:
@@ -280,7 +337,7 @@ def main():
     stop = multiprocessing.Event()
     out = multiprocessing.Queue()
     streams = [receipt_flood, open_flood, live_views, pipelined_media, random_bearers, heavy_reads, legitimate,
-               hanging_push_service, other_app]
+               hanging_push_service, other_app, public_flood, stream_holder]
     procs = [multiprocessing.Process(target=f, args=(dict(cfg, threads=cfg["threads"].get(f.__name__, 1)), stop, out))
              for f in streams]
     for p in procs:

@@ -169,13 +169,15 @@ import Testing
         #expect(try await q.counts() == [.delivered: 2000])
     }
 
-    /// App A queues 100,000 deliveries, then app B one: B's is in the very next claim (a claim in due order across
+    /// App A queues 20,000 deliveries, then app B one: B's is in the very next claim (a claim in due order across
     /// apps took 200 of A's and left B behind all of them). Each app gets an equal share; a room of 0 leaves an app
-    /// out, a smaller room caps it.
+    /// out, a smaller room caps it. (A backlog of 100 claims shows it as well as one of 500 did, without loading
+    /// the suite's one PostgreSQL server for the tests beside it; the claim's cost with 100,000 queued is measured
+    /// by `thePostgresClaimReadsTheSameWhateverIsQueued`, run alone.)
     @Test(arguments: Kind.allCases)
     func oneAppsBacklogNeverHidesAnotherAppsDelivery(_ kind: Kind) async throws {
         let q = try await Self.make(kind)
-        for chunk in 0..<10 {
+        for chunk in 0..<2 {
             try await q.enqueue(
                 (0..<10_000).map {
                     NewDelivery(
@@ -224,7 +226,7 @@ import Testing
         )
         #expect(capped.count == 3 && capped.allSatisfy { $0.appID == "app-a" })
         let counts = try await q.counts()
-        #expect(counts[.leased] == 305 && counts[.queued] == 100_002 - 305)
+        #expect(counts[.leased] == 305 && counts[.queued] == 20_002 - 305)
     }
 
     /// Several claimers at once over several apps' deliveries: each delivery is claimed once (on PostgreSQL the

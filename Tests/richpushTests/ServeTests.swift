@@ -355,7 +355,9 @@ import FoundationNetworking
     @Test func sigtermDrainsInFlightSendsAndARestartFinishesTheRest() async throws {
         let (dir, sbxDir, db) = try Self.scratch("drain")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let sandbox = try ExternalSandbox(dir: sbxDir)
+        // APNs answers after 300 ms, so that the 5,000 deliveries take seconds however fast the worker: without it a
+        // loaded machine let the whole send end before the test's first look (it then proves nothing).
+        let sandbox = try ExternalSandbox(dir: sbxDir, latencyMs: 300)
         defer { sandbox.stop() }
         // A lease far longer than the test: a delivery left leased by the first server would not be sent again
         // in time, and the totals below would show it.
@@ -400,9 +402,12 @@ final class ExternalSandbox {
     /// The JSON summary it printed before "sandbox: serving".
     let summary: JSONValue
 
-    init(dir: String, threads: Int? = 1) throws {
+    /// `latencyMs`: how long each emulator waits before it answers a request (it counts it when it takes it).
+    init(dir: String, threads: Int? = 1, latencyMs: Int = 0) throws {
         process.executableURL = CLITests.binary
-        process.arguments = ["sandbox", "--dir", dir] + (threads.map { ["--threads", String($0)] } ?? [])
+        process.arguments =
+            ["sandbox", "--dir", dir] + (threads.map { ["--threads", String($0)] } ?? [])
+            + (latencyMs > 0 ? ["--latency-ms", String(latencyMs)] : [])
         let out = Pipe()
         process.standardOutput = out
         try process.run()
