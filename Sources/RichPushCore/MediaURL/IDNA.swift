@@ -76,10 +76,14 @@ enum IDNA {
             .precomposedStringWithCompatibilityMapping
     }
 
-    /// UTS #46 §4.1 validity, the criteria that apply to the URL standard's processing: no code point a name cannot
-    /// hold (controls, format characters, unassigned, private use, spaces) and no combining mark in front.
-    /// The joiners (ZWJ, ZWNJ) are refused outright, the bidi rule (RFC 5893) is not checked.
+    /// UTS #46 §4.1 validity, the criteria that apply to the URL standard's processing: no `xn--` in front, no code
+    /// point a name cannot hold (controls, format characters, unassigned, private use, spaces, U+FFFD, and in ASCII
+    /// anything but letters, digits, `-` and `_`) and no combining mark in front. The joiners (ZWJ, ZWNJ) are
+    /// refused outright, the bidi rule (RFC 5893) is not checked.
     private static func checkULabel(_ label: Substring.UnicodeScalarView) throws(MediaURL.Problem) {
+        if label.starts(with: "xn--".unicodeScalars) {
+            throw MediaURL.Problem(.host, "an international label cannot start with xn--")
+        }
         if let first = label.first,
             [.nonspacingMark, .spacingMark, .enclosingMark].contains(first.properties.generalCategory)
         {
@@ -89,6 +93,11 @@ enum IDNA {
             )
         }
         for c in label {
+            // The ASCII in an international label follows the ASCII rule (a `+` would otherwise ride along into the
+            // `xn--` form); U+FFFD stands for bytes that were not text.
+            if c.isASCII && !isNameCharacter(c) || c == "\u{FFFD}" {
+                throw MediaURL.Problem(.host, "\(MediaURL.Problem.name(c)) cannot be part of a host name")
+            }
             switch c.properties.generalCategory {
             case .control, .format, .surrogate, .privateUse, .unassigned, .spaceSeparator, .lineSeparator,
                 .paragraphSeparator:
