@@ -1,4 +1,7 @@
 import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
 import RichPushCore
 import RichPushSandbox
 import RichPushTestSupport
@@ -94,5 +97,65 @@ extension MediaPreflightTests {
         #expect(errors.isEmpty)
         #expect(message.media.map(\.url) == ["https://cdn.example.com/a%2Fb.jpg?sig=x%2B"])
         #expect(warnings.map(\.rule) == ["url-normalized"] && warnings.first?.message.contains("is sent as") == true)
+    }
+}
+
+extension MediaHostingTests {
+    /// Through the API: a URL in capitals is accepted and sent in the form fetched, the answer naming both; one with
+    /// user information is refused naming its rule; the media check answers with what it fetched.
+    @Test func theAnswersNameTheURLAsWrittenAndAsFetched() async throws {
+        let (api, base, server, _, store) = try await Self.api(routes: [
+            "/a.jpg": .bytes(MediaPreflightTests.jpeg, contentType: "image/jpeg")
+        ])
+        let fetched = base + "/a.jpg"
+        let written = "HTTP://" + base.dropFirst("http://".count) + "/a.jpg"
+        try await Application(router: api.router()).test(.router) { client in
+            let (_, _, createdBody) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps",
+                body: ByteBuffer(bytes: (["name": "Shop", "bundle_id": "com.example.app"] as JSONValue).serialized())
+            )
+            let created = try JSONValue.parse(createdBody)
+            let app = try #require(created["app"]?["id"]?.stringValue)
+            let key = try #require(created["api_key"]?.stringValue)
+            func post(_ path: String, _ body: JSONValue) async throws -> (Int, JSONValue) {
+                let (s, _, b) = try await Self.call(
+                    client,
+                    .post,
+                    path,
+                    key: key,
+                    body: ByteBuffer(bytes: body.serialized())
+                )
+                return (s, try JSONValue.parse(b))
+            }
+            let target: JSONValue = ["fcm_tokens": ["fcm-1"]]
+            let (sent, answer) = try await post(
+                "/v1/apps/\(app)/notifications",
+                ["title": "x", "media": .string(written), "audience": target]
+            )
+            #expect(sent == 202, "\(answer)")
+            let note = answer["warnings"]?.arrayValue?.first { $0["rule"] == "url-normalized" }
+            #expect(note?["path"] == "media[0].url")
+            #expect(note?["url"]?.stringValue == written && note?["fetched"]?.stringValue == fetched)
+            let stored = try #require(try await store.message(id: answer["id"]!.stringValue!))
+            #expect(stored.media.map(\.url) == [fetched])
+
+            let (refused, why) = try await post(
+                "/v1/apps/\(app)/notifications",
+                [
+                    "title": "x", "media": .string("http://user:secret@" + base.dropFirst("http://".count) + "/a.jpg"),
+                    "audience": target,
+                ]
+            )
+            let issue = why["error"]?["issues"]?.arrayValue?.first
+            #expect(refused == 422 && issue?["path"] == "media[0].url" && issue?["rule"] == "url-user-info", "\(why)")
+
+            let (checked, result) = try await post("/v1/media/check", ["url": .string(written)])
+            let first = result["results"]?.arrayValue?.first
+            #expect(checked == 200 && first?["ok"] == true)
+            #expect(first?["url"]?.stringValue == written && first?["fetched"]?.stringValue == fetched)
+        }
+        try? await server.shutdown()
     }
 }
