@@ -204,7 +204,8 @@ let package = Package(
         .target(
             name: "RichPushTestSupport",
             dependencies: [
-                "RichPushSandbox", "RichPushAPNs", "RichPushFCM", "RichPushCharts",
+                "RichPushCore", "RichPushMedia", "RichPushServer", "RichPushSandbox", "RichPushAPNs", "RichPushFCM",
+                "RichPushCharts",
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
@@ -260,7 +261,7 @@ let package = Package(
             name: "richpushTests",
             dependencies: [
                 "richpush", "RichPushCore", "RichPushSandbox", "RichPushTestSupport", "RichPushWebPush",
-                "RichPushTransport", "RichPushApp", "RichPushMedia",
+                "RichPushTransport", "RichPushApp", "RichPushMedia", "RichPushServer",
                 .target(name: "UserNotificationsStandIn", condition: .when(platforms: [.linux])),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]

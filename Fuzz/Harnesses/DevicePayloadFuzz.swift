@@ -1,5 +1,6 @@
 // libFuzzer harness: raw bytes as a received payload, through everything the service extension runs on it
-// before the network: the JSON parser (as the simulator reads a payload), the decoder of every provider's keys,
+// before the network: the JSON parser (as the simulator reads a payload), the decoder of every provider's keys
+// (their media URLs read by MediaURL; Scripts/fuzz-device mutates them with Fuzz/urls.dict),
 // the chart spec, and the chart renderer with its PNG encoder; and the same bytes as a Live Activity's content state,
 // decoded by Foundation's JSONDecoder into a widget's chart. Built by Scripts/fuzz-device.
 import Foundation
@@ -38,5 +39,9 @@ public func fuzzDevicePayload(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt
         _ = ChartRenderer.render(spec, scale: 1)
     }
     _ = content.media.map { $0.hintedType }
+    // Every media URL the decoder kept is fetched in a form that reads back as itself (the same rules as the server).
+    for m in content.media + viaFoundation.media {
+        precondition((try? MediaURL(m.fetched))?.fetched == m.fetched, "a kept media URL is fetched as it normalizes")
+    }
     return 0
 }

@@ -4,11 +4,11 @@
     python3 console_test.py BASE_URL ADMIN_KEY RICHPUSH_BINARY SCREENSHOT_DIR
 
 Signs in, creates an app, composes a message with an uploaded image and a chart, sees a validation error appear and
-go, sees the preflight verdict for a refused URL, test-sends to a registered device and reads what the simulated
-iPhone attached, sends to a tag and watches the outcome reach delivered. Checks that the preview's chart image is
-byte-identical to `richpush chart` for the same spec and that the "What is sent" tab equals `richpush payload` for
-the message as sent. Writes screenshots (compose and preview, light and dark, desktop and phone width). Prints one
-line per step; exits non-zero at the first failure."""
+go, sees the preflight verdict for a refused URL and what the server fetches for a URL in capitals, test-sends to a
+registered device and reads what the simulated iPhone attached, sends to a tag and watches the outcome reach
+delivered. Checks that the preview's chart image is byte-identical to `richpush chart` for the same spec and that the
+"What is sent" tab equals `richpush payload` for the message as sent. Writes screenshots (compose and preview, light
+and dark, desktop and phone width). Prints one line per step; exits non-zero at the first failure."""
 import json
 import os
 import struct
@@ -227,6 +227,19 @@ try:
     until(lambda: "Refused" in by_id("preflight").text and "not-media" in by_id("preflight").text, "the refusal")
     typed("f-media", saved_media)
     until(lambda: "iOS attaches it" in by_id("preflight").text, "the picture's verdict again")
+
+    step("the server reads the URL: a scheme and host in capitals are fetched in lower case, user information is refused")
+    scheme, rest = saved_media.split("://", 1)
+    host, path = rest.split("/", 1)
+    typed("f-media", f"{scheme.upper()}://{host.upper()}/{path}")
+    until(lambda: f"Fetched and sent as {saved_media}" in by_id("preflight").text
+          and "iOS attaches it" in by_id("preflight").text, "the URL as fetched")
+    typed("f-media", f"{scheme}://user:secret@{rest}")
+    until(lambda: "Refused" in by_id("preflight").text and "url-user-info" in by_id("preflight").text,
+          "the refusal of user information")
+    typed("f-media", saved_media)
+    until(lambda: "iOS attaches it" in by_id("preflight").text and "Fetched" not in by_id("preflight").text,
+          "the picture's verdict again")
 
     step("test send: the simulated iPhone attaches the picture")
     typed("f-test-token", ios_token)

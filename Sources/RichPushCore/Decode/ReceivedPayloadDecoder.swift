@@ -93,7 +93,15 @@ private struct Decoding {
         }
     }
 
-    /// Adds media after checking its URL; the same URL from two providers is kept once.
+    /// A URL at `path` exactly as written (``MediaURL`` trims it by its own rule), or nil with a problem recorded when
+    /// the value is not a string or is blank.
+    mutating func urlString(_ value: JSONValue?, _ path: String) -> String? {
+        guard case .string(let s)? = value else { return string(value, path) }
+        return string(value, path) == nil ? nil : s
+    }
+
+    /// Adds media after reading its URL (``MediaURL``: the rule a refused one breaks is the problem's code); two
+    /// spellings of one URL, from one provider or two, are kept once.
     mutating func add(
         _ url: String,
         _ path: String,
@@ -102,20 +110,22 @@ private struct Decoding {
         type: String? = nil,
         thumbnail: PushMedia.Thumbnail? = nil
     ) {
-        guard let parsed = URL(string: url), let scheme = parsed.scheme?.lowercased(), let host = parsed.host,
-            !host.isEmpty
-        else {
-            problem(path, "bad-url", "'\(url.prefix(100))' is not an absolute URL")
-            return
-        }
-        guard scheme == "https" || scheme == "http" else {
-            problem(path, "unsupported-scheme", "scheme '\(scheme)' cannot be downloaded")
+        let media: MediaURL
+        do { media = try MediaURL(url) } catch {
+            problem(path, error.code, "'\(url.prefix(100))': \(error.message)")
             return
         }
         found(source)
-        guard seenURLs.insert(url).inserted else { return }
+        guard seenURLs.insert(media.comparisonKey).inserted else { return }
         content.media.append(
-            ReceivedMedia(url: url, kindHint: kind, typeHint: type, thumbnail: thumbnail, source: source)
+            ReceivedMedia(
+                url: url,
+                kindHint: kind,
+                typeHint: type,
+                thumbnail: thumbnail,
+                source: source,
+                fetched: media.fetched
+            )
         )
     }
 
@@ -191,7 +201,7 @@ private struct Decoding {
                     add(s, mp, source: .richpush)
                     continue
                 }
-                guard let m = object(element, mp), let url = string(m["u"], "\(mp).u") else { continue }
+                guard let m = object(element, mp), let url = urlString(m["u"], "\(mp).u") else { continue }
                 let kind = string(m["k"], "\(mp).k").flatMap(MediaKind.init(hint:))
                 var thumb = PushMedia.Thumbnail(
                     crop: crop(m["c"], "\(mp).c"),
@@ -241,14 +251,14 @@ private struct Decoding {
 
     mutating func readFCM(_ root: [String: JSONValue]) {
         guard let o = object(root["fcm_options"], "fcm_options") else { return }
-        if let url = string(o["image"], "fcm_options.image") {
+        if let url = urlString(o["image"], "fcm_options.image") {
             add(url, "fcm_options.image", source: .fcm, kind: .image)
         }
     }
 
     mutating func readBraze(_ root: [String: JSONValue]) {
         guard let ab = object(root["ab"], "ab") else { return }
-        if let att = object(ab["att"], "ab.att"), let url = string(att["url"], "ab.att.url") {
+        if let att = object(ab["att"], "ab.att"), let url = urlString(att["url"], "ab.att.url") {
             let type = string(att["type"], "ab.att.type")
             add(url, "ab.att.url", source: .braze, kind: type.flatMap(MediaKind.init(hint:)), type: type)
         }
@@ -269,10 +279,10 @@ private struct Decoding {
             switch value {
             case nil, .null?: continue
             case .string(let s)?:
-                if let url = string(.string(s), path) { add(url, path, source: .onesignal) }
+                if let url = urlString(.string(s), path) { add(url, path, source: .onesignal) }
             case .object(let o)?:
                 for key in o.keys.sorted() {
-                    if let url = string(o[key], "\(path).\(key)") { add(url, "\(path).\(key)", source: .onesignal) }
+                    if let url = urlString(o[key], "\(path).\(key)") { add(url, "\(path).\(key)", source: .onesignal) }
                 }
             case let other?:
                 problem(path, "type", "expected an object of id → url, found \(other.typeName)")
@@ -291,10 +301,10 @@ private struct Decoding {
         var entries: [(url: String, id: String?, path: String)] = []
         switch a["url"] {
         case nil, .null?: break
-        case .string?: if let u = string(a["url"], "\(p).url") { entries.append((u, nil, "\(p).url")) }
+        case .string?: if let u = urlString(a["url"], "\(p).url") { entries.append((u, nil, "\(p).url")) }
         case .array(let list)?:
             for (i, v) in list.enumerated() {
-                if let u = string(v, "\(p).url[\(i)]") { entries.append((u, nil, "\(p).url[\(i)]")) }
+                if let u = urlString(v, "\(p).url[\(i)]") { entries.append((u, nil, "\(p).url[\(i)]")) }
             }
         case let other?: problem("\(p).url", "type", "expected a string or an array, found \(other.typeName)")
         }
@@ -303,7 +313,7 @@ private struct Decoding {
         case .array(let list)?:
             for (i, v) in list.enumerated() {
                 let ip = "\(p).urls[\(i)]"
-                guard let o = object(v, ip), let u = string(o["url"], "\(ip).url") else { continue }
+                guard let o = object(v, ip), let u = urlString(o["url"], "\(ip).url") else { continue }
                 entries.append((u, string(o["url_id"], "\(ip).url_id"), "\(ip).url"))
             }
         case let other?: problem("\(p).urls", "type", "expected an array, found \(other.typeName)")
@@ -336,7 +346,7 @@ private struct Decoding {
     }
 
     mutating func readCleverTap(_ root: [String: JSONValue]) {
-        guard let url = string(root["ct_mediaUrl"], "ct_mediaUrl") else { return }
+        guard let url = urlString(root["ct_mediaUrl"], "ct_mediaUrl") else { return }
         let type = string(root["ct_mediaType"], "ct_mediaType")
         add(
             url,
@@ -350,25 +360,25 @@ private struct Decoding {
 
     mutating func readIterable(_ root: [String: JSONValue]) {
         guard let itbl = object(root["itbl"], "itbl") else { return }
-        if let url = string(itbl["attachment-url"], "itbl.attachment-url") {
+        if let url = urlString(itbl["attachment-url"], "itbl.attachment-url") {
             add(url, "itbl.attachment-url", source: .iterable)
         }
     }
 
     mutating func readCustomerIO(_ root: [String: JSONValue]) {
         guard let cio = object(root["CIO"], "CIO"), let push = object(cio["push"], "CIO.push") else { return }
-        if let url = string(push["image"], "CIO.push.image") { add(url, "CIO.push.image", source: .customerio) }
+        if let url = urlString(push["image"], "CIO.push.image") { add(url, "CIO.push.image", source: .customerio) }
         if content.deepLink == nil, let link = string(push["link"], "CIO.push.link") { content.deepLink = link }
     }
 
     mutating func readKlaviyo(_ root: [String: JSONValue]) {
-        guard let url = string(root["rich-media"], "rich-media") else { return }
+        guard let url = urlString(root["rich-media"], "rich-media") else { return }
         let type = string(root["rich-media-type"], "rich-media-type")
         add(url, "rich-media", source: .klaviyo, kind: type.flatMap(MediaKind.init(hint:)), type: type)
     }
 
     mutating func readPushwoosh(_ root: [String: JSONValue]) {
-        guard let url = string(root["attachment"], "attachment") else { return }
+        guard let url = urlString(root["attachment"], "attachment") else { return }
         add(url, "attachment", source: .pushwoosh)
     }
 }

@@ -5,7 +5,11 @@ public enum PayloadSource: String, Sendable, Hashable, CaseIterable {
 
 /// One piece of media found in a received payload.
 public struct ReceivedMedia: Sendable, Hashable {
+    /// The URL as the payload wrote it.
     public var url: String
+    /// The URL that is fetched (``MediaURL/fetched``): the same as `url` unless the scheme or host was written in
+    /// capitals, with a default port, an international name…
+    public var fetched: String
     public var kindHint: MediaKind?
     /// A type the payload names: a MIME type or a file extension (`jpg`, `image/gif`).
     public var typeHint: String?
@@ -17,9 +21,11 @@ public struct ReceivedMedia: Sendable, Hashable {
         kindHint: MediaKind? = nil,
         typeHint: String? = nil,
         thumbnail: PushMedia.Thumbnail? = nil,
-        source: PayloadSource
+        source: PayloadSource,
+        fetched: String? = nil
     ) {
         self.url = url
+        self.fetched = fetched ?? url
         self.kindHint = kindHint
         self.typeHint = typeHint
         self.thumbnail = thumbnail
@@ -38,7 +44,8 @@ public struct ReceivedMedia: Sendable, Hashable {
 public struct PayloadProblem: Sendable, Hashable, CustomStringConvertible {
     /// Where, as a key path such as `ab.att.url`.
     public var path: String
-    /// A stable code: `type`, `empty`, `bad-url`, `unsupported-scheme`, `bad-crop`, `bad-chart`, `newer-version`.
+    /// A stable code: `type`, `empty`, a media URL's rule (``MediaURL/Problem/Rule``: `url`, `url-scheme`,
+    /// `url-user-info`…), `bad-crop`, `bad-chart`, `newer-version`.
     public var code: String
     public var message: String
 

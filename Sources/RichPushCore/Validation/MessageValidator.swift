@@ -284,7 +284,7 @@ public struct MessageValidator: Sendable {
                 r.add("\(path).url", problem.rule, problem.message)
                 continue
             }
-            let byURL = MediaType(urlString: media.url)
+            let byURL = MediaType(urlString: (try? MediaURL(media.url))?.fetched ?? media.url)
             let byHint = media.mimeType.flatMap(MediaType.init(mimeType:))
             if let hint = media.mimeType, byHint == nil {
                 r.add("\(path).type", "unknown-type", "'\(hint)' is not a media type RichPush knows", .warning)
@@ -327,16 +327,13 @@ public struct MessageValidator: Sendable {
         }
     }
 
+    /// A media URL's problem: a rule of ``MediaURL`` (the device and the preflight read it the same way), or plain
+    /// http where it is not allowed.
     private func urlProblem(_ s: String) -> (rule: String, message: String)? {
-        guard let url = URL(string: s), let scheme = url.scheme?.lowercased(), let host = url.host, !host.isEmpty else {
-            return ("url", "'\(s.prefix(80))' is not an absolute URL")
-        }
-        if scheme == "https" { return nil }
-        if scheme == "http" {
-            return options.allowInsecureMedia
-                ? nil : ("https-required", "must use https (iOS App Transport Security blocks plain http)")
-        }
-        return ("url-scheme", "scheme '\(scheme)' is not fetchable; use https")
+        let url: MediaURL
+        do { url = try MediaURL(s) } catch { return (error.code, "'\(s.prefix(80))': \(error.message)") }
+        if url.scheme == "https" || options.allowInsecureMedia { return nil }
+        return ("https-required", "must use https (iOS App Transport Security blocks plain http)")
     }
 
     /// The size limits the message breaks: its APNs payload (when `apns`) and its FCM message to that kind of

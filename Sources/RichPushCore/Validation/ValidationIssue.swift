@@ -15,12 +15,24 @@ public struct ValidationIssue: Sendable, Hashable, CustomStringConvertible {
     public var rule: String
     public var message: String
     public var severity: Severity
+    /// For a media URL's issue: the URL as the sender wrote it, and the one fetched when it differs.
+    public var url: String?
+    public var fetched: String?
 
-    public init(path: String, rule: String, message: String, severity: Severity = .error) {
+    public init(
+        path: String,
+        rule: String,
+        message: String,
+        severity: Severity = .error,
+        url: String? = nil,
+        fetched: String? = nil
+    ) {
         self.path = path
         self.rule = rule
         self.message = message
         self.severity = severity
+        self.url = url
+        self.fetched = fetched
     }
 
     public var description: String {
@@ -28,10 +40,13 @@ public struct ValidationIssue: Sendable, Hashable, CustomStringConvertible {
     }
 
     public var json: JSONValue {
-        [
+        var o: [String: JSONValue] = [
             "path": .string(path), "rule": .string(rule), "message": .string(message),
             "severity": .string(severity.rawValue),
         ]
+        if let url { o["url"] = .string(url) }
+        if let fetched { o["fetched"] = .string(fetched) }
+        return .object(o)
     }
 }
 

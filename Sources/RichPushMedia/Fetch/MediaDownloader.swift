@@ -81,20 +81,25 @@ final class MediaDownloader: NSObject, URLSessionDataDelegate, @unchecked Sendab
     ) {
         guard let s = state(task) else { return completionHandler(nil) }
         s.redirects += 1
-        let next = request.url
+        // The next URL is read as the first was (a Location in capitals or with a default port is followed in its
+        // normalized form); a loop is found whatever the spelling.
+        let scheme = request.url?.scheme?.lowercased()
+        let next = request.url.flatMap { try? MediaURL($0.absoluteString) }
         if s.redirects > s.maxRedirects {
             s.fail(.tooManyRedirects(s.maxRedirects))
-        } else if let next, s.visited.contains(next.absoluteString) {
-            s.fail(.redirectLoop)
-        } else if let scheme = next?.scheme?.lowercased(), scheme == "http", !s.allowHTTP {
+        } else if let scheme, scheme != "http" && scheme != "https" {
+            s.fail(.unsupportedScheme(String(scheme.prefix(32))))
+        } else if scheme == "http", !s.allowHTTP {
             s.fail(.insecureRedirect)
-        } else if let scheme = next?.scheme?.lowercased(), scheme != "http" && scheme != "https" {
-            s.fail(.unsupportedScheme(scheme))
-        } else if next == nil {
-            s.fail(.badURL)
+        } else if let next {
+            if s.visited.insert(next.comparisonKey).inserted {
+                var followed = request
+                followed.url = next.url
+                return completionHandler(followed)
+            }
+            s.fail(.redirectLoop)
         } else {
-            s.visited.insert(next!.absoluteString)
-            return completionHandler(request)
+            s.fail(.badURL)
         }
         completionHandler(nil)
         task.cancel()
@@ -218,7 +223,7 @@ final class TaskState: @unchecked Sendable {
         self.kindHint = kindHint
         self.maxRedirects = maxRedirects
         self.allowHTTP = allowHTTP
-        visited = [url.absoluteString]
+        visited = [(try? MediaURL(url.absoluteString))?.comparisonKey ?? url.absoluteString]
         finalURL = url
     }
 

@@ -255,29 +255,33 @@ public final class ProcessingSession: Sendable {
         staging: StagingDirectory,
         downloader: MediaDownloader
     ) async {
-        guard let url = URL(string: media.url), let scheme = url.scheme?.lowercased() else {
-            return gate.record(SkippedMedia(url: media.url, reason: .badURL), at: index)
+        // The decoder read the URL already; a payload built by hand may hold anything.
+        let target: MediaURL
+        do { target = try MediaURL(media.url) } catch {
+            let scheme = media.url.prefix { $0 != ":" }.lowercased()
+            let reason: SkipReason = error.rule == .scheme ? .unsupportedScheme(String(scheme.prefix(32))) : .badURL
+            return gate.record(SkippedMedia(url: media.url, reason: reason), at: index)
         }
-        if scheme == "http" && !configuration.fetch.allowInsecureHTTP {
-            return gate.record(SkippedMedia(url: media.url, reason: .insecureURL), at: index)
+        let fetched = target.isRewritten ? target.fetched : nil
+        func skip(_ reason: SkipReason) {
+            gate.record(SkippedMedia(url: media.url, fetched: fetched, reason: reason), at: index)
         }
-        guard scheme == "http" || scheme == "https" else {
-            return gate.record(SkippedMedia(url: media.url, reason: .unsupportedScheme(scheme)), at: index)
-        }
+        if target.scheme == "http" && !configuration.fetch.allowInsecureHTTP { return skip(.insecureURL) }
         let result = await downloader.download(
-            url,
+            target.url,
             to: staging.partialFile(index: index),
             hint: media.hintedType,
             kindHint: media.kindHint
         )
         switch result {
         case .failure(let reason):
-            gate.record(
-                SkippedMedia(url: media.url, reason: Task.isCancelled && reason.code == "network" ? .deadline : reason),
-                at: index
-            )
+            skip(Task.isCancelled && reason.code == "network" ? .deadline : reason)
         case .success(let file):
-            let final = staging.finalFile(index: index, sourceURL: media.url, fileExtension: file.type.fileExtension)
+            let final = staging.finalFile(
+                index: index,
+                sourceURL: target.fetched,
+                fileExtension: file.type.fileExtension
+            )
             do {
                 // An exact staging folder may hold the same file from an earlier notification: replace it.
                 if FileManager.default.fileExists(atPath: final.path) { try FileManager.default.removeItem(at: final) }
@@ -289,6 +293,7 @@ public final class ProcessingSession: Sendable {
                         type: file.type,
                         bytes: file.bytes,
                         sourceURL: media.url,
+                        fetchedURL: fetched,
                         typeSource: file.typeSource,
                         thumbnail: media.thumbnail,
                         stagedAfterMilliseconds: milliseconds()
@@ -296,7 +301,7 @@ public final class ProcessingSession: Sendable {
                     at: index
                 )
             } catch {
-                gate.record(SkippedMedia(url: media.url, reason: .stagingFailed(error.localizedDescription)), at: index)
+                skip(.stagingFailed(error.localizedDescription))
             }
         }
     }
@@ -328,7 +333,7 @@ public final class ProcessingSession: Sendable {
     private func record(_ staged: StagedAttachment, at index: Int) {
         if let reason = admit?(staged) {
             try? FileManager.default.removeItem(at: staged.file)  // not attached: nothing will read it
-            gate.record(SkippedMedia(url: staged.sourceURL, reason: reason), at: index)
+            gate.record(SkippedMedia(url: staged.sourceURL, fetched: staged.fetchedURL, reason: reason), at: index)
         } else {
             gate.record(staged, at: index)
         }

@@ -7,8 +7,10 @@ public struct StagedAttachment: Sendable, Hashable {
     public var file: URL
     public var type: MediaType
     public var bytes: Int
-    /// The URL the payload named, or `chart:` for a chart drawn on the device.
+    /// The URL the payload named, as written, or `chart:` for a chart drawn on the device.
     public var sourceURL: String
+    /// The URL fetched (``MediaURL/fetched``), when it differs from `sourceURL`.
+    public var fetchedURL: String?
     /// Where the type was decided from: `bytes`, `content-type`, `url`, `hint`, or `rendered`.
     public var typeSource: String
     public var thumbnail: PushMedia.Thumbnail?
@@ -25,6 +27,7 @@ public struct StagedAttachment: Sendable, Hashable {
             "bytes": .int(Int64(bytes)), "url": .string(sourceURL), "type_source": .string(typeSource),
             "ms": .int(Int64(stagedAfterMilliseconds)),
         ]
+        if let f = fetchedURL { o["fetched"] = .string(f) }
         if let t = thumbnail {
             var to: [String: JSONValue] = [:]
             if let c = t.crop { to["crop"] = [.double(c.x), .double(c.y), .double(c.width), .double(c.height)] }
@@ -38,15 +41,23 @@ public struct StagedAttachment: Sendable, Hashable {
 
 /// Media that was not attached, and why.
 public struct SkippedMedia: Sendable, Hashable {
+    /// The URL as the payload wrote it.
     public var url: String
+    /// The URL fetched, when it differs from `url`.
+    public var fetched: String?
     public var reason: SkipReason
 
-    public init(url: String, reason: SkipReason) {
+    public init(url: String, fetched: String? = nil, reason: SkipReason) {
         self.url = url
+        self.fetched = fetched
         self.reason = reason
     }
 
     public var json: JSONValue {
-        ["url": .string(url), "reason": .string(reason.code), "message": .string(reason.description)]
+        var o: [String: JSONValue] = [
+            "url": .string(url), "reason": .string(reason.code), "message": .string(reason.description),
+        ]
+        if let f = fetched { o["fetched"] = .string(f) }
+        return .object(o)
     }
 }

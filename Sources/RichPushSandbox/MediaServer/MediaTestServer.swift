@@ -22,14 +22,18 @@ public final class MediaTestServer: Sendable {
     /// client sent: an `Authorization` that must not follow a redirect, say).
     public var requests: [(path: String, headers: [(String, String)])] { seen?.all ?? [] }
 
+    /// Every request's target exactly as it arrived (path and query, percent-encoding untouched), when made with
+    /// `recordRequests`: a test checks that a signed URL's query reached the server as written.
+    public var targets: [String] { seen?.targets ?? [] }
+
     public init(routes: [String: MediaRoute], threads: Int = 1, recordRequests: Bool = false) {
         self.routes = routes
         seen = recordRequests ? RequestLog() : nil
         group = MultiThreadedEventLoopGroup(numberOfThreads: threads)
     }
 
-    /// Starts listening on 127.0.0.1 and returns the port (0 picks a free one).
-    public func start(port: Int = 0) async throws -> Int {
+    /// Starts listening on `host` (127.0.0.1, or ::1 for IPv6) and returns the port (0 picks a free one).
+    public func start(port: Int = 0, host: String = "127.0.0.1") async throws -> Int {
         let routes = self.routes
         let seen = self.seen
         let channel = try await ServerBootstrap(group: group)
@@ -40,7 +44,7 @@ public final class MediaTestServer: Sendable {
                     channel.pipeline.addHandler(MediaHandler(routes: routes, seen: seen))
                 }
             }
-            .bind(host: "127.0.0.1", port: port).get()
+            .bind(host: host, port: port).get()
         channelBox.set(channel)
         return channel.localAddress?.port ?? 0
     }
@@ -55,11 +59,16 @@ final class RequestLog: @unchecked Sendable {
     // @unchecked: guarded by `lock`.
     private let lock = NSLock()
     private var entries: [(path: String, headers: [(String, String)])] = []
-    func add(_ path: String, _ headers: HTTPHeaders) {
+    private var uris: [String] = []
+    func add(_ path: String, target: String, _ headers: HTTPHeaders) {
         let pairs = headers.map { ($0.name, $0.value) }
-        lock.withLock { entries.append((path, pairs)) }
+        lock.withLock {
+            entries.append((path, pairs))
+            uris.append(target)
+        }
     }
     var all: [(path: String, headers: [(String, String)])] { lock.withLock { entries } }
+    var targets: [String] { lock.withLock { uris } }
 }
 
 private final class ChannelBox: @unchecked Sendable {
@@ -91,7 +100,7 @@ final class MediaHandler: ChannelInboundHandler, @unchecked Sendable {
         case .head(let head):
             path = String(head.uri.split(separator: "?", maxSplits: 1).first ?? "/")
             keepAlive = head.isKeepAlive
-            seen?.add(path, head.headers)
+            seen?.add(path, target: head.uri, head.headers)
         case .body: break
         case .end: respond(context: context)
         }

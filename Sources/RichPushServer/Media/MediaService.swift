@@ -7,7 +7,10 @@ import RichPushCore
 
 /// What the server found when it fetched one piece of media.
 public struct MediaCheck: Sendable {
+    /// The URL as the sender wrote it.
     public var url: String
+    /// The URL fetched (``MediaURL/fetched``), when it differs from `url`.
+    public var fetched: String?
     /// Why it cannot be sent: a stable rule and a sentence.
     public var failure: (rule: String, message: String)?
     public var type: MediaType?
@@ -25,6 +28,7 @@ public struct MediaCheck: Sendable {
 
     public var json: JSONValue {
         var o: [String: JSONValue] = ["url": .string(url), "ok": .bool(isOK)]
+        if let f = fetched { o["fetched"] = .string(f) }
         if let f = failure {
             o["rule"] = .string(f.rule)
             o["message"] = .string(f.message)
@@ -94,11 +98,13 @@ public final class MediaService: Sendable {
 
     public func url(for item: MediaStore.Item) -> String { publicBase + "/media/" + item.name }
 
-    /// The stored name behind a URL on this server, if it is one.
+    /// The stored name behind a URL on this server, if it is one (in any spelling of it).
     func hostedName(_ url: String) -> String? {
-        let prefix = publicBase + "/media/"
-        guard url.hasPrefix(prefix) else { return nil }
-        let name = String(url.dropFirst(prefix.count))
+        let base = (try? MediaURL(publicBase))?.comparisonKey ?? publicBase
+        let prefix = (base.hasSuffix("/") ? String(base.dropLast()) : base) + "/media/"
+        let key = (try? MediaURL(url))?.comparisonKey ?? url
+        guard key.hasPrefix(prefix) else { return nil }
+        let name = String(key.dropFirst(prefix.count))
         return MediaStore.parse(name) != nil ? name : nil
     }
 
@@ -108,18 +114,20 @@ public final class MediaService: Sendable {
         await check(url, kind: kind, rehost: keepBody ? .always : .never)
     }
 
-    /// The kept verdict for `url` when it answers without a fetch: a failure always; a success unless its bytes are
-    /// wanted to re-host it (always, or when the verdict gave a reason to).
-    func keptVerdict(_ url: String, rehost: Rehost) -> MediaCheck? {
-        guard let (hit, until) = checks.withLockedValue({ $0.get(url) }), Date() < until else { return nil }
+    /// The kept verdict under `key` (a URL's ``MediaURL/comparisonKey``) when it answers without a fetch: a failure
+    /// always; a success unless its bytes are wanted to re-host it (always, or when the verdict gave a reason to).
+    func keptVerdict(_ key: String, rehost: Rehost) -> MediaCheck? {
+        guard let (hit, until) = checks.withLockedValue({ $0.get(key) }), Date() < until else { return nil }
         let bytesWanted = hit.isOK && (rehost == .always || (rehost == .auto && hit.rehostReason != nil))
         return bytesWanted ? nil : hit
     }
 
-    /// Whether checking `url` fetches it from another server: not for this server's own hosted media (read from its
-    /// store, content-addressed), nor for a URL whose kept verdict answers. What a fetch quota counts.
+    /// Whether checking `url` fetches it from another server: not for a URL ``MediaURL`` refuses (never fetched),
+    /// this server's own hosted media (read from its store, content-addressed), nor a URL whose kept verdict
+    /// answers. What a fetch quota counts.
     func needsFetch(_ url: String, rehost: Rehost) -> Bool {
-        hostedName(url) == nil && keptVerdict(url, rehost: rehost) == nil
+        guard let target = try? MediaURL(url) else { return false }
+        return hostedName(target.fetched) == nil && keptVerdict(target.comparisonKey, rehost: rehost) == nil
     }
 
     /// How many of a message's media a ``prepare(_:onFailure:rehost:)`` fetches from other servers.
@@ -128,20 +136,32 @@ public final class MediaService: Sendable {
         return message.media.filter { needsFetch($0.url, rehost: rehost) }.count
     }
 
-    /// Checks one URL, keeping the bytes when `rehost` may want them.
+    /// Checks one URL, keeping the bytes when `rehost` may want them. The URL is read by ``MediaURL`` first: one it
+    /// refuses is answered with its rule and never fetched; another is fetched in its normalized form, and two
+    /// spellings of one URL share a verdict.
     func check(_ url: String, kind: MediaKind?, rehost: Rehost) async -> MediaCheck {
         var result = MediaCheck(url: url)
-        if let name = hostedName(url), await store.materialize(name), let (buffer, type) = store.get(name) {
+        let target: MediaURL
+        do { target = try MediaURL(url) } catch {
+            result.failure = (error.code, error.message)
+            return result
+        }
+        if target.isRewritten { result.fetched = target.fetched }
+        if let name = hostedName(target.fetched), await store.materialize(name), let (buffer, type) = store.get(name) {
             result.type = type
             result.bytes = buffer.readableBytes
             judge(&result)
             return result
         }
+        let key = target.comparisonKey
         // A success is enough when the bytes are not wanted; a failure is the answer either way.
-        if let hit = keptVerdict(url, rehost: rehost) { return hit }
+        if var hit = keptVerdict(key, rehost: rehost) {
+            (hit.url, hit.fetched) = (result.url, result.fetched)
+            return hit
+        }
         let keepBody = rehost != .never
         // Whatever the verdict, it is kept (read at the return, whichever return it is).
-        defer { remember(result, for: url) }
+        defer { remember(result, for: key) }
         // Bytes that may be re-hosted stream into a file of the store's, never into memory.
         var upload: MediaStore.Upload?
         if keepBody {
@@ -153,7 +173,7 @@ public final class MediaService: Sendable {
             }
         }
         do {
-            let fetched = try await fetcher.fetch(url, into: upload) { first in
+            let fetched = try await fetcher.fetch(target.fetched, into: upload) { first in
                 if let t = MediaSniffer.sniff(first), let k = t.kind { return MediaRules.appleLimit(for: k) }
                 return kind.map(MediaRules.appleLimit(for:)) ?? MediaRules.appleImageLimit
             }
@@ -187,7 +207,7 @@ public final class MediaService: Sendable {
             judge(&result)
             // A URL that hides or misstates the type is re-hosted where the name says the truth.
             let finalURL = fetched.finalURL.absoluteString
-            if let byName = MediaType(urlString: finalURL) ?? MediaType(urlString: url) {
+            if let byName = MediaType(urlString: finalURL) ?? MediaType(urlString: target.fetched) {
                 if byName != type { result.rehostReason = "extension-mismatch" }
             } else {
                 result.rehostReason = "no-extension"
@@ -248,88 +268,122 @@ public final class MediaService: Sendable {
 
     /// The media part of ``prepare(_:onFailure:rehost:)``: checks (and re-hosts) every media URL, and leaves the
     /// chart alone. `richpush send` calls it with `rehost: .never` for the server's verdicts without a server.
+    /// A URL written in another spelling than its normalized one (``MediaURL``) is sent in the normalized form, so
+    /// that every device and every provider's SDK fetches what the preflight fetched; a warning `url-normalized`
+    /// names both.
     public func checkMedia(
         _ message: inout PushMessage,
         onFailure: OnFailure,
         rehost: Rehost
     ) async -> (errors: [ValidationIssue], warnings: [ValidationIssue]) {
+        guard !message.media.isEmpty else { return ([], []) }
+        guard onFailure != .off || rehost == .always else {
+            var notes: [ValidationIssue] = []
+            for i in message.media.indices {
+                guard let u = try? MediaURL(message.media[i].url), u.isRewritten else { continue }
+                notes.append(Self.normalized(at: i, written: u.written, fetched: u.fetched, checked: false))
+                message.media[i].url = u.fetched
+            }
+            return ([], notes)
+        }
         var errors: [ValidationIssue] = []
         var warnings: [ValidationIssue] = []
-        if onFailure != .off || rehost == .always, !message.media.isEmpty {
-            let media = message.media
-            let results = await withTaskGroup(of: (Int, MediaCheck).self) { group in
-                for (i, m) in media.enumerated() {
-                    group.addTask { (i, await self.check(m.url, kind: m.kind, rehost: rehost)) }
-                }
-                var out = [MediaCheck?](repeating: nil, count: media.count)
-                for await (i, r) in group { out[i] = r }
-                return out.compactMap { $0 }
+        let media = message.media
+        let results = await withTaskGroup(of: (Int, MediaCheck).self) { group in
+            for (i, m) in media.enumerated() {
+                group.addTask { (i, await self.check(m.url, kind: m.kind, rehost: rehost)) }
             }
-            var kept: [PushMedia] = []
-            for (i, (m, r)) in zip(media, results).enumerated() {
-                let path = "media[\(i)].url"
-                if let f = r.failure, onFailure != .off {
-                    if onFailure == .reject {
-                        errors.append(.init(path: path, rule: f.rule, message: "\(m.url): \(f.message)"))
-                    } else {
-                        warnings.append(
-                            .init(
-                                path: path,
-                                rule: f.rule,
-                                message: "dropped \(m.url): \(f.message)",
-                                severity: .warning
-                            )
-                        )
-                    }
-                    continue
-                }
-                var m = m
-                // Whatever is not re-hosted below leaves no file behind (finish moves the one it uses).
-                defer { r.upload?.discard() }
-                if r.isOK, hostedName(m.url) == nil, let type = r.type, let upload = r.upload,
-                    rehost == .always || (rehost == .auto && r.rehostReason != nil)
-                {
-                    do {
-                        let item = try store.finish(upload, type: type)
-                        try await store.publish(item, keepUntil: Date())
-                        warnings.append(
-                            .init(
-                                path: path,
-                                rule: "rehosted",
-                                message:
-                                    "\(m.url) is served from \(url(for: item))\(r.rehostReason.map { " (\($0))" } ?? "")",
-                                severity: .warning
-                            )
-                        )
-                        m.url = url(for: item)
-                        m.mimeType = type.mimeType
-                    } catch {
-                        // Sent from its own address instead; the sender learns why it was not re-hosted.
-                        warnings.append(
-                            .init(
-                                path: path,
-                                rule: "not-rehosted",
-                                message: "\(m.url) is sent as it is: \(error)",
-                                severity: .warning
-                            )
-                        )
-                    }
-                }
-                if case .refused(let why)? = r.android, m.kind == .image || r.type?.kind == .image {
-                    warnings.append(
-                        .init(
-                            path: path,
-                            rule: "android-" + why.code,
-                            message: "Android will not show it: \(why.description)",
-                            severity: .warning
-                        )
-                    )
-                }
-                kept.append(m)
-            }
-            message.media = kept
+            var out = [MediaCheck?](repeating: nil, count: media.count)
+            for await (i, r) in group { out[i] = r }
+            return out.compactMap { $0 }
         }
+        var kept: [PushMedia] = []
+        for (i, (m, r)) in zip(media, results).enumerated() {
+            let path = "media[\(i)].url"
+            if let f = r.failure, onFailure != .off {
+                let shown = r.fetched.map { "\(m.url) (fetched as \($0))" } ?? m.url
+                let dropped = onFailure != .reject
+                let issue = ValidationIssue(
+                    path: path,
+                    rule: f.rule,
+                    message: "\(dropped ? "dropped " : "")\(shown): \(f.message)",
+                    severity: dropped ? .warning : .error,
+                    url: m.url,
+                    fetched: r.fetched
+                )
+                if dropped { warnings.append(issue) } else { errors.append(issue) }
+                continue
+            }
+            var m = m
+            if let fetched = r.fetched {
+                warnings.append(Self.normalized(at: i, written: m.url, fetched: fetched, checked: true))
+                m.url = fetched
+            }
+            // Whatever is not re-hosted leaves no file behind (finish moves the one it uses).
+            defer { r.upload?.discard() }
+            if r.isOK, hostedName(m.url) == nil, let type = r.type, let upload = r.upload,
+                rehost == .always || (rehost == .auto && r.rehostReason != nil)
+            {
+                warnings.append(await rehosted(&m, upload: upload, type: type, reason: r.rehostReason, path: path))
+            }
+            if case .refused(let why)? = r.android, m.kind == .image || r.type?.kind == .image {
+                warnings.append(
+                    .init(
+                        path: path,
+                        rule: "android-" + why.code,
+                        message: "Android will not show it: \(why.description)",
+                        severity: .warning
+                    )
+                )
+            }
+            kept.append(m)
+        }
+        message.media = kept
         return (errors, warnings)
+    }
+
+    /// The warning that a media URL is sent (and was fetched) in its normalized form.
+    static func normalized(at i: Int, written: String, fetched: String, checked: Bool) -> ValidationIssue {
+        ValidationIssue(
+            path: "media[\(i)].url",
+            rule: "url-normalized",
+            message: "\(written) is \(checked ? "fetched and " : "")sent as \(fetched)",
+            severity: .warning,
+            url: written,
+            fetched: fetched
+        )
+    }
+
+    /// Moves checked bytes into the store and points the media at them; the warning says where (or why not).
+    private func rehosted(
+        _ m: inout PushMedia,
+        upload: MediaStore.Upload,
+        type: MediaType,
+        reason: String?,
+        path: String
+    ) async -> ValidationIssue {
+        do {
+            let item = try store.finish(upload, type: type)
+            try await store.publish(item, keepUntil: Date())
+            let hosted = url(for: item)
+            let note = ValidationIssue(
+                path: path,
+                rule: "rehosted",
+                message: "\(m.url) is served from \(hosted)\(reason.map { " (\($0))" } ?? "")",
+                severity: .warning
+            )
+            m.url = hosted
+            m.mimeType = type.mimeType
+            return note
+        } catch {
+            // Sent from its own address instead; the sender learns why it was not re-hosted.
+            return .init(
+                path: path,
+                rule: "not-rehosted",
+                message: "\(m.url) is sent as it is: \(error)",
+                severity: .warning
+            )
+        }
     }
 
     /// Keeps the media a message references on this server until `until` (the last moment a device may fetch it).

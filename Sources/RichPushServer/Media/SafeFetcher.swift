@@ -58,6 +58,8 @@ public struct SystemResolver: HostResolver {
 /// Why a fetch of a user-supplied URL failed; `rule` is stable (API answers and metrics).
 public enum FetchFailure: Error, Sendable, Hashable, CustomStringConvertible {
     case invalidURL(String)
+    /// The URL breaks a rule of ``MediaURL`` (the rule is its own: `url-user-info`, `url-host`…).
+    case refusedURL(MediaURL.Problem)
     case scheme(String)
     case refusedAddress(host: String, address: String, reason: String)
     case dns(host: String)
@@ -71,6 +73,7 @@ public enum FetchFailure: Error, Sendable, Hashable, CustomStringConvertible {
     public var rule: String {
         switch self {
         case .invalidURL: return "url"
+        case .refusedURL(let p): return p.code
         case .scheme: return "scheme"
         case .refusedAddress: return "address-refused"
         case .dns: return "dns-failed"
@@ -86,6 +89,7 @@ public enum FetchFailure: Error, Sendable, Hashable, CustomStringConvertible {
     public var description: String {
         switch self {
         case .invalidURL(let u): return "not a usable URL: \(u)"
+        case .refusedURL(let p): return p.message
         case .scheme(let s):
             return "the scheme '\(s)' is not allowed (https\(s == "http" ? " only outside the sandbox" : ""))"
         case let .refusedAddress(host, address, reason): return "\(host) is \(address), a \(reason) address: refused"
@@ -177,9 +181,11 @@ public final class SafeFetcher: Sendable {
         cap: @escaping @Sendable (_ firstBytes: [UInt8]) -> Int
     ) async throws(FetchFailure) -> FetchedResource {
         let deadline = limits.deadline
+        let start: MediaURL
+        do { start = try MediaURL(url) } catch { throw .refusedURL(error) }
         do {
             return try await withThrowingTaskGroup(of: FetchedResource.self) { group in
-                group.addTask { try await self.follow(url, sink: sink, cap: cap) }
+                group.addTask { try await self.follow(start, sink: sink, cap: cap) }
                 group.addTask {
                     try await Task.sleep(nanoseconds: UInt64(deadline * 1e9))
                     throw FetchFailure.timeout(seconds: deadline)
@@ -197,11 +203,11 @@ public final class SafeFetcher: Sendable {
     }
 
     func follow(
-        _ start: String,
+        _ start: MediaURL,
         sink: (any FetchSink)?,
         cap: @escaping @Sendable ([UInt8]) -> Int
     ) async throws -> FetchedResource {
-        guard var url = URL(string: start), url.host != nil else { throw FetchFailure.invalidURL(start) }
+        var url = start
         var redirects: [String] = []
         while true {
             var r = try await once(url, sink: sink, cap: cap)
@@ -209,13 +215,19 @@ public final class SafeFetcher: Sendable {
                 guard redirects.count < limits.maxRedirects else {
                     throw FetchFailure.redirectLimit(limits.maxRedirects)
                 }
-                guard let location = r.redirectLocation, let next = URL(string: location, relativeTo: url)?.absoluteURL,
-                    next.host != nil
+                // The next URL is read as the first was: the same rules, the same normalized form.
+                guard let location = r.redirectLocation,
+                    let absolute = URL(string: location, relativeTo: url.url)?.absoluteURL.absoluteString
                 else {
                     throw FetchFailure.redirectInvalid(r.redirectLocation ?? "(no Location)")
                 }
-                redirects.append(next.absoluteString)
-                url = next
+                do { url = try MediaURL(absolute) } catch {
+                    if error.rule == .scheme {
+                        throw FetchFailure.scheme(absolute.prefix { $0 != ":" }.prefix(32).lowercased())
+                    }
+                    throw FetchFailure.redirectInvalid("\(location.prefix(200)): \(error.message)")
+                }
+                redirects.append(url.fetched)
                 continue
             }
             r.resource.redirects = redirects
@@ -230,12 +242,14 @@ public final class SafeFetcher: Sendable {
     }
 
     /// One request to one URL, at a checked address.
-    func once(_ url: URL, sink: (any FetchSink)?, cap: @escaping @Sendable ([UInt8]) -> Int) async throws -> Answer {
-        let scheme = url.scheme?.lowercased() ?? ""
+    func once(_ url: MediaURL, sink: (any FetchSink)?, cap: @escaping @Sendable ([UInt8]) -> Int) async throws -> Answer
+    {
+        let scheme = url.scheme
         guard scheme == "https" || (scheme == "http" && limits.allowHTTP) else { throw FetchFailure.scheme(scheme) }
-        guard var host = url.host, !host.isEmpty else { throw FetchFailure.invalidURL(url.absoluteString) }
-        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        // The rules judge the name without its trailing dot; the resolver is asked for it as written (an absolute
+        // name: no search domain is tried).
+        let host = url.hostName
+        let port = url.effectivePort
         // The host: an address in some spelling, or a name to resolve; every address is checked.
         let addresses: [IPAddress]
         let literal = IPAddress(host: host)
@@ -245,8 +259,8 @@ public final class SafeFetcher: Sendable {
             if case .refused(let why) = policy.check(hostName: host) {
                 throw FetchFailure.refusedAddress(host: host, address: host, reason: why)
             }
-            addresses = try await resolver.resolve(host, port: port)
-            guard !addresses.isEmpty else { throw FetchFailure.dns(host: host) }
+            addresses = try await resolver.resolve(url.resolvedName, port: port)
+            guard !addresses.isEmpty else { throw FetchFailure.dns(host: url.resolvedName) }
         }
         // One refused address refuses the name: a name that answers both ways is not trusted with either.
         for a in addresses {
@@ -266,11 +280,8 @@ public final class SafeFetcher: Sendable {
             do {
                 return try await request(
                     url,
-                    host: host,
                     literal: literal != nil,
                     socket: socket,
-                    tls: scheme == "https",
-                    port: port,
                     sink: sink,
                     cap: cap,
                     address: a.description
@@ -287,24 +298,24 @@ public final class SafeFetcher: Sendable {
     }
 
     func request(
-        _ url: URL,
-        host: String,
+        _ url: MediaURL,
         literal: Bool,
         socket: SocketAddress,
-        tls useTLS: Bool,
-        port: Int,
         sink: (any FetchSink)?,
         cap: @escaping @Sendable ([UInt8]) -> Int,
         address: String
     ) async throws -> Answer {
         let context = tls
+        let useTLS = url.scheme == "https"
+        // TLS names the host without a trailing dot (RFC 6066 §3), and the certificate is checked against that name.
+        let serverName = url.hostName
         let channel = try await ClientBootstrap(group: group)
             .connectTimeout(limits.connectTimeout)
             .connect(to: socket) { channel in
                 channel.eventLoop.makeCompletedFuture {
                     if useTLS {
                         try channel.pipeline.syncOperations.addHandler(
-                            try NIOSSLClientHandler(context: context, serverHostname: literal ? nil : host)
+                            try NIOSSLClientHandler(context: context, serverHostname: literal ? nil : serverName)
                         )
                     }
                     try channel.pipeline.syncOperations.addHTTPClientHandlers()
@@ -313,14 +324,12 @@ public final class SafeFetcher: Sendable {
                     )
                 }
             }
-        let defaultPort = useTLS ? 443 : 80
-        let hostHeader = (host.contains(":") ? "[\(host)]" : host) + (port == defaultPort ? "" : ":\(port)")
-        var path = url.path.isEmpty ? "/" : url.path
-        if let q = url.query { path += "?" + q }
+        // The path and query exactly as written (a signed URL's percent-encoding untouched).
+        let finalURL = url.url
         return try await channel.executeThenClose { inbound, outbound in
-            var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: path)
+            var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: url.target)
             head.headers = [
-                "Host": hostHeader, "User-Agent": "RichPush-Preflight/1", "Accept": "*/*",
+                "Host": url.authority, "User-Agent": "RichPush-Preflight/1", "Accept": "*/*",
                 "Accept-Encoding": "identity", "Connection": "close",
             ]
             // Head and end in one write; a server that answers and closes as soon as it has the head may make the
@@ -340,7 +349,7 @@ public final class SafeFetcher: Sendable {
                     if (300...399).contains(status) {
                         return Answer(
                             resource: FetchedResource(
-                                finalURL: url,
+                                finalURL: finalURL,
                                 status: status,
                                 contentType: nil,
                                 contentLength: nil,
@@ -385,7 +394,7 @@ public final class SafeFetcher: Sendable {
                     let length = headers.first(name: "content-length").flatMap { Int($0) }
                     return Answer(
                         resource: FetchedResource(
-                            finalURL: url,
+                            finalURL: finalURL,
                             status: status,
                             contentType: headers.first(name: "content-type"),
                             contentLength: length,

@@ -82,7 +82,11 @@ extension NotificationsController {
             guard errors.isEmpty else {
                 throw APIError(.mediaRefused, "media failed the preflight check", issues: errors)
             }
-            for n in notes { report.add(n.path, n.rule, n.message, .warning) }
+            // Kept whole, as a send's: a media note names the URL as written and as fetched (url, fetched).
+            for var n in notes {
+                n.severity = .warning
+                report.issues.append(n)
+            }
         }
         let updateID = UUID().uuidString.lowercased()
         message.id = updateID

@@ -101,7 +101,11 @@ struct NotificationsController: AppRoutes {
                     issues: errors
                 )
             }
-            for n in notes { report.add(n.path, n.rule, n.message, .warning) }
+            // Kept whole: a media note names the URL as written and as fetched (url, fetched).
+            for var n in notes {
+                n.severity = .warning
+                report.issues.append(n)
+            }
         }
         let id = UUID().uuidString.lowercased()
         message.id = id

@@ -174,6 +174,8 @@ export const preflight = debounce(async () => {
   if (r.status !== 200) { fill(ul, el("li", { class: "sev-error", text: errorText(r) })); return; }
   const result = (r.json.results || [])[0] || {};
   const items = [];
+  // The server reads the URL (one set of rules, docs/payload-format.md section 7) and says what it fetched.
+  if (result.fetched) items.push(el("li", { class: "fetched", text: `Fetched and sent as ${result.fetched}` }));
   const size = result.bytes ? ` of ${number(Math.max(1, Math.round(result.bytes / 1024)))} KB` : "";
   const type = result.type ? result.type.toUpperCase() : "media";
   if (!result.ok) items.push(el("li", { class: "sev-error refused", text: `Refused: ${result.message || result.rule} [${result.rule}]` }));

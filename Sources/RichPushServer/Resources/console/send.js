@@ -60,11 +60,11 @@ export function simulated(report) {
     el("table", {}, el("caption", { class: "visually-hidden", text: "Attachments" }),
       el("thead", {}, el("tr", {}, el("th", { text: "Attached" }), el("th", { text: "Kind" }), el("th", { class: "num", text: "Bytes" }))),
       el("tbody", {}, attachments.length ? attachments.map((a) => el("tr", { class: "attachment" },
-        el("td", { text: a.url && !a.url.startsWith("chart:") ? a.url : "the chart, drawn on the device" }),
+        el("td", { text: a.url && !a.url.startsWith("chart:") ? a.url + (a.fetched ? ` (fetched as ${a.fetched})` : "") : "the chart, drawn on the device" }),
         el("td", { class: "nowrap", text: `${a.kind || ""}${a.uti ? " (" + a.uti.replace(/^public\./, "").replace(/^com\.compuserve\./, "").toUpperCase() + ")" : ""}` }),
         el("td", { class: "num", text: number(a.bytes || 0) })))
         : el("tr", {}, el("td", { colspan: 3, text: "Nothing attached." })))),
-    skipped.length ? el("ul", { class: "verdicts" }, skipped.map((s) => el("li", { class: "sev-warning skipped", text: `Skipped ${s.url || ""}: ${s.reason}${s.message ? " — " + s.message : ""}` }))) : null,
+    skipped.length ? el("ul", { class: "verdicts" }, skipped.map((s) => el("li", { class: "sev-warning skipped", text: `Skipped ${s.url || ""}${s.fetched ? ` (fetched as ${s.fetched})` : ""}: ${s.reason}${s.message ? " — " + s.message : ""}` }))) : null,
     el("p", { class: "note", text: `${report.deadline_hit ? "The deadline was hit. " : ""}Processed in ${report.elapsed_ms ?? "?"} ms.` }));
 }
 
