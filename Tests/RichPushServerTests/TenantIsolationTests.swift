@@ -171,7 +171,9 @@ import Testing
         let stillHanging = admission.inFlight(origin: origin)
         #expect(!f.sandbox.apns.recorded(token: token).isEmpty)
         #expect(stillHanging == 100, "the other app's send took \(took) s; \(stillHanging) of the flood's still out")
-        print("isolation test: the other app's send arrived in \(String(format: "%.2f", took)) s beside 100 hanging sends")
+        print(
+            "isolation test: the other app's send arrived in \(String(format: "%.2f", took)) s beside 100 hanging sends"
+        )
 
         running.cancel()
         try await running.value
