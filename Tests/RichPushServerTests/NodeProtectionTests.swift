@@ -182,7 +182,7 @@ import FoundationNetworking
             group.addTask {
                 var previous: Int?
                 while !stop.isSet {
-                    let look = try checkpointer.checkpoint(previousFrames: previous)
+                    let look = try await checkpointer.checkpoint(previousFrames: previous)
                     previous = look.truncated ? 0 : look.walFrames
                     try await Task.sleep(nanoseconds: UInt64(checkpointer.pause(after: previous) * 1e9))
                 }
@@ -205,12 +205,51 @@ import FoundationNetworking
         // Idle: two looks with nothing written, and the file is empty.
         var previous: Int?
         for _ in 0..<3 {
-            let look = try checkpointer.checkpoint(previousFrames: previous)
+            let look = try await checkpointer.checkpoint(previousFrames: previous)
             previous = look.truncated ? 0 : look.walFrames
         }
         #expect(Self.walBytes(path) == 0, "\(Self.walBytes(path)) bytes left in the WAL when idle")
         let count = try await pool.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM filler") }
         #expect(count == 60_000)
+    }
+
+    /// A look that finds no new frame while readers are busy (a writer starved for an interval looks idle):
+    /// the truncation waits only for the reads in progress. From a connection of its own it held the write lock
+    /// while it waited for readers that overlapped without a gap, and gave up after the busy timeout (10 s).
+    @Test func anIdleTruncationDoesNotWaitOutBusyReaders() async throws {
+        let path = FileManager.default.temporaryDirectory.appendingPathComponent("idle-\(UUID().uuidString).sqlite")
+            .path
+        defer { for s in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + s) } }
+        let pool = try SQLiteDeliveryQueue.openPool(path: path, backgroundCheckpoints: true)
+        try await pool.write { db in
+            try db.execute(sql: "CREATE TABLE filler (id INTEGER PRIMARY KEY, body BLOB)")
+            for _ in 0..<100 {
+                try db.execute(sql: "INSERT INTO filler (body) VALUES (?)", arguments: [Data(count: 3_000)])
+            }
+        }
+        let checkpointer = try WALCheckpointer(pool: pool, interval: 0.05)
+        let stop = ManagedAtomicFlag()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for _ in 0..<3 {
+                group.addTask {
+                    while !stop.isSet {
+                        try await pool.read { db in
+                            _ = try Int.fetchOne(db, sql: "SELECT count(*) FROM filler")
+                            usleep(20_000)
+                        }
+                    }
+                }
+            }
+            try await Task.sleep(nanoseconds: 100_000_000)
+            let first = try await checkpointer.checkpoint()
+            let started = Date()
+            let second = try await checkpointer.checkpoint(previousFrames: first.walFrames)
+            let took = Date().timeIntervalSince(started)
+            stop.set()
+            try await group.waitForAll()
+            #expect(second.truncated && took < 5, "\(second), \(took) s")
+        }
+        #expect(Self.walBytes(path) == 0)
     }
 
     // MARK: The disk floor

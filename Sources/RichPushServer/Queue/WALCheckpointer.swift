@@ -16,7 +16,7 @@ import ServiceLifecycle
 ///   overlapped without a gap kept it waiting until it gave up.) Rare: a WAL restarts by itself whenever a
 ///   passive checkpoint finished and no reader holds a frame;
 /// - when a look finds no frame written since the last one and every frame copied, the server is idle: a TRUNCATE
-///   checkpoint (nothing left to copy, so it is quick) gives the file's space back.
+///   checkpoint (nothing left to copy, so it is quick), as a barrier too, gives the file's space back.
 /// (Under 64 MB of writes between looks the file is also cut back by `journal_size_limit` when the log restarts.)
 public struct WALCheckpointer: Service {
     let connection: DatabaseQueue
@@ -54,15 +54,16 @@ public struct WALCheckpointer: Service {
     /// One look: a passive checkpoint, then a TRUNCATE one when the WAL is past its bound or the server is idle
     /// (`previousFrames`, the frames the last look found, is the same and all are copied).
     @discardableResult
-    public func checkpoint(previousFrames: Int? = nil) throws -> Look {
-        let (log, copied) = try connection.writeWithoutTransaction { db in try db.checkpoint(.passive) }
+    public func checkpoint(previousFrames: Int? = nil) async throws -> Look {
+        let (log, copied) = try await connection.writeWithoutTransaction { db in try db.checkpoint(.passive) }
         let idle = log > 0 && log == previousFrames && copied == log
         guard log > truncateAbove || idle else { return Look(walFrames: log, copied: copied, truncated: false) }
-        if idle {
-            _ = try connection.writeWithoutTransaction { db in try db.checkpoint(.truncate) }
-        } else {
-            _ = try pool.barrierWriteWithoutTransaction { db in try db.checkpoint(.truncate) }
-        }
+        // A barrier for the idle case too: a look finds no new frame whenever the writer was starved for an
+        // interval, readers may be busy then, and a TRUNCATE that waits for them holds the write lock meanwhile
+        // (from a connection of its own it waited out the busy timeout, 10 s without a write, and failed: found by
+        // the whole suite's load). Everything being copied, the barrier holds reads for no more than the file's
+        // truncation.
+        _ = try await pool.barrierWriteWithoutTransaction { db in try db.checkpoint(.truncate) }
         return Look(walFrames: log, copied: copied, truncated: true)
     }
 
@@ -72,11 +73,11 @@ public struct WALCheckpointer: Service {
             var previous: Int?
             while !Task.isCancelled {
                 try await Task.sleep(nanoseconds: UInt64(pause(after: previous) * 1e9))
-                previous = look(previous)
+                previous = await look(previous)
             }
         }
         // The pool's last connection to close checkpoints what is left (SQLite does, on a clean close).
-        _ = look(nil)
+        _ = await look(nil)
     }
 
     /// The wait before the next look: a tenth of the interval while the WAL holds over a quarter of its bound (a
@@ -88,9 +89,9 @@ public struct WALCheckpointer: Service {
     /// A checkpoint that fails (the disk is full, a reader held the WAL past the busy timeout) leaves the WAL to
     /// grow until the next one succeeds: worth a warning, not the end of the server. Returns the frames found
     /// after a truncation (0) or as found.
-    private func look(_ previous: Int?) -> Int? {
+    private func look(_ previous: Int?) async -> Int? {
         do {
-            let l = try checkpoint(previousFrames: previous)
+            let l = try await checkpoint(previousFrames: previous)
             return l.truncated ? 0 : l.walFrames
         } catch {
             logger.warning("WAL checkpoint failed", metadata: ["error": .string(String(describing: error))])
