@@ -5,15 +5,18 @@
 # per 1,000 deliveries (from /proc: steadier than wall time) and its peak memory; then, in the same run, what
 # RichPushAPNs alone sends to the same emulator with the worker's concurrency, and the ratio.
 #   [BATCH=500] [LANES=2] Benchmarks/delivery.sh [DEVICES=1000000] [CONCURRENCY=200]
-# Release build. Everything shares this machine's cores: the node, its workers and the emulator process.
+# Release build (BIN=path/to/richpush and BENCH=path/to/richpush-bench measure other builds). Everything shares this
+# machine's cores: the node, its workers and the emulator process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 devices=${1:-1000000}
 concurrency=${2:-200}
-swift build -c release --product richpush >/dev/null
-swift build -c release --product richpush-bench >/dev/null
-bin=$PWD/.build/release/richpush
-bench=$PWD/.build/release/richpush-bench
+if [[ -z ${BIN:-} ]]; then
+  swift build -c release --product richpush >/dev/null
+  swift build -c release --product richpush-bench >/dev/null
+fi
+bin=${BIN:-$PWD/.build/release/richpush}
+bench=${BENCH:-$PWD/.build/release/richpush-bench}
 source Benchmarks/lib/sandbox.sh
 scratch_and_cleanup
 ticks=$(getconf CLK_TCK)
