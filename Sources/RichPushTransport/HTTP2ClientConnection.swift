@@ -372,6 +372,17 @@ final class ConnectionObserver: ChannelInboundHandler, @unchecked Sendable {
         if state.withLockedValue({ $0.lifecycle == .starting }) { ready.fail(TransportError.connectFailed("\(error)")) }
         context.close(promise: nil)
     }
+
+    /// A channel that never became active (its connect was refused or timed out) closes without `channelInactive`:
+    /// the handler leaves the pipeline then, and whatever waits on it is told.
+    func handlerRemoved(context: ChannelHandlerContext) {
+        // Only a connection still starting: after `channelInactive`, the state is the connection's to keep.
+        if state.withLockedValue({ $0.lifecycle == .starting ? $0.closed() : .none }) == .failReady {
+            ready.fail(TransportError.connectionClosed)
+        }
+        for p in pendingPings { p.fail(TransportError.connectionClosed) }
+        pendingPings.removeAll()
+    }
 }
 
 /// Collects one stream's response.

@@ -122,4 +122,14 @@ final class ProtocolChoice: ChannelInboundHandler, RemovableChannelHandler, @unc
         }
         context.fireChannelInactive()
     }
+
+    /// A channel whose connect was refused never becomes active and closes without `channelInactive`: the handler
+    /// leaves the pipeline then. (Its promise left unanswered was a crash of a debug build, the first time a Web Push
+    /// service refused a connection.)
+    func handlerRemoved(context: ChannelHandlerContext) {
+        if !done {
+            done = true
+            chosen.fail(TransportError.connectFailed("closed before the TLS handshake"))
+        }
+    }
 }

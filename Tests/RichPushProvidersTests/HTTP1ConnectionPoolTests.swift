@@ -60,6 +60,25 @@ import Testing
         await both.stop()
     }
 
+    /// A server that refuses the connection (nothing listens on port 1): the connect fails with the address named,
+    /// through either way in, and every promise made for the handshake is answered (one left unanswered was a crash
+    /// of a debug build, found by an attack that registered a subscription at such an address).
+    @Test func aRefusedConnectionFailsCleanly() async throws {
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let target = HTTP2ClientConnection.Target(host: "127.0.0.1", port: 1, trust: .system)
+        for _ in 0..<3 {
+            await #expect(throws: TransportError.self) {
+                _ = try await NegotiatedConnection.connect(to: target, group: group, timeout: .seconds(2))
+            }
+            await #expect(throws: TransportError.self) {
+                _ = try await HTTP2ClientConnection.connect(to: target, group: group, timeout: .seconds(2))
+            }
+        }
+        let pool = HTTP1ConnectionPool(configuration: .init(target: target, connections: 1), group: group)
+        await #expect(throws: TransportError.self) { _ = try await pool.execute(Self.request) }
+        try await group.shutdownGracefully()
+    }
+
     @Test func thePoolOpensAtMostItsConnectionsAndRequestsWaitTheirTurn() async throws {
         let peer = try await Peer.start(http1Only: true)
         let pool = HTTP1ConnectionPool(configuration: .init(target: peer.target, connections: 2), group: peer.group)
