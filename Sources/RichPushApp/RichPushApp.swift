@@ -283,7 +283,8 @@ public actor RichPushApp {
 
     /// Sends what is waiting and due, oldest first. A report the server took, or already had (409), goes; one it
     /// refused for good (another 4xx) goes too, counted as refused; on a 429 or 5xx, or no answer, the rest waits
-    /// for the next flush, after a backoff (the server's `Retry-After` at least).
+    /// for the next flush, after a backoff (the server's `Retry-After` at least). A 409 with `Retry-After` is an
+    /// open that came before the push service's answer was recorded (`delivery-not-accepted`): it waits too.
     @discardableResult
     public func flush() async -> FlushResult {
         var result = FlushResult()
@@ -304,12 +305,12 @@ public actor RichPushApp {
                     (status, retryAfter) = try await transport(request)
                 }
                 switch status {
+                case 409 where retryAfter != nil, 429, 500..<600:
+                    outbox.wait(until: now().addingTimeInterval(backoff(outbox.failures, retryAfter)))
+                    return finish(result)
                 case 200..<300, 409:
                     outbox.remove(item.id)
                     result.sent += 1
-                case 429, 500..<600:
-                    outbox.wait(until: now().addingTimeInterval(backoff(outbox.failures, retryAfter)))
-                    return finish(result)
                 default:
                     outbox.remove(item.id)
                     result.refused += 1

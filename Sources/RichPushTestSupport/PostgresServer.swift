@@ -35,14 +35,24 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
 
     /// One server for a whole test run (started on first use, stopped when the process exits); each test takes a
     /// database of its own from it (``createDatabase()``).
-    public static let shared: Result<PostgresServer, Error> = {
+    /// (Started off the cooperative pool: `initdb` and the start take seconds, and every test that asks meanwhile
+    /// waits for the one that started it.)
+    public static func shared() async throws -> PostgresServer {
+        try await offThePool { try started.get() }
+    }
+
+    private static let started: Result<PostgresServer, Error> = {
         let result = Result { try PostgresServer.start() }
-        if case .success = result { atexit { if case .success(let s) = PostgresServer.shared { s.stop() } } }
+        if case .success = result { atexit { if case .success(let s) = PostgresServer.started { s.stop() } } }
         return result
     }()
 
     /// A new database on this server, empty or a copy of `template` (a database nobody is connected to); its URL.
-    public func createDatabase(template: String? = nil, name given: String? = nil) throws -> String {
+    public func createDatabase(template: String? = nil, name given: String? = nil) async throws -> String {
+        try await offThePool { try self.createDatabaseNow(template: template, name: given) }
+    }
+
+    func createDatabaseNow(template: String?, name given: String?) throws -> String {
         let name = given ?? "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(16)
         try run(
             "createdb",
@@ -53,7 +63,11 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
 
     /// Runs SQL through `psql` on one of this server's databases (its URL); what it printed (tuples only).
     @discardableResult
-    public func psql(_ url: String, _ sql: String) throws -> String {
+    public func psql(_ url: String, _ sql: String) async throws -> String {
+        try await offThePool { try self.psqlNow(url, sql) }
+    }
+
+    func psqlNow(_ url: String, _ sql: String) throws -> String {
         let database = URL(string: url)?.path.dropFirst() ?? "postgres"
         return try run(
             "psql",
@@ -66,7 +80,11 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
 
     /// Stops the server at once, keeping its data (SIGQUIT: PostgreSQL's immediate shutdown; every connection is
     /// cut, nothing is flushed, recovery runs at the next start).
-    public func halt() {
+    public func halt() async {
+        await offThePool { self.haltNow() }
+    }
+
+    func haltNow() {
         let p = process
         guard p.isRunning else { return }
         kill(p.processIdentifier, SIGQUIT)
@@ -74,7 +92,11 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
     }
 
     /// Starts the server again on the same port and data (after ``halt()``).
-    public func resume() throws {
+    public func resume() async throws {
+        try await offThePool { try self.resumeNow() }
+    }
+
+    func resumeNow() throws {
         guard !process.isRunning else { return }
         process = Process()
         try serve(data: directory.appendingPathComponent("data").path)

@@ -8,19 +8,12 @@ public enum Python {
         public var output: Data
     }
 
-    public static func run(_ script: String, stdin: String = "") throws -> Result {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", "-c", script]
-        let input = Pipe()
-        let output = Pipe()
-        p.standardInput = input
-        p.standardOutput = output
-        try p.run()
-        input.fileHandleForWriting.write(Data(stdin.utf8))
-        try input.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return Result(status: p.terminationStatus, output: data)
+    public static func run(_ script: String, stdin: String = "") async throws -> Result {
+        let run = try await ChildProcess.run(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            ["python3", "-c", script],
+            stdin: Data(stdin.utf8)
+        )
+        return Result(status: run.status, output: run.stdout)
     }
 }

@@ -55,8 +55,30 @@ public enum RawHTTP {
         return received
     }
 
+    /// Waits up to `timeout` seconds for the server to close `fd` (a read that ends or fails), reading and
+    /// dropping whatever comes; whether it closed. Off the cooperative pool.
+    public static func closedByServer(_ fd: Int32, within timeout: TimeInterval) async -> Bool {
+        await offThePool {
+            var wait = timeval(tv_sec: 0, tv_usec: 100_000)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let end = Date().addingTimeInterval(timeout)
+            while Date() < end {
+                let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n == 0 { return true }
+                if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR { return true }
+            }
+            return false
+        }
+    }
+
+    /// Writes `bytes` on `fd`; false when the connection is gone.
+    public static func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
+        (try? sendAll(fd, bytes)) != nil
+    }
+
     /// A socket connected to 127.0.0.1:`port`; the caller closes it.
-    static func connected(_ port: Int) throws -> Int32 {
+    public static func connected(_ port: Int) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw CocoaError(.fileReadUnknown) }
         var address = sockaddr_in()
@@ -78,7 +100,7 @@ public enum RawHTTP {
     static func sendAll(_ fd: Int32, _ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
-            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, 0) }
+            let n = bytes[sent...].withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             guard n > 0 else { throw CocoaError(.fileWriteUnknown) }
             sent += n
         }

@@ -100,6 +100,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         var logger = Logger(label: "richpush")
         logger.logLevel = level
+        // Every connection takes a descriptor: the soft limit (often 1,024) up to the hard one before anything opens.
+        let descriptors = DescriptorLimit.raise()
+        logger.debug("descriptor limit", metadata: ["limit": "\(descriptors)"])
         let server = try await buildApplication(c, adminKey: admin, logger: logger) { port, sandboxAdmin, mediaBase in
             let database =
                 c.isPostgres ? ((try? PostgresSettings(url: c.database))?.redacted ?? "postgres") : c.database

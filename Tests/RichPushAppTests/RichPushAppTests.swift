@@ -177,6 +177,29 @@ import FoundationNetworking
         #expect(await push.pending == 1)
     }
 
+    /// An open that reaches the server before the push service's answer was recorded is answered 409
+    /// `delivery-not-accepted` with Retry-After: it waits and goes again (dropped, as every 409 was, it was lost).
+    /// A 409 without Retry-After (the open was already recorded, or the delivery failed) is final.
+    @Test func anOpenBeforeTheDeliveryIsAcceptedWaitsAndGoesAgain() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rpapp-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let (net, clock) = (Network(), Clock())
+        let push = make(dir, net, clock)
+        let address = "https://push.example.com/v1/receipts/n4.abc.0000000000001.sig"
+        await push.handle(response(["rp": ["id": "n4", "r": address]], UNNotificationDefaultActionIdentifier))
+        net.answers.withLockedValue { $0 = [(409, "5")] }
+        var r = await push.flush()
+        #expect(r.sent == 0 && r.waiting == 1)
+        clock.advance(6)
+        r = await push.flush()
+        #expect(r.sent == 1 && r.waiting == 0)
+        #expect(net.sent.withLockedValue { $0.map(\.url) } == [address + "/opens", address + "/opens"])
+        await push.handle(response(["rp": ["id": "n5", "r": address]], UNNotificationDefaultActionIdentifier))
+        net.answers.withLockedValue { $0 = [(409, nil)] }
+        r = await push.flush()
+        #expect(r.sent == 1 && r.waiting == 0)
+    }
+
     @Test func permissionIsAskedOnce() async throws {
         let center = UNUserNotificationCenter.current()
         center.standInReset()

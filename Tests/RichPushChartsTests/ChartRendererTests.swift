@@ -43,9 +43,9 @@ import Testing
         ("missing-glyphs", ChartSpec(series: [.init(values: [1, 2])], title: "日本 ✓ ok")),
     ]
 
-    @Test func everyPNGPassesPngcheckAndDecodesInPillowToOurPixels() throws {
-        try ExternalTools.requirePngcheck()
-        try ExternalTools.requirePillow()
+    @Test func everyPNGPassesPngcheckAndDecodesInPillowToOurPixels() async throws {
+        try await ExternalTools.requirePngcheck()
+        try await ExternalTools.requirePillow()
         let dir = try ExternalTools.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         var expected: [String] = []
@@ -68,7 +68,7 @@ import Testing
             }
         }
         #expect(colourTypes == [2, 3], "both encodings are checked: \(colourTypes)")
-        let pngcheck = try ExternalTools.run("sh", ["-c", "pngcheck -q \(dir.path)/*.png; echo exit=$?"])
+        let pngcheck = try await ExternalTools.run("sh", ["-c", "pngcheck -q \(dir.path)/*.png; echo exit=$?"])
         #expect(pngcheck.output.hasSuffix("exit=0\n"), "\(pngcheck.output)")
         let check = """
             import sys, os
@@ -85,12 +85,12 @@ import Testing
                 elif im.tobytes() != open(os.path.join(d, name + '.rgb'), 'rb').read(): print(name, 'pixels differ')
             print('done')
             """
-        let r = try ExternalTools.python(check, [dir.path] + expected)
+        let r = try await ExternalTools.python(check, [dir.path] + expected)
         #expect(r.status == 0 && r.output == "done\n", "\(r.output)")
     }
 
     /// The gallery's committed PNGs were written by this renderer; they must still be what it writes.
-    @Test func galleryPNGsMatchTheRenderer() throws {
+    @Test func galleryPNGsMatchTheRenderer() async throws {
         let docs = Self.examplesDir.appendingPathComponent("../../docs/charts").standardized
         for (name, spec) in try Self.exampleSpecs() {
             let file = docs.appendingPathComponent(name.replacingOccurrences(of: ".json", with: ".png"))
@@ -99,7 +99,7 @@ import Testing
         }
     }
 
-    @Test func theSameSpecGivesTheSameBytesEveryTime() throws {
+    @Test func theSameSpecGivesTheSameBytesEveryTime() async throws {
         for (_, spec) in try Self.exampleSpecs() {
             let a = ChartRenderer.render(spec).png
             let b = ChartRenderer.render(spec).png

@@ -20,7 +20,7 @@ import Testing
         ]
     }
 
-    @Test func pythonZlibInflatesEveryStreamToTheOriginal() throws {
+    @Test func pythonZlibInflatesEveryStreamToTheOriginal() async throws {
         let dir = try ExternalTools.temporaryDirectory()
         defer { try? FileManager.default.removeItem(at: dir) }
         for (name, data) in Self.samples() {
@@ -38,7 +38,7 @@ import Testing
                 except Exception as e: bad.append(z + ': ' + str(e))
             print('\\n'.join(bad) if bad else 'all ok')
             """
-        let r = try ExternalTools.python(check, [dir.path])
+        let r = try await ExternalTools.python(check, [dir.path])
         #expect(r.status == 0 && r.output.trimmingCharacters(in: .whitespacesAndNewlines) == "all ok", "\(r.output)")
     }
 

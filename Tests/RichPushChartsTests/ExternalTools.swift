@@ -1,4 +1,5 @@
 import Foundation
+import RichPushTestSupport
 import Testing
 
 /// Runs the independent checkers the chart tests trust: `pngcheck` and Python's zlib and Pillow.
@@ -9,30 +10,26 @@ enum ExternalTools {
         var output: String
     }
 
-    static func run(_ executable: String, _ arguments: [String]) throws -> Result {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = [executable] + arguments
-        let pipe = Pipe()
-        p.standardOutput = pipe
-        p.standardError = pipe
-        try p.run()
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return Result(status: p.terminationStatus, output: String(decoding: data, as: UTF8.self))
+    static func run(_ executable: String, _ arguments: [String]) async throws -> Result {
+        let run = try await ChildProcess.run(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            [executable] + arguments,
+            mergeErrors: true
+        )
+        return Result(status: run.status, output: run.output)
     }
 
-    static func python(_ script: String, _ arguments: [String] = []) throws -> Result {
-        try run("python3", ["-c", script] + arguments)
+    static func python(_ script: String, _ arguments: [String] = []) async throws -> Result {
+        try await run("python3", ["-c", script] + arguments)
     }
 
-    static func requirePillow() throws {
-        let r = try python("import PIL")
+    static func requirePillow() async throws {
+        let r = try await python("import PIL")
         try #require(r.status == 0, "Pillow is missing: python3 -m pip install Pillow (see .ci/run)")
     }
 
-    static func requirePngcheck() throws {
-        let r = try run("pngcheck", ["-h"])
+    static func requirePngcheck() async throws {
+        let r = try await run("pngcheck", ["-h"])
         try #require(r.status != 127, "pngcheck is missing: apt-get install pngcheck (see .ci/run)")
     }
 

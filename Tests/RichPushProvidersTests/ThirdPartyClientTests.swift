@@ -1,6 +1,7 @@
 import Foundation
 import RichPushCore
 import RichPushSandbox
+import RichPushTestSupport
 import Testing
 
 /// Real third-party clients, unmodified except for their endpoint, against the emulators.
@@ -9,22 +10,12 @@ import Testing
         "../../Benchmarks/peers"
     ).standardized
 
-    static func python(_ script: String, _ args: [String]) throws -> (Int32, String) {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments = ["python3", peers.appendingPathComponent(script).path] + args
-        let out = Pipe()
-        let err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return (
-            p.terminationStatus,
-            String(decoding: o, as: UTF8.self) + (p.terminationStatus == 0 ? "" : String(decoding: e, as: UTF8.self))
+    static func python(_ script: String, _ args: [String]) async throws -> (Int32, String) {
+        let run = try await ChildProcess.run(
+            URL(fileURLWithPath: "/usr/bin/env"),
+            ["python3", peers.appendingPathComponent(script).path] + args
         )
+        return (run.status, run.output + (run.status == 0 ? "" : run.errors))
     }
 
     @Test func aioapnsDeliversAndGetsAPNsReasons() async throws {
@@ -32,7 +23,10 @@ import Testing
         let sandbox = try await Sandbox.start(directory: dir, threads: 1)
         defer { try? FileManager.default.removeItem(at: dir) }
         let token = "7f" + String(repeating: "ab", count: 31)
-        let (status, out) = try Self.python("aioapns_peer.py", ["check", dir.path, String(sandbox.apns.port), token])
+        let (status, out) = try await Self.python(
+            "aioapns_peer.py",
+            ["check", dir.path, String(sandbox.apns.port), token]
+        )
         await sandbox.stop()
         #expect(status == 0, "aioapns failed (python3 -m pip install aioapns): \(out)")
         let r = try JSONValue.parse(out)
@@ -50,7 +44,7 @@ import Testing
         let sandbox = try await Sandbox.start(directory: dir, threads: 1)
         defer { try? FileManager.default.removeItem(at: dir) }
         sandbox.fcm.unregister(token: "unregistered-token-0001")
-        let (status, out) = try Self.python(
+        let (status, out) = try await Self.python(
             "firebase_admin_peer.py",
             ["check", dir.path, String(sandbox.fcm.port), "sandbox-device-token-0001"]
         )

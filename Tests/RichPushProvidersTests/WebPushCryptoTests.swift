@@ -23,7 +23,7 @@ import Testing
 
     static func randomAuth() -> [UInt8] { (0..<16).map { _ in UInt8.random(in: 0...255) } }
 
-    @Test func aMessageOpensWithTheReceiversKeysOnly() throws {
+    @Test func aMessageOpensWithTheReceiversKeysOnly() async throws {
         let receiver = P256.KeyAgreement.PrivateKey()
         let auth = Self.randomAuth()
         let message = Array(#"{"title":"Flash sale","image":"https://cdn.example.com/sale.jpg"}"#.utf8)
@@ -59,7 +59,7 @@ import Testing
     /// Bodies from outside (the emulator reads what senders post) are cut, grown and flipped at random: each is
     /// refused with a named rule or opened, never a trap, and only the untouched body (or one whose record size
     /// alone grew) opens.
-    @Test func hostileBodiesAreRefusedByName() throws {
+    @Test func hostileBodiesAreRefusedByName() async throws {
         let receiver = P256.KeyAgreement.PrivateKey()
         let auth = Self.randomAuth()
         let body = try WebPushEncryption.encrypt(Array("x".utf8), p256dh: receiver.publicKey, auth: auth)
@@ -90,7 +90,7 @@ import Testing
     }
 
     /// 4,096 bytes encrypted is the most a push service must take (RFC 8030 §7.2): 3,993 of plaintext.
-    @Test func theLargestMessageIs3993BytesOfPlaintext() throws {
+    @Test func theLargestMessageIs3993BytesOfPlaintext() async throws {
         let receiver = P256.KeyAgreement.PrivateKey()
         let auth = Self.randomAuth()
         let largest = [UInt8](repeating: 0x41, count: WebPushEncryption.maxPlaintext)
@@ -108,7 +108,7 @@ import Testing
     }
 
     /// Both ways with `http_ece` (the library Python's Web Push senders use).
-    @Test func httpEceOpensOursAndWeOpenItsMessages() throws {
+    @Test func httpEceOpensOursAndWeOpenItsMessages() async throws {
         let receiver = P256.KeyAgreement.PrivateKey()
         let auth = Self.randomAuth()
         let message = Array("When the picture arrives, the notification shows it.".utf8)
@@ -132,7 +132,7 @@ import Testing
             "public": .string(Self.hex(receiver.publicKey.x963Representation)), "auth": .string(Self.hex(auth)),
             "body": .string(Self.hex(ours)), "message": .string(Self.hex(message)),
         ]
-        let run = try Python.run(script, stdin: String(decoding: input.serialized(), as: UTF8.self))
+        let run = try await Python.run(script, stdin: String(decoding: input.serialized(), as: UTF8.self))
         let text = String(decoding: run.output, as: UTF8.self)
         try #require(run.status == 0, "\(text)")
         let answer = try JSONValue.parse(run.output)
@@ -142,7 +142,7 @@ import Testing
     }
 
     /// Both ways with `py_vapid` (the library Python's Web Push senders sign with).
-    @Test func pyVapidVerifiesOursAndWeVerifyItsHeaders() throws {
+    @Test func pyVapidVerifiesOursAndWeVerifyItsHeaders() async throws {
         let key = P256.Signing.PrivateKey()
         let endpoint = try #require(URL(string: "https://push.example.net:8443/wpush/v2/abc?x=1"))
         #expect(VAPID.audience(of: endpoint) == "https://push.example.net:8443")
@@ -224,7 +224,7 @@ import Testing
             "header": .string(header), "raw": .string(JWT.base64URL(key.rawRepresentation)),
             "aud": .string(VAPID.audience(of: endpoint) ?? ""),
         ]
-        let run = try Python.run(script, stdin: String(decoding: input.serialized(), as: UTF8.self))
+        let run = try await Python.run(script, stdin: String(decoding: input.serialized(), as: UTF8.self))
         let text = String(decoding: run.output, as: UTF8.self)
         try #require(run.status == 0, "\(text)")
         let answer = try JSONValue.parse(run.output)
@@ -235,7 +235,7 @@ import Testing
     }
 
     /// `PushSubscription.toJSON()` as a browser gives it, and every way it can be wrong.
-    @Test func aSubscriptionIsReadWithItsRules() throws {
+    @Test func aSubscriptionIsReadWithItsRules() async throws {
         let receiver = P256.KeyAgreement.PrivateKey()
         let p256dh = JWT.base64URL(receiver.publicKey.x963Representation)
         let auth = JWT.base64URL(Self.randomAuth())
@@ -268,7 +268,7 @@ import Testing
 
     /// One token per push service origin for most of its lifetime, a new one before its last quarter; each one
     /// verifies for its origin; the kept origins are bounded.
-    @Test func theSignerSignsOncePerOriginAndRenewsBeforeTheEnd() throws {
+    @Test func theSignerSignsOncePerOriginAndRenewsBeforeTheEnd() async throws {
         let key = P256.Signing.PrivateKey()
         let signer = try VAPIDSigner(key: key, subject: "mailto:ops@example.com", lifetime: 3600, capacity: 2)
         let now = Date()

@@ -15,7 +15,7 @@ import Testing
     static func post(
         _ requests: [JSONValue],
         ca: String
-    ) throws -> [(status: Int, retryAfter: String?, reason: String?)] {
+    ) async throws -> [(status: Int, retryAfter: String?, reason: String?)] {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("wp-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -36,7 +36,7 @@ import Testing
             print(json.dumps(out))
             """
         let input: JSONValue = ["requests": .array(requests), "ca": .string(caPath)]
-        let run = try Python.run(script, stdin: String(decoding: input.serialized(), as: UTF8.self))
+        let run = try await Python.run(script, stdin: String(decoding: input.serialized(), as: UTF8.self))
         guard run.status == 0, case .array(let answers) = try JSONValue.parse(run.output) else {
             throw CocoaError(
                 .fileReadUnknown,
@@ -89,7 +89,7 @@ import Testing
         let input: JSONValue = [
             "subscription": subscription, "key": .string(JWT.base64URL(vapid.rawRepresentation)), "ca": .string(caPath),
         ]
-        let run = try Python.run(script, stdin: String(decoding: input.serialized(), as: UTF8.self))
+        let run = try await Python.run(script, stdin: String(decoding: input.serialized(), as: UTF8.self))
         let text = String(decoding: run.output, as: UTF8.self)
         try #require(run.status == 0, "\(text)")
         let answer = try JSONValue.parse(run.output)
@@ -134,7 +134,7 @@ import Testing
         var plain = good
         plain["Content-Encoding"] = nil
         let tooLarge = String(repeating: "00", count: 4097)
-        let answers = try Self.post(
+        let answers = try await Self.post(
             [
                 request(good), request(good), request(other), request(noTTL), request(badUrgency), request(badTopic),
                 request(noVAPID), request(plain), request(good, body: tooLarge),
@@ -157,10 +157,10 @@ import Testing
         // On demand: 429 with Retry-After, 503, then a subscription gone (410).
         push.inject(.tooManyRequests(retryAfter: 7))
         push.inject(.unavailable(retryAfter: 3))
-        let faults = try Self.post([request(good), request(good)], ca: creds.caCertificatePEM)
+        let faults = try await Self.post([request(good), request(good)], ca: creds.caCertificatePEM)
         #expect(faults.map(\.status) == [429, 503] && faults.map(\.retryAfter) == ["7", "3"], "\(faults)")
         push.unregister(url)
-        #expect(try Self.post([request(good)], ca: creds.caCertificatePEM).map(\.status) == [410])
+        #expect(try await Self.post([request(good)], ca: creds.caCertificatePEM).map(\.status) == [410])
         #expect(push.acceptedCount == 2)
     }
 
@@ -189,12 +189,12 @@ import Testing
             ]
         }
         push.inject(.tooManyRequests(retryAfter: 7))
-        let first = try Self.post(
+        let first = try await Self.post(
             [asJSON(try built()), asJSON(try built()), asJSON(try built(key: P256.Signing.PrivateKey()))],
             ca: creds.caCertificatePEM
         )
         push.unregister(subscription.endpoint.absoluteString)
-        let gone = try Self.post([asJSON(try built())], ca: creds.caCertificatePEM)
+        let gone = try await Self.post([asJSON(try built())], ca: creds.caCertificatePEM)
         let decisions = (first + gone).map { WebPushRequest.decision(status: $0.status, retryAfter: $0.retryAfter) }
         #expect(decisions == [.retryAfter(7), nil, .fixCredentials, .dropToken], "\(first + gone)")
         let got = try #require(push.recorded().first)

@@ -412,7 +412,7 @@ import Testing
             validate(d)
             print(json.dumps(sorted([m + ' ' + p for p, ops in d['paths'].items() for m in ops if m in ('get','head','post','put','delete','patch','options')])))
             """
-        let python = try Python.run(script, stdin: doc)
+        let python = try await Python.run(script, stdin: doc)
         #expect(
             python.status == 0,
             "the document is not valid OpenAPI (or python3 -m pip install pyyaml openapi-spec-validator)"

@@ -42,7 +42,7 @@ import Testing
         } catch { return error.reason }
     }
 
-    @Test func aProofOfOurOwnIsReadWithItsClaims() throws {
+    @Test func aProofOfOurOwnIsReadWithItsClaims() async throws {
         let proof = try IdentityProof.mint(
             subject: "bob",
             appID: app,
@@ -59,7 +59,7 @@ import Testing
         #expect(reason(try sign(claims(["aud": ["other", .string(app)]]))) == nil)
     }
 
-    @Test func eachRefusalIsNamed() throws {
+    @Test func eachRefusalIsNamed() async throws {
         let t = Int64(now.timeIntervalSince1970)
         let other = P256.Signing.PrivateKey()
         // Forged: signed by another key under this key's id.
@@ -113,7 +113,7 @@ import Testing
         #expect(reason("") == .invalid)
     }
 
-    @Test func keysAreReadFromPEMAndJWKAndAPrivateOneIsRefused() throws {
+    @Test func keysAreReadFromPEMAndJWKAndAPrivateOneIsRefused() async throws {
         let pem = key.publicKey.pemRepresentation
         guard case .success(let fromPEM) = IdentityKeys.parse(pem: pem) else {
             Issue.record("the PEM was refused")
@@ -137,7 +137,7 @@ import Testing
 
     /// An independent JWT library: PyJWT signs a proof the server reads, and reads ours (signature, audience,
     /// expiry), and computes the same RFC 7638 thumbprint as the key id.
-    @Test func pyJWTAndWeReadEachOthersProofs() throws {
+    @Test func pyJWTAndWeReadEachOthersProofs() async throws {
         let script = #"""
             import json, sys, time, jwt
             from jwt.algorithms import ECAlgorithm
@@ -159,7 +159,7 @@ import Testing
             "private": .string(key.pemRepresentation), "app": .string(app), "kid": .string(identityKey.keyID),
             "ours": .string(ours),
         ]
-        let result = try Python.run(script, stdin: input.jsonString)
+        let result = try await Python.run(script, stdin: input.jsonString)
         #expect(result.status == 0)
         let answer = try JSONValue.parse(Array(result.output))
         #expect(answer["ours_sub"]?.stringValue == "carol")
@@ -174,7 +174,7 @@ import Testing
     }
 
     /// The example backend's few lines sign what the server reads.
-    @Test func theExampleBackendsProofIsRead() throws {
+    @Test func theExampleBackendsProofIsRead() async throws {
         let signer = try PushIdentitySigner(privateKeyPEM: key.pemRepresentation, keyID: identityKey.keyID, appID: app)
         let proof = try signer.proof(for: "dana", activities: ["order-9"], now: now)
         let c = try IdentityProof.verify(proof, appID: app, keys: [identityKey], now: now)

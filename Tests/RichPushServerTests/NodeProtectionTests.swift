@@ -7,6 +7,7 @@ import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import RichPushCore
+import RichPushTestSupport
 import ServiceLifecycle
 import Testing
 
@@ -250,6 +251,137 @@ import FoundationNetworking
             #expect(second.truncated && took < 5, "\(second), \(took) s")
         }
         #expect(Self.walBytes(path) == 0)
+    }
+
+    // MARK: Connections
+
+    /// The bounds themselves: per client address (an IPv6 /64 as one), per node, the operator's proxies counted
+    /// toward the node only, and every place given back.
+    @Test func connectionsAreCountedPerClientAndPerNode() throws {
+        let proxies = TrustedProxies([try #require(AddressRange("10.0.0.0/8"))])
+        let limits = ConnectionLimits(.init(perClient: 2, total: 5, idleSeconds: 30), proxies: proxies)
+        let a = IPAddress(host: "192.0.2.1")
+        var keys: [String] = []
+        for _ in 0..<2 { keys.append(try limits.admit(peer: a).get()) }
+        guard case .failure(let e) = limits.admit(peer: a) else {
+            Issue.record("a third from one address")
+            return
+        }
+        #expect(e.refusal == .perClient)
+        // One /64: two addresses in it are one client.
+        let v6a = IPAddress(host: "2001:db8:0:1::1")
+        let v6b = IPAddress(host: "2001:db8:0:1::ffff")
+        keys.append(try limits.admit(peer: v6a).get())
+        keys.append(try limits.admit(peer: v6b).get())
+        guard case .failure = limits.admit(peer: IPAddress(host: "2001:db8:0:1:abcd::9")) else {
+            Issue.record("a third from one /64")
+            return
+        }
+        // The node's fifth place goes to the proxy, which no per-client bound holds; then the node is full.
+        keys.append(try limits.admit(peer: IPAddress(host: "10.1.2.3")).get())
+        guard case .failure(let full) = limits.admit(peer: IPAddress(host: "198.51.100.9")) else {
+            Issue.record("a sixth connection on a node of five")
+            return
+        }
+        #expect(full.refusal == .node)
+        #expect(limits.open.total == 5 && limits.open.clients == 2)
+        for k in keys { limits.release(k) }
+        #expect(limits.open.total == 0 && limits.open.clients == 0)
+        #expect(ConnectionLimits.Limits.defaultTotal(limit: 1_024) == 64)
+        #expect(ConnectionLimits.Limits.defaultTotal(limit: 20_000) == 18_976)
+        #expect(ConnectionLimits.Limits.defaultTotal(limit: 1_048_576) == 65_536)
+        #expect(ConnectionLimits.Limits().perClient == 1_024 && ConnectionLimits.Limits().idleSeconds == 30)
+        // The settings, and a wrong one named.
+        var c = ServerConfiguration()
+        try c.apply(json: #"{"connections": {"per_client": 8, "max": 100, "idle_seconds": 5}}"#)
+        #expect(c.connections == ConnectionLimits.Limits(perClient: 8, total: 100, idleSeconds: 5))
+        #expect(throws: ServerConfiguration.Problem.self) {
+            try c.apply(json: #"{"connections": {"per_client": 0}}"#)
+        }
+        do {
+            try c.apply(json: #"{"connections": {"idle": 5}}"#)
+            Issue.record("an unknown key was taken")
+        } catch let p as ServerConfiguration.Problem {
+            #expect(p.description.contains("connections"), "\(p)")
+        }
+    }
+
+    /// A real server with 4 connections per client and 3 s of idleness: a fifth connection from the same address
+    /// is closed as soon as it is accepted while the four held answer; held connections with nothing on them, and
+    /// one whose request head comes a byte at a time and never ends, are closed; then the address connects again.
+    @Test func aClientHoldsItsShareOfConnectionsAndIdleOnesClose() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("conn-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var config = ApplicationTests.configuration(in: folder)
+        config.connections = .init(perClient: 4, idleSeconds: 3)
+        var logger = Logger(label: "richpush-test")
+        logger.logLevel = .critical
+        let (ports, sink) = AsyncStream<Int>.makeStream()
+        let server = try await buildApplication(config, adminKey: APIKeys.newKey(), logger: logger) { port, _, _ in
+            sink.yield(port)
+        }
+        let group = ServiceGroup(services: [server], logger: logger)
+        let running = Task { try await group.run() }
+        var port = 0
+        for await p in ports {
+            port = p
+            break
+        }
+        let health = Array("GET /health HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        func answer(_ fd: Int32) async -> String {
+            await offThePool {
+                var chunk = [UInt8](repeating: 0, count: 4096)
+                let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                return n > 0 ? String(decoding: chunk[0..<n], as: UTF8.self) : ""
+            }
+        }
+        // Four connections, each asking at once (the idle time counts from the connection's start), are answered.
+        var held: [Int32] = []
+        for _ in 0..<4 {
+            let fd = try RawHTTP.connected(port)
+            #expect(RawHTTP.write(fd, health))
+            held.append(fd)
+        }
+        for fd in held {
+            let a = await answer(fd)
+            #expect(a.hasPrefix("HTTP/1.1 200"), "\(a.prefix(200))")
+        }
+        // A fifth from the same address while they are held: closed as soon as it is accepted.
+        let fifth = try RawHTTP.connected(port)
+        #expect(await RawHTTP.closedByServer(fifth, within: 5), "a fifth connection from one address was kept")
+        close(fifth)
+        // Then nothing more on them: each is closed.
+        for fd in held { #expect(await RawHTTP.closedByServer(fd, within: 15), "an idle connection was kept") }
+        for fd in held { close(fd) }
+        // A head that never ends, a byte every 200 ms.
+        let slow = try RawHTTP.connected(port)
+        #expect(RawHTTP.write(slow, Array("GET /health HTTP/1.1\r\nHo".utf8)))
+        let trickle = Task.detached {
+            var sent = 0
+            while RawHTTP.write(slow, [UInt8(ascii: "x")]), sent < 100 {
+                sent += 1
+                try? await Task.sleep(nanoseconds: 200_000_000)
+            }
+            return sent
+        }
+        let bytes = await trickle.value
+        #expect(bytes < 100, "a request head sent a byte at a time for 20 s was kept")
+        close(slow)
+        // Every place was given back: the address connects and is answered.
+        var again: [Int32] = []
+        defer { for fd in again { close(fd) } }
+        for _ in 0..<4 {
+            let fd = try RawHTTP.connected(port)
+            #expect(RawHTTP.write(fd, health))
+            again.append(fd)
+        }
+        for fd in again {
+            let a = await answer(fd)
+            #expect(a.hasPrefix("HTTP/1.1 200"), "\(a.prefix(200))")
+        }
+        await group.triggerGracefulShutdown()
+        _ = try? await running.value
     }
 
     // MARK: The disk floor

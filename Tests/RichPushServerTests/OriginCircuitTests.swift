@@ -194,9 +194,10 @@ import Testing
         for r in neutral { #expect(DeliveryAdmission.signal(of: r) == .neutral, "\(r)") }
     }
 
-    @Test func theDefaultsLeaveAnotherAppAQuarterOfTheNode() {
+    @Test func theDefaultsLeaveAnotherAppATenthOfTheNode() {
         let d = DeliveryAdmission.Limits.defaults(concurrency: 200)
-        #expect(d.perApp == 150 && d.perOrigin == 150)
+        #expect(d.perApp == 180 && d.perOrigin == 180)
+        #expect(DeliveryAdmission.Limits.defaults(concurrency: 10).perApp == 9)
         #expect(DeliveryAdmission.Limits.defaults(concurrency: 1).perApp == 1)
         let clamped = DeliveryAdmission.Limits(perApp: 0, perOrigin: -3, originWait: 1e9, busyDelay: -1)
         #expect(clamped.perApp == 1 && clamped.perOrigin == 1 && clamped.originWait == 60 && clamped.busyDelay == 0.01)

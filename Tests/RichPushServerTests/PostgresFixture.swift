@@ -7,15 +7,15 @@ import RichPushTestSupport
 enum PostgresFixture {
     /// The migrated template, made once per test run.
     static let template = Task<String, Error> {
-        let server = try PostgresServer.shared.get()
-        let url = try server.createDatabase(name: "richpush_template")
+        let server = try await PostgresServer.shared()
+        let url = try await server.createDatabase(name: "richpush_template")
         let backend = try await PostgresBackend.open(url: url, sealer: nil, nodeID: "template", timeout: .seconds(120))
         await backend.close()
         return "richpush_template"
     }
 
     static func url() async throws -> String {
-        try PostgresServer.shared.get().createDatabase(template: try await template.value) + "&pool_size=4"
+        try await PostgresServer.shared().createDatabase(template: try await template.value) + "&pool_size=4"
     }
 
     /// The database deadline is the product's 10 s times six: the whole suite shares two cores with this server.

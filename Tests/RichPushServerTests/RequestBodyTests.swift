@@ -22,7 +22,7 @@ import Testing
         }
     }
 
-    @Test func appBodiesNameEveryProblem() throws {
+    @Test func appBodiesNameEveryProblem() async throws {
         #expect(
             Self.rules {
                 _ = try AppBody.decode(
@@ -69,7 +69,7 @@ import Testing
         )
     }
 
-    @Test func deviceBodiesFollowTheProvidersTokenRules() throws {
+    @Test func deviceBodiesFollowTheProvidersTokenRules() async throws {
         let hex = String(repeating: "ab", count: 32)
         let d = try DeviceBody.decode(
             ["token": .string(hex), "platform": "ios", "tags": ["a", "b"]],
@@ -118,7 +118,7 @@ import Testing
         )
     }
 
-    @Test func keysMediaChecksAndReceipts() throws {
+    @Test func keysMediaChecksAndReceipts() async throws {
         #expect(Self.rules { _ = try KeyBody.decode(["scopes": ["read", "read"]]) } == ["scopes[1] duplicate"])
         #expect(Self.rules { _ = try KeyBody.decode(["scopes": "read"]) } == ["scopes type"])
         #expect(try KeyBody.decode(["scopes": ["send", "read"]]).scopes == [.send, .read])
@@ -195,7 +195,7 @@ import Testing
     }
 
     /// The schema's request bodies list exactly the fields the decoders read.
-    @Test func theSchemaListsTheFieldsTheDecodersRead() throws {
+    @Test func theSchemaListsTheFieldsTheDecodersRead() async throws {
         let script = """
             import sys, yaml, json
             d = yaml.safe_load(sys.stdin.read())
@@ -214,7 +214,7 @@ import Testing
             }
             print(json.dumps(out))
             """
-        let python = try Python.run(script, stdin: RichPushAPI.openAPIDocument)
+        let python = try await Python.run(script, stdin: RichPushAPI.openAPIDocument)
         #expect(python.status == 0)
         let fields = try JSONValue.parse(python.output)
         func list(_ k: String) -> [String] { fields[k]?.arrayValue?.compactMap(\.stringValue) ?? [] }

@@ -397,7 +397,7 @@ import Testing
     /// The settings: a JSON file sets both bounds; out of range is refused naming the key.
     @Test func theBoundsAreSettingsWithDefaults() throws {
         var c = ServerConfiguration()
-        #expect(c.admissionLimits.perApp == 150 && c.admissionLimits.perOrigin == 150)
+        #expect(c.admissionLimits.perApp == 180 && c.admissionLimits.perOrigin == 180)
         try c.apply(json: #"{"workers": {"concurrency": 100, "in_flight_per_app": 40, "in_flight_per_origin": 30}}"#)
         #expect(c.admissionLimits.perApp == 40 && c.admissionLimits.perOrigin == 30)
         for bad in [

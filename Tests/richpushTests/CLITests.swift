@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import RichPushTestSupport
 import RichPushTransport
 import Testing
 
@@ -26,36 +27,21 @@ import Testing
         var stderr: String
     }
 
-    func run(_ args: [String], stdin: String? = nil, environment: [String: String] = [:]) throws -> Run {
-        let p = Process()
-        p.executableURL = Self.binary
-        p.arguments = args
-        if !environment.isEmpty {
-            p.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-        }
-        let out = Pipe()
-        let err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        let input = Pipe()
-        p.standardInput = input
-        try p.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        return Run(
-            status: p.terminationStatus,
-            stdout: String(decoding: o, as: UTF8.self),
-            stderr: String(decoding: e, as: UTF8.self)
+    func run(_ args: [String], stdin: String? = nil, environment: [String: String] = [:]) async throws -> Run {
+        let run = try await ChildProcess.run(
+            Self.binary,
+            args,
+            environment: environment.isEmpty
+                ? nil : ProcessInfo.processInfo.environment.merging(environment) { _, new in new },
+            stdin: Data((stdin ?? "").utf8)
         )
+        return Run(status: run.status, stdout: run.output, stderr: run.errors)
     }
 
     func example(_ name: String) -> String { Self.examples.appendingPathComponent(name).path }
 
-    @Test func payloadOnTheFCMExamplePrintsTheDocumentedBody() throws {
-        let r = try run(["payload", "--provider", "fcm", "--json", example("fcm-documented-example.json")])
+    @Test func payloadOnTheFCMExamplePrintsTheDocumentedBody() async throws {
+        let r = try await run(["payload", "--provider", "fcm", "--json", example("fcm-documented-example.json")])
         #expect(r.status == 0, "\(r.stderr)")
         let out = try JSONValue.parse(r.stdout)
         #expect(out["method"] == "POST")
@@ -73,7 +59,7 @@ import Testing
     /// Whatever size and scale a chart asks for, drawing and encoding it stays within a few MB above the process's
     /// baseline (the extension's budget is about 24 MB in all). Measured in a process of its own.
     @Test(arguments: [(1024, 1024, 3), (1024, 1024, 1), (365, 365, 3), (547, 547, 2), (1024, 16, 3), (320, 180, 3)])
-    func chartsStayWithinTheirMemoryBudget(_ width: Int, _ height: Int, _ scale: Int) throws {
+    func chartsStayWithinTheirMemoryBudget(_ width: Int, _ height: Int, _ scale: Int) async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("chart-mem-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: dir) }
@@ -85,7 +71,7 @@ import Testing
             #"{"type":"area","title":"Revenue","value":"$1.2M","change":"+3%","labels":["a","b","c"],"size":[\#(width),\#(height)],"scale":\#(scale),"series":[{"values":[\#(values)],"name":"one"},{"values":[\#(values)],"name":"two"}]}"#
         let specFile = dir.appendingPathComponent("spec.json")
         try Data(spec.utf8).write(to: specFile)
-        let r = try run(["chart", specFile.path, "--out", dir.appendingPathComponent("c.png").path, "--memory"])
+        let r = try await run(["chart", specFile.path, "--out", dir.appendingPathComponent("c.png").path, "--memory"])
         #expect(r.status == 0, "\(r.stderr)")
         let line = try #require(r.stdout.split(separator: "\n").first { $0.hasPrefix("peak memory above baseline:") })
         let bytes = try #require(line.split(separator: " ").compactMap { Int($0) }.first)
@@ -98,12 +84,12 @@ import Testing
 
     /// `richpush identity mint` signs what an app's backend signs: an ES256 JWT for the user and app, named by the
     /// key's thumbprint, within the bounds; a bad key file or a lifetime past a day is refused.
-    @Test func identityMintSignsAProofWithAKeyFile() throws {
+    @Test func identityMintSignsAProofWithAKeyFile() async throws {
         let key = P256.Signing.PrivateKey()
         let file = FileManager.default.temporaryDirectory.appendingPathComponent("idk-\(UUID().uuidString).pem")
         defer { try? FileManager.default.removeItem(at: file) }
         try key.pemRepresentation.write(to: file, atomically: true, encoding: .utf8)
-        let r = try run([
+        let r = try await run([
             "identity", "mint", "--key", file.path, "--app", "app_1", "--user", "u-42", "--lifetime", "600",
             "--activity", "order-42",
         ])
@@ -118,22 +104,23 @@ import Testing
         let exp = try #require(claims["exp"] as? Int)
         let iat = try #require(claims["iat"] as? Int)
         #expect(exp - iat == 600)
-        #expect(try run(["identity", "mint", "--key", "/nonexistent", "--app", "a", "--user", "u"]).status == 2)
+        #expect(try await run(["identity", "mint", "--key", "/nonexistent", "--app", "a", "--user", "u"]).status == 2)
         #expect(
-            try run(["identity", "mint", "--key", file.path, "--app", "a", "--user", "u", "--lifetime", "90000"]).status
+            try await run(["identity", "mint", "--key", file.path, "--app", "a", "--user", "u", "--lifetime", "90000"])
+                .status
                 == 2
         )
     }
 
-    @Test func validateListsAllFiveMistakes() throws {
-        let r = try run(["validate", example("five-mistakes.json")])
+    @Test func validateListsAllFiveMistakes() async throws {
+        let r = try await run(["validate", example("five-mistakes.json")])
         #expect(r.status == 1)
         let errors = r.stdout.split(separator: "\n").filter { $0.hasPrefix("error:") }
         #expect(errors.count == 5, "\(r.stdout)")
         for rule in ["https-required", "apple-unsupported-type", "range", "apns-token", "condition-topics"] {
             #expect(r.stdout.contains("[\(rule)]"))
         }
-        let json = try run(["validate", "--json", example("five-mistakes.json")])
+        let json = try await run(["validate", "--json", example("five-mistakes.json")])
         #expect(json.status == 1)
         let report = try JSONValue.parse(json.stdout)
         #expect(report["valid"] == false)
@@ -141,18 +128,18 @@ import Testing
         #expect(report["issues"]?.arrayValue?.first?["path"] != nil)
     }
 
-    @Test func validateAcceptsEveryExample() throws {
+    @Test func validateAcceptsEveryExample() async throws {
         for name in [
             "rich-image.json", "stock-chart.json", "silent-refresh.json", "fcm-documented-example.json",
             "live-activity-start.json", "live-activity-update.json", "live-activity-end.json",
         ] {
-            let r = try run(["validate", example(name)])
+            let r = try await run(["validate", example(name)])
             #expect(r.status == 0, "\(name): \(r.stdout)")
         }
     }
 
-    @Test func apnsPayloadWithHeaders() throws {
-        let r = try run([
+    @Test func apnsPayloadWithHeaders() async throws {
+        let r = try await run([
             "payload", "--provider", "apns", "--now", "1700000000", "--bundle-id", "com.shop.app",
             example("rich-image.json"),
         ])
@@ -166,8 +153,8 @@ import Testing
         #expect(body["aps"]?["mutable-content"] == 1)
     }
 
-    @Test func aLiveActivityUpdatePrintsTheDocumentedHeadersAndAps() throws {
-        let r = try run([
+    @Test func aLiveActivityUpdatePrintsTheDocumentedHeadersAndAps() async throws {
+        let r = try await run([
             "payload", "--provider", "apns", "--json", "--now", "1900000000", "--bundle-id", "com.shop.app",
             example("live-activity-update.json"),
         ])
@@ -188,7 +175,7 @@ import Testing
         #expect(aps?["alert"] == ["title": "On its way", "body": "Arriving in about 12 minutes"])
         #expect(out["body"]?["rp"] == nil && aps?["mutable-content"] == nil)
 
-        let start = try run(
+        let start = try await run(
             ["validate", "-"],
             stdin: #"{"live_activity":{"event":"start"},"targets":{"apns_tokens":["aa"]}}"#
         )
@@ -200,33 +187,33 @@ import Testing
         }
     }
 
-    @Test func readsStandardInputAndReportsBadJSON() throws {
-        let ok = try run(
+    @Test func readsStandardInputAndReportsBadJSON() async throws {
+        let ok = try await run(
             ["payload", "--provider", "apns", "--token", "aabbccddeeff00112233", "-"],
             stdin: #"{"body":"hi"}"#
         )
         #expect(ok.status == 0 && ok.stdout.contains("\"alert\": \"hi\""))
-        let bad = try run(["validate", "-"], stdin: #"{"body": }"#)
+        let bad = try await run(["validate", "-"], stdin: #"{"body": }"#)
         #expect(bad.status == 2 && bad.stderr.contains("invalid JSON at byte"))
-        let missing = try run(["validate", "/nonexistent.json"])
+        let missing = try await run(["validate", "/nonexistent.json"])
         #expect(missing.status == 2)
-        let wrongFlags = try run(["payload", "--provider", "apns", "--topic", "x", example("rich-image.json")])
+        let wrongFlags = try await run(["payload", "--provider", "apns", "--topic", "x", example("rich-image.json")])
         #expect(wrongFlags.status != 0 && wrongFlags.stderr.contains("APNs sends to device tokens only"))
     }
 
-    @Test func payloadRefusesAnInvalidMessageUnlessForced() throws {
-        let r = try run(["payload", "--provider", "fcm", example("five-mistakes.json")])
+    @Test func payloadRefusesAnInvalidMessageUnlessForced() async throws {
+        let r = try await run(["payload", "--provider", "fcm", example("five-mistakes.json")])
         #expect(r.status == 1 && r.stderr.contains("[https-required]"))
     }
 }
 
 /// `richpush sandbox` as a user runs it: starts, prints where everything is, serves, stops on SIGTERM.
 @Suite struct SandboxCommandTests {
-    @Test func startsPrintsEndpointsAndStopsOnSIGTERM() throws {
+    @Test func startsPrintsEndpointsAndStopsOnSIGTERM() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sandbox-cli-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
         // The summary is a JSON object followed by a "serving" line.
-        let sandbox = try ExternalSandbox(dir: dir.path, threads: nil)
+        let sandbox = try await ExternalSandbox(dir: dir.path, threads: nil)
         let p = sandbox.process
         let json = sandbox.summary
         #expect(json["apns"]?["port"]?.intValue ?? 0 > 0)
@@ -236,16 +223,16 @@ import Testing
         }
         #expect(json["apns"]?["key_id"]?.stringValue?.count == 10 && json["apns"]?["team_id"]?.stringValue?.count == 10)
         p.terminate()
-        p.waitUntilExit()
+        await p.exited()
         #expect(p.terminationReason == .exit && p.terminationStatus == 0)
     }
 }
 
 @Suite struct DemoCommandTests {
-    @Test func theDemoRunsEndToEnd() throws {
+    @Test func theDemoRunsEndToEnd() async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("demo-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let r = try CLITests().run(["demo", "--dir", dir.path])
+        let r = try await CLITests().run(["demo", "--dir", dir.path])
         #expect(r.status == 0, "\(r.stdout)\(r.stderr)")
         #expect(r.stdout.contains("accepted (202)"))
         #expect(r.stdout.contains(#"4. outcome: {"delivered":2}"#))

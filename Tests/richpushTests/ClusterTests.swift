@@ -62,34 +62,26 @@ import FoundationNetworking
         }
     }
 
-    static func migrate(_ url: String) throws -> String {
-        let p = Process()
-        p.executableURL = CLITests.binary
-        p.arguments = ["migrate", "--database", url]
-        let out = Pipe()
-        p.standardOutput = out
-        try p.run()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        return text
+    static func migrate(_ url: String) async throws -> String {
+        try await ChildProcess.run(CLITests.binary, ["migrate", "--database", url]).output
     }
 
     /// The issue's test: three nodes share one database and one sandbox; 10,000 deliveries go in through node 1's
     /// API (100 tag fan-outs to 100 devices); node 1 is killed during the send and a fourth node started. Every
     /// delivery ends delivered, no two nodes ever held one delivery at once, and the emulators' repeats are counted.
     @Test func threeNodesLoseOneToSIGKILLAndDeliverEverything() async throws {
-        let pg = try PostgresServer.shared.get()
-        let url = try pg.createDatabase()
+        let pg = try await PostgresServer.shared()
+        let url = try await pg.createDatabase()
         let scratch = try Scratch("cluster-kill")
         defer { try? FileManager.default.removeItem(at: scratch.dir) }
-        #expect(try Self.migrate(url).contains("applied 1, 2, 3, 4, 5, 6, 7, 8"))
-        #expect(try Self.migrate(url).contains("already at schema version 17"))
-        try pg.psql(url, Self.leaseAudit)
-        let sandbox = try ExternalSandbox(dir: scratch.sandbox)
-        defer { sandbox.stop() }
+        #expect(try await Self.migrate(url).contains("applied 1, 2, 3, 4, 5, 6, 7, 8"))
+        #expect(try await Self.migrate(url).contains("already at schema version 17"))
+        try await pg.psql(url, Self.leaseAudit)
+        let sandbox = try await ExternalSandbox(dir: scratch.sandbox)
+        defer { sandbox.process.terminate() }
         let args = sandbox.serverArguments + ["--lease", "5"]
-        func start(_ name: String) throws -> ServeTests.Server {
-            try ServeTests.Server(
+        func start(_ name: String) async throws -> ServeTests.Server {
+            try await ServeTests.Server(
                 db: url,
                 sandboxDir: scratch.sandbox,
                 extra: args + ["--node-id", name],
@@ -98,8 +90,8 @@ import FoundationNetworking
                 log: scratch.dir.appendingPathComponent("\(name).log")
             )
         }
-        let first = try start("node-1")
-        let (second, third) = (try start("node-2"), try start("node-3"))
+        let first = try await start("node-1")
+        let (second, third) = (try await start("node-2"), try await start("node-3"))
         let (app, key, ids) = try await first.sendToAHundredDevices(notifications: 100, audience: ["tag": "load"])
         // Killed while the cluster is sending (its fan-outs and its leases are left behind).
         var arrived = 0
@@ -109,19 +101,19 @@ import FoundationNetworking
             try await Task.sleep(nanoseconds: 10_000_000)
         }
         kill(first.process.processIdentifier, SIGKILL)
-        first.process.waitUntilExit()
-        let fourth = try start("node-4")
+        await first.process.exited()
+        let fourth = try await start("node-4")
         let totals = try await second.settledTotals(app: app, key: key, ids: ids, expecting: 10_000)
         #expect(totals == ["delivered": 10_000], "\(totals)")
         let overlaps =
-            Int(try pg.psql(url, Self.overlappingLeases).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
-        let leases = try pg.psql(
+            Int(try await pg.psql(url, Self.overlappingLeases).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1
+        let leases = try await pg.psql(
             url,
             "SELECT count(*), count(DISTINCT delivery_id), count(DISTINCT split_part(owner, '/', 1)) FROM lease_log"
         )
         #expect(overlaps == 0, "leases held by two nodes at once: \(overlaps)")
         let accepted = try await sandbox.acceptedCount()
-        let holders = try pg.psql(
+        let holders = try await pg.psql(
             url,
             "SELECT split_part(lease_owner, '/', 1), count(*) FROM deliveries GROUP BY 1 ORDER BY 1"
         )
@@ -142,7 +134,7 @@ import FoundationNetworking
         for node in [second, third, fourth] {
             #expect(node.process.isRunning)
             node.process.terminate()
-            node.process.waitUntilExit()
+            await node.process.exited()
             #expect(node.process.terminationStatus == 0)
         }
     }
@@ -151,19 +143,19 @@ import FoundationNetworking
     /// 503 with Retry-After, says so on /health/ready (live on /health/live), stops claiming, and its leases run
     /// out so the other node delivers everything; back on the network, it takes requests again.
     @Test func aNodeThatLosesItsDatabaseStepsAsideAndComesBack() async throws {
-        let pg = try PostgresServer.shared.get()
-        let url = try pg.createDatabase()
+        let pg = try await PostgresServer.shared()
+        let url = try await pg.createDatabase()
         let relay = try await TCPRelay.start(to: pg.port)
         defer { relay.stop() }
         let relayed = url.replacingOccurrences(of: ":\(pg.port)/", with: ":\(relay.port)/")
         let scratch = try Scratch("cluster-cut")
         defer { try? FileManager.default.removeItem(at: scratch.dir) }
-        #expect(try Self.migrate(url).contains("applied"))
-        try pg.psql(url, Self.leaseAudit)
-        let sandbox = try ExternalSandbox(dir: scratch.sandbox)
-        defer { sandbox.stop() }
+        #expect(try await Self.migrate(url).contains("applied"))
+        try await pg.psql(url, Self.leaseAudit)
+        let sandbox = try await ExternalSandbox(dir: scratch.sandbox)
+        defer { sandbox.process.terminate() }
         let args = sandbox.serverArguments + ["--lease", "5"]
-        let cut = try ServeTests.Server(
+        let cut = try await ServeTests.Server(
             db: relayed,
             sandboxDir: scratch.sandbox,
             extra: args + ["--node-id", "cut", "--log-level", "debug"],
@@ -171,7 +163,7 @@ import FoundationNetworking
             environment: scratch.environment,
             log: scratch.dir.appendingPathComponent("cut.log")
         )
-        let other = try ServeTests.Server(
+        let other = try await ServeTests.Server(
             db: url,
             sandboxDir: scratch.sandbox,
             extra: args + ["--node-id", "other"],
@@ -183,7 +175,7 @@ import FoundationNetworking
         // Cut while the node holds leases (asked of the database just before).
         let leasedByCut = "SELECT count(*) FROM deliveries WHERE state = 'leased' AND lease_owner LIKE 'cut/%'"
         let waitingSince = Date()
-        while (Int(try pg.psql(url, leasedByCut).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) == 0,
+        while (Int(try await pg.psql(url, leasedByCut).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0) == 0,
             Date().timeIntervalSince(waitingSince) < 60
         {
             try await Task.sleep(nanoseconds: 5_000_000)
@@ -194,8 +186,8 @@ import FoundationNetworking
         // bytes have landed (a run read 350 at once, and 50 of them were then settled by the cut node itself),
         // long before its 5 s leases can run out.
         try await Task.sleep(nanoseconds: 1_000_000_000)
-        let heldAtCut = try pg.psql(url, leasedByCut)
-        let heldIDs = try pg.psql(
+        let heldAtCut = try await pg.psql(url, leasedByCut)
+        let heldIDs = try await pg.psql(
             url,
             "SELECT string_agg(id::text, ',') FROM deliveries WHERE state = 'leased' AND lease_owner LIKE 'cut/%'"
         )
@@ -229,14 +221,14 @@ import FoundationNetworking
         let takenOver =
             heldIDs.isEmpty
             ? "0"
-            : try pg.psql(
+            : try await pg.psql(
                 url,
                 """
                 SELECT count(DISTINCT l.delivery_id) FROM lease_log l JOIN deliveries d ON d.id = l.delivery_id
                 WHERE l.delivery_id IN (\(heldIDs)) AND l.owner LIKE 'other/%' AND d.state = 'delivered'
                 """
             ).trimmingCharacters(in: .whitespacesAndNewlines)
-        let overlaps = try pg.psql(url, Self.overlappingLeases).trimmingCharacters(in: .whitespacesAndNewlines)
+        let overlaps = try await pg.psql(url, Self.overlappingLeases).trimmingCharacters(in: .whitespacesAndNewlines)
         #expect(
             Int(takenOver) == Int(heldAtCut.trimmingCharacters(in: .whitespacesAndNewlines))
                 && (Int(takenOver) ?? 0) > 0,
@@ -273,7 +265,7 @@ import FoundationNetworking
         )
         for node in [cut, other] {
             node.process.terminate()
-            node.process.waitUntilExit()
+            await node.process.exited()
             #expect(node.process.terminationStatus == 0)
         }
     }
@@ -284,12 +276,12 @@ import FoundationNetworking
         // A server of its own: this test stops it.
         let pg = try PostgresServer.start()
         defer { pg.stop() }
-        let url = try pg.createDatabase()
+        let url = try await pg.createDatabase()
         let scratch = try Scratch("cluster-restart")
         defer { try? FileManager.default.removeItem(at: scratch.dir) }
-        let sandbox = try ExternalSandbox(dir: scratch.sandbox)
-        defer { sandbox.stop() }
-        let node = try ServeTests.Server(
+        let sandbox = try await ExternalSandbox(dir: scratch.sandbox)
+        defer { sandbox.process.terminate() }
+        let node = try await ServeTests.Server(
             db: url,
             sandboxDir: scratch.sandbox,
             extra: sandbox.serverArguments + ["--lease", "5"],
@@ -307,7 +299,7 @@ import FoundationNetworking
             body: ["title": "later", "audience": ["tag": "load"], "send_at": .double(sendAt)]
         )
         #expect(s == 202)
-        pg.halt()
+        await pg.halt()
         var ready = 200
         let haltedAt = Date()
         while ready != 503, Date().timeIntervalSince(haltedAt) < 10 {
@@ -317,13 +309,13 @@ import FoundationNetworking
         #expect(ready == 503)
         #expect(try await node.call("GET", "/v1/apps/\(app)", key: key).0 == 503)
         try await Task.sleep(nanoseconds: 4_000_000_000)
-        try pg.resume()
+        try await pg.resume()
         let all = ids + [try #require(later["id"]?.stringValue)]
         let totals = try await node.settledTotals(app: app, key: key, ids: all, expecting: 1_100)
         #expect(totals == ["delivered": 1_100], "\(totals)")
         #expect(node.process.isRunning)
         node.process.terminate()
-        node.process.waitUntilExit()
+        await node.process.exited()
         #expect(node.process.terminationStatus == 0)
     }
 
@@ -345,7 +337,7 @@ import FoundationNetworking
         // A server of its own: this test stops it.
         let pg = try PostgresServer.start()
         defer { pg.stop() }
-        let url = try pg.createDatabase()
+        let url = try await pg.createDatabase()
         let relay = try await TCPRelay.start(to: pg.port)
         defer { relay.stop() }
         let relayed = url.replacingOccurrences(of: ":\(pg.port)/", with: ":\(relay.port)/")
@@ -357,11 +349,11 @@ import FoundationNetworking
                 print("logs kept in \(scratch.dir.path)")
             }
         }
-        #expect(try Self.migrate(url).contains("applied"))
-        let sandbox = try ExternalSandbox(dir: scratch.sandbox)
-        defer { sandbox.stop() }
-        func start(_ name: String) throws -> ServeTests.Server {
-            try ServeTests.Server(
+        #expect(try await Self.migrate(url).contains("applied"))
+        let sandbox = try await ExternalSandbox(dir: scratch.sandbox)
+        defer { sandbox.process.terminate() }
+        func start(_ name: String) async throws -> ServeTests.Server {
+            try await ServeTests.Server(
                 db: relayed,
                 sandboxDir: scratch.sandbox,
                 extra: sandbox.serverArguments + ["--lease", "5", "--node-id", name],
@@ -370,7 +362,7 @@ import FoundationNetworking
                 log: scratch.dir.appendingPathComponent("\(name).log")
             )
         }
-        let nodes = [try start("a"), try start("b")]
+        let nodes = [try await start("a"), try await start("b")]
         let (_, created) = try await nodes[0].call(
             "POST",
             "/v1/apps",
@@ -380,7 +372,7 @@ import FoundationNetworking
         let app = try #require(created["app"]?["id"]?.stringValue)
         let key = try #require(created["api_key"]?.stringValue)
         // 20,000 devices, half iOS and half Android, written straight into the registry.
-        try pg.psql(
+        try await pg.psql(
             url,
             """
             INSERT INTO devices (app_id, token, platform, provider, updated_at)
@@ -399,7 +391,9 @@ import FoundationNetworking
         let id = try #require(accepted["id"]?.stringValue)
         // The fan-out is done before the first fault (its rows are the send's whole outcome).
         let fannedOut = Date()
-        while Int(try pg.psql(url, "SELECT count(*) FROM deliveries").trimmingCharacters(in: .whitespacesAndNewlines))
+        while Int(
+            try await pg.psql(url, "SELECT count(*) FROM deliveries").trimmingCharacters(in: .whitespacesAndNewlines)
+        )
             != 20_000, Date().timeIntervalSince(fannedOut) < 60
         {
             try await Task.sleep(nanoseconds: 100_000_000)
@@ -438,19 +432,24 @@ import FoundationNetworking
         /// or being sent): what the first exceeds the second by is at least the repeats so far.
         func tally() async throws -> String {
             let accepted = try await sandbox.acceptedCount()
-            let states = try pg.psql(
+            let states = try await pg.psql(
                 url,
                 "SELECT count(*) FILTER (WHERE state = 'delivered'), count(*) FILTER (WHERE state = 'leased') FROM deliveries"
             ).trimmingCharacters(in: .whitespacesAndNewlines).split(separator: "|").map { Int($0) ?? 0 }
             return "accepted \(accepted), delivered \(states.first ?? 0), leased \(states.last ?? 0)"
         }
         var tallies: [String] = []
-        func fault(_ name: String, seconds: UInt64, begin: () throws -> Void, end: () throws -> Void) async throws {
+        func fault(
+            _ name: String,
+            seconds: UInt64,
+            begin: () async throws -> Void,
+            end: () async throws -> Void
+        ) async throws {
             tallies.append("before the \(name): " + (try await tally()))
             let start = Date()
-            try begin()
+            try await begin()
             try await Task.sleep(nanoseconds: seconds * 1_000_000_000)
-            try end()
+            try await end()
             let ended = Date()
             windows.append((name, start, ended, try await bothReady(after: ended)))
             // Some sending between faults.
@@ -458,7 +457,7 @@ import FoundationNetworking
             tallies.append("after the \(name): " + (try await tally()))
         }
         try await Task.sleep(nanoseconds: 2_000_000_000)
-        try await fault("restart", seconds: 10, begin: { pg.halt() }, end: { try pg.resume() })
+        try await fault("restart", seconds: 10, begin: { await pg.halt() }, end: { try await pg.resume() })
         try await fault("hang", seconds: 30, begin: { pg.freeze() }, end: { pg.thaw() })
         try await fault("cut", seconds: 10, begin: { relay.cut() }, end: { relay.restore() })
 
@@ -514,7 +513,7 @@ import FoundationNetworking
         for node in nodes {
             #expect(node.process.isRunning)
             node.process.terminate()
-            node.process.waitUntilExit()
+            await node.process.exited()
             #expect(node.process.terminationStatus == 0)
         }
     }
@@ -524,17 +523,17 @@ import FoundationNetworking
     /// that media and a chart through the other, the outcome read back through the first; each node serves the
     /// media and the chart image the other stored.
     @Test func twoNodesStartedTogetherRunTheDemoFlow() async throws {
-        let pg = try PostgresServer.shared.get()
-        let url = try pg.createDatabase()
+        let pg = try await PostgresServer.shared()
+        let url = try await pg.createDatabase()
         let scratch = try Scratch("cluster-demo")
         defer { try? FileManager.default.removeItem(at: scratch.dir) }
-        let sandbox = try ExternalSandbox(dir: scratch.sandbox)
-        defer { sandbox.stop() }
+        let sandbox = try await ExternalSandbox(dir: scratch.sandbox)
+        defer { sandbox.process.terminate() }
         let args = sandbox.serverArguments
         let env = scratch.environment
         let (dirA, dirB) = (try scratch.node("a"), try scratch.node("b"))
         let logs = (scratch.dir.appendingPathComponent("a.log"), scratch.dir.appendingPathComponent("b.log"))
-        let a = try ServeTests.Server(
+        let a = try await ServeTests.Server(
             db: url,
             sandboxDir: scratch.sandbox,
             extra: args,
@@ -543,7 +542,7 @@ import FoundationNetworking
             log: logs.0,
             wait: false
         )
-        let b = try ServeTests.Server(
+        let b = try await ServeTests.Server(
             db: url,
             sandboxDir: scratch.sandbox,
             extra: args,
@@ -552,8 +551,8 @@ import FoundationNetworking
             log: logs.1,
             wait: false
         )
-        try a.waitUntilListening()
-        try b.waitUntilListening()
+        try await a.waitUntilListening()
+        try await b.waitUntilListening()
         #expect(
             !a.base.isEmpty && !b.base.isEmpty,
             "a node did not start: \((try? String(contentsOf: logs.0, encoding: .utf8)) ?? "")"
@@ -638,7 +637,7 @@ import FoundationNetworking
         #expect((chartResponse as? HTTPURLResponse)?.statusCode == 200 && chart.starts(with: [0x89, 0x50, 0x4E, 0x47]))
         for node in [a, b] {
             node.process.terminate()
-            node.process.waitUntilExit()
+            await node.process.exited()
             #expect(node.process.terminationStatus == 0)
         }
     }

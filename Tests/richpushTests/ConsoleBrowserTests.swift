@@ -25,32 +25,24 @@ import FoundationNetworking
 @Suite struct ConsoleBrowserTests {
     /// Runs a script of `Tests/Browser/` with the project's Python, the arguments given and the screenshot folder
     /// (`.build/console-screenshots/`) last; its status and everything it printed.
-    static func runBrowserScript(_ name: String, _ arguments: [String]) throws -> (Int32, String) {
+    static func runBrowserScript(_ name: String, _ arguments: [String]) async throws -> (Int32, String) {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent()
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        p.arguments =
+        let run = try await ChildProcess.run(
+            URL(fileURLWithPath: "/usr/bin/env"),
             ["python3", root.appendingPathComponent("Tests/Browser/\(name)").path] + arguments
-            + [root.appendingPathComponent(".build/console-screenshots").path]
-        let output = Pipe()
-        p.standardOutput = output
-        p.standardError = output
-        try p.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
-        return (p.terminationStatus, text)
+                + [root.appendingPathComponent(".build/console-screenshots").path],
+            mergeErrors: true
+        )
+        return (run.status, run.output)
     }
 
     @Test func theConsoleComposesPreviewsTestsAndSends() async throws {
         let (dir, sandbox, db) = try ServeTests.scratch("console-browser")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let server = try ServeTests.Server(db: db, sandboxDir: sandbox)
-        defer {
-            server.process.terminate()
-            server.process.waitUntilExit()
-        }
-        let (status, text) = try Self.runBrowserScript(
+        let server = try await ServeTests.Server(db: db, sandboxDir: sandbox)
+        defer { server.process.terminate() }
+        let (status, text) = try await Self.runBrowserScript(
             "console_test.py",
             [server.base, "test-admin-key-0001", CLITests.binary.path]
         )
@@ -66,15 +58,12 @@ import FoundationNetworking
         let (dir, sandbox, db) = try ServeTests.scratch("console-funnel")
         defer { try? FileManager.default.removeItem(at: dir) }
         let admin = "test-admin-key-0001"
-        let server = try ServeTests.Server(
+        let server = try await ServeTests.Server(
             db: db,
             sandboxDir: sandbox,
             extra: ["--rate-limit", "1000000", "--public-rate-per-client", "1000000"]
         )
-        defer {
-            server.process.terminate()
-            server.process.waitUntilExit()
-        }
+        defer { server.process.terminate() }
         let (_, created) = try await server.call(
             "POST",
             "/v1/apps",
@@ -141,7 +130,7 @@ import FoundationNetworking
             forBrowser = .object(o)
         }
         let arguments = [server.base, admin, app, id, forBrowser.jsonString]
-        let browser = Task.detached { try Self.runBrowserScript("funnel_test.py", arguments) }
+        let browser = Task.detached { try await Self.runBrowserScript("funnel_test.py", arguments) }
         // The view is open once the server reads the notification's numbers for it.
         for _ in 0..<600 {
             let (_, text) = try await Self.getText(server.base + "/metrics")

@@ -40,7 +40,7 @@ import Testing
             let message = JSONValue.object(["title": "t", "media": .string(e.url)]).serialized()
             let file = try f.write("m\(i).json", String(decoding: message, as: UTF8.self))
             let token = SendTests.apnsToken(3700 + i)
-            let run = try SendTests.run([
+            let run = try await SendTests.run([
                 "send", file, "--sandbox", f.sandboxDir, "--token", token, "--progress", "none",
             ])
             send.append(Self.observe(run, sent: f.sandbox.apns.recorded(token: token).last?.payloadJSON))

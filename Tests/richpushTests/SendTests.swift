@@ -65,8 +65,8 @@ import Glibc
 
     static func apnsToken(_ i: Int) -> String { String(format: "%064x", i) }
 
-    static func run(_ args: [String], environment: [String: String] = [:]) throws -> CLITests.Run {
-        try CLITests().run(args, environment: environment)
+    static func run(_ args: [String], environment: [String: String] = [:]) async throws -> CLITests.Run {
+        try await CLITests().run(args, environment: environment)
     }
 
     /// The report as rows of named fields (CSV with a header).
@@ -111,14 +111,14 @@ import Glibc
         let message = try f.message()
 
         // The sandbox: an APNs-shaped token to APNs, another token, a topic and a condition to FCM.
-        let sandboxed = try Self.run(["send", message, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(1)])
+        let sandboxed = try await Self.run(["send", message, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(1)])
         #expect(sandboxed.status == 0, "\(sandboxed.stderr)")
         #expect(sandboxed.stdout.contains("delivered apns") && sandboxed.stdout.contains("1 delivered"))
         let received = try #require(f.sandbox.apns.recorded(token: Self.apnsToken(1)).last?.payloadJSON)
         #expect(received["aps"]?["alert"]?["title"] == "Flash sale")
 
         // Straight to APNs with the key, the key id and the team id.
-        let direct = try Self.run(["send", message, "--token", Self.apnsToken(2)] + f.apnsOptions)
+        let direct = try await Self.run(["send", message, "--token", Self.apnsToken(2)] + f.apnsOptions)
         #expect(direct.status == 0, "\(direct.stderr)")
         #expect(f.sandbox.apns.recorded(token: Self.apnsToken(2)).count == 1)
 
@@ -126,7 +126,7 @@ import Glibc
         for target in [
             ["--token", "device-token-1"], ["--topic", "news"], ["--condition", "'news' in topics && 'uk' in topics"],
         ] {
-            let r = try Self.run(["send", message, "--json"] + target + f.fcmOptions)
+            let r = try await Self.run(["send", message, "--json"] + target + f.fcmOptions)
             #expect(r.status == 0, "\(target): \(r.stderr)")
             let out = try JSONValue.parse(r.stdout)
             #expect(out["delivered"] == 1 && out["targets"] == 1)
@@ -145,7 +145,7 @@ import Glibc
     @Test func aClientCertificateAuthenticatesInsteadOfAKey() async throws {
         let f = try await Fixture("cert", apns: .init(certificateMode: true))
         defer { Task { await f.stop() } }
-        let r = try Self.run([
+        let r = try await Self.run([
             "send", try f.message(), "--token", Self.apnsToken(3), "--bundle-id", "com.example.app",
             "--apns-cert", f.sandbox.files["apns-client-certificate"]!.path, "--apns-cert-key",
             f.sandbox.files["apns-client-key"]!.path,
@@ -162,7 +162,7 @@ import Glibc
         let message = try f.message()
         var wrongTeam = f.apnsOptions
         wrongTeam[wrongTeam.firstIndex(of: "--team-id")! + 1] = "OTHERTEAM1"
-        let team = try Self.run(["send", message, "--token", Self.apnsToken(4)] + wrongTeam)
+        let team = try await Self.run(["send", message, "--token", Self.apnsToken(4)] + wrongTeam)
         #expect(team.status == 1)
         #expect(
             team.stdout.contains("InvalidProviderToken") && team.stdout.contains("team id the team that owns it"),
@@ -170,7 +170,7 @@ import Glibc
         )
 
         f.sandbox.apns.registerDevice(Self.apnsToken(5), topic: "com.example.app", environment: .production)
-        let environment = try Self.run(["send", message, "--token", Self.apnsToken(5)] + f.apnsOptions)
+        let environment = try await Self.run(["send", message, "--token", Self.apnsToken(5)] + f.apnsOptions)
         #expect(environment.status == 1)
         #expect(
             environment.stdout.contains("BadDeviceToken") && environment.stdout.contains("other APNs environment"),
@@ -178,7 +178,7 @@ import Glibc
         )
 
         f.sandbox.apns.unregisterDevice(Self.apnsToken(6))
-        let gone = try Self.run(["send", message, "--token", Self.apnsToken(6), "--json"] + f.apnsOptions)
+        let gone = try await Self.run(["send", message, "--token", Self.apnsToken(6), "--json"] + f.apnsOptions)
         #expect(gone.status == 1)
         let out = try JSONValue.parse(gone.stdout)
         #expect(out["pruned"] == 1 && out["outcomes"]?.arrayValue?.first?["reason"] == "Unregistered")
@@ -187,13 +187,13 @@ import Glibc
         // A file that is not a key (it holds another private key): named, never quoted.
         var notAKey = f.apnsOptions
         notAKey[notAKey.firstIndex(of: "--apns-key")! + 1] = f.sandbox.files["service-account"]!.path
-        let bad = try Self.run(["send", message, "--token", Self.apnsToken(7)] + notAKey)
+        let bad = try await Self.run(["send", message, "--token", Self.apnsToken(7)] + notAKey)
         #expect(bad.status == 2 && bad.stderr.contains("is not a .p8 signing key"))
         for r in [team, environment, gone, bad] {
             #expect(!(r.stdout + r.stderr).contains("PRIVATE KEY"))
         }
         // A service account whose token_uri is not Google's is not used without an emulator named.
-        let fcm = try Self.run([
+        let fcm = try await Self.run([
             "send", message, "--token", "device-1", "--fcm-service-account", f.sandbox.files["service-account"]!.path,
         ])
         #expect(fcm.status == 2 && fcm.stderr.contains("token_uri is not Google's token endpoint"))
@@ -215,7 +215,7 @@ import Glibc
         f.sandbox.apns.inject(.status(503, reason: "ServiceUnavailable"), count: 30)
         let file = try f.write("tokens.txt", tokens.joined(separator: "\n") + "\n")
         let report = f.file("report.csv")
-        let r = try Self.run(
+        let r = try await Self.run(
             ["send", try f.message(), "--tokens", file, "--report", report, "--progress", "none"] + f.apnsOptions
         )
         #expect(r.status == 1)
@@ -265,7 +265,7 @@ import Glibc
         csv += "u21,\"zz not hex!\",ios\n"
         let file = try f.write("tokens.csv", csv)
         let report = f.file("report.jsonl")
-        let r = try Self.run([
+        let r = try await Self.run([
             "send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--column", "device token",
             "--report", report, "--progress", "none",
         ])
@@ -286,9 +286,9 @@ import Glibc
         #expect(bad["provider"] == "fcm" || bad["provider"] == "apns")
         #expect(f.sandbox.apns.acceptedCount == 15)
 
-        let noColumn = try Self.run(["send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file])
+        let noColumn = try await Self.run(["send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file])
         #expect(noColumn.status == 2 && noColumn.stderr.contains("name the column with --column"))
-        let missing = try Self.run([
+        let missing = try await Self.run([
             "send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--column", "token",
         ])
         #expect(missing.status == 2 && missing.stderr.contains("has no column token"))
@@ -312,20 +312,27 @@ import Glibc
         p.standardOutput = out
         p.standardError = err
         try p.run()
-        // Signalled once the progress lines show a first thousand sent.
-        var seen = ""
-        while true {
-            guard let chunk = try err.fileHandleForReading.read(upToCount: 256), !chunk.isEmpty else { break }
-            seen += String(decoding: chunk, as: UTF8.self)
-            let done =
-                seen.split(separator: "\n").last { $0.hasPrefix("progress: ") }
-                .flatMap { Int($0.dropFirst(10).prefix { $0 != " " }.replacingOccurrences(of: ",", with: "")) } ?? 0
-            if done >= 1000 { break }
+        let running = UncheckedBox((p, out, err))
+        let (stdout, stderr) = try await offThePool {
+            let (p, out, err) = running.value
+            // Signalled once the progress lines show a first thousand sent.
+            var seen = ""
+            while true {
+                guard let chunk = try err.fileHandleForReading.read(upToCount: 256), !chunk.isEmpty else { break }
+                seen += String(decoding: chunk, as: UTF8.self)
+                let done =
+                    seen.split(separator: "\n").last { $0.hasPrefix("progress: ") }
+                    .flatMap { Int($0.dropFirst(10).prefix { $0 != " " }.replacingOccurrences(of: ",", with: "")) }
+                    ?? 0
+                if done >= 1000 { break }
+            }
+            kill(p.processIdentifier, SIGINT)
+            let rest = ChildProcess.Drain(err.fileHandleForReading)
+            let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            let stderr = seen + String(decoding: rest.wait(), as: UTF8.self)
+            p.waitUntilExit()
+            return (stdout, stderr)
         }
-        kill(p.processIdentifier, SIGINT)
-        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let stderr = seen + String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
         #expect(p.terminationStatus == 1)
         #expect(stderr.contains("stopping: no new sends"))
         #expect(stdout.contains("stopped: 30,000 target(s)"), "\(stdout)")
@@ -352,7 +359,7 @@ import Glibc
             "--progress-interval", "0.05",
         ]
 
-        let plain = try Self.run(args)
+        let plain = try await Self.run(args)
         #expect(plain.status == 0, "\(plain.stderr)")
         let lines = plain.stderr.split(separator: "\n").filter { $0.hasPrefix("progress: ") }
         #expect(lines.count >= 2, "\(plain.stderr)")
@@ -382,8 +389,11 @@ import Glibc
             }
             return text
         }
-        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        p.waitUntilExit()
+        let output = UncheckedBox(out)
+        let stdout = await offThePool {
+            String(decoding: output.value.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
+        await p.exited()
         let drawn = await reader.value
         close(primary)
         #expect(p.terminationStatus == 0)
@@ -420,22 +430,22 @@ import Glibc
             ),
         ]
         for (args, expected) in cases {
-            let r = try Self.run(args)
+            let r = try await Self.run(args)
             #expect(r.status == 2, "\(args.suffix(3)): \(r.status) \(r.stderr)")
             #expect(r.stderr.contains(expected), "\(expected): \(r.stderr)")
         }
         let invalid = try f.write("invalid.json", #"{"title":"t","badge":-1}"#)
-        let refused = try Self.run(["send", invalid, "--sandbox", f.sandboxDir] + token)
+        let refused = try await Self.run(["send", invalid, "--sandbox", f.sandboxDir] + token)
         #expect(
             refused.status == 2 && refused.stderr.contains("badge") && refused.stderr.contains("nothing sent"),
             "\(refused.stderr)"
         )
         #expect(f.sandbox.apns.acceptedCount == 0)
-        let forced = try Self.run(["send", invalid, "--sandbox", f.sandboxDir, "--force"] + token)
+        let forced = try await Self.run(["send", invalid, "--sandbox", f.sandboxDir, "--force"] + token)
         #expect(forced.status == 0, "\(forced.stderr)")
         #expect(f.sandbox.apns.acceptedCount == 1)
 
-        let completion = try Self.run(["--generate-completion-script", "bash"])
+        let completion = try await Self.run(["--generate-completion-script", "bash"])
         #expect(completion.status == 0 && completion.stdout.contains("send") && completion.stdout.contains("--tokens"))
     }
 
@@ -450,19 +460,19 @@ import Glibc
         let port = try await media.start()
         defer { Task { try? await media.shutdown() } }
         let page = try f.write("page.json", #"{"title":"t","media":"http://127.0.0.1:\#(port)/page.jpg"}"#)
-        let refused = try Self.run(["send", page, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(10)])
+        let refused = try await Self.run(["send", page, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(10)])
         #expect(
             refused.status == 2 && refused.stderr.contains("not-media")
                 && refused.stderr.contains("media preflight refused"),
             "\(refused.stderr)"
         )
         #expect(f.sandbox.apns.acceptedCount == 0)
-        let skipped = try Self.run([
+        let skipped = try await Self.run([
             "send", page, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(10), "--no-preflight",
         ])
         #expect(skipped.status == 0, "\(skipped.stderr)")
         let ok = try f.write("ok.json", #"{"title":"t","media":"http://127.0.0.1:\#(port)/ok.png"}"#)
-        let sent = try Self.run(["send", ok, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(11)])
+        let sent = try await Self.run(["send", ok, "--sandbox", f.sandboxDir, "--token", Self.apnsToken(11)])
         #expect(sent.status == 0, "\(sent.stderr)")
         #expect(f.sandbox.apns.acceptedCount == 2)
     }
@@ -472,11 +482,8 @@ import Glibc
     @Test func theServerModeFollowsTheNotificationAndReportsEveryTarget() async throws {
         let (dir, sbx, db) = try ServeTests.scratch("send-server")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let server = try ServeTests.Server(db: db, sandboxDir: sbx)
-        defer {
-            server.process.terminate()
-            server.process.waitUntilExit()
-        }
+        let server = try await ServeTests.Server(db: db, sandboxDir: sbx)
+        defer { server.process.terminate() }
         let (_, created) = try await server.call(
             "POST",
             "/v1/apps",
@@ -504,7 +511,9 @@ import Glibc
         let through = ["--server", server.base, "--key-file", keyFile, "--app", app]
 
         let report = dir.appendingPathComponent("tag.csv").path
-        let tag = try Self.run(["send", message, "--tag", "beta", "--report", report, "--progress", "none"] + through)
+        let tag = try await Self.run(
+            ["send", message, "--tag", "beta", "--report", report, "--progress", "none"] + through
+        )
         #expect(tag.status == 0, "\(tag.stdout) \(tag.stderr)")
         #expect(
             tag.stdout.contains("accepted as ") && tag.stdout.contains("30 target(s): 30 delivered"),
@@ -517,7 +526,7 @@ import Glibc
         // 1,200 tokens named in the audience: listed back over two pages.
         let tokens = (1001...2200).map(Self.apnsToken)
         let audience = JSONValue.object(["apns_tokens": .array(tokens.map(JSONValue.string))]).jsonString
-        let listed = try Self.run(
+        let listed = try await Self.run(
             [
                 "send", message, "--audience", audience, "--json", "--report",
                 dir.appendingPathComponent("list.jsonl").path,
@@ -531,33 +540,33 @@ import Glibc
         )
         #expect(Set(lines.compactMap { try? JSONValue.parse(String($0))["token"]?.stringValue }) == Set(tokens))
 
-        let wrongKey = try Self.run(
+        let wrongKey = try await Self.run(
             ["send", message, "--all", "--server", server.base, "--app", app],
             environment: ["RICHPUSH_API_KEY": "rp_wrong"]
         )
         #expect(wrongKey.status == 2 && wrongKey.stderr.contains("the API key was refused"), "\(wrongKey.stderr)")
-        let fromEnvironment = try Self.run(
+        let fromEnvironment = try await Self.run(
             ["send", message, "--tag", "beta", "--progress", "none", "--server", server.base, "--app", app],
             environment: ["RICHPUSH_API_KEY": key]
         )
         #expect(fromEnvironment.status == 0, "\(fromEnvironment.stderr)")
         let invalid = dir.appendingPathComponent("invalid.json").path
         try Data(#"{"title":"t","badge":-1,"audience":{"tag":"beta"}}"#.utf8).write(to: URL(fileURLWithPath: invalid))
-        let refused = try Self.run(["send", invalid] + through)
+        let refused = try await Self.run(["send", invalid] + through)
         #expect(refused.status == 2 && refused.stderr.contains("badge"), "\(refused.stderr)")
-        let twoAudiences = try Self.run(["send", invalid, "--all"] + through)
+        let twoAudiences = try await Self.run(["send", invalid, "--all"] + through)
         #expect(twoAudiences.status == 2 && twoAudiences.stderr.contains("both give an audience"))
-        let file = try Self.run(["send", message, "--tokens", report] + through)
+        let file = try await Self.run(["send", message, "--tokens", report] + through)
         #expect(file.status == 2 && file.stderr.contains("--tokens is for direct sends"))
 
         // An update in place: the first version with a collapse id, then its next version, followed to its end.
         let score = dir.appendingPathComponent("score.json").path
         try Data(#"{"title":"1-0","collapse_id":"match-7"}"#.utf8).write(to: URL(fileURLWithPath: score))
-        let first = try Self.run(["send", score, "--tag", "beta", "--json"] + through)
+        let first = try await Self.run(["send", score, "--tag", "beta", "--json"] + through)
         #expect(first.status == 0, "\(first.stderr)")
         let root = try #require(try JSONValue.parse(first.stdout)["id"]?.stringValue, "\(first.stdout)")
         try Data(#"{"title":"2-0","collapse_id":"match-7"}"#.utf8).write(to: URL(fileURLWithPath: score))
-        let update = try Self.run(["send", score, "--update", root, "--progress", "none"] + through)
+        let update = try await Self.run(["send", score, "--update", root, "--progress", "none"] + through)
         #expect(update.status == 0, "\(update.stderr)")
         #expect(
             update.stdout.contains("version 1") && update.stdout.contains("30 target(s): 30 delivered"),
@@ -565,18 +574,18 @@ import Glibc
         )
         // Where the first version went is where the update goes: no audience; the server names what else is not
         // an update's.
-        let elsewhere = try Self.run(["send", score, "--update", root, "--all"] + through)
+        let elsewhere = try await Self.run(["send", score, "--update", root, "--all"] + through)
         #expect(elsewhere.status == 2 && elsewhere.stderr.contains("give no audience"), "\(elsewhere.stderr)")
         try Data(#"{"title":"3-0","collapse_id":"match-7","send_at":2000000000}"#.utf8).write(
             to: URL(fileURLWithPath: score)
         )
-        let later = try Self.run(["send", score, "--update", root] + through)
+        let later = try await Self.run(["send", score, "--update", root] + through)
         #expect(later.status == 2 && later.stderr.contains("send_at"), "\(later.stderr)")
         // A notification sent without collapse_id cannot be replaced on a device: refused, saying why.
-        let once = try Self.run(["send", message, "--tag", "beta", "--json"] + through)
+        let once = try await Self.run(["send", message, "--tag", "beta", "--json"] + through)
         let onceID = try #require(try JSONValue.parse(once.stdout)["id"]?.stringValue)
         try Data(#"{"title":"4-0"}"#.utf8).write(to: URL(fileURLWithPath: score))
-        let plain = try Self.run(["send", score, "--update", onceID] + through)
+        let plain = try await Self.run(["send", score, "--update", onceID] + through)
         #expect(plain.status == 2 && plain.stderr.contains("sent without collapse_id"), "\(plain.stderr)")
     }
 
@@ -588,7 +597,7 @@ import Glibc
         defer { try? FileManager.default.removeItem(at: dir) }
         let message = dir.appendingPathComponent("message.json").path
         try Data(#"{"title":"t"}"#.utf8).write(to: URL(fileURLWithPath: message))
-        let inArguments = try Self.run([
+        let inArguments = try await Self.run([
             "send", message, "--all", "--server", "https://push.example.com", "--key", "rp_secret", "--app", "app_x",
         ])
         #expect(
@@ -596,16 +605,18 @@ import Glibc
                 && inArguments.stderr.contains("--key-file"),
             "\(inArguments.stderr)"
         )
-        let none = try Self.run(["send", message, "--all", "--server", "https://push.example.com", "--app", "app_x"])
+        let none = try await Self.run([
+            "send", message, "--all", "--server", "https://push.example.com", "--app", "app_x",
+        ])
         #expect(none.status == 2 && none.stderr.contains("RICHPUSH_API_KEY"), "\(none.stderr)")
         let emptyFile = dir.appendingPathComponent("empty").path
         try Data("\n".utf8).write(to: URL(fileURLWithPath: emptyFile))
-        let empty = try Self.run([
+        let empty = try await Self.run([
             "send", message, "--all", "--server", "https://push.example.com", "--key-file", emptyFile, "--app", "app_x",
         ])
         #expect(empty.status == 2 && empty.stderr.contains("empty"), "\(empty.stderr)")
         for plain in ["http://push.example.com", "http://10.0.0.5:8080", "http://127.example.com"] {
-            let run = try Self.run(
+            let run = try await Self.run(
                 ["send", message, "--all", "--server", plain, "--app", "app_x"],
                 environment: ["RICHPUSH_API_KEY": "rp_secret"]
             )
@@ -634,7 +645,7 @@ import Glibc
             recordRequests: true
         )
         let port = try await redirecting.start()
-        let run = try Self.run(
+        let run = try await Self.run(
             ["send", message, "--all", "--server", "http://127.0.0.1:\(port)", "--app", "app_x"],
             environment: ["RICHPUSH_API_KEY": "rp_secret"]
         )
@@ -712,7 +723,7 @@ import Glibc
             ])
             let port = try await server.start()
             let progress = ["lines", "bar", "none"][Int(r.next() % 3)]
-            let run = try Self.run(
+            let run = try await Self.run(
                 [
                     "send", message, "--server", "http://127.0.0.1:\(port)", "--app", "app_x", "--all",
                     "--progress", progress, "--progress-interval", "0.01", "--report",
@@ -737,7 +748,7 @@ import Glibc
             "\u{FF}\u{FE}", #"{"apns":{"port":1},"fcm":{"url":"ftp://x"}}"#,
         ].enumerated() {
             try Data(summary.utf8).write(to: sandbox.appendingPathComponent("sandbox.json"))
-            let run = try Self.run([
+            let run = try await Self.run([
                 "send", message, "--sandbox", sandbox.path, "--token", Self.apnsToken(1), "--max-attempts", "1",
                 "--timeout", "1",
             ])
@@ -764,7 +775,7 @@ import Glibc
             #"{"title":"Goal!","body":"2–1","media":"https://cdn.example.com/goal.jpg","collapse_id":"match-42"}"#
         )
         let options = ["--vapid-subject", "mailto:push@example.com", "--progress", "none", "--no-preflight"]
-        let r = try SendTests.run(
+        let r = try await SendTests.run(
             ["send", message, "--sandbox", f.sandboxDir, "--webpush-subscription", file, "--vapid-key", keyFile]
                 + options
         )
@@ -778,7 +789,7 @@ import Glibc
 
         // Another site's key: the push service refuses the token, and the send says why.
         let other = try f.write("other.key", JWT.base64URL(P256.Signing.PrivateKey().rawRepresentation))
-        let wrong = try SendTests.run(
+        let wrong = try await SendTests.run(
             ["send", message, "--sandbox", f.sandboxDir, "--webpush-subscription", file, "--vapid-key", other] + options
         )
         #expect(wrong.status == 1 && wrong.stdout.contains("made with another key"), "\(wrong.stdout)")
@@ -786,13 +797,13 @@ import Glibc
 
         // Refusals before any send, naming the option.
         let badKey = try f.write("bad.key", "not a key")
-        let refused = try SendTests.run(
+        let refused = try await SendTests.run(
             ["send", message, "--sandbox", f.sandboxDir, "--webpush-subscription", file, "--vapid-key", badKey]
                 + options
         )
         #expect(refused.status == 2 && refused.stderr.contains("--vapid-key"), "\(refused.stderr)")
         #expect(!refused.stderr.contains("not a key"))
-        let noSubject = try SendTests.run(
+        let noSubject = try await SendTests.run(
             ["send", message, "--sandbox", f.sandboxDir, "--webpush-subscription", file, "--vapid-key", keyFile]
         )
         #expect(noSubject.status == 2 && noSubject.stderr.contains("--vapid-subject"), "\(noSubject.stderr)")
@@ -800,7 +811,7 @@ import Glibc
             "plain.json",
             #"{"endpoint":"http://push.example.net/w/1","keys":{"p256dh":"\#(subs[0]["keys"]!["p256dh"]!.stringValue!)","auth":"\#(subs[0]["keys"]!["auth"]!.stringValue!)"}}"#
         )
-        let http = try SendTests.run(
+        let http = try await SendTests.run(
             ["send", message, "--sandbox", f.sandboxDir, "--webpush-subscription", plain, "--vapid-key", keyFile]
                 + options
         )
@@ -815,7 +826,7 @@ import Glibc
         let message = try f.message(
             #"{"title":"Goal!","media":"https://cdn.example.com/goal.jpg","priority":"high","ttl":600,"collapse_id":"match-42"}"#
         )
-        let r = try SendTests.run([
+        let r = try await SendTests.run([
             "payload", "--provider", "webpush", "--webpush-subscription", sub, "--default-url",
             "https://shop.example.com/",
             "--json", message,

@@ -27,7 +27,7 @@ import FoundationNetworking
             environment: [String: String] = [:],
             log: URL? = nil,
             wait: Bool = true
-        ) throws {
+        ) async throws {
             process.executableURL = CLITests.binary
             process.arguments =
                 ["serve", "--port", "0", "--db", db, "--sandbox-dir", sandboxDir, "--admin-key", "test-admin-key-0001"]
@@ -42,15 +42,19 @@ import FoundationNetworking
                 process.standardError = FileHandle.nullDevice
             }
             try process.run()
-            if wait { try waitUntilListening() }
+            if wait { try await waitUntilListening() }
         }
 
         /// Reads the line the server prints once it listens.
-        func waitUntilListening() throws {
-            var line = ""
-            while !line.hasSuffix("}\n") {
-                guard let chunk = try out.fileHandleForReading.read(upToCount: 1), !chunk.isEmpty else { break }
-                line += String(decoding: chunk, as: UTF8.self)
+        func waitUntilListening() async throws {
+            let handle = UncheckedBox(out.fileHandleForReading)
+            let line = try await offThePool {
+                var line = ""
+                while !line.hasSuffix("}\n") {
+                    guard let chunk = try handle.value.read(upToCount: 1), !chunk.isEmpty else { break }
+                    line += String(decoding: chunk, as: UTF8.self)
+                }
+                return line
             }
             base = (try? JSONValue.parse(line))?["listening"]?.stringValue ?? ""
             sandboxAdmin = (try? JSONValue.parse(line))?["sandbox_admin"]?.stringValue ?? ""
@@ -160,7 +164,7 @@ import FoundationNetworking
     @Test func aScheduledSendSurvivesAKillAndARestart() async throws {
         let (dir, sbx, db) = try Self.scratch("serve")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let first = try Server(db: db, sandboxDir: sbx)
+        let first = try await Server(db: db, sandboxDir: sbx)
         #expect(first.base.hasPrefix("http://127.0.0.1:"))
         // The key provider credentials are sealed with, beside the database, for its owner only.
         #expect(try FileManager.default.attributesOfItem(atPath: db + ".key")[.posixPermissions] as? Int == 0o600)
@@ -192,9 +196,9 @@ import FoundationNetworking
         #expect(s2 == 202)
         let id = try #require(accepted["id"]?.stringValue)
         kill(first.process.processIdentifier, SIGKILL)
-        first.process.waitUntilExit()
+        await first.process.exited()
 
-        let second = try Server(db: db, sandboxDir: sbx)
+        let second = try await Server(db: db, sandboxDir: sbx)
         var counts: JSONValue = .null
         for _ in 0..<100 {
             counts = try await second.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1["counts"] ?? .null
@@ -203,7 +207,7 @@ import FoundationNetworking
         }
         #expect(counts == ["delivered": 1])
         second.process.terminate()
-        second.process.waitUntilExit()
+        await second.process.exited()
         #expect(second.process.terminationReason == .exit && second.process.terminationStatus == 0)
     }
 
@@ -211,7 +215,7 @@ import FoundationNetworking
     @Test func hostedMediaIsServedOnTheMainPort() async throws {
         let (dir, sbx, db) = try Self.scratch("serve-media")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let server = try Server(db: db, sandboxDir: sbx)
+        let server = try await Server(db: db, sandboxDir: sbx)
         defer { server.process.terminate() }
         let jpeg: [UInt8] =
             [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10] + Array("JFIF".utf8) + [0, 1, 1, 0, 0, 1, 0, 1, 0, 0]
@@ -324,18 +328,18 @@ import FoundationNetworking
     @Test func tenThousandDeliveriesSurviveRepeatedKills() async throws {
         let (dir, sbxDir, db) = try Self.scratch("crash")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let sandbox = try ExternalSandbox(dir: sbxDir)
-        defer { sandbox.stop() }
+        let sandbox = try await ExternalSandbox(dir: sbxDir)
+        defer { sandbox.process.terminate() }
         // A short lease, so that deliveries a killed server held are sent again within seconds.
         let external = sandbox.serverArguments + ["--lease", "10"]
 
-        var server = try Server(db: db, sandboxDir: sbxDir, extra: external)
+        var server = try await Server(db: db, sandboxDir: sbxDir, extra: external)
         let (app, key, ids) = try await server.sendToAHundredDevices(notifications: 100)
         for _ in 0..<3 {
             try await Task.sleep(nanoseconds: 400_000_000)
             kill(server.process.processIdentifier, SIGKILL)
-            server.process.waitUntilExit()
-            server = try Server(db: db, sandboxDir: sbxDir, extra: external)
+            await server.process.exited()
+            server = try await Server(db: db, sandboxDir: sbxDir, extra: external)
         }
         let totals = try await server.settledTotals(app: app, key: key, ids: ids, expecting: 10_000)
         #expect(totals == ["delivered": 10_000], "\(totals)")
@@ -346,7 +350,7 @@ import FoundationNetworking
         )
         #expect(duplicates >= 0 && duplicates < 1000)
         server.process.terminate()
-        server.process.waitUntilExit()
+        await server.process.exited()
     }
 
     /// SIGTERM in the middle of a 5,000-delivery send: the server stops taking work, finishes the sends it has
@@ -357,12 +361,12 @@ import FoundationNetworking
         defer { try? FileManager.default.removeItem(at: dir) }
         // APNs answers after 300 ms, so that the 5,000 deliveries take seconds however fast the worker: without it a
         // loaded machine let the whole send end before the test's first look (it then proves nothing).
-        let sandbox = try ExternalSandbox(dir: sbxDir, latencyMs: 300)
-        defer { sandbox.stop() }
+        let sandbox = try await ExternalSandbox(dir: sbxDir, latencyMs: 300)
+        defer { sandbox.process.terminate() }
         // A lease far longer than the test: a delivery left leased by the first server would not be sent again
         // in time, and the totals below would show it.
         let external = sandbox.serverArguments + ["--lease", "600"]
-        var server = try Server(db: db, sandboxDir: sbxDir, extra: external)
+        var server = try await Server(db: db, sandboxDir: sbxDir, extra: external)
         let (app, key, ids) = try await server.sendToAHundredDevices(notifications: 50)
         // Stop it while it is sending.
         var arrived = 0
@@ -373,13 +377,13 @@ import FoundationNetworking
         }
         let stopping = Date()
         kill(server.process.processIdentifier, SIGTERM)
-        server.process.waitUntilExit()
+        await server.process.exited()
         let took = Date().timeIntervalSince(stopping)
         #expect(server.process.terminationReason == .exit && server.process.terminationStatus == 0)
         #expect(took < 30, "\(took)")
         let atStop = try await sandbox.acceptedCount()
 
-        server = try Server(db: db, sandboxDir: sbxDir, extra: external)
+        server = try await Server(db: db, sandboxDir: sbxDir, extra: external)
         let totals = try await server.settledTotals(app: app, key: key, ids: ids, expecting: 5_000)
         #expect(totals == ["delivered": 5_000], "\(totals)")
         let accepted = try await sandbox.acceptedCount()
@@ -389,7 +393,7 @@ import FoundationNetworking
         #expect(atStop < 5_000, "the send was over before the SIGTERM; the test proves nothing")
         #expect(accepted == 5_000)
         server.process.terminate()
-        server.process.waitUntilExit()
+        await server.process.exited()
     }
 }
 
@@ -403,7 +407,7 @@ final class ExternalSandbox {
     let summary: JSONValue
 
     /// `latencyMs`: how long each emulator waits before it answers a request (it counts it when it takes it).
-    init(dir: String, threads: Int? = 1, latencyMs: Int = 0) throws {
+    init(dir: String, threads: Int? = 1, latencyMs: Int = 0) async throws {
         process.executableURL = CLITests.binary
         process.arguments =
             ["sandbox", "--dir", dir] + (threads.map { ["--threads", String($0)] } ?? [])
@@ -411,10 +415,14 @@ final class ExternalSandbox {
         let out = Pipe()
         process.standardOutput = out
         try process.run()
-        var text = ""
-        while !text.contains("sandbox: serving") {
-            guard let chunk = try out.fileHandleForReading.read(upToCount: 1), !chunk.isEmpty else { break }
-            text += String(decoding: chunk, as: UTF8.self)
+        let handle = UncheckedBox(out.fileHandleForReading)
+        let text = try await offThePool {
+            var text = ""
+            while !text.contains("sandbox: serving") {
+                guard let chunk = try handle.value.read(upToCount: 1), !chunk.isEmpty else { break }
+                text += String(decoding: chunk, as: UTF8.self)
+            }
+            return text
         }
         guard let end = text.range(of: "sandbox: serving") else { throw CocoaError(.fileReadUnknown) }
         summary = try JSONValue.parse(String(text[..<end.lowerBound]))
@@ -439,8 +447,8 @@ final class ExternalSandbox {
         return total
     }
 
-    func stop() {
+    func stop() async {
         process.terminate()
-        process.waitUntilExit()
+        await process.exited()
     }
 }

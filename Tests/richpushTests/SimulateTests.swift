@@ -87,7 +87,7 @@ import Testing
         defer { try? FileManager.default.removeItem(at: dir) }
         for (provider, payload, utis, body) in Self.cases(base) {
             let out = dir.appendingPathComponent(provider)
-            let r = try CLITests().run(
+            let r = try await CLITests().run(
                 ["simulate", "--allow-http", "--deadline", "10", "--out", out.path, "-"],
                 stdin: payload.jsonString
             )
@@ -128,7 +128,7 @@ import Testing
         ]
         let out = FileManager.default.temporaryDirectory.appendingPathComponent("simulate-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: out) }
-        let r = try CLITests().run(
+        let r = try await CLITests().run(
             ["simulate", "--allow-http", "--deadline", "1.5", "--out", out.path, "-"],
             stdin: payload.jsonString
         )

@@ -11,16 +11,13 @@ import Testing
     @Test func theServiceWorkerShowsAnImageNotificationAndReportsIt() async throws {
         let (dir, sandbox, db) = try ServeTests.scratch("webpush-browser")
         defer { try? FileManager.default.removeItem(at: dir) }
-        let server = try ServeTests.Server(db: db, sandboxDir: sandbox)
-        defer {
-            server.process.terminate()
-            server.process.waitUntilExit()
-        }
+        let server = try await ServeTests.Server(db: db, sandboxDir: sandbox)
+        defer { server.process.terminate() }
         let summary = try JSONValue.parse(
             try Data(contentsOf: URL(fileURLWithPath: sandbox).appendingPathComponent("sandbox.json"))
         )
         let admin = try #require(summary["admin"]?.stringValue)
-        let (status, text) = try ConsoleBrowserTests.runBrowserScript(
+        let (status, text) = try await ConsoleBrowserTests.runBrowserScript(
             "webpush_test.py",
             [server.base, "test-admin-key-0001", admin]
         )

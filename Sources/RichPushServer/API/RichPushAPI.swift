@@ -28,6 +28,8 @@ public struct RichPushAPI: Sendable {
     public var publicClientLimiter = RateLimiter(rate: 10, burst: 100)
     /// The operator's proxies, whose forwarded-for headers name the client (none: the peer is the client).
     public var trustedProxies = TrustedProxies()
+    /// The connections the node holds (shown by /metrics; nil where the API runs without a listener of its own).
+    public var connections: ConnectionLimits?
     /// Requests that store something are refused while a watched disk is below its floor (nil: no floor).
     public var diskFloor: DiskFloor?
     /// Registry fan-outs run after the answer; tests and shutdown wait for them here.
@@ -137,7 +139,8 @@ public struct RichPushAPI: Sendable {
             adminKeyHash: adminKeyHash,
             metrics: metrics,
             fanOuts: fanOuts,
-            nodeID: nodeID
+            nodeID: nodeID,
+            connections: connections
         ).addRoutes(to: router)
         ConsoleController.addRoutes(to: router)
         let media = MediaController(media: media, quotas: quotas, maxBodyBytes: maxBodyBytes)

@@ -102,6 +102,8 @@ public func buildApplication(
     }
     api.publicClientLimiter = RateLimiter(rate: config.publicRatePerClient, burst: config.publicRatePerClient * 10)
     api.trustedProxies = config.trustedProxies
+    let connections = ConnectionLimits(config.connections, proxies: config.trustedProxies, metrics: metrics)
+    api.connections = connections
     // On PostgreSQL the database's disk is the database server's (its "disk full" still answers 507), and hosted
     // media lives there too; this node's disk is a cache.
     if !config.isPostgres, config.minFreeDiskMegabytes > 0 {
@@ -156,7 +158,10 @@ public func buildApplication(
         router: api.router(),
         server: .http1(
             configuration: .init(
-                additionalChannelHandlers: [MediaFastPath(store: mediaStore, status: fastPath, logger: mediaLog)]
+                additionalChannelHandlers: [
+                    ConnectionGuard(connections), MediaFastPath(store: mediaStore, status: fastPath, logger: mediaLog),
+                ],
+                idleTimeout: .milliseconds(Int64(config.connections.idleSeconds * 1000))
             )
         ),
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: "richpush", backlog: 4096),

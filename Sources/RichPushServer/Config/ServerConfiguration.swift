@@ -28,11 +28,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var concurrency = 200
     /// Workers that claim and send side by side, sharing `concurrency` between them.
     public var lanes = 2
-    /// Deliveries one app may hold on this node at once (`workers.in_flight_per_app`; default three quarters of
+    /// Deliveries one app may hold on this node at once (`workers.in_flight_per_app`; default nine tenths of
     /// `concurrency`): another app's send always finds a slot.
     public var inFlightPerApp: Int?
     /// Sends in flight at once from this node to one push service origin (`workers.in_flight_per_origin`; default
-    /// three quarters of `concurrency`): a push service that stops answering holds no more than these.
+    /// nine tenths of `concurrency`): a push service that stops answering holds no more than these.
     public var inFlightPerOrigin: Int?
 
     /// The node's bounds as they apply.
@@ -81,6 +81,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     /// The operator's proxies and load balancers (`trusted_proxies`: addresses or CIDR ranges): requests from them
     /// are counted under the client they forwarded for (`X-Forwarded-For`, `Forwarded`), not under the proxy.
     public var trustedProxies = TrustedProxies()
+    /// Connections one client address may hold (`connections.per_client`, 1,024), the node may hold
+    /// (`connections.max`, its descriptor limit less 1,024, at most 65,536) and how long one may stay idle
+    /// (`connections.idle_seconds`, 30).
+    public var connections = ConnectionLimits.Limits()
     /// Writes are refused (507) while the disk holding the database or the hosted media has less free space
     /// than this (`disk.min_free_megabytes`); reads and deliveries already accepted go on. 0 turns it off.
     public var minFreeDiskMegabytes: Double = 512
@@ -122,12 +126,14 @@ public struct ServerConfiguration: Sendable, Equatable {
             "database", "node_id", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers",
             "sandbox", "media", "receipts", "credentials_key_file", "notifications", "quotas", "live",
             "public_rate_per_client", "trusted_proxies", "disk", "registrations", "updates", "insight",
+            "connections",
         ],
         "registrations": [
             "devices_per_app", "devices_per_user", "live_tokens_per_app", "live_tokens_per_user",
             "live_tokens_per_activity",
         ],
         "disk": ["min_free_megabytes"],
+        "connections": ["per_client", "max", "idle_seconds"],
         "updates": ["max_versions", "per_second", "burst"],
         "insight": ["max_views", "max_views_per_app", "max_views_per_key", "max_views_per_notification"],
         "live": ["priority10_per_hour"],
@@ -182,6 +188,17 @@ public struct ServerConfiguration: Sendable, Equatable {
             let (proxies, problem) = TrustedProxies.parse(entries)
             guard let proxies else { throw Problem(key: "trusted_proxies", rule: problem ?? "not a range") }
             trustedProxies = proxies
+        }
+        if let c = o["connections"] {
+            guard case .object(let cobj) = c else { throw Problem(key: "connections", rule: "must be an object") }
+            try Self.checkKeys(cobj, section: "connections")
+            if let n = try number(cobj["per_client"], "connections.per_client", 1...1_000_000) {
+                connections.perClient = Int(n)
+            }
+            if let n = try number(cobj["max"], "connections.max", 1...10_000_000) { connections.total = Int(n) }
+            if let n = try number(cobj["idle_seconds"], "connections.idle_seconds", 1...3_600) {
+                connections.idleSeconds = n
+            }
         }
         if let d = o["disk"] {
             guard case .object(let dobj) = d else { throw Problem(key: "disk", rule: "must be an object") }

@@ -131,6 +131,22 @@ public final class ServerMetrics: Sendable {
         ).increment()
     }
 
+    /// A connection was closed as soon as it was accepted (`per-client`, `node`: past ``ConnectionLimits``).
+    func connectionRefused(reason: String) {
+        registry.makeCounter(
+            name: "richpush_connections_refused_total",
+            labels: [("reason", reason)],
+            help: "Connections closed as soon as accepted: past the bound per client address or per node"
+        ).increment()
+    }
+
+    /// Connections the node holds and client addresses holding any, read when /metrics is.
+    func connectionsOpen(_ total: Int, clients: Int) {
+        registry.makeGauge(name: "richpush_connections_open", help: "Connections the node holds").set(Double(total))
+        registry.makeGauge(name: "richpush_connection_clients", help: "Client addresses holding a connection")
+            .set(Double(clients))
+    }
+
     /// A registry fan-out run failed (it is tried again with growing pauses): an alert rule watches this.
     func fanOutFailed() {
         registry.makeCounter(

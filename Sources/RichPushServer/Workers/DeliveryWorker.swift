@@ -36,9 +36,11 @@ public final class DeliveryWorker: Sendable {
         /// ``sendDeadline`` as it applies.
         var effectiveSendDeadline: TimeInterval { sendDeadline ?? max(lease / 2, 30) }
 
-        /// Free slots worth a claim of their own while sends are in flight: a quarter of what one claim takes at
-        /// most (so that claims stay a few dozen deliveries, not one per slot that frees).
-        var claimThreshold: Int { max(1, min(batchSize, concurrency) / 4) }
+        /// Free slots worth a claim of their own while sends are in flight: half of what one claim takes at most.
+        /// A claim's cost is mostly per claim (a transaction, the choice of apps): at a quarter a one-app send of
+        /// 200,000 made 4,828 claims (41 deliveries each, 11 times as many as a worker that claimed 500 at a
+        /// time), and cost 0.117 CPU s per 1,000 deliveries against 0.097.
+        var claimThreshold: Int { max(1, min(batchSize, concurrency) / 2) }
 
         public init(
             owner: String = "worker-\(UUID().uuidString.prefix(8))",

@@ -14,6 +14,8 @@ struct HealthController: Sendable {
     let fanOuts: BackgroundWork
     /// This node's id, shown by `/health` (several nodes on one database).
     let nodeID: String?
+    /// The node's connections (nil in tests that run the API without a listener).
+    let connections: ConnectionLimits?
 
     func addRoutes(to router: Router<APIRequestContext>) {
         // Live: the process answers. Ready: its database answers too (a load balancer sends traffic to ready nodes).
@@ -32,6 +34,7 @@ struct HealthController: Sendable {
             }
         }
         metrics.fanOutsRunning(fanOuts.count)
+        if let connections { metrics.connectionsOpen(connections.open.total, clients: connections.open.clients) }
         return Response(
             status: .ok,
             headers: [.contentType: "text/plain; version=0.0.4"],
