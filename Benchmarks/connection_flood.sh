@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# What a caller without a key can make a node hold with connections alone: CONNECTIONS (default 20,000) TCP
-# connections opened from one client address (127.0.0.2) to a release `richpush serve` (SQLite, sandbox) and held
+# What a caller without a key can make a node hold with connections alone: CONNECTIONS (default 12,000) TCP
+# connections opened from one client address (127.0.0.2) to a release `richpush serve` (SQLite, sandbox; its
+# descriptor limit set to SERVER_FDS, default 8,192, hard and soft, so that the flood can exceed it) and held
 # with nothing sent on them, beside one slow-loris connection (a request head a byte a second). Meanwhile another
 # client (127.0.0.1) asks GET /health twenty times and sends a notification to a registered device. Prints how many
 # of the flood's connections the node accepted and kept, its descriptors and resident memory, the other client's
 # statuses and slowest answer, and the same after the idle time (30 s) has passed.
-#   Benchmarks/connection_flood.sh [CONNECTIONS=20000]
+#   [SERVER_FDS=8192] [SOURCES=1] Benchmarks/connection_flood.sh [CONNECTIONS=12000]
+# SOURCES spreads the flood over that many client addresses (127.0.0.2, 127.0.0.3, …): enough of them reach the
+# node's own bound. KEEP=folder keeps the node's log there.
 # BIN=path/to/richpush measures another build; the default is a release build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-connections=${1:-20000}
+connections=${1:-12000}
 if [[ -z ${BIN:-} ]]; then swift build -c release --product richpush >/dev/null; fi
 bin=${BIN:-$PWD/.build/release/richpush}
 source Benchmarks/lib/sandbox.sh
@@ -18,7 +21,9 @@ scratch_and_cleanup
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 admin=flood-admin-key-0001
-"$bin" serve --port 0 --db "$dir/rp.sqlite" --sandbox-dir "$dir/sandbox" --admin-key "$admin" > "$dir/serve.log" 2>&1 &
+(ulimit -n "${SERVER_FDS:-8192}" && exec "$bin" serve --port 0 --db "$dir/rp.sqlite" --sandbox-dir "$dir/sandbox" \
+  --admin-key "$admin") > "$dir/serve.log" 2>&1 &
+[[ -n ${KEEP:-} ]] && trap 'cp "$dir/serve.log" "$KEEP/" 2>/dev/null; for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$dir"' EXIT
 server=$!
 pids+=($server)
 for _ in $(seq 200); do grep -q '"listening"' "$dir/serve.log" 2>/dev/null && break; sleep 0.1; done
@@ -29,11 +34,11 @@ key=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['api_key'])" "$
 token=$(printf '%064x' 4711)
 curl -s -o /dev/null -XPOST "$base/v1/apps/$app/devices" -H "Authorization: Bearer $key" \
   -d "{\"token\":\"$token\",\"platform\":\"ios\"}"
-echo "connection_flood: $connections idle connections from 127.0.0.2 and one slow-loris, against $(basename "$(dirname "$(dirname "$bin")")")/$(basename "$bin") (descriptor limit of the shell: $(ulimit -n))"
+echo "connection_flood: $connections idle connections from ${SOURCES:-1} address(es) (127.0.0.2, …) and one slow-loris, against $bin (the node's descriptor limit: ${SERVER_FDS:-8192})"
 
-python3 - "$base" "$server" "$connections" "$app" "$key" <<'PY'
+python3 - "$base" "$server" "$connections" "$app" "$key" "${SOURCES:-1}" <<'PY'
 import http.client, json, os, resource, socket, sys, threading, time, urllib.parse
-base, pid, n, app, key = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+base, pid, n, app, key, sources = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6])
 u = urllib.parse.urlparse(base)
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
@@ -52,10 +57,10 @@ def alive():
 
 held, refused = [], 0
 started = time.time()
-for _ in range(n):
+for i in range(n):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        s.bind(("127.0.0.2", 0))
+        s.bind((f"127.0.0.{2 + i % sources}", 0))
         s.settimeout(2)
         s.connect((u.hostname, u.port))
         s.setblocking(False)

@@ -384,6 +384,110 @@ import FoundationNetworking
         _ = try? await running.value
     }
 
+    /// 3 s of idleness: a body sent a byte at a time is cut off; a small body that takes a second is read and
+    /// answered; a client that pipelines 2,000 requests for a 116 KB answer and reads nothing is answered one at a
+    /// time (the node does not read ahead) and closed once nothing of the answers leaves.
+    @Test func aSlowBodyOrAnUnreadAnswerEndsItsConnection() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("slow-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var config = ApplicationTests.configuration(in: folder)
+        config.connections = .init(idleSeconds: 3)
+        var logger = Logger(label: "richpush-test")
+        logger.logLevel = .critical
+        let (ports, sink) = AsyncStream<Int>.makeStream()
+        let server = try await buildApplication(config, adminKey: APIKeys.newKey(), logger: logger) { port, _, _ in
+            sink.yield(port)
+        }
+        let group = ServiceGroup(services: [server], logger: logger)
+        let running = Task { try await group.run() }
+        var port = 0
+        for await p in ports {
+            port = p
+            break
+        }
+        // A body of 100,000 bytes declared, a byte every 200 ms.
+        let slow = try RawHTTP.connected(port)
+        defer { close(slow) }
+        let head = "POST /v1/apps/none/devices HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
+        #expect(RawHTTP.write(slow, Array(head.utf8)))
+        let trickle = Task.detached {
+            var sent = 0
+            while RawHTTP.write(slow, [UInt8(ascii: " ")]), sent < 100 {
+                sent += 1
+                try? await Task.sleep(nanoseconds: 200_000_000)
+            }
+            return sent
+        }
+        #expect(await trickle.value < 100, "a body sent a byte at a time for 20 s was read on")
+
+        // A small body in three parts over a second: answered (401, no key; what matters is that it was read).
+        let small = try RawHTTP.connected(port)
+        defer { close(small) }
+        let body = #"{"token":"ab","platform":"ios"}"#
+        #expect(
+            RawHTTP.write(
+                small,
+                Array(
+                    "POST /v1/apps/none/devices HTTP/1.1\r\nHost: x\r\nContent-Length: \(body.utf8.count)\r\n\r\n".utf8
+                )
+            )
+        )
+        for piece in [body.prefix(10), body.dropFirst(10).prefix(10), body.dropFirst(20)] {
+            try await Task.sleep(nanoseconds: 400_000_000)
+            #expect(RawHTTP.write(small, Array(piece.utf8)))
+        }
+        let answered = await offThePool {
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let n = chunk.withUnsafeMutableBytes { recv(small, $0.baseAddress, $0.count, 0) }
+            return n > 0 ? String(decoding: chunk[0..<n], as: UTF8.self) : ""
+        }
+        #expect(answered.hasPrefix("HTTP/1.1 401"), "\(answered.prefix(200))")
+
+        // Pipelined and never read, with a small receive buffer.
+        let reader = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var size: Int32 = 4096
+        setsockopt(reader, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                connect(reader, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        #expect(connected == 0)
+        defer { close(reader) }
+        var flags = fcntl(reader, F_GETFL)
+        flags |= O_NONBLOCK
+        _ = fcntl(reader, F_SETFL, flags)
+        let request = Array("GET /openapi.yaml HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        var pipelined: [UInt8] = []
+        for _ in 0..<2_000 { pipelined += request }
+        var written = 0
+        while written < pipelined.count {
+            let n = pipelined[written...].withUnsafeBytes {
+                send(reader, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL))
+            }
+            if n <= 0 { break }
+            written += n
+        }
+        // Closed (the state leaves ESTABLISHED) within a few idle intervals, unread.
+        let started = Date()
+        var open = true
+        while open && Date().timeIntervalSince(started) < 30 {
+            try await Task.sleep(nanoseconds: 250_000_000)
+            var info = tcp_info()
+            var length = socklen_t(MemoryLayout<tcp_info>.size)
+            getsockopt(reader, Int32(IPPROTO_TCP), TCP_INFO, &info, &length)
+            open = info.tcpi_state == 1  // TCP_ESTABLISHED
+        }
+        #expect(!open, "a connection whose answers nobody read was kept 30 s")
+        await group.triggerGracefulShutdown()
+        _ = try? await running.value
+    }
+
     // MARK: The disk floor
 
     /// A small file system of its own where the test may mount one (root, as CI runs), else the test's folder with

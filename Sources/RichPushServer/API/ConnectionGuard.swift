@@ -1,6 +1,7 @@
 import Foundation
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTPTypes
 
 /// The connections a node holds, bounded: a connection costs a descriptor and its buffers whether or not a request
 /// ever comes on it, so a caller without a key could otherwise hold them all (one client with 20,000 idle
@@ -100,16 +101,45 @@ public final class ConnectionLimits: Sendable {
     public struct RefusalError: Error, Sendable { public var refusal: Refusal }
 }
 
-/// Admits each accepted connection through ``ConnectionLimits`` when it becomes active, closing it at once when
-/// refused, and gives its place back when it ends.
-final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+/// One connection's guard, after the HTTP codec: admits the connection through ``ConnectionLimits`` when it becomes
+/// active (closing it at once when refused) and gives its place back when it ends; and bounds what a caller who
+/// does not read, or writes slowly, makes the node hold:
+/// - one request at a time: a request pipelined behind one whose answer is not written yet waits here, and nothing
+///   more is read from the socket meanwhile (a client that pipelined thousands of requests for a large answer and
+///   never read made the node hold megabytes of answers per connection);
+/// - nothing is read while the connection cannot take more writes (its answers back up);
+/// - an answer of which nothing leaves for `idle_seconds` (the client stopped reading) closes the connection;
+/// - a request body must come at `minBodyBytesPerSecond` or more over each `idle_seconds` (a body sent a byte at a
+///   time kept its connection and its buffered bytes for good: each of its parts counts as activity).
+final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unchecked Sendable {
     // @unchecked: lives on its channel's event loop.
-    typealias InboundIn = NIOAny
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    /// The slowest a request body may come, measured over each idle interval: 1 KB a second.
+    static let minBodyBytesPerSecond = 1_024
 
     let limits: ConnectionLimits
     private var key: String?
+    /// Requests passed on whose answer has not ended.
+    private var answering = 0
+    /// Parts of requests that came while an answer was pending, in order.
+    private var queued: [HTTPRequestPart] = []
+    /// A read asked for while parts were queued or the connection could not take writes.
+    private var readHeld = false
+    /// The request body being read: bytes since the last look, and the look.
+    private var readingBody = false
+    private var bodyBytes = 0
+    /// What is left of the body by its Content-Length (nil: not declared, or chunked).
+    private var bodyLeft: Int?
+    private var bodyCheck: Scheduled<Void>?
+    private var stallCheck: Scheduled<Void>?
 
     init(_ limits: ConnectionLimits) { self.limits = limits }
+
+    private var idle: TimeAmount { .milliseconds(Int64(limits.limits.idleSeconds * 1000)) }
 
     func handlerAdded(context: ChannelHandlerContext) {
         // An accepted connection may be active before its handlers are added.
@@ -136,17 +166,135 @@ final class ConnectionGuard: ChannelInboundHandler, RemovableChannelHandler, @un
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         // Nothing of a refused connection goes further.
         guard key != nil else { return }
-        context.fireChannelRead(data)
+        let part = unwrapInboundIn(data)
+        if !queued.isEmpty {
+            queued.append(part)
+            return
+        }
+        if case .head = part, answering > 0 {
+            queued.append(part)
+            return
+        }
+        pass(context, part)
+    }
+
+    /// Passes a part on, counting requests and timing bodies.
+    private func pass(_ context: ChannelHandlerContext, _ part: HTTPRequestPart) {
+        switch part {
+        case .head(let head):
+            answering += 1
+            readingBody = true
+            bodyBytes = 0
+            // Digits only, and at most 18 of them, before the conversion.
+            let declared = head.headerFields[.contentLength].flatMap { v -> Int? in
+                guard (1...18).contains(v.utf8.count), v.utf8.allSatisfy({ (48...57).contains($0) }) else { return nil }
+                return Int(v)
+            }
+            bodyLeft = declared
+            scheduleBodyCheck(context)
+        case .body(let b):
+            bodyBytes += b.readableBytes
+            bodyLeft = bodyLeft.map { max(0, $0 - b.readableBytes) }
+        case .end:
+            readingBody = false
+            bodyCheck?.cancel()
+            bodyCheck = nil
+        }
+        context.fireChannelRead(wrapInboundOut(part))
+    }
+
+    /// Each idle interval of a body: closed unless it brought the minimum since the last look, or all that was left
+    /// of it by its length (a small body must end within the interval; a large one come at the minimum rate).
+    private func scheduleBodyCheck(_ context: ChannelHandlerContext) {
+        bodyCheck?.cancel()
+        let seconds = max(1, Int(limits.limits.idleSeconds))
+        let needed = min(Self.minBodyBytesPerSecond * seconds, bodyLeft ?? Int.max)
+        bodyCheck = context.eventLoop.scheduleTask(in: idle) { [self] in
+            guard readingBody else { return }
+            if bodyBytes < needed {
+                context.close(promise: nil)
+            } else {
+                bodyBytes = 0
+                scheduleBodyCheck(context)
+            }
+        }
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        let part = unwrapOutboundIn(data)
+        context.write(wrapOutboundOut(part), promise: promise)
+        if stallCheck == nil { scheduleStallCheck(context, buffered: Self.buffered(context)) }
+        guard case .end = part else { return }
+        answering = max(0, answering - 1)
+        // The next request that waited, with its parts as far as they came (to its end, or the next head).
+        if answering == 0, let first = queued.first, case .head = first {
+            queued.removeFirst()
+            pass(context, first)
+            while let next = queued.first {
+                if case .head = next { break }
+                queued.removeFirst()
+                pass(context, next)
+            }
+            // What reads the parts takes them at the end of a read.
+            context.fireChannelReadComplete()
+        }
+        releaseRead(context)
+    }
+
+    func read(context: ChannelHandlerContext) {
+        if !queued.isEmpty || !context.channel.isWritable {
+            readHeld = true
+            return
+        }
+        context.read()
+    }
+
+    private func releaseRead(_ context: ChannelHandlerContext) {
+        guard readHeld, queued.isEmpty, context.channel.isWritable else { return }
+        readHeld = false
+        context.read()
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable { releaseRead(context) }
+        context.fireChannelWritabilityChanged()
+    }
+
+    /// After a write: each idle interval, what waits in the channel to be written must have gone down (or be gone),
+    /// else the client reads nothing and the connection is closed. A slow reader that makes progress (a long video
+    /// on a slow link) keeps it. (The answer's last bytes can wait with the channel still writable: the socket's
+    /// buffer holds the rest and the writer waits for them, so writability alone never said.)
+    private func scheduleStallCheck(_ context: ChannelHandlerContext, buffered: Int) {
+        stallCheck = context.eventLoop.scheduleTask(in: idle) { [self] in
+            let now = Self.buffered(context)
+            if now == 0 {
+                stallCheck = nil
+            } else if now >= buffered {
+                context.close(promise: nil)
+            } else {
+                scheduleStallCheck(context, buffered: now)
+            }
+        }
+    }
+
+    /// Bytes waiting in the channel to be written.
+    private static func buffered(_ context: ChannelHandlerContext) -> Int {
+        (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        releaseOnce()
+        end()
         context.fireChannelInactive()
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) { releaseOnce() }
+    func handlerRemoved(context: ChannelHandlerContext) { end() }
 
-    private func releaseOnce() {
+    private func end() {
+        bodyCheck?.cancel()
+        stallCheck?.cancel()
+        bodyCheck = nil
+        stallCheck = nil
+        queued.removeAll()
         if let key {
             limits.release(key)
             self.key = nil

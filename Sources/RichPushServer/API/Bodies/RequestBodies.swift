@@ -39,6 +39,10 @@ struct DeviceBody {
         "token", "platform", "provider", "user_id", "tags", "topics", "locale", "time_zone", "app_version",
         "subscription", "permission",
     ]
+    /// The largest registration body read: every field at its longest comes to under 9 KB of UTF-8, each byte
+    /// written as JSON's longest escape (6 bytes) under 54 KB. A registration is a public write: a body sent slowly
+    /// holds what arrived of it until it ends, so its bound is the route's own, not the API's 256 KB.
+    static let maxBodyBytes = 64 * 1024
     static let maxTags = 32
     static let maxTagBytes = 64
     static let maxUserIDBytes = 128

@@ -13,7 +13,12 @@ extension APIController {
     /// The body as JSON, up to `limit` bytes (the API's limit unless a route has its own).
     func bodyJSON(_ request: Request, upTo limit: Int? = nil) async throws -> JSONValue {
         var request = request
-        let buffer = try await request.collectBody(upTo: limit ?? maxBodyBytes)
+        let bound = limit ?? maxBodyBytes
+        let buffer: ByteBuffer
+        // The route's own limit in the refusal (the API's is the middleware's default).
+        do { buffer = try await request.collectBody(upTo: bound) } catch is NIOTooManyBytesError {
+            throw APIError.bodyTooLarge(bound)
+        }
         do { return try JSONValue.parse(Array(buffer.readableBytesView)) } catch {
             throw APIError(.invalidJSON, "\(error)")
         }

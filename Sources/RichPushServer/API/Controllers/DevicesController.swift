@@ -27,7 +27,11 @@ struct DevicesController: AppRoutes {
 
     func registerDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, anyOf: [.register, .manage])
-        var device = try DeviceBody.decode(try await bodyJSON(request), appID: app.id, providers: providers).device
+        var device = try DeviceBody.decode(
+            try await bodyJSON(request, upTo: DeviceBody.maxBodyBytes),
+            appID: app.id,
+            providers: providers
+        ).device
         let owner = try await Registrant.of(request, context, app: app, store: store).admit(&device)
         do { try await registry.register(device, owner: owner, limits: limits) } catch let quota as QuotaReached {
             throw APIError(quota)
