@@ -403,6 +403,27 @@ import Testing
                 "topics": [.string(String(repeating: euro, count: 21))],
             ])
             #expect(ok == 200, "\(okAnswer)")
+            // A registration body is read up to 64 KB: every field at its longest, each byte escaped at JSON's
+            // longest (`\u0001`, six bytes), fits; 64 KB and one byte is refused naming the route's limit.
+            let control = String(repeating: "\u{1}", count: 64)
+            let longest: JSONValue = [
+                "platform": "web", "token": .string(String(repeating: "ab", count: 100)),
+                "user_id": .string(String(repeating: "\u{1}", count: 128)),
+                "tags": .array((0..<32).map { _ in .string(control) }),
+                "topics": .array((0..<32).map { _ in .string(control) }),
+                "locale": .string(String(repeating: "\u{1}", count: 35)),
+                "time_zone": .string(String(repeating: "\u{1}", count: 64)),
+                "app_version": .string(String(repeating: "\u{1}", count: 64)),
+            ]
+            #expect(longest.serialized().count < 64 * 1024, "\(longest.serialized().count) bytes")
+            let (oversize, oversizeAnswer) = try await w.client.execute(
+                uri: "/v1/apps/\(w.app)/devices",
+                method: .post,
+                headers: [.authorization: "Bearer \(w.register)"],
+                body: ByteBuffer(bytes: [UInt8](repeating: UInt8(ascii: " "), count: 64 * 1024 + 1))
+            ) { ($0.status.code, (try? JSONValue.parse(Array($0.body.readableBytesView))) ?? .null) }
+            #expect(oversize == 413 && Self.code(oversizeAnswer) == "body-too-large", "\(oversizeAnswer)")
+            #expect(oversizeAnswer["error"]?["message"]?.stringValue?.contains("65536") == true, "\(oversizeAnswer)")
         }
     }
 
