@@ -77,10 +77,14 @@ public enum RawHTTP {
         (try? sendAll(fd, bytes)) != nil
     }
 
-    /// A socket connected to 127.0.0.1:`port`; the caller closes it.
-    public static func connected(_ port: Int) throws -> Int32 {
+    /// A socket connected to 127.0.0.1:`port`, with a receive buffer of `receiveBuffer` bytes when given (set before
+    /// the connection, so that the window it offers is small); the caller closes it.
+    public static func connected(_ port: Int, receiveBuffer: Int32? = nil) throws -> Int32 {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw CocoaError(.fileReadUnknown) }
+        if var size = receiveBuffer {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

@@ -315,19 +315,8 @@ import FoundationNetworking
         defer { try? FileManager.default.removeItem(at: folder) }
         var config = ApplicationTests.configuration(in: folder)
         config.connections = .init(perClient: 4, idleSeconds: 3)
-        var logger = Logger(label: "richpush-test")
-        logger.logLevel = .critical
-        let (ports, sink) = AsyncStream<Int>.makeStream()
-        let server = try await buildApplication(config, adminKey: APIKeys.newKey(), logger: logger) { port, _, _ in
-            sink.yield(port)
-        }
-        let group = ServiceGroup(services: [server], logger: logger)
-        let running = Task { try await group.run() }
-        var port = 0
-        for await p in ports {
-            port = p
-            break
-        }
+        let server = try await TestServer.start(config, adminKey: APIKeys.newKey())
+        let port = server.port
         let health = Array("GET /health HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
         func answer(_ fd: Int32) async -> String {
             await offThePool {
@@ -380,8 +369,7 @@ import FoundationNetworking
             let a = await answer(fd)
             #expect(a.hasPrefix("HTTP/1.1 200"), "\(a.prefix(200))")
         }
-        await group.triggerGracefulShutdown()
-        _ = try? await running.value
+        try? await server.stop()
     }
 
     /// 3 s of idleness: a body sent a byte at a time is cut off; a small body that takes a second is read and
@@ -393,19 +381,8 @@ import FoundationNetworking
         defer { try? FileManager.default.removeItem(at: folder) }
         var config = ApplicationTests.configuration(in: folder)
         config.connections = .init(idleSeconds: 3)
-        var logger = Logger(label: "richpush-test")
-        logger.logLevel = .critical
-        let (ports, sink) = AsyncStream<Int>.makeStream()
-        let server = try await buildApplication(config, adminKey: APIKeys.newKey(), logger: logger) { port, _, _ in
-            sink.yield(port)
-        }
-        let group = ServiceGroup(services: [server], logger: logger)
-        let running = Task { try await group.run() }
-        var port = 0
-        for await p in ports {
-            port = p
-            break
-        }
+        let server = try await TestServer.start(config, adminKey: APIKeys.newKey())
+        let port = server.port
         // A body of 100,000 bytes declared, a byte every 200 ms.
         let slow = try RawHTTP.connected(port)
         defer { close(slow) }
@@ -445,19 +422,7 @@ import FoundationNetworking
         #expect(answered.hasPrefix("HTTP/1.1 401"), "\(answered.prefix(200))")
 
         // Pipelined and never read, with a small receive buffer.
-        let reader = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var size: Int32 = 4096
-        setsockopt(reader, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(reader, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        #expect(connected == 0)
+        let reader = try RawHTTP.connected(port, receiveBuffer: 4096)
         defer { close(reader) }
         var flags = fcntl(reader, F_GETFL)
         flags |= O_NONBLOCK
@@ -484,8 +449,7 @@ import FoundationNetworking
             open = info.tcpi_state == 1  // TCP_ESTABLISHED
         }
         #expect(!open, "a connection whose answers nobody read was kept 30 s")
-        await group.triggerGracefulShutdown()
-        _ = try? await running.value
+        try? await server.stop()
     }
 
     // MARK: The disk floor
@@ -528,19 +492,8 @@ import FoundationNetworking
         let floor: Int64 = mounted ? 16 << 20 : max(1 << 20, free - (16 << 20))
         config.minFreeDiskMegabytes = Double(floor) / 1_048_576
         let admin = APIKeys.newKey()
-        var logger = Logger(label: "richpush-test")
-        logger.logLevel = .critical
-        let (ports, sink) = AsyncStream<Int>.makeStream()
-        let server = try await buildApplication(config, adminKey: admin, logger: logger) { port, _, _ in
-            sink.yield(port)
-        }
-        let group = ServiceGroup(services: [server], logger: logger)
-        let running = Task { try await group.run() }
-        var port = 0
-        for await p in ports {
-            port = p
-            break
-        }
+        let server = try await TestServer.start(config, adminKey: admin)
+        let port = server.port
         let base = "http://127.0.0.1:\(port)"
         func call(_ method: String, _ url: String, _ key: String, _ body: JSONValue?) async throws -> (Int, JSONValue) {
             try await ApplicationTests.call(method, url, key: key, body: body)
@@ -585,8 +538,7 @@ import FoundationNetworking
         try FileManager.default.removeItem(at: filler)
         try await Task.sleep(nanoseconds: 1_100_000_000)
         #expect(try await call("POST", base + "/v1/apps/\(app)/devices", key, device).0 == 200)
-        await group.triggerGracefulShutdown()
-        try await running.value
+        try await server.stop()
         let check = try DatabaseQueue(path: config.database)
         let integrity = try await check.read { db in try String.fetchAll(db, sql: "PRAGMA integrity_check") }
         #expect(integrity == ["ok"])
@@ -605,4 +557,34 @@ final class ManagedAtomicFlag: Sendable {
     private let flag = NIOLockedValueBox(false)
     var isSet: Bool { flag.withLockedValue { $0 } }
     func set() { flag.withLockedValue { $0 = true } }
+}
+
+/// A real server with a configuration on a free port of 127.0.0.1, its logs quiet, until ``stop()``.
+struct TestServer {
+    let port: Int
+    let group: ServiceGroup
+    let running: Task<Void, Error>
+
+    static func start(_ config: ServerConfiguration, adminKey: String) async throws -> TestServer {
+        var logger = Logger(label: "richpush-test")
+        logger.logLevel = .critical
+        let (ports, sink) = AsyncStream<Int>.makeStream()
+        let server = try await buildApplication(config, adminKey: adminKey, logger: logger) { port, _, _ in
+            sink.yield(port)
+        }
+        let group = ServiceGroup(services: [server], logger: logger)
+        let running = Task { try await group.run() }
+        var port = 0
+        for await p in ports {
+            port = p
+            break
+        }
+        return TestServer(port: port, group: group, running: running)
+    }
+
+    /// Shuts the server down gracefully and waits for it.
+    func stop() async throws {
+        await group.triggerGracefulShutdown()
+        try await running.value
+    }
 }
