@@ -57,6 +57,12 @@ extension MediaURL {
 
 /// The URL standard's IPv4 parser (https://url.spec.whatwg.org/#concept-ipv4-parser): one to four parts, each
 /// decimal, octal (`0177`) or hexadecimal (`0x7f`), the last filling the bytes left.
+extension MediaURL {
+    /// A host as an IPv4 address in any spelling the WHATWG URL standard reads (`0x7f.1`, `2130706433`, a
+    /// trailing dot); nil when it is not one. The server's address policy reads hosts with the same rules.
+    public static func ipv4Address(_ host: String) -> UInt32? { IPv4.parse(host) }
+}
+
 enum IPv4 {
     /// https://url.spec.whatwg.org/#ends-in-a-number-checker
     static func endsInNumber(_ host: String) -> Bool {

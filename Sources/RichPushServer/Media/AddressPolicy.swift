@@ -1,4 +1,5 @@
 import Foundation
+import RichPushCore
 
 #if canImport(Glibc)
 import Glibc
@@ -30,39 +31,9 @@ public enum IPAddress: Sendable, Hashable, CustomStringConvertible {
         self = .v4(v4)
     }
 
-    /// WHATWG URL IPv4 parsing: nil when the host is not an IPv4 address in any spelling.
-    static func parseIPv4(_ host: String) -> UInt32? {
-        var parts = host.split(separator: ".", omittingEmptySubsequences: false).map(String.init)
-        if parts.last == "" && parts.count > 1 { parts.removeLast() }
-        guard (1...4).contains(parts.count), let last = parts.last, Self.number(last) != nil else { return nil }
-        var numbers: [UInt64] = []
-        for p in parts {
-            guard let n = Self.number(p) else { return nil }
-            numbers.append(n)
-        }
-        for n in numbers.dropLast() where n > 255 { return nil }
-        let lastLimit = UInt64(1) << (8 * UInt64(5 - numbers.count))
-        guard numbers.last! < lastLimit else { return nil }
-        var value = numbers.last!
-        for (i, n) in numbers.dropLast().enumerated() { value += n << (8 * UInt64(3 - i)) }
-        return UInt32(value)
-    }
-
-    static func number(_ part: String) -> UInt64? {
-        guard !part.isEmpty else { return nil }
-        var s = Substring(part)
-        var radix = 10
-        if s.count >= 2, s.hasPrefix("0x") || s.hasPrefix("0X") {
-            s = s.dropFirst(2)
-            radix = 16
-            if s.isEmpty { return 0 }
-        } else if s.count >= 2, s.hasPrefix("0") {
-            s = s.dropFirst()
-            radix = 8
-        }
-        guard s.count <= 20 else { return nil }
-        return UInt64(s, radix: radix)
-    }
+    /// WHATWG URL IPv4 parsing: nil when the host is not an IPv4 address in any spelling (the media URL
+    /// normalization's own reading, so that a URL and the address policy never disagree on what a host is).
+    static func parseIPv4(_ host: String) -> UInt32? { MediaURL.ipv4Address(host) }
 
     public var description: String {
         switch self {
