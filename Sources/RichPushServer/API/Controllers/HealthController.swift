@@ -34,7 +34,7 @@ struct HealthController: Sendable {
             }
         }
         metrics.fanOutsRunning(fanOuts.count)
-        if let connections { metrics.connectionsOpen(connections.open.total, clients: connections.open.clients) }
+        if let open = connections?.open { metrics.connectionsOpen(open.total, clients: open.clients) }
         return Response(
             status: .ok,
             headers: [.contentType: "text/plain; version=0.0.4"],
