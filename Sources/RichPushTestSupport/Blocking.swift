@@ -6,9 +6,6 @@ import Foundation
 /// that measure a time (a timeout, a deadline) failed together (seen in CI: a 1.5 s timeout measured 11.6 s).
 public func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        // The platform's default stack: Foundation's Process.run() stages its arguments and environment on the
-        // stack, and on a thread of 1 MB it ran into the guard page (a crash of the whole test process, seen once
-        // on a fresh clone).
         Thread { continuation.resume(with: Result { try work() }) }.start()
     }
 }
@@ -41,20 +38,24 @@ public enum ChildProcess {
         mergeErrors: Bool = false,
         configure: @escaping @Sendable (Process) -> Void = { _ in }
     ) async throws -> Run {
-        try await offThePool {
-            let p = Process()
-            p.executableURL = executable
-            p.arguments = arguments
-            if let environment { p.environment = environment }
-            if let directory { p.currentDirectoryURL = directory }
-            configure(p)
-            let out = Pipe()
-            let err = mergeErrors ? out : Pipe()
-            let input = Pipe()
-            p.standardOutput = out
-            p.standardError = err
-            p.standardInput = input
-            try p.run()
+        // Launched from the caller's task (a launch is quick); only the reads and the wait go to a thread of their
+        // own. Launched from a `Thread` of ours, Foundation's `run()` crashed now and then inside its memcpy.
+        let p = Process()
+        p.executableURL = executable
+        p.arguments = arguments
+        if let environment { p.environment = environment }
+        if let directory { p.currentDirectoryURL = directory }
+        configure(p)
+        let out = Pipe()
+        let err = mergeErrors ? out : Pipe()
+        let input = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        p.standardInput = input
+        try p.runAlone()
+        let launched = UncheckedBox((p, out, err, input))
+        return try await offThePool {
+            let (p, out, err, input) = launched.value
             let errors = mergeErrors ? nil : Drain(err.fileHandleForReading)
             let writer = Thread {
                 input.fileHandleForWriting.write(stdin)
@@ -88,6 +89,16 @@ public enum ChildProcess {
 }
 
 extension Process {
+    /// Foundation's `Process.run()` on Linux is not safe to call from several threads at once: with the tests'
+    /// launches moved off the cooperative pool (two threads) onto threads of their own, two at once crashed the
+    /// test process inside its memcpy (seen twice on fresh clones). Every launch of the tests goes through here.
+    private static let launches = NSLock()
+
+    /// `run()`, one launch at a time in this process.
+    public func runAlone() throws {
+        try Self.launches.withLock { try run() }
+    }
+
     /// Waits for the process to end, off the cooperative pool.
     public func exited() async {
         let process = UncheckedBox(self)

@@ -204,7 +204,7 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
         process.standardOutput = log
         process.standardError = log
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try process.runAlone()
         let deadline = Date().addingTimeInterval(60)
         while !String(self.log.dropFirst(logStart)).contains("database system is ready to accept connections") {
             guard process.isRunning else {
@@ -252,7 +252,7 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
         let out = Pipe()
         p.standardOutput = out
         p.standardError = out
-        try p.run()
+        try p.runAlone()
         let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         p.waitUntilExit()
         guard p.terminationStatus == 0 else {

@@ -463,7 +463,7 @@ import FoundationNetworking
         let mount = Process()
         mount.executableURL = URL(fileURLWithPath: "/bin/mount")
         mount.arguments = ["-t", "tmpfs", "-o", "size=48m", "tmpfs", folder.path]
-        try mount.run()
+        try mount.runAlone()
         mount.waitUntilExit()
         return (folder, mount.terminationStatus == 0)
     }
@@ -473,7 +473,7 @@ import FoundationNetworking
             let p = Process()
             p.executableURL = URL(fileURLWithPath: "/bin/umount")
             p.arguments = ["-l", folder.path]
-            try? p.run()
+            try? p.runAlone()
             p.waitUntilExit()
         }
         try? FileManager.default.removeItem(at: folder)

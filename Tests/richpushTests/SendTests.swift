@@ -311,7 +311,7 @@ import Glibc
         let err = Pipe()
         p.standardOutput = out
         p.standardError = err
-        try p.run()
+        try p.runAlone()
         let running = UncheckedBox((p, out, err))
         let (stdout, stderr) = try await offThePool {
             let (p, out, err) = running.value
@@ -376,7 +376,7 @@ import Glibc
         let out = Pipe()
         p.standardOutput = out
         p.standardError = terminal
-        try p.run()
+        try p.runAlone()
         try terminal.close()
         let fd = primary
         let reader = Task.detached { @Sendable () -> String in

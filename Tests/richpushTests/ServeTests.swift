@@ -41,7 +41,7 @@ import FoundationNetworking
             } else {
                 process.standardError = FileHandle.nullDevice
             }
-            try process.run()
+            try process.runAlone()
             if wait { try await waitUntilListening() }
         }
 
@@ -414,7 +414,7 @@ final class ExternalSandbox {
             + (latencyMs > 0 ? ["--latency-ms", String(latencyMs)] : [])
         let out = Pipe()
         process.standardOutput = out
-        try process.run()
+        try process.runAlone()
         let handle = UncheckedBox(out.fileHandleForReading)
         let text = try await offThePool {
             var text = ""
