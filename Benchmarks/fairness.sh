@@ -5,7 +5,9 @@
 # second, from the send's call to its last delivery).
 #   Benchmarks/fairness.sh [DEVICES=1000000]
 # BIN=path/to/richpush and BENCH=path/to/richpush-bench measure other builds (a debug build for a small run); the
-# default is a release build. Everything shares this machine's cores: the node, its workers and the emulator process.
+# default is a release build; SANDBOX_BIN=path runs another build's emulators (an older node against today's emulators,
+# whose lookup by token no longer scans every kept notification). Everything shares this machine's cores: the node,
+# its workers and the emulator process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 devices=${1:-1000000}

@@ -8,9 +8,10 @@ scratch_and_cleanup() {
 }
 
 # start_sandbox BIN [ARGS...]: `richpush sandbox` on one thread in $dir/sandbox, in the background (its pid added to
-# pids), once it serves; sets apns_port, fcm_port and sandbox_admin (the admin API's URL).
+# pids), once it serves; sets apns_port, fcm_port and sandbox_admin (the admin API's URL). SANDBOX_BIN=path runs the
+# emulators of another build than the node's (an older node measured against today's emulators).
 start_sandbox() {
-  local bin=$1
+  local bin=${SANDBOX_BIN:-$1}
   shift
   mkdir -p "$dir/sandbox"
   "$bin" sandbox --dir "$dir/sandbox" --threads 1 "$@" > "$dir/sandbox.out" 2>&1 &

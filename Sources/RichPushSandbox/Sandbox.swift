@@ -187,12 +187,18 @@ public final class Sandbox: Sendable {
         switch (method, path) {
         case ("GET", "/health"): return (200, ["ok": true])
         case ("GET", "/apns/notifications"):
-            let all = apns.recorded(token: query["token"])
+            let (kept, newest): (Int, [RecordedAPNsNotification])
+            if let token = query["token"] {
+                let all = apns.recorded(token: token)
+                (kept, newest) = (all.count, Array(all.suffix(max(0, limit))))
+            } else {
+                (kept, newest) = apns.newest(limit)
+            }
             return (
                 200,
                 [
-                    "count": .int(Int64(all.count)), "accepted_total": .int(Int64(apns.acceptedCount)),
-                    "notifications": .array(all.suffix(limit).map(\.json)),
+                    "count": .int(Int64(kept)), "accepted_total": .int(Int64(apns.acceptedCount)),
+                    "notifications": .array(newest.map(\.json)),
                 ]
             )
         case ("GET", "/apns/activities"):

@@ -155,12 +155,17 @@ public final class APNsEmulator: Sendable {
 
     /// Accepted notifications, oldest first (at most `recordLimit`), optionally for one token.
     public func recorded(token: String? = nil) -> [RecordedAPNsNotification] {
-        let ordered = state.data.withLockedValue { $0.records.ordered }
-        guard let token else { return ordered }
-        return ordered.filter { $0.deviceToken == token.lowercased() }
+        guard let token else { return state.data.withLockedValue { $0.records.ordered } }
+        let wanted = token.lowercased()
+        return state.data.withLockedValue { $0.records.items(withKey: wanted) }
     }
 
     public var acceptedCount: Int { state.data.withLockedValue { $0.records.total } }
+
+    /// How many notifications are kept, and the newest `limit` of them, without copying the others.
+    public func newest(_ limit: Int) -> (kept: Int, newest: [RecordedAPNsNotification]) {
+        state.data.withLockedValue { ($0.records.count, $0.records.last(limit)) }
+    }
 
     /// What a device's notification list shows, oldest first: every alert it was sent, but that one with an
     /// `apns-collapse-id` replaces the one shown with the same id (in its place at the top, as iOS does). Read

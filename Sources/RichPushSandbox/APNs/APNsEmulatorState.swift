@@ -77,7 +77,9 @@ final class APNsEmulatorState: Sendable {
 
     let data: NIOLockedValueBox<Data>
 
-    init(recordLimit: Int) { data = NIOLockedValueBox(Data(records: RecordRing(capacity: recordLimit))) }
+    init(recordLimit: Int) {
+        data = NIOLockedValueBox(Data(records: RecordRing(capacity: recordLimit, key: { $0.deviceToken })))
+    }
 
     func nextFault() -> APNsFault? { data.withLockedValue { $0.faults.next() } }
 

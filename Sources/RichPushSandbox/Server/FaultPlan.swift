@@ -26,20 +26,34 @@ struct FaultPlan<Fault: Sendable>: Sendable {
     }
 }
 
-/// The last `capacity` items, oldest first, with a count of all ever added.
+/// The last `capacity` items, oldest first, with a count of all ever added. With a `key`, it also counts the kept
+/// items per key, so that asking for a key it does not hold costs O(1): the benchmarks poll for one device's
+/// notification many times a second while 100,000 others are kept.
 struct RecordRing<Item: Sendable>: Sendable {
     let capacity: Int
+    private let key: (@Sendable (Item) -> String)?
     private var items: [Item] = []
     private var start = 0
+    private var perKey: [String: Int] = [:]
     private(set) var total = 0
 
-    init(capacity: Int) { self.capacity = max(1, capacity) }
+    init(capacity: Int, key: (@Sendable (Item) -> String)? = nil) {
+        self.capacity = max(1, capacity)
+        self.key = key
+    }
+
+    var count: Int { items.count }
 
     mutating func append(_ item: Item) {
         total += 1
+        if let key { perKey[key(item), default: 0] += 1 }
         if items.count < capacity {
             items.append(item)
         } else {
+            if let key {
+                let gone = key(items[start])
+                if let n = perKey[gone], n > 1 { perKey[gone] = n - 1 } else { perKey[gone] = nil }
+            }
             items[start] = item
             start = (start + 1) % capacity
         }
@@ -47,8 +61,22 @@ struct RecordRing<Item: Sendable>: Sendable {
 
     var ordered: [Item] { Array(items[start...] + items[..<start]) }
 
+    /// The newest `n` items, oldest first, without copying the rest.
+    func last(_ n: Int) -> [Item] {
+        let n = min(max(0, n), items.count)
+        return (items.count - n..<items.count).map { items[(start + $0) % items.count] }
+    }
+
+    /// The kept items with this key, oldest first (a ring made without a key filters every item).
+    func items(withKey wanted: String) -> [Item] {
+        guard let key else { return [] }
+        guard perKey[wanted] != nil else { return [] }
+        return Array((0..<items.count).lazy.map { items[(start + $0) % items.count] }.filter { key($0) == wanted })
+    }
+
     mutating func removeAll() {
         items.removeAll()
+        perKey.removeAll()
         start = 0
         total = 0
     }
