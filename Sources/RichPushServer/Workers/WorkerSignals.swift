@@ -52,59 +52,56 @@ final class HeldLeases: Sendable {
 }
 
 /// Wakes a waiting worker early; a signal given while nobody waits is kept for the next wait. The wait's time limit
-/// is a timer on an event loop (cancelled by the signal), not a task.
+/// is a timer on an event loop, not a task, and the timer outlives the wait it was made for: a wait whose limit is
+/// no earlier than the armed timer's keeps that timer rather than making its own. A busy worker waits once per send
+/// that ends; scheduling and cancelling a timer for each (a hop to the event loop's thread and back) cost more than
+/// the rest of the wait. A timer that fires before a wait's limit wakes it early: its loop looks again and waits
+/// for what is left.
 final class WakeSignal: Sendable {
     private struct State {
         var waiter: CheckedContinuation<Void, Never>?
-        var timer: Scheduled<Void>?
         var pending = false
-        var generation = 0
+        /// When the armed timer fires (nil: none armed).
+        var armed: NIODeadline?
     }
     private let state = NIOLockedValueBox(State())
 
     func signal() {
-        let (waiter, timer) = state.withLockedValue { s -> (CheckedContinuation<Void, Never>?, Scheduled<Void>?) in
-            if let w = s.waiter {
-                s.waiter = nil
-                defer { s.timer = nil }
-                return (w, s.timer)
+        let waiter = state.withLockedValue { s -> CheckedContinuation<Void, Never>? in
+            guard let w = s.waiter else {
+                s.pending = true
+                return nil
             }
-            s.pending = true
-            return (nil, nil)
+            s.waiter = nil
+            return w
         }
-        timer?.cancel()
         waiter?.resume()
     }
 
     func wait(upTo seconds: TimeInterval) async {
+        let due = NIODeadline.now() + .nanoseconds(Int64(min(max(0, seconds), 3600) * 1e9))
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-            let generation = state.withLockedValue { s -> Int? in
+            let arm = state.withLockedValue { s -> Bool? in
                 if s.pending {
                     s.pending = false
                     return nil
                 }
-                s.generation += 1
                 s.waiter = c
-                return s.generation
+                // A timer armed for this limit or before it ends this wait too.
+                if let armed = s.armed, armed <= due { return false }
+                s.armed = due
+                return true
             }
-            guard let generation else { return c.resume() }
-            let nanoseconds = Int64(min(max(0, seconds), 3600) * 1e9)
-            let timer = MultiThreadedEventLoopGroup.singleton.next().scheduleTask(in: .nanoseconds(nanoseconds)) {
+            guard let arm else { return c.resume() }
+            guard arm else { return }
+            MultiThreadedEventLoopGroup.singleton.next().scheduleTask(deadline: due) {
                 let w = self.state.withLockedValue { s -> CheckedContinuation<Void, Never>? in
-                    guard s.generation == generation, let w = s.waiter else { return nil }
-                    s.waiter = nil
-                    s.timer = nil
-                    return w
+                    if s.armed == due { s.armed = nil }
+                    defer { s.waiter = nil }
+                    return s.waiter
                 }
                 w?.resume()
             }
-            // The timer is kept for the signal to cancel, unless it (or a signal) already ended this wait.
-            let ended = state.withLockedValue { s -> Bool in
-                guard s.generation == generation, s.waiter != nil else { return true }
-                s.timer = timer
-                return false
-            }
-            if ended { timer.cancel() }
         }
     }
 }
