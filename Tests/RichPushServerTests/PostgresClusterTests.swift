@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import RichPushCore
 import ServiceLifecycle
@@ -34,7 +35,12 @@ import Testing
         _ body: () async throws -> T
     ) async throws -> T {
         let tasks = nodes.enumerated().flatMap { i, node in
-            node.backgroundServices(address: "test", leaderJobs: jobs(i), onNodes: { _ in }).map { service in
+            node.backgroundServices(
+                address: "test",
+                leaderJobs: jobs(i),
+                logger: Logger(label: "test"),
+                onNodes: { _ in }
+            ).map { service in
                 Task { try? await service.run() }
             }
         }
@@ -236,7 +242,12 @@ import Testing
             [PeriodicJob(name: "tick", interval: 0.2) { runs.withLockedValue { $0.append(i) } }]
         }
         var tasks = nodes.enumerated().map { i, node in
-            node.backgroundServices(address: "test", leaderJobs: jobs(i), onNodes: { _ in }).map { service in
+            node.backgroundServices(
+                address: "test",
+                leaderJobs: jobs(i),
+                logger: Logger(label: "test"),
+                onNodes: { _ in }
+            ).map { service in
                 Task { try? await service.run() }
             }
         }

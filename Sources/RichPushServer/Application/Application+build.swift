@@ -70,7 +70,12 @@ public func buildApplication(
         policy: AddressPolicy(allowAll: config.sandbox),
         limits: .init(allowHTTP: config.sandbox)
     )
-    let media = MediaService(store: mediaStore, fetcher: fetcher, publicBase: config.publicBase(boundPort: config.port))
+    let media = MediaService(
+        store: mediaStore,
+        fetcher: fetcher,
+        publicBase: config.publicBase(boundPort: config.port),
+        logger: logger
+    )
 
     // The console's simulated iPhone: the device library run on what the APNs emulator received.
     var simulate: (@Sendable (String) async -> JSONValue?)?
@@ -122,14 +127,25 @@ public func buildApplication(
     if !config.isPostgres { _ = try await api.resumeFanOuts() }
     let jobs = leaderJobs(config, api: api, backend: backend, metrics: metrics)
     let (limiter, publicLimiter, quotas) = (api.limiter, api.publicClientLimiter, api.quotas)
-    let clusterServices = backend.backgroundServices(address: "\(config.host):\(config.port)", leaderJobs: jobs) {
+    let clusterServices = backend.backgroundServices(
+        address: "\(config.host):\(config.port)",
+        leaderJobs: jobs,
+        logger: logger
+    ) {
         limiter.share(among: $0)
         publicLimiter.share(among: $0)
         quotas.share(among: $0)
     }
     let sweeper: [any Service] =
         config.mediaRetentionDays > 0
-        ? [MediaSweeper(store: mediaStore, retention: config.mediaRetentionDays * 86_400, metrics: metrics)] : []
+        ? [
+            MediaSweeper(
+                store: mediaStore,
+                retention: config.mediaRetentionDays * 86_400,
+                metrics: metrics,
+                logger: logger
+            )
+        ] : []
 
     // One group runs every part. It shuts them down in reverse order, each after the one behind it has finished:
     // the listener first, then the workers (which drain the sends they hold), the cluster's and the database's

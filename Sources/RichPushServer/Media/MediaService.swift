@@ -75,14 +75,17 @@ public final class MediaService: Sendable {
     /// How long a failed check is answered again without fetching (a URL asked for again and again while it
     /// fails costs one fetch in this time, not one each).
     let failureLifetime: TimeInterval
+    let logger: Logger
 
     public init(
         store: MediaStore,
         fetcher: SafeFetcher,
         publicBase: String,
         checkLifetime: TimeInterval = 600,
-        failureLifetime: TimeInterval = 30
+        failureLifetime: TimeInterval = 30,
+        logger: Logger = Logger(label: "richpush.media")
     ) {
+        self.logger = logger
         self.store = store
         self.fetcher = fetcher
         base = NIOLockedValueBox(publicBase)
@@ -166,7 +169,7 @@ public final class MediaService: Sendable {
         var upload: MediaStore.Upload?
         if keepBody {
             do { upload = try store.beginUpload() } catch {
-                Logger(label: "richpush.media").warning(
+                logger.warning(
                     "media preflight: no file to keep the bytes in, so they cannot be re-hosted",
                     metadata: ["error": "\(error)"]
                 )

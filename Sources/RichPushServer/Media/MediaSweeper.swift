@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import ServiceLifecycle
 
 /// Deletes hosted media past its retention, at start and then every `interval`, until the server stops.
@@ -8,27 +9,27 @@ public struct MediaSweeper: Service {
     let retention: TimeInterval
     let interval: TimeInterval
     let metrics: ServerMetrics?
+    let logger: Logger
 
     public init(
         store: MediaStore,
         retention: TimeInterval,
         interval: TimeInterval = 3600,
-        metrics: ServerMetrics? = nil
+        metrics: ServerMetrics? = nil,
+        logger: Logger = Logger(label: "richpush.media")
     ) {
+        self.logger = logger
         self.store = store
         self.retention = retention
         self.interval = interval
         self.metrics = metrics
     }
 
-    public func run() async throws {
-        // Cancellation (the server stopping) ends the loop; it is not an error.
-        try? await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                let (files, bytes) = store.sweep(retention: retention)
-                metrics?.mediaSwept(files: files, bytes: bytes)
-                try await Task.sleep(nanoseconds: UInt64(interval * 1e9))
-            }
+    public func run() async {
+        await Periodic.repeatUntilShutdown("media sweep", logger: logger) { [store, retention, metrics, interval] in
+            let (files, bytes) = store.sweep(retention: retention)
+            metrics?.mediaSwept(files: files, bytes: bytes)
+            return interval
         }
     }
 }

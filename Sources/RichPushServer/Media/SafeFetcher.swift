@@ -333,8 +333,9 @@ public final class SafeFetcher: Sendable {
                 "Accept-Encoding": "identity", "Connection": "close",
             ]
             // Head and end in one write; a server that answers and closes as soon as it has the head may make the
-            // write fail, and its answer is still there to read.
-            try? await outbound.write(contentsOf: [.head(head), .end(nil)])
+            // write fail, and its answer is still there to read. Without an answer, the write's failure is the cause.
+            var writeFailure: (any Error)?
+            do { try await outbound.write(contentsOf: [.head(head), .end(nil)]) } catch { writeFailure = error }
             var status = 0
             var headers = HTTPHeaders()
             var prefix: [UInt8] = []
@@ -406,6 +407,9 @@ public final class SafeFetcher: Sendable {
                         redirectLocation: nil
                     )
                 }
+            }
+            if !started, let writeFailure {
+                throw FetchFailure.protocolError("the request could not be written: \(writeFailure)")
             }
             throw FetchFailure.protocolError("the connection closed before the answer ended")
         }

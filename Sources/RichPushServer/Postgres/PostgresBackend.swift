@@ -157,8 +157,10 @@ public final class PostgresBackend: StorageBackend {
     public func backgroundServices(
         address: String,
         leaderJobs: [PeriodicJob],
+        logger: Logger,
         onNodes: @escaping @Sendable (Int) -> Void
     ) -> [any Service] {
+        // The cluster's services log through the database's logger, which is the server's (given at open).
         let wakers = self.wakers
         let store = pgStore
         return [

@@ -27,31 +27,28 @@ struct PostgresListener: Service {
     let onWork: @Sendable () -> Void
     let onCache: @Sendable (String) -> Void
 
-    func run() async throws {
-        // Cancellation (the server stopping) ends the loop; it is not an error.
-        try? await cancelWhenGracefulShutdown {
-            var backoff: Duration = .milliseconds(200)
-            while !Task.isCancelled {
-                do {
-                    let connection = try await db.connect()
-                    backoff = .milliseconds(200)
-                    onCache("*")
-                    onWork()
-                    var failure: (any Error)?
-                    do { try await listen(on: connection) } catch { failure = error }
-                    // Given up however the listening ended (a connection dropped unclosed is a bug postgres-nio
-                    // asserts on); its close has nothing to report.
-                    try? await connection.close()
-                    if let failure { throw failure }
-                } catch {
-                    if Task.isCancelled { return }
-                    db.logger.debug(
-                        "listener reconnecting",
-                        metadata: ["error": .string(PostgresDatabase.describe(error))]
-                    )
-                }
-                try await Task.sleep(for: backoff)
-                backoff = min(backoff * 2, .seconds(5))
+    func run() async {
+        // The pause after a connection ends: doubled at each failure in a row, up to 5 s.
+        let backoff = NIOLockedValueBox(0.2)
+        await Periodic.repeatUntilShutdown("cluster listener", logger: db.logger) { [db, onWork, onCache] in
+            do {
+                let connection = try await db.connect()
+                backoff.withLockedValue { $0 = 0.2 }
+                onCache("*")
+                onWork()
+                var failure: (any Error)?
+                do { try await listen(on: connection) } catch { failure = error }
+                // Given up however the listening ended (a connection dropped unclosed is a bug postgres-nio
+                // asserts on); its close has nothing to report.
+                try? await connection.close()
+                if let failure { throw failure }
+            } catch {
+                if Task.isCancelled { throw CancellationError() }
+                db.logger.debug("listener reconnecting", metadata: ["error": .string(PostgresDatabase.describe(error))])
+            }
+            return backoff.withLockedValue { b in
+                defer { b = min(b * 2, 5) }
+                return b
             }
         }
     }
@@ -95,30 +92,36 @@ struct PostgresHeartbeat: Service {
     let interval: TimeInterval
     let onNodes: @Sendable (Int) -> Void
 
-    func run() async throws {
-        // Cancellation (the server stopping) ends the loop; it is not an error.
-        try? await cancelWhenGracefulShutdown {
-            let started = Date()
-            while !Task.isCancelled {
-                do {
-                    try await db.rows(
-                        """
-                        INSERT INTO nodes (id, started_at, seen_at, address) VALUES (\(nodeID), \(started), now(), \(address))
-                        ON CONFLICT (id) DO UPDATE SET seen_at = now(), address = excluded.address
-                        """
-                    )
-                    let live = try await db.rows(
-                        "SELECT count(*) FROM nodes WHERE seen_at > now() - make_interval(secs => \(interval * 5))"
-                    )
-                    onNodes(max(1, try live.first?.decode(Int.self) ?? 1))
-                } catch {
-                    db.logger.debug("heartbeat failed", metadata: ["error": .string(PostgresDatabase.describe(error))])
-                }
-                try await Task.sleep(for: .seconds(interval))
+    func run() async {
+        let started = Date()
+        await Periodic.repeatUntilShutdown("heartbeat", logger: db.logger) { [db, nodeID, address, interval, onNodes] in
+            do {
+                try await db.rows(
+                    """
+                    INSERT INTO nodes (id, started_at, seen_at, address) VALUES (\(nodeID), \(started), now(), \(address))
+                    ON CONFLICT (id) DO UPDATE SET seen_at = now(), address = excluded.address
+                    """
+                )
+                let live = try await db.rows(
+                    "SELECT count(*) FROM nodes WHERE seen_at > now() - make_interval(secs => \(interval * 5))"
+                )
+                onNodes(max(1, try live.first?.decode(Int.self) ?? 1))
+            } catch {
+                if Task.isCancelled { throw CancellationError() }
+                db.logger.debug("heartbeat failed", metadata: ["error": .string(PostgresDatabase.describe(error))])
             }
+            return interval
         }
         // Leaving: the others count one node fewer at once (in a task the shutdown's cancellation does not reach).
-        await Task { [db, nodeID] in _ = try? await db.rows("DELETE FROM nodes WHERE id = \(nodeID)") }.value
+        // Should the database not answer, they count this node until its row is five intervals old.
+        await Task { [db, nodeID] in
+            do { try await db.rows("DELETE FROM nodes WHERE id = \(nodeID)") } catch {
+                db.logger.warning(
+                    "could not take this node off the cluster's list; the others count it a few seconds more",
+                    metadata: ["error": .string(PostgresDatabase.describe(error))]
+                )
+            }
+        }.value
     }
 }
 
@@ -141,32 +144,27 @@ final class PostgresLeader: Service, Sendable {
     /// Whether this node leads now.
     var isLeader: Bool { leading.withLockedValue { $0 } }
 
-    func run() async throws {
-        // Cancellation (the server stopping) ends the loop; it is not an error.
-        try? await cancelWhenGracefulShutdown { try await self.loop() }
+    func run() async {
+        await Periodic.repeatUntilShutdown("cluster leader", logger: db.logger) { try await self.connectAndLead() }
     }
 
-    func loop() async throws {
-        while !Task.isCancelled {
-            do {
-                db.logger.trace("leader: connecting")
-                let connection = try await db.connect()
-                var failure: (any Error)?
-                do { try await holdLockAndLead(on: connection) } catch { failure = error }
-                // The connection is given up (the lock goes with it); its close has nothing to report.
-                try? await connection.close()
-                if let failure { throw failure }
-            } catch {
-                leading.withLockedValue { $0 = false }
-                if Task.isCancelled { return }
-                db.logger.debug(
-                    "leader connection lost",
-                    metadata: ["error": .string(PostgresDatabase.describe(error))]
-                )
-            }
+    /// Connects, waits for the lock and leads while the connection answers; returns the pause before trying again.
+    func connectAndLead() async throws -> TimeInterval {
+        do {
+            db.logger.trace("leader: connecting")
+            let connection = try await db.connect()
+            var failure: (any Error)?
+            do { try await holdLockAndLead(on: connection) } catch { failure = error }
+            // The connection is given up (the lock goes with it); its close has nothing to report.
+            try? await connection.close()
+            if let failure { throw failure }
+        } catch {
             leading.withLockedValue { $0 = false }
-            try await Task.sleep(for: .seconds(retry))
+            if Task.isCancelled { throw CancellationError() }
+            db.logger.debug("leader connection lost", metadata: ["error": .string(PostgresDatabase.describe(error))])
         }
+        leading.withLockedValue { $0 = false }
+        return retry
     }
 
     /// Waits for the lock on `connection`, then leads while it answers.
@@ -191,7 +189,7 @@ final class PostgresLeader: Service, Sendable {
 
     /// Runs each job at its interval while the lock's connection answers.
     func lead(on connection: PostgresConnection) async throws {
-        var due = Dictionary(uniqueKeysWithValues: jobs.map { ($0.name, Date()) })
+        let schedule = JobSchedule(jobs)
         while !Task.isCancelled {
             // The lock lives as long as this connection: check it (in time: a connection into a black hole never
             // answers), so that a lost connection ends the lead.
@@ -199,19 +197,8 @@ final class PostgresLeader: Service, Sendable {
                 [db] in
                 try await connection.query("SELECT 1", logger: db.logger).collect()
             }
-            for job in jobs where due[job.name, default: .distantPast] <= Date() && !Task.isCancelled {
-                db.logger.trace("leader: job", metadata: ["job": .string(job.name)])
-                do { try await job.run() } catch {
-                    // A job cut short by the server stopping has not failed.
-                    if Task.isCancelled || error is CancellationError { return }
-                    db.logger.warning(
-                        "periodic job failed",
-                        metadata: ["job": .string(job.name), "error": .string(PostgresDatabase.describe(error))]
-                    )
-                }
-                due[job.name] = Date().addingTimeInterval(job.interval)
-            }
-            try await Task.sleep(for: .seconds(min(1, jobs.map(\.interval).min() ?? 1)))
+            let pause = try await schedule.runDue(logger: db.logger, describe: PostgresDatabase.describe)
+            try await Task.sleep(nanoseconds: UInt64(pause * 1e9))
         }
     }
 }

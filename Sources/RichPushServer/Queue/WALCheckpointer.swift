@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Logging
+import NIOConcurrencyHelpers
 import ServiceLifecycle
 
 /// Checkpoints the WAL of a database from its own connection, off the write path: a passive checkpoint copies
@@ -67,14 +68,13 @@ public struct WALCheckpointer: Service {
         return Look(walFrames: log, copied: copied, truncated: true)
     }
 
-    public func run() async throws {
-        // Cancellation (graceful shutdown) ends the loop; it is not an error.
-        try? await cancelWhenGracefulShutdown {
-            var previous: Int?
-            while !Task.isCancelled {
-                try await Task.sleep(nanoseconds: UInt64(pause(after: previous) * 1e9))
-                previous = await look(previous)
-            }
+    public func run() async {
+        // The frames the last look found (nil: it failed).
+        let previous = NIOLockedValueBox<Int?>(nil)
+        await Periodic.repeatUntilShutdown("WAL checkpoints", logger: logger, firstPause: interval) {
+            let found = await look(previous.withLockedValue { $0 })
+            previous.withLockedValue { $0 = found }
+            return pause(after: found)
         }
         // The pool's last connection to close checkpoints what is left (SQLite does, on a clean close).
         _ = await look(nil)

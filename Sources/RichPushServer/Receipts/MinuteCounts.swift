@@ -188,12 +188,10 @@ struct MinuteFlusher: Service {
     let logger: Logger
     var interval: TimeInterval = 2
 
-    func run() async throws {
-        try? await cancelWhenGracefulShutdown {
-            while !Task.isCancelled {
-                try await Task.sleep(nanoseconds: UInt64(interval * 1e9))
-                if health.isUp { await flush() }
-            }
+    func run() async {
+        await Periodic.repeatUntilShutdown("minute counts", logger: logger, firstPause: interval) {
+            if health.isUp { await flush() }
+            return interval
         }
         if health.isUp { await flush() }
     }

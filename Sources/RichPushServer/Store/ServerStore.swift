@@ -56,14 +56,19 @@ public struct WebPushCredentials: Sendable, Hashable {
         self.defaultURL = defaultURL
     }
 
-    /// The public key in the form sites and the `k=` parameter use: the uncompressed point in base64url.
-    public var publicKey: String {
-        (try? P256.Signing.PrivateKey(rawRepresentation: privateKey)).map { VAPID.publicKey($0.publicKey) } ?? ""
+    /// The public key in the form sites and the `k=` parameter use: the uncompressed point in base64url; nil when
+    /// `privateKey` is not a P-256 private key (the credential store refuses to read such a key back, and the API
+    /// only makes keys, so only a value made in code can be one).
+    public var publicKey: String? {
+        guard let key = try? P256.Signing.PrivateKey(rawRepresentation: privateKey) else { return nil }
+        return VAPID.publicKey(key.publicKey)
     }
 
     /// What responses show: never the private key.
     public var publicJSON: JSONValue {
-        var o: [String: JSONValue] = ["public_key": .string(publicKey), "subject": .string(subject)]
+        var o: [String: JSONValue] = [
+            "public_key": publicKey.map(JSONValue.string) ?? .null, "subject": .string(subject),
+        ]
         if let d = defaultURL { o["default_url"] = .string(d) }
         return .object(o)
     }

@@ -57,6 +57,7 @@ public protocol StorageBackend: Sendable {
     func backgroundServices(
         address: String,
         leaderJobs: [PeriodicJob],
+        logger: Logger,
         onNodes: @escaping @Sendable (Int) -> Void
     ) -> [any Service]
 
@@ -71,9 +72,10 @@ extension StorageBackend {
     public func backgroundServices(
         address: String,
         leaderJobs: [PeriodicJob],
+        logger: Logger,
         onNodes: @escaping @Sendable (Int) -> Void
     ) -> [any Service] {
-        leaderJobs.isEmpty ? [] : [LocalPeriodicJobs(jobs: leaderJobs)]
+        leaderJobs.isEmpty ? [] : [LocalPeriodicJobs(jobs: leaderJobs, logger: logger)]
     }
     public func close() async {}
 }
@@ -81,26 +83,12 @@ extension StorageBackend {
 /// Periodic jobs on a node that is the only one: run at their intervals until the server stops.
 struct LocalPeriodicJobs: Service {
     let jobs: [PeriodicJob]
-    var logger = Logger(label: "richpush.jobs")
+    let logger: Logger
 
-    func run() async throws {
-        // Cancellation (the server stopping) ends the loop; it is not an error.
-        try? await cancelWhenGracefulShutdown {
-            var due = Dictionary(uniqueKeysWithValues: jobs.map { ($0.name, Date()) })
-            while !Task.isCancelled {
-                for job in jobs where due[job.name, default: .distantPast] <= Date() {
-                    do { try await job.run() } catch {
-                        // A job cut short by the server stopping has not failed.
-                        if Task.isCancelled || error is CancellationError { return }
-                        logger.warning(
-                            "periodic job failed",
-                            metadata: ["job": .string(job.name), "error": .string(String(describing: error))]
-                        )
-                    }
-                    due[job.name] = Date().addingTimeInterval(job.interval)
-                }
-                try await Task.sleep(for: .seconds(min(1, jobs.map(\.interval).min() ?? 1)))
-            }
+    func run() async {
+        let schedule = JobSchedule(jobs)
+        await Periodic.repeatUntilShutdown("periodic jobs", logger: logger) { [logger] in
+            try await schedule.runDue(logger: logger)
         }
     }
 }

@@ -78,6 +78,9 @@ struct StoredCredentials: Sendable {
             guard let key = j["private_key"]?.stringValue.flatMap({ Data(base64Encoded: $0) }), key.count == 32,
                 let subject = j["subject"]?.stringValue
             else { throw unreadable("webpush", "private_key or subject is missing") }
+            guard (try? P256.Signing.PrivateKey(rawRepresentation: key)) != nil else {
+                throw unreadable("webpush", "private_key is not a P-256 private key")
+            }
             return WebPushCredentials(
                 privateKey: Array(key),
                 subject: subject,
