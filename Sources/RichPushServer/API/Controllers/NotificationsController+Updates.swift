@@ -11,10 +11,7 @@ extension NotificationsController {
     /// What is still queued of the version before is superseded; the answer names the version.
     func update(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, .send)
-        let idempotencyKey = request.headers.first { $0.name.canonicalName == "idempotency-key" }?.value
-        if let key = idempotencyKey, key.isEmpty || key.unicodeScalars.count > 255 {
-            throw APIError(.invalidIdempotencyKey, "Idempotency-Key must be 1 to 255 characters")
-        }
+        let idempotencyKey = try SendPipeline.idempotencyKey(request)
         guard let id = context.parameters.get("id"), let family = try await backend.updates.family(of: id),
             family.appID == app.id, let root = try await store.notification(id: family.rootID)
         else {
@@ -71,38 +68,20 @@ extension NotificationsController {
             now: now
         )
         var (message, report, options) = (send.message, send.report, send.options)
-        if let media {
-            let caller = try context.requireAnyKey(.send)
-            var prepared = message
-            let fetches = media.fetchesNeeded(message, onFailure: options.onFailure, rehost: options.rehost)
-            let (errors, notes) = try await quotas.fetching(app: caller, count: fetches) {
-                await media.prepare(&prepared, onFailure: options.onFailure, rehost: options.rehost)
-            }
-            message = prepared
-            guard errors.isEmpty else {
-                throw APIError(.mediaRefused, "media failed the preflight check", issues: errors)
-            }
-            // Kept whole, as a send's: a media note names the URL as written and as fetched (url, fetched).
-            for var n in notes {
-                n.severity = .warning
-                report.issues.append(n)
-            }
-        }
+        let pipeline = self.pipeline
+        try await pipeline.prepareMedia(&message, options: options, report: &report, context: context)
         let updateID = UUID().uuidString.lowercased()
-        message.id = updateID
         options.notBefore = now
-        let (expiresAt, end) = options.expiry(ttl: message.ttl)
         // Sizes are held to every service's limits: an update goes wherever its notification went.
-        let sizeProblems = fitReceiptAddress(
+        let (expiresAt, end) = try pipeline.fit(
             &message,
             id: updateID,
             audience: .all,
-            until: end,
-            wanted: options.receipts,
-            into: &report
+            options: options,
+            report: &report,
+            what: "the update"
         )
-        guard sizeProblems.isEmpty else { throw APIError(.invalid, "the update is not valid", issues: sizeProblems) }
-        try await media?.keep(message, until: end)
+        try await pipeline.keepMedia(message, until: end)
         let warnings = JSONValue.array(report.warnings.map(\.json))
         let plan = UpdatePlan(
             notification: .init(id: updateID, appID: app.id, message: message.json, response: .null, createdAt: now),
@@ -132,10 +111,7 @@ extension NotificationsController {
             throw Self.refusal(refused, updateLimits)
         }
         guard accepted.created else { return Response.json(202, accepted.notification.response) }
-        onAccepted(updateID, message)
-        minutes.add(updateID, .accepted, count: accepted.queued)
-        metrics.notificationAccepted(app: app.id, deliveries: accepted.queued)
-        if accepted.queued > 0 { onQueued() }
+        pipeline.accepted(updateID, app: app.id, message: message, queued: accepted.queued)
         return Response.json(202, accepted.notification.response)
     }
 

@@ -48,13 +48,7 @@ struct NotificationsController: AppRoutes {
     /// at once. A registry fan-out (all, user, tag, topic) runs after the answer and resumes after a crash.
     func send(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, .send)
-        let idempotencyKey = request.headers.first { $0.name.canonicalName == "idempotency-key" }?.value
-        if let key = idempotencyKey, key.isEmpty || key.unicodeScalars.count > 255 {
-            throw APIError(
-                .invalidIdempotencyKey,
-                "Idempotency-Key must be 1 to 255 characters"
-            )
-        }
+        let idempotencyKey = try SendPipeline.idempotencyKey(request)
         let send = try SendRequest.decode(
             try await bodyJSON(request),
             validation: validation,
@@ -82,46 +76,16 @@ struct NotificationsController: AppRoutes {
             audience = .providerTokens(apns: tokens, fcm: [])
         }
         if !options.dryRun { spendLiveBudget(&message, app: app, live: send.live, audience: audience, into: &report) }
-        // Media is fetched and judged before anything is stored: a refused media answers 422 naming it.
-        if let media {
-            // Only media fetched from another server takes a place: this server's own hosted media (a hosted URL is
-            // judged from the store) and a URL whose kept verdict answers take none.
-            let fetches = media.fetchesNeeded(message, onFailure: options.onFailure, rehost: options.rehost)
-            // The app quotas count against: the key's (the route checked its scope); none for the admin key.
-            let caller = try context.requireAnyKey(.send)
-            var prepared = message
-            let (errors, notes) = try await quotas.fetching(app: caller, count: fetches) {
-                await media.prepare(&prepared, onFailure: options.onFailure, rehost: options.rehost)
-            }
-            message = prepared
-            guard errors.isEmpty else {
-                throw APIError(
-                    .mediaRefused,
-                    "media failed the preflight check",
-                    issues: errors
-                )
-            }
-            // Kept whole: a media note names the URL as written and as fetched (url, fetched).
-            for var n in notes {
-                n.severity = .warning
-                report.issues.append(n)
-            }
-        }
+        try await pipeline.prepareMedia(&message, options: options, report: &report, context: context)
         let id = UUID().uuidString.lowercased()
-        message.id = id
-        let (expiresAt, end) = options.expiry(ttl: message.ttl)
-        // The device reports what it attached to the address in `rp.r`, when the payload has room for it.
-        let sizeProblems = fitReceiptAddress(
+        let (expiresAt, end) = try pipeline.fit(
             &message,
             id: id,
             audience: audience,
-            until: end,
-            wanted: options.receipts,
-            into: &report
+            options: options,
+            report: &report,
+            what: "the notification"
         )
-        guard sizeProblems.isEmpty else {
-            throw APIError(.invalid, "the notification is not valid", issues: sizeProblems)
-        }
         // How many devices a registry audience reaches is a fact of the registry: read scope only (a send-only key
         // learns nothing of which users, tags or tokens exist, by a dry run or by a send's answer).
         let showsReach = (audience.directTargets != nil && send.live == nil) || mayReadRegistry(context)
@@ -134,8 +98,7 @@ struct NotificationsController: AppRoutes {
                 showsReach: showsReach
             )
         }
-        // Hosted media stays while a device may still fetch it.
-        try await media?.keep(message, until: end)
+        try await pipeline.keepMedia(message, until: end)
         let warnings = JSONValue.array(report.warnings.map(\.json))
         let plan = AcceptPlan(
             notification: .init(id: id, appID: app.id, message: message.json, response: .null, createdAt: Date()),
@@ -152,25 +115,31 @@ struct NotificationsController: AppRoutes {
         }
         // a replay answers as the first time did
         guard accepted.created else { return Response.json(202, accepted.notification.response) }
-        onAccepted(id, message)
+        let pipeline = self.pipeline
+        pipeline.accepted(id, app: app.id, message: message, queued: accepted.fanOutPending ? nil : accepted.queued)
         if accepted.fanOutPending {
-            let (intake, metrics, onQueued, minutes) = (intake, metrics, onQueued, minutes)
-            metrics.notificationAccepted(app: app.id, deliveries: 0)
+            let (intake, metrics) = (intake, metrics)
             fanOuts.run(
-                {
-                    let n = try await intake.completeFanOut(notificationID: id)
-                    minutes.add(id, .accepted, count: n)
-                    metrics.deliveriesEnqueued(n)
-                    onQueued()
-                },
+                { pipeline.fannedOut(id, count: try await intake.completeFanOut(notificationID: id)) },
                 onFailure: { _ in metrics.fanOutFailed() }
             )
-        } else {
-            minutes.add(id, .accepted, count: accepted.queued)
-            metrics.notificationAccepted(app: app.id, deliveries: accepted.queued)
-            if accepted.queued > 0 { onQueued() }
         }
         return Response.json(202, accepted.notification.response)
+    }
+
+    /// The steps a send shares with an update (and what comes next).
+    var pipeline: SendPipeline {
+        SendPipeline(
+            media: media,
+            quotas: quotas,
+            receipts: receipts,
+            providers: providers,
+            validation: validation,
+            metrics: metrics,
+            minutes: minutes,
+            onQueued: onQueued,
+            onAccepted: onAccepted
+        )
     }
 
     /// A priority-10 Live Activity update (APNs' default) spends from its activity's (or channel's) hourly budget;
