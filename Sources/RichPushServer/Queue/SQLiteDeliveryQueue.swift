@@ -85,6 +85,18 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
                     """
             )
         }
+        m.registerMigration("deliveries-queued-by-app") { db in
+            // The same order, for the queued deliveries alone: a delivery enters the index when queued and leaves it
+            // when claimed, where the full index moved each delivery's entry at its claim and again at its outcome
+            // and kept every outcome's (a fan-out's inserts, claims and settles cost the node 15% more CPU for it).
+            // `state` is in the entry so that each of the claim's reads is covered by the index.
+            try db.execute(
+                sql: """
+                    CREATE INDEX deliveries_queued_by_app ON deliveries(app_id, state, not_before) WHERE state = 'queued';
+                    DROP INDEX deliveries_due_by_app;
+                    """
+            )
+        }
         return m
     }
 
@@ -175,11 +187,19 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
     }
 
     /// The first app with queued deliveries, and the one after a given app: a skip through the due index.
-    static let firstApp = "SELECT app_id FROM deliveries WHERE state = 'queued' ORDER BY app_id LIMIT 1"
-    static let nextApp = "SELECT app_id FROM deliveries WHERE state = 'queued' AND app_id > ? ORDER BY app_id LIMIT 1"
+    /// The planner is told the index: without statistics it may choose the lease index for these and sort every
+    /// queued delivery.
+    static let firstApp = """
+        SELECT app_id FROM deliveries INDEXED BY deliveries_queued_by_app WHERE state = 'queued' ORDER BY app_id LIMIT 1
+        """
+    static let nextApp = """
+        SELECT app_id FROM deliveries INDEXED BY deliveries_queued_by_app
+        WHERE state = 'queued' AND app_id > ? ORDER BY app_id LIMIT 1
+        """
     /// An app's earliest due deliveries.
     static let dueOfApp = """
-        SELECT id FROM deliveries WHERE state = 'queued' AND app_id = ? AND not_before <= ? ORDER BY not_before, id LIMIT ?
+        SELECT id FROM deliveries INDEXED BY deliveries_queued_by_app
+        WHERE state = 'queued' AND app_id = ? AND not_before <= ? ORDER BY not_before, id LIMIT ?
         """
     /// Deliveries whose lease ran out, the longest gone first.
     static let abandoned =
