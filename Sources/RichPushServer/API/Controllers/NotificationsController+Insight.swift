@@ -10,10 +10,7 @@ extension NotificationsController {
     /// delivery to that token, one per delivery. For a notification whose payload had no room for a receipt address.
     func appOpen(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, anyOf: [.register, .send])
-        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id
-        else {
-            throw APIError(.notFound, "no such notification")
-        }
+        let (id, _) = try await requireNotification(context, of: app)
         let body = try DeliveryOpen.read(
             try await bodyJSON(request, upTo: DeliveryOpen.maxBodyBytes(byApp: true)),
             byApp: true
@@ -36,10 +33,7 @@ extension NotificationsController {
     /// CSV. Read through the ``InsightCache`` the live view shares: at most once a second whatever the readers.
     func funnel(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, .read)
-        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id
-        else {
-            throw APIError(.notFound, "no such notification")
-        }
+        let (id, _) = try await requireNotification(context, of: app)
         let format = request.uri.queryParameters.get("format") ?? "json"
         guard format == "json" || format == "csv" else { throw APIError(.invalid, "format is json or csv") }
         let f = try await numbers.numbers(id).funnel
@@ -64,10 +58,7 @@ extension NotificationsController {
     /// 3,600, default 600): a view open longer opens a new one.
     func events(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, .read)
-        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id
-        else {
-            throw APIError(.notFound, "no such notification")
-        }
+        let (id, _) = try await requireNotification(context, of: app)
         var lifetime = 600
         if let s = request.uri.queryParameters.get("seconds") {
             guard let n = Int(s), (1...3600).contains(n) else {
@@ -90,19 +81,20 @@ extension NotificationsController {
         let insight = self.insight
         let seconds = lifetime
         let body = ResponseBody { writer in
-            let ending = Task {
-                try? await Task.sleep(nanoseconds: UInt64(seconds) * 1_000_000_000)
-                insight.stop(id, watcher)
-            }
-            defer {
-                ending.cancel()
-                insight.stop(id, watcher)
-            }
-            // The server stopping ends the stream (an open view would otherwise hold the shutdown).
-            try await withGracefulShutdownHandler {
-                for await chunk in stream { try await writer.write(chunk) }
-            } onGracefulShutdown: {
-                insight.stop(id, watcher)
+            defer { insight.stop(id, watcher) }
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                // The view's lifetime: when it ends, so does the stream (cancelled once the stream ended first).
+                group.addTask {
+                    do { try await Task.sleep(nanoseconds: UInt64(seconds) * 1_000_000_000) } catch { return }
+                    insight.stop(id, watcher)
+                }
+                // The server stopping ends the stream (an open view would otherwise hold the shutdown).
+                try await withGracefulShutdownHandler {
+                    for await chunk in stream { try await writer.write(chunk) }
+                } onGracefulShutdown: {
+                    insight.stop(id, watcher)
+                }
+                group.cancelAll()
             }
             try await writer.finish(nil)
         }

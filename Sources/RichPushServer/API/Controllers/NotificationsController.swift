@@ -127,6 +127,16 @@ struct NotificationsController: AppRoutes {
         return Response.json(202, accepted.notification.response)
     }
 
+    /// The notification the path's `id` names, when it is the app's (another app's answers as one that does not exist).
+    func requireNotification(
+        _ context: APIRequestContext,
+        of app: ServerApp
+    ) async throws -> (String, StoredNotification) {
+        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id
+        else { throw APIError(.notFound, "no such notification") }
+        return (id, n)
+    }
+
     /// The steps a send shares with an update (and what comes next).
     var pipeline: SendPipeline {
         SendPipeline(
@@ -195,10 +205,7 @@ struct NotificationsController: AppRoutes {
 
     func outcomes(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, .read)
-        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id
-        else {
-            throw APIError(.notFound, "no such notification")
-        }
+        let (id, _) = try await requireNotification(context, of: app)
         let page = try OutcomesPage(query: request.uri.queryParameters)
         // Counted in the database and read a page at a time: a poll of a million-device send reads no million rows.
         let byState = try await numbers.counts(id)
@@ -286,10 +293,7 @@ struct NotificationsController: AppRoutes {
         guard let simulate else {
             throw APIError(.notFound, "the simulated iPhone runs in sandbox mode only")
         }
-        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id
-        else {
-            throw APIError(.notFound, "no such notification")
-        }
+        let (_, n) = try await requireNotification(context, of: app)
         guard let result = await simulate(n.id) else {
             throw APIError(
                 .notFound,
@@ -303,10 +307,7 @@ struct NotificationsController: AppRoutes {
     /// the device's token: bound to that token's delivery like a device's own report.
     func receipt(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, .send)
-        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id
-        else {
-            throw APIError(.notFound, "no such notification")
-        }
+        let (id, _) = try await requireNotification(context, of: app)
         let body = try ReceiptBody.decode(try await bodyJSON(request), byApp: true)
         // The device named by its token must be one this notification was sent to; its first report stands.
         guard let delivery = try await backend.receipts.delivery(notificationID: id, target: body.from ?? "") else {
