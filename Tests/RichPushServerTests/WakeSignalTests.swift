@@ -43,4 +43,18 @@ import Testing
         #expect(short >= 0.009)
         #expect(short < 0.2 + 5)
     }
+
+    @Test func cancellationEndsAWaitThatAllowsIt() async {
+        let signal = WakeSignal()
+        let waiting = Task { await seconds { await signal.waitUnlessCancelled(upTo: 30) } }
+        try? await Task.sleep(nanoseconds: 50_000_000)
+        waiting.cancel()
+        #expect(await waiting.value < 10)
+        // Cancelled before it starts, it returns at once.
+        let early = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return await seconds { await signal.waitUnlessCancelled(upTo: 30) }
+        }
+        #expect(await early.value < 10)
+    }
 }

@@ -40,8 +40,8 @@ public final class InsightCache: Sendable {
     let minimumInterval: TimeInterval
     let maxInterval: TimeInterval
     let costFactor: Double
-    private let deliveries: SingleFlight<[DeliveryBreakdown]>
-    private let reports: SingleFlight<Reports>
+    private let deliveries: ReadCache<[DeliveryBreakdown]>
+    private let reports: ReadCache<Reports>
     private let settled: NIOLockedValueBox<LRU<[DeliveryBreakdown]>>
     private let readDeliveries: ReadDeliveries
     private let readReports: ReadReports
@@ -59,8 +59,8 @@ public final class InsightCache: Sendable {
         self.minimumInterval = minimumInterval
         self.maxInterval = max(minimumInterval, maxInterval)
         self.costFactor = costFactor
-        self.deliveries = SingleFlight(capacity: capacity)
-        self.reports = SingleFlight(capacity: capacity)
+        self.deliveries = ReadCache(capacity: capacity)
+        self.reports = ReadCache(capacity: capacity)
         settled = NIOLockedValueBox(LRU(capacity: capacity))
         readDeliveries = deliveries
         readReports = reports
@@ -136,7 +136,7 @@ public final class InsightCache: Sendable {
 /// Values by key, each read once however many ask at once and kept for a lifetime its read's cost decides: a
 /// reader finds a fresh value, or joins the read under way, or starts one. At most `capacity` keys, the least
 /// recently used out first (a read under way whose entry was pushed out still ends for those waiting on it).
-final class SingleFlight<Value: Sendable>: Sendable {
+final class ReadCache<Value: Sendable>: Sendable {
     enum Entry: Sendable {
         case ready(Value, until: ContinuousClock.Instant)
         case reading(Task<Value, Error>)

@@ -73,15 +73,20 @@ public final class InsightStreams: Sendable {
 
     struct Watch {
         var watchers: [UUID: Watcher] = [:]
-        var task: Task<Void, Never>?
         /// A reader was started for it (set under the lock, so that two first watchers at once start one).
         var reading = false
+        /// Which reader serves it: one whose watch ended and began again while it slept sees another number, and
+        /// ends rather than read beside the new one.
+        var generation = 0
+        /// Ends its reader's pause (its last watcher left, or the server is stopping).
+        var wake = WakeSignal()
         var last: ByteBuffer?
         var samples: [JSONValue] = []
     }
 
     struct State {
         var watches: [String: Watch] = [:]
+        var generations = 0
         var total = 0
         var byApp: [String: Int] = [:]
         var byKey: [String: Int] = [:]
@@ -101,6 +106,10 @@ public final class InsightStreams: Sendable {
     private let busy = NIOLockedValueBox<Double>(0)
     let minimumInterval: TimeInterval
     let keepAlive: TimeInterval
+
+    /// The readers, one per notification watched: children of this service in a server (so that its shutdown ends
+    /// them), tasks of their own otherwise.
+    public let readers = BackgroundWork()
 
     public init(
         minimumInterval: TimeInterval = 1,
@@ -135,7 +144,7 @@ public final class InsightStreams: Sendable {
     ) -> Result<(UUID, AsyncStream<ByteBuffer>), Refusal> {
         let id = UUID()
         let (stream, continuation) = AsyncStream<ByteBuffer>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let started: Result<Bool, Refusal> = state.withLockedValue { s in
+        let started: Result<(Int, WakeSignal)?, Refusal> = state.withLockedValue { s in
             var w = s.watches[notificationID, default: Watch()]
             if s.total >= limits.node { return .failure(.node(limits.node)) }
             if s.byApp[app, default: 0] >= limits.perApp { return .failure(.app(limits.perApp)) }
@@ -146,8 +155,13 @@ public final class InsightStreams: Sendable {
             s.byApp[app, default: 0] += 1
             s.byKey[key, default: 0] += 1
             if let last = w.last { continuation.yield(last) }
-            let start = !w.reading
-            w.reading = true
+            var start: (Int, WakeSignal)?
+            if !w.reading {
+                w.reading = true
+                s.generations += 1
+                w.generation = s.generations
+                start = (w.generation, w.wake)
+            }
             s.watches[notificationID] = w
             return .success(start)
         }
@@ -156,9 +170,8 @@ public final class InsightStreams: Sendable {
             continuation.finish()
             return .failure(refusal)
         case .success(let start):
-            if start {
-                let task = Task { await self.run(notificationID) }
-                state.withLockedValue { $0.watches[notificationID]?.task = task }
+            if let (generation, wake) = start {
+                readers.run { await self.run(notificationID, generation: generation, wake: wake) }
             }
             continuation.onTermination = { [weak self] _ in self?.stop(notificationID, id) }
             return .success((id, stream))
@@ -167,39 +180,42 @@ public final class InsightStreams: Sendable {
 
     /// A watcher left (its connection closed, or the server is stopping).
     func stop(_ notificationID: String, _ id: UUID) {
-        let ended: (AsyncStream<ByteBuffer>.Continuation?, Task<Void, Never>?) = state.withLockedValue { s in
+        let ended: (AsyncStream<ByteBuffer>.Continuation?, WakeSignal?) = state.withLockedValue { s in
             guard var w = s.watches[notificationID], let gone = w.watchers.removeValue(forKey: id) else {
                 return (nil, nil)
             }
             s.forget(gone)
             if w.watchers.isEmpty {
                 s.watches[notificationID] = nil
-                return (gone.continuation, w.task)
+                return (gone.continuation, w.wake)
             }
             s.watches[notificationID] = w
             return (gone.continuation, nil)
         }
         ended.0?.finish()
-        ended.1?.cancel()
+        ended.1?.signal()
     }
 
     /// Ends every stream (the server is stopping).
     public func closeAll() {
         let all = state.withLockedValue { s -> [String: Watch] in
             let copy = s.watches
+            // Generations go on counting: a reader still asleep must not take a later watch for its own.
+            let generations = s.generations
             s = State()
+            s.generations = generations
             return copy
         }
         for w in all.values {
-            w.task?.cancel()
+            w.wake.signal()
             for c in w.watchers.values { c.continuation.finish() }
         }
     }
 
-    func run(_ notificationID: String) async {
+    func run(_ notificationID: String, generation: Int, wake: WakeSignal) async {
         var lastSent = ContinuousClock.now
-        // Ends when its last watcher left (the entry is gone), even if that happened before its task was recorded.
-        while !Task.isCancelled, state.withLockedValue({ $0.watches[notificationID] != nil }) {
+        // Ends when its last watcher left (the entry is gone, or is another reader's).
+        while !Task.isCancelled, state.withLockedValue({ $0.watches[notificationID]?.generation == generation }) {
             let started = ContinuousClock.now
             var event: ByteBuffer?
             do {
@@ -256,7 +272,7 @@ public final class InsightStreams: Sendable {
             let wait = max(minimumInterval, seconds * Self.costFactor)
             // Never longer than the keep-alive: on a machine so busy that a turn's wall time is long, the view still
             // moves every 15 s (the cost is wall time, so a busy machine stretches it without costing more CPU).
-            try? await Task.sleep(nanoseconds: UInt64(min(wait, 15) * 1e9))
+            await wake.waitUnlessCancelled(upTo: min(wait, 15))
         }
     }
 

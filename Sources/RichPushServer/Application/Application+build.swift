@@ -182,7 +182,7 @@ public func buildApplication(
         ),
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: "richpush", backlog: 4096),
         services: opened.first + closers + [MinuteFlusher(counter: minutes, health: backend.health, logger: logger)] + [
-            fanOuts
+            fanOuts, api.insight.readers,
         ]
             + opened.services + clusterServices + sweeper
             + workers.map { WorkerService(worker: $0) },

@@ -162,11 +162,6 @@ public final class MediaStore: Sendable {
         guard Self.parse(name) != nil else { return .absent }
         if file(name) != nil { return .here }
         guard shared != nil, missing.fresh(name) == nil else { return .absent }
-        enum Turn {
-            case join(Task<Bool, Never>)
-            case lead(Task<Bool, Never>)
-            case full
-        }
         // Only names shared media lacked are counted against the client: a CDN or a phone asking for files that
         // exist is never held back, a stream of made-up names is, once its misses are spent.
         // A lookup is taken from the client's bucket before it runs (so lookups in flight at once cannot overdraw
@@ -174,21 +169,13 @@ public final class MediaStore: Sendable {
         if let client, let wait = sharedMisses.check(client) {
             return .limited(retryAfter: RateLimiter.retryAfter(wait))
         }
-        let turn = fetches.withLockedValue { inFlight -> Turn in
-            if let running = inFlight[name] { return .join(running) }
-            guard inFlight.count < maxFetches else { return .full }
-            let task = Task { await self.fetchShared(name) }
-            inFlight[name] = task
-            return .lead(task)
-        }
         let found: Lookup
-        switch turn {
-        case .join(let task): found = await task.value ? .here : .absent
+        switch await fetches.run(name, { await self.fetchShared(name) }) {
         case .full: found = .busy
-        case .lead(let task):
-            let here = await task.value
-            fetches.withLockedValue { $0[name] = nil }
-            if !here { missing.set(name, true) }
+        case .joined(let here): found = here ? .here : .absent
+        case .led(let here):
+            // A fetch cut short (its caller cancelled) has not found the name missing.
+            if !here && !Task.isCancelled { missing.set(name, true) }
             found = here ? .here : .absent
         }
         if let client, found != .absent { sharedMisses.refund(client) }
@@ -205,13 +192,14 @@ public final class MediaStore: Sendable {
     )
 
     /// Names being fetched from shared media, each once however many ask.
-    private let fetches = NIOLockedValueBox<[String: Task<Bool, Never>]>([:])
+    private let fetches = SingleFlight<String, Bool>(limit: MediaStore.fetchesAtOnce)
     /// Names shared media did not have, lately.
     private let missing = StoreCache<Bool>(lifetime: MediaStore.missingLifetime, capacity: 10_000)
     /// Seconds a name shared media did not have is answered absent without asking again.
     public static let missingLifetime: TimeInterval = 30
     /// Names fetched from shared media at once.
-    public let maxFetches = 16
+    public var maxFetches: Int { Self.fetchesAtOnce }
+    static let fetchesAtOnce = 16
 
     private func fetchShared(_ name: String) async -> Bool {
         guard let shared else { return false }

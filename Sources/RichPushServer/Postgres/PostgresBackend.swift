@@ -171,6 +171,7 @@ public final class PostgresBackend: StorageBackend {
             ),
             PostgresHeartbeat(db: database, nodeID: nodeID, address: address, interval: 2, onNodes: onNodes),
             PostgresLeader(db: database, jobs: leaderJobs + clusterJobs()),
+            announcer,
         ]
     }
 

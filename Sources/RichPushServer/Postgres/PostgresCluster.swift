@@ -204,36 +204,29 @@ final class PostgresLeader: Service, Sendable {
 }
 
 /// Tells the other nodes that deliveries were queued, at most one notification in flight and one waiting: a
-/// burst of sends costs a few notifications, not one each.
-final class WorkAnnouncer: Sendable {
+/// burst of sends costs a few notifications, not one each. A service of the node's (its notifications are sent
+/// from its `run`); one asked while it does not run is sent when it starts.
+final class WorkAnnouncer: Service, Sendable {
     let db: PostgresDatabase
-    private let state = NIOLockedValueBox((running: false, again: false))
+    private let wanted = NIOLockedValueBox(false)
+    private let signal = WakeSignal()
 
     init(db: PostgresDatabase) { self.db = db }
 
     func announce() {
-        let start = state.withLockedValue { s -> Bool in
-            if s.running {
-                s.again = true
-                return false
+        wanted.withLockedValue { $0 = true }
+        signal.signal()
+    }
+
+    func run() async {
+        await Periodic.repeatUntilShutdown("work announcer", logger: db.logger) { [db, wanted, signal] in
+            await signal.waitUnlessCancelled(upTo: 60)
+            let due = wanted.withLockedValue { w in
+                defer { w = false }
+                return w
             }
-            s.running = true
-            return true
-        }
-        guard start else { return }
-        Task {
-            while true {
-                await db.notify("richpush_work")
-                let more = state.withLockedValue { s -> Bool in
-                    if s.again {
-                        s.again = false
-                        return true
-                    }
-                    s.running = false
-                    return false
-                }
-                if !more { return }
-            }
+            if due { await db.notify("richpush_work") }
+            return 0
         }
     }
 }

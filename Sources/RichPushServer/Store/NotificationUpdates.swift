@@ -412,17 +412,32 @@ public final class MemoryNotificationUpdates: NotificationUpdates {
     }
 }
 
-/// Runs async work one piece at a time, in the order asked.
-actor AsyncSerial {
-    private var tail: Task<Void, Never>?
+/// Runs async work one piece at a time, in the order asked, each in its caller's task.
+final class AsyncSerial: Sendable {
+    private let state = NIOLockedValueBox((busy: false, waiting: [CheckedContinuation<Void, Never>]()))
 
-    func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        let previous = tail
-        let task = Task<T, Error> {
-            await previous?.value
-            return try await body()
+    func run<T: Sendable>(_ body: @Sendable () async throws -> T) async throws -> T {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            let now = state.withLockedValue { s -> Bool in
+                if !s.busy {
+                    s.busy = true
+                    return true
+                }
+                s.waiting.append(c)
+                return false
+            }
+            if now { c.resume() }
         }
-        tail = Task { _ = try? await task.value }
-        return try await task.value
+        defer {
+            let next = state.withLockedValue { s -> CheckedContinuation<Void, Never>? in
+                guard !s.waiting.isEmpty else {
+                    s.busy = false
+                    return nil
+                }
+                return s.waiting.removeFirst()
+            }
+            next?.resume()
+        }
+        return try await body()
     }
 }

@@ -78,6 +78,17 @@ final class WakeSignal: Sendable {
         waiter?.resume()
     }
 
+    /// Waits for a signal, `seconds` at most, or until the task is cancelled (a loop that waits this way checks
+    /// its cancellation when it wakes).
+    func waitUnlessCancelled(upTo seconds: TimeInterval) async {
+        await withTaskCancellationHandler {
+            await wait(upTo: seconds)
+        } onCancel: {
+            signal()
+        }
+    }
+
+    /// Waits for a signal, `seconds` at most; cancellation does not end it.
     func wait(upTo seconds: TimeInterval) async {
         let due = NIODeadline.now() + .nanoseconds(Int64(min(max(0, seconds), 3600) * 1e9))
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in

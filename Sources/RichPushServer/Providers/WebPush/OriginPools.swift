@@ -45,7 +45,7 @@ final class OriginPools: Sendable {
     private let state = NIOLockedValueBox<(pools: [String: Entry], clock: UInt64)>(([:], 0))
     /// Origins being opened (their host resolved and checked, the first connection made): one at a time per origin,
     /// shared by every send waiting on it.
-    private let opening = NIOLockedValueBox<[String: Task<Result<Pool, SendFailure>, Never>]>([:])
+    private let opening = SingleFlight<String, Result<Pool, SendFailure>>()
 
     init(configuration: WebPushProvider.Configuration, group: EventLoopGroup) {
         self.configuration = configuration
@@ -108,15 +108,11 @@ final class OriginPools: Sendable {
             return e.pool
         }
         if let found { return .success(found) }
-        let task = opening.withLockedValue { r in
-            if let t = r[origin] { return t }
-            let t = Task { await self.open(origin: origin, host: host, port: port) }
-            r[origin] = t
-            return t
+        // Sends to an origin that has no pool yet wait for one opening, in the first one's task.
+        switch await opening.run(origin, { await self.open(origin: origin, host: host, port: port) }) {
+        case .led(let opened), .joined(let opened): return opened
+        case .full: return .failure(SendFailure(decision: .retry, reason: "webpush_transport"))
         }
-        let opened = await task.value
-        opening.withLockedValue { $0[origin] = nil }
-        return opened
     }
 
     /// Resolves and checks the host, connects offering both protocols, and keeps the pool of the one chosen (the
