@@ -13,7 +13,7 @@ import sys
 FUNC = re.compile(r"^\s*(@\w+(\([^)]*\))?\s+)*((public|private|fileprivate|internal|package|open|static|final|"
                   r"override|mutating|nonisolated|convenience|required|class)\s+)*(func\s|init[?!]?\s*[(<]|"
                   r"subscript\s*[(<])")
-UNSTRUCTURED = re.compile(r"(?<![A-Za-z_.])Task(\.detached)?\s*(\{|\(\s*priority)")
+UNSTRUCTURED = re.compile(r"(?<![A-Za-z_.])Task(<[^>]*>)?(\.detached)?\s*(\{|\(\s*priority)")
 
 
 def swift_files(dirs):

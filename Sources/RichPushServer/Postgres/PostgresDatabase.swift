@@ -222,6 +222,8 @@ public final class PostgresDatabase: Service, Sendable {
                     onTimeout?()
                     c.resume(throwing: TimedOut())
                 }
+                // A task of its own, so that the caller can be answered at the deadline and the work left to end
+                // (a statement on a connection that does not answer ends when the connection is closed).
                 work.withLockedValue {
                     $0 = Task {
                         let result: Result<T, Error>

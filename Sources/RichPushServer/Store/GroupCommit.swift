@@ -58,6 +58,8 @@ final class GroupCommit: Sendable {
                 s.running = true
                 return true
             }
+            // The drain is a task of its own: in a caller's task, that caller's cancellation would fail the others'
+            // writes of its batch, and it would wait for every batch that came while it drained.
             if start { Task { await self.drain() } }
         }
     }
