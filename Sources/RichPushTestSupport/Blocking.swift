@@ -54,7 +54,7 @@ public enum ChildProcess {
         p.standardInput = input
         try p.runAlone()
         let launched = UncheckedBox((p, out, err, input))
-        return try await offThePool {
+        return await offThePool {
             let (p, out, err, input) = launched.value
             let errors = mergeErrors ? nil : Drain(err.fileHandleForReading)
             let writer = Thread {

@@ -242,17 +242,6 @@ public protocol DeviceRegistry: Sendable {
     ) async throws -> (devices: [Device], next: Int64?)
 }
 
-/// The statements about devices written once for both databases.
-enum DeviceSQL {
-    /// Where a device's notification permission stands (added after the table; the same in both databases).
-    static let permissionColumn = "ALTER TABLE devices ADD COLUMN permission TEXT"
-
-    /// An app's devices by permission; one index range (devices' unique (app_id, token)) read once.
-    static func permissions(_ appID: String) -> SQL {
-        "SELECT COALESCE(permission, 'unknown'), count(*) FROM devices WHERE app_id = \(appID) GROUP BY 1"
-    }
-}
-
 /// A device as the API lists it (the token is the app's own; a registry search shows it).
 extension Device {
     public var json: JSONValue {

@@ -1,0 +1,79 @@
+import Foundation
+import NIOConcurrencyHelpers
+
+/// The in-memory twin, answering as the databases do (token order, one row per app and token).
+public final class MemoryLiveTokenStore: LiveTokenStore {
+    private let rows = NIOLockedValueBox<[String: LiveToken]>([:])
+
+    public init() {}
+
+    private static func key(_ app: String, _ token: String) -> String { app + "\u{0}" + token }
+
+    public func register(_ token: LiveToken, owner: RegistrationOwner, limits: RegistrationLimits) async throws {
+        try rows.withLockedValue { rows in
+            let key = Self.key(token.appID, token.token)
+            let held = rows[key]
+            if held == nil, rows.values.count(where: { $0.appID == token.appID }) >= limits.liveTokensPerApp {
+                throw QuotaReached.liveTokens(limits.liveTokensPerApp)
+            }
+            if let activity = token.activityID, token.kind == .activity, held?.activityID != activity {
+                let since = token.updatedAt.addingTimeInterval(-LiveTokenLimits.activityTokenLifetime)
+                let n = rows.values.count {
+                    $0.appID == token.appID && $0.kind == .activity && $0.activityID == activity
+                        && $0.token != token.token && $0.updatedAt >= since
+                }
+                if n >= limits.liveTokensPerActivity { throw QuotaReached.activity(limits.liveTokensPerActivity) }
+            }
+            // A token a user or an activity holds is not the public key's to change.
+            if owner == .keepsKnown, let held, held.userID != nil || held.activityID != nil { return }
+            if var kept = held, kept.updatedAt >= token.updatedAt.addingTimeInterval(-LiveTokenLimits.refreshAfter) {
+                kept.updatedAt = token.updatedAt
+                // Unchanged and fresh: kept as it is, as the databases keep it.
+                if kept == token { return }
+            }
+            rows[key] = token
+            if let user = token.userID, owner == .asGiven {
+                let mine = rows.values.filter { $0.appID == token.appID && $0.userID == user }
+                    .sorted { ($0.updatedAt, $0.token) > ($1.updatedAt, $1.token) }
+                for t in mine.dropFirst(max(0, limits.liveTokensPerUser)) { rows[Self.key(t.appID, t.token)] = nil }
+            }
+        }
+    }
+
+    public func remove(appID: String, token: String) async throws -> Bool {
+        rows.withLockedValue { $0.removeValue(forKey: Self.key(appID, token)) != nil }
+    }
+
+    public func remove(appID: String, token: String, heldBy user: String?) async throws -> Bool {
+        rows.withLockedValue { rows in
+            let key = Self.key(appID, token)
+            guard let held = rows[key], (held.userID == nil && held.activityID == nil) || held.userID == user
+            else { return false }
+            rows[key] = nil
+            return true
+        }
+    }
+
+    public func tokens(appID: String, audience: LiveAudience, limit: Int) async throws -> [String] {
+        let all = rows.withLockedValue { Array($0.values) }
+        let now = Date()
+        return all.filter { t in
+            guard t.appID == appID, t.updatedAt >= now.addingTimeInterval(-LiveTokenLimits.lifetime(t.kind)) else {
+                return false
+            }
+            switch audience {
+            case .activity(let id): return t.kind == .activity && t.activityID == id
+            case .pushToStart(let type, let user):
+                return t.kind == .pushToStart && t.activityType == type && (user == nil || t.userID == user)
+            }
+        }.map(\.token).sorted().prefix(max(0, limit)).map { $0 }
+    }
+
+    public func sweep(_ kind: LiveToken.Kind, before cutoff: Date, limit: Int) async throws -> Int {
+        rows.withLockedValue { rows in
+            let old = rows.filter { $0.value.kind == kind && $0.value.updatedAt < cutoff }.keys.prefix(limit)
+            for k in old { rows[k] = nil }
+            return old.count
+        }
+    }
+}

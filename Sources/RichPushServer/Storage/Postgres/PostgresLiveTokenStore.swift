@@ -1,0 +1,63 @@
+import Foundation
+import PostgresNIO
+
+/// Live Activity tokens in the shared PostgreSQL database.
+public final class PostgresLiveTokenStore: LiveTokenStore {
+    let db: PostgresDatabase
+
+    init(db: PostgresDatabase) { self.db = db }
+
+    public func register(_ token: LiveToken, owner: RegistrationOwner, limits: RegistrationLimits) async throws {
+        let logger = db.logger
+        try await db.transaction { c in
+            // Counted before the insert, in its transaction: registrations through several nodes at once may each
+            // pass a bound by one (the next registration meets it).
+            let held = try await c.query(
+                LiveTokenSQL.activity(appID: token.appID, token: token.token).postgres,
+                logger: logger
+            ).collect()
+            if held.isEmpty {
+                let total =
+                    try await c.query(AppCountSQL.total(token.appID, AppCountSQL.live).postgres, logger: logger)
+                    .collect().first?.decode(Int.self) ?? 0
+                if total >= limits.liveTokensPerApp { throw QuotaReached.liveTokens(limits.liveTokensPerApp) }
+            }
+            if let activity = token.activityID, token.kind == .activity,
+                try held.isEmpty || held.first?.decode(String?.self) != activity
+            {
+                let n =
+                    try await c.query(LiveTokenSQL.activityCount(of: token).postgres, logger: logger).collect().first?
+                    .decode(Int.self) ?? 0
+                if n >= limits.liveTokensPerActivity { throw QuotaReached.activity(limits.liveTokensPerActivity) }
+            }
+            _ = try await c.query(
+                LiveTokenSQL.register(token, keepsKnown: owner == .keepsKnown).postgres,
+                logger: logger
+            ).collect()
+            if let user = token.userID, owner == .asGiven, limits.liveTokensPerUser < Int.max {
+                _ = try await c.query(
+                    LiveTokenSQL.evict(appID: token.appID, user: user, keeping: limits.liveTokensPerUser, all: "ALL")
+                        .postgres,
+                    logger: logger
+                ).collect()
+            }
+        }
+    }
+
+    public func remove(appID: String, token: String) async throws -> Bool {
+        try await !db.rows(LiveTokenSQL.remove(appID: appID, token: token).postgres).isEmpty
+    }
+
+    public func remove(appID: String, token: String, heldBy user: String?) async throws -> Bool {
+        try await !db.rows(LiveTokenSQL.remove(appID: appID, token: token, heldBy: user).postgres).isEmpty
+    }
+
+    public func tokens(appID: String, audience: LiveAudience, limit: Int) async throws -> [String] {
+        try await db.rows(LiveTokenSQL.tokens(appID: appID, audience: audience, limit: limit).postgres)
+            .map { try $0.decode(String.self) }
+    }
+
+    public func sweep(_ kind: LiveToken.Kind, before cutoff: Date, limit: Int) async throws -> Int {
+        try await db.rows(LiveTokenSQL.sweep(kind, before: cutoff, limit: limit).postgres).count
+    }
+}
