@@ -214,7 +214,7 @@ import Testing
     @Test func queuedWorkWakesTheOtherNodes() async throws {
         let nodes = try await Self.nodes()
         let woken = NIOLockedValueBox(0)
-        nodes[1].onWorkQueued { woken.withLockedValue { $0 += 1 } }
+        nodes[1].workQueued.listen { woken.withLockedValue { $0 += 1 } }
         try await Self.running(nodes) {
             try await Task.sleep(for: .milliseconds(300))
             let before = woken.withLockedValue { $0 }

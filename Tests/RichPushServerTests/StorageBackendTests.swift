@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import RichPushCore
 import RichPushServer
 import Testing
@@ -131,6 +132,28 @@ import Testing
         #expect(try await b.queue.deliveries(notificationID: "n1").map(\.target) == ["aa", "bb", "f1"])
         #expect(try await b.queue.deliveries(notificationID: "n2").isEmpty)
         #expect(try await b.intake.pendingFanOuts().isEmpty)
+    }
+
+    /// "Deliveries were queued" is told by the store that queued them, once for an accepted token send and for a
+    /// fan-out that queued some, never for a replay or a fan-out that queued none.
+    @Test(arguments: Kind.allCases)
+    func theStoreThatQueuesDeliveriesTellsTheWorkers(_ kind: Kind) async throws {
+        let b = try await Self.make(kind)
+        let told = NIOLockedValueBox(0)
+        b.workQueued.listen { told.withLockedValue { $0 += 1 } }
+        _ = try await b.intake.accept(Self.plan("q1", .providerTokens(apns: ["aa"], fcm: []), key: "q")) { _ in .null }
+        #expect(told.withLockedValue { $0 } == 1)
+        _ = try await b.intake.accept(Self.plan("q2", .providerTokens(apns: ["bb"], fcm: []), key: "q")) { _ in .null }
+        #expect(told.withLockedValue { $0 } == 1, "a replay queues nothing")
+        try await Self.register(b)
+        _ = try await b.intake.accept(Self.plan("q3", .all)) { _ in .null }
+        #expect(told.withLockedValue { $0 } == 1, "a registry audience queues with its fan-out")
+        #expect(try await b.intake.completeFanOut(notificationID: "q3") == 5)
+        #expect(told.withLockedValue { $0 } >= 2)
+        let afterFanOut = told.withLockedValue { $0 }
+        #expect(try await b.intake.completeFanOut(notificationID: "q3") == 0)
+        #expect(told.withLockedValue { $0 } == afterFanOut)
+        await b.close()
     }
 
     /// A registry audience is accepted with its fan-out pending, listed until completed, and completed once.

@@ -40,8 +40,6 @@ public struct RichPushAPI: Sendable {
     public let numbers: InsightCache
     /// Counts per notification and minute (an app's time series), written every few seconds by the server.
     public var minutes: MinuteCounter
-    /// Called when deliveries were queued (the worker looks at once instead of at its next poll).
-    public var onQueued: @Sendable () -> Void
     /// Called with each new notification's message before its deliveries are queued (the sender keeps it, rather
     /// than reading it back from the store for the first delivery).
     public var onAccepted: @Sendable (_ id: String, _ message: PushMessage) -> Void
@@ -83,7 +81,6 @@ public struct RichPushAPI: Sendable {
         maxBodyBytes: Int = 256 * 1024,
         metrics: ServerMetrics = ServerMetrics(),
         limiter: RateLimiter = RateLimiter(),
-        onQueued: @escaping @Sendable () -> Void = {},
         onAccepted: @escaping @Sendable (_ id: String, _ message: PushMessage) -> Void = { _, _ in },
         media: MediaService? = nil,
         receipts: DeviceReceipts? = nil,
@@ -99,7 +96,6 @@ public struct RichPushAPI: Sendable {
         self.maxBodyBytes = maxBodyBytes
         self.metrics = metrics
         self.limiter = limiter
-        self.onQueued = onQueued
         self.onAccepted = onAccepted
         self.media = media
         self.receipts = receipts
@@ -121,7 +117,6 @@ public struct RichPushAPI: Sendable {
     public func resumeFanOuts() async throws -> Int {
         var total = 0
         for id in try await intake.pendingFanOuts() { total += try await intake.completeFanOut(notificationID: id) }
-        if total > 0 { onQueued() }
         return total
     }
 
@@ -206,7 +201,6 @@ public struct RichPushAPI: Sendable {
             maxTokensPerRequest: maxTokensPerRequest,
             metrics: metrics,
             fanOuts: fanOuts,
-            onQueued: onQueued,
             onAccepted: onAccepted,
             media: self.media,
             quotas: quotas,

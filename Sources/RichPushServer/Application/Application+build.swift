@@ -56,7 +56,7 @@ public func buildApplication(
         logger: deliveryLog
     )
     let wakeWorkers: @Sendable () -> Void = { for worker in workers { worker.wake() } }
-    backend.onWorkQueued(wakeWorkers)
+    backend.workQueued.listen(wakeWorkers)
 
     // Media preflight and hosting. Outside the sandbox, fetches refuse every internal address (in the sandbox,
     // media is often plain http on loopback). On a shared database hosted media is kept there too: every node
@@ -88,7 +88,6 @@ public func buildApplication(
         validation: .init(allowInsecureMedia: config.sandbox, requireTargets: false),
         metrics: metrics,
         limiter: RateLimiter(rate: config.rateLimit, burst: config.rateLimit * 2),
-        onQueued: wakeWorkers,
         onAccepted: { id, message in sender.remember(id, message) },
         media: media,
         receipts: receipts,

@@ -48,8 +48,9 @@ public protocol StorageBackend: Sendable {
     /// Whether an error means the database could not be reached (the API answers 503 and Retry-After).
     func isUnavailable(_ error: any Error) -> Bool
 
-    /// Calls `wake` when deliveries were queued elsewhere (another node of a shared database).
-    func onWorkQueued(_ wake: @escaping @Sendable () -> Void)
+    /// "Deliveries were queued", told by the backend's stores when they queue some, heard by every worker of the
+    /// cluster (on a database several nodes share, through it).
+    var workQueued: WorkQueued { get }
 
     /// The backend's background work while the server runs, with the server's periodic jobs: on a database
     /// several nodes share, the jobs run on one node at a time (the leader), beside the listener and heartbeat;
@@ -68,7 +69,6 @@ public protocol StorageBackend: Sendable {
 extension StorageBackend {
     public var sharedMedia: (any SharedMediaFiles)? { nil }
     public func isUnavailable(_ error: any Error) -> Bool { error is DatabaseUnavailable }
-    public func onWorkQueued(_ wake: @escaping @Sendable () -> Void) {}
     public func backgroundServices(
         address: String,
         leaderJobs: [PeriodicJob],

@@ -16,7 +16,6 @@ struct NotificationsController: AppRoutes {
     let maxTokensPerRequest: Int
     let metrics: ServerMetrics
     let fanOuts: BackgroundWork
-    let onQueued: @Sendable () -> Void
     let onAccepted: @Sendable (_ id: String, _ message: PushMessage) -> Void
     let media: MediaService?
     let quotas: Quotas
@@ -147,7 +146,6 @@ struct NotificationsController: AppRoutes {
             validation: validation,
             metrics: metrics,
             minutes: minutes,
-            onQueued: onQueued,
             onAccepted: onAccepted
         )
     }

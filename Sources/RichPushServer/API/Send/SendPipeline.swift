@@ -16,7 +16,6 @@ struct SendPipeline: Sendable {
     let validation: MessageValidator.Options
     let metrics: ServerMetrics
     let minutes: MinuteCounter
-    let onQueued: @Sendable () -> Void
     let onAccepted: @Sendable (_ id: String, _ message: PushMessage) -> Void
 
     /// The request's `Idempotency-Key` (nil: none), held to 1 to 255 characters.
@@ -85,21 +84,20 @@ struct SendPipeline: Sendable {
     }
 
     /// An accepted notification's bookkeeping: the sender keeps its message (its first deliveries need not read it
-    /// back), the minute counts and the metrics count its deliveries, and the workers are woken when there are any.
+    /// back), and the minute counts and the metrics count its deliveries (the store that queued them told the
+    /// workers: ``WorkQueued``).
     /// `queued` nil: a registry fan-out queues them later (and counts them then: see ``fannedOut(_:count:)``).
     func accepted(_ id: String, app: String, message: PushMessage, queued: Int?) {
         onAccepted(id, message)
         metrics.notificationAccepted(app: app, deliveries: queued ?? 0)
         guard let queued else { return }
         minutes.add(id, .accepted, count: queued)
-        if queued > 0 { onQueued() }
     }
 
     /// A registry fan-out queued `count` deliveries of notification `id`.
     func fannedOut(_ id: String, count: Int) {
         minutes.add(id, .accepted, count: count)
         metrics.deliveriesEnqueued(count)
-        onQueued()
     }
 
     /// Puts the receipt address in the payload when it is wanted and every service's limits leave room for it; a

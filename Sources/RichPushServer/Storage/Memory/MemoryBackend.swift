@@ -17,15 +17,18 @@ public struct MemoryBackend: StorageBackend {
     let memoryQueue: MemoryDeliveryQueue
     let memoryReceipts: MemoryReceiptStore
     public let health = DatabaseHealth()
+    public let workQueued: WorkQueued
 
     public init() {
         let (store, registry, queue) = (MemoryServerStore(), MemoryDeviceRegistry(), MemoryDeliveryQueue())
         memoryStore = store
         self.registry = registry
         memoryQueue = queue
-        intake = MemoryIntake(store: store, registry: registry, queue: queue)
+        let workQueued = WorkQueued()
+        self.workQueued = workQueued
+        intake = MemoryIntake(store: store, registry: registry, queue: queue) { workQueued.tell() }
         memoryReceipts = MemoryReceiptStore(queue: queue)
-        updates = MemoryNotificationUpdates(store: store, queue: queue, intake: intake)
+        updates = MemoryNotificationUpdates(store: store, queue: queue, intake: intake) { workQueued.tell() }
     }
 
     public func sweepNotifications(before cutoff: Date, limit: Int) async throws -> Int {

@@ -11,8 +11,16 @@ public final class MemoryIntake: NotificationIntake {
     let queue: any DeliveryQueue
     /// Accepted notifications whose fan-out has not run, oldest first.
     private let pending = NIOLockedValueBox<[(id: String, plan: AcceptPlan)]>([])
+    /// Told when deliveries were queued (``WorkQueued``).
+    let queued: @Sendable () -> Void
 
-    public init(store: any ServerStore, registry: any DeviceRegistry, queue: any DeliveryQueue) {
+    public init(
+        store: any ServerStore,
+        registry: any DeviceRegistry,
+        queue: any DeliveryQueue,
+        queued: @escaping @Sendable () -> Void = {}
+    ) {
+        self.queued = queued
         self.store = store
         self.registry = registry
         self.queue = queue
@@ -33,7 +41,7 @@ public final class MemoryIntake: NotificationIntake {
             pending.withLockedValue { $0.append((n.id, plan)) }
             return Accepted(notification: stored, created: true, queued: 0, fanOutPending: true)
         }
-        let queued = try await FanOut().enqueue(
+        let added = try await FanOut().enqueue(
             notificationID: n.id,
             appID: n.appID,
             audience: plan.audience,
@@ -43,7 +51,8 @@ public final class MemoryIntake: NotificationIntake {
             expiresAt: plan.expiresAt,
             spread: plan.spread
         )
-        return Accepted(notification: stored, created: true, queued: queued, fanOutPending: false)
+        if added > 0 { queued() }
+        return Accepted(notification: stored, created: true, queued: added, fanOutPending: false)
     }
 
     public func completeFanOut(notificationID: String) async throws -> Int {
@@ -53,7 +62,7 @@ public final class MemoryIntake: NotificationIntake {
         }
         guard let plan = taken else { return 0 }
         do {
-            return try await FanOut().enqueue(
+            let added = try await FanOut().enqueue(
                 notificationID: notificationID,
                 appID: plan.notification.appID,
                 audience: plan.audience,
@@ -63,6 +72,8 @@ public final class MemoryIntake: NotificationIntake {
                 expiresAt: plan.expiresAt,
                 spread: plan.spread
             )
+            if added > 0 { queued() }
+            return added
         } catch {
             // Still pending, as a fan-out cut short is in the database.
             pending.withLockedValue { $0.insert((notificationID, plan), at: 0) }

@@ -18,7 +18,16 @@ public final class MemoryNotificationUpdates: NotificationUpdates {
     /// One update at a time, as a database transaction would.
     private let accepting = AsyncSerial()
 
-    init(store: MemoryServerStore, queue: MemoryDeliveryQueue, intake: any NotificationIntake) {
+    /// Told when deliveries were queued (``WorkQueued``).
+    let queued: @Sendable () -> Void
+
+    init(
+        store: MemoryServerStore,
+        queue: MemoryDeliveryQueue,
+        intake: any NotificationIntake,
+        queued: @escaping @Sendable () -> Void = {}
+    ) {
+        self.queued = queued
         self.store = store
         self.queue = queue
         self.intake = intake
@@ -43,7 +52,7 @@ public final class MemoryNotificationUpdates: NotificationUpdates {
         _ plan: UpdatePlan,
         respond: @escaping @Sendable (Int, Int, Int) -> JSONValue
     ) async throws -> UpdateAccepted {
-        try await accepting.run {
+        let accepted = try await accepting.run {
             guard let root = try await self.family(of: plan.rootID), root.id == root.rootID,
                 root.appID == plan.notification.appID
             else { throw UpdateRefused.noRoot }
@@ -99,6 +108,8 @@ public final class MemoryNotificationUpdates: NotificationUpdates {
                 superseded: superseded
             )
         }
+        if accepted.created && accepted.queued > 0 { queued() }
+        return accepted
     }
 
     /// The root's creation time, then each of its versions' in order.

@@ -25,7 +25,7 @@ public final class PostgresBackend: StorageBackend {
     public let updates: any NotificationUpdates
     public let uploads: any UploadLedger
     let announcer: WorkAnnouncer
-    private let wakers = NIOLockedValueBox<[@Sendable () -> Void]>([])
+    public let workQueued: WorkQueued
 
     public var store: any ServerStore { pgStore }
     public var registry: any DeviceRegistry { pgRegistry }
@@ -121,16 +121,19 @@ public final class PostgresBackend: StorageBackend {
         self.nodeID = nodeID
         let announcer = WorkAnnouncer(db: database)
         self.announcer = announcer
+        let workQueued = WorkQueued()
+        self.workQueued = workQueued
+        workQueued.tellPeers(through: announcer.announce)
         pgStore = store
         pgRegistry = PostgresDeviceRegistry(database: database)
         pgQueue = PostgresDeliveryQueue(database: database)
         pgIntake = PostgresIntake(database: database, nodeID: nodeID, chunk: chunk, fanOutLease: fanOutLease) {
-            announcer.announce()
+            workQueued.tell()
         }
         media = PostgresMediaFiles(database: database)
         receipts = PostgresReceiptStore(db: database)
         liveTokens = PostgresLiveTokenStore(db: database)
-        updates = PostgresNotificationUpdates(database: database) { announcer.announce() }
+        updates = PostgresNotificationUpdates(database: database) { workQueued.tell() }
         uploads = PostgresUploadLedger(db: database)
     }
 
@@ -150,10 +153,6 @@ public final class PostgresBackend: StorageBackend {
 
     public func close() async { await database.close() }
 
-    public func onWorkQueued(_ wake: @escaping @Sendable () -> Void) { wakers.withLockedValue { $0.append(wake) } }
-
-    public func workQueued() { announcer.announce() }
-
     public func backgroundServices(
         address: String,
         leaderJobs: [PeriodicJob],
@@ -161,12 +160,12 @@ public final class PostgresBackend: StorageBackend {
         onNodes: @escaping @Sendable (Int) -> Void
     ) -> [any Service] {
         // The cluster's services log through the database's logger, which is the server's (given at open).
-        let wakers = self.wakers
+        let workQueued = self.workQueued
         let store = pgStore
         return [
             PostgresListener(
                 db: database,
-                onWork: { for w in wakers.withLockedValue({ $0 }) { w() } },
+                onWork: { workQueued.heardFromPeer() },
                 onCache: { store.forget($0) }
             ),
             PostgresHeartbeat(db: database, nodeID: nodeID, address: address, interval: 2, onNodes: onNodes),

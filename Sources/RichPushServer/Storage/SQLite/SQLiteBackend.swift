@@ -19,6 +19,7 @@ public struct SQLiteBackend: StorageBackend {
     public var queue: any DeliveryQueue { sqliteQueue }
     public var intake: any NotificationIntake { sqliteIntake }
     public let health = DatabaseHealth()
+    public let workQueued: WorkQueued
 
     /// Every store over one pool (migrated on open). `chunk`: devices per fan-out transaction.
     public init(pool: DatabasePool, sealer: CredentialSealer? = nil, chunk: Int = 50_000) throws {
@@ -26,10 +27,17 @@ public struct SQLiteBackend: StorageBackend {
         sqliteQueue = try SQLiteDeliveryQueue(pool: pool)
         sqliteRegistry = try SQLiteDeviceRegistry(pool: pool)
         sqliteStore = try SQLiteServerStore(pool: pool, sealer: sealer)
-        sqliteIntake = try SQLiteIntake(store: sqliteStore, registry: sqliteRegistry, queue: sqliteQueue, chunk: chunk)
+        let workQueued = WorkQueued()
+        self.workQueued = workQueued
+        sqliteIntake = try SQLiteIntake(
+            store: sqliteStore,
+            registry: sqliteRegistry,
+            queue: sqliteQueue,
+            chunk: chunk
+        ) { workQueued.tell() }
         receipts = SQLiteReceiptStore(pool: pool)
         liveTokens = SQLiteLiveTokenStore(pool: pool)
-        updates = SQLiteNotificationUpdates(pool: pool)
+        updates = SQLiteNotificationUpdates(pool: pool) { workQueued.tell() }
         uploads = SQLiteUploadLedger(pool: pool)
     }
 

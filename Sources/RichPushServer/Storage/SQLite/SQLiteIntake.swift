@@ -11,6 +11,8 @@ public final class SQLiteIntake: NotificationIntake {
     let registry: SQLiteDeviceRegistry
     let queue: SQLiteDeliveryQueue
     let chunk: Int
+    /// Told when deliveries were queued (``WorkQueued``).
+    let queued: @Sendable () -> Void
 
     public struct NotShared: Error, CustomStringConvertible {
         public var description: String { "the store, registry and queue must share one database" }
@@ -20,9 +22,11 @@ public final class SQLiteIntake: NotificationIntake {
         store: SQLiteServerStore,
         registry: SQLiteDeviceRegistry,
         queue: SQLiteDeliveryQueue,
-        chunk: Int = 50_000
+        chunk: Int = 50_000,
+        queued: @escaping @Sendable () -> Void = {}
     ) throws {
         guard store.pool === registry.pool, registry.pool === queue.pool else { throw NotShared() }
+        self.queued = queued
         self.store = store
         self.registry = registry
         self.queue = queue
@@ -30,7 +34,7 @@ public final class SQLiteIntake: NotificationIntake {
     }
 
     public func accept(_ plan: AcceptPlan, respond: @escaping @Sendable (Int?) -> JSONValue) async throws -> Accepted {
-        try await store.commits.write { db in
+        let accepted = try await store.commits.write { db in
             var n = plan.notification
             var targets: [(DeliveryProvider, DeliveryTarget)]? = plan.audience.directTargets
             if case .tokens(let tokens) = plan.audience {
@@ -87,6 +91,8 @@ public final class SQLiteIntake: NotificationIntake {
             }
             return Accepted(notification: stored, created: true, queued: targets.count, fanOutPending: false)
         }
+        if accepted.created && accepted.queued > 0 { queued() }
+        return accepted
     }
 
     public func completeFanOut(notificationID: String) async throws -> Int {
@@ -117,25 +123,28 @@ public final class SQLiteIntake: NotificationIntake {
                 )
             }
         }
-        return try await registry.fanOutInDatabase(
-            notificationID: notificationID,
-            appID: appID,
-            audience: audience,
-            notBefore: notBefore,
-            expiresAt: expiresAt,
-            chunk: chunk,
-            spread: spread,
-            total: total,
-            from: start
-        ) { db, progress, finished in
-            let state: FanOutState = finished ? .done : .pending
-            try db.execute(
-                query: """
-                    UPDATE notifications SET fanout_cursor = \(progress.cursor), fanout_inserted = \(progress.inserted),
-                        fanout_state = \(state) WHERE id = \(notificationID)
-                    """
-            )
-        } ?? 0
+        let added =
+            try await registry.fanOutInDatabase(
+                notificationID: notificationID,
+                appID: appID,
+                audience: audience,
+                notBefore: notBefore,
+                expiresAt: expiresAt,
+                chunk: chunk,
+                spread: spread,
+                total: total,
+                from: start
+            ) { db, progress, finished in
+                let state: FanOutState = finished ? .done : .pending
+                try db.execute(
+                    query: """
+                        UPDATE notifications SET fanout_cursor = \(progress.cursor), fanout_inserted = \(progress.inserted),
+                            fanout_state = \(state) WHERE id = \(notificationID)
+                        """
+                )
+            } ?? 0
+        if added > 0 { queued() }
+        return added
     }
 
     public func pendingFanOuts() async throws -> [String] {

@@ -7,8 +7,13 @@ import RichPushCore
 /// root's targets, which may be many, and a refusal must not replay the group).
 public final class SQLiteNotificationUpdates: NotificationUpdates {
     let pool: DatabasePool
+    /// Told when deliveries were queued (``WorkQueued``).
+    let queued: @Sendable () -> Void
 
-    public init(pool: DatabasePool) { self.pool = pool }
+    public init(pool: DatabasePool, queued: @escaping @Sendable () -> Void = {}) {
+        self.pool = pool
+        self.queued = queued
+    }
 
     public func family(of id: String) async throws -> NotificationFamily? {
         try await pool.read { db in
@@ -20,7 +25,7 @@ public final class SQLiteNotificationUpdates: NotificationUpdates {
         _ plan: UpdatePlan,
         respond: @escaping @Sendable (Int, Int, Int) -> JSONValue
     ) async throws -> UpdateAccepted {
-        try await pool.write { db in
+        let accepted = try await pool.write { db in
             guard
                 let root = try Row.fetchAll(db, query: NotificationVersions.family(plan.rootID)).first.map(
                     NotificationVersions.family
@@ -81,6 +86,8 @@ public final class SQLiteNotificationUpdates: NotificationUpdates {
                 superseded: superseded
             )
         }
+        if accepted.created && accepted.queued > 0 { queued() }
+        return accepted
     }
 
     public func verdicts(_ batch: [DeliveryRecord]) async throws -> [Int64: VersionVerdict] {

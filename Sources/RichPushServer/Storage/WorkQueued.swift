@@ -1,0 +1,29 @@
+import NIOConcurrencyHelpers
+
+/// "Deliveries were queued": one event for the whole cluster. The store that queued them tells it (an accepted
+/// notification's deliveries, each chunk of a fan-out, an update's); every worker of this node hears it at once,
+/// and on a shared database the other nodes hear it through the database (PostgreSQL's `NOTIFY`, coalesced by the
+/// announcer), whose listener tells their workers.
+public final class WorkQueued: Sendable {
+    private let listeners = NIOLockedValueBox<[@Sendable () -> Void]>([])
+    private let peers = NIOLockedValueBox<(@Sendable () -> Void)?>(nil)
+
+    public init() {}
+
+    /// `wake` is called at each event, this node's and the other nodes'.
+    public func listen(_ wake: @escaping @Sendable () -> Void) { listeners.withLockedValue { $0.append(wake) } }
+
+    /// How the other nodes are told (set by a backend the nodes share).
+    func tellPeers(through announce: @escaping @Sendable () -> Void) { peers.withLockedValue { $0 = announce } }
+
+    /// Deliveries were queued on this node: its workers and the other nodes hear of it.
+    public func tell() {
+        heardFromPeer()
+        peers.withLockedValue { $0 }?()
+    }
+
+    /// Another node queued deliveries: this node's workers hear of it.
+    func heardFromPeer() {
+        for wake in listeners.withLockedValue({ $0 }) { wake() }
+    }
+}
