@@ -140,7 +140,25 @@ public struct RichPushAPI: Sendable {
         ConsoleController.addRoutes(to: router)
         let media = MediaController(media: media, quotas: quotas, maxBodyBytes: maxBodyBytes)
         media.addPublicRoutes(to: router)
+        let v1 = addUnkeyedRoutes(to: router)
+        let keyed = v1.group().add(
+            middleware: Authenticator(
+                store: store,
+                adminKeyHash: adminKeyHash,
+                limiter: limiter,
+                failureLimiter: authFailureLimiter,
+                publicClientLimiter: publicClientLimiter
+            )
+        )
+        media.addRoutes(to: keyed)
+        addKeyedRoutes(to: keyed)
+        methodGuard.fill(from: Self.routes(of: router))
+        return router
+    }
 
+    /// `/v1` with its error middleware, and the routes on it that take no key: a device's receipt and opens, and
+    /// the preflight of a page's registration. Returns the group.
+    func addUnkeyedRoutes(to router: Router<APIRequestContext>) -> RouterGroup<APIRequestContext> {
         let v1 = router.group("v1").add(
             middleware: APIErrorMiddleware(
                 health: backend.health,
@@ -168,16 +186,11 @@ public struct RichPushAPI: Sendable {
         // A page on another origin asks before it registers a device: the preflight carries no key, so it is
         // answered here, before the authenticator, and costs nothing (no lookup, a constant answer).
         v1.on("apps/:app/devices", method: .options) { _, _ in DevicesController.preflight() }
-        let keyed = v1.group().add(
-            middleware: Authenticator(
-                store: store,
-                adminKeyHash: adminKeyHash,
-                limiter: limiter,
-                failureLimiter: authFailureLimiter,
-                publicClientLimiter: publicClientLimiter
-            )
-        )
-        media.addRoutes(to: keyed)
+        return v1
+    }
+
+    /// The routes behind the authenticator, each resource's controller holding only what it answers from.
+    func addKeyedRoutes(to keyed: RouterGroup<APIRequestContext>) {
         AppsController(
             store: store,
             maxBodyBytes: maxBodyBytes,
@@ -224,9 +237,6 @@ public struct RichPushAPI: Sendable {
         .addRoutes(to: keyed)
         PushServicesController(store: store, maxBodyBytes: maxBodyBytes, admission: admission, nodeID: nodeID)
             .addRoutes(to: keyed)
-
-        methodGuard.fill(from: Self.routes(of: router))
-        return router
     }
 
     /// The routes a router serves, as (method, OpenAPI path), for the method guard and for keeping the document
