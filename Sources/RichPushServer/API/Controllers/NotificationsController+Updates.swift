@@ -12,49 +12,9 @@ extension NotificationsController {
     func update(_ request: Request, _ context: APIRequestContext) async throws -> Response {
         let app = try await requireApp(context, .send)
         let idempotencyKey = try SendPipeline.idempotencyKey(request)
-        guard let id = context.parameters.get("id"), let family = try await backend.updates.family(of: id),
-            family.appID == app.id, let root = try await store.notification(id: family.rootID)
-        else {
-            throw APIError(.notFound, "no such notification")
-        }
-        let rootMessage = try PushMessage.decode(root.message)
-        guard rootMessage.liveActivity == nil else {
-            throw APIError(
-                .notUpdatable,
-                "a Live Activity is updated by sending live_activity.event update to its activity or channel"
-            )
-        }
-        guard let collapseID = rootMessage.collapseID else {
-            throw APIError(
-                .notUpdatable,
-                "this notification was sent without collapse_id: a device cannot replace it; send it with collapse_id to update it in place"
-            )
-        }
-        guard !family.fanOutPending else {
-            throw APIError(
-                .fanOutPending,
-                "the notification's devices are still being queued; try again",
-                retryAfter: 1
-            )
-        }
-        // The count is known already: a notification at its bound costs no preparation (the database checks again).
-        guard family.latest < updateLimits.maxVersions else {
-            throw Self.refusal(.tooManyVersions(updateLimits.maxVersions), updateLimits)
-        }
+        let (family, collapseID) = try await updatableRoot(context, of: app)
         let body = try await bodyJSON(request)
-        var r = ValidationReport()
-        if case .object(let fields) = body {
-            for key in Self.fieldsNotInUpdates where fields[key] != nil {
-                r.add(key, "not-in-update", "an update goes to the notification's devices at once: \(key) is not given")
-            }
-            if let given = fields["collapse_id"], given != .string(collapseID) {
-                r.add("collapse_id", "update-collapse-id", "an update keeps its notification's collapse_id")
-            }
-            if fields["live_activity"] != nil {
-                r.add("live_activity", "not-in-update", "a notification's update is not a Live Activity")
-            }
-        }
-        guard r.isValid else { throw APIError(.invalid, "the update is not valid", issues: r.errors) }
+        try Self.checkUpdateFields(body, collapseID: collapseID)
         let now = Date()
         // Read as a send to the root's devices is (every check of the message's), then held to the root's collapse id.
         var fields: [String: JSONValue] = [:]
@@ -113,6 +73,58 @@ extension NotificationsController {
         guard accepted.created else { return Response.json(202, accepted.notification.response) }
         pipeline.accepted(updateID, app: app.id, message: message, queued: accepted.queued)
         return Response.json(202, accepted.notification.response)
+    }
+
+    /// The notification the path names, when an update may be made to it: the app's, not a Live Activity, sent
+    /// with a `collapse_id` (which it returns), its fan-out done, and below its bound on versions.
+    func updatableRoot(_ context: APIRequestContext, of app: ServerApp) async throws -> (NotificationFamily, String) {
+        guard let id = context.parameters.get("id"), let family = try await backend.updates.family(of: id),
+            family.appID == app.id, let root = try await store.notification(id: family.rootID)
+        else {
+            throw APIError(.notFound, "no such notification")
+        }
+        let rootMessage = try PushMessage.decode(root.message)
+        guard rootMessage.liveActivity == nil else {
+            throw APIError(
+                .notUpdatable,
+                "a Live Activity is updated by sending live_activity.event update to its activity or channel"
+            )
+        }
+        guard let collapseID = rootMessage.collapseID else {
+            throw APIError(
+                .notUpdatable,
+                "this notification was sent without collapse_id: a device cannot replace it; send it with collapse_id to update it in place"
+            )
+        }
+        guard !family.fanOutPending else {
+            throw APIError(
+                .fanOutPending,
+                "the notification's devices are still being queued; try again",
+                retryAfter: 1
+            )
+        }
+        // The count is known already: a notification at its bound costs no preparation (the database checks again).
+        guard family.latest < updateLimits.maxVersions else {
+            throw Self.refusal(.tooManyVersions(updateLimits.maxVersions), updateLimits)
+        }
+        return (family, collapseID)
+    }
+
+    /// The fields an update may not give, and a `collapse_id` other than its notification's, each named.
+    static func checkUpdateFields(_ body: JSONValue, collapseID: String) throws {
+        var r = ValidationReport()
+        if case .object(let fields) = body {
+            for key in Self.fieldsNotInUpdates where fields[key] != nil {
+                r.add(key, "not-in-update", "an update goes to the notification's devices at once: \(key) is not given")
+            }
+            if let given = fields["collapse_id"], given != .string(collapseID) {
+                r.add("collapse_id", "update-collapse-id", "an update keeps its notification's collapse_id")
+            }
+            if fields["live_activity"] != nil {
+                r.add("live_activity", "not-in-update", "a notification's update is not a Live Activity")
+            }
+        }
+        guard r.isValid else { throw APIError(.invalid, "the update is not valid", issues: r.errors) }
     }
 
     /// The answer to an update past a bound, naming the bound and its setting.
