@@ -54,37 +54,78 @@ public enum ChildProcess {
         p.standardInput = input
         try p.runAlone()
         let launched = UncheckedBox((p, out, err, input))
-        return await offThePool {
+        return try await offThePool {
             let (p, out, err, input) = launched.value
             let errors = mergeErrors ? nil : Drain(err.fileHandleForReading)
             let writer = Thread {
-                input.fileHandleForWriting.write(stdin)
+                // A child that exits without reading its input closes the pipe: nothing to report.
+                try? input.fileHandleForWriting.write(contentsOf: stdin)
                 try? input.fileHandleForWriting.close()
             }
             writer.start()
-            let output = out.fileHandleForReading.readDataToEndOfFile()
-            let rest = errors?.wait() ?? Data()
+            let output = PipeRead.toEnd(out.fileHandleForReading)
+            let rest = errors?.wait() ?? .init(data: Data(), failure: nil)
             p.waitUntilExit()
-            return Run(status: p.terminationStatus, stdout: output, stderr: rest)
+            if let failure = output.failure ?? rest.failure { throw failure }
+            return Run(status: p.terminationStatus, stdout: output.data, stderr: rest.data)
         }
     }
 
     /// A pipe read to its end on a thread of its own.
-    public final class Drain: @unchecked Sendable {  // `data` is written before `done` signals and read after it
-        private var data = Data()
+    public final class Drain: @unchecked Sendable {  // `read` is written before `done` signals and read after it
+        private var read = PipeRead(data: Data(), failure: nil)
         private let done = DispatchSemaphore(value: 0)
 
         public init(_ handle: FileHandle) {
             Thread { [self] in
-                data = handle.readDataToEndOfFile()
+                read = PipeRead.toEnd(handle)
                 done.signal()
             }.start()
         }
 
-        public func wait() -> Data {
+        public func wait() -> PipeRead {
             done.wait()
-            return data
+            return read
         }
+    }
+}
+
+/// A pipe read to its end with `read(2)`, and what stopped it if not its end. Foundation's `readDataToEndOfFile()`
+/// traps on a read error (`try!`), which ended the whole test process once, every test after it unrun, with no
+/// word on which descriptor or why: a failed read is the caller's error here, naming both.
+public struct PipeRead: Sendable {
+    public var data: Data
+    public var failure: Failure?
+
+    public struct Failure: Error, CustomStringConvertible {
+        public var descriptor: Int32
+        public var errno: Int32
+        public var after: Int
+        public var description: String {
+            "reading descriptor \(descriptor) failed after \(after) bytes: \(String(cString: strerror(errno))) (errno \(errno))"
+        }
+    }
+
+    public static func toEnd(_ handle: FileHandle) -> PipeRead {
+        let fd = handle.fileDescriptor
+        var data = Data()
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { Foundation.read(fd, $0.baseAddress, $0.count) }
+            if n > 0 {
+                data.append(contentsOf: chunk[0..<n])
+            } else if n == 0 {
+                return PipeRead(data: data, failure: nil)
+            } else if errno != EINTR {
+                return PipeRead(data: data, failure: Failure(descriptor: fd, errno: errno, after: data.count))
+            }
+        }
+    }
+
+    /// The data, or the failure thrown.
+    public func get() throws -> Data {
+        if let failure { throw failure }
+        return data
     }
 }
 

@@ -253,7 +253,7 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
         p.standardOutput = out
         p.standardError = out
         try p.runAlone()
-        let text = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let text = String(decoding: try PipeRead.toEnd(out.fileHandleForReading).get(), as: UTF8.self)
         p.waitUntilExit()
         guard p.terminationStatus == 0 else {
             throw Failure(description: "\(tool) failed (\(p.terminationStatus)): \(text.suffix(2000))")

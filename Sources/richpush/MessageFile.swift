@@ -12,7 +12,11 @@ enum MessageFile {
     static func readJSON(_ path: String, deepValues: JSONValue.DeepValues = .refuse) throws -> JSONValue {
         let data: Data
         if path == "-" {
-            data = FileHandle.standardInput.readDataToEndOfFile()
+            do {
+                data = try FileHandle.standardInput.readToEnd() ?? Data()
+            } catch {
+                throw Failure(description: "cannot read the standard input: \(error.localizedDescription)")
+            }
         } else {
             guard let d = FileManager.default.contents(atPath: path) else {
                 throw Failure(description: "cannot read \(path)")

@@ -332,8 +332,8 @@ import Glibc
             }
             kill(p.processIdentifier, SIGINT)
             let rest = ChildProcess.Drain(err.fileHandleForReading)
-            let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            let stderr = seen + String(decoding: rest.wait(), as: UTF8.self)
+            let stdout = String(decoding: try PipeRead.toEnd(out.fileHandleForReading).get(), as: UTF8.self)
+            let stderr = seen + String(decoding: try rest.wait().get(), as: UTF8.self)
             p.waitUntilExit()
             return (stdout, stderr)
         }
@@ -394,8 +394,8 @@ import Glibc
             return text
         }
         let output = UncheckedBox(out)
-        let stdout = await offThePool {
-            String(decoding: output.value.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let stdout = try await offThePool {
+            String(decoding: try PipeRead.toEnd(output.value.fileHandleForReading).get(), as: UTF8.self)
         }
         await p.exited()
         let drawn = await reader.value

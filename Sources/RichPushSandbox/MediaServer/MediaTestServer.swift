@@ -214,7 +214,8 @@ final class MediaHandler: ChannelInboundHandler, @unchecked Sendable {
         let box = FileBox(handle)
         @Sendable func next() {
             NIOThreadPool.singleton.runIfActive(eventLoop: bound.value.eventLoop) {
-                box.handle.readData(ofLength: 64 * 1024)
+                // A read that fails ends the answer short, as one that finds the end does.
+                try box.handle.read(upToCount: 64 * 1024) ?? Data()
             }
             .whenComplete { [self] result in
                 let context = bound.value
