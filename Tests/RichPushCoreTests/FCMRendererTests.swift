@@ -68,7 +68,8 @@ import Testing
         let m = try Fixtures.message(
             #"""
             {"title":"t","body":"b","data":{"s":"x","n":42,"o":{"a":[1,true]}},"priority":"high","ttl":3600,"collapse_id":"c",
-             "badge":2,"sound":"ping","deep_link":"https://shop.test/o/1","analytics_label":"camp_1"}
+             "badge":2,"sound":"ping","deep_link":"https://shop.test/o/1","analytics_label":"camp_1",
+             "android_channel_id":"orders"}
             """#
         )
         let body = try #require(renderer.render(m, to: .token(Fixtures.fcmToken)).body["message"])
@@ -76,7 +77,12 @@ import Testing
         #expect(body["android"]?["priority"] == "HIGH")
         #expect(body["android"]?["ttl"] == "3600s")
         #expect(body["android"]?["collapse_key"] == "c")
-        #expect(body["android"]?["notification"] == ["sound": "ping", "notification_count": 2, "tag": "c"])
+        #expect(
+            body["android"]?["notification"] == [
+                "sound": "ping", "notification_count": 2, "tag": "c", "channel_id": "orders",
+            ]
+        )
+        #expect(m.json["android_channel_id"] == "orders")
         #expect(
             body["apns"]?["headers"] == [
                 "apns-priority": "10", "apns-expiration": "1700003600", "apns-collapse-id": "c",

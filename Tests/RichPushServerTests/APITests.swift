@@ -303,7 +303,10 @@ import Testing
                 .post,
                 "/v1/apps/\(appID)/notifications",
                 key: key,
-                body: ["title": "E2E", "media": "https://cdn.example.com/a.jpg", "audience": ["all": true]]
+                body: [
+                    "title": "E2E", "media": "https://cdn.example.com/a.jpg", "android_channel_id": "orders",
+                    "audience": ["all": true],
+                ]
             )
             let id = try #require(accepted["id"]?.stringValue)
             await f.api.fanOuts.idle()
@@ -326,6 +329,8 @@ import Testing
             #expect(try await f.registry.device(appID: appID, token: tokens[1]) == nil)
             #expect(sandbox.apns.recorded(token: tokens[0]).first?.payloadJSON?["rp"]?["id"] == .string(id))
             #expect(sandbox.fcm.acceptedCount == 1)
+            // A message field reaches the provider with nothing in the server written for it.
+            #expect(sandbox.fcm.recorded().first?.message["android"]?["notification"]?["channel_id"] == "orders")
             let metrics = try await client.execute(uri: "/metrics", method: .get) { String(buffer: $0.body) }
             #expect(
                 metrics.contains(

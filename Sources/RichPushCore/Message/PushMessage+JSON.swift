@@ -4,7 +4,7 @@ extension PushMessage {
         "id", "alert", "title", "subtitle", "body", "media", "chart", "sound", "badge", "category", "thread_id",
         "collapse_id", "push_type", "priority", "ttl", "expiration", "interruption_level", "relevance_score",
         "content_available", "content_override", "data", "deep_link", "chart_image_url", "receipt_url",
-        "analytics_label", "targets", "web", "live_activity",
+        "analytics_label", "targets", "web", "live_activity", "android_channel_id",
     ]
 
     /// Reads a message from its JSON form (see `docs/payload-format.md`), throwing every problem found in
@@ -81,6 +81,7 @@ extension PushMessage {
         m.category = r.string(o, "category", at: "")
         m.threadID = r.string(o, "thread_id", at: "")
         m.collapseID = r.string(o, "collapse_id", at: "")
+        m.androidChannelID = r.string(o, "android_channel_id", at: "")
         if let t = r.string(o, "push_type", at: "") {
             if let pt = PushType(rawValue: t) {
                 m.pushType = pt
@@ -288,6 +289,7 @@ extension PushMessage {
         put("category", category)
         put("thread_id", threadID)
         put("collapse_id", collapseID)
+        put("android_channel_id", androidChannelID)
         if pushType != .alert && !(pushType == .liveactivity && liveActivity != nil) {
             o["push_type"] = .string(pushType.rawValue)
         }

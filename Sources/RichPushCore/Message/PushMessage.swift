@@ -22,6 +22,9 @@ public struct PushMessage: Sendable, Hashable {
     public var category: String?
     public var threadID: String?
     public var collapseID: String?
+    /// The Android notification channel (Android 8 and later) the notification is shown on; FCM's
+    /// `android.notification.channel_id`.
+    public var androidChannelID: String?
     public var pushType: PushType
     public var priority: Priority?
     /// Seconds the provider may keep trying; 0 means one attempt only.

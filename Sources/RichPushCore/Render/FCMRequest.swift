@@ -134,6 +134,7 @@ public struct FCMRenderer: Sendable {
         if let tag = m.collapseID ?? (m.liveActivity != nil ? LiveActivity.defaultAndroidTag : nil) {
             an["tag"] = .string(tag)
         }
+        if let c = m.androidChannelID { an["channel_id"] = .string(c) }
         if !an.isEmpty { android["notification"] = .object(an) }
         if let p = m.priority { android["priority"] = .string(p == .high ? "HIGH" : "NORMAL") }
         if let ttl = ttlSeconds(for: m) { android["ttl"] = .string("\(ttl)s") }
