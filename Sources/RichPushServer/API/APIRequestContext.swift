@@ -12,6 +12,9 @@ public struct APIRequestContext: RequestContext, RemoteAddressRequestContext {
     /// the one the operator's trusted proxies forwarded for (``ClientAddressMiddleware``). Failed authentications
     /// and a public key's requests are limited by it.
     var clientKey: String
+    /// The app of a route under `/v1/apps/{app}`, once ``AppAccess`` let the caller in (read by
+    /// ``AppRequestContext``); nil elsewhere.
+    var app: ServerApp?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)

@@ -18,10 +18,10 @@ enum Registrant: Sendable {
     /// Reads the caller and, for the public key, the proof (verified against the app's keys).
     static func of(
         _ request: Request,
-        _ context: APIRequestContext,
-        app: ServerApp,
+        _ context: AppRequestContext,
         store: any ServerStore
     ) async throws -> Registrant {
+        let app = context.app
         guard case .app(let grant) = try context.requireCaller(), grant.scopes.isDisjoint(with: [.send, .manage])
         else { return .server }
         let proofs = request.headers[values: Self.header]

@@ -32,27 +32,9 @@ protocol AppRoutes: APIController {
 }
 
 extension AppRoutes {
-    /// The app of the route, when the caller (decided by ``Authenticator``) may use it with this scope.
-    func requireApp(_ context: APIRequestContext, _ scope: APIScope) async throws -> ServerApp {
-        try await requireApp(context, anyOf: [scope])
-    }
-
-    /// The same, for a route any of several scopes opens; a refusal names the first.
-    func requireApp(_ context: APIRequestContext, anyOf scopes: [APIScope]) async throws -> ServerApp {
-        guard let appID = context.parameters.get("app") else { throw APIError(.notFound, "no app in the path") }
-        if case .app(let grant) = try context.requireCaller() {
-            guard grant.appID == appID else { throw APIError(.forbidden, "this key belongs to another app") }
-            guard scopes.contains(where: grant.scopes.contains) else {
-                throw APIError(.forbidden, "this key lacks the '\(scopes.first?.rawValue ?? "")' scope")
-            }
-        }
-        guard let app = try await store.app(id: appID) else { throw APIError(.notFound, "no app '\(appID)'") }
-        return app
-    }
-
     /// Whether the caller may learn facts of the registry (how many devices an audience reaches, which tokens are
     /// registered): the admin key, or a key with the read scope.
-    func mayReadRegistry(_ context: APIRequestContext) -> Bool {
+    func mayReadRegistry(_ context: AppRequestContext) -> Bool {
         guard let caller = try? context.requireCaller() else { return false }  // no caller: nothing to learn
         if case .app(let grant) = caller { return grant.scopes.contains(.read) }
         return true

@@ -17,12 +17,12 @@ struct AppsController: AppRoutes {
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
         group.get("me", use: me)
         group.post("apps", use: createApp)
-        group.get("apps/:app", use: showApp)
-        group.patch("apps/:app", use: updateApp)
-        group.get("apps/:app/keys", use: listKeys)
-        group.post("apps/:app/keys", use: createKey)
-        group.delete("apps/:app/keys/:key", use: revokeKey)
-        group.post("apps/:app/webpush/keys", use: createWebPushKey)
+        group.app(.read, store: store).get("", use: showApp)
+        group.app(.manage, store: store).patch("", use: updateApp)
+        group.app(.manage, store: store).get("keys", use: listKeys)
+        group.app(.manage, store: store).post("keys", use: createKey)
+        group.app(.manage, store: store).delete("keys/:key", use: revokeKey)
+        group.app(.manage, store: store).post("webpush/keys", use: createWebPushKey)
     }
 
     /// `GET /v1/me`: the admin key, or an app's key with its scopes and its app. The app is shown as `GET
@@ -67,14 +67,14 @@ struct AppsController: AppRoutes {
         )
     }
 
-    func showApp(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .read)
+    func showApp(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         return Response.json(200, ["app": app.json])
     }
 
     /// Changes the name, bundle id or credentials (`"apns": null` removes them).
-    func updateApp(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        var app = try await requireApp(context, .manage)
+    func updateApp(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        var app = context.app
         try AppBody.decode(try await bodyJSON(request), creating: false, tokenEndpoints: extraFCMTokenEndpoints).apply(
             to: &app
         )
@@ -86,8 +86,8 @@ struct AppsController: AppRoutes {
 
     /// `GET /v1/apps/{app}/keys[?limit=&after=]`: ids, scopes and dates, never a key; by key id, a page at a
     /// time (`limit` 1 to 100, default 100; `next_after` when another page may follow).
-    func listKeys(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .manage)
+    func listKeys(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let query = request.uri.queryParameters
         let limit = try ListQuery.limit(query, default: 100)
         let after = query.get("after") ?? ""
@@ -104,8 +104,8 @@ struct AppsController: AppRoutes {
         return Response.json(200, .object(answer))
     }
 
-    func createKey(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .manage)
+    func createKey(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let scopes = try KeyBody.decode(try await bodyJSON(request)).scopes
         let grant: APIGrant
         let key: String
@@ -136,8 +136,8 @@ struct AppsController: AppRoutes {
     /// the server, sealed like other credentials). The answer holds the public key a site subscribes with. An app
     /// that has one keeps it unless `"replace": true`: browsers subscribed with the old key cannot be sent to
     /// with a new one.
-    func createWebPushKey(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        var app = try await requireApp(context, .manage)
+    func createWebPushKey(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        var app = context.app
         let body = try WebPushKeyBody.decode(try await bodyJSON(request))
         if app.webPush != nil && !body.replace {
             throw APIError(
@@ -162,8 +162,8 @@ struct AppsController: AppRoutes {
         return Response.json(201, ["webpush": updated.webPush?.publicJSON ?? .null])
     }
 
-    func revokeKey(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .manage)
+    func revokeKey(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let keyID = context.parameters.get("key") ?? ""
         guard try await store.revokeKey(appID: app.id, keyID: keyID) else {
             throw APIError(.notFound, "no key '\(keyID)' for this app")

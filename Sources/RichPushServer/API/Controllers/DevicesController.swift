@@ -20,19 +20,19 @@ struct DevicesController: AppRoutes {
     let limits: RegistrationLimits
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
-        group.get("apps/:app/devices", use: searchDevices)
-        group.post("apps/:app/devices", use: registerDevice)
-        group.delete("apps/:app/devices/:token", use: removeDevice)
+        group.app(.read, store: store).get("devices", use: searchDevices)
+        group.app(.register, .manage, store: store).post("devices", use: registerDevice)
+        group.app(.manage, store: store).delete("devices/:token", use: removeDevice)
     }
 
-    func registerDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, anyOf: [.register, .manage])
+    func registerDevice(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         var device = try DeviceBody.decode(
             try await bodyJSON(request, upTo: DeviceBody.maxBodyBytes),
             appID: app.id,
             providers: providers
         ).device
-        let owner = try await Registrant.of(request, context, app: app, store: store).admit(&device)
+        let owner = try await Registrant.of(request, context, store: store).admit(&device)
         do { try await registry.register(device, owner: owner, limits: limits) } catch let quota as QuotaReached {
             throw APIError(quota)
         }
@@ -50,8 +50,8 @@ struct DevicesController: AppRoutes {
         return Response(status: .noContent, headers: headers)
     }
 
-    func removeDevice(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .manage)
+    func removeDevice(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let token = context.parameters.get("token") ?? ""
         guard try await registry.remove(appID: app.id, token: token) else {
             throw APIError(.notFound, "no such device")
@@ -60,8 +60,8 @@ struct DevicesController: AppRoutes {
     }
 
     /// `GET /v1/apps/{app}/devices?q=&after=&limit=`: devices whose token starts with q, or whose user id or a tag is q.
-    func searchDevices(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .read)
+    func searchDevices(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let query = request.uri.queryParameters
         let limit = try ListQuery.limit(query)
         let q = query.get("q") ?? ""

@@ -11,21 +11,21 @@ struct IdentityController: AppRoutes {
     let maxBodyBytes: Int
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
-        group.get("apps/:app/identity/keys", use: listKeys)
-        group.post("apps/:app/identity/keys", use: addKey)
-        group.delete("apps/:app/identity/keys/:kid", use: removeKey)
+        group.app(.manage, store: store).get("identity/keys", use: listKeys)
+        group.app(.manage, store: store).post("identity/keys", use: addKey)
+        group.app(.manage, store: store).delete("identity/keys/:kid", use: removeKey)
     }
 
-    func listKeys(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .manage)
+    func listKeys(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let keys = try await store.identityKeys(appID: app.id)
         return Response.json(200, ["keys": .array(keys.map(\.json))])
     }
 
     /// `POST …/identity/keys`: `{}` makes a key pair (the answer holds the private key in PEM, shown once);
     /// `{"public_key": "<PEM>"}` or `{"jwk": {…}}` adds a public key made elsewhere.
-    func addKey(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .manage)
+    func addKey(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         var r = FieldReader(strict: true, refusesNUL: true)
         let o = r.body(try await bodyJSON(request, upTo: 4096), known: ["public_key", "jwk"])
         var publicKey: P256.Signing.PublicKey?
@@ -81,8 +81,8 @@ struct IdentityController: AppRoutes {
         return Response.json(201, .object(answer))
     }
 
-    func removeKey(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .manage)
+    func removeKey(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let kid = context.parameters.get("kid") ?? ""
         guard try await store.removeIdentityKey(appID: app.id, keyID: kid) else {
             throw APIError(.notFound, "no identity key '\(kid)' for this app")

@@ -21,22 +21,22 @@ struct LiveController: AppRoutes {
     let limits: RegistrationLimits
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
-        group.post("apps/:app/live/tokens", use: registerToken)
-        group.delete("apps/:app/live/tokens/:token", use: removeToken)
-        group.get("apps/:app/live/channels", use: listChannels)
-        group.post("apps/:app/live/channels", use: createChannel)
-        group.get("apps/:app/live/channels/:channel", use: readChannel)
-        group.delete("apps/:app/live/channels/:channel", use: deleteChannel)
+        group.app(.register, .manage, store: store).post("live/tokens", use: registerToken)
+        group.app(.register, .manage, store: store).delete("live/tokens/:token", use: removeToken)
+        group.app(.read, store: store).get("live/channels", use: listChannels)
+        group.app(.manage, store: store).post("live/channels", use: createChannel)
+        group.app(.read, store: store).get("live/channels/:channel", use: readChannel)
+        group.app(.manage, store: store).delete("live/channels/:channel", use: deleteChannel)
     }
 
     // MARK: Tokens
 
     /// `POST /v1/apps/{app}/live/tokens`: `{"kind": "push_to_start"|"activity", "token", "activity_type",
     /// "activity_id" (activity tokens), "user_id"}`.
-    func registerToken(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, anyOf: [.register, .manage])
+    func registerToken(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         var token = try Self.decodeToken(try await bodyJSON(request), appID: app.id)
-        let owner = try await Registrant.of(request, context, app: app, store: store).admit(&token)
+        let owner = try await Registrant.of(request, context, store: store).admit(&token)
         do { try await liveTokens.register(token, owner: owner, limits: limits) } catch let quota as QuotaReached {
             throw APIError(quota)
         }
@@ -88,10 +88,10 @@ struct LiveController: AppRoutes {
         )
     }
 
-    func removeToken(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, anyOf: [.register, .manage])
+    func removeToken(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let token = (context.parameters.get("token") ?? "").lowercased()
-        let registrant = try await Registrant.of(request, context, app: app, store: store)
+        let registrant = try await Registrant.of(request, context, store: store)
         if case .server = registrant {
             guard try await liveTokens.remove(appID: app.id, token: token) else {
                 throw APIError(.notFound, "no such live activity token")
@@ -144,8 +144,8 @@ struct LiveController: AppRoutes {
     }
 
     /// `GET /v1/apps/{app}/live/channels`: the ids APNs keeps for the app (at most 10,000).
-    func listChannels(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .read)
+    func listChannels(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let client = try channelClient(app)
         do {
             let ids = try await client.allChannels(bundleID: app.bundleID)
@@ -154,8 +154,8 @@ struct LiveController: AppRoutes {
     }
 
     /// `POST /v1/apps/{app}/live/channels`: `{"storage_policy": "none"|"most_recent"}`.
-    func createChannel(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .manage)
+    func createChannel(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let body = try await bodyJSON(request, upTo: 1024)
         guard case .object(let o) = body else { throw APIError(.invalid, "the body must be an object") }
         var r = FieldReader(strict: true, refusesNUL: true)
@@ -178,7 +178,7 @@ struct LiveController: AppRoutes {
     }
 
     /// The path's channel id, percent-decoded; only base64 text (APNs' form) goes on to APNs, as a header.
-    func channelID(_ context: APIRequestContext) throws -> String {
+    func channelID(_ context: AppRequestContext) throws -> String {
         let raw = context.parameters.get("channel") ?? ""
         let id = raw.removingPercentEncoding ?? raw
         guard Audience.isChannelID(id) else {
@@ -187,8 +187,8 @@ struct LiveController: AppRoutes {
         return id
     }
 
-    func readChannel(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .read)
+    func readChannel(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let id = try channelID(context)
         let client = try channelClient(app)
         do {
@@ -197,8 +197,8 @@ struct LiveController: AppRoutes {
         } catch { throw Self.apiError(error) }
     }
 
-    func deleteChannel(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .manage)
+    func deleteChannel(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let id = try channelID(context)
         let client = try channelClient(app)
         do {

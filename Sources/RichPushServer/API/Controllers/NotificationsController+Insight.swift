@@ -8,9 +8,9 @@ extension NotificationsController {
     /// `POST /v1/apps/{app}/notifications/{id}/opens`: the app's report of an open or a dismissal, with a key that
     /// registers devices (the one an app ships) or sends, naming the device's token: bound to this notification's
     /// delivery to that token, one per delivery. For a notification whose payload had no room for a receipt address.
-    func appOpen(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, anyOf: [.register, .send])
-        let (id, _) = try await requireNotification(context, of: app)
+    func appOpen(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
+        let (id, _) = try await requireNotification(context)
         let body = try DeliveryOpen.read(
             try await bodyJSON(request, upTo: DeliveryOpen.maxBodyBytes(byApp: true)),
             byApp: true
@@ -31,9 +31,9 @@ extension NotificationsController {
 
     /// `GET /v1/apps/{app}/notifications/{id}/funnel`: the notification's funnel as JSON, or with `format=csv` as
     /// CSV. Read through the ``InsightCache`` the live view shares: at most once a second whatever the readers.
-    func funnel(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .read)
-        let (id, _) = try await requireNotification(context, of: app)
+    func funnel(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
+        let (id, _) = try await requireNotification(context)
         let format = request.uri.queryParameters.get("format") ?? "json"
         guard format == "json" || format == "csv" else { throw APIError(.invalid, "format is json or csv") }
         let f = try await numbers.numbers(id).funnel
@@ -56,9 +56,9 @@ extension NotificationsController {
     /// while watched (`series`: `[t, sent, provider_accepted, received, opened]`). One reader per notification
     /// however many watch (``InsightStreams``); 429 past the node's watchers. The stream ends after `seconds` (1 to
     /// 3,600, default 600): a view open longer opens a new one.
-    func events(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .read)
-        let (id, _) = try await requireNotification(context, of: app)
+    func events(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
+        let (id, _) = try await requireNotification(context)
         var lifetime = 600
         if let s = request.uri.queryParameters.get("seconds") {
             guard let n = Int(s), (1...3600).contains(n) else {
@@ -121,8 +121,8 @@ extension NotificationsController {
     /// opens per hour over the last `hours` (1 to 720, default 48), with its most common failure reasons and its
     /// devices by the notification permission their apps reported (counted at most once a minute); with
     /// `format=csv`, one line per hour.
-    func appInsights(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .read)
+    func appInsights(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let query = request.uri.queryParameters
         var hours = 48
         if let h = query.get("hours") {

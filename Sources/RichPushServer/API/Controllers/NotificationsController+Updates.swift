@@ -9,8 +9,8 @@ extension NotificationsController {
     /// `POST /v1/apps/{app}/notifications/{id}/updates`: a new version of a notification, sent to every device the
     /// notification was sent to with the notification's `collapse_id` (so the device replaces what it shows).
     /// What is still queued of the version before is superseded; the answer names the version.
-    func update(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .send)
+    func update(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let idempotencyKey = try SendPipeline.idempotencyKey(request)
         let (family, collapseID) = try await updatableRoot(context, of: app)
         let body = try await bodyJSON(request)
@@ -77,7 +77,7 @@ extension NotificationsController {
 
     /// The notification the path names, when an update may be made to it: the app's, not a Live Activity, sent
     /// with a `collapse_id` (which it returns), its fan-out done, and below its bound on versions.
-    func updatableRoot(_ context: APIRequestContext, of app: ServerApp) async throws -> (NotificationFamily, String) {
+    func updatableRoot(_ context: AppRequestContext, of app: ServerApp) async throws -> (NotificationFamily, String) {
         guard let id = context.parameters.get("id"), let family = try await backend.updates.family(of: id),
             family.appID == app.id, let root = try await store.notification(id: family.rootID)
         else {

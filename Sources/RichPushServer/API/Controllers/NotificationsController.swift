@@ -31,22 +31,22 @@ struct NotificationsController: AppRoutes {
     let updateLimits: UpdateLimits
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
-        group.get("apps/:app/notifications", use: listNotifications)
-        group.post("apps/:app/notifications", use: send)
-        group.get("apps/:app/notifications/:id", use: outcomes)
-        group.get("apps/:app/notifications/:id/simulation", use: simulation)
-        group.post("apps/:app/notifications/:id/receipts", use: receipt)
-        group.post("apps/:app/notifications/:id/updates", use: update)
-        group.post("apps/:app/notifications/:id/opens", use: appOpen)
-        group.get("apps/:app/notifications/:id/funnel", use: funnel)
-        group.get("apps/:app/notifications/:id/events", use: events)
-        group.get("apps/:app/insights", use: appInsights)
+        group.app(.read, store: store).get("notifications", use: listNotifications)
+        group.app(.send, store: store).post("notifications", use: send)
+        group.app(.read, store: store).get("notifications/:id", use: outcomes)
+        group.app(.read, store: store).get("notifications/:id/simulation", use: simulation)
+        group.app(.send, store: store).post("notifications/:id/receipts", use: receipt)
+        group.app(.send, store: store).post("notifications/:id/updates", use: update)
+        group.app(.register, .send, store: store).post("notifications/:id/opens", use: appOpen)
+        group.app(.read, store: store).get("notifications/:id/funnel", use: funnel)
+        group.app(.read, store: store).get("notifications/:id/events", use: events)
+        group.app(.read, store: store).get("insights", use: appInsights)
     }
 
     /// Accepts a notification: validates it, stores it with its deliveries (or a pending fan-out), and answers 202
     /// at once. A registry fan-out (all, user, tag, topic) runs after the answer and resumes after a crash.
-    func send(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .send)
+    func send(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let idempotencyKey = try SendPipeline.idempotencyKey(request)
         let send = try SendRequest.decode(
             try await bodyJSON(request),
@@ -127,11 +127,9 @@ struct NotificationsController: AppRoutes {
     }
 
     /// The notification the path's `id` names, when it is the app's (another app's answers as one that does not exist).
-    func requireNotification(
-        _ context: APIRequestContext,
-        of app: ServerApp
-    ) async throws -> (String, StoredNotification) {
-        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id), n.appID == app.id
+    func requireNotification(_ context: AppRequestContext) async throws -> (String, StoredNotification) {
+        guard let id = context.parameters.get("id"), let n = try await store.notification(id: id),
+            n.appID == context.app.id
         else { throw APIError(.notFound, "no such notification") }
         return (id, n)
     }
@@ -201,9 +199,9 @@ struct NotificationsController: AppRoutes {
         }
     }
 
-    func outcomes(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .read)
-        let (id, _) = try await requireNotification(context, of: app)
+    func outcomes(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
+        let (id, _) = try await requireNotification(context)
         let page = try OutcomesPage(query: request.uri.queryParameters)
         // Counted in the database and read a page at a time: a poll of a million-device send reads no million rows.
         let byState = try await numbers.counts(id)
@@ -239,8 +237,8 @@ struct NotificationsController: AppRoutes {
     }
 
     /// `GET /v1/apps/{app}/notifications?before=&limit=`: newest first, with each one's counts by state.
-    func listNotifications(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .read)
+    func listNotifications(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let query = request.uri.queryParameters
         let limit = try ListQuery.limit(query)
         var before: Double?
@@ -286,12 +284,12 @@ struct NotificationsController: AppRoutes {
 
     /// `GET /v1/apps/{app}/notifications/{id}/simulation` (sandbox mode): the device library run on what the APNs
     /// emulator received for this notification: what the iPhone shows, attaches and skips, and why.
-    func simulation(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .read)
+    func simulation(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         guard let simulate else {
             throw APIError(.notFound, "the simulated iPhone runs in sandbox mode only")
         }
-        let (_, n) = try await requireNotification(context, of: app)
+        let (_, n) = try await requireNotification(context)
         guard let result = await simulate(n.id) else {
             throw APIError(
                 .notFound,
@@ -303,9 +301,9 @@ struct NotificationsController: AppRoutes {
 
     /// A device's delivery report (RichPushMedia's `DeliveryReport.json`), posted by the app with a `send` key and
     /// the device's token: bound to that token's delivery like a device's own report.
-    func receipt(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .send)
-        let (id, _) = try await requireNotification(context, of: app)
+    func receipt(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
+        let (id, _) = try await requireNotification(context)
         let body = try ReceiptBody.decode(try await bodyJSON(request), byApp: true)
         // The device named by its token must be one this notification was sent to; its first report stands.
         guard let delivery = try await backend.receipts.delivery(notificationID: id, target: body.from ?? "") else {

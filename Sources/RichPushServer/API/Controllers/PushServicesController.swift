@@ -14,11 +14,11 @@ struct PushServicesController: AppRoutes {
     let nodeID: String?
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
-        group.get("apps/:app/push-services", use: list)
+        group.app(.read, store: store).get("push-services", use: list)
     }
 
-    func list(_ request: Request, _ context: APIRequestContext) async throws -> Response {
-        let app = try await requireApp(context, .read)
+    func list(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+        let app = context.app
         let stamp = ISO8601DateFormatter()
         let origins: [JSONValue] = (admission?.status(app: app.id) ?? []).map { o in
             var fields: [String: JSONValue] = [

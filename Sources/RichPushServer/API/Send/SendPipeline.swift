@@ -35,7 +35,7 @@ struct SendPipeline: Sendable {
         _ message: inout PushMessage,
         options: SendOptions,
         report: inout ValidationReport,
-        context: APIRequestContext
+        context: AppRequestContext
     ) async throws {
         guard let media else { return }
         let fetches = media.fetchesNeeded(message, onFailure: options.onFailure, rehost: options.rehost)
