@@ -21,19 +21,20 @@ public protocol StorageBackend: Sendable {
     /// Bytes uploaded per app and day (the upload quota, counted where every node sees it).
     var uploads: any UploadLedger { get }
 
-    /// Queues a delivery for every device of the audience, outside a notification's intake (tools and benchmarks);
-    /// returns how many. Spread as the intake spreads (``Spread``).
-    func fanOut(
+    /// ``fanOut(notificationID:appID:audience:notBefore:expiresAt:spread:)`` inside the database, which selects and
+    /// inserts the rows in one statement per chunk; nil when it cannot (an audience its SQL does not express, or a
+    /// backend without SQL), and the fan-out then goes through the registry and the queue.
+    func fanOutInDatabase(
         notificationID: String,
         appID: String,
         audience: Audience,
         notBefore: Date,
         expiresAt: Date?,
         spread: TimeInterval
-    ) async throws -> Int
+    ) async throws -> Int?
 
-    /// The deliveries each provider would get for the audience, without creating any (a dry run).
-    func countByProvider(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]
+    /// ``countByProvider(appID:audience:)`` counted by the database; nil as for the fan-out.
+    func countByProviderInDatabase(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]?
 
     /// Removes up to `limit` notifications accepted before `cutoff` whose deliveries have all ended, with their
     /// deliveries and receipts; returns how many went. Those still delivering stay for a later sweep.
@@ -98,5 +99,52 @@ struct LocalPeriodicJobs: Service {
 public enum Spread {
     public static func step(_ window: TimeInterval, count: Int) -> TimeInterval {
         window > 0 && count > 1 ? window / Double(count - 1) : 0
+    }
+}
+
+extension StorageBackend {
+    /// Queues a delivery for every device of the audience, outside a notification's intake (tools and benchmarks);
+    /// returns how many. Spread as the intake spreads (``Spread``). In the database when it can; else device by
+    /// device through the registry and the queue (direct targets, and the in-memory twin).
+    public func fanOut(
+        notificationID: String,
+        appID: String,
+        audience: Audience,
+        notBefore: Date,
+        expiresAt: Date?,
+        spread: TimeInterval
+    ) async throws -> Int {
+        if audience.directTargets == nil,
+            let n = try await fanOutInDatabase(
+                notificationID: notificationID,
+                appID: appID,
+                audience: audience,
+                notBefore: notBefore,
+                expiresAt: expiresAt,
+                spread: spread
+            )
+        {
+            return n
+        }
+        return try await FanOut().enqueue(
+            notificationID: notificationID,
+            appID: appID,
+            audience: audience,
+            registry: registry,
+            queue: queue,
+            notBefore: notBefore,
+            expiresAt: expiresAt,
+            spread: spread
+        )
+    }
+
+    /// The deliveries each provider would get for the audience, without creating any (a dry run).
+    public func countByProvider(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int] {
+        if audience.directTargets == nil,
+            let counted = try await countByProviderInDatabase(appID: appID, audience: audience)
+        {
+            return counted
+        }
+        return try await FanOut().count(appID: appID, audience: audience, registry: registry)
     }
 }

@@ -45,27 +45,17 @@ public struct MemoryBackend: StorageBackend {
         return removed
     }
 
-    public func fanOut(
+    /// No SQL here: every fan-out and count goes through the registry and the queue.
+    public func fanOutInDatabase(
         notificationID: String,
         appID: String,
         audience: Audience,
         notBefore: Date,
         expiresAt: Date?,
         spread: TimeInterval
-    ) async throws -> Int {
-        try await FanOut().enqueue(
-            notificationID: notificationID,
-            appID: appID,
-            audience: audience,
-            registry: registry,
-            queue: queue,
-            notBefore: notBefore,
-            expiresAt: expiresAt,
-            spread: spread
-        )
-    }
+    ) async throws -> Int? { nil }
 
-    public func countByProvider(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int] {
-        try await FanOut().count(appID: appID, audience: audience, registry: registry)
+    public func countByProviderInDatabase(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]? {
+        nil
     }
 }

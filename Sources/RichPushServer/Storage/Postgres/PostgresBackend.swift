@@ -193,46 +193,30 @@ public final class PostgresBackend: StorageBackend {
         ]
     }
 
-    public func fanOut(
+    public func fanOutInDatabase(
         notificationID: String,
         appID: String,
         audience: Audience,
         notBefore: Date,
         expiresAt: Date?,
         spread: TimeInterval
-    ) async throws -> Int {
-        if audience.directTargets == nil, AudienceFilter(audience, appID: appID) != nil {
-            let total = spread > 0 ? try await pgRegistry.countInDatabase(appID: appID, audience: audience) ?? 0 : 0
-            return try await pgIntake.insertInChunks(
-                notificationID: notificationID,
-                appID: appID,
-                audience: audience,
-                notBefore: notBefore,
-                expiresAt: expiresAt,
-                step: Spread.step(spread, count: total),
-                from: .init(cursor: 0, inserted: 0),
-                tracked: false
-            ).added
-        }
-        return try await FanOut().enqueue(
+    ) async throws -> Int? {
+        guard AudienceFilter(audience, appID: appID) != nil else { return nil }
+        let total = spread > 0 ? try await pgRegistry.countInDatabase(appID: appID, audience: audience) ?? 0 : 0
+        return try await pgIntake.insertInChunks(
             notificationID: notificationID,
             appID: appID,
             audience: audience,
-            registry: registry,
-            queue: queue,
             notBefore: notBefore,
             expiresAt: expiresAt,
-            spread: spread
-        )
+            step: Spread.step(spread, count: total),
+            from: .init(cursor: 0, inserted: 0),
+            tracked: false
+        ).added
     }
 
-    public func countByProvider(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int] {
-        if audience.directTargets == nil,
-            let counted = try await pgRegistry.countByProviderInDatabase(appID: appID, audience: audience)
-        {
-            return counted
-        }
-        return try await FanOut().count(appID: appID, audience: audience, registry: registry)
+    public func countByProviderInDatabase(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]? {
+        try await pgRegistry.countByProviderInDatabase(appID: appID, audience: audience)
     }
 
     public func isUnavailable(_ error: any Error) -> Bool { PostgresDatabase.isUnavailable(error) }

@@ -49,48 +49,29 @@ public struct SQLiteBackend: StorageBackend {
         )
     }
 
-    public func fanOut(
+    public func fanOutInDatabase(
         notificationID: String,
         appID: String,
         audience: Audience,
         notBefore: Date,
         expiresAt: Date?,
         spread: TimeInterval
-    ) async throws -> Int {
-        if audience.directTargets == nil {
-            let total = spread > 0 ? try await sqliteRegistry.countInDatabase(appID: appID, audience: audience) ?? 0 : 0
-            if let n = try await sqliteRegistry.fanOutInDatabase(
-                notificationID: notificationID,
-                appID: appID,
-                audience: audience,
-                notBefore: notBefore,
-                expiresAt: expiresAt,
-                chunk: sqliteIntake.chunk,
-                spread: spread,
-                total: total
-            ) {
-                return n
-            }
-        }
-        return try await FanOut().enqueue(
+    ) async throws -> Int? {
+        let total = spread > 0 ? try await sqliteRegistry.countInDatabase(appID: appID, audience: audience) ?? 0 : 0
+        return try await sqliteRegistry.fanOutInDatabase(
             notificationID: notificationID,
             appID: appID,
             audience: audience,
-            registry: registry,
-            queue: queue,
             notBefore: notBefore,
             expiresAt: expiresAt,
-            spread: spread
+            chunk: sqliteIntake.chunk,
+            spread: spread,
+            total: total
         )
     }
 
-    public func countByProvider(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int] {
-        if audience.directTargets == nil,
-            let counted = try await sqliteRegistry.countByProviderInDatabase(appID: appID, audience: audience)
-        {
-            return counted
-        }
-        return try await FanOut().count(appID: appID, audience: audience, registry: registry)
+    public func countByProviderInDatabase(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]? {
+        try await sqliteRegistry.countByProviderInDatabase(appID: appID, audience: audience)
     }
 
     public func sweepNotifications(before cutoff: Date, limit: Int) async throws -> Int {
