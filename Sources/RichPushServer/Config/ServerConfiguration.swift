@@ -152,30 +152,25 @@ public struct ServerConfiguration: Sendable, Equatable {
             throw Problem(key: "(file)", rule: "the file must hold one JSON object")
         }
         try Self.checkKeys(o, section: "")
-        func string(_ v: JSONValue?, _ key: String) throws -> String? {
-            guard let v else { return nil }
-            guard let s = v.stringValue, !s.isEmpty else { throw Problem(key: key, rule: "must be a non-empty string") }
-            return s
-        }
-        func number(_ v: JSONValue?, _ key: String, _ range: ClosedRange<Double>) throws -> Double? {
-            guard let v else { return nil }
-            guard let d = v.doubleValue, range.contains(d) else {
-                throw Problem(key: key, rule: "must be a number from \(range.lowerBound) to \(range.upperBound)")
-            }
-            return d
-        }
-        if let s = try string(o["database"], "database") { database = s }
-        if let s = try string(o["node_id"], "node_id") { nodeID = s }
-        if let s = try string(o["host"], "host") { host = s }
-        if let p = try number(o["port"], "port", 0...65535) { port = Int(p) }
-        if let s = try string(o["admin_key"], "admin_key") { adminKey = s }
-        if let s = try string(o["public_url"], "public_url") { publicURL = s }
-        if let r = try number(o["rate_limit"], "rate_limit", 0.001...10_000_000) { rateLimit = r }
-        if let l = try number(o["lease_seconds"], "lease_seconds", 1...3600) { leaseSeconds = l }
-        if let r = try number(o["public_rate_per_client"], "public_rate_per_client", 0.001...1_000_000) {
-            publicRatePerClient = r
-        }
-        if let t = o["trusted_proxies"] {
+        let file = ConfigObject(fields: o, path: "")
+        try applyServer(file)
+        try applyLimits(file)
+        try applyStorage(file)
+        try check()
+    }
+
+    /// The keys at the top of the file: where the server listens, who it trusts, its keys.
+    private mutating func applyServer(_ o: ConfigObject) throws {
+        if let s = try o.string("database") { database = s }
+        if let s = try o.string("node_id") { nodeID = s }
+        if let s = try o.string("host") { host = s }
+        if let p = try o.int("port", 0...65535) { port = p }
+        if let s = try o.string("admin_key") { adminKey = s }
+        if let s = try o.string("public_url") { publicURL = s }
+        if let r = try o.number("rate_limit", 0.001...10_000_000) { rateLimit = r }
+        if let l = try o.number("lease_seconds", 1...3600) { leaseSeconds = l }
+        if let r = try o.number("public_rate_per_client", 0.001...1_000_000) { publicRatePerClient = r }
+        if let t = o.fields["trusted_proxies"] {
             guard let list = t.arrayValue, list.count <= 1000 else {
                 throw Problem(key: "trusted_proxies", rule: "must be an array of at most 1,000 addresses or ranges")
             }
@@ -189,126 +184,120 @@ public struct ServerConfiguration: Sendable, Equatable {
             guard let proxies else { throw Problem(key: "trusted_proxies", rule: problem ?? "not a range") }
             trustedProxies = proxies
         }
-        if let c = o["connections"] {
-            guard case .object(let cobj) = c else { throw Problem(key: "connections", rule: "must be an object") }
-            try Self.checkKeys(cobj, section: "connections")
-            if let n = try number(cobj["per_client"], "connections.per_client", 1...1_000_000) {
-                connections.perClient = Int(n)
-            }
-            if let n = try number(cobj["max"], "connections.max", 1...10_000_000) { connections.total = Int(n) }
-            if let n = try number(cobj["idle_seconds"], "connections.idle_seconds", 1...3_600) {
-                connections.idleSeconds = n
-            }
+        if let s = try o.string("credentials_key_file") { credentialsKeyFile = s }
+        if let b = try o.bool("receipts") { receipts = b }
+    }
+
+    /// The bounds: connections, disk, workers, Live Activities, updates, live views, quotas, registrations.
+    private mutating func applyLimits(_ o: ConfigObject) throws {
+        if let c = try o.section("connections") {
+            if let n = try c.int("per_client", 1...1_000_000) { connections.perClient = n }
+            if let n = try c.int("max", 1...10_000_000) { connections.total = n }
+            if let n = try c.number("idle_seconds", 1...3_600) { connections.idleSeconds = n }
         }
-        if let d = o["disk"] {
-            guard case .object(let dobj) = d else { throw Problem(key: "disk", rule: "must be an object") }
-            try Self.checkKeys(dobj, section: "disk")
-            if let m = try number(dobj["min_free_megabytes"], "disk.min_free_megabytes", 0...100_000_000) {
-                minFreeDiskMegabytes = m
-            }
+        if let d = try o.section("disk"), let m = try d.number("min_free_megabytes", 0...100_000_000) {
+            minFreeDiskMegabytes = m
         }
-        if let s = try string(o["credentials_key_file"], "credentials_key_file") { credentialsKeyFile = s }
-        if let r = o["receipts"] {
-            guard case .bool(let b) = r else { throw Problem(key: "receipts", rule: "must be true or false") }
-            receipts = b
+        if let w = try o.section("workers") {
+            if let n = try w.int("batch_size", 1...10_000) { batchSize = n }
+            if let n = try w.int("concurrency", 1...10_000) { concurrency = n }
+            if let n = try w.int("lanes", 1...16) { lanes = n }
+            if let n = try w.int("in_flight_per_app", 1...10_000) { inFlightPerApp = n }
+            if let n = try w.int("in_flight_per_origin", 1...10_000) { inFlightPerOrigin = n }
         }
-        if let w = o["workers"] {
-            guard case .object(let wo) = w else { throw Problem(key: "workers", rule: "must be an object") }
-            try Self.checkKeys(wo, section: "workers")
-            if let b = try number(wo["batch_size"], "workers.batch_size", 1...10_000) { batchSize = Int(b) }
-            if let c = try number(wo["concurrency"], "workers.concurrency", 1...10_000) { concurrency = Int(c) }
-            if let l = try number(wo["lanes"], "workers.lanes", 1...16) { lanes = Int(l) }
-            if let n = try number(wo["in_flight_per_app"], "workers.in_flight_per_app", 1...10_000) {
-                inFlightPerApp = Int(n)
-            }
-            if let n = try number(wo["in_flight_per_origin"], "workers.in_flight_per_origin", 1...10_000) {
-                inFlightPerOrigin = Int(n)
-            }
+        if let l = try o.section("live"), let n = try l.int("priority10_per_hour", 1...100_000) {
+            livePriority10PerHour = n
         }
-        if let sb = o["sandbox"] {
-            guard case .object(let so) = sb else { throw Problem(key: "sandbox", rule: "must be an object") }
-            try Self.checkKeys(so, section: "sandbox")
-            if let e = so["enabled"] {
-                guard let b = e.boolValue else { throw Problem(key: "sandbox.enabled", rule: "must be true or false") }
-                sandbox = b
-            }
-            if let d = try string(so["directory"], "sandbox.directory") { sandboxDirectory = d }
-            if let p = try number(so["apns_port"], "sandbox.apns_port", 1...65535) { externalSandboxAPNsPort = Int(p) }
-            if let p = try number(so["fcm_port"], "sandbox.fcm_port", 1...65535) { externalSandboxFCMPort = Int(p) }
+        if let u = try o.section("updates") {
+            if let n = try u.int("max_versions", 1...1_000_000) { updates.maxVersions = n }
+            if let r = try u.number("per_second", 0.001...1_000) { updates.perSecond = r }
+            if let b = try u.number("burst", 1...1_000_000) { updates.burst = b }
         }
-        if let n = o["notifications"] {
-            guard case .object(let no) = n else { throw Problem(key: "notifications", rule: "must be an object") }
-            try Self.checkKeys(no, section: "notifications")
-            if let r = try number(no["retention_days"], "notifications.retention_days", 0...36_500) {
-                notificationRetentionDays = r
-            }
+        if let i = try o.section("insight") {
+            if let n = try i.int("max_views", 1...1_000_000) { insightViews.node = n }
+            if let n = try i.int("max_views_per_app", 1...1_000_000) { insightViews.perApp = n }
+            if let n = try i.int("max_views_per_key", 1...1_000_000) { insightViews.perKey = n }
+            if let n = try i.int("max_views_per_notification", 1...1_000_000) { insightViews.perNotification = n }
         }
-        if let l = o["live"] {
-            guard case .object(let lo) = l else { throw Problem(key: "live", rule: "must be an object") }
-            try Self.checkKeys(lo, section: "live")
-            if let n = try number(lo["priority10_per_hour"], "live.priority10_per_hour", 1...100_000) {
-                livePriority10PerHour = Int(n)
-            }
-        }
-        if let u = o["updates"] {
-            guard case .object(let uo) = u else { throw Problem(key: "updates", rule: "must be an object") }
-            try Self.checkKeys(uo, section: "updates")
-            if let n = try number(uo["max_versions"], "updates.max_versions", 1...1_000_000) {
-                updates.maxVersions = Int(n)
-            }
-            if let r = try number(uo["per_second"], "updates.per_second", 0.001...1_000) { updates.perSecond = r }
-            if let b = try number(uo["burst"], "updates.burst", 1...1_000_000) { updates.burst = b }
-        }
-        if let i = o["insight"] {
-            guard case .object(let io) = i else { throw Problem(key: "insight", rule: "must be an object") }
-            try Self.checkKeys(io, section: "insight")
-            if let n = try number(io["max_views"], "insight.max_views", 1...1_000_000) { insightViews.node = Int(n) }
-            if let n = try number(io["max_views_per_app"], "insight.max_views_per_app", 1...1_000_000) {
-                insightViews.perApp = Int(n)
-            }
-            if let n = try number(io["max_views_per_key"], "insight.max_views_per_key", 1...1_000_000) {
-                insightViews.perKey = Int(n)
-            }
-            if let n = try number(io["max_views_per_notification"], "insight.max_views_per_notification", 1...1_000_000)
-            {
-                insightViews.perNotification = Int(n)
-            }
-        }
-        if let q = o["quotas"] {
-            guard case .object(let qo) = q else { throw Problem(key: "quotas", rule: "must be an object") }
-            try Self.checkKeys(qo, section: "quotas")
-            if let mb = try number(qo["upload_megabytes_per_day"], "quotas.upload_megabytes_per_day", 0...10_000_000) {
+        if let q = try o.section("quotas") {
+            if let mb = try q.number("upload_megabytes_per_day", 0...10_000_000) {
                 quotas.uploadBytesPerDay = Int(mb * 1_048_576)
             }
-            if let n = try number(qo["fetches_per_app"], "quotas.fetches_per_app", 1...10_000) {
-                quotas.fetchesPerApp = Int(n)
-            }
-            if let n = try number(qo["fetches"], "quotas.fetches", 1...100_000) { quotas.fetches = Int(n) }
+            if let n = try q.int("fetches_per_app", 1...10_000) { quotas.fetchesPerApp = n }
+            if let n = try q.int("fetches", 1...100_000) { quotas.fetches = n }
         }
-        if let g = o["registrations"] {
-            guard case .object(let go) = g else { throw Problem(key: "registrations", rule: "must be an object") }
-            try Self.checkKeys(go, section: "registrations")
-            func count(_ key: String, _ range: ClosedRange<Double>) throws -> Int? {
-                try number(go[key], "registrations." + key, range).map { Int($0) }
-            }
-            if let n = try count("devices_per_app", 1...1_000_000_000) { registrations.devicesPerApp = n }
-            if let n = try count("devices_per_user", 1...10_000) { registrations.devicesPerUser = n }
-            if let n = try count("live_tokens_per_app", 1...1_000_000_000) { registrations.liveTokensPerApp = n }
-            if let n = try count("live_tokens_per_user", 1...10_000) { registrations.liveTokensPerUser = n }
+        if let g = try o.section("registrations") {
+            if let n = try g.int("devices_per_app", 1...1_000_000_000) { registrations.devicesPerApp = n }
+            if let n = try g.int("devices_per_user", 1...10_000) { registrations.devicesPerUser = n }
+            if let n = try g.int("live_tokens_per_app", 1...1_000_000_000) { registrations.liveTokensPerApp = n }
+            if let n = try g.int("live_tokens_per_user", 1...10_000) { registrations.liveTokensPerUser = n }
             // An activity's tokens are all named in one update: at most what one send may name.
-            if let n = try count("live_tokens_per_activity", 1...10_000) { registrations.liveTokensPerActivity = n }
+            if let n = try g.int("live_tokens_per_activity", 1...10_000) { registrations.liveTokensPerActivity = n }
         }
-        if let m = o["media"] {
-            guard case .object(let mo) = m else { throw Problem(key: "media", rule: "must be an object") }
-            try Self.checkKeys(mo, section: "media")
-            if let d = try string(mo["directory"], "media.directory") { mediaDirectory = d }
-            if let c = try number(mo["cache_megabytes"], "media.cache_megabytes", 0...65536) {
-                mediaCacheMegabytes = Int(c)
+    }
+
+    /// What is kept and where: notifications, the sandbox, hosted media.
+    private mutating func applyStorage(_ o: ConfigObject) throws {
+        if let n = try o.section("notifications"), let r = try n.number("retention_days", 0...36_500) {
+            notificationRetentionDays = r
+        }
+        if let s = try o.section("sandbox") {
+            if let b = try s.bool("enabled") { sandbox = b }
+            if let d = try s.string("directory") { sandboxDirectory = d }
+            if let p = try s.int("apns_port", 1...65535) { externalSandboxAPNsPort = p }
+            if let p = try s.int("fcm_port", 1...65535) { externalSandboxFCMPort = p }
+        }
+        if let m = try o.section("media") {
+            if let d = try m.string("directory") { mediaDirectory = d }
+            if let c = try m.int("cache_megabytes", 0...65536) { mediaCacheMegabytes = c }
+            if let u = try m.string("public_url") { mediaPublicURL = u }
+            if let r = try m.number("retention_days", 0...36_500) { mediaRetentionDays = r }
+        }
+    }
+
+    /// One object of the configuration file, read key by key with each value's rule; an error names the key with
+    /// its section (`workers.lanes`).
+    struct ConfigObject {
+        let fields: [String: JSONValue]
+        /// The section's name ("" at the top of the file).
+        let path: String
+
+        func name(_ key: String) -> String { path.isEmpty ? key : path + "." + key }
+
+        func string(_ key: String) throws -> String? {
+            guard let v = fields[key] else { return nil }
+            guard let s = v.stringValue, !s.isEmpty else {
+                throw Problem(key: name(key), rule: "must be a non-empty string")
             }
-            if let u = try string(mo["public_url"], "media.public_url") { mediaPublicURL = u }
-            if let r = try number(mo["retention_days"], "media.retention_days", 0...36_500) { mediaRetentionDays = r }
+            return s
         }
-        try check()
+
+        func number(_ key: String, _ range: ClosedRange<Double>) throws -> Double? {
+            guard let v = fields[key] else { return nil }
+            guard let d = v.doubleValue, range.contains(d) else {
+                throw Problem(key: name(key), rule: "must be a number from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return d
+        }
+
+        /// A number within `range` (whose bounds are whole numbers well inside `Int`), its fraction dropped.
+        func int(_ key: String, _ range: ClosedRange<Double>) throws -> Int? {
+            try number(key, range).map { Int($0) }
+        }
+
+        func bool(_ key: String) throws -> Bool? {
+            guard let v = fields[key] else { return nil }
+            guard case .bool(let b) = v else { throw Problem(key: name(key), rule: "must be true or false") }
+            return b
+        }
+
+        /// The section `key`: an object whose keys are all known (``ServerConfiguration/keys``); nil when absent.
+        func section(_ key: String) throws -> ConfigObject? {
+            guard let v = fields[key] else { return nil }
+            guard case .object(let o) = v else { throw Problem(key: name(key), rule: "must be an object") }
+            try ServerConfiguration.checkKeys(o, section: name(key))
+            return ConfigObject(fields: o, path: name(key))
+        }
     }
 
     static func checkKeys(_ o: [String: JSONValue], section: String) throws {
