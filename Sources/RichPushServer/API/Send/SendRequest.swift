@@ -195,22 +195,7 @@ extension Audience {
     ) -> Audience? {
         var r = FieldReader(strict: true, refusesNUL: true)
         defer { report.merge(r.report) }
-        let tooMany = "at most \(maxTokens) tokens per request; register devices and use a tag or topic for more"
-        guard let json else {
-            if !t.apnsTokens.isEmpty || !t.fcmTokens.isEmpty {
-                // The message's validator checks each token; the count is the request's limit.
-                if t.apnsTokens.count + t.fcmTokens.count > maxTokens { r.report.add("targets", "max-tokens", tooMany) }
-                return .providerTokens(apns: t.apnsTokens, fcm: t.fcmTokens)
-            }
-            if let topic = t.topic { return .fcmTopic(topic) }
-            if let condition = t.condition { return .fcmCondition(condition) }
-            r.report.add(
-                "audience",
-                "required",
-                "give audience {all|user|tag|topic|tokens|apns_tokens/fcm_tokens|fcm_topic|fcm_condition}, or targets in the message"
-            )
-            return nil
-        }
+        guard let json else { return fromTargets(t, maxTokens: maxTokens, &r) }
         guard case .object(let a) = json else {
             r.report.add(
                 "audience",
@@ -232,7 +217,40 @@ extension Audience {
             )
             return nil
         }
-        switch given[0] {
+        return direct ? providerTokens(a, maxTokens: maxTokens, &r) : read(given[0], a, maxTokens: maxTokens, &r)
+    }
+
+    static func tooMany(_ maxTokens: Int) -> String {
+        "at most \(maxTokens) tokens per request; register devices and use a tag or topic for more"
+    }
+
+    /// No `audience`: the message's own targets.
+    private static func fromTargets(_ t: PushMessage.Targets, maxTokens: Int, _ r: inout FieldReader) -> Audience? {
+        if !t.apnsTokens.isEmpty || !t.fcmTokens.isEmpty {
+            // The message's validator checks each token; the count is the request's limit.
+            if t.apnsTokens.count + t.fcmTokens.count > maxTokens {
+                r.report.add("targets", "max-tokens", tooMany(maxTokens))
+            }
+            return .providerTokens(apns: t.apnsTokens, fcm: t.fcmTokens)
+        }
+        if let topic = t.topic { return .fcmTopic(topic) }
+        if let condition = t.condition { return .fcmCondition(condition) }
+        r.report.add(
+            "audience",
+            "required",
+            "give audience {all|user|tag|topic|tokens|apns_tokens/fcm_tokens|fcm_topic|fcm_condition}, or targets in the message"
+        )
+        return nil
+    }
+
+    /// An audience of one kind other than provider tokens.
+    private static func read(
+        _ kind: String,
+        _ a: [String: JSONValue],
+        maxTokens: Int,
+        _ r: inout FieldReader
+    ) -> Audience? {
+        switch kind {
         case "all":
             guard a["all"] == .bool(true) else {
                 r.report.add("audience.all", "enum", "audience.all is true (every registered device)")
@@ -266,7 +284,7 @@ extension Audience {
                 return nil
             }
             return .fcmCondition(condition)
-        case "tokens":
+        default:  // "tokens", the one kind left
             guard let tokens = r.texts(a, "tokens", at: "audience", maxCount: maxTokens, lengths: 1...4096) else {
                 if a["tokens"] == .null {
                     r.report.add("audience.tokens", "type", "audience.tokens is a list of registered tokens")
@@ -275,24 +293,27 @@ extension Audience {
             }
             if tokens.isEmpty { r.report.add("audience.tokens", "empty", "audience.tokens holds at least one token") }
             return tokens.isEmpty ? nil : .tokens(tokens)
-        default:
-            let apns = r.texts(a, "apns_tokens", at: "audience", maxCount: maxTokens, lengths: 1...400) ?? []
-            let fcm = r.texts(a, "fcm_tokens", at: "audience", maxCount: maxTokens, lengths: 1...4096) ?? []
-            for (i, t) in apns.enumerated() {
-                if let p = MessageValidator.apnsTokenProblem(t) {
-                    r.report.add("audience.apns_tokens[\(i)]", "apns-token", p)
-                }
-            }
-            for (i, t) in fcm.enumerated() {
-                if let p = MessageValidator.fcmTokenProblem(t) {
-                    r.report.add("audience.fcm_tokens[\(i)]", "fcm-token", p)
-                }
-            }
-            if apns.isEmpty && fcm.isEmpty {
-                r.report.add("audience", "empty", "audience.apns_tokens/fcm_tokens hold at least one token")
-            }
-            if apns.count + fcm.count > maxTokens { r.report.add("audience", "max-tokens", tooMany) }
-            return r.report.isValid ? .providerTokens(apns: apns, fcm: fcm) : nil
         }
+    }
+
+    /// `apns_tokens` and `fcm_tokens`, together or alone: each token checked for its provider.
+    private static func providerTokens(_ a: [String: JSONValue], maxTokens: Int, _ r: inout FieldReader) -> Audience? {
+        let apns = r.texts(a, "apns_tokens", at: "audience", maxCount: maxTokens, lengths: 1...400) ?? []
+        let fcm = r.texts(a, "fcm_tokens", at: "audience", maxCount: maxTokens, lengths: 1...4096) ?? []
+        for (i, t) in apns.enumerated() {
+            if let p = MessageValidator.apnsTokenProblem(t) {
+                r.report.add("audience.apns_tokens[\(i)]", "apns-token", p)
+            }
+        }
+        for (i, t) in fcm.enumerated() {
+            if let p = MessageValidator.fcmTokenProblem(t) {
+                r.report.add("audience.fcm_tokens[\(i)]", "fcm-token", p)
+            }
+        }
+        if apns.isEmpty && fcm.isEmpty {
+            r.report.add("audience", "empty", "audience.apns_tokens/fcm_tokens hold at least one token")
+        }
+        if apns.count + fcm.count > maxTokens { r.report.add("audience", "max-tokens", tooMany(maxTokens)) }
+        return r.report.isValid ? .providerTokens(apns: apns, fcm: fcm) : nil
     }
 }
