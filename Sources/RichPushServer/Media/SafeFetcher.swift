@@ -325,7 +325,7 @@ public final class SafeFetcher: Sendable {
                 }
             }
         // The path and query exactly as written (a signed URL's percent-encoding untouched).
-        let finalURL = url.url
+        var reading = AnswerReading(finalURL: url.url, address: address, sink: sink, cap: cap)
         return try await channel.executeThenClose { inbound, outbound in
             var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: url.target)
             head.headers = [
@@ -336,82 +336,86 @@ public final class SafeFetcher: Sendable {
             // write fail, and its answer is still there to read. Without an answer, the write's failure is the cause.
             var writeFailure: (any Error)?
             do { try await outbound.write(contentsOf: [.head(head), .end(nil)]) } catch { writeFailure = error }
-            var status = 0
-            var headers = HTTPHeaders()
-            var prefix: [UInt8] = []
-            var size = 0
-            var limit: Int?
-            var started = false
             for try await part in inbound {
                 switch part {
-                case .head(let h):
-                    status = Int(h.status.code)
-                    headers = h.headers
-                    if (300...399).contains(status) {
-                        return Answer(
-                            resource: FetchedResource(
-                                finalURL: finalURL,
-                                status: status,
-                                contentType: nil,
-                                contentLength: nil,
-                                prefix: [],
-                                size: 0,
-                                redirects: [],
-                                address: address
-                            ),
-                            redirectLocation: headers.first(name: "location")
-                        )
-                    }
-                case .body(let buffer):
-                    guard (200...299).contains(status) else { continue }  // an error page is not kept
-                    if !started {
-                        try sink?.restart()
-                        started = true
-                    }
-                    size += buffer.readableBytes
-                    if prefix.count < MediaSniffer.preferredPrefixLength {
-                        prefix +=
-                            buffer.getBytes(
-                                at: buffer.readerIndex,
-                                length: min(buffer.readableBytes, MediaSniffer.preferredPrefixLength - prefix.count)
-                            ) ?? []
-                    }
-                    if limit == nil && prefix.count >= 64 { limit = cap(Array(prefix.prefix(64))) }
-                    if let limit, size > limit { throw FetchFailure.tooLarge(limit: limit) }
-                    // A declared length over the cap ends the fetch before the rest is read.
-                    if let limit, let declared = headers.first(name: "content-length").flatMap({ Int($0) }),
-                        declared > limit
-                    {
-                        throw FetchFailure.tooLarge(limit: limit)
-                    }
-                    if size > MediaRules.largestAppleLimit {
-                        throw FetchFailure.tooLarge(limit: MediaRules.largestAppleLimit)
-                    }
-                    try sink?.append(buffer)
-                case .end:
-                    if let limit = limit ?? (prefix.isEmpty ? nil : cap(prefix)), size > limit {
-                        throw FetchFailure.tooLarge(limit: limit)
-                    }
-                    let length = headers.first(name: "content-length").flatMap { Int($0) }
-                    return Answer(
-                        resource: FetchedResource(
-                            finalURL: finalURL,
-                            status: status,
-                            contentType: headers.first(name: "content-type"),
-                            contentLength: length,
-                            prefix: prefix,
-                            size: size,
-                            redirects: [],
-                            address: address
-                        ),
-                        redirectLocation: nil
-                    )
+                case .head(let h): if let redirect = reading.head(h) { return redirect }
+                case .body(let buffer): try reading.body(buffer)
+                case .end: return try reading.end()
                 }
             }
-            if !started, let writeFailure {
+            if !reading.started, let writeFailure {
                 throw FetchFailure.protocolError("the request could not be written: \(writeFailure)")
             }
             throw FetchFailure.protocolError("the connection closed before the answer ended")
         }
+    }
+}
+
+/// What a fetch has read of one answer: its status and headers, the body's first bytes (for the sniffer), its size
+/// so far against the cap its first bytes set, the body given to the sink as it comes.
+struct AnswerReading {
+    let finalURL: URL
+    let address: String
+    let sink: (any FetchSink)?
+    let cap: @Sendable ([UInt8]) -> Int
+    var status = 0
+    var headers = HTTPHeaders()
+    var prefix: [UInt8] = []
+    var size = 0
+    var limit: Int?
+    /// Whether a body has begun (the sink restarted for it).
+    var started = false
+
+    /// The declared length, when it is a length (digits only, within `Int`).
+    var contentLength: Int? { headers.first(name: "content-length").flatMap { Int($0) }.flatMap { $0 >= 0 ? $0 : nil } }
+
+    /// Takes the head; a redirect is the answer at once.
+    mutating func head(_ h: HTTPResponseHead) -> SafeFetcher.Answer? {
+        status = Int(h.status.code)
+        headers = h.headers
+        guard (300...399).contains(status) else { return nil }
+        return SafeFetcher.Answer(resource: resource(kept: false), redirectLocation: headers.first(name: "location"))
+    }
+
+    /// Takes a part of the body of a success (an error page is not kept), within the caps.
+    mutating func body(_ buffer: ByteBuffer) throws {
+        guard (200...299).contains(status) else { return }
+        if !started {
+            try sink?.restart()
+            started = true
+        }
+        size += buffer.readableBytes
+        if prefix.count < MediaSniffer.preferredPrefixLength {
+            let more = min(buffer.readableBytes, MediaSniffer.preferredPrefixLength - prefix.count)
+            prefix += buffer.getBytes(at: buffer.readerIndex, length: more) ?? []
+        }
+        if limit == nil && prefix.count >= 64 { limit = cap(Array(prefix.prefix(64))) }
+        if let limit, size > limit { throw FetchFailure.tooLarge(limit: limit) }
+        // A declared length over the cap ends the fetch before the rest is read.
+        if let limit, let declared = contentLength, declared > limit { throw FetchFailure.tooLarge(limit: limit) }
+        if size > MediaRules.largestAppleLimit { throw FetchFailure.tooLarge(limit: MediaRules.largestAppleLimit) }
+        try sink?.append(buffer)
+    }
+
+    /// The answer, once it ended within its cap.
+    func end() throws -> SafeFetcher.Answer {
+        if let limit = limit ?? (prefix.isEmpty ? nil : cap(prefix)), size > limit {
+            throw FetchFailure.tooLarge(limit: limit)
+        }
+        return SafeFetcher.Answer(resource: resource(kept: true), redirectLocation: nil)
+    }
+
+    /// What was read; a redirect keeps nothing of its answer.
+    func resource(kept: Bool) -> FetchedResource {
+        FetchedResource(
+            finalURL: finalURL,
+            status: status,
+            contentType: kept ? headers.first(name: "content-type") : nil,
+            contentLength: kept ? contentLength : nil,
+            prefix: kept ? prefix : [],
+            size: kept ? size : 0,
+            redirects: [],
+            address: address
+        )
     }
 }
