@@ -180,46 +180,7 @@ public final class MediaService: Sendable {
                 if let t = MediaSniffer.sniff(first), let k = t.kind { return MediaRules.appleLimit(for: k) }
                 return kind.map(MediaRules.appleLimit(for:)) ?? MediaRules.appleImageLimit
             }
-            guard (200...299).contains(fetched.status) else {
-                result.failure = ("http-status", "the server answered \(fetched.status)")
-                upload?.discard()
-                return result
-            }
-            guard fetched.size > 0 else {
-                result.failure = ("empty", "the answer has no body")
-                upload?.discard()
-                return result
-            }
-            result.bytes = fetched.size
-            guard let type = MediaSniffer.sniff(fetched.prefix) else {
-                let declared = fetched.contentType?.lowercased() ?? ""
-                let looksHTML = declared.contains("html") || fetched.prefix.prefix(1) == [UInt8(ascii: "<")]
-                result.failure =
-                    looksHTML
-                    ? ("not-media", "the URL gives a web page, not media")
-                    : ("unknown-type", "the bytes are not a recognisable image, audio or video file")
-                upload?.discard()
-                return result
-            }
-            result.type = type
-            if [.html, .xml, .json, .pdf].contains(type) {
-                result.failure = ("not-media", "the URL gives \(type.displayName), not media")
-                upload?.discard()
-                return result
-            }
-            judge(&result)
-            // A URL that hides or misstates the type is re-hosted where the name says the truth.
-            let finalURL = fetched.finalURL.absoluteString
-            if let byName = MediaType(urlString: finalURL) ?? MediaType(urlString: target.fetched) {
-                if byName != type { result.rehostReason = "extension-mismatch" }
-            } else {
-                result.rehostReason = "no-extension"
-            }
-            if result.rehostReason == nil, let declared = fetched.contentType.flatMap(MediaType.init(mimeType:)),
-                declared != type
-            {
-                result.rehostReason = "content-type-mismatch"
-            }
+            read(fetched, target: target, into: &result)
             // Only what may be sent is kept: a type or size Apple refuses is never re-hosted.
             if result.isOK { result.upload = upload } else { upload?.discard() }
         } catch {
@@ -227,6 +188,47 @@ public final class MediaService: Sendable {
             result.failure = (error.rule, error.description)
         }
         return result
+    }
+
+    /// The verdict on what a fetch brought: a success with a body, its type read from the bytes (media, not a
+    /// page), within the limits, and whether its name or declared type hides that type (then it is re-hosted).
+    private func read(_ fetched: FetchedResource, target: MediaURL, into result: inout MediaCheck) {
+        guard (200...299).contains(fetched.status) else {
+            result.failure = ("http-status", "the server answered \(fetched.status)")
+            return
+        }
+        guard fetched.size > 0 else {
+            result.failure = ("empty", "the answer has no body")
+            return
+        }
+        result.bytes = fetched.size
+        guard let type = MediaSniffer.sniff(fetched.prefix) else {
+            let declared = fetched.contentType?.lowercased() ?? ""
+            let looksHTML = declared.contains("html") || fetched.prefix.prefix(1) == [UInt8(ascii: "<")]
+            result.failure =
+                looksHTML
+                ? ("not-media", "the URL gives a web page, not media")
+                : ("unknown-type", "the bytes are not a recognisable image, audio or video file")
+            return
+        }
+        result.type = type
+        if [.html, .xml, .json, .pdf].contains(type) {
+            result.failure = ("not-media", "the URL gives \(type.displayName), not media")
+            return
+        }
+        judge(&result)
+        // A URL that hides or misstates the type is re-hosted where the name says the truth.
+        let finalURL = fetched.finalURL.absoluteString
+        if let byName = MediaType(urlString: finalURL) ?? MediaType(urlString: target.fetched) {
+            if byName != type { result.rehostReason = "extension-mismatch" }
+        } else {
+            result.rehostReason = "no-extension"
+        }
+        if result.rehostReason == nil, let declared = fetched.contentType.flatMap(MediaType.init(mimeType:)),
+            declared != type
+        {
+            result.rehostReason = "content-type-mismatch"
+        }
     }
 
     /// Keeps a verdict: a success for `checkLifetime`, a failure for `failureLifetime`.

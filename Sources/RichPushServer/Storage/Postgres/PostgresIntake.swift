@@ -153,76 +153,106 @@ public final class PostgresIntake: NotificationIntake {
         tracked: Bool
     ) async throws -> (progress: FanOutProgress, added: Int) {
         guard let filter = AudienceFilter(audience, appID: appID) else { return (start, 0) }
+        let job = ChunkedFanOut(
+            notificationID: notificationID,
+            filter: filter,
+            notBefore: notBefore,
+            expiresAt: expiresAt,
+            step: step,
+            tracked: tracked
+        )
         var progress = start
         var addedHere = 0
         while true {
             let known = progress
-            let (after, added, finished) = try await db.transaction { c -> (FanOutProgress, Int, Bool) in
-                let logger = self.db.logger
-                var before = known
-                if tracked {
-                    // The progress is read from the locked row, not remembered: two runs of one fan-out (a resume
-                    // while the first still runs) take turns and go on from each other's last chunk.
-                    let held = try await c.query(
-                        """
-                        SELECT fanout_cursor, fanout_inserted FROM notifications
-                        WHERE id = \(notificationID) AND fanout_state = \(FanOutState.pending) AND fanout_owner = \(self.nodeID) FOR UPDATE
-                        """,
-                        logger: logger
-                    ).collect()
-                    guard let row = held.first else { return (known, 0, true) }
-                    let (cursor, inserted) = try row.decode((Int64, Int).self)
-                    before = FanOutProgress(cursor: cursor, inserted: inserted)
-                }
-                let last: SQL = "SELECT max(id) FROM (\(filter.ids(after: before.cursor, limit: self.chunk))) chunk"
-                guard let upTo = try await c.query(last.postgres, logger: logger).collect().first?.decode(Int64?.self)
-                else {
-                    if tracked {
-                        _ = try await c.query(
-                            """
-                            UPDATE notifications SET fanout_state = \(FanOutState.done), fanout_owner = NULL, fanout_lease_until = NULL WHERE id = \(notificationID)
-                            """,
-                            logger: logger
-                        ).collect()
-                    }
-                    return (before, 0, true)
-                }
-                // Spread sends number the rows to space them; the others are all due at once.
-                let due: SQL =
-                    step > 0
-                    ? """
-                    \(notBefore)::timestamptz
-                        + ((\(Int64(before.inserted))::bigint + row_number() OVER (ORDER BY d.id) - 1) * \(step)::float8)
-                        * interval '1 second'
-                    """
-                    : "\(notBefore)::timestamptz"
-                let insert: SQL = """
-                    WITH added AS (
-                        INSERT INTO deliveries \(unescaped: Columns.deliveryInsert)
-                        SELECT \(notificationID), d.app_id, d.provider, d.token, 'queued', \(due),
-                            \(expiresAt)::timestamptz, now()
-                        FROM \(filter.from) WHERE \(filter.condition) AND d.id > \(before.cursor) AND d.id <= \(upTo)
-                        RETURNING 1)
-                    SELECT count(*) FROM added
-                    """
-                let added = try await c.query(insert.postgres, logger: logger).collect().first?.decode(Int.self) ?? 0
-                let next = FanOutProgress(cursor: upTo, inserted: before.inserted + added)
-                if tracked {
-                    _ = try await c.query(
-                        """
-                        UPDATE notifications SET fanout_cursor = \(next.cursor), fanout_inserted = \(next.inserted),
-                            fanout_lease_until = now() + make_interval(secs => \(self.fanOutLease))
-                        WHERE id = \(notificationID)
-                        """,
-                        logger: logger
-                    ).collect()
-                }
-                return (next, added, false)
+            let (after, added, finished) = try await db.transaction { c in
+                try await self.insertChunk(job, on: c, known: known)
             }
             if added > 0 { queued() }
             addedHere += added
             progress = after
             if finished { return (progress, addedHere) }
         }
+    }
+
+    /// What every chunk of one fan-out inserts.
+    struct ChunkedFanOut: Sendable {
+        var notificationID: String
+        var filter: AudienceFilter
+        var notBefore: Date
+        var expiresAt: Date?
+        /// Seconds between two deliveries' times (0: all due at `notBefore`).
+        var step: TimeInterval
+        /// Whether the progress is kept with the notification (a fan-out a node owns and another may resume).
+        var tracked: Bool
+    }
+
+    /// One chunk, in its transaction: the progress (from the locked row when tracked), the chunk's last device,
+    /// the insert, and the new progress; finished when no device is left or the notification is no longer ours.
+    private func insertChunk(
+        _ job: ChunkedFanOut,
+        on c: PostgresConnection,
+        known: FanOutProgress
+    ) async throws -> (FanOutProgress, Int, Bool) {
+        let logger = db.logger
+        let id = job.notificationID
+        var before = known
+        if job.tracked {
+            // The progress is read from the locked row, not remembered: two runs of one fan-out (a resume while the
+            // first still runs) take turns and go on from each other's last chunk.
+            let held = try await c.query(
+                """
+                SELECT fanout_cursor, fanout_inserted FROM notifications
+                WHERE id = \(id) AND fanout_state = \(FanOutState.pending) AND fanout_owner = \(nodeID) FOR UPDATE
+                """,
+                logger: logger
+            ).collect()
+            guard let row = held.first else { return (known, 0, true) }
+            let (cursor, inserted) = try row.decode((Int64, Int).self)
+            before = FanOutProgress(cursor: cursor, inserted: inserted)
+        }
+        let last: SQL = "SELECT max(id) FROM (\(job.filter.ids(after: before.cursor, limit: chunk))) chunk"
+        guard let upTo = try await c.query(last.postgres, logger: logger).collect().first?.decode(Int64?.self) else {
+            if job.tracked {
+                _ = try await c.query(
+                    """
+                    UPDATE notifications SET fanout_state = \(FanOutState.done), fanout_owner = NULL, fanout_lease_until = NULL WHERE id = \(id)
+                    """,
+                    logger: logger
+                ).collect()
+            }
+            return (before, 0, true)
+        }
+        // Spread sends number the rows to space them; the others are all due at once.
+        let due: SQL =
+            job.step > 0
+            ? """
+            \(job.notBefore)::timestamptz
+                + ((\(Int64(before.inserted))::bigint + row_number() OVER (ORDER BY d.id) - 1) * \(job.step)::float8)
+                * interval '1 second'
+            """
+            : "\(job.notBefore)::timestamptz"
+        let insert: SQL = """
+            WITH added AS (
+                INSERT INTO deliveries \(unescaped: Columns.deliveryInsert)
+                SELECT \(id), d.app_id, d.provider, d.token, 'queued', \(due),
+                    \(job.expiresAt)::timestamptz, now()
+                FROM \(job.filter.from) WHERE \(job.filter.condition) AND d.id > \(before.cursor) AND d.id <= \(upTo)
+                RETURNING 1)
+            SELECT count(*) FROM added
+            """
+        let added = try await c.query(insert.postgres, logger: logger).collect().first?.decode(Int.self) ?? 0
+        let next = FanOutProgress(cursor: upTo, inserted: before.inserted + added)
+        if job.tracked {
+            _ = try await c.query(
+                """
+                UPDATE notifications SET fanout_cursor = \(next.cursor), fanout_inserted = \(next.inserted),
+                    fanout_lease_until = now() + make_interval(secs => \(fanOutLease))
+                WHERE id = \(id)
+                """,
+                logger: logger
+            ).collect()
+        }
+        return (next, added, false)
     }
 }
