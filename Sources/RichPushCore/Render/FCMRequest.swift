@@ -118,10 +118,24 @@ public struct FCMRenderer: Sendable {
         }
         if !data.isEmpty { msg["data"] = .object(data) }
 
-        // Android
+        let android = androidConfig(for: m, image: androidImage)
+        if !android.isEmpty { msg["android"] = .object(android) }
+
+        let apns = apnsConfig(for: m, image: appleImage)
+        if !apns.isEmpty { msg["apns"] = .object(apns) }
+
+        let web = webpushConfig(for: m, image: androidImage)
+        if !web.isEmpty { msg["webpush"] = .object(web) }
+
+        if let label = m.analyticsLabel { msg["fcm_options"] = ["analytics_label": .string(label)] }
+        return msg
+    }
+
+    /// `android`: the notification's Android options (`image`: the first Android can show, else the chart's PNG).
+    func androidConfig(for m: PushMessage, image: String?) -> [String: JSONValue] {
         var android: [String: JSONValue] = [:]
         var an: [String: JSONValue] = [:]
-        if let image = androidImage { an["image"] = .string(image) }
+        if let image { an["image"] = .string(image) }
         if let s = m.sound { an["sound"] = .string(s.name) }
         if let b = m.badge { an["notification_count"] = .int(Int64(b)) }
         if let k = m.alert.titleLocKey { an["title_loc_key"] = .string(k) }
@@ -139,9 +153,12 @@ public struct FCMRenderer: Sendable {
         if let p = m.priority { android["priority"] = .string(p == .high ? "HIGH" : "NORMAL") }
         if let ttl = ttlSeconds(for: m) { android["ttl"] = .string("\(ttl)s") }
         if let c = m.collapseID { android["collapse_key"] = .string(c) }
-        if !android.isEmpty { msg["android"] = .object(android) }
+        return android
+    }
 
-        // Apple, through FCM
+    /// `apns`: the headers, the payload and the options of an Apple device reached through FCM (`image`: the first
+    /// media, any kind).
+    func apnsConfig(for m: PushMessage, image: String?) -> [String: JSONValue] {
         var apns: [String: JSONValue] = [:]
         let apnsHeaders = APNsRenderer(bundleID: "", now: now).headers(for: m)
             .filter {
@@ -162,25 +179,24 @@ public struct FCMRenderer: Sendable {
         if let rp = RichPushKey.encode(m) { payload[RichPushKey.name] = rp }
         if !payload.isEmpty { apns["payload"] = .object(payload) }
         var apnsOptions: [String: JSONValue] = [:]
-        if let image = appleImage { apnsOptions["image"] = .string(image) }
+        if let image { apnsOptions["image"] = .string(image) }
         if let label = m.analyticsLabel { apnsOptions["analytics_label"] = .string(label) }
         if !apnsOptions.isEmpty { apns["fcm_options"] = .object(apnsOptions) }
-        if !apns.isEmpty { msg["apns"] = .object(apns) }
+        return apns
+    }
 
-        // Web
+    /// `webpush`: what a browser reached through FCM gets.
+    func webpushConfig(for m: PushMessage, image: String?) -> [String: JSONValue] {
         var web: [String: JSONValue] = [:]
         var webHeaders: [String: JSONValue] = [:]
-        if let image = androidImage { webHeaders["image"] = .string(image) }
+        if let image { webHeaders["image"] = .string(image) }
         if let ttl = ttlSeconds(for: m) { webHeaders["TTL"] = .string(String(ttl)) }
         if let p = m.priority { webHeaders["Urgency"] = .string(p == .high ? "high" : p == .normal ? "normal" : "low") }
         if !webHeaders.isEmpty { web["headers"] = .object(webHeaders) }
         if let link = m.deepLink, link.lowercased().hasPrefix("https://") {
             web["fcm_options"] = ["link": .string(link)]
         }
-        if !web.isEmpty { msg["webpush"] = .object(web) }
-
-        if let label = m.analyticsLabel { msg["fcm_options"] = ["analytics_label": .string(label)] }
-        return msg
+        return web
     }
 
     /// Time to live in whole seconds, from `ttl` or from an absolute `expiration`.
