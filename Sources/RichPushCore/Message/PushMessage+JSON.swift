@@ -32,51 +32,12 @@ extension PushMessage {
         r.rejectUnknown(o, known: knownKeys, at: "")
         m.id = r.string(o, "id", at: "")
 
-        if case .string(let body)? = o["alert"] {
-            // A string is the body, held to the body's rule.
-            if body.isEmpty { r.report.add("alert", "empty", "must not be empty") } else { m.alert.body = body }
-        } else if let a = r.object(o["alert"], at: "alert") {
-            r.rejectUnknown(
-                a,
-                known: [
-                    "title", "subtitle", "body", "title_loc_key", "title_loc_args", "subtitle_loc_key",
-                    "subtitle_loc_args", "loc_key", "loc_args", "launch_image",
-                ],
-                at: "alert"
-            )
-            m.alert = Alert(
-                title: r.string(a, "title", at: "alert"),
-                subtitle: r.string(a, "subtitle", at: "alert"),
-                body: r.string(a, "body", at: "alert"),
-                titleLocKey: r.string(a, "title_loc_key", at: "alert"),
-                titleLocArgs: r.strings(a, "title_loc_args", at: "alert"),
-                subtitleLocKey: r.string(a, "subtitle_loc_key", at: "alert"),
-                subtitleLocArgs: r.strings(a, "subtitle_loc_args", at: "alert"),
-                locKey: r.string(a, "loc_key", at: "alert"),
-                locArgs: r.strings(a, "loc_args", at: "alert"),
-                launchImage: r.string(a, "launch_image", at: "alert")
-            )
-        }
-        // Top-level title/subtitle/body are a shorthand for the alert's.
-        if let t = r.string(o, "title", at: "") { m.alert.title = t }
-        if let t = r.string(o, "subtitle", at: "") { m.alert.subtitle = t }
-        if let t = r.string(o, "body", at: "") { m.alert.body = t }
+        m.alert = readAlert(o, into: &r)
 
         m.media = readMedia(o["media"], into: &r)
         if let c = r.present(o["chart"], at: "chart") { m.chart = ChartSpec.read(c, at: "chart", into: &r) }
 
-        switch r.present(o["sound"], at: "sound") {
-        case .string(let name)?: m.sound = Sound(name: name)
-        case .object(let so)?:
-            r.rejectUnknown(so, known: ["name", "critical", "volume"], at: "sound")
-            m.sound = Sound(
-                name: r.string(so, "name", at: "sound") ?? "default",
-                critical: r.bool(so, "critical", at: "sound") ?? false,
-                volume: r.double(so, "volume", at: "sound")
-            )
-        case nil: break
-        case let other?: r.report.add("sound", "type", "expected a sound name or an object, found \(other.typeName)")
-        }
+        m.sound = readSound(o["sound"], into: &r)
         if let b = r.int(o, "badge", at: "") { m.badge = Int(clamping: b) }
         m.category = r.string(o, "category", at: "")
         m.threadID = r.string(o, "thread_id", at: "")
@@ -93,22 +54,7 @@ extension PushMessage {
                 )
             }
         }
-        switch r.present(o["priority"], at: "priority") {
-        case .string(let s)?:
-            if let p = Priority(rawValue: s.lowercased()) {
-                m.priority = p
-            } else {
-                r.report.add("priority", "enum", "must be high, normal or low (or 10, 5, 1)")
-            }
-        case let v? where v.intValue != nil:
-            if let p = Priority(apnsValue: Int(clamping: v.intValue!)) {
-                m.priority = p
-            } else {
-                r.report.add("priority", "enum", "must be high, normal or low (or 10, 5, 1)")
-            }
-        case nil: break
-        case let other?: r.report.add("priority", "type", "expected a string or a number, found \(other.typeName)")
-        }
+        m.priority = readPriority(o["priority"], into: &r)
         if let t = r.int(o, "ttl", at: "") { m.ttl = Int(clamping: t) }
         m.expiration = r.int(o, "expiration", at: "")
         if let l = r.string(o, "interruption_level", at: "") {
@@ -133,33 +79,7 @@ extension PushMessage {
         m.chartImageURL = r.string(o, "chart_image_url", at: "")
         m.receiptURL = r.string(o, "receipt_url", at: "")
         m.analyticsLabel = r.string(o, "analytics_label", at: "")
-        if let w = r.object(o["web"], at: "web") {
-            r.rejectUnknown(w, known: ["icon", "badge", "actions"], at: "web")
-            var options = WebOptions(icon: r.string(w, "icon", at: "web"), badge: r.string(w, "badge", at: "web"))
-            switch w["actions"] {
-            case nil: break
-            case .array(let list)?:
-                for (i, element) in list.enumerated() {
-                    let path = "web.actions[\(i)]"
-                    guard let a = r.object(element, at: path) else { continue }
-                    r.rejectUnknown(a, known: ["action", "title", "navigate"], at: path)
-                    guard let action = r.string(a, "action", at: path), let title = r.string(a, "title", at: path)
-                    else {
-                        if a["action"] == nil {
-                            r.report.add("\(path).action", "required", "a button needs an action id")
-                        }
-                        if a["title"] == nil { r.report.add("\(path).title", "required", "a button needs a title") }
-                        continue
-                    }
-                    options.actions.append(
-                        WebAction(action: action, title: title, navigate: r.string(a, "navigate", at: path))
-                    )
-                }
-            case let other?:
-                r.report.add("web.actions", "type", "expected an array of buttons, found \(other.typeName)")
-            }
-            m.web = options
-        }
+        if let w = r.object(o["web"], at: "web") { m.web = readWeb(w, into: &r) }
         if let la = r.object(o["live_activity"], at: "live_activity") {
             m.liveActivity = LiveActivity.read(la, into: &r)
             // The push type follows from the activity unless the sender named one (checked by the validator).
@@ -175,6 +95,104 @@ extension PushMessage {
             )
         }
         return (m, r.report)
+    }
+
+    /// The alert: a string (the body), or an object; the top-level title, subtitle and body are a shorthand for its.
+    private static func readAlert(_ o: [String: JSONValue], into r: inout FieldReader) -> Alert {
+        var alert = Alert()
+        if case .string(let body)? = o["alert"] {
+            // A string is the body, held to the body's rule.
+            if body.isEmpty { r.report.add("alert", "empty", "must not be empty") } else { alert.body = body }
+        } else if let a = r.object(o["alert"], at: "alert") {
+            r.rejectUnknown(
+                a,
+                known: [
+                    "title", "subtitle", "body", "title_loc_key", "title_loc_args", "subtitle_loc_key",
+                    "subtitle_loc_args", "loc_key", "loc_args", "launch_image",
+                ],
+                at: "alert"
+            )
+            alert = Alert(
+                title: r.string(a, "title", at: "alert"),
+                subtitle: r.string(a, "subtitle", at: "alert"),
+                body: r.string(a, "body", at: "alert"),
+                titleLocKey: r.string(a, "title_loc_key", at: "alert"),
+                titleLocArgs: r.strings(a, "title_loc_args", at: "alert"),
+                subtitleLocKey: r.string(a, "subtitle_loc_key", at: "alert"),
+                subtitleLocArgs: r.strings(a, "subtitle_loc_args", at: "alert"),
+                locKey: r.string(a, "loc_key", at: "alert"),
+                locArgs: r.strings(a, "loc_args", at: "alert"),
+                launchImage: r.string(a, "launch_image", at: "alert")
+            )
+        }
+        // Top-level title/subtitle/body are a shorthand for the alert's.
+        if let t = r.string(o, "title", at: "") { alert.title = t }
+        if let t = r.string(o, "subtitle", at: "") { alert.subtitle = t }
+        if let t = r.string(o, "body", at: "") { alert.body = t }
+        return alert
+    }
+
+    /// A sound name, or `{name, critical, volume}`.
+    private static func readSound(_ value: JSONValue?, into r: inout FieldReader) -> Sound? {
+        switch r.present(value, at: "sound") {
+        case .string(let name)?: return Sound(name: name)
+        case .object(let so)?:
+            r.rejectUnknown(so, known: ["name", "critical", "volume"], at: "sound")
+            return Sound(
+                name: r.string(so, "name", at: "sound") ?? "default",
+                critical: r.bool(so, "critical", at: "sound") ?? false,
+                volume: r.double(so, "volume", at: "sound")
+            )
+        case nil: return nil
+        case let other?:
+            r.report.add("sound", "type", "expected a sound name or an object, found \(other.typeName)")
+            return nil
+        }
+    }
+
+    /// `high`, `normal`, `low`, or APNs' 10, 5, 1.
+    private static func readPriority(_ value: JSONValue?, into r: inout FieldReader) -> Priority? {
+        switch r.present(value, at: "priority") {
+        case .string(let s)?:
+            if let p = Priority(rawValue: s.lowercased()) { return p }
+        case let v? where v.intValue != nil:
+            if let n = v.intValue, let p = Priority(apnsValue: Int(clamping: n)) { return p }
+        case nil: return nil
+        case let other?:
+            r.report.add("priority", "type", "expected a string or a number, found \(other.typeName)")
+            return nil
+        }
+        r.report.add("priority", "enum", "must be high, normal or low (or 10, 5, 1)")
+        return nil
+    }
+
+    /// What only browsers show: an icon, a badge and buttons.
+    private static func readWeb(_ w: [String: JSONValue], into r: inout FieldReader) -> WebOptions {
+        r.rejectUnknown(w, known: ["icon", "badge", "actions"], at: "web")
+        var options = WebOptions(icon: r.string(w, "icon", at: "web"), badge: r.string(w, "badge", at: "web"))
+        switch w["actions"] {
+        case nil: break
+        case .array(let list)?:
+            for (i, element) in list.enumerated() {
+                let path = "web.actions[\(i)]"
+                guard let a = r.object(element, at: path) else { continue }
+                r.rejectUnknown(a, known: ["action", "title", "navigate"], at: path)
+                guard let action = r.string(a, "action", at: path), let title = r.string(a, "title", at: path)
+                else {
+                    if a["action"] == nil {
+                        r.report.add("\(path).action", "required", "a button needs an action id")
+                    }
+                    if a["title"] == nil { r.report.add("\(path).title", "required", "a button needs a title") }
+                    continue
+                }
+                options.actions.append(
+                    WebAction(action: action, title: title, navigate: r.string(a, "navigate", at: path))
+                )
+            }
+        case let other?:
+            r.report.add("web.actions", "type", "expected an array of buttons, found \(other.typeName)")
+        }
+        return options
     }
 
     private static func readMedia(_ value: JSONValue?, into r: inout FieldReader) -> [PushMedia] {
