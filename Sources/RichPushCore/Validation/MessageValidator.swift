@@ -56,6 +56,8 @@ public struct MessageValidator: Sendable {
     public func validate(_ m: PushMessage) -> ValidationReport {
         var r = ValidationReport()
         checkAlertAndType(m, &r)
+        checkValues(m, &r)
+        checkLinks(m, &r)
         checkDelivery(m, &r)
         checkTargets(m.targets, &r)
         checkData(m, &r)
@@ -120,6 +122,10 @@ public struct MessageValidator: Sendable {
                 "the notification has nothing to show: add a title or body (or a sound, a badge, or content_available)"
             )
         }
+    }
+
+    /// The alert's localization, the badge, the sound, the relevance score and the id.
+    private func checkValues(_ m: PushMessage, _ r: inout ValidationReport) {
         let a = m.alert
         if a.titleLocArgs != nil && a.titleLocKey == nil {
             r.add("alert.title_loc_args", "loc-args-need-key", "title_loc_args need title_loc_key")
@@ -149,6 +155,11 @@ public struct MessageValidator: Sendable {
                 .warning
             )
         }
+    }
+
+    /// The URLs a message carries (https, or http where insecure media is allowed), the browser's options and the
+    /// analytics label.
+    private func checkLinks(_ m: PushMessage, _ r: inout ValidationReport) {
         if let chartURL = m.chartImageURL {
             let scheme = URL(string: chartURL)?.scheme?.lowercased()
             if scheme != "https" && !(scheme == "http" && options.allowInsecureMedia) {
@@ -171,46 +182,49 @@ public struct MessageValidator: Sendable {
                 )
             }
         }
-        if let web = m.web {
-            func https(_ url: String?, _ path: String) {
-                guard let url else { return }
-                let u = URL(string: url)
-                let scheme = u?.scheme?.lowercased()
-                if u?.host == nil || !(scheme == "https" || (scheme == "http" && options.allowInsecureMedia)) {
-                    r.add(path, "https-required", "\(path) must be an https URL")
-                }
-            }
-            https(web.icon, "web.icon")
-            https(web.badge, "web.badge")
-            if web.actions.count > PushMessage.maxWebActions {
-                r.add("web.actions", "max-items", "at most \(PushMessage.maxWebActions) buttons: browsers show no more")
-            }
-            var ids = Set<String>()
-            for (i, a) in web.actions.enumerated() {
-                let path = "web.actions[\(i)]"
-                if a.action.isEmpty || a.action.utf8.count > 64
-                    || !a.action.utf8.allSatisfy({
-                        ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 45
-                            || $0 == 95
-                    })
-                {
-                    r.add("\(path).action", "action-id", "a button's action is 1 to 64 of letters, digits, - and _")
-                }
-                if !ids.insert(a.action).inserted {
-                    r.add("\(path).action", "duplicate", "'\(a.action)' names another button too")
-                }
-                if a.title.isEmpty || a.title.count > 64 {
-                    r.add("\(path).title", "length", "a button's title is 1 to 64 characters")
-                }
-                https(a.navigate, "\(path).navigate")
-            }
-        }
+        if let web = m.web { checkWeb(web, &r) }
         if let label = m.analyticsLabel, !Self.isValidAnalyticsLabel(label) {
             r.add(
                 "analytics_label",
                 "analytics-label",
                 "analytics_label must be 1 to 50 characters of letters, digits and - _ . ~ %"
             )
+        }
+    }
+
+    /// What only browsers show: https icons and links, at most two buttons with ids of their own.
+    private func checkWeb(_ web: PushMessage.WebOptions, _ r: inout ValidationReport) {
+        func https(_ url: String?, _ path: String) {
+            guard let url else { return }
+            let u = URL(string: url)
+            let scheme = u?.scheme?.lowercased()
+            if u?.host == nil || !(scheme == "https" || (scheme == "http" && options.allowInsecureMedia)) {
+                r.add(path, "https-required", "\(path) must be an https URL")
+            }
+        }
+        https(web.icon, "web.icon")
+        https(web.badge, "web.badge")
+        if web.actions.count > PushMessage.maxWebActions {
+            r.add("web.actions", "max-items", "at most \(PushMessage.maxWebActions) buttons: browsers show no more")
+        }
+        var ids = Set<String>()
+        for (i, a) in web.actions.enumerated() {
+            let path = "web.actions[\(i)]"
+            if a.action.isEmpty || a.action.utf8.count > 64
+                || !a.action.utf8.allSatisfy({
+                    ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 45
+                        || $0 == 95
+                })
+            {
+                r.add("\(path).action", "action-id", "a button's action is 1 to 64 of letters, digits, - and _")
+            }
+            if !ids.insert(a.action).inserted {
+                r.add("\(path).action", "duplicate", "'\(a.action)' names another button too")
+            }
+            if a.title.isEmpty || a.title.count > 64 {
+                r.add("\(path).title", "length", "a button's title is 1 to 64 characters")
+            }
+            https(a.navigate, "\(path).navigate")
         }
     }
 
