@@ -140,7 +140,14 @@ public struct LiveActivity: Sendable, Hashable {
     /// Every rule this activity breaks, given the message around it.
     func issues(in m: PushMessage, now: Int64) -> ValidationReport {
         var r = ValidationReport()
-        let at = "live_activity"
+        checkMessage(m, &r)
+        checkEvent(m, &r)
+        checkValues(m, now: now, &r)
+        return r
+    }
+
+    /// What the message around an activity may not carry (it is drawn by ActivityKit, not shown as an alert).
+    private func checkMessage(_ m: PushMessage, _ r: inout ValidationReport) {
         if m.pushType != .liveactivity {
             r.add(
                 "push_type",
@@ -179,6 +186,11 @@ public struct LiveActivity: Sendable, Hashable {
                 "a live activity push cannot be a background push"
             )
         }
+    }
+
+    /// What each event needs, and what only a start may carry.
+    private func checkEvent(_ m: PushMessage, _ r: inout ValidationReport) {
+        let at = "live_activity"
         switch event {
         case .start:
             if attributesType?.isEmpty ?? true {
@@ -227,6 +239,11 @@ public struct LiveActivity: Sendable, Hashable {
                 )
             }
         }
+    }
+
+    /// The dates, the relevance score, the channel and the content state's size.
+    private func checkValues(_ m: PushMessage, now: Int64, _ r: inout ValidationReport) {
+        let at = "live_activity"
         if dismissalDate != nil && event != .end {
             r.add("\(at).dismissal_date", "end-only", "dismissal_date is for an end event only")
         }
@@ -259,6 +276,5 @@ public struct LiveActivity: Sendable, Hashable {
                 )
             }
         }
-        return r
     }
 }
