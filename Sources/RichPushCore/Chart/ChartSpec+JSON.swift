@@ -21,12 +21,36 @@ extension ChartSpec {
                 reader.report.add(FieldReader.join(path, "type"), "enum", "must be one of line, area, bar, sparkline")
             }
         }
+        spec.series = readSeries(o, at: path, into: &reader)
+        spec.title = reader.string(o, "title", at: path)
+        spec.value = reader.string(o, "value", at: path)
+        spec.change = reader.string(o, "change", at: path)
+        if let t = reader.string(o, "trend", at: path) {
+            if let tr = Trend(rawValue: t) {
+                spec.trend = tr
+            } else {
+                reader.report.add(FieldReader.join(path, "trend"), "enum", "must be one of up, down, flat")
+            }
+        }
+        readLook(o, at: path, into: &spec, &reader)
+
+        reader.report.merge(spec.validate(at: path))
+        return reader.report.errors.count == before ? spec : nil
+    }
+
+    /// `series`, or one series as `values` (and `color`) at the top level.
+    private static func readSeries(
+        _ o: [String: JSONValue],
+        at path: String,
+        into reader: inout FieldReader
+    ) -> [Series] {
+        var series: [Series] = []
         if let seriesValue = reader.present(o["series"], at: FieldReader.join(path, "series")) {
             if case .array(let list) = seriesValue {
                 for (i, element) in list.enumerated() {
                     let p = "\(FieldReader.join(path, "series"))[\(i)]"
                     if case .array = element {
-                        spec.series.append(Series(values: readValues(element, at: p, into: &reader)))
+                        series.append(Series(values: readValues(element, at: p, into: &reader)))
                     } else if let so = reader.object(element, at: p) {
                         reader.rejectUnknown(so, known: ["values", "color", "name"], at: p)
                         let values =
@@ -34,7 +58,7 @@ extension ChartSpec {
                         if so["values"] == nil {
                             reader.report.add(FieldReader.join(p, "values"), "required", "a series needs values")
                         }
-                        spec.series.append(
+                        series.append(
                             Series(
                                 values: values,
                                 color: readColor(so, "color", at: p, into: &reader),
@@ -59,23 +83,23 @@ extension ChartSpec {
             )
         }
         if let values = reader.present(o["values"], at: FieldReader.join(path, "values")) {
-            spec.series.append(
+            series.append(
                 Series(
                     values: readValues(values, at: FieldReader.join(path, "values"), into: &reader),
                     color: readColor(o, "color", at: path, into: &reader)
                 )
             )
         }
-        spec.title = reader.string(o, "title", at: path)
-        spec.value = reader.string(o, "value", at: path)
-        spec.change = reader.string(o, "change", at: path)
-        if let t = reader.string(o, "trend", at: path) {
-            if let tr = Trend(rawValue: t) {
-                spec.trend = tr
-            } else {
-                reader.report.add(FieldReader.join(path, "trend"), "enum", "must be one of up, down, flat")
-            }
-        }
+        return series
+    }
+
+    /// How it is drawn: labels, the y range, the size and scale, the theme and colors, the grid, the line.
+    private static func readLook(
+        _ o: [String: JSONValue],
+        at path: String,
+        into spec: inout ChartSpec,
+        _ reader: inout FieldReader
+    ) {
         spec.labels = reader.strings(o, "labels", at: path) ?? []
         if let y = reader.present(o["y"], at: FieldReader.join(path, "y")) {
             if case .array(let a) = y, a.count == 2, let lo = a[0].doubleValue, let hi = a[1].doubleValue {
@@ -115,9 +139,6 @@ extension ChartSpec {
         if let g = reader.int(o, "grid", at: path) { spec.gridLines = Int(clamping: g) }
         if let w = reader.double(o, "line_width", at: path) { spec.lineWidth = w }
         if let g = reader.bool(o, "gradient", at: path) { spec.gradient = g }
-
-        reader.report.merge(spec.validate(at: path))
-        return reader.report.errors.count == before ? spec : nil
     }
 
     private static func readValues(_ value: JSONValue, at path: String, into reader: inout FieldReader) -> [Double] {
