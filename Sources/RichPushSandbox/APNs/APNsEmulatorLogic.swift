@@ -39,138 +39,186 @@ struct APNsEmulatorLogic: EmulatorLogic {
         let apnsID =
             request.header("apns-id").flatMap { UUID(uuidString: $0) != nil ? $0.lowercased() : nil }
             ?? UUID().uuidString.lowercased()
-        func reject(_ status: Int, _ reason: String, timestamp: Date? = nil) -> EmulatorAction {
-            state.reject(reason)
-            var body: [String: Any] = ["reason": reason]
-            if let timestamp { body["timestamp"] = Int64(timestamp.timeIntervalSince1970 * 1000) }
-            return .respond(.json(status, body, headers: idHeaders(apnsID)))
+        if let fault = state.nextFault(),
+            let action = act(fault, apnsID: apnsID, connection: connection, control: control)
+        {
+            return action
         }
-
-        if let fault = state.nextFault() {
-            switch fault {
-            case let .status(status, reason, retryAfter):
-                state.reject(reason)
-                var h = idHeaders(apnsID)
-                if let r = retryAfter { h.append(("retry-after", String(r))) }
-                return .respond(.json(status, ["reason": reason], headers: h))
-            case .goAway(let reason): return .goAway(debugReason: reason)
-            case .reset: return .resetConnection
-            case .stall: return .stall
-            case .refuseStream: return .refuseStream
-            case .hostile(let answer):
-                return .respond(answer.response(extraHeaders: idHeaders(apnsID)))
-            case .lowerStreamLimit(let n):
-                control.announceMaxConcurrentStreams(n)
-                connection.limitRaised = false
-            }
-        }
-
         if request.path.hasPrefix("/1/apps/") {
             return manageChannels(request, connection: connection, control: control)
         }
         if request.path.hasPrefix("/4/broadcasts/apps/") {
             return broadcast(request, connection: connection, control: control)
         }
+        do throws(Refusal) {
+            let h = try readHeaders(request)
+            if let problem = authenticate(request, bundle: h.bundle, connection: connection, control: control) {
+                throw Refusal(problem.0, problem.1)
+            }
+            try checkDevice(h)
+            // The payload.
+            guard !request.body.isEmpty else { throw Refusal(400, "PayloadEmpty") }
+            if request.body.count > h.pushType.payloadLimit { throw Refusal(413, "PayloadTooLarge") }
+            guard case .object(let payload)? = try? JSONValue.parse(request.body) else {
+                throw Refusal(400, "PayloadEmpty")
+            }
+            if h.pushType == .liveactivity { applyLiveActivity(.object(payload), h) }
+            state.record(
+                RecordedAPNsNotification(
+                    apnsID: apnsID,
+                    deviceToken: h.token,
+                    topic: h.topic,
+                    pushType: h.pushType.rawValue,
+                    priority: h.priority,
+                    expiration: h.expiration,
+                    collapseID: request.header("apns-collapse-id"),
+                    payload: request.body,
+                    receivedAt: configuration.now()
+                )
+            )
+        } catch {
+            state.reject(error.reason)
+            var body: [String: Any] = ["reason": error.reason]
+            if let timestamp = error.timestamp { body["timestamp"] = Int64(timestamp.timeIntervalSince1970 * 1000) }
+            return .respond(.json(error.status, body, headers: idHeaders(apnsID)))
+        }
+        var headers = idHeaders(apnsID)
+        if configuration.environment == .sandbox { headers.append(("apns-unique-id", UUID().uuidString.lowercased())) }
+        return .respond(EmulatorResponse(status: 200, headers: headers))
+    }
 
-        // Request line and headers.
-        guard request.method == "POST" else { return reject(405, "MethodNotAllowed") }
-        guard request.path.hasPrefix("/3/device/") else { return reject(404, "BadPath") }
+    /// An answer APNs gives with its status and reason (and, for a token gone, when it went).
+    struct Refusal: Error {
+        var status: Int
+        var reason: String
+        var timestamp: Date?
+        init(_ status: Int, _ reason: String, timestamp: Date? = nil) {
+            self.status = status
+            self.reason = reason
+            self.timestamp = timestamp
+        }
+    }
+
+    /// A fault the test asked for, acted out; nil when it only changed the connection and the request goes on.
+    private func act(
+        _ fault: APNsFault,
+        apnsID: String,
+        connection: APNsConnectionState,
+        control: ConnectionControl
+    ) -> EmulatorAction? {
+        switch fault {
+        case let .status(status, reason, retryAfter):
+            state.reject(reason)
+            var h = idHeaders(apnsID)
+            if let r = retryAfter { h.append(("retry-after", String(r))) }
+            return .respond(.json(status, ["reason": reason], headers: h))
+        case .goAway(let reason): return .goAway(debugReason: reason)
+        case .reset: return .resetConnection
+        case .stall: return .stall
+        case .refuseStream: return .refuseStream
+        case .hostile(let answer):
+            return .respond(answer.response(extraHeaders: idHeaders(apnsID)))
+        case .lowerStreamLimit(let n):
+            control.announceMaxConcurrentStreams(n)
+            connection.limitRaised = false
+            return nil
+        }
+    }
+
+    /// What a send's request line and headers say, checked as APNs checks them.
+    struct SendHeaders {
+        /// The device token, in lower case.
+        var token: String
+        var pushType: PushType
+        var topic: String
+        /// The topic without the push type's suffix.
+        var bundle: String
+        var priority: Int
+        var expiration: Int64?
+    }
+
+    private func readHeaders(_ request: EmulatorRequest) throws(Refusal) -> SendHeaders {
+        guard request.method == "POST" else { throw Refusal(405, "MethodNotAllowed") }
+        guard request.path.hasPrefix("/3/device/") else { throw Refusal(404, "BadPath") }
         let token = String(request.path.dropFirst("/3/device/".count))
-        guard !token.isEmpty else { return reject(400, "MissingDeviceToken") }
+        guard !token.isEmpty else { throw Refusal(400, "MissingDeviceToken") }
         for name in [
             "apns-id", "apns-topic", "apns-push-type", "apns-priority", "apns-expiration", "apns-collapse-id",
             "authorization",
         ]
         where request.count(name) > 1 {
-            return reject(400, "DuplicateHeaders")
+            throw Refusal(400, "DuplicateHeaders")
         }
-        if let id = request.header("apns-id"), UUID(uuidString: id) == nil { return reject(400, "BadMessageId") }
+        if let id = request.header("apns-id"), UUID(uuidString: id) == nil { throw Refusal(400, "BadMessageId") }
         let pushTypeName = request.header("apns-push-type") ?? "alert"
-        guard let pushType = PushType(rawValue: pushTypeName) else { return reject(400, "InvalidPushType") }
-        guard let topic = request.header("apns-topic"), !topic.isEmpty else {
-            return reject(400, "MissingTopic")
-        }
+        guard let pushType = PushType(rawValue: pushTypeName) else { throw Refusal(400, "InvalidPushType") }
+        guard let topic = request.header("apns-topic"), !topic.isEmpty else { throw Refusal(400, "MissingTopic") }
         if !pushType.topicSuffix.isEmpty && !topic.hasSuffix(pushType.topicSuffix) {
-            return reject(400, "TopicDisallowed")
+            throw Refusal(400, "TopicDisallowed")
         }
         let bundle = String(topic.dropLast(pushType.topicSuffix.count))
         var priority = 10
         if let p = request.header("apns-priority") {
-            guard let v = Int(p), [1, 5, 10].contains(v) else { return reject(400, "BadPriority") }
+            guard let v = Int(p), [1, 5, 10].contains(v) else { throw Refusal(400, "BadPriority") }
             priority = v
         }
-        if pushType == .background && priority == 10 { return reject(400, "BadPriority") }
+        if pushType == .background && priority == 10 { throw Refusal(400, "BadPriority") }
         // Live Activity updates go at 5 or 10 (10 counts against the activity's budget).
-        if pushType == .liveactivity && priority == 1 { return reject(400, "BadPriority") }
+        if pushType == .liveactivity && priority == 1 { throw Refusal(400, "BadPriority") }
         var expiration: Int64?
         if let e = request.header("apns-expiration") {
-            guard let v = Int64(e), v >= 0 else { return reject(400, "BadExpirationDate") }
+            guard let v = Int64(e), v >= 0 else { throw Refusal(400, "BadExpirationDate") }
             expiration = v
         }
-        if let c = request.header("apns-collapse-id"), c.utf8.count > 64 { return reject(400, "BadCollapseId") }
+        if let c = request.header("apns-collapse-id"), c.utf8.count > 64 { throw Refusal(400, "BadCollapseId") }
         if MessageValidator.apnsTokenProblem(token, strict: configuration.strictTokenLength) != nil {
-            return reject(400, "BadDeviceToken")
+            throw Refusal(400, "BadDeviceToken")
         }
+        return SendHeaders(
+            token: token.lowercased(),
+            pushType: pushType,
+            topic: topic,
+            bundle: bundle,
+            priority: priority,
+            expiration: expiration
+        )
+    }
 
-        if let problem = authenticate(request, bundle: bundle, connection: connection, control: control) {
-            return reject(problem.0, problem.1)
-        }
-
-        // The device registry.
-        let lower = token.lowercased()
-        let now = configuration.now()
+    /// The device registry: the token is known (or registered on first use when tokens register themselves), of
+    /// this environment and app, and not unregistered.
+    private func checkDevice(_ h: SendHeaders) throws(Refusal) {
         let device: APNsEmulatorState.Device? = state.data.withLockedValue { d in
-            if let existing = d.devices[lower] { return existing }
+            if let existing = d.devices[h.token] { return existing }
             guard configuration.autoRegisterTokens else { return nil }
-            let new = APNsEmulatorState.Device(topic: bundle, environment: configuration.environment)
-            d.devices[lower] = new
+            let new = APNsEmulatorState.Device(topic: h.bundle, environment: configuration.environment)
+            d.devices[h.token] = new
             return new
         }
-        guard let device else { return reject(400, "BadDeviceToken") }
-        if device.environment != configuration.environment { return reject(400, "BadDeviceToken") }
+        guard let device else { throw Refusal(400, "BadDeviceToken") }
+        if device.environment != configuration.environment { throw Refusal(400, "BadDeviceToken") }
         // A token unregistered before it was ever used has no topic: it is gone for any app.
-        if !device.topic.isEmpty && device.topic != bundle { return reject(400, "DeviceTokenNotForTopic") }
-        if let gone = device.unregisteredAt { return reject(410, "Unregistered", timestamp: gone) }
+        if !device.topic.isEmpty && device.topic != h.bundle { throw Refusal(400, "DeviceTokenNotForTopic") }
+        if let gone = device.unregisteredAt { throw Refusal(410, "Unregistered", timestamp: gone) }
+    }
 
-        // The payload.
-        guard !request.body.isEmpty else { return reject(400, "PayloadEmpty") }
-        if request.body.count > pushType.payloadLimit { return reject(413, "PayloadTooLarge") }
-        guard case .object? = try? JSONValue.parse(request.body) else { return reject(400, "PayloadEmpty") }
-
-        if pushType == .liveactivity, let payload = try? JSONValue.parse(request.body) {
-            let autoRegister = configuration.autoRegisterTokens
-            let issue = { () -> String in
-                var bytes = [UInt8](repeating: 0, count: 32)
-                for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
-                return bytes.map { String(format: "%02x", $0) }.joined()
-            }
-            state.data.withLockedValue { d in
-                var issued: [String] = []
-                d.live.apply(payload: payload, token: lower, topic: bundle, autoRegister: autoRegister) {
-                    let t = issue()
-                    issued.append(t)
-                    return t
-                }
-                // A started activity's update token is a device token of the same app.
-                for t in issued { d.devices[t] = .init(topic: bundle, environment: configuration.environment) }
-            }
+    /// A Live Activity push: the activities it starts, updates or ends, and the update tokens a start issues (device
+    /// tokens of the same app).
+    private func applyLiveActivity(_ payload: JSONValue, _ h: SendHeaders) {
+        let autoRegister = configuration.autoRegisterTokens
+        let issue = { () -> String in
+            var bytes = [UInt8](repeating: 0, count: 32)
+            for i in bytes.indices { bytes[i] = UInt8.random(in: 0...255) }
+            return bytes.map { String(format: "%02x", $0) }.joined()
         }
-        state.record(
-            RecordedAPNsNotification(
-                apnsID: apnsID,
-                deviceToken: lower,
-                topic: topic,
-                pushType: pushType.rawValue,
-                priority: priority,
-                expiration: expiration,
-                collapseID: request.header("apns-collapse-id"),
-                payload: request.body,
-                receivedAt: now
-            )
-        )
-        var headers = idHeaders(apnsID)
-        if configuration.environment == .sandbox { headers.append(("apns-unique-id", UUID().uuidString.lowercased())) }
-        return .respond(EmulatorResponse(status: 200, headers: headers))
+        state.data.withLockedValue { d in
+            var issued: [String] = []
+            d.live.apply(payload: payload, token: h.token, topic: h.bundle, autoRegister: autoRegister) {
+                let t = issue()
+                issued.append(t)
+                return t
+            }
+            for t in issued { d.devices[t] = .init(topic: h.bundle, environment: configuration.environment) }
+        }
     }
 
     private func idHeaders(_ id: String) -> [(String, String)] { [("apns-id", id)] }
