@@ -183,9 +183,33 @@ public final class Sandbox: Sendable {
         query: [String: String],
         body: JSONValue?
     ) -> (Int, JSONValue) {
-        let limit = Int(query["limit"] ?? "") ?? 100
+        // A count from the query: a negative one reads as none (it would trap a suffix), a huge one as all.
+        let limit = min(max(0, Int(query["limit"] ?? "") ?? 100), 1_000_000)
+        if path.hasPrefix("/apns/") {
+            return apnsRoute(apns, method: method, path: path, query: query, limit: limit, body: body)
+        }
+        if path.hasPrefix("/fcm/") { return fcmRoute(fcm, method: method, path: path, limit: limit, body: body) }
         switch (method, path) {
         case ("GET", "/health"): return (200, ["ok": true])
+        case ("DELETE", "/records"):
+            apns.resetRecords()
+            fcm.resetRecords()
+            return (200, ["cleared": true])
+        default:
+            return (404, ["error": .string("no route \(method) \(path)")])
+        }
+    }
+
+    /// The APNs emulator's admin routes: what it received, its activities and channels, devices, faults.
+    static func apnsRoute(
+        _ apns: APNsEmulator,
+        method: String,
+        path: String,
+        query: [String: String],
+        limit: Int,
+        body: JSONValue?
+    ) -> (Int, JSONValue) {
+        switch (method, path) {
         case ("GET", "/apns/notifications"):
             let (kept, newest): (Int, [RecordedAPNsNotification])
             if let token = query["token"] {
@@ -254,6 +278,7 @@ public final class Sandbox: Sendable {
             )
             return (200, ["unregistered": .string(token)])
         case ("POST", "/apns/faults"):
+            if let problem = faultNumbersProblem(body) { return (400, ["error": .string(problem)]) }
             guard let fault = apnsFault(body) else {
                 return (400, ["error": "kind must be status, goaway, reset, stall, refuse or lower_streams"])
             }
@@ -266,6 +291,20 @@ public final class Sandbox: Sendable {
         case ("DELETE", "/apns/faults"):
             apns.clearFaults()
             return (200, ["cleared": true])
+        default:
+            return (404, ["error": .string("no route \(method) \(path)")])
+        }
+    }
+
+    /// The FCM emulator's admin routes: what it received, its counts, devices, faults.
+    static func fcmRoute(
+        _ fcm: FCMEmulator,
+        method: String,
+        path: String,
+        limit: Int,
+        body: JSONValue?
+    ) -> (Int, JSONValue) {
+        switch (method, path) {
         case ("GET", "/fcm/messages"):
             let all = fcm.recorded()
             return (
@@ -289,6 +328,7 @@ public final class Sandbox: Sendable {
             fcm.unregister(token: token)
             return (200, ["unregistered": .string(token)])
         case ("POST", "/fcm/faults"):
+            if let problem = faultNumbersProblem(body) { return (400, ["error": .string(problem)]) }
             guard let fault = fcmFault(body) else {
                 return (400, ["error": "kind must be quota, unavailable, internal, reset, stall or goaway"])
             }
@@ -301,13 +341,28 @@ public final class Sandbox: Sendable {
         case ("DELETE", "/fcm/faults"):
             fcm.clearFaults()
             return (200, ["cleared": true])
-        case ("DELETE", "/records"):
-            apns.resetRecords()
-            fcm.resetRecords()
-            return (200, ["cleared": true])
         default:
             return (404, ["error": .string("no route \(method) \(path)")])
         }
+    }
+
+    /// The numbers of a fault, each within what it can be (a count summed with others, a status on the wire, a
+    /// stream limit sent as 32 bits): a number out of range traps where it is used, so it is refused here.
+    static func faultNumbersProblem(_ body: JSONValue?) -> String? {
+        let ranges: [(String, ClosedRange<Int64>)] = [
+            ("count", 0...1_000_000), ("status", 100...599), ("streams", 0...2_147_483_647),
+            ("retry_after", 0...31_536_000),
+        ]
+        for (key, range) in ranges {
+            guard let v = body?[key] else { continue }
+            guard let n = v.intValue, range.contains(n) else {
+                return "\(key) is a whole number from \(range.lowerBound) to \(range.upperBound)"
+            }
+        }
+        if let v = body?["rate"], !(v.doubleValue.map { (0...1).contains($0) } ?? false) {
+            return "rate is a number from 0 to 1"
+        }
+        return nil
     }
 
     static func apnsFault(_ body: JSONValue?) -> APNsFault? {

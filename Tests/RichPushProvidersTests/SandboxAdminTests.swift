@@ -128,6 +128,33 @@ import FoundationNetworking
         await sandbox.stop()
     }
 
+    /// Numbers from the admin API are range-checked before use: a negative limit reads as none (a suffix of it
+    /// trapped the process that runs the sandbox), and a fault's count, status, stream limit, retry or rate out of
+    /// range is refused with 400 naming it.
+    @Test func numbersOutOfRangeAreRefusedOrBounded() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("sandbox-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let sandbox = try await Sandbox.start(directory: dir, threads: 1)
+        for path in ["/fcm/messages?limit=-1", "/apns/notifications?limit=-5", "/apns/activities?limit=-1"] {
+            let (status, _) = try await call(sandbox.adminPort, "GET", path)
+            #expect(status == 200, "\(path)")
+        }
+        let refused: [(String, JSONValue)] = [
+            ("/apns/faults", ["kind": "status", "status": 70000]),
+            ("/apns/faults", ["kind": "status", "count": 9_223_372_036_854_775_807]),
+            ("/apns/faults", ["kind": "lower_streams", "streams": -1]),
+            ("/apns/faults", ["kind": "status", "rate": 2]),
+            ("/fcm/faults", ["kind": "quota", "retry_after": -3]),
+            ("/fcm/faults", ["kind": "internal", "count": -1]),
+        ]
+        for (path, body) in refused {
+            let (status, answer) = try await call(sandbox.adminPort, "POST", path, body)
+            #expect(status == 400, "\(body): \(answer)")
+        }
+        #expect(sandbox.apns.pendingFaults == 0 && sandbox.fcm.pendingFaults == 0)
+        #expect(try await call(sandbox.adminPort, "GET", "/health").0 == 200)
+    }
+
     @Test func idleConnectionsAnswerPings() async throws {
         let creds = SandboxFixture.credentials
         let emulator = try APNsEmulator(credentials: creds)
