@@ -208,4 +208,58 @@ import Testing
             insight.closeAll()
         }
     }
+
+    /// A key revoked while its view is open ends the view: the stream closes within a few seconds, not at the end
+    /// of its lifetime (found by an outsider's attack: it kept sending the funnel, opens recorded after the
+    /// revocation included, for as long as `seconds` allowed).
+    @Test func aRevokedKeysViewEnds() async throws {
+        let f = try APITests.fixture()
+        try await Application(router: f.api.router()).test(.live) { client in
+            let port = try #require(client.port)
+            let (app, manage) = try await APITests.createApp(client)
+            let (status, made) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/keys",
+                key: manage,
+                body: ["scopes": ["read"]]
+            )
+            #expect(status == 201, "\(made)")
+            let readKey = try #require(made["key"]?.stringValue ?? made["api_key"]?.stringValue)
+            let keyID = try #require(made["id"]?.stringValue ?? made["key_id"]?.stringValue)
+            let (_, accepted) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                key: manage,
+                body: ["title": "Live", "audience": ["apns_tokens": [.string(String(repeating: "ab", count: 32))]]]
+            )
+            let id = try #require(accepted["id"]?.stringValue)
+            let request = Array(
+                "GET /v1/apps/\(app)/notifications/\(id)/events?seconds=60 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(readKey)\r\n\r\n"
+                    .utf8
+            )
+            let opened = Date()
+            // Read until the chunked body's last chunk (the connection itself stays open).
+            let view = Self.onThread {
+                try RawHTTP.read(port: port, request, timeout: 60) {
+                    $0.suffix(5).elementsEqual(Array("0\r\n\r\n".utf8))
+                }
+            }
+            for _ in 0..<500 where f.api.insight.watchers(app: app) < 1 {
+                try await Task.sleep(nanoseconds: 20_000_000)
+            }
+            #expect(f.api.insight.watchers(app: app) == 1)
+            let (revoked, _) = try await APITests.call(client, .delete, "/v1/apps/\(app)/keys/\(keyID)", key: manage)
+            #expect(revoked == 200)
+            let revokedAt = Date()
+            _ = try await view.value
+            let after = Date().timeIntervalSince(revokedAt)
+            #expect(
+                after < 20,
+                "the view lasted \(after) s after its key was revoked (\(Date().timeIntervalSince(opened)) s in all)"
+            )
+            #expect(f.api.insight.watchers(app: app) == 0)
+        }
+    }
 }

@@ -54,17 +54,19 @@ import Testing
 
     @Test func aWrongValueNamesItsKeyAndRule() {
         let cases: [(String, String, String)] = [
-            (#"{"port": 70000}"#, "port", "from 0.0 to 65535.0"),
+            (#"{"port": 70000}"#, "port", "a whole number from 0 to 65535"),
+            (#"{"port": 8080.5}"#, "port", "a whole number from 0 to 65535"),
             (#"{"host": ""}"#, "host", "non-empty string"),
             (#"{"receipts": "yes"}"#, "receipts", "true or false"),
             (#"{"workers": []}"#, "workers", "must be an object"),
-            (#"{"workers": {"lanes": 17}}"#, "workers.lanes", "from 1.0 to 16.0"),
+            (#"{"workers": {"lanes": 17}}"#, "workers.lanes", "a whole number from 1 to 16"),
+            (#"{"workers": {"lanes": 1.5}}"#, "workers.lanes", "a whole number from 1 to 16"),
             (#"{"workers": {"threads": 2}}"#, "workers.threads", "unknown key"),
             (#"{"sandbox": {"enabled": 1}}"#, "sandbox.enabled", "true or false"),
             (#"{"media": {"public_url": 5}}"#, "media.public_url", "non-empty string"),
-            (#"{"registrations": {"devices_per_user": 0}}"#, "registrations.devices_per_user", "from 1.0"),
+            (#"{"registrations": {"devices_per_user": 0}}"#, "registrations.devices_per_user", "from 1 to 10000"),
             (#"{"quotas": {"upload_megabytes_per_day": -1}}"#, "quotas.upload_megabytes_per_day", "from 0.0"),
-            (#"{"insight": {"max_views": 1e300}}"#, "insight.max_views", "to 1000000.0"),
+            (#"{"insight": {"max_views": 1e300}}"#, "insight.max_views", "to 1000000"),
         ]
         for (json, key, rule) in cases {
             var c = ServerConfiguration()

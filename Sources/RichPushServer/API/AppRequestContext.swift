@@ -28,7 +28,7 @@ public struct AppRequestContext: ChildRequestContext {
 }
 
 /// Lets a caller into the routes of `/v1/apps/{app}` that one of `scopes` opens: the admin key, or a key of that
-/// app holding one of them (a refusal names the first). The app, read once, goes into the context.
+/// app holding one of them (a refusal names each). The app, read once, goes into the context.
 struct AppAccess: RouterMiddleware {
     typealias Context = APIRequestContext
     let scopes: [APIScope]
@@ -43,7 +43,8 @@ struct AppAccess: RouterMiddleware {
         if case .app(let grant) = try context.requireCaller() {
             guard grant.appID == appID else { throw APIError(.forbidden, "this key belongs to another app") }
             guard scopes.contains(where: grant.scopes.contains) else {
-                throw APIError(.forbidden, "this key lacks the '\(scopes.first?.rawValue ?? "")' scope")
+                let named = scopes.map { "'\($0.rawValue)'" }.joined(separator: " or ")
+                throw APIError(.forbidden, "this key lacks the \(named) scope")
             }
         }
         guard let app = try await store.app(id: appID) else { throw APIError(.notFound, "no app '\(appID)'") }

@@ -280,9 +280,16 @@ public struct ServerConfiguration: Sendable, Equatable {
             return d
         }
 
-        /// A number within `range` (whose bounds are whole numbers well inside `Int`), its fraction dropped.
+        /// A whole number within `range` (whose bounds are well inside `Int`); a fraction is refused, not dropped.
         func int(_ key: String, _ range: ClosedRange<Double>) throws -> Int? {
-            try number(key, range).map { Int($0) }
+            guard let v = fields[key] else { return nil }
+            guard let d = v.doubleValue, d.rounded() == d, range.contains(d) else {
+                throw Problem(
+                    key: name(key),
+                    rule: "must be a whole number from \(Int(range.lowerBound)) to \(Int(range.upperBound))"
+                )
+            }
+            return Int(d)
         }
 
         func bool(_ key: String) throws -> Bool? {

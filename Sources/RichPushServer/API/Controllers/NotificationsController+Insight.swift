@@ -55,7 +55,8 @@ extension NotificationsController {
     /// `event: insight` with the deliveries by state, the funnel, the opens per 10 minutes and the counts over time
     /// while watched (`series`: `[t, sent, provider_accepted, received, opened]`). One reader per notification
     /// however many watch (``InsightStreams``); 429 past the node's watchers. The stream ends after `seconds` (1 to
-    /// 3,600, default 600): a view open longer opens a new one.
+    /// 3,600, default 600): a view open longer opens a new one. A key revoked while its view is open ends the view
+    /// within a second or so.
     func events(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let app = context.app
         let (id, _) = try await requireNotification(context)
@@ -80,6 +81,11 @@ extension NotificationsController {
         }
         let insight = self.insight
         let seconds = lifetime
+        // An app's key is looked at again every second while its view is open: a key revoked meanwhile ends the
+        // view (it kept reading until its lifetime ran out, up to an hour). The grant comes from the key cache, which
+        // a revocation clears on every node, so a look costs no database work until then.
+        let keyHash = key == "admin" ? nil : Authenticator.bearerHash(request)
+        let store = self.store
         let body = ResponseBody { writer in
             defer { insight.stop(id, watcher) }
             try await withThrowingTaskGroup(of: Void.self) { group in
@@ -87,6 +93,20 @@ extension NotificationsController {
                 group.addTask {
                     do { try await Task.sleep(nanoseconds: UInt64(seconds) * 1_000_000_000) } catch { return }
                     insight.stop(id, watcher)
+                }
+                if let keyHash {
+                    group.addTask {
+                        while true {
+                            do { try await Task.sleep(nanoseconds: 1_000_000_000) } catch { return }
+                            do {
+                                guard try await store.authorize(keyHash: keyHash) == nil else { continue }
+                            } catch {
+                                continue  // the database did not answer: that is not a revocation
+                            }
+                            insight.stop(id, watcher)
+                            return
+                        }
+                    }
                 }
                 // The server stopping ends the stream (an open view would otherwise hold the shutdown).
                 try await withGracefulShutdownHandler {
