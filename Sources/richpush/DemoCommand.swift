@@ -32,38 +32,12 @@ struct DemoCommand: AsyncParsableCommand {
         try FileManager.default.createDirectory(at: root, withIntermediateDirectories: true)
 
         // The picture the push carries: a PNG drawn by the chart renderer, served over HTTP on loopback.
-        let banner = ChartRenderer.render(
-            ChartSpec(
-                kind: .area,
-                series: [.init(values: [3, 5, 4, 7, 6, 9, 8, 12])],
-                title: "Weekly active",
-                value: "12,408",
-                change: "▲ 18%"
-            )
-        )
-        let media = MediaTestServer(routes: ["/banner": .bytes(banner.png, contentType: "application/octet-stream")])
+        let media = MediaTestServer(routes: ["/banner": .bytes(Self.banner(), contentType: "application/octet-stream")])
         let mediaPort = try await media.start()
-
         let admin = APIKeys.newKey()
-        let (ports, portSink) = AsyncStream<Int>.makeStream()
-        var serverConfig = ServerConfiguration()
-        serverConfig.database = root.appendingPathComponent("richpush.sqlite").path
-        serverConfig.port = 0
-        serverConfig.sandboxDirectory = root.appendingPathComponent("sandbox").path
-        serverConfig.mediaDirectory = root.appendingPathComponent("media").path
-        var logger = Logger(label: "richpush")
-        logger.logLevel = .critical
-        let server = try await buildApplication(serverConfig, adminKey: admin, logger: logger) { port, _, _ in
-            portSink.yield(port)
-        }
-        let running = Task { try await server.run() }
-        var port = 0
-        for await p in ports {
-            port = p
-            break
-        }
-        let http = HTTPClient(base: "http://127.0.0.1:\(port)")
+        let (server, running, port) = try await startServer(in: root, adminKey: admin)
         defer { running.cancel() }
+        let http = HTTPClient(base: "http://127.0.0.1:\(port)")
 
         let (_, created) = try await http.call(
             "POST",
@@ -76,6 +50,65 @@ struct DemoCommand: AsyncParsableCommand {
         }
         print("1. server on http://127.0.0.1:\(port), app \(app) created; its API key is stored only as a hash")
         let iosToken = String(repeating: "a1", count: 32)
+        try await registerDevices(http, app: app, key: key, iosToken: iosToken)
+        let id = try await send(http, app: app, key: key, mediaPort: mediaPort)
+        try await printOutcome(http, app: app, key: key, id: id)
+        let shown = try await showOnThePhones(server, iosToken: iosToken, root: root)
+        let final = try await http.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1
+        print(
+            "6. the iPhone's receipt, \(shown.report.receipt?.description ?? "none"); the server's receipts: \(final["receipts"]?.jsonString ?? "?")"
+        )
+        if verbose { print(final.prettyPrinted()) }
+        print(
+            "next: `richpush serve` and open http://127.0.0.1:8080/console to compose one yourself and see what each device shows"
+        )
+        try? await media.shutdown()
+        running.cancel()
+        _ = try? await running.value
+        let delivered = final["counts"]?["delivered"]?.intValue ?? 0
+        guard delivered == 2, shown.attachments.count == 2, final["receipts"]?["count"] == 1 else { throw ExitCode(1) }
+    }
+
+    /// The banner: an area chart drawn by the chart renderer, as PNG bytes.
+    static func banner() -> [UInt8] {
+        ChartRenderer.render(
+            ChartSpec(
+                kind: .area,
+                series: [.init(values: [3, 5, 4, 7, 6, 9, 8, 12])],
+                title: "Weekly active",
+                value: "12,408",
+                change: "▲ 18%"
+            )
+        ).png
+    }
+
+    /// The server on a free loopback port with its sandbox, running; its port once it listens.
+    func startServer(
+        in root: URL,
+        adminKey: String
+    ) async throws -> (RichPushApplication, Task<Void, Error>, Int) {
+        let (ports, portSink) = AsyncStream<Int>.makeStream()
+        var serverConfig = ServerConfiguration()
+        serverConfig.database = root.appendingPathComponent("richpush.sqlite").path
+        serverConfig.port = 0
+        serverConfig.sandboxDirectory = root.appendingPathComponent("sandbox").path
+        serverConfig.mediaDirectory = root.appendingPathComponent("media").path
+        var logger = Logger(label: "richpush")
+        logger.logLevel = .critical
+        let server = try await buildApplication(serverConfig, adminKey: adminKey, logger: logger) { port, _, _ in
+            portSink.yield(port)
+        }
+        let running = Task { try await server.run() }
+        var port = 0
+        for await p in ports {
+            port = p
+            break
+        }
+        return (server, running, port)
+    }
+
+    /// An iPhone (APNs) and an Android phone (FCM), tagged 'weekly'.
+    func registerDevices(_ http: HTTPClient, app: String, key: String, iosToken: String) async throws {
         _ = try await http.call(
             "POST",
             "/v1/apps/\(app)/devices",
@@ -89,7 +122,10 @@ struct DemoCommand: AsyncParsableCommand {
             ["token": "demo-android:APA91b-sandbox", "platform": "android", "tags": ["weekly"]]
         )
         print("2. two devices registered (iOS through APNs, Android through FCM), tagged 'weekly'")
+    }
 
+    /// The rich push to the tag: a picture, a chart and what the phone shows once its extension ran; its id.
+    func send(_ http: HTTPClient, app: String, key: String, mediaPort: Int) async throws -> String {
         let message: JSONValue = [
             "title": "Your week in numbers", "body": "12,408 active users, up 18%",
             "media": [["url": .string("http://127.0.0.1:\(mediaPort)/banner"), "kind": "image"]],
@@ -115,7 +151,11 @@ struct DemoCommand: AsyncParsableCommand {
         for w in accepted["warnings"]?.arrayValue ?? [] where w["rule"] == "rehosted" {
             print("   preflight: \(w["message"]?.stringValue ?? "")")
         }
+        return id
+    }
 
+    /// Waits (up to 5 s) until no delivery is queued or leased, and prints each.
+    func printOutcome(_ http: HTTPClient, app: String, key: String, id: String) async throws {
         var outcome: JSONValue = .null
         for _ in 0..<100 {
             outcome = try await http.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1
@@ -129,12 +169,18 @@ struct DemoCommand: AsyncParsableCommand {
                 "   \(d["provider"]?.stringValue ?? "") \(d["state"]?.stringValue ?? "") \(d["provider_id"]?.stringValue ?? d["reason"]?.stringValue ?? "")"
             )
         }
+    }
 
-        // The iPhone: what the APNs emulator delivered, through the service-extension pipeline.
+    /// The iPhone: what the APNs emulator delivered, through the service-extension pipeline (which posts its report
+    /// to the receipt address in the payload, with no API key on the device); and what the Android phone got.
+    func showOnThePhones(
+        _ server: RichPushApplication,
+        iosToken: String,
+        root: URL
+    ) async throws -> EnrichedNotification {
         guard let received = server.sandbox?.apns.recorded(token: iosToken).last?.payloadJSON else { throw ExitCode(1) }
         var config = RichNotificationProcessor.Configuration(fetch: FetchPolicy(allowInsecureHTTP: true))
         config.stagingDirectory = root.appendingPathComponent("staged")
-        // The device library posts its report to the receipt address in the payload (no API key on the device).
         config.receipts = ReceiptPolicy(deviceID: iosToken)
         let shown = await RichNotificationProcessor(configuration: config).process(payload: received)
         print("5. the iPhone shows: \"\(shown.text.title)\" — \"\(shown.text.body)\"")
@@ -147,19 +193,7 @@ struct DemoCommand: AsyncParsableCommand {
                 "   the Android phone gets the image \(android["android"]?["notification"]?["image"]?.stringValue ?? "(none)") (the chart as a PNG hosted by the server: \(android["apns"]?["payload"]?["rp"] != nil ? "in" : "not in") the FCM request's APNs part)"
             )
         }
-        let final = try await http.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1
-        print(
-            "6. the iPhone's receipt, \(shown.report.receipt?.description ?? "none"); the server's receipts: \(final["receipts"]?.jsonString ?? "?")"
-        )
-        if verbose { print(final.prettyPrinted()) }
-        print(
-            "next: `richpush serve` and open http://127.0.0.1:8080/console to compose one yourself and see what each device shows"
-        )
-        try? await media.shutdown()
-        running.cancel()
-        _ = try? await running.value
-        let delivered = final["counts"]?["delivered"]?.intValue ?? 0
-        guard delivered == 2, shown.attachments.count == 2, final["receipts"]?["count"] == 1 else { throw ExitCode(1) }
+        return shown
     }
 }
 

@@ -74,151 +74,11 @@ struct DirectSend {
         var trust: TLSTrust = .system
         if let ca = o.caFile { trust = .certificateAuthority(pem: try readText(ca, option: "--ca-file")) }
         if let dir = command.sandbox {
-            let folder = URL(fileURLWithPath: dir, isDirectory: true)
-            let summaryFile = folder.appendingPathComponent(Sandbox.summaryFile)
-            guard let data = FileManager.default.contents(atPath: summaryFile.path),
-                let summary = try? JSONValue.parse(data)
-            else {
-                throw SendFailure.usage(
-                    "no running sandbox in \(dir) (no \(Sandbox.summaryFile)): start `richpush sandbox --dir \(dir)` first"
-                )
-            }
-            let creds: SandboxCredentials
-            do { creds = try SandboxCredentials.read(from: folder) } catch {
-                throw SendFailure.usage("--sandbox \(dir): \(error)")
-            }
-            let caTrust = TLSTrust.certificateAuthority(pem: creds.caCertificatePEM)
-            guard let apnsPort = summary["apns"]?["port"]?.intValue, (1...65535).contains(apnsPort),
-                let fcmURL = summary["fcm"]?["url"]?.stringValue
-            else {
-                throw SendFailure.usage("\(summaryFile.path) does not name the emulators' ports (1 to 65535)")
-            }
-            let fcmEndpoint = try Endpoint(url: fcmURL, option: "the sandbox's FCM URL")
-            let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
-            let apnsClient = APNsClient(
-                configuration: .init(
-                    endpoint: .custom(host: "127.0.0.1", port: Int(apnsPort)),
-                    authentication: .token(key),
-                    trust: caTrust,
-                    connections: o.connections,
-                    requestTimeout: o.timeout
-                ),
-                eventLoopGroup: group
-            )
-            apns = APNsTargetSender(
-                client: apnsClient,
-                message: message,
-                bundleID: command.apns.bundleID ?? "com.example.app"
-            )
-            let account = try ServiceAccount(contentsOf: folder.appendingPathComponent("service-account.json"))
-            let fcmClient = FCMClient(
-                configuration: .init(
-                    serviceAccount: account,
-                    endpoint: .custom(host: fcmEndpoint.host, port: fcmEndpoint.port),
-                    trust: caTrust,
-                    connections: o.connections,
-                    requestTimeout: o.timeout
-                ),
-                eventLoopGroup: group
-            )
-            fcm = FCMTargetSender(
-                client: fcmClient,
-                renderer: FCMRenderer(projectID: account.projectID, chartImageURL: message.chartImageURL),
-                message: message
-            )
-            clients = [
-                { await apnsClient.shutdown() }, { await fcmClient.shutdown() },
-                { try? await group.shutdownGracefully() },
-            ]
+            try setUpSandbox(dir, group: group)
         } else if command.apns.given {
-            let a = command.apns
-            guard let bundleID = a.bundleID, !bundleID.isEmpty else {
-                throw SendFailure.usage("--bundle-id is required: APNs needs the app's bundle id (apns-topic)")
-            }
-            let authentication: APNsConfiguration.Authentication
-            if let keyFile = a.key {
-                guard a.certificate == nil else { throw SendFailure.usage("give --apns-key or --apns-cert, not both") }
-                guard let keyID = a.keyID, let teamID = a.teamID else {
-                    throw SendFailure.usage("--apns-key needs --key-id and --team-id")
-                }
-                do {
-                    authentication = .token(
-                        try APNsSigningKey(
-                            p8: try readText(keyFile, option: "--apns-key"),
-                            keyID: keyID,
-                            teamID: teamID
-                        )
-                    )
-                } catch let f as SendFailure { throw f } catch {
-                    // The key's text is never printed: only that it is not a P-256 key in PEM.
-                    throw SendFailure.usage(
-                        "--apns-key \(keyFile) is not a .p8 signing key (a P-256 private key in PEM)"
-                    )
-                }
-            } else {
-                guard let certFile = a.certificate, let keyFile = a.certificateKey else {
-                    throw SendFailure.usage("--apns-cert needs --apns-cert-key")
-                }
-                authentication = .certificate(
-                    ClientIdentity(
-                        certificateChainPEM: try readText(certFile, option: "--apns-cert"),
-                        privateKeyPEM: try readText(keyFile, option: "--apns-cert-key")
-                    )
-                )
-            }
-            let endpoint: APNsConfiguration.Endpoint
-            if let url = a.url {
-                let e = try Endpoint(url: url, option: "--apns-url")
-                endpoint = .custom(host: e.host, port: e.port)
-            } else {
-                endpoint = a.production ? .production : .sandbox
-            }
-            let client = APNsClient(
-                configuration: .init(
-                    endpoint: endpoint,
-                    authentication: authentication,
-                    trust: trust,
-                    connections: o.connections,
-                    requestTimeout: o.timeout
-                ),
-                eventLoopGroup: group
-            )
-            apns = APNsTargetSender(client: client, message: message, bundleID: bundleID)
-            clients = [{ await client.shutdown() }, { try? await group.shutdownGracefully() }]
+            try setUpAPNs(group: group, trust: trust)
         } else if let file = command.fcm.serviceAccount {
-            var account: ServiceAccount
-            // The file's contents are never printed: its problem is named, not quoted.
-            do {
-                account = try ServiceAccount(json: Data(try readText(file, option: "--fcm-service-account").utf8))
-            } catch let f as SendFailure { throw f } catch {
-                throw SendFailure.usage("--fcm-service-account \(file): \(error)")
-            }
-            var endpoint: FCMConfiguration.Endpoint = .production
-            if let url = command.fcm.url {
-                let e = try Endpoint(url: url, option: "--fcm-url")
-                endpoint = .custom(host: e.host, port: e.port)
-            } else if !ServiceAccount.isGoogleTokenEndpoint(account.tokenURI) {
-                // The signed assertion would go to whatever address the file names.
-                throw SendFailure.usage(
-                    "--fcm-service-account \(file): its token_uri is not Google's token endpoint; not sending the key's assertion there"
-                )
-            }
-            let client = FCMClient(
-                configuration: .init(
-                    serviceAccount: account,
-                    endpoint: endpoint,
-                    trust: trust,
-                    connections: o.connections,
-                    requestTimeout: o.timeout
-                ),
-                eventLoopGroup: group
-            )
-            fcm = FCMTargetSender(
-                client: client,
-                renderer: FCMRenderer(projectID: account.projectID, chartImageURL: message.chartImageURL),
-                message: message
-            )
-            clients = [{ await client.shutdown() }, { try? await group.shutdownGracefully() }]
+            try setUpFCM(file, group: group, trust: trust)
         }
         if command.webPush.given {
             try setUpWebPush(trust: trust, sandbox: command.sandbox != nil)
@@ -228,6 +88,164 @@ struct DirectSend {
                 "warning: chart: Android shows no chart from a direct send (no server hosts its PNG): send through --server, or give chart_image_url"
             )
         }
+    }
+
+    /// The sandbox's emulators, from the summary and credentials a running `richpush sandbox` wrote in `dir`.
+    mutating func setUpSandbox(_ dir: String, group: MultiThreadedEventLoopGroup) throws {
+        let o = command.output
+        let folder = URL(fileURLWithPath: dir, isDirectory: true)
+        let summaryFile = folder.appendingPathComponent(Sandbox.summaryFile)
+        guard let data = FileManager.default.contents(atPath: summaryFile.path),
+            let summary = try? JSONValue.parse(data)
+        else {
+            throw SendFailure.usage(
+                "no running sandbox in \(dir) (no \(Sandbox.summaryFile)): start `richpush sandbox --dir \(dir)` first"
+            )
+        }
+        let creds: SandboxCredentials
+        do { creds = try SandboxCredentials.read(from: folder) } catch {
+            throw SendFailure.usage("--sandbox \(dir): \(error)")
+        }
+        let caTrust = TLSTrust.certificateAuthority(pem: creds.caCertificatePEM)
+        guard let apnsPort = summary["apns"]?["port"]?.intValue, (1...65535).contains(apnsPort),
+            let fcmURL = summary["fcm"]?["url"]?.stringValue
+        else {
+            throw SendFailure.usage("\(summaryFile.path) does not name the emulators' ports (1 to 65535)")
+        }
+        let fcmEndpoint = try Endpoint(url: fcmURL, option: "the sandbox's FCM URL")
+        let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
+        let apnsClient = APNsClient(
+            configuration: .init(
+                endpoint: .custom(host: "127.0.0.1", port: Int(apnsPort)),
+                authentication: .token(key),
+                trust: caTrust,
+                connections: o.connections,
+                requestTimeout: o.timeout
+            ),
+            eventLoopGroup: group
+        )
+        apns = APNsTargetSender(
+            client: apnsClient,
+            message: message,
+            bundleID: command.apns.bundleID ?? "com.example.app"
+        )
+        let account = try ServiceAccount(contentsOf: folder.appendingPathComponent("service-account.json"))
+        let fcmClient = FCMClient(
+            configuration: .init(
+                serviceAccount: account,
+                endpoint: .custom(host: fcmEndpoint.host, port: fcmEndpoint.port),
+                trust: caTrust,
+                connections: o.connections,
+                requestTimeout: o.timeout
+            ),
+            eventLoopGroup: group
+        )
+        fcm = FCMTargetSender(
+            client: fcmClient,
+            renderer: FCMRenderer(projectID: account.projectID, chartImageURL: message.chartImageURL),
+            message: message
+        )
+        clients = [
+            { await apnsClient.shutdown() }, { await fcmClient.shutdown() },
+            { try? await group.shutdownGracefully() },
+        ]
+    }
+
+    /// APNs with a signing key or a client certificate, at Apple's sandbox or production or a given address.
+    mutating func setUpAPNs(group: MultiThreadedEventLoopGroup, trust: TLSTrust) throws {
+        let o = command.output
+        let a = command.apns
+        guard let bundleID = a.bundleID, !bundleID.isEmpty else {
+            throw SendFailure.usage("--bundle-id is required: APNs needs the app's bundle id (apns-topic)")
+        }
+        let authentication: APNsConfiguration.Authentication
+        if let keyFile = a.key {
+            guard a.certificate == nil else { throw SendFailure.usage("give --apns-key or --apns-cert, not both") }
+            guard let keyID = a.keyID, let teamID = a.teamID else {
+                throw SendFailure.usage("--apns-key needs --key-id and --team-id")
+            }
+            do {
+                authentication = .token(
+                    try APNsSigningKey(
+                        p8: try readText(keyFile, option: "--apns-key"),
+                        keyID: keyID,
+                        teamID: teamID
+                    )
+                )
+            } catch let f as SendFailure { throw f } catch {
+                // The key's text is never printed: only that it is not a P-256 key in PEM.
+                throw SendFailure.usage(
+                    "--apns-key \(keyFile) is not a .p8 signing key (a P-256 private key in PEM)"
+                )
+            }
+        } else {
+            guard let certFile = a.certificate, let keyFile = a.certificateKey else {
+                throw SendFailure.usage("--apns-cert needs --apns-cert-key")
+            }
+            authentication = .certificate(
+                ClientIdentity(
+                    certificateChainPEM: try readText(certFile, option: "--apns-cert"),
+                    privateKeyPEM: try readText(keyFile, option: "--apns-cert-key")
+                )
+            )
+        }
+        let endpoint: APNsConfiguration.Endpoint
+        if let url = a.url {
+            let e = try Endpoint(url: url, option: "--apns-url")
+            endpoint = .custom(host: e.host, port: e.port)
+        } else {
+            endpoint = a.production ? .production : .sandbox
+        }
+        let client = APNsClient(
+            configuration: .init(
+                endpoint: endpoint,
+                authentication: authentication,
+                trust: trust,
+                connections: o.connections,
+                requestTimeout: o.timeout
+            ),
+            eventLoopGroup: group
+        )
+        apns = APNsTargetSender(client: client, message: message, bundleID: bundleID)
+        clients = [{ await client.shutdown() }, { try? await group.shutdownGracefully() }]
+    }
+
+    /// FCM with a service account, at Google or a given address.
+    mutating func setUpFCM(_ file: String, group: MultiThreadedEventLoopGroup, trust: TLSTrust) throws {
+        let o = command.output
+        var account: ServiceAccount
+        // The file's contents are never printed: its problem is named, not quoted.
+        do {
+            account = try ServiceAccount(json: Data(try readText(file, option: "--fcm-service-account").utf8))
+        } catch let f as SendFailure { throw f } catch {
+            throw SendFailure.usage("--fcm-service-account \(file): \(error)")
+        }
+        var endpoint: FCMConfiguration.Endpoint = .production
+        if let url = command.fcm.url {
+            let e = try Endpoint(url: url, option: "--fcm-url")
+            endpoint = .custom(host: e.host, port: e.port)
+        } else if !ServiceAccount.isGoogleTokenEndpoint(account.tokenURI) {
+            // The signed assertion would go to whatever address the file names.
+            throw SendFailure.usage(
+                "--fcm-service-account \(file): its token_uri is not Google's token endpoint; not sending the key's assertion there"
+            )
+        }
+        let client = FCMClient(
+            configuration: .init(
+                serviceAccount: account,
+                endpoint: endpoint,
+                trust: trust,
+                connections: o.connections,
+                requestTimeout: o.timeout
+            ),
+            eventLoopGroup: group
+        )
+        fcm = FCMTargetSender(
+            client: client,
+            renderer: FCMRenderer(projectID: account.projectID, chartImageURL: message.chartImageURL),
+            message: message
+        )
+        clients = [{ await client.shutdown() }, { try? await group.shutdownGracefully() }]
     }
 
     /// The targets from the options, else from the message's own `targets`; nil when they come from a file.

@@ -50,6 +50,53 @@ struct ServerSend {
     }
 
     func run() async throws -> Int32 {
+        let (base, key, app, body) = try checkedRequest()
+        let http = HTTPClient(base: base.hasSuffix("/") ? String(base.dropLast()) : base)
+        let session = try SendSession(output: command.output, printEach: !command.targets.token.isEmpty)
+        let notifications = "/v1/apps/\(app)/notifications"
+        let s = command.server
+
+        let (status, answer): (Int, JSONValue)
+        do {
+            (status, answer) = try await http.call(
+                "POST",
+                s.update.map { notifications + "/\($0)/updates" } ?? notifications,
+                key: key,
+                .object(body),
+                idempotencyKey: s.idempotencyKey ?? UUID().uuidString
+            )
+        } catch {
+            printError("error: cannot reach \(base): \(error.localizedDescription)")
+            return 1
+        }
+        for w in answer["warnings"]?.arrayValue ?? [] { printError(Self.issueLine(w, severity: "warning")) }
+        guard status == 202, let id = answer["id"]?.stringValue else { return Self.refused(status, answer) }
+        if !command.output.json {
+            if let version = answer["version"]?.intValue {
+                let superseded = answer["superseded"]?.intValue ?? 0
+                session.console.say(
+                    "accepted as \(id), version \(version) (\(superseded) of the version before superseded)"
+                )
+            } else {
+                session.console.say("accepted as \(id)")
+            }
+        }
+        let signals = session.catchSignals()
+        let last = await follow(http, notifications + "/\(id)", key: key, base: base, session: session)
+        await readReport(http, notifications + "/\(id)", key: key, base: base, total: last["total"], session: session)
+        signals.cancel()
+        if session.stop.isSet && !command.output.json {
+            session.console.say(
+                "stopped following \(id); the server goes on sending (GET \(notifications)/\(id) follows it)"
+            )
+        }
+        var extra: [String: JSONValue] = ["id": .string(id)]
+        if let version = answer["version"] { extra["version"] = version }
+        return session.finish(interrupted: session.stop.isSet, extra: extra)
+    }
+
+    /// The options checked (the server's address, the key, the app, an update's id) and the body to send.
+    func checkedRequest() throws -> (base: String, key: String, app: String, body: [String: JSONValue]) {
         let s = command.server
         try command.output.checked()
         guard let base = s.server, let url = URL(string: base), url.scheme == "http" || url.scheme == "https",
@@ -81,55 +128,34 @@ struct ServerSend {
                 throw SendFailure.usage("--update sends to the devices the first version went to: give no audience")
             }
         }
-        let http = HTTPClient(base: base.hasSuffix("/") ? String(base.dropLast()) : base)
-        let session = try SendSession(output: command.output, printEach: !command.targets.token.isEmpty)
-        let notifications = "/v1/apps/\(app)/notifications"
+        return (base, key, app, body)
+    }
 
-        let (status, answer): (Int, JSONValue)
-        do {
-            (status, answer) = try await http.call(
-                "POST",
-                s.update.map { notifications + "/\($0)/updates" } ?? notifications,
-                key: key,
-                .object(body),
-                idempotencyKey: s.idempotencyKey ?? UUID().uuidString
+    /// A send the server did not accept: what it said, and the exit status (2: for the user to fix; 1: may pass).
+    static func refused(_ status: Int, _ answer: JSONValue) -> Int32 {
+        let e = answer["error"]
+        printError("error: the server answered \(status): \(e?["message"]?.stringValue ?? answer.jsonString)")
+        for issue in e?["issues"]?.arrayValue ?? [] { printError(Self.issueLine(issue, severity: "error")) }
+        if (300..<400).contains(status) {
+            printError("  redirects are not followed (the key goes nowhere but --server): give the final address")
+        }
+        if status == 401 {
+            printError(
+                "  the API key was refused: check RICHPUSH_API_KEY or --key-file (keys are shown once, when made)"
             )
-        } catch {
-            printError("error: cannot reach \(base): \(error.localizedDescription)")
-            return 1
         }
-        for w in answer["warnings"]?.arrayValue ?? [] { printError(Self.issueLine(w, severity: "warning")) }
-        guard status == 202, let id = answer["id"]?.stringValue else {
-            let e = answer["error"]
-            printError("error: the server answered \(status): \(e?["message"]?.stringValue ?? answer.jsonString)")
-            for issue in e?["issues"]?.arrayValue ?? [] { printError(Self.issueLine(issue, severity: "error")) }
-            if (300..<400).contains(status) {
-                printError("  redirects are not followed (the key goes nowhere but --server): give the final address")
-            }
-            if status == 401 {
-                printError(
-                    "  the API key was refused: check RICHPUSH_API_KEY or --key-file (keys are shown once, when made)"
-                )
-            }
-            if status == 403 {
-                printError("  the key may not send for this app: check --app, and that the key has scope send")
-            }
-            // A redirect, like a refusal, is for the user to fix (the address given); 429 and 5xx may pass.
-            return status >= 300 && status < 500 && status != 429 ? 2 : 1
+        if status == 403 {
+            printError("  the key may not send for this app: check --app, and that the key has scope send")
         }
-        if !command.output.json {
-            if let version = answer["version"]?.intValue {
-                let superseded = answer["superseded"]?.intValue ?? 0
-                session.console.say(
-                    "accepted as \(id), version \(version) (\(superseded) of the version before superseded)"
-                )
-            } else {
-                session.console.say("accepted as \(id)")
-            }
-        }
+        // A redirect, like a refusal, is for the user to fix (the address given); 429 and 5xx may pass.
+        return status >= 300 && status < 500 && status != 429 ? 2 : 1
 
-        // Followed until no delivery is queued or leased (Ctrl-C stops following; the server goes on).
-        let signals = session.catchSignals()
+    }
+
+    /// Follows the notification until no delivery is queued or leased (Ctrl-C stops following; the server goes on),
+    /// drawing the progress; the last answer.
+    func follow(_ http: HTTPClient, _ path: String, key: String, base: String, session: SendSession) async -> JSONValue
+    {
         var last: JSONValue = .null
         var total: Int?
         let progress = Task { [session] in
@@ -142,7 +168,7 @@ struct ServerSend {
             }
         }
         while !session.stop.isSet {
-            do { last = try await http.call("GET", notifications + "/\(id)?limit=1", key: key).1 } catch {
+            do { last = try await http.call("GET", path + "?limit=1", key: key).1 } catch {
                 printError("warning: \(base): \(error.localizedDescription); trying again")
             }
             session.followed = last
@@ -153,16 +179,28 @@ struct ServerSend {
         }
         progress.cancel()
         _ = await progress.value
+        return last
+    }
 
-        // Every delivery, a page at a time, into the report and the lines. A page must start past the one before,
-        // and there are no more pages than the total calls for: a server answering otherwise is not followed on.
+    /// Every delivery, a page at a time, into the report and the lines. A page must start past the one before, and
+    /// there are no more pages than the total calls for: a server answering otherwise is not followed on.
+    func readReport(
+        _ http: HTTPClient,
+        _ path: String,
+        key: String,
+        base: String,
+        total: JSONValue?,
+        session: SendSession
+    ) async {
         var after: Int64?
         var pages = 0
-        let pageLimit = Self.clamped(last["total"]?.intValue) / 1000 + 2
+        let pageLimit = Self.clamped(total?.intValue) / 1000 + 2
         repeat {
-            let path = notifications + "/\(id)?limit=1000" + (after.map { "&after=\($0)" } ?? "")
             let page: JSONValue
-            do { page = try await http.call("GET", path, key: key).1 } catch {
+            do {
+                page = try await http.call("GET", path + "?limit=1000" + (after.map { "&after=\($0)" } ?? ""), key: key)
+                    .1
+            } catch {
                 printError("error: \(base): \(error.localizedDescription); the report stops here")
                 break
             }
@@ -181,15 +219,6 @@ struct ServerSend {
             }
             after = next
         } while true
-        signals.cancel()
-        if session.stop.isSet && !command.output.json {
-            session.console.say(
-                "stopped following \(id); the server goes on sending (GET \(notifications)/\(id) follows it)"
-            )
-        }
-        var extra: [String: JSONValue] = ["id": .string(id)]
-        if let version = answer["version"] { extra["version"] = version }
-        return session.finish(interrupted: session.stop.isSet, extra: extra)
     }
 
     /// The app's key: from `--key-file` (its first line), else from `RICHPUSH_API_KEY`. Never from the arguments.
