@@ -250,6 +250,14 @@ public final class Sandbox: Sendable {
                     )
                 ]
             )
+        default:
+            return apnsControl(apns, method: method, path: path, body: body)
+        }
+    }
+
+    /// The APNs emulator's routes that change it: tokens and devices registered or gone, faults injected.
+    static func apnsControl(_ apns: APNsEmulator, method: String, path: String, body: JSONValue?) -> (Int, JSONValue) {
+        switch (method, path) {
         case ("POST", "/apns/push-to-start-tokens"):
             guard let token = body?["token"]?.stringValue, !token.isEmpty else {
                 return (400, ["error": "token is required"])

@@ -100,66 +100,10 @@ struct FCMEmulatorLogic: EmulatorLogic {
     // MARK: messages:send
 
     private func send(_ request: EmulatorRequest, project: String) -> EmulatorAction {
-        if let fault = state.nextFault() {
-            switch fault {
-            case .quotaExceeded(let r):
-                return .respond(
-                    fcmError(
-                        429,
-                        "RESOURCE_EXHAUSTED",
-                        "Quota exceeded for quota metric 'Messages'.",
-                        code: "QUOTA_EXCEEDED",
-                        headers: [("retry-after", String(r))]
-                    )
-                )
-            case .unavailable(let r):
-                return .respond(
-                    fcmError(
-                        503,
-                        "UNAVAILABLE",
-                        "The service is currently unavailable.",
-                        code: "UNAVAILABLE",
-                        headers: r.map { [("retry-after", String($0))] } ?? []
-                    )
-                )
-            case .internalError:
-                return .respond(fcmError(500, "INTERNAL", "Internal error encountered.", code: "INTERNAL"))
-            case .reset: return .resetConnection
-            case .stall: return .stall
-            case .goAway: return .goAway(debugReason: "maintenance")
-            case .hostile(let answer): return .respond(answer.response(extraHeaders: []))
-            }
-        }
+        if let fault = state.nextFault() { return act(fault) }
         // Authentication: a bearer token this endpoint issued, alive, for an account with rights on the project.
-        let auth = request.header("authorization") ?? ""
-        let parts = auth.split(separator: " ", maxSplits: 1)
         let now = configuration.now()
-        guard parts.count == 2, parts[0].lowercased() == "bearer",
-            let issued = state.data.withLockedValue({ $0.accessTokens[String(parts[1])] }), issued.expires > now
-        else {
-            state.count(error: "UNAUTHENTICATED")
-            return .respond(
-                googleError(
-                    401,
-                    "UNAUTHENTICATED",
-                    "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
-                    headers: [
-                        ("www-authenticate", #"Bearer realm="https://accounts.google.com/", error="invalid_token""#)
-                    ]
-                )
-            )
-        }
-        let allowed = state.data.withLockedValue { $0.accounts[issued.email]?.projects.contains(project) ?? false }
-        guard allowed else {
-            state.count(error: "PERMISSION_DENIED")
-            return .respond(
-                googleError(
-                    403,
-                    "PERMISSION_DENIED",
-                    "Permission 'cloudmessaging.messages.create' denied on resource '//cloudmessaging.googleapis.com/projects/\(project)' (or it may not exist)."
-                )
-            )
-        }
+        if let refusal = checkCaller(request, project: project, now: now) { return .respond(refusal) }
 
         guard case .object(let root)? = try? JSONValue.parse(request.body) else {
             return .respond(badRequest([.init(field: "", description: "Invalid JSON payload received.")]))
@@ -182,29 +126,8 @@ struct FCMEmulatorLogic: EmulatorLogic {
         if !violations.isEmpty { return .respond(badRequest(violations)) }
         guard let target else { return .respond(badRequest([.init(field: "message", description: "No target")])) }
 
-        if case .token(let token) = target {
-            if MessageValidator.fcmTokenProblem(token) != nil || token.count < configuration.minimumTokenLength {
-                return .respond(
-                    fcmError(
-                        400,
-                        "INVALID_ARGUMENT",
-                        "The registration token is not a valid FCM registration token",
-                        code: "INVALID_ARGUMENT"
-                    )
-                )
-            }
-            let device: FCMEmulatorState.Device? = state.data.withLockedValue { d in
-                if let existing = d.devices[token] { return existing }
-                guard configuration.autoRegisterTokens else { return nil }
-                d.devices[token] = .init(project: project, removed: false)
-                return d.devices[token]
-            }
-            guard let device, !device.removed else {
-                return .respond(fcmError(404, "NOT_FOUND", "Requested entity was not found.", code: "UNREGISTERED"))
-            }
-            if device.project != project {
-                return .respond(fcmError(403, "PERMISSION_DENIED", "SenderId mismatch", code: "SENDER_ID_MISMATCH"))
-            }
+        if case .token(let token) = target, let refusal = checkDevice(token, project: project) {
+            return .respond(refusal)
         }
         if let quota = checkQuota(project: project, target: target) { return .respond(quota) }
         if validateOnly { return .respond(.json(200, ["name": "projects/\(project)/messages/fake_message_id"])) }
@@ -213,6 +136,94 @@ struct FCMEmulatorLogic: EmulatorLogic {
             RecordedFCMMessage(name: name, project: project, target: target, message: .object(message), receivedAt: now)
         )
         return .respond(.json(200, ["name": name]))
+    }
+
+    /// A fault the test asked for, acted out.
+    private func act(_ fault: FCMFault) -> EmulatorAction {
+        switch fault {
+        case .quotaExceeded(let r):
+            return .respond(
+                fcmError(
+                    429,
+                    "RESOURCE_EXHAUSTED",
+                    "Quota exceeded for quota metric 'Messages'.",
+                    code: "QUOTA_EXCEEDED",
+                    headers: [("retry-after", String(r))]
+                )
+            )
+        case .unavailable(let r):
+            return .respond(
+                fcmError(
+                    503,
+                    "UNAVAILABLE",
+                    "The service is currently unavailable.",
+                    code: "UNAVAILABLE",
+                    headers: r.map { [("retry-after", String($0))] } ?? []
+                )
+            )
+        case .internalError:
+            return .respond(fcmError(500, "INTERNAL", "Internal error encountered.", code: "INTERNAL"))
+        case .reset: return .resetConnection
+        case .stall: return .stall
+        case .goAway: return .goAway(debugReason: "maintenance")
+        case .hostile(let answer): return .respond(answer.response(extraHeaders: []))
+        }
+    }
+
+    /// The caller's bearer token (issued here, alive) and its account's right to send for the project; the refusal
+    /// when either fails.
+    private func checkCaller(_ request: EmulatorRequest, project: String, now: Date) -> EmulatorResponse? {
+        let auth = request.header("authorization") ?? ""
+        let parts = auth.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer",
+            let issued = state.data.withLockedValue({ $0.accessTokens[String(parts[1])] }), issued.expires > now
+        else {
+            state.count(error: "UNAUTHENTICATED")
+            return googleError(
+                401,
+                "UNAUTHENTICATED",
+                "Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential.",
+                headers: [
+                    ("www-authenticate", #"Bearer realm="https://accounts.google.com/", error="invalid_token""#)
+                ]
+            )
+        }
+        let allowed = state.data.withLockedValue { $0.accounts[issued.email]?.projects.contains(project) ?? false }
+        guard allowed else {
+            state.count(error: "PERMISSION_DENIED")
+            return googleError(
+                403,
+                "PERMISSION_DENIED",
+                "Permission 'cloudmessaging.messages.create' denied on resource '//cloudmessaging.googleapis.com/projects/\(project)' (or it may not exist)."
+            )
+        }
+        return nil
+    }
+
+    /// A registration token: well formed, known (or registered on first use when tokens register themselves), not
+    /// removed, of this project; the refusal otherwise.
+    private func checkDevice(_ token: String, project: String) -> EmulatorResponse? {
+        if MessageValidator.fcmTokenProblem(token) != nil || token.count < configuration.minimumTokenLength {
+            return fcmError(
+                400,
+                "INVALID_ARGUMENT",
+                "The registration token is not a valid FCM registration token",
+                code: "INVALID_ARGUMENT"
+            )
+        }
+        let device: FCMEmulatorState.Device? = state.data.withLockedValue { d in
+            if let existing = d.devices[token] { return existing }
+            guard configuration.autoRegisterTokens else { return nil }
+            d.devices[token] = .init(project: project, removed: false)
+            return d.devices[token]
+        }
+        guard let device, !device.removed else {
+            return fcmError(404, "NOT_FOUND", "Requested entity was not found.", code: "UNREGISTERED")
+        }
+        if device.project != project {
+            return fcmError(403, "PERMISSION_DENIED", "SenderId mismatch", code: "SENDER_ID_MISMATCH")
+        }
+        return nil
     }
 
     private func checkQuota(project: String, target: FCMTarget) -> EmulatorResponse? {
