@@ -236,76 +236,17 @@ struct WebPushEmulatorLogic: EmulatorLogic {
             return refuse(404, "no-subscription", "no such subscription")
         }
         if subscription.gone { return refuse(410, "gone", "the subscription has expired or was revoked") }
-        // RFC 8030 §5.2: TTL is required, a number of seconds.
-        guard let ttlText = request.header("ttl"), !ttlText.isEmpty, ttlText.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
-            ttlText.count <= 10, let ttl = Int(ttlText)
-        else { return refuse(400, "ttl", "TTL is required: a whole number of seconds (RFC 8030 §5.2)") }
-        // RFC 8030 §5.3.
-        let urgency = request.header("urgency") ?? "normal"
-        guard WebPushRequest.Urgency(rawValue: urgency) != nil else {
-            return refuse(400, "urgency", "Urgency must be very-low, low, normal or high (RFC 8030 §5.3)")
-        }
-        // RFC 8030 §5.4: at most 32 characters of the URL-safe base64 alphabet.
-        let topic = request.header("topic")
-        if let topic, !WebPushRequest.isValidTopic(topic) {
-            return refuse(
-                400,
-                "topic",
-                "Topic must be 1 to 32 characters of the URL-safe base64 alphabet (RFC 8030 §5.4)"
-            )
-        }
-        // RFC 8292 §4.2: a subscription made with a key takes only pushes that key signed.
-        let port = state.data.withLockedValue { $0.port }
-        guard let endpoint = URL(string: "https://127.0.0.1:\(port)/push/\(id)") else {
-            return refuse(500, "internal", "no endpoint")
-        }
-        var subject: String?
-        if let authorization = request.header("authorization") {
-            do {
-                let verified = try state.verify(
-                    authorization,
-                    endpoint: endpoint,
-                    subscribedWith: subscription.applicationServerKey,
-                    now: configuration.now()
-                )
-                subject = verified.subject
-            } catch let failure as VAPID.Failure {
-                // RFC 8292 §4.2: 401 when the authentication is absent, 403 when it is invalid.
-                return refuse(403, failure.rule, failure.description)
-            } catch {
-                return refuse(403, "vapid", "\(error)")
-            }
-        } else if subscription.applicationServerKey != nil {
-            return refuse(
-                401,
-                "vapid-missing",
-                "this subscription was made with a VAPID key: send Authorization: vapid"
-            )
-        }
-        // RFC 8030 §7.2: at least 4,096 bytes are taken; more are refused here, as the strictest services do.
-        guard request.body.count <= 4096 else {
-            return refuse(413, "payload-too-large", "the body is \(request.body.count) bytes; at most 4096")
-        }
-        var plaintext: [UInt8] = []
-        if !request.body.isEmpty {
-            guard request.header("content-encoding")?.lowercased() == "aes128gcm" else {
-                return refuse(
-                    415,
-                    "content-encoding",
-                    "a body must be encrypted with Content-Encoding: aes128gcm (RFC 8291)"
-                )
-            }
-            do {
-                plaintext = try WebPushEncryption.decrypt(
-                    request.body,
-                    privateKey: subscription.key,
-                    auth: subscription.auth
-                )
-            } catch let failure as WebPushEncryption.Failure {
-                return refuse(400, "decryption-" + failure.rule, failure.description)
-            } catch {
-                return refuse(400, "decryption", "\(error)")
-            }
+        let ttl: Int
+        let urgency: String
+        let topic: String?
+        let subject: String?
+        let plaintext: [UInt8]
+        do throws(Refusal) {
+            (ttl, urgency, topic) = try Self.readHeaders(request)
+            subject = try verify(request, id: id, subscription: subscription)
+            plaintext = try Self.open(request, subscription: subscription)
+        } catch {
+            return refuse(error.status, error.reason, error.message)
         }
         state.data.withLockedValue { d in
             var replaced = false
@@ -326,8 +267,106 @@ struct WebPushEmulatorLogic: EmulatorLogic {
                 )
             )
         }
+        let port = state.data.withLockedValue { $0.port }
         let location = "https://127.0.0.1:\(port)/message/\(UUID().uuidString.lowercased())"
         return .respond(EmulatorResponse(status: 201, headers: [("location", location), ("ttl", String(ttl))]))
+    }
+
+    /// A push refused with its status, the reason counted and the message shown.
+    struct Refusal: Error {
+        var status: Int
+        var reason: String
+        var message: String
+        init(_ status: Int, _ reason: String, _ message: String) {
+            self.status = status
+            self.reason = reason
+            self.message = message
+        }
+    }
+
+    /// TTL, Urgency and Topic, as RFC 8030 §5.2–5.4 define them.
+    static func readHeaders(_ request: EmulatorRequest) throws(Refusal) -> (ttl: Int, urgency: String, topic: String?) {
+        // RFC 8030 §5.2: TTL is required, a number of seconds.
+        guard let ttlText = request.header("ttl"), !ttlText.isEmpty, ttlText.utf8.allSatisfy({ $0 >= 48 && $0 <= 57 }),
+            ttlText.count <= 10, let ttl = Int(ttlText)
+        else { throw Refusal(400, "ttl", "TTL is required: a whole number of seconds (RFC 8030 §5.2)") }
+        // RFC 8030 §5.3.
+        let urgency = request.header("urgency") ?? "normal"
+        guard WebPushRequest.Urgency(rawValue: urgency) != nil else {
+            throw Refusal(400, "urgency", "Urgency must be very-low, low, normal or high (RFC 8030 §5.3)")
+        }
+        // RFC 8030 §5.4: at most 32 characters of the URL-safe base64 alphabet.
+        let topic = request.header("topic")
+        if let topic, !WebPushRequest.isValidTopic(topic) {
+            throw Refusal(
+                400,
+                "topic",
+                "Topic must be 1 to 32 characters of the URL-safe base64 alphabet (RFC 8030 §5.4)"
+            )
+        }
+        return (ttl, urgency, topic)
+    }
+
+    /// The VAPID authorization (RFC 8292): a subscription made with a key takes only pushes that key signed (§4.2);
+    /// the subject of a verified one.
+    func verify(
+        _ request: EmulatorRequest,
+        id: String,
+        subscription: WebPushEmulatorState.Subscription
+    ) throws(Refusal) -> String? {
+        let port = state.data.withLockedValue { $0.port }
+        guard let endpoint = URL(string: "https://127.0.0.1:\(port)/push/\(id)") else {
+            throw Refusal(500, "internal", "no endpoint")
+        }
+        guard let authorization = request.header("authorization") else {
+            if subscription.applicationServerKey != nil {
+                throw Refusal(
+                    401,
+                    "vapid-missing",
+                    "this subscription was made with a VAPID key: send Authorization: vapid"
+                )
+            }
+            return nil
+        }
+        do {
+            return try state.verify(
+                authorization,
+                endpoint: endpoint,
+                subscribedWith: subscription.applicationServerKey,
+                now: configuration.now()
+            ).subject
+        } catch let failure as VAPID.Failure {
+            // RFC 8292 §4.2: 401 when the authentication is absent, 403 when it is invalid.
+            throw Refusal(403, failure.rule, failure.description)
+        } catch {
+            throw Refusal(403, "vapid", "\(error)")
+        }
+    }
+
+    /// The body opened with the subscription's keys (RFC 8291, aes128gcm); at most 4,096 bytes are taken (RFC 8030
+    /// §7.2 asks for at least that; more are refused here, as the strictest services do).
+    static func open(
+        _ request: EmulatorRequest,
+        subscription: WebPushEmulatorState.Subscription
+    ) throws(Refusal) -> [UInt8] {
+        guard request.body.count <= 4096 else {
+            throw Refusal(413, "payload-too-large", "the body is \(request.body.count) bytes; at most 4096")
+        }
+        guard !request.body.isEmpty else { return [] }
+        guard request.header("content-encoding")?.lowercased() == "aes128gcm" else {
+            throw Refusal(
+                415,
+                "content-encoding",
+                "a body must be encrypted with Content-Encoding: aes128gcm (RFC 8291)"
+            )
+        }
+        do {
+            return try WebPushEncryption.decrypt(request.body, privateKey: subscription.key, auth: subscription.auth)
+        } catch let failure as WebPushEncryption.Failure {
+            throw Refusal(400, "decryption-" + failure.rule, failure.description)
+        } catch {
+            throw Refusal(400, "decryption", "\(error)")
+        }
     }
 
     private func refuse(
