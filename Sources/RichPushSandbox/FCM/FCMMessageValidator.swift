@@ -49,6 +49,42 @@ struct FCMMessageValidator {
                 )
             )
         }
+        let (target, readable) = readTarget(m, &v)
+        guard readable else { return (nil, v) }
+        if let data = m["data"] { checkData(data, field: "message.data", &v) }
+        if let n = m["notification"] { checkNotification(n, &v) }
+        if let a = m["android"] { checkAndroid(a, &v) }
+        if let a = m["apns"] { checkAPNs(a, &v) }
+        if let w = m["webpush"] { checkWebpush(w, &v) }
+        if let o = m["fcm_options"]?.objectValue, let label = o["analytics_label"] ?? o["analyticsLabel"] {
+            if label.stringValue.map(MessageValidator.isValidAnalyticsLabel) != true {
+                v.append(
+                    Violation(field: "message.fcm_options.analytics_label", description: "Invalid analytics label")
+                )
+            }
+        }
+        if let target, v.isEmpty {
+            var withoutTarget = m
+            for t in ["token", "topic", "condition", "fid"] { withoutTarget[t] = nil }
+            let size = JSONValue.object(withoutTarget).serializedSize
+            if size > target.payloadLimit {
+                v.append(
+                    Violation(
+                        field: "message",
+                        description: "Message is too big: \(size) bytes, the limit is \(target.payloadLimit)"
+                    )
+                )
+            }
+        }
+        return (target, v)
+    }
+
+    /// The one target (token, topic, condition or fid) and its form; `readable` is false when it is not even a string
+    /// (nothing else is judged then, as FCM does).
+    static func readTarget(
+        _ m: [String: JSONValue],
+        _ v: inout [Violation]
+    ) -> (target: FCMTarget?, readable: Bool) {
         let targets = ["token", "topic", "condition", "fid"].filter { m[$0] != nil && m[$0] != .null }
         var target: FCMTarget?
         if targets.count != 1 {
@@ -59,7 +95,7 @@ struct FCMMessageValidator {
             let name = targets[0]
             guard case .string(let value)? = m[name] else {
                 v.append(Violation(field: "message.\(name)", description: "Invalid value: expected a string"))
-                return (nil, v)
+                return (nil, false)
             }
             switch name {
             case "topic":
@@ -86,45 +122,23 @@ struct FCMMessageValidator {
                 target = .token(value)
             }
         }
-        if let data = m["data"] { checkData(data, field: "message.data", &v) }
-        if let n = m["notification"] {
-            if case .object(let o) = n {
-                for (k, value) in o where value.stringValue == nil && !value.isNull {
-                    v.append(
-                        Violation(
-                            field: "message.notification.\(canonical(k))",
-                            description: "Invalid value: expected a string"
-                        )
-                    )
-                }
-            } else {
-                v.append(Violation(field: "message.notification", description: "Invalid value: expected an object"))
-            }
-        }
-        if let a = m["android"] { checkAndroid(a, &v) }
-        if let a = m["apns"] { checkAPNs(a, &v) }
-        if let w = m["webpush"] { checkWebpush(w, &v) }
-        if let o = m["fcm_options"]?.objectValue, let label = o["analytics_label"] ?? o["analyticsLabel"] {
-            if label.stringValue.map(MessageValidator.isValidAnalyticsLabel) != true {
-                v.append(
-                    Violation(field: "message.fcm_options.analytics_label", description: "Invalid analytics label")
-                )
-            }
-        }
-        if let target, v.isEmpty {
-            var withoutTarget = m
-            for t in ["token", "topic", "condition", "fid"] { withoutTarget[t] = nil }
-            let size = JSONValue.object(withoutTarget).serializedSize
-            if size > target.payloadLimit {
+        return (target, true)
+    }
+
+    /// `notification`: an object of strings.
+    static func checkNotification(_ n: JSONValue, _ v: inout [Violation]) {
+        if case .object(let o) = n {
+            for (k, value) in o where value.stringValue == nil && !value.isNull {
                 v.append(
                     Violation(
-                        field: "message",
-                        description: "Message is too big: \(size) bytes, the limit is \(target.payloadLimit)"
+                        field: "message.notification.\(canonical(k))",
+                        description: "Invalid value: expected a string"
                     )
                 )
             }
+        } else {
+            v.append(Violation(field: "message.notification", description: "Invalid value: expected an object"))
         }
-        return (target, v)
     }
 
     static func checkData(_ data: JSONValue, field: String, _ v: inout [Violation]) {
