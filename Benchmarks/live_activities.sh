@@ -11,10 +11,13 @@ cd "$(dirname "$0")/.."
 activities=${1:-10000}
 seconds=${2:-60}
 connections=${3:-128}
-swift build -c release --product richpush >/dev/null
-swift build -c release --product richpush-bench >/dev/null
-bin=$PWD/.build/release/richpush
-bench=$PWD/.build/release/richpush-bench
+# BIN=path/to/richpush and BENCH=path/to/richpush-bench measure other builds (SANDBOX_BIN: the emulators').
+if [[ -z ${BIN:-} ]]; then
+  swift build -c release --product richpush >/dev/null
+  swift build -c release --product richpush-bench >/dev/null
+fi
+bin=$(realpath "${BIN:-$PWD/.build/release/richpush}")
+bench=$(realpath "${BENCH:-$PWD/.build/release/richpush-bench}")
 source Benchmarks/lib/sandbox.sh
 scratch_and_cleanup
 ticks=$(getconf CLK_TCK)

@@ -10,7 +10,9 @@ cd "$(dirname "$0")/.."
 python3 -c "import PIL" 2>/dev/null || { echo "Pillow is missing: run Benchmarks/setup.sh"; exit 1; }
 for tool in wrk nginx python3; do command -v $tool >/dev/null || { echo "$tool is missing"; exit 1; }; done
 ulimit -n 20000 2>/dev/null || true
-swift build -c release --product richpush >/dev/null 2>&1
+# BIN=path/to/richpush measures another build.
+[[ -n ${BIN:-} ]] || swift build -c release --product richpush >/dev/null 2>&1
+bin=$(realpath "${BIN:-.build/release/richpush}")
 dir=$(mktemp -d)
 server=
 chmod 755 "$dir"  # nginx workers read the file as another user
@@ -32,7 +34,7 @@ PY
 size=$(stat -c %s "$dir/photo.jpg")
 
 admin=bench-admin-key-0001
-.build/release/richpush serve --port 0 --db "$dir/rp.sqlite" --sandbox-dir "$dir/sandbox" --admin-key "$admin" > "$dir/serve.log" 2>&1 &
+"$bin" serve --port 0 --db "$dir/rp.sqlite" --sandbox-dir "$dir/sandbox" --admin-key "$admin" > "$dir/serve.log" 2>&1 &
 server=$!
 for _ in $(seq 100); do grep -q listening "$dir/serve.log" 2>/dev/null && break; sleep 0.1; done
 base=$(grep -m1 '"listening"' "$dir/serve.log" | python3 -c "import json,sys; print(json.loads(sys.stdin.readline())['listening'])")
