@@ -15,14 +15,16 @@ struct AppsController: AppRoutes {
     let sandbox: Bool
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
+        let reading = group.app(.read, store: store)
+        let managing = group.app(.manage, store: store)
         group.get("me", use: me)
         group.post("apps", use: createApp)
-        group.app(.read, store: store).get("", use: showApp)
-        group.app(.manage, store: store).patch("", use: updateApp)
-        group.app(.manage, store: store).get("keys", use: listKeys)
-        group.app(.manage, store: store).post("keys", use: createKey)
-        group.app(.manage, store: store).delete("keys/:key", use: revokeKey)
-        group.app(.manage, store: store).post("webpush/keys", use: createWebPushKey)
+        reading.get("", use: showApp)
+        managing.patch("", use: updateApp)
+        managing.get("keys", use: listKeys)
+        managing.post("keys", use: createKey)
+        managing.delete("keys/:key", use: revokeKey)
+        managing.post("webpush/keys", use: createWebPushKey)
     }
 
     /// `GET /v1/me`: the admin key, or an app's key with its scopes and its app. The app is shown as `GET

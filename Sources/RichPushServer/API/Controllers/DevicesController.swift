@@ -20,9 +20,12 @@ struct DevicesController: AppRoutes {
     let limits: RegistrationLimits
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
-        group.app(.read, store: store).get("devices", use: searchDevices)
-        group.app(.register, .manage, store: store).post("devices", use: registerDevice)
-        group.app(.manage, store: store).delete("devices/:token", use: removeDevice)
+        let reading = group.app(.read, store: store)
+        let registering = group.app(.register, .manage, store: store)
+        let managing = group.app(.manage, store: store)
+        reading.get("devices", use: searchDevices)
+        registering.post("devices", use: registerDevice)
+        managing.delete("devices/:token", use: removeDevice)
     }
 
     func registerDevice(_ request: Request, _ context: AppRequestContext) async throws -> Response {

@@ -11,9 +11,10 @@ struct IdentityController: AppRoutes {
     let maxBodyBytes: Int
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
-        group.app(.manage, store: store).get("identity/keys", use: listKeys)
-        group.app(.manage, store: store).post("identity/keys", use: addKey)
-        group.app(.manage, store: store).delete("identity/keys/:kid", use: removeKey)
+        let managing = group.app(.manage, store: store)
+        managing.get("identity/keys", use: listKeys)
+        managing.post("identity/keys", use: addKey)
+        managing.delete("identity/keys/:kid", use: removeKey)
     }
 
     func listKeys(_ request: Request, _ context: AppRequestContext) async throws -> Response {

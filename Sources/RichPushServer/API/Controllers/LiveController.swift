@@ -21,12 +21,15 @@ struct LiveController: AppRoutes {
     let limits: RegistrationLimits
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
-        group.app(.register, .manage, store: store).post("live/tokens", use: registerToken)
-        group.app(.register, .manage, store: store).delete("live/tokens/:token", use: removeToken)
-        group.app(.read, store: store).get("live/channels", use: listChannels)
-        group.app(.manage, store: store).post("live/channels", use: createChannel)
-        group.app(.read, store: store).get("live/channels/:channel", use: readChannel)
-        group.app(.manage, store: store).delete("live/channels/:channel", use: deleteChannel)
+        let registering = group.app(.register, .manage, store: store)
+        let reading = group.app(.read, store: store)
+        let managing = group.app(.manage, store: store)
+        registering.post("live/tokens", use: registerToken)
+        registering.delete("live/tokens/:token", use: removeToken)
+        reading.get("live/channels", use: listChannels)
+        managing.post("live/channels", use: createChannel)
+        reading.get("live/channels/:channel", use: readChannel)
+        managing.delete("live/channels/:channel", use: deleteChannel)
     }
 
     // MARK: Tokens

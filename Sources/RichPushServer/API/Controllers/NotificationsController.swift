@@ -31,16 +31,19 @@ struct NotificationsController: AppRoutes {
     let updateLimits: UpdateLimits
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
-        group.app(.read, store: store).get("notifications", use: listNotifications)
-        group.app(.send, store: store).post("notifications", use: send)
-        group.app(.read, store: store).get("notifications/:id", use: outcomes)
-        group.app(.read, store: store).get("notifications/:id/simulation", use: simulation)
-        group.app(.send, store: store).post("notifications/:id/receipts", use: receipt)
-        group.app(.send, store: store).post("notifications/:id/updates", use: update)
-        group.app(.register, .send, store: store).post("notifications/:id/opens", use: appOpen)
-        group.app(.read, store: store).get("notifications/:id/funnel", use: funnel)
-        group.app(.read, store: store).get("notifications/:id/events", use: events)
-        group.app(.read, store: store).get("insights", use: appInsights)
+        let reading = group.app(.read, store: store)
+        let sending = group.app(.send, store: store)
+        let opening = group.app(.register, .send, store: store)
+        reading.get("notifications", use: listNotifications)
+        sending.post("notifications", use: send)
+        reading.get("notifications/:id", use: outcomes)
+        reading.get("notifications/:id/simulation", use: simulation)
+        sending.post("notifications/:id/receipts", use: receipt)
+        sending.post("notifications/:id/updates", use: update)
+        opening.post("notifications/:id/opens", use: appOpen)
+        reading.get("notifications/:id/funnel", use: funnel)
+        reading.get("notifications/:id/events", use: events)
+        reading.get("insights", use: appInsights)
     }
 
     /// Accepts a notification: validates it, stores it with its deliveries (or a pending fan-out), and answers 202

@@ -14,7 +14,8 @@ struct PushServicesController: AppRoutes {
     let nodeID: String?
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
-        group.app(.read, store: store).get("push-services", use: list)
+        let reading = group.app(.read, store: store)
+        reading.get("push-services", use: list)
     }
 
     func list(_ request: Request, _ context: AppRequestContext) async throws -> Response {
