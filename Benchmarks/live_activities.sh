@@ -26,7 +26,7 @@ cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 start_sandbox "$bin"
 admin=bench-admin-key-0001
 "$bin" serve --port 0 --db "$dir/rp.sqlite" --sandbox-dir "$dir/sandbox" \
-  --external-apns-port "$apns_port" --external-fcm-port "$fcm_port" --admin-key "$admin" --rate-limit 1000000 > "$dir/serve.log" 2>&1 &
+  --external-apns-port "$apns_port" --external-fcm-port "$fcm_port" --admin-key "$admin" --rate-limit 1000000 ${SERVE_ARGS:-} > "$dir/serve.log" 2>&1 &
 server=$!
 pids+=($server)
 for _ in $(seq 200); do grep -q '"listening"' "$dir/serve.log" 2>/dev/null && break; sleep 0.1; done
@@ -38,14 +38,29 @@ echo "live_activities: $activities activities, each updated once a second for $s
 before=$(cpu "$server")
 sandbox_before=$(cpu "${pids[0]}")
 if [[ -n ${PERF_OUT:-} ]]; then  # profile the node for 20 s of the rounds: PERF_OUT=/tmp/live.perf
-  (sleep 3; perf record -F 499 -g -p "$server" -o "$PERF_OUT" -- sleep 20 >/dev/null 2>&1) &
+  (sleep 3; perf record -F ${PERF_HZ:-499} -g -p "$server" -o "$PERF_OUT" -- sleep 20 >/dev/null 2>&1) &
 fi
+# Sends in flight from the node to the push service, sampled each second while the rounds run.
+(while sleep 1; do
+  curl -s "$base/v1/apps/$app/push-services" -H "Authorization: Bearer $key" \
+    | python3 -c "import json,sys; print(sum(o['in_flight'] for o in json.load(sys.stdin).get('push_services', [])))" 2>/dev/null
+done > "$dir/in-flight.txt") &
+sampler=$!
 "$bench" live-updates --base "$base" --key "$key" --app "$app" --sandbox-admin "$sandbox_admin" \
   --activities "$activities" --seconds "$seconds" --connections "$connections"
+kill $sampler 2>/dev/null || true
 after=$(cpu "$server")
+# How the worker took the updates from the queue: claims made, and deliveries per claim.
+curl -s "$base/metrics" > "$dir/metrics.txt"
+claims=$(awk '/^richpush_claim_seconds_count/ {n += $2} END {print n + 0}' "$dir/metrics.txt")
+claim_seconds=$(awk '/^richpush_claim_seconds_sum/ {n += $2} END {print n + 0}' "$dir/metrics.txt")
+deferred=$(awk -F'[{}" ]+' '/^richpush_deliveries_deferred_total/ {printf "%s%s %s", sep, $3, $NF; sep=", "}' "$dir/metrics.txt")
 sandbox_after=$(cpu "${pids[0]}")
 peak=$(awk '/VmHWM/ {print $2}' "/proc/$server/status")
 python3 -c "
 n = $activities * $seconds
 print('  the node: CPU %.1f s in all = %.1f ms per 1,000 updates (token registration included); peak memory %.0f MB' % (($after - $before) / $ticks, ($after - $before) / $ticks / n * 1e6, $peak / 1024))
+print('  the worker: %d claims, %.1f updates per claim, %.1f ms per claim; given back untried: %s' % ($claims, n / max(1, $claims), $claim_seconds * 1000 / max(1, $claims), '${deferred:-none}'))
+f = [int(x) for x in open('$dir/in-flight.txt').read().split()]
+print('  sends in flight to the push service, sampled each second: mean %.0f, max %d' % (sum(f) / max(1, len(f)), max(f or [0])))
 print('  the emulator process: CPU %.1f s' % (($sandbox_after - $sandbox_before) / $ticks))"

@@ -198,6 +198,8 @@ import Testing
         let d = DeliveryAdmission.Limits.defaults(concurrency: 200)
         #expect(d.perApp == 180 && d.perOrigin == 180)
         #expect(DeliveryAdmission.Limits.defaults(concurrency: 10).perApp == 9)
+        let reserved = DeliveryAdmission.Limits.defaults(concurrency: 200, reserve: 100)
+        #expect(reserved.perApp == 270 && reserved.perOrigin == 180)
         #expect(DeliveryAdmission.Limits.defaults(concurrency: 1).perApp == 1)
         let clamped = DeliveryAdmission.Limits(perApp: 0, perOrigin: -3, originWait: 1e9, busyDelay: -1)
         #expect(clamped.perApp == 1 && clamped.perOrigin == 1 && clamped.originWait == 60 && clamped.busyDelay == 0.01)

@@ -397,7 +397,12 @@ import Testing
     /// The settings: a JSON file sets both bounds; out of range is refused naming the key.
     @Test func theBoundsAreSettingsWithDefaults() throws {
         var c = ServerConfiguration()
-        #expect(c.admissionLimits.perApp == 180 && c.admissionLimits.perOrigin == 180)
+        // An app's bound covers the sends in flight (200) and the two workers' reserves (50 each); an origin's, the
+        // sends alone.
+        #expect(c.admissionLimits.perApp == 270 && c.admissionLimits.perOrigin == 180)
+        var oneLane = ServerConfiguration()
+        try oneLane.apply(json: #"{"workers": {"lanes": 1, "batch_size": 40}}"#)
+        #expect(oneLane.admissionLimits.perApp == 198 && oneLane.admissionLimits.perOrigin == 180)
         try c.apply(json: #"{"workers": {"concurrency": 100, "in_flight_per_app": 40, "in_flight_per_origin": 30}}"#)
         #expect(c.admissionLimits.perApp == 40 && c.admissionLimits.perOrigin == 30)
         for bad in [

@@ -28,16 +28,27 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var concurrency = 200
     /// Workers that claim and send side by side, sharing `concurrency` between them.
     public var lanes = 2
-    /// Deliveries one app may hold on this node at once (`workers.in_flight_per_app`; default nine tenths of
-    /// `concurrency`): another app's send always finds a slot.
+    /// Deliveries one app may hold on this node at once (`workers.in_flight_per_app`; default nine tenths of what
+    /// the workers hold: `concurrency` in flight and each worker's reserve of half a claim): another app's send
+    /// always finds a slot.
     public var inFlightPerApp: Int?
     /// Sends in flight at once from this node to one push service origin (`workers.in_flight_per_origin`; default
     /// nine tenths of `concurrency`): a push service that stops answering holds no more than these.
     public var inFlightPerOrigin: Int?
 
+    /// What the node's workers keep claimed and ready beside their sends in flight, all lanes together (each
+    /// keeps half of what one claim takes: see ``DeliveryWorker/Configuration``).
+    var workerReserves: Int {
+        let lanes = max(1, min(self.lanes, concurrency))
+        return (1...lanes).reduce(0) { sum, lane in
+            let c = concurrency / lanes + (lane <= concurrency % lanes ? 1 : 0)
+            return sum + DeliveryWorker.Configuration(batchSize: batchSize, concurrency: c).claimThreshold
+        }
+    }
+
     /// The node's bounds as they apply.
     public var admissionLimits: DeliveryAdmission.Limits {
-        let defaults = DeliveryAdmission.Limits.defaults(concurrency: concurrency)
+        let defaults = DeliveryAdmission.Limits.defaults(concurrency: concurrency, reserve: workerReserves)
         return DeliveryAdmission.Limits(
             perApp: inFlightPerApp ?? defaults.perApp,
             perOrigin: inFlightPerOrigin ?? defaults.perOrigin

@@ -120,7 +120,7 @@ public final class ServerMetrics: Sendable {
     }
 
     /// A claimed delivery went back to the queue untried, its attempt not counted: `reason` is `circuit_open`,
-    /// `origin_busy` or `app_busy`.
+    /// `origin_busy`, `app_busy`, or `stopping` (claimed, not yet started, when its worker stopped).
     func deferred(reason: String) {
         registry.makeCounter(
             name: "richpush_deliveries_deferred_total",

@@ -14,6 +14,33 @@ extension DeliveryWorker {
         var settlement: Settlement?
     }
 
+    /// What the loop's children report: sends that ended, a claim's result, a settle's end. `wakeAfter` says how
+    /// many ended sends wake the loop: before it sleeps the loop says after how many ends it would have something to
+    /// do (slots to refill from its reserve, a claim's worth of room, a settle's worth of outcomes, nothing left in
+    /// flight); a claim's or a settle's end always wakes it.
+    struct Inbox: Sendable {
+        var ended: [Ended] = []
+        var claimed: Result<Claimed, any Error>?
+        var settled: [(any Error)?] = []
+        var wakeAfter = 1
+
+        /// Adds an ended send; whether the loop is to be woken for it.
+        mutating func add(_ e: Ended) -> Bool {
+            ended.append(e)
+            return ended.count == wakeAfter
+        }
+    }
+
+    /// A claim's deliveries, each with its push service origin, and those over their app's room (another worker
+    /// of this node took it at the same time).
+    struct Claimed: Sendable {
+        var deliveries: [(DeliveryRecord, String?)] = []
+        /// How many the claim handed out (superseded versions and those sent back to wait included).
+        var count = 0
+        var over: Set<Int64> = []
+        var at: Date
+    }
+
     /// A delivery whose origin had all its sends when it was claimed: it waits on the node for one, a little.
     struct Waiting {
         var delivery: DeliveryRecord
@@ -25,6 +52,9 @@ extension DeliveryWorker {
     struct Loop {
         var inFlight = 0
         var waiting: [Waiting] = []
+        /// Claimed, leased and counted for their app, not yet asked to go: the slots of sends that end are filled
+        /// from here without waiting for the database.
+        var ready: [(DeliveryRecord, String?)] = []
         /// Outcomes not yet recorded, with their deliveries (for the pruning after).
         var pending: [(Settlement, DeliveryRecord)] = []
         var oldestPending: Date?
@@ -35,17 +65,22 @@ extension DeliveryWorker {
         var pausedUntil = Date.distantPast
         var claimFailures = 0
         var claimedOnce = false
+        /// A claim, or a settle, runs in a child of the loop (one of each at a time).
+        var claiming = false
+        var settling = false
 
-        var holding: Int { inFlight + waiting.count }
+        var holding: Int { inFlight + waiting.count + ready.count }
     }
 
-    /// The worker's loop: keeps sends in flight up to `concurrency`, claiming as they end, until `stop` is set (then
-    /// it claims nothing more and returns once everything it holds has ended and been recorded); with `once`, after
-    /// one claim. The lease renewals and the pruning of gone tokens are children of it, and so is each send (which
-    /// runs in a task of its own, so that it can be left at its deadline).
+    /// The worker's loop: keeps sends in flight up to `concurrency`, with up to ``reserve`` more claimed and ready
+    /// to replace those that end, until `stop` is set (then it claims nothing more, gives back what it has not
+    /// started and returns once everything in flight has ended and been recorded); with `once`, after one claim
+    /// (whose deliveries are all sent). Claims and settles run in children of the loop, beside the sends, so a
+    /// slow database answer does not leave slots empty; the lease renewals and the pruning of gone tokens are
+    /// children too, and so is each send (which runs in a task of its own, so that it can be left at its deadline).
     func serve(until stop: StopFlag, once: Bool) async -> Served {
         let leases = HeldLeases()
-        let ended = NIOLockedValueBox<[Ended]>([])
+        let inbox = NIOLockedValueBox(Inbox())
         let done = StopFlag()
         let renewal = WakeSignal()
         var served = Served()
@@ -55,10 +90,15 @@ extension DeliveryWorker {
             while true {
                 let t = now()
                 let stopping = stop.isSet || (once && loop.claimedOnce)
-                for e in ended.withLockedValue({ e in
-                    defer { e.removeAll() }
-                    return e
-                }) {
+                let (ended, claimed, settled) = inbox.withLockedValue { i in
+                    defer {
+                        i.ended.removeAll(keepingCapacity: true)
+                        i.claimed = nil
+                        i.settled.removeAll()
+                    }
+                    return (i.ended, i.claimed, i.settled)
+                }
+                for e in ended {
                     loop.inFlight -= 1
                     if let s = e.settlement {
                         loop.pending.append((s, e.delivery))
@@ -67,18 +107,17 @@ extension DeliveryWorker {
                         leases.settled([e.delivery.id])
                     }
                 }
-                startWaiting(&loop, stopping: stopping, at: t, leases: leases, ended: ended, group: &group)
-                if !loop.pending.isEmpty,
-                    loop.pending.count >= configuration.settleEvery || stopping || loop.inFlight == 0
-                        || t.timeIntervalSince(loop.oldestPending ?? t) >= configuration.settleDelay
-                {
-                    if let error = await flush(&loop, leases: leases, group: &group) { served.error = error }
+                for error in settled {
+                    loop.settling = false
+                    if let error { served.error = error }
                 }
-                if stopping && loop.holding == 0 && loop.pending.isEmpty { break }
-                if !stopping, mayClaim(loop, at: t) {
-                    do {
-                        served.claimed += try await claim(&loop, at: t, leases: leases, ended: ended, group: &group)
-                    } catch {
+                if let claimed {
+                    loop.claiming = false
+                    switch claimed {
+                    case .success(let c):
+                        served.claimed += c.count
+                        took(c, &loop, at: t)
+                    case .failure(let error):
                         served.error = error
                         loop.claimFailures += 1
                         loop.pausedUntil = t.addingTimeInterval(
@@ -89,7 +128,27 @@ extension DeliveryWorker {
                             metadata: ["owner": .string(configuration.owner), "error": .string("\(error)")]
                         )
                     }
+                }
+                startWaiting(&loop, stopping: stopping, at: t, leases: leases, inbox: inbox, group: &group)
+                fill(&loop, givingBack: stop.isSet, at: t, leases: leases, inbox: inbox, group: &group)
+                if !loop.settling, !loop.pending.isEmpty,
+                    loop.pending.count >= configuration.settleEvery || stopping || loop.inFlight == 0
+                        || t.timeIntervalSince(loop.oldestPending ?? t) >= configuration.settleDelay
+                {
+                    flush(&loop, leases: leases, inbox: inbox, group: &group)
+                }
+                if stopping && loop.holding == 0 && loop.pending.isEmpty && !loop.claiming && !loop.settling {
+                    break
+                }
+                if !stopping, !loop.claiming, mayClaim(loop, at: t) {
+                    claim(&loop, at: t, leases: leases, inbox: inbox, group: &group)
                     loop.claimedOnce = true
+                }
+                let n = wakeAfter(loop, stopping: stopping)
+                if inbox.withLockedValue({ i in
+                    i.wakeAfter = n
+                    return i.ended.count >= n || i.claimed != nil || !i.settled.isEmpty
+                }) {
                     continue
                 }
                 await signal.wait(upTo: nextTurn(loop, stopping: stopping, at: t))
@@ -101,24 +160,48 @@ extension DeliveryWorker {
         return served
     }
 
-    /// Whether to claim now: there is room, the database is up, and either new work was queued, nothing is held,
-    /// enough slots are free for a claim of its own, or the last claim is `idleWait` old; never within `idleWait`
-    /// of a claim that found nothing (unless new work came) or while a failed claim's pause runs.
+    /// Claimed deliveries a worker keeps ready beside its sends in flight: half of what one claim takes at most.
+    var reserve: Int { configuration.claimThreshold }
+
+    /// Whether to claim now: there is room (in flight and in reserve), the database is up, and either new work was
+    /// queued, nothing is held, enough room is free for a claim of its own, or the last claim is `idleWait` old;
+    /// never within `idleWait` of a claim that found nothing (unless new work came) or while a failed claim's pause
+    /// runs.
     func mayClaim(_ loop: Loop, at t: Date) -> Bool {
-        let free = configuration.concurrency - loop.holding
+        let free = configuration.concurrency + reserve - loop.holding
         guard free > 0, t >= loop.pausedUntil else { return false }
         if let health, !health.isUp { return false }
         let woken = self.woken.withLockedValue { $0 }
         if !woken && t < loop.idleUntil { return false }
-        return woken || loop.holding == 0 || free >= configuration.claimThreshold
-            || t.timeIntervalSince(loop.lastClaim) >= configuration.idleWait
+        // New work is claimed at once by a worker with nothing held, and otherwise once a claim's worth of room is
+        // free or `claimGap` has passed: a stream of one-delivery sends is taken in claims of many.
+        let since = t.timeIntervalSince(loop.lastClaim)
+        return loop.holding == 0 || free >= configuration.claimThreshold
+            || since >= (woken ? Self.claimGap : configuration.idleWait)
+    }
+
+    /// The shortest time between two claims of a worker with sends in flight and new work queued.
+    static let claimGap: TimeInterval = 0.02
+
+    /// After how many ended sends the loop has something to do: slots to refill from the reserve (a tenth of the
+    /// sends at a time), a claim's worth of room, a settle's worth of outcomes, nothing left in flight, or (a
+    /// delivery waiting for its origin, stopping) at once.
+    func wakeAfter(_ loop: Loop, stopping: Bool) -> Int {
+        if stopping || !loop.waiting.isEmpty { return 1 }
+        let free = configuration.concurrency + reserve - loop.holding
+        let forClaim = loop.claiming ? Int.max : configuration.claimThreshold - free
+        let forSettle = loop.settling ? Int.max : configuration.settleEvery - loop.pending.count
+        let forRefill = loop.ready.isEmpty ? Int.max : max(1, configuration.concurrency / 10)
+        return max(1, min(loop.inFlight, forSettle, forRefill, forClaim > 0 ? forClaim : Int.max))
     }
 
     /// How long the loop may sleep when it has nothing to do now: until the oldest outcome is due to be recorded,
     /// the oldest waiting delivery has waited long enough, a claim may be made again, or `idleWait`.
     func nextTurn(_ loop: Loop, stopping: Bool, at t: Date) -> TimeInterval {
         var wait = configuration.idleWait
-        if let oldest = loop.oldestPending {
+        // Sends that ended without waking the loop are recorded within `settleDelay`, as those it was told of.
+        if loop.inFlight > 0 { wait = min(wait, configuration.settleDelay) }
+        if let oldest = loop.oldestPending, !loop.settling {
             wait = min(wait, oldest.addingTimeInterval(configuration.settleDelay).timeIntervalSince(t))
         }
         if let first = loop.waiting.first {
@@ -126,56 +209,124 @@ extension DeliveryWorker {
             wait = min(wait, first.since.addingTimeInterval(admission.limits.originWait).timeIntervalSince(t))
         }
         if !stopping, t < loop.pausedUntil { wait = min(wait, loop.pausedUntil.timeIntervalSince(t)) }
+        // New work waits for the claim gap to pass (see ``mayClaim(_:at:)``).
+        if !stopping, !loop.claiming, loop.holding < configuration.concurrency + reserve, woken.withLockedValue({ $0 })
+        {
+            wait = min(wait, loop.lastClaim.addingTimeInterval(Self.claimGap).timeIntervalSince(t))
+        }
         if let health, !health.isUp { wait = min(wait, 0.5) }
         return max(0.001, wait)
     }
 
-    /// Claims up to the free slots, sorts the versions out, counts the rest for their apps and starts or queues
-    /// each by what the admission says. Returns how many the claim handed out.
+    /// Claims up to the free room in a child of the loop: sorts the versions out, counts the rest for their apps and
+    /// finds each one's origin; the result goes to the inbox.
     func claim(
         _ loop: inout Loop,
         at t: Date,
         leases: HeldLeases,
-        ended: NIOLockedValueBox<[Ended]>,
+        inbox: NIOLockedValueBox<Inbox>,
         group: inout DiscardingTaskGroup
-    ) async throws -> Int {
+    ) {
         woken.withLockedValue { $0 = false }
-        let limit = min(configuration.concurrency - loop.holding, configuration.batchSize)
-        let clock = ContinuousClock.now
-        let claimed = try await queue.claim(
-            owner: configuration.owner,
-            limit: limit,
-            now: t,
-            lease: configuration.lease,
-            rooms: admission.rooms()
-        )
-        let took = ContinuousClock.now - clock
-        metrics?.claimed(seconds: Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18)
+        loop.claiming = true
         loop.lastClaim = t
+        let limit = min(configuration.concurrency + reserve - loop.holding, configuration.batchSize)
+        group.addTask {
+            let result: Result<Claimed, any Error>
+            do {
+                // The rooms this claim may take are set aside until it is counted, so two claims at once do not
+                // both take an app's last room (and give the surplus back).
+                let rooms = self.admission.setAside(limit)
+                let claimed: [DeliveryRecord]
+                do {
+                    let clock = ContinuousClock.now
+                    claimed = try await self.queue.claim(
+                        owner: self.configuration.owner,
+                        limit: limit,
+                        now: t,
+                        lease: self.configuration.lease,
+                        rooms: rooms
+                    )
+                    let took = ContinuousClock.now - clock
+                    self.metrics?.claimed(
+                        seconds: Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
+                    )
+                } catch {
+                    _ = self.admission.hold([], setAside: limit)
+                    throw error
+                }
+                let over = self.admission.hold(claimed, setAside: limit)
+                var c = Claimed(count: claimed.count, over: over, at: t)
+                if !claimed.isEmpty {
+                    let batch: [DeliveryRecord]
+                    do { batch = try await self.sortVersions(claimed) } catch {
+                        for d in claimed where !over.contains(d.id) { self.admission.unhold(app: d.appID) }
+                        throw error
+                    }
+                    // Superseded versions, and those sent back to wait for an older one, leave their app's room.
+                    let kept = Set(batch.map(\.id))
+                    for d in claimed where !kept.contains(d.id) && !over.contains(d.id) {
+                        self.admission.unhold(app: d.appID)
+                    }
+                    leases.add(batch.map(\.id), until: t.addingTimeInterval(self.configuration.lease))
+                    for d in batch { c.deliveries.append((d, await self.sender.origin(of: d))) }
+                }
+                result = .success(c)
+            } catch {
+                result = .failure(error)
+            }
+            inbox.withLockedValue { $0.claimed = result }
+            self.signal.signal()
+        }
+    }
+
+    /// Takes a claim's deliveries into the reserve (those over their app's room go back, briefly).
+    func took(_ c: Claimed, _ loop: inout Loop, at t: Date) {
         loop.claimFailures = 0
-        guard !claimed.isEmpty else {
+        guard c.count > 0 else {
             loop.idleUntil = t.addingTimeInterval(configuration.idleWait)
-            return 0
+            return
         }
-        let batch = try await sortVersions(claimed)
-        leases.add(batch.map(\.id), until: t.addingTimeInterval(configuration.lease))
-        let over = admission.hold(batch)
-        let holding = loop.holding
-        defer {
-            // Everything this claim took went back (an open circuit's backlog): the next claim waits as after an empty
-            // one (or for new work), so a dead service's queue is not rewritten as fast as it can be claimed.
-            if loop.holding == holding { loop.idleUntil = t.addingTimeInterval(configuration.idleWait) }
-        }
-        for d in batch {
-            if over.contains(d.id) {
+        for (d, origin) in c.deliveries {
+            if c.over.contains(d.id) {
                 // Another worker of this node took the app's last room at the same time: back, briefly.
                 defer_(&loop, d, until: t.addingTimeInterval(jittered(admission.limits.busyDelay)), "app_busy", at: t)
-                continue
+            } else {
+                loop.ready.append((d, origin))
             }
-            let origin = await sender.origin(of: d)
-            admit(&loop, d, origin: origin, since: t, at: t, leases: leases, ended: ended, group: &group)
         }
-        return claimed.count
+    }
+
+    /// Asks the admission about ready deliveries, in the order they were claimed, while slots are free; with
+    /// `givingBack` (the worker stops) gives them all back untried, due at once.
+    func fill(
+        _ loop: inout Loop,
+        givingBack: Bool,
+        at t: Date,
+        leases: HeldLeases,
+        inbox: NIOLockedValueBox<Inbox>,
+        group: inout DiscardingTaskGroup
+    ) {
+        guard !loop.ready.isEmpty else { return }
+        let before = loop.holding
+        var taken = 0
+        for (d, origin) in loop.ready {
+            if givingBack {
+                defer_(&loop, d, until: t, "stopping", at: t)
+                admission.unhold(app: d.appID)
+            } else if loop.inFlight + loop.waiting.count < configuration.concurrency {
+                admit(&loop, d, origin: origin, since: t, at: t, leases: leases, inbox: inbox, group: &group)
+            } else {
+                break
+            }
+            taken += 1
+        }
+        loop.ready.removeFirst(taken)
+        // Everything went back (an open circuit's backlog): the next claim waits as after an empty one (or for new
+        // work), so a dead service's queue is not rewritten as fast as it can be claimed.
+        if taken > 0, loop.holding == before - taken {
+            loop.idleUntil = t.addingTimeInterval(configuration.idleWait)
+        }
     }
 
     /// Starts what waits for a busy origin once it has room, in the order it came; gives back what waited
@@ -185,7 +336,7 @@ extension DeliveryWorker {
         stopping: Bool,
         at t: Date,
         leases: HeldLeases,
-        ended: NIOLockedValueBox<[Ended]>,
+        inbox: NIOLockedValueBox<Inbox>,
         group: inout DiscardingTaskGroup
     ) {
         guard !loop.waiting.isEmpty else { return }
@@ -213,7 +364,7 @@ extension DeliveryWorker {
                     since: w.since,
                     at: t,
                     leases: leases,
-                    ended: ended,
+                    inbox: inbox,
                     group: &group
                 )
             }
@@ -228,13 +379,13 @@ extension DeliveryWorker {
         since: Date,
         at t: Date,
         leases: HeldLeases,
-        ended: NIOLockedValueBox<[Ended]>,
+        inbox: NIOLockedValueBox<Inbox>,
         group: inout DiscardingTaskGroup
     ) {
         switch admission.admit(app: d.appID, origin: origin, now: t) {
         case .send(let probe):
             loop.inFlight += 1
-            start(d, origin: origin, probe: probe, leases: leases, ended: ended, group: &group)
+            start(d, origin: origin, probe: probe, leases: leases, inbox: inbox, group: &group)
         case let .wait(until, reason):
             defer_(&loop, d, until: until, reason, at: t)
             admission.unhold(app: d.appID)
@@ -250,7 +401,7 @@ extension DeliveryWorker {
         origin: String?,
         probe: Bool,
         leases: HeldLeases,
-        ended: NIOLockedValueBox<[Ended]>,
+        inbox: NIOLockedValueBox<Inbox>,
         group: inout DiscardingTaskGroup
     ) {
         // A send starts while its lease holds for one more renewal period at least.
@@ -281,8 +432,7 @@ extension DeliveryWorker {
                 )
             }
             self.admission.unhold(app: d.appID)
-            ended.withLockedValue { $0.append(Ended(delivery: d, settlement: settlement)) }
-            self.signal.signal()
+            if inbox.withLockedValue({ $0.add(Ended(delivery: d, settlement: settlement)) }) { self.signal.signal() }
         }
     }
 
@@ -296,34 +446,44 @@ extension DeliveryWorker {
     /// `seconds`, give or take half of it: what goes back at once does not all come back at once.
     func jittered(_ seconds: TimeInterval) -> TimeInterval { seconds * Double.random(in: 0.5...1.5) }
 
-    /// Records the pending outcomes in one transaction (a settle that cannot be made is tried again while the
-    /// leases hold), then prunes the tokens reported gone, in a child. Returns the error of a settle that could
-    /// not be made: those deliveries are then let go (their leases run out and they are claimed again).
-    func flush(_ loop: inout Loop, leases: HeldLeases, group: inout DiscardingTaskGroup) async -> (any Error)? {
+    /// Records the pending outcomes in one transaction, in a child of the loop (a settle that cannot be made is tried
+    /// again while the leases hold), then prunes the tokens reported gone. Its end goes to the inbox, with the error
+    /// of a settle that could not be made: those deliveries are then let go (their leases run out and they are
+    /// claimed again).
+    func flush(
+        _ loop: inout Loop,
+        leases: HeldLeases,
+        inbox: NIOLockedValueBox<Inbox>,
+        group: inout DiscardingTaskGroup
+    ) {
         let items = loop.pending
         loop.pending.removeAll(keepingCapacity: true)
         loop.oldestPending = nil
-        let settlements = items.map(\.0)
-        defer { leases.settled(settlements.map(\.id)) }
-        do {
-            let held = try await settleWhileLeased(settlements, leases: leases)
-            let gone = items.compactMap { s, d -> (DeliveryRecord, String)? in
-                guard held.contains(s.id), case .finish(let o) = s.action, o.state == .pruned else { return nil }
-                return (d, o.reason ?? "")
+        loop.settling = true
+        group.addTask {
+            let settlements = items.map(\.0)
+            var gone: [(DeliveryRecord, String)] = []
+            var failure: (any Error)?
+            do {
+                let held = try await self.settleWhileLeased(settlements, leases: leases)
+                gone = items.compactMap { s, d -> (DeliveryRecord, String)? in
+                    guard held.contains(s.id), case .finish(let o) = s.action, o.state == .pruned else { return nil }
+                    return (d, o.reason ?? "")
+                }
+            } catch {
+                self.logger.warning(
+                    "could not record outcomes",
+                    metadata: [
+                        "owner": .string(self.configuration.owner), "deliveries": .stringConvertible(items.count),
+                        "error": .string("\(error)"),
+                    ]
+                )
+                failure = error
             }
-            if !gone.isEmpty {
-                group.addTask { for (d, reason) in gone { await self.prune(d, reason) } }
-            }
-            return nil
-        } catch {
-            logger.warning(
-                "could not record outcomes",
-                metadata: [
-                    "owner": .string(configuration.owner), "deliveries": .stringConvertible(items.count),
-                    "error": .string("\(error)"),
-                ]
-            )
-            return error
+            leases.settled(settlements.map(\.id))
+            inbox.withLockedValue { $0.settled.append(failure) }
+            self.signal.signal()
+            for (d, reason) in gone { await self.prune(d, reason) }
         }
     }
 }
