@@ -65,25 +65,16 @@ struct FanOutBench: AsyncParsableCommand {
         do {
             let registry = try SQLiteDeviceRegistry(path: path)
             let t0 = Measure.now()
-            var batch: [Device] = []
-            batch.reserveCapacity(10_000)
-            for i in 0..<devices {
+            try await registerInBatches(registry, count: devices) { i in
                 let ios = i % 3 != 0
-                batch.append(
-                    Device(
-                        appID: "app",
-                        token: ios ? String(format: "%064x", i + 1) : "fcm-token-\(i)",
-                        platform: ios ? .ios : .android,
-                        userID: "user-\(i / 2)",
-                        tags: i % 10 == 0 ? ["vip"] : []
-                    )
+                return Device(
+                    appID: "app",
+                    token: ios ? String(format: "%064x", i + 1) : "fcm-token-\(i)",
+                    platform: ios ? .ios : .android,
+                    userID: "user-\(i / 2)",
+                    tags: i % 10 == 0 ? ["vip"] : []
                 )
-                if batch.count == 10_000 {
-                    try await registry.upsert(contentsOf: batch)
-                    batch.removeAll(keepingCapacity: true)
-                }
             }
-            if !batch.isEmpty { try await registry.upsert(contentsOf: batch) }
             print(String(format: "fanout: registered %d devices in %.1f s", devices, Double(Measure.now() - t0) / 1e9))
         }
         let out = try Measure.runSelf(["fanout-probe", path]).trimmingCharacters(in: .whitespacesAndNewlines)
@@ -133,12 +124,7 @@ struct FanOutProbe: AsyncParsableCommand {
             n = try await backend.intake.completeFanOut(notificationID: "broadcast")
         } else {
             n = try await backend.fanOut(
-                notificationID: "broadcast",
-                appID: "app",
-                audience: .all,
-                notBefore: Date(),
-                expiresAt: nil,
-                spread: 0
+                FanOutRequest(notificationID: "broadcast", appID: "app", audience: .all, notBefore: Date())
             )
         }
         let seconds = Double(Measure.now() - t0) / 1e9
@@ -172,16 +158,23 @@ struct SeedDevices: AsyncParsableCommand {
         guard (1...50_000_000).contains(devices) else { throw ValidationError("--devices must be from 1 to 50000000.") }
         let registry = try SQLiteDeviceRegistry(path: db)
         let t0 = Measure.now()
-        var batch: [Device] = []
-        batch.reserveCapacity(10_000)
-        for i in 0..<devices {
-            batch.append(Device(appID: app, token: String(format: "%064x", i + 1), platform: .ios))
-            if batch.count == 10_000 {
-                try await registry.upsert(contentsOf: batch)
-                batch.removeAll(keepingCapacity: true)
-            }
+        try await registerInBatches(registry, count: devices) { i in
+            Device(appID: app, token: String(format: "%064x", i + 1), platform: .ios)
         }
-        if !batch.isEmpty { try await registry.upsert(contentsOf: batch) }
         print(String(format: "registered %d devices in %.1f s", devices, Double(Measure.now() - t0) / 1e9))
     }
+}
+
+/// Registers `count` devices, 10,000 per upsert.
+func registerInBatches(_ registry: SQLiteDeviceRegistry, count: Int, device: (Int) -> Device) async throws {
+    var batch: [Device] = []
+    batch.reserveCapacity(10_000)
+    for i in 0..<count {
+        batch.append(device(i))
+        if batch.count == 10_000 {
+            try await registry.upsert(contentsOf: batch)
+            batch.removeAll(keepingCapacity: true)
+        }
+    }
+    if !batch.isEmpty { try await registry.upsert(contentsOf: batch) }
 }

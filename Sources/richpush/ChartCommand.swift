@@ -23,11 +23,7 @@ struct ChartCommand: ParsableCommand {
     var memory = false
 
     func run() throws {
-        let value: JSONValue
-        do { value = try MessageFile.readJSON(spec) } catch {
-            printError("error: \(error)")
-            throw ExitCode(2)
-        }
+        let value = try MessageFile.readJSONOrExit(spec)
         if let scale, ![1, 2, 3].contains(scale) {
             printError("error: --scale must be 1, 2 or 3")
             throw ExitCode(2)

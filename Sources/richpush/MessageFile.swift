@@ -1,3 +1,4 @@
+import ArgumentParser
 import Foundation
 import RichPushCore
 
@@ -5,6 +6,15 @@ import RichPushCore
 enum MessageFile {
     struct Failure: Error, CustomStringConvertible {
         var description: String
+    }
+
+    /// ``readJSON(_:deepValues:)`` for a command: a file that cannot be read or parsed is named on standard error,
+    /// and the command exits with status 2.
+    static func readJSONOrExit(_ path: String, deepValues: JSONValue.DeepValues = .refuse) throws -> JSONValue {
+        do { return try readJSON(path, deepValues: deepValues) } catch {
+            printError("error: \(error)")
+            throw ExitCode(2)
+        }
     }
 
     /// `deepValues: .readAsNull` reads a received payload as the device does: a key nested too deep is read as

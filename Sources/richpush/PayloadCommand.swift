@@ -74,11 +74,7 @@ struct PayloadCommand: ParsableCommand {
     }
 
     func run() throws {
-        let value: JSONValue
-        do { value = try MessageFile.readJSON(message) } catch {
-            printError("error: \(error)")
-            throw ExitCode(2)
-        }
+        let value = try MessageFile.readJSONOrExit(message)
         let clock: @Sendable () -> Date = { [now] in now.map { Date(timeIntervalSince1970: TimeInterval($0)) } ?? Date()
         }
         let overridesTarget = token != nil || topic != nil || condition != nil || provider == .webpush

@@ -30,11 +30,7 @@ struct SimulateCommand: AsyncParsableCommand {
     var deviceID: String?
 
     func run() async throws {
-        let value: JSONValue
-        do { value = try MessageFile.readJSON(payload, deepValues: .readAsNull) } catch {
-            printError("error: \(error)")
-            throw ExitCode(2)
-        }
+        let value = try MessageFile.readJSONOrExit(payload, deepValues: .readAsNull)
         var config = RichNotificationProcessor.Configuration(fetch: FetchPolicy(allowInsecureHTTP: allowHTTP))
         config.stagingDirectory = URL(fileURLWithPath: out, isDirectory: true)
         config.receipts = ReceiptPolicy(enabled: !noReceipt, deviceID: deviceID)

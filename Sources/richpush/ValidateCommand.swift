@@ -23,11 +23,7 @@ struct ValidateCommand: ParsableCommand {
     var noTargets = false
 
     func run() throws {
-        let value: JSONValue
-        do { value = try MessageFile.readJSON(message) } catch {
-            printError("error: \(error)")
-            throw ExitCode(2)
-        }
+        let value = try MessageFile.readJSONOrExit(message)
         let validator = MessageValidator(options: .init(allowInsecureMedia: allowHTTP, requireTargets: !noTargets))
         let report = validator.validate(json: value)
         if json {

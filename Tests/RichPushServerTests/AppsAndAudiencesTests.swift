@@ -442,12 +442,7 @@ import Testing
         }
         let start = Date(timeIntervalSince1970: 2_000_000_000)
         let n = try await backend.fanOut(
-            notificationID: "n",
-            appID: "app",
-            audience: .tag("x"),
-            notBefore: start,
-            expiresAt: nil,
-            spread: 9
+            FanOutRequest(notificationID: "n", appID: "app", audience: .tag("x"), notBefore: start, spread: 9)
         )
         #expect(n == 10)
         let offsets = try await queue.deliveries(notificationID: "n").map {

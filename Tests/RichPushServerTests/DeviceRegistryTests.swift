@@ -129,9 +129,7 @@ import Testing
         }
         try await r.upsert(contentsOf: devices)
         let n = try await FanOut(pageSize: 333).enqueue(
-            notificationID: "n",
-            appID: "app",
-            audience: .tag("even"),
+            FanOutRequest(notificationID: "n", appID: "app", audience: .tag("even"), notBefore: Date()),
             registry: r,
             queue: q
         )

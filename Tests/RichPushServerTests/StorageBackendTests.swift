@@ -213,13 +213,9 @@ import Testing
         let start = Date(timeIntervalSince1970: 2_000_000_000)
         #expect(
             try await b.fanOut(
-                notificationID: "n",
-                appID: "app",
-                audience: .all,
-                notBefore: start,
-                expiresAt: nil,
-                spread: 8
-            ) == 5
+                FanOutRequest(notificationID: "n", appID: "app", audience: .all, notBefore: start, spread: 8)
+            )
+                == 5
         )
         let offsets = try await b.queue.deliveries(notificationID: "n").map {
             $0.notBefore.timeIntervalSince(start).rounded()
@@ -227,12 +223,12 @@ import Testing
         #expect(offsets == [0, 2, 4, 6, 8])
         #expect(
             try await b.fanOut(
-                notificationID: "m",
-                appID: "app",
-                audience: .providerTokens(apns: ["aa"], fcm: []),
-                notBefore: start,
-                expiresAt: nil,
-                spread: 0
+                FanOutRequest(
+                    notificationID: "m",
+                    appID: "app",
+                    audience: .providerTokens(apns: ["aa"], fcm: []),
+                    notBefore: start
+                )
             ) == 1
         )
     }

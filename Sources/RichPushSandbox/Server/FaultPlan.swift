@@ -82,11 +82,12 @@ struct RecordRing<Item: Sendable>: Sendable {
     }
 }
 
-/// A small deterministic generator for fault rates.
-struct SplitMix: Sendable {
+/// A small deterministic generator (splitmix64) for fault rates, and for tests whose "random" inputs must be the
+/// same on every run.
+public struct SplitMix: Sendable {
     var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9

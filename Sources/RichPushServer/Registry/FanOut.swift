@@ -10,16 +10,9 @@ public struct FanOut: Sendable {
 
     /// Enqueues a delivery for every device of the audience; returns how many. With `spread` > 0 the deliveries'
     /// times run evenly from `notBefore` to `notBefore + spread` (so that the media downloads they cause spread too).
-    public func enqueue(
-        notificationID: String,
-        appID: String,
-        audience: Audience,
-        registry: DeviceRegistry,
-        queue: DeliveryQueue,
-        notBefore: Date = Date(),
-        expiresAt: Date? = nil,
-        spread: TimeInterval = 0
-    ) async throws -> Int {
+    public func enqueue(_ r: FanOutRequest, registry: DeviceRegistry, queue: DeliveryQueue) async throws -> Int {
+        let (notificationID, appID, audience) = (r.notificationID, r.appID, r.audience)
+        let (notBefore, expiresAt, spread) = (r.notBefore, r.expiresAt, r.spread)
         if let direct = audience.directTargets {
             let step = Spread.step(spread, count: direct.count)
             return try await queue.enqueue(

@@ -27,6 +27,18 @@ public struct AcceptPlan: Sendable {
         self.expiresAt = expiresAt
         self.spread = spread
     }
+
+    /// The fan-out of its deliveries.
+    public var fanOut: FanOutRequest {
+        FanOutRequest(
+            notificationID: notification.id,
+            appID: notification.appID,
+            audience: audience,
+            notBefore: notBefore,
+            expiresAt: expiresAt,
+            spread: spread
+        )
+    }
 }
 
 /// What accepting did.

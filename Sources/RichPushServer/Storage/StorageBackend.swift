@@ -21,17 +21,10 @@ public protocol StorageBackend: Sendable {
     /// Bytes uploaded per app and day (the upload quota, counted where every node sees it).
     var uploads: any UploadLedger { get }
 
-    /// ``fanOut(notificationID:appID:audience:notBefore:expiresAt:spread:)`` inside the database, which selects and
-    /// inserts the rows in one statement per chunk; nil when it cannot (an audience its SQL does not express, or a
-    /// backend without SQL), and the fan-out then goes through the registry and the queue.
-    func fanOutInDatabase(
-        notificationID: String,
-        appID: String,
-        audience: Audience,
-        notBefore: Date,
-        expiresAt: Date?,
-        spread: TimeInterval
-    ) async throws -> Int?
+    /// ``fanOut(_:)`` inside the database, which selects and inserts the rows in one statement per chunk; nil when
+    /// it cannot (an audience its SQL does not express, or a backend without SQL), and the fan-out then goes through
+    /// the registry and the queue.
+    func fanOutInDatabase(_ request: FanOutRequest) async throws -> Int?
 
     /// ``countByProvider(appID:audience:)`` counted by the database; nil as for the fan-out.
     func countByProviderInDatabase(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]?
@@ -94,6 +87,33 @@ struct LocalPeriodicJobs: Service {
     }
 }
 
+/// One fan-out outside a notification's intake: the deliveries of `notificationID` for every device of `appID`'s
+/// `audience`, due from `notBefore` (spread evenly over `spread` seconds), expiring at `expiresAt`.
+public struct FanOutRequest: Sendable {
+    public var notificationID: String
+    public var appID: String
+    public var audience: Audience
+    public var notBefore: Date
+    public var expiresAt: Date?
+    public var spread: TimeInterval
+
+    public init(
+        notificationID: String,
+        appID: String,
+        audience: Audience,
+        notBefore: Date,
+        expiresAt: Date? = nil,
+        spread: TimeInterval = 0
+    ) {
+        self.notificationID = notificationID
+        self.appID = appID
+        self.audience = audience
+        self.notBefore = notBefore
+        self.expiresAt = expiresAt
+        self.spread = spread
+    }
+}
+
 /// A send spread over a window: of `count` deliveries from a start, the i-th is due `step × i` after it, the last
 /// at the window's end, so that the media downloads they cause spread too.
 public enum Spread {
@@ -106,36 +126,9 @@ extension StorageBackend {
     /// Queues a delivery for every device of the audience, outside a notification's intake (tools and benchmarks);
     /// returns how many. Spread as the intake spreads (``Spread``). In the database when it can; else device by
     /// device through the registry and the queue (direct targets, and the in-memory twin).
-    public func fanOut(
-        notificationID: String,
-        appID: String,
-        audience: Audience,
-        notBefore: Date,
-        expiresAt: Date?,
-        spread: TimeInterval
-    ) async throws -> Int {
-        if audience.directTargets == nil,
-            let n = try await fanOutInDatabase(
-                notificationID: notificationID,
-                appID: appID,
-                audience: audience,
-                notBefore: notBefore,
-                expiresAt: expiresAt,
-                spread: spread
-            )
-        {
-            return n
-        }
-        return try await FanOut().enqueue(
-            notificationID: notificationID,
-            appID: appID,
-            audience: audience,
-            registry: registry,
-            queue: queue,
-            notBefore: notBefore,
-            expiresAt: expiresAt,
-            spread: spread
-        )
+    public func fanOut(_ r: FanOutRequest) async throws -> Int {
+        if r.audience.directTargets == nil, let n = try await fanOutInDatabase(r) { return n }
+        return try await FanOut().enqueue(r, registry: registry, queue: queue)
     }
 
     /// The deliveries each provider would get for the audience, without creating any (a dry run).

@@ -114,15 +114,11 @@ struct DirectSend {
         }
         let fcmEndpoint = try Endpoint(url: fcmURL, option: "the sandbox's FCM URL")
         let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
-        let apnsClient = APNsClient(
-            configuration: .init(
-                endpoint: .custom(host: "127.0.0.1", port: Int(apnsPort)),
-                authentication: .token(key),
-                trust: caTrust,
-                connections: o.connections,
-                requestTimeout: o.timeout
-            ),
-            eventLoopGroup: group
+        let apnsClient = makeAPNsClient(
+            .custom(host: "127.0.0.1", port: Int(apnsPort)),
+            .token(key),
+            trust: caTrust,
+            group: group
         )
         apns = APNsTargetSender(
             client: apnsClient,
@@ -130,15 +126,11 @@ struct DirectSend {
             bundleID: command.apns.bundleID ?? "com.example.app"
         )
         let account = try ServiceAccount(contentsOf: folder.appendingPathComponent("service-account.json"))
-        let fcmClient = FCMClient(
-            configuration: .init(
-                serviceAccount: account,
-                endpoint: .custom(host: fcmEndpoint.host, port: fcmEndpoint.port),
-                trust: caTrust,
-                connections: o.connections,
-                requestTimeout: o.timeout
-            ),
-            eventLoopGroup: group
+        let fcmClient = makeFCMClient(
+            account,
+            .custom(host: fcmEndpoint.host, port: fcmEndpoint.port),
+            trust: caTrust,
+            group: group
         )
         fcm = FCMTargetSender(
             client: fcmClient,
@@ -196,7 +188,20 @@ struct DirectSend {
         } else {
             endpoint = a.production ? .production : .sandbox
         }
-        let client = APNsClient(
+        let client = makeAPNsClient(endpoint, authentication, trust: trust, group: group)
+        apns = APNsTargetSender(client: client, message: message, bundleID: bundleID)
+        clients = [{ await client.shutdown() }, { try? await group.shutdownGracefully() }]
+    }
+
+    /// An APNs client with the command's connections and request timeout.
+    func makeAPNsClient(
+        _ endpoint: APNsConfiguration.Endpoint,
+        _ authentication: APNsConfiguration.Authentication,
+        trust: TLSTrust,
+        group: MultiThreadedEventLoopGroup
+    ) -> APNsClient {
+        let o = command.output
+        return APNsClient(
             configuration: .init(
                 endpoint: endpoint,
                 authentication: authentication,
@@ -206,8 +211,26 @@ struct DirectSend {
             ),
             eventLoopGroup: group
         )
-        apns = APNsTargetSender(client: client, message: message, bundleID: bundleID)
-        clients = [{ await client.shutdown() }, { try? await group.shutdownGracefully() }]
+    }
+
+    /// An FCM client with the command's connections and request timeout.
+    func makeFCMClient(
+        _ account: ServiceAccount,
+        _ endpoint: FCMConfiguration.Endpoint,
+        trust: TLSTrust,
+        group: MultiThreadedEventLoopGroup
+    ) -> FCMClient {
+        let o = command.output
+        return FCMClient(
+            configuration: .init(
+                serviceAccount: account,
+                endpoint: endpoint,
+                trust: trust,
+                connections: o.connections,
+                requestTimeout: o.timeout
+            ),
+            eventLoopGroup: group
+        )
     }
 
     /// FCM with a service account, at Google or a given address.
@@ -230,16 +253,7 @@ struct DirectSend {
                 "--fcm-service-account \(file): its token_uri is not Google's token endpoint; not sending the key's assertion there"
             )
         }
-        let client = FCMClient(
-            configuration: .init(
-                serviceAccount: account,
-                endpoint: endpoint,
-                trust: trust,
-                connections: o.connections,
-                requestTimeout: o.timeout
-            ),
-            eventLoopGroup: group
-        )
+        let client = makeFCMClient(account, endpoint, trust: trust, group: group)
         fcm = FCMTargetSender(
             client: client,
             renderer: FCMRenderer(projectID: account.projectID, chartImageURL: message.chartImageURL),

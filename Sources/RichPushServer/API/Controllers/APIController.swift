@@ -51,6 +51,15 @@ enum ListQuery {
         }
         return n
     }
+
+    /// A list's `after` cursor (0 or more, default 0: from the start) from the query.
+    static func after(_ query: Parameters) throws -> Int64 {
+        guard let a = query.get("after") else { return 0 }
+        guard let n = Int64(a), n >= 0 else {
+            throw APIError(.invalid, "after is a whole number of 0 or more (a next_after from the page before)")
+        }
+        return n
+    }
 }
 
 extension Response {

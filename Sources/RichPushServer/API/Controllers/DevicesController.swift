@@ -71,16 +71,7 @@ struct DevicesController: AppRoutes {
         guard q.unicodeScalars.count <= 4096, !q.unicodeScalars.contains("\u{0}") else {
             throw APIError(.invalid, "q is at most 4,096 characters, without NUL")
         }
-        var after: Int64 = 0
-        if let a = query.get("after") {
-            guard let n = Int64(a), n >= 0 else {
-                throw APIError(
-                    .invalid,
-                    "after is a whole number of 0 or more (a next_after from the page before)"
-                )
-            }
-            after = n
-        }
+        let after = try ListQuery.after(query)
         let (devices, next) = try await registry.search(appID: app.id, matching: q, after: after, limit: limit)
         var body: [String: JSONValue] = [
             "devices": .array(devices.map(\.json)),

@@ -184,15 +184,7 @@ struct NotificationsController: AppRoutes {
         var limit = 1000
 
         init(query: Parameters) throws {
-            if let a = query.get("after") {
-                guard let n = Int64(a), n >= 0 else {
-                    throw APIError(
-                        .invalid,
-                        "after is a whole number of 0 or more (a next_after from the page before)"
-                    )
-                }
-                after = n
-            }
+            after = try ListQuery.after(query)
             if let l = query.get("limit") {
                 guard let n = Int(l), (1...1000).contains(n) else {
                     throw APIError(.invalid, "limit is a whole number from 1 to 1000")
@@ -203,7 +195,6 @@ struct NotificationsController: AppRoutes {
     }
 
     func outcomes(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        let app = context.app
         let (id, _) = try await requireNotification(context)
         let page = try OutcomesPage(query: request.uri.queryParameters)
         // Counted in the database and read a page at a time: a poll of a million-device send reads no million rows.
@@ -288,7 +279,6 @@ struct NotificationsController: AppRoutes {
     /// `GET /v1/apps/{app}/notifications/{id}/simulation` (sandbox mode): the device library run on what the APNs
     /// emulator received for this notification: what the iPhone shows, attaches and skips, and why.
     func simulation(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        let app = context.app
         guard let simulate else {
             throw APIError(.notFound, "the simulated iPhone runs in sandbox mode only")
         }
@@ -305,7 +295,6 @@ struct NotificationsController: AppRoutes {
     /// A device's delivery report (RichPushMedia's `DeliveryReport.json`), posted by the app with a `send` key and
     /// the device's token: bound to that token's delivery like a device's own report.
     func receipt(_ request: Request, _ context: AppRequestContext) async throws -> Response {
-        let app = context.app
         let (id, _) = try await requireNotification(context)
         let body = try ReceiptBody.decode(try await bodyJSON(request), byApp: true)
         // The device named by its token must be one this notification was sent to; its first report stands.

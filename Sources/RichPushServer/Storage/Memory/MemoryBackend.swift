@@ -46,14 +46,7 @@ public struct MemoryBackend: StorageBackend {
     }
 
     /// No SQL here: every fan-out and count goes through the registry and the queue.
-    public func fanOutInDatabase(
-        notificationID: String,
-        appID: String,
-        audience: Audience,
-        notBefore: Date,
-        expiresAt: Date?,
-        spread: TimeInterval
-    ) async throws -> Int? { nil }
+    public func fanOutInDatabase(_ request: FanOutRequest) async throws -> Int? { nil }
 
     public func countByProviderInDatabase(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]? {
         nil

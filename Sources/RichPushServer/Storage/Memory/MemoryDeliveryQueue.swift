@@ -95,23 +95,26 @@ public actor MemoryDeliveryQueue: DeliveryQueue {
 
     @discardableResult
     public func finish(id: Int64, owner: String, outcome: DeliveryOutcome, now: Date) -> Bool {
-        guard var r = records[id], r.state == .leased, r.leaseOwner == owner else { return false }
-        r.state = outcome.state
-        r.reason = outcome.reason
-        r.providerID = outcome.providerID
-        r.leaseOwner = nil
-        r.leaseUntil = nil
-        r.updatedAt = now
-        records[id] = r
-        return true
+        unlease(id, owner: owner, now: now) { r in
+            r.state = outcome.state
+            r.reason = outcome.reason
+            r.providerID = outcome.providerID
+        }
     }
 
     @discardableResult
     public func reschedule(id: Int64, owner: String, notBefore: Date, reason: String, now: Date) -> Bool {
+        unlease(id, owner: owner, now: now) { r in
+            r.state = .queued
+            r.notBefore = notBefore
+            r.reason = reason
+        }
+    }
+
+    /// Changes a delivery `owner` holds by `change` and ends its lease; false when it does not hold it.
+    private func unlease(_ id: Int64, owner: String, now: Date, _ change: (inout DeliveryRecord) -> Void) -> Bool {
         guard var r = records[id], r.state == .leased, r.leaseOwner == owner else { return false }
-        r.state = .queued
-        r.notBefore = notBefore
-        r.reason = reason
+        change(&r)
         r.leaseOwner = nil
         r.leaseUntil = nil
         r.updatedAt = now

@@ -41,16 +41,7 @@ public final class MemoryIntake: NotificationIntake {
             pending.withLockedValue { $0.append((n.id, plan)) }
             return Accepted(notification: stored, created: true, queued: 0, fanOutPending: true)
         }
-        let added = try await FanOut().enqueue(
-            notificationID: n.id,
-            appID: n.appID,
-            audience: plan.audience,
-            registry: registry,
-            queue: queue,
-            notBefore: plan.notBefore,
-            expiresAt: plan.expiresAt,
-            spread: plan.spread
-        )
+        let added = try await FanOut().enqueue(plan.fanOut, registry: registry, queue: queue)
         if added > 0 { queued() }
         return Accepted(notification: stored, created: true, queued: added, fanOutPending: false)
     }
@@ -62,16 +53,7 @@ public final class MemoryIntake: NotificationIntake {
         }
         guard let plan = taken else { return 0 }
         do {
-            let added = try await FanOut().enqueue(
-                notificationID: notificationID,
-                appID: plan.notification.appID,
-                audience: plan.audience,
-                registry: registry,
-                queue: queue,
-                notBefore: plan.notBefore,
-                expiresAt: plan.expiresAt,
-                spread: plan.spread
-            )
+            let added = try await FanOut().enqueue(plan.fanOut, registry: registry, queue: queue)
             if added > 0 { queued() }
             return added
         } catch {

@@ -193,23 +193,16 @@ public final class PostgresBackend: StorageBackend {
         ]
     }
 
-    public func fanOutInDatabase(
-        notificationID: String,
-        appID: String,
-        audience: Audience,
-        notBefore: Date,
-        expiresAt: Date?,
-        spread: TimeInterval
-    ) async throws -> Int? {
-        guard AudienceFilter(audience, appID: appID) != nil else { return nil }
-        let total = spread > 0 ? try await pgRegistry.countInDatabase(appID: appID, audience: audience) ?? 0 : 0
+    public func fanOutInDatabase(_ r: FanOutRequest) async throws -> Int? {
+        guard AudienceFilter(r.audience, appID: r.appID) != nil else { return nil }
+        let total = r.spread > 0 ? try await pgRegistry.countInDatabase(appID: r.appID, audience: r.audience) ?? 0 : 0
         return try await pgIntake.insertInChunks(
-            notificationID: notificationID,
-            appID: appID,
-            audience: audience,
-            notBefore: notBefore,
-            expiresAt: expiresAt,
-            step: Spread.step(spread, count: total),
+            notificationID: r.notificationID,
+            appID: r.appID,
+            audience: r.audience,
+            notBefore: r.notBefore,
+            expiresAt: r.expiresAt,
+            step: Spread.step(r.spread, count: total),
             from: .init(cursor: 0, inserted: 0),
             tracked: false
         ).added

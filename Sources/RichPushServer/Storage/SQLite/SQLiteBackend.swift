@@ -49,25 +49,10 @@ public struct SQLiteBackend: StorageBackend {
         )
     }
 
-    public func fanOutInDatabase(
-        notificationID: String,
-        appID: String,
-        audience: Audience,
-        notBefore: Date,
-        expiresAt: Date?,
-        spread: TimeInterval
-    ) async throws -> Int? {
-        let total = spread > 0 ? try await sqliteRegistry.countInDatabase(appID: appID, audience: audience) ?? 0 : 0
-        return try await sqliteRegistry.fanOutInDatabase(
-            notificationID: notificationID,
-            appID: appID,
-            audience: audience,
-            notBefore: notBefore,
-            expiresAt: expiresAt,
-            chunk: sqliteIntake.chunk,
-            spread: spread,
-            total: total
-        )
+    public func fanOutInDatabase(_ r: FanOutRequest) async throws -> Int? {
+        let total =
+            r.spread > 0 ? try await sqliteRegistry.countInDatabase(appID: r.appID, audience: r.audience) ?? 0 : 0
+        return try await sqliteRegistry.fanOutInDatabase(r, chunk: sqliteIntake.chunk, total: total)
     }
 
     public func countByProviderInDatabase(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]? {

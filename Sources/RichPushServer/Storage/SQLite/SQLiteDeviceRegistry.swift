@@ -274,24 +274,20 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
     /// Fan-out inside SQLite when the queue lives in the same database: `INSERT … SELECT` in chunks, each its
     /// own transaction, so that no row passes through Swift and writers are never blocked for long.
     ///
-    /// With `spread` > 0 the deliveries' times run evenly from `notBefore` to `notBefore + spread` over the
+    /// With a `spread` > 0 the deliveries' times run evenly from `notBefore` to `notBefore + spread` over the
     /// `total` devices, in row order. `checkpoint` runs inside each chunk's transaction with the progress after
     /// it (the server stores it with the notification, so that a fan-out cut short by a crash resumes exactly).
     func fanOutInDatabase(
-        notificationID: String,
-        appID: String,
-        audience: Audience,
-        notBefore: Date,
-        expiresAt: Date?,
+        _ r: FanOutRequest,
         chunk: Int,
-        spread: TimeInterval = 0,
         total: Int = 0,
         from start: FanOutProgress = .init(),
         checkpoint: @escaping @Sendable (Database, FanOutProgress, _ finished: Bool) throws -> Void = { _, _, _ in }
     ) async throws -> Int? {
-        guard let filter = AudienceFilter(audience, appID: appID) else { return nil }
+        guard let filter = AudienceFilter(r.audience, appID: r.appID) else { return nil }
         var progress = start
-        let step = Spread.step(spread, count: total)
+        let step = Spread.step(r.spread, count: total)
+        let (notificationID, notBefore, expiresAt) = (r.notificationID, r.notBefore, r.expiresAt)
         while true {
             let before = progress
             let (after, finished): (FanOutProgress, Bool) = try await pool.write { db in

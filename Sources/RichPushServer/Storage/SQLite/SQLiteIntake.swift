@@ -125,13 +125,15 @@ public final class SQLiteIntake: NotificationIntake {
         }
         let added =
             try await registry.fanOutInDatabase(
-                notificationID: notificationID,
-                appID: appID,
-                audience: audience,
-                notBefore: notBefore,
-                expiresAt: expiresAt,
+                FanOutRequest(
+                    notificationID: notificationID,
+                    appID: appID,
+                    audience: audience,
+                    notBefore: notBefore,
+                    expiresAt: expiresAt,
+                    spread: spread
+                ),
                 chunk: chunk,
-                spread: spread,
                 total: total,
                 from: start
             ) { db, progress, finished in
