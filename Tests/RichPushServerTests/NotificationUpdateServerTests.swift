@@ -152,7 +152,7 @@ import Testing
 
             // Then the workers send while updates keep coming, a third of the sends refused with 503 and retried.
             h.sandbox.apns.inject(.status(503, reason: "ServiceUnavailable"), rate: 0.33)
-            let running = h.workers.map { w in Task { try await w.run() } }
+            let running = h.workers.map { w in Task { await w.run() } }
             for v in 2...8 {
                 try await Task.sleep(nanoseconds: UInt64.random(in: 10_000_000...120_000_000))
                 // Any version's id names the family.
@@ -168,8 +168,8 @@ import Testing
             }
             try await h.settled()
             h.sandbox.apns.clearFaults()
-            for t in running { t.cancel() }
-            for t in running { _ = try? await t.value }
+            for w in h.workers { w.stop() }
+            for t in running { await t.value }
 
             #expect(h.sandbox.apns.rejectedCounts["ServiceUnavailable", default: 0] > 0)
             for token in tokens {

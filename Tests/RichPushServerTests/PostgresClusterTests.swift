@@ -50,6 +50,36 @@ import Testing
 
     static let t0 = Date(timeIntervalSince1970: 1_800_000_000)
 
+    /// A node that stops takes its row off the cluster's list on its way out, so the others count one node fewer at
+    /// once (not five heartbeats later).
+    @Test func aNodeThatStopsLeavesTheList() async throws {
+        let nodes = try await Self.nodes(2)
+        let heartbeat = PostgresHeartbeat(
+            db: nodes[1].database,
+            nodeID: "node-2",
+            address: "test",
+            interval: 0.2,
+            onNodes: { _ in }
+        )
+        let group = ServiceGroup(services: [heartbeat], logger: Logger(label: "test"))
+        func listed() async throws -> Int {
+            try await nodes[0].database.rows("SELECT count(*) FROM nodes WHERE id = 'node-2'").first?.decode(Int.self)
+                ?? 0
+        }
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            let deadline = Date().addingTimeInterval(30)
+            while try await listed() == 0 {
+                #expect(Date() < deadline, "the heartbeat never wrote its row")
+                if Date() >= deadline { break }
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+        #expect(try await listed() == 0)
+    }
+
     /// Two nodes claiming at once, round after round, never hold the same delivery.
     @Test func concurrentClaimsAreDisjoint() async throws {
         let nodes = try await Self.nodes(3)
@@ -251,7 +281,12 @@ import Testing
                 Task { try? await service.run() }
             }
         }
-        try await Task.sleep(for: .seconds(2))
+        // A few runs of the job (every 0.2 s): a fixed two seconds measured the machine, and beside the whole suite
+        // the first run came later than that.
+        let begun = Date()
+        while runs.withLockedValue({ $0.count < 5 }), Date().timeIntervalSince(begun) < 60 {
+            try await Task.sleep(for: .milliseconds(50))
+        }
         let leader = try #require(runs.withLockedValue { $0.first })
         #expect(Set(runs.withLockedValue { $0 }) == [leader], "both nodes ran the job: \(runs.withLockedValue { $0 })")
         for t in tasks[leader] { t.cancel() }
@@ -260,7 +295,7 @@ import Testing
         runs.withLockedValue { $0.removeAll() }
         // The lock goes with the leader's connection; the other node tries again every 5 s.
         let start = Date()
-        while runs.withLockedValue({ $0.isEmpty }), Date().timeIntervalSince(start) < 15 {
+        while runs.withLockedValue({ $0.isEmpty }), Date().timeIntervalSince(start) < 60 {
             try await Task.sleep(for: .milliseconds(100))
         }
         #expect(runs.withLockedValue { $0.first } == 1 - leader)

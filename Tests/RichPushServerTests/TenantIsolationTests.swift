@@ -150,7 +150,7 @@ import Testing
         let origin = f.origin
         let inFlight = Peak { admission.inFlight(origin: origin) }
         let held = Peak { admission.held(app: "hostile") }
-        let running = Task { try await worker.run() }
+        let running = Task { await worker.run() }
         // The flood's sends are out and hanging.
         let out = Date()
         while admission.inFlight(origin: origin) < 100, Date().timeIntervalSince(out) < 10 {
@@ -175,8 +175,8 @@ import Testing
             "isolation test: the other app's send arrived in \(String(format: "%.2f", took)) s beside 100 hanging sends"
         )
 
-        running.cancel()
-        try await running.value
+        worker.stop()
+        await running.value
         let peakInFlight = inFlight.stop()
         let peakHeld = held.stop()
         #expect(peakInFlight <= 100, "in flight to the silent service at once: \(peakInFlight)")
@@ -227,7 +227,7 @@ import Testing
         let probes = Peak {
             admission.circuitState(origin: origin) == "probing" ? admission.inFlight(origin: origin) : 0
         }
-        let running = Task { try await worker.run() }
+        let running = Task { await worker.run() }
         var seen: [String] = []
         func watch(until state: String, seconds: Double) async throws {
             let start = Date()
@@ -267,8 +267,8 @@ import Testing
         #expect(try await f.queue.counts() == [.delivered: 30])
         #expect(f.push.acceptedCount == 30)
         #expect(probes.stop() <= 1)
-        running.cancel()
-        try await running.value
+        worker.stop()
+        await running.value
         await f.stop()
     }
 
@@ -375,13 +375,13 @@ import Testing
             sender: sender,
             admission: admission
         )
-        let running = Task { try await worker.run() }
+        let running = Task { await worker.run() }
         let started = Date()
         while try await queue.counts()[.delivered, default: 0] < 260, Date().timeIntervalSince(started) < 60 {
             try await Task.sleep(nanoseconds: 20_000_000)
         }
-        running.cancel()
-        try await running.value
+        worker.stop()
+        await running.value
         #expect(try await queue.counts() == [.delivered: 260])
         let peaks = sender.peaks.withLockedValue { $0 }
         #expect((peaks["app:a"] ?? 0) <= 20 && (peaks["app:b"] ?? 0) <= 20, "\(peaks)")

@@ -134,23 +134,33 @@ public final class InsightCache: Sendable {
 }
 
 /// Values by key, each read once however many ask at once and kept for a lifetime its read's cost decides: a
-/// reader finds a fresh value, or joins the read under way, or starts one. At most `capacity` keys, the least
-/// recently used out first (a read under way whose entry was pushed out still ends for those waiting on it).
+/// reader finds a fresh value, or joins the read under way, or makes one itself. At most `capacity` keys, the least
+/// recently used out first (the readers waiting on a read whose entry was pushed out still get its value).
+///
+/// The read runs in the task of the reader that made it: if that reader goes away (its request cancelled), those
+/// waiting on it are told to try again, and the first of them reads.
 final class ReadCache<Value: Sendable>: Sendable {
     enum Entry: Sendable {
         case ready(Value, until: ContinuousClock.Instant)
-        case reading(Task<Value, Error>)
+        case reading
     }
 
-    /// What a reader found under the lock.
-    enum Found {
+    /// What a reader found: a fresh value, a read to make, or (after waiting) another reader's result; nil when
+    /// that reader went away before it had one.
+    private enum Turn: Sendable {
         case fresh(Value)
-        case wait(Task<Value, Error>)
+        case read
+        case joined(Result<Value, any Error>?)
     }
 
-    private let entries: NIOLockedValueBox<LRU<Entry>>
+    private struct State {
+        var entries: LRU<Entry>
+        var waiting: [String: [CheckedContinuation<Turn, Never>]] = [:]
+    }
 
-    init(capacity: Int) { entries = NIOLockedValueBox(LRU(capacity: max(1, capacity))) }
+    private let state: NIOLockedValueBox<State>
+
+    init(capacity: Int) { state = NIOLockedValueBox(State(entries: LRU(capacity: max(1, capacity)))) }
 
     /// The value of `key`: fresh, or from the read under way, or from a new read (whose cost in seconds
     /// `lifetime` turns into how long it stays fresh). A failed read is not kept: the next reader reads again.
@@ -160,38 +170,53 @@ final class ReadCache<Value: Sendable>: Sendable {
         read: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
         let clock = ContinuousClock()
-        let found: Found = entries.withLockedValue { lru in
-            switch lru.get(key) {
-            case .ready(let v, let until)? where clock.now < until:
-                return .fresh(v)
-            case .reading(let t)?:
-                return .wait(t)
-            default:
-                // The read is a task of its own: a reader that goes away (its request cancelled) does not cancel
-                // it for the others waiting.
-                let t = Task<Value, Error> { [entries] in
-                    let started = clock.now
-                    do {
-                        let v = try await read()
-                        let cost = started.duration(to: clock.now)
-                        let seconds = Double(cost.components.seconds) + Double(cost.components.attoseconds) / 1e18
-                        let until = clock.now.advanced(by: .milliseconds(Int64(lifetime(seconds) * 1000)))
-                        entries.withLockedValue { $0.set(key, .ready(v, until: until)) }
-                        return v
-                    } catch {
-                        entries.withLockedValue { $0.remove(key) }
-                        throw error
+        while true {
+            try Task.checkCancellation()
+            let turn = await withCheckedContinuation { (c: CheckedContinuation<Turn, Never>) in
+                let now = state.withLockedValue { s -> Turn? in
+                    switch s.entries.get(key) {
+                    case .ready(let v, let until)? where clock.now < until:
+                        return .fresh(v)
+                    case .reading?:
+                        s.waiting[key, default: []].append(c)
+                        return nil
+                    default:
+                        s.entries.set(key, .reading)
+                        return .read
                     }
                 }
-                lru.set(key, .reading(t))
-                return .wait(t)
+                if let now { c.resume(returning: now) }
             }
-        }
-        switch found {
-        case .fresh(let v): return v
-        case .wait(let t): return try await t.value
+            switch turn {
+            case .fresh(let v): return v
+            case .joined(let result?): return try result.get()
+            case .joined(nil): continue
+            case .read: break
+            }
+            let started = clock.now
+            do {
+                let v = try await read()
+                let cost = started.duration(to: clock.now)
+                let seconds = Double(cost.components.seconds) + Double(cost.components.attoseconds) / 1e18
+                let until = clock.now.advanced(by: .milliseconds(Int64(lifetime(seconds) * 1000)))
+                finish(key, .ready(v, until: until), answer: .success(v))
+                return v
+            } catch {
+                // A reader that went away has no answer for the others: they try again.
+                finish(key, nil, answer: Task.isCancelled ? nil : .failure(error))
+                throw error
+            }
         }
     }
 
-    var count: Int { entries.withLockedValue { $0.count } }
+    /// Keeps a read's value (nil: forgets the key) and answers those waiting on it.
+    private func finish(_ key: String, _ entry: Entry?, answer: Result<Value, any Error>?) {
+        let waiters = state.withLockedValue { s -> [CheckedContinuation<Turn, Never>] in
+            if let entry { s.entries.set(key, entry) } else { s.entries.remove(key) }
+            return s.waiting.removeValue(forKey: key) ?? []
+        }
+        for w in waiters { w.resume(returning: .joined(answer)) }
+    }
+
+    var count: Int { state.withLockedValue { $0.entries.count } }
 }

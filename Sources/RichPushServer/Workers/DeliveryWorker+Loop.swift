@@ -89,7 +89,10 @@ extension DeliveryWorker {
             var loop = Loop()
             while true {
                 let t = now()
-                let stopping = stop.isSet || (once && loop.claimedOnce)
+                // Cancellation is the hard stop: what is not started goes back, the sends are cancelled (their
+                // children), and what cannot be recorded now is claimed again when its lease runs out.
+                let cancelled = Task.isCancelled
+                let stopping = stop.isSet || cancelled || (once && loop.claimedOnce)
                 let (ended, claimed, settled) = inbox.withLockedValue { i in
                     defer {
                         i.ended.removeAll(keepingCapacity: true)
@@ -113,7 +116,7 @@ extension DeliveryWorker {
                 }
                 if let claimed { took(claimed, &loop, served: &served, at: t) }
                 startWaiting(&loop, stopping: stopping, at: t, leases: leases, inbox: inbox, group: &group)
-                fill(&loop, givingBack: stop.isSet, at: t, leases: leases, inbox: inbox, group: &group)
+                fill(&loop, givingBack: stop.isSet || cancelled, at: t, leases: leases, inbox: inbox, group: &group)
                 if !loop.settling, !loop.pending.isEmpty,
                     loop.pending.count >= configuration.settleEvery || stopping || loop.inFlight == 0
                         || t.timeIntervalSince(loop.oldestPending ?? t) >= configuration.settleDelay
@@ -134,7 +137,7 @@ extension DeliveryWorker {
                 }) {
                     continue
                 }
-                await signal.wait(upTo: nextTurn(loop, stopping: stopping, at: t))
+                await signal.waitUnlessCancelled(upTo: nextTurn(loop, stopping: stopping, at: t))
             }
             // The renewals end; the group then waits for the last pruning.
             done.set()

@@ -12,22 +12,29 @@ extension DeliveryWorker {
         let deadlines = self.deadlines
         let waiting = NIOLockedValueBox<CheckedContinuation<SendResult, Never>?>(nil)
         let sending = NIOLockedValueBox<Task<Void, Never>?>(nil)
-        return await withCheckedContinuation { (continuation: CheckedContinuation<SendResult, Never>) in
-            waiting.withLockedValue { $0 = continuation }
-            let task = Task {
-                // The clock starts with the send itself, not when the task was asked for: a busy process delays
-                // both alike. One sweep for all the worker's sends, rather than a timer each (scheduling and
-                // cancelling a timer per send cost a tenth of the node's CPU while delivering).
-                let entry = deadlines.add(after: limit) {
-                    guard let c = waiting.withLockedValue({ $0.take() }) else { return }
-                    sending.withLockedValue { $0?.cancel() }
-                    c.resume(returning: .failed(.retry, reason: "send_deadline"))
+        // The caller's cancellation (the worker's hard stop) cancels the send; its answer is waited for as ever.
+        return await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<SendResult, Never>) in
+                waiting.withLockedValue { $0 = continuation }
+                let task = Task {
+                    // The clock starts with the send itself, not when the task was asked for: a busy process delays
+                    // both alike. One sweep for all the worker's sends, rather than a timer each (scheduling and
+                    // cancelling a timer per send cost a tenth of the node's CPU while delivering).
+                    let entry = deadlines.add(after: limit) {
+                        guard let c = waiting.withLockedValue({ $0.take() }) else { return }
+                        sending.withLockedValue { $0?.cancel() }
+                        c.resume(returning: .failed(.retry, reason: "send_deadline"))
+                    }
+                    let result = await sender.send(d)
+                    deadlines.remove(entry)
+                    waiting.withLockedValue { $0.take() }?.resume(returning: result)
                 }
-                let result = await sender.send(d)
-                deadlines.remove(entry)
-                waiting.withLockedValue { $0.take() }?.resume(returning: result)
+                sending.withLockedValue { $0 = task }
+                // Cancelled before the task was there for the handler to cancel.
+                if Task.isCancelled { task.cancel() }
             }
-            sending.withLockedValue { $0 = task }
+        } onCancel: {
+            sending.withLockedValue { $0?.cancel() }
         }
     }
 

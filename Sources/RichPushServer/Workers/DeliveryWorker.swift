@@ -80,6 +80,8 @@ public final class DeliveryWorker: Sendable {
     let admission: DeliveryAdmission
     let logger: Logger
     let signal = WakeSignal()
+    /// Set by ``stop()``.
+    let stopping = StopFlag()
     /// Set by ``wake()``: new deliveries were queued since the last claim.
     let woken = NIOLockedValueBox(false)
     let deadlines: SendDeadlines
@@ -116,21 +118,22 @@ public final class DeliveryWorker: Sendable {
         deadlines = SendDeadlines(granularity: min(0.1, max(0.001, configuration.effectiveSendDeadline) / 4))
     }
 
-    /// Runs until the task is cancelled. A cancelled worker claims nothing more, and finishes what it holds: its
-    /// sends end (each within its deadline) and every outcome is recorded before it returns. When nothing is due
-    /// it waits up to `idleWait`, or until ``wake()`` says there is new work.
-    public func run() async throws {
-        let stop = StopFlag()
-        await withTaskCancellationHandler {
-            // The work runs in one task the caller's cancellation does not reach (cancellation only says: claim no
-            // more): a cancelled send or database write would leave deliveries leased until their lease ran out,
-            // and send them twice. Inside it everything is structured: the sends and the lease renewals are
-            // children of its loop.
-            _ = await Task { await self.serve(until: stop, once: false) }.value
-        } onCancel: {
-            stop.set()
-            signal.signal()
-        }
+    /// Runs until ``stop()``: then the worker claims nothing more, gives back what it has not started, and
+    /// finishes what it holds: its sends end (each within its deadline) and every outcome is recorded before it
+    /// returns. When nothing is due it waits up to `idleWait`, or until ``wake()`` says there is new work.
+    ///
+    /// Cancelling the task abandons what it holds instead: its sends and database writes are cancelled, and the
+    /// deliveries they held are claimed again when their leases run out (sent at least once, perhaps twice). The
+    /// server stops a worker with ``stop()`` on a graceful shutdown (``WorkerService``); cancellation is the hard
+    /// stop after it. A worker runs once.
+    public func run() async {
+        _ = await serve(until: stopping, once: false)
+    }
+
+    /// Asks ``run()`` to end: no more claims, everything held finished and recorded.
+    public func stop() {
+        stopping.set()
+        signal.signal()
     }
 
     /// Claims once and processes what it got to the end (every send ended and every outcome recorded); returns how
@@ -162,6 +165,8 @@ public final class DeliveryWorker: Sendable {
         let ends = leases.end(of: items.map(\.id))
         while true {
             do { return try await queue.settle(items, owner: configuration.owner, now: now()) } catch {
+                // A worker cancelled outright records nothing more: the leases run out instead.
+                if Task.isCancelled { throw error }
                 let limit = error is DatabaseUnavailable ? ends.addingTimeInterval(Self.settleGrace) : ends
                 guard now().addingTimeInterval(pause) < limit else { throw error }
                 // Only cancellation ends the sleep early; the loop checks it next.

@@ -112,16 +112,15 @@ struct PostgresHeartbeat: Service {
             }
             return interval
         }
-        // Leaving: the others count one node fewer at once (in a task the shutdown's cancellation does not reach).
-        // Should the database not answer, they count this node until its row is five intervals old.
-        await Task { [db, nodeID] in
-            do { try await db.rows("DELETE FROM nodes WHERE id = \(nodeID)") } catch {
-                db.logger.warning(
-                    "could not take this node off the cluster's list; the others count it a few seconds more",
-                    metadata: ["error": .string(PostgresDatabase.describe(error))]
-                )
-            }
-        }.value
+        // Leaving: the others count one node fewer at once. A graceful shutdown ends the loop above without
+        // cancelling this task, and the database service stops after this one; should the database not answer (or
+        // the group be cancelled outright), the others count this node until its row is five intervals old.
+        do { try await db.rows("DELETE FROM nodes WHERE id = \(nodeID)") } catch {
+            db.logger.warning(
+                "could not take this node off the cluster's list; the others count it a few seconds more",
+                metadata: ["error": .string(PostgresDatabase.describe(error))]
+            )
+        }
     }
 }
 
