@@ -73,8 +73,8 @@ extension DeliveryWorker {
     }
 
     /// The worker's loop: keeps sends in flight up to `concurrency`, with up to ``reserve`` more claimed and ready
-    /// to replace those that end, until `stop` is set (then it claims nothing more, gives back what it has not
-    /// started and returns once everything in flight has ended and been recorded); with `once`, after one claim
+    /// to replace those that end, until `stop` is set (then it claims nothing more, sends what it has claimed, and
+    /// returns once everything it holds has ended and been recorded); with `once`, after one claim
     /// (whose deliveries are all sent). Claims and settles run in children of the loop, beside the sends, so a
     /// slow database answer does not leave slots empty; the lease renewals and the pruning of gone tokens are
     /// children too, and so is each send (which runs in a task of its own, so that it can be left at its deadline).
@@ -116,7 +116,8 @@ extension DeliveryWorker {
                 }
                 if let claimed { took(claimed, &loop, served: &served, at: t) }
                 startWaiting(&loop, stopping: stopping, at: t, leases: leases, inbox: inbox, group: &group)
-                fill(&loop, givingBack: stop.isSet || cancelled, at: t, leases: leases, inbox: inbox, group: &group)
+                // A stop sends what is claimed (a reserve of half a claim at most); only cancellation gives it back.
+                fill(&loop, givingBack: cancelled, at: t, leases: leases, inbox: inbox, group: &group)
                 if !loop.settling, !loop.pending.isEmpty,
                     loop.pending.count >= configuration.settleEvery || stopping || loop.inFlight == 0
                         || t.timeIntervalSince(loop.oldestPending ?? t) >= configuration.settleDelay
@@ -137,7 +138,13 @@ extension DeliveryWorker {
                 }) {
                     continue
                 }
-                await signal.waitUnlessCancelled(upTo: nextTurn(loop, stopping: stopping, at: t))
+                // Cancellation wakes a loop that waits; once cancelled, the loop waits for its children's signals
+                // (a wait that cancellation ends at once would spin until the last send ended).
+                if cancelled {
+                    await signal.wait(upTo: nextTurn(loop, stopping: stopping, at: t))
+                } else {
+                    await signal.waitUnlessCancelled(upTo: nextTurn(loop, stopping: stopping, at: t))
+                }
             }
             // The renewals end; the group then waits for the last pruning.
             done.set()

@@ -13,9 +13,9 @@ import RichPushTransport
 /// Measured on Live Activity updates taken as fast as the node could (`Benchmarks/live_activities.sh 5000 30`): with
 /// the loop awaiting each claim and settle, 55 sends were in flight on average and the updates reached the push
 /// service 16.5 s late (p50); with the reserve but the app's room still nine tenths of the sends alone, 52 and 17 s;
-/// with both mended, 0.13 s. Before each send the node's ``DeliveryAdmission`` is asked: an app holds at most its share of the node's sends, a push service
-/// origin at most its own, and an origin whose circuit is open gets none (its deliveries go back to the queue
-/// untried, their attempt not counted).
+/// with both mended, 0.13 s. Before each send the node's ``DeliveryAdmission`` is asked: an app holds at most its
+/// share of the node's sends, a push service origin at most its own, and an origin whose circuit is open gets none
+/// (its deliveries go back to the queue untried, their attempt not counted).
 public final class DeliveryWorker: Sendable {
     public struct Configuration: Sendable {
         public var owner: String
@@ -118,9 +118,9 @@ public final class DeliveryWorker: Sendable {
         deadlines = SendDeadlines(granularity: min(0.1, max(0.001, configuration.effectiveSendDeadline) / 4))
     }
 
-    /// Runs until ``stop()``: then the worker claims nothing more, gives back what it has not started, and
-    /// finishes what it holds: its sends end (each within its deadline) and every outcome is recorded before it
-    /// returns. When nothing is due it waits up to `idleWait`, or until ``wake()`` says there is new work.
+    /// Runs until ``stop()``: then the worker claims nothing more, and finishes what it holds (its reserve too):
+    /// its sends end (each within its deadline) and every outcome is recorded before it returns. When nothing is
+    /// due it waits up to `idleWait`, or until ``wake()`` says there is new work.
     ///
     /// Cancelling the task abandons what it holds instead: its sends and database writes are cancelled, and the
     /// deliveries they held are claimed again when their leases run out (sent at least once, perhaps twice). The
