@@ -307,7 +307,7 @@ extension DeliveryWorker {
     }
 
     /// Asks the admission about ready deliveries, in the order they were claimed, while slots are free; with
-    /// `givingBack` (the worker stops) gives them all back untried, due at once.
+    /// `givingBack` (the worker cancelled) gives them all back untried, due at once.
     func fill(
         _ loop: inout Loop,
         givingBack: Bool,
