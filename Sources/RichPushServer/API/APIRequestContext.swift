@@ -15,6 +15,8 @@ public struct APIRequestContext: RequestContext, RemoteAddressRequestContext {
     /// The app of a route under `/v1/apps/{app}`, once ``AppAccess`` let the caller in (read by
     /// ``AppRequestContext``); nil elsewhere.
     var app: ServerApp?
+    /// Typed replies are written as the API writes JSON (``APIResponseEncoder``).
+    public var responseEncoder: APIResponseEncoder { .init() }
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)

@@ -11,6 +11,8 @@ public struct AppRequestContext: ChildRequestContext {
     let api: APIRequestContext
     /// The app of the path.
     public let app: ServerApp
+    /// Typed replies are written as the API writes JSON (``APIResponseEncoder``).
+    public var responseEncoder: APIResponseEncoder { .init() }
 
     public init(context: APIRequestContext) throws {
         // Set by AppAccess, which every group of this context runs first; a route outside one finds no app.

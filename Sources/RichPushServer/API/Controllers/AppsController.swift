@@ -30,27 +30,26 @@ struct AppsController: AppRoutes {
     /// `GET /v1/me`: the admin key, or an app's key with its scopes and its app. The app is shown as `GET
     /// /v1/apps/{app}` shows it (credentials described) to a key that may read it there (`read` or `manage`); to
     /// another (`register`, the key every page and app ships, or `send` alone) by its id only.
-    func me(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+    func me(_ request: Request, _ context: APIRequestContext) async throws -> Me {
         switch try context.requireCaller() {
         case .admin:
-            return Response.json(200, ["admin": true, "sandbox": .bool(sandbox)])
+            return .admin(sandbox: sandbox)
         case .app(let grant):
             guard let app = try await store.app(id: grant.appID) else {
                 throw APIError(.notFound, "this key's app is gone")
             }
             let readsApp = !grant.scopes.isDisjoint(with: [.read, .manage])
-            return Response.json(
-                200,
-                [
-                    "admin": false, "key_id": .string(grant.keyID),
-                    "scopes": .array(APIScope.allCases.filter(grant.scopes.contains).map { .string($0.rawValue) }),
-                    "app": readsApp ? app.json : ["id": .string(app.id)], "sandbox": .bool(sandbox),
-                ]
+            return Me(
+                admin: false,
+                keyID: grant.keyID,
+                scopes: APIScope.allCases.filter(grant.scopes.contains).map(\.rawValue),
+                app: readsApp ? app.json : ["id": .string(app.id)],
+                sandbox: sandbox
             )
         }
     }
 
-    func createApp(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+    func createApp(_ request: Request, _ context: APIRequestContext) async throws -> EditedResponse<NewApp> {
         try context.requireAdmin()
         let body = try AppBody.decode(
             try await bodyJSON(request),
@@ -60,22 +59,16 @@ struct AppsController: AppRoutes {
         var app = ServerApp(id: "", name: "", bundleID: "", fcmProjectID: nil)
         body.apply(to: &app)
         let (created, key) = try await store.createApp(app)
-        return Response.json(
-            201,
-            [
-                "app": created.json, "api_key": .string(key),
-                "note": "the key is shown once; RichPush keeps only its hash",
-            ]
-        )
+        return NewApp(app: created.json, apiKey: key).created
     }
 
-    func showApp(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func showApp(_ request: Request, _ context: AppRequestContext) async throws -> AppReply {
         let app = context.app
-        return Response.json(200, ["app": app.json])
+        return AppReply(app: app.json)
     }
 
     /// Changes the name, bundle id or credentials (`"apns": null` removes them).
-    func updateApp(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func updateApp(_ request: Request, _ context: AppRequestContext) async throws -> AppReply {
         var app = context.app
         try AppBody.decode(try await bodyJSON(request), creating: false, tokenEndpoints: extraFCMTokenEndpoints).apply(
             to: &app
@@ -83,12 +76,12 @@ struct AppsController: AppRoutes {
         guard let updated = try await store.updateApp(app) else {
             throw APIError(.notFound, "no app '\(app.id)'")
         }
-        return Response.json(200, ["app": updated.json])
+        return AppReply(app: updated.json)
     }
 
     /// `GET /v1/apps/{app}/keys[?limit=&after=]`: ids, scopes and dates, never a key; by key id, a page at a
     /// time (`limit` 1 to 100, default 100; `next_after` when another page may follow).
-    func listKeys(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func listKeys(_ request: Request, _ context: AppRequestContext) async throws -> KeyPage {
         let app = context.app
         let query = request.uri.queryParameters
         let limit = try ListQuery.limit(query, default: 100)
@@ -101,12 +94,10 @@ struct AppsController: AppRoutes {
             })
         else { throw APIError(.invalid, "after is a key id (from next_after)") }
         let page = try await store.keys(appID: app.id, after: after, limit: limit)
-        var answer: [String: JSONValue] = ["keys": .array(page.map(\.json))]
-        if page.count == limit, let last = page.last { answer["next_after"] = .string(last.keyID) }
-        return Response.json(200, .object(answer))
+        return KeyPage(keys: page.map(\.json), nextAfter: page.count == limit ? page.last?.keyID : nil)
     }
 
-    func createKey(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func createKey(_ request: Request, _ context: AppRequestContext) async throws -> EditedResponse<NewKey> {
         let app = context.app
         let scopes = try KeyBody.decode(try await bodyJSON(request)).scopes
         let grant: APIGrant
@@ -124,21 +115,14 @@ struct AppsController: AppRoutes {
                 ]
             )
         }
-        return Response.json(
-            201,
-            [
-                "id": .string(grant.keyID), "api_key": .string(key),
-                "scopes": .array(APIScope.allCases.filter(scopes.contains).map { .string($0.rawValue) }),
-                "note": "the key is shown once; RichPush keeps only its hash",
-            ]
-        )
+        return NewKey(id: grant.keyID, key: key, scopes: scopes).created
     }
 
     /// `POST /v1/apps/{app}/webpush/keys`: a new VAPID key for the app, made here (the private key never leaves
     /// the server, sealed like other credentials). The answer holds the public key a site subscribes with. An app
     /// that has one keeps it unless `"replace": true`: browsers subscribed with the old key cannot be sent to
     /// with a new one.
-    func createWebPushKey(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func createWebPushKey(_ request: Request, _ context: AppRequestContext) async throws -> EditedResponse<WebPushKeyReply> {
         var app = context.app
         let body = try WebPushKeyBody.decode(try await bodyJSON(request))
         if app.webPush != nil && !body.replace {
@@ -161,15 +145,15 @@ struct AppsController: AppRoutes {
             defaultURL: body.defaultURL
         )
         guard let updated = try await store.updateApp(app) else { throw APIError(.notFound, "no app '\(app.id)'") }
-        return Response.json(201, ["webpush": updated.webPush?.publicJSON ?? .null])
+        return WebPushKeyReply(webpush: updated.webPush?.publicJSON ?? .null).created
     }
 
-    func revokeKey(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func revokeKey(_ request: Request, _ context: AppRequestContext) async throws -> Revoked {
         let app = context.app
         let keyID = context.parameters.get("key") ?? ""
         guard try await store.revokeKey(appID: app.id, keyID: keyID) else {
             throw APIError(.notFound, "no key '\(keyID)' for this app")
         }
-        return Response.json(200, ["revoked": .string(keyID)])
+        return Revoked(revoked: keyID)
     }
 }

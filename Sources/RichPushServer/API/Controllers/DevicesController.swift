@@ -28,7 +28,7 @@ struct DevicesController: AppRoutes {
         managing.delete("devices/:token", use: removeDevice)
     }
 
-    func registerDevice(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func registerDevice(_ request: Request, _ context: AppRequestContext) async throws -> RegisteredDevice {
         let app = context.app
         var device = try DeviceBody.decode(
             try await bodyJSON(request, upTo: DeviceBody.maxBodyBytes),
@@ -40,7 +40,7 @@ struct DevicesController: AppRoutes {
             throw APIError(quota)
         }
         // The error middleware allows any origin to read this route's answers.
-        return Response.json(200, ["token": .string(device.token), "provider": .string(device.provider.rawValue)])
+        return RegisteredDevice(token: device.token, provider: device.provider.rawValue)
     }
 
     /// The answer to a CORS preflight for registering: any origin, POST, the three headers a registration sends.
@@ -53,17 +53,17 @@ struct DevicesController: AppRoutes {
         return Response(status: .noContent, headers: headers)
     }
 
-    func removeDevice(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func removeDevice(_ request: Request, _ context: AppRequestContext) async throws -> Removed {
         let app = context.app
         let token = context.parameters.get("token") ?? ""
         guard try await registry.remove(appID: app.id, token: token) else {
             throw APIError(.notFound, "no such device")
         }
-        return Response.json(200, ["removed": .string(token)])
+        return Removed(removed: token)
     }
 
     /// `GET /v1/apps/{app}/devices?q=&after=&limit=`: devices whose token starts with q, or whose user id or a tag is q.
-    func searchDevices(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func searchDevices(_ request: Request, _ context: AppRequestContext) async throws -> DevicePage {
         let app = context.app
         let query = request.uri.queryParameters
         let limit = try ListQuery.limit(query)
@@ -73,11 +73,10 @@ struct DevicesController: AppRoutes {
         }
         let after = try ListQuery.after(query)
         let (devices, next) = try await registry.search(appID: app.id, matching: q, after: after, limit: limit)
-        var body: [String: JSONValue] = [
-            "devices": .array(devices.map(\.json)),
-            "total": .int(Int64(try await counts.devices(app.id) { try await registry.count(appID: app.id) })),
-        ]
-        if let next { body["next_after"] = .int(next) }
-        return Response.json(200, .object(body))
+        return DevicePage(
+            devices: devices.map(\.json),
+            total: try await counts.devices(app.id) { try await registry.count(appID: app.id) },
+            nextAfter: next
+        )
     }
 }

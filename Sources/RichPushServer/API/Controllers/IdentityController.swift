@@ -17,10 +17,10 @@ struct IdentityController: AppRoutes {
         managing.delete("identity/keys/:kid", use: removeKey)
     }
 
-    func listKeys(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func listKeys(_ request: Request, _ context: AppRequestContext) async throws -> IdentityKeyList {
         let app = context.app
         let keys = try await store.identityKeys(appID: app.id)
-        return Response.json(200, ["keys": .array(keys.map(\.json))])
+        return IdentityKeyList(keys: keys.map(\.json))
     }
 
     /// `POST …/identity/keys`: `{}` makes a key pair (the answer holds the private key in PEM, shown once);
@@ -82,12 +82,12 @@ struct IdentityController: AppRoutes {
         return Response.json(201, .object(answer))
     }
 
-    func removeKey(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func removeKey(_ request: Request, _ context: AppRequestContext) async throws -> Removed {
         let app = context.app
         let kid = context.parameters.get("kid") ?? ""
         guard try await store.removeIdentityKey(appID: app.id, keyID: kid) else {
             throw APIError(.notFound, "no identity key '\(kid)' for this app")
         }
-        return Response.json(200, ["removed": .string(kid)])
+        return Removed(removed: kid)
     }
 }

@@ -36,20 +36,14 @@ struct LiveController: AppRoutes {
 
     /// `POST /v1/apps/{app}/live/tokens`: `{"kind": "push_to_start"|"activity", "token", "activity_type",
     /// "activity_id" (activity tokens), "user_id"}`.
-    func registerToken(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func registerToken(_ request: Request, _ context: AppRequestContext) async throws -> RegisteredLiveToken {
         let app = context.app
         var token = try Self.decodeToken(try await bodyJSON(request), appID: app.id)
         let owner = try await Registrant.of(request, context, store: store).admit(&token)
         do { try await liveTokens.register(token, owner: owner, limits: limits) } catch let quota as QuotaReached {
             throw APIError(quota)
         }
-        var o: [String: JSONValue] = [
-            "token": .string(token.token), "kind": .string(token.kind.rawValue),
-            "activity_type": .string(token.activityType),
-        ]
-        if let id = token.activityID { o["activity_id"] = .string(id) }
-        if let u = token.userID { o["user_id"] = .string(u) }
-        return Response.json(200, .object(o))
+        return RegisteredLiveToken(token)
     }
 
     static func decodeToken(_ json: JSONValue, appID: String) throws(APIError) -> LiveToken {
@@ -91,7 +85,7 @@ struct LiveController: AppRoutes {
         )
     }
 
-    func removeToken(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func removeToken(_ request: Request, _ context: AppRequestContext) async throws -> LiveTokenRemoval {
         let app = context.app
         let token = (context.parameters.get("token") ?? "").lowercased()
         let registrant = try await Registrant.of(request, context, store: store)
@@ -99,7 +93,7 @@ struct LiveController: AppRoutes {
             guard try await liveTokens.remove(appID: app.id, token: token) else {
                 throw APIError(.notFound, "no such live activity token")
             }
-            return Response.json(200, ["removed": .string(token)])
+            return LiveTokenRemoval(removed: token, token: nil)
         }
         // The public key: one answer whether the token was registered, held by someone else, or removed, so that
         // the route tells nothing about a token that it did not already know.
@@ -107,7 +101,7 @@ struct LiveController: AppRoutes {
             throw APIError(.notFound, "not a live activity token (hex, whole bytes)")
         }
         _ = try await liveTokens.remove(appID: app.id, token: token, heldBy: registrant.user)
-        return Response.json(200, ["token": .string(token)])
+        return LiveTokenRemoval(removed: nil, token: token)
     }
 
     // MARK: Channels
@@ -142,22 +136,18 @@ struct LiveController: AppRoutes {
         return e
     }
 
-    static func policyName(_ p: APNsChannel.StoragePolicy) -> JSONValue {
-        p == .noMessageStored ? "none" : "most_recent"
-    }
-
     /// `GET /v1/apps/{app}/live/channels`: the ids APNs keeps for the app (at most 10,000).
-    func listChannels(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func listChannels(_ request: Request, _ context: AppRequestContext) async throws -> ChannelList {
         let app = context.app
         let client = try channelClient(app)
         do {
             let ids = try await client.allChannels(bundleID: app.bundleID)
-            return Response.json(200, ["channels": .array(ids.map(JSONValue.string)), "count": .int(Int64(ids.count))])
+            return ChannelList(channels: ids, count: ids.count)
         } catch { throw Self.apiError(error) }
     }
 
     /// `POST /v1/apps/{app}/live/channels`: `{"storage_policy": "none"|"most_recent"}`.
-    func createChannel(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func createChannel(_ request: Request, _ context: AppRequestContext) async throws -> EditedResponse<ChannelReply> {
         let app = context.app
         let body = try await bodyJSON(request, upTo: 1024)
         guard case .object(let o) = body else { throw APIError(.invalid, "the body must be an object") }
@@ -176,7 +166,7 @@ struct LiveController: AppRoutes {
         let client = try channelClient(app)
         do {
             let channel = try await client.createChannel(bundleID: app.bundleID, storagePolicy: policy)
-            return Response.json(201, ["id": .string(channel.id), "storage_policy": Self.policyName(policy)])
+            return ChannelReply(id: channel.id, policy: policy).created
         } catch { throw Self.apiError(error) }
     }
 
@@ -190,23 +180,23 @@ struct LiveController: AppRoutes {
         return id
     }
 
-    func readChannel(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func readChannel(_ request: Request, _ context: AppRequestContext) async throws -> ChannelReply {
         let app = context.app
         let id = try channelID(context)
         let client = try channelClient(app)
         do {
             let channel = try await client.channel(bundleID: app.bundleID, id: id)
-            return Response.json(200, ["id": .string(id), "storage_policy": Self.policyName(channel.storagePolicy)])
+            return ChannelReply(id: id, policy: channel.storagePolicy)
         } catch { throw Self.apiError(error) }
     }
 
-    func deleteChannel(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func deleteChannel(_ request: Request, _ context: AppRequestContext) async throws -> Removed {
         let app = context.app
         let id = try channelID(context)
         let client = try channelClient(app)
         do {
             try await client.deleteChannel(bundleID: app.bundleID, id: id)
-            return Response.json(200, ["removed": .string(id)])
+            return Removed(removed: id)
         } catch { throw Self.apiError(error) }
     }
 }

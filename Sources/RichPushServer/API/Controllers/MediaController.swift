@@ -30,7 +30,7 @@ struct MediaController: APIController {
     /// ``streamChunk`` as the client takes them, so an answer holds at most one chunk whatever the file's size.)
     func serveMedia(_ request: Request, _ context: APIRequestContext, head: Bool) async -> Response {
         guard let media, let name = context.parameters.get("name") else {
-            return Response.json(404, ["error": ["code": "not-found", "message": "no such media"]])
+            return APIError(.notFound, "no such media").response
         }
         // Stored by another node: fetched to this node's disk once, then served from there.
         _ = await media.store.materialize(name)
@@ -255,7 +255,7 @@ struct MediaController: APIController {
     }
 
     /// `POST /v1/media/check`: `{"url": …, "kind": …}` or `{"media": [ {url, kind}… ]}`; one result per URL.
-    func checkMedia(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+    func checkMedia(_ request: Request, _ context: APIRequestContext) async throws -> MediaCheckReply {
         let app = try context.requireAnyKey(.send)
         guard let media else { throw APIError(.notFound, "media checks are off") }
         let items = try MediaCheckBody.decode(try await bodyJSON(request)).items
@@ -270,6 +270,6 @@ struct MediaController: APIController {
             }
         }
         let ok = results.allSatisfy { $0["ok"] == true }
-        return Response.json(200, ["ok": .bool(ok), "results": .array(results)])
+        return MediaCheckReply(ok: ok, results: results)
     }
 }

@@ -8,7 +8,7 @@ extension NotificationsController {
     /// `POST /v1/apps/{app}/notifications/{id}/opens`: the app's report of an open or a dismissal, with a key that
     /// registers devices (the one an app ships) or sends, naming the device's token: bound to this notification's
     /// delivery to that token, one per delivery. For a notification whose payload had no room for a receipt address.
-    func appOpen(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func appOpen(_ request: Request, _ context: AppRequestContext) async throws -> EditedResponse<Recorded> {
         let app = context.app
         let (id, _) = try await requireNotification(context)
         let body = try DeliveryOpen.read(
@@ -175,20 +175,19 @@ extension NotificationsController {
             r.headers[.contentDisposition] = "attachment; filename=\"insights-\(app.id).csv\""
             return r
         }
-        let list: [JSONValue] = rows.map { h in
-            var o: [String: JSONValue] = ["hour": .int(h.hour)]
-            for k in kinds { o[k.rawValue] = .int(Int64(h.counts[k] ?? 0)) }
-            return .object(o)
+        let list: [[String: Int64]] = rows.map { h in
+            var o = ["hour": h.hour]
+            for k in kinds { o[k.rawValue] = Int64(h.counts[k] ?? 0) }
+            return o
         }
         let permissions = try await counts.permissions(app.id) { try await registry.permissions(appID: app.id) }
-        return Response.json(
-            200,
-            [
-                "app": .string(app.id), "since": .int(Int64(since.timeIntervalSince1970)), "hours": .array(list),
-                "top_failures": .array(failures.map { ["reason": .string($0.0), "count": .int(Int64($0.1))] }),
-                "devices_by_permission": .object(permissions.mapValues { .int(Int64($0)) }),
-            ]
-        )
+        return try HourlyInsight(
+            app: app.id,
+            since: Int64(since.timeIntervalSince1970),
+            hours: list,
+            topFailures: failures.map { .init(reason: $0.0, count: $0.1) },
+            devicesByPermission: permissions
+        ).response(from: request, context: context)
     }
 
 }

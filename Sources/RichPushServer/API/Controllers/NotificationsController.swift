@@ -194,40 +194,40 @@ struct NotificationsController: AppRoutes {
         }
     }
 
-    func outcomes(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func outcomes(_ request: Request, _ context: AppRequestContext) async throws -> OutcomesReply {
         let (id, _) = try await requireNotification(context)
         let page = try OutcomesPage(query: request.uri.queryParameters)
         // Counted in the database and read a page at a time: a poll of a million-device send reads no million rows.
         let byState = try await numbers.counts(id)
-        let counts = Dictionary(uniqueKeysWithValues: byState.map { ($0.key.rawValue, JSONValue.int(Int64($0.value))) })
-        let total = byState.values.reduce(0, +)
         // Deliveries are listed in id order: a page starts after the last id of the one before. One more than the
         // page is read to know whether another follows.
         let read = try await queue.deliveries(notificationID: id, after: page.after, limit: page.limit + 1)
         let shown = read.prefix(page.limit)
-        let list: [JSONValue] = shown.map { d in
-            var o: [String: JSONValue] = [
-                "target": .string(d.target.stored), "provider": .string(d.provider.rawValue),
-                "state": .string(d.state.rawValue), "attempts": .int(Int64(d.attempts)),
-            ]
-            if let r = d.reason { o["reason"] = .string(r) }
-            if let p = d.providerID { o["provider_id"] = .string(p) }
-            return .object(o)
-        }
-        // What devices reported, in sum: the same few numbers however many reported.
-        let receiptSummary = try await backend.receipts.summary(notificationID: id).json
-        var body: [String: JSONValue] = [
-            "id": .string(id), "total": .int(Int64(total)), "counts": .object(counts), "deliveries": .array(list),
-            "receipts": receiptSummary,
-        ]
-        if read.count > page.limit, let last = shown.last { body["next_after"] = .int(last.id) }
+        var reply = OutcomesReply(
+            id: id,
+            total: byState.values.reduce(0, +),
+            counts: Dictionary(uniqueKeysWithValues: byState.map { ($0.key.rawValue, $0.value) }),
+            deliveries: shown.map {
+                .init(
+                    target: $0.target.stored,
+                    provider: $0.provider.rawValue,
+                    state: $0.state.rawValue,
+                    attempts: $0.attempts,
+                    reason: $0.reason,
+                    providerID: $0.providerID
+                )
+            },
+            // What devices reported, in sum: the same few numbers however many reported.
+            receipts: try await backend.receipts.summary(notificationID: id).json
+        )
+        if read.count > page.limit, let last = shown.last { reply.nextAfter = last.id }
         // Updates in place: which version this is, and the newest of its family.
         if let f = try await backend.updates.family(of: id), f.version > 0 || f.latest > 0 {
-            body["root_id"] = .string(f.rootID)
-            body["version"] = .int(Int64(f.version))
-            body["latest_version"] = .int(Int64(f.latest))
+            reply.rootID = f.rootID
+            reply.version = f.version
+            reply.latestVersion = f.latest
         }
-        return Response.json(200, .object(body))
+        return reply
     }
 
     /// `GET /v1/apps/{app}/notifications?before=&limit=`: newest first, with each one's counts by state.
@@ -294,7 +294,7 @@ struct NotificationsController: AppRoutes {
 
     /// A device's delivery report (RichPushMedia's `DeliveryReport.json`), posted by the app with a `send` key and
     /// the device's token: bound to that token's delivery like a device's own report.
-    func receipt(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func receipt(_ request: Request, _ context: AppRequestContext) async throws -> EditedResponse<Recorded> {
         let (id, _) = try await requireNotification(context)
         let body = try ReceiptBody.decode(try await bodyJSON(request), byApp: true)
         // The device named by its token must be one this notification was sent to; its first report stands.
@@ -305,7 +305,7 @@ struct NotificationsController: AppRoutes {
         switch try await backend.receipts.record(receipt) {
         case .recorded:
             minutes.add(id, .received)
-            return Response.json(201, ["recorded": true])
+            return Recorded().created
         case .repeated: throw APIError(.alreadyReported, "this delivery already has its report")
         case .notDelivered: throw APIError(.notFound, "this notification was not sent to that token")
         case .notAccepted(let state): throw ReceiptsController.notAccepted(state)

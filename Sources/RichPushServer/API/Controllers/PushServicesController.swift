@@ -18,26 +18,14 @@ struct PushServicesController: AppRoutes {
         reading.get("push-services", use: list)
     }
 
-    func list(_ request: Request, _ context: AppRequestContext) async throws -> Response {
+    func list(_ request: Request, _ context: AppRequestContext) async throws -> PushServicesReply {
         let app = context.app
         let stamp = ISO8601DateFormatter()
-        let origins: [JSONValue] = (admission?.status(app: app.id) ?? []).map { o in
-            var fields: [String: JSONValue] = [
-                "origin": .string(o.origin), "state": .string(o.state), "in_flight": .int(Int64(o.inFlight)),
-                "in_flight_limit": .int(Int64(o.limit)), "failures_in_a_row": .int(Int64(o.failuresInARow)),
-                "last_used_at": .string(stamp.string(from: o.lastUsed)),
-            ]
-            if let t = o.openedAt { fields["opened_at"] = .string(stamp.string(from: t)) }
-            if let t = o.retryAt { fields["retry_at"] = .string(stamp.string(from: t)) }
-            if let r = o.lastFailure { fields["last_failure"] = .string(r) }
-            return .object(fields)
-        }
-        var body: [String: JSONValue] = [
-            "app_in_flight": .int(Int64(admission?.held(app: app.id) ?? 0)),
-            "app_in_flight_limit": .int(Int64(admission?.limits.perApp ?? 0)),
-            "push_services": .array(origins),
-        ]
-        if let nodeID { body["node"] = .string(nodeID) }
-        return Response.json(200, .object(body))
+        return PushServicesReply(
+            appInFlight: admission?.held(app: app.id) ?? 0,
+            appInFlightLimit: admission?.limits.perApp ?? 0,
+            pushServices: (admission?.status(app: app.id) ?? []).map { .init($0, stamp: stamp) },
+            node: nodeID
+        )
     }
 }

@@ -34,7 +34,7 @@ struct ReceiptsController: APIController {
     /// What the person did with the notification (opened it, with the action chosen, or dismissed it), posted by
     /// the app to the receipt address the notification carried plus `/opens`: bound to that delivery, one per
     /// delivery (the first stands), under the same signature, expiry and per-notification rate as receipts.
-    func deviceOpen(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+    func deviceOpen(_ request: Request, _ context: APIRequestContext) async throws -> EditedResponse<Recorded> {
         let (id, delivery) = try admitted(context)
         let body = try DeliveryOpen.read(
             try await bodyJSON(request, upTo: DeliveryOpen.maxBodyBytes(byApp: false)),
@@ -63,7 +63,7 @@ struct ReceiptsController: APIController {
         minutes: MinuteCounter,
         metrics: ServerMetrics,
         unknown: String
-    ) async throws -> Response {
+    ) async throws -> EditedResponse<Recorded> {
         let open = DeliveryOpen(
             deliveryID: delivery,
             notificationID: id,
@@ -75,7 +75,7 @@ struct ReceiptsController: APIController {
         case .recorded:
             if body.event == .opened { minutes.add(id, .opened) }
             metrics.openRecorded(body.event)
-            return Response.json(201, ["recorded": true])
+            return Recorded().created
         case .repeated: throw APIError(.alreadyReported, "this delivery's open or dismissal is already reported")
         case .notDelivered: throw APIError(.notFound, unknown)
         case .notAccepted(let state): throw Self.notAccepted(state)
@@ -103,7 +103,7 @@ struct ReceiptsController: APIController {
     /// admits one report, for its delivery only, until the notification's end). The first report stands; a repeat
     /// is refused (409), and so is a delivery the address does not name (404). What is kept is a few numbers per
     /// delivery, whatever the report's size: the post costs one indexed read and one row.
-    func deviceReceipt(_ request: Request, _ context: APIRequestContext) async throws -> Response {
+    func deviceReceipt(_ request: Request, _ context: APIRequestContext) async throws -> EditedResponse<Recorded> {
         let (id, delivery) = try admitted(context)
         let body = try ReceiptBody.decode(try await bodyJSON(request, upTo: receipts.maxReportBytes), byApp: false)
         let receipt = DeliveryReceipt(deliveryID: delivery, notificationID: id, report: body.report)
@@ -111,7 +111,7 @@ struct ReceiptsController: APIController {
         case .recorded:
             minutes.add(id, .received)
             metrics.receiptRecorded()
-            return Response.json(201, ["recorded": true])
+            return Recorded().created
         case .repeated:
             throw APIError(.alreadyReported, "this delivery already has its report")
         case .notDelivered:
