@@ -10,7 +10,8 @@ import RichPushCore
 public struct APIResponseEncoder: ResponseEncoder {
     public init() {}
 
-    public func encode(_ value: some Encodable, from request: Request, context: some RequestContext) throws -> Response {
+    public func encode(_ value: some Encodable, from request: Request, context: some RequestContext) throws -> Response
+    {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let data = try encoder.encode(value)
@@ -59,7 +60,11 @@ struct NewKey: ResponseEncodable {
         self.scopes = APIScope.allCases.filter(scopes.contains).map(\.rawValue)
     }
 
-    enum CodingKeys: String, CodingKey { case id, apiKey = "api_key", scopes, note }
+    enum CodingKeys: String, CodingKey {
+        case id
+        case apiKey = "api_key"
+        case scopes, note
+    }
 }
 
 /// An app just made, with its first key, shown this once.
@@ -68,7 +73,11 @@ struct NewApp: ResponseEncodable {
     let apiKey: String
     let note = NewKey.shownOnce
 
-    enum CodingKeys: String, CodingKey { case app, apiKey = "api_key", note }
+    enum CodingKeys: String, CodingKey {
+        case app
+        case apiKey = "api_key"
+        case note
+    }
 }
 
 /// `GET /v1/me`: who the key is. The admin key has no key id, scopes or app.
@@ -81,7 +90,11 @@ struct Me: ResponseEncodable {
 
     static func admin(sandbox: Bool) -> Me { Me(admin: true, keyID: nil, scopes: nil, app: nil, sandbox: sandbox) }
 
-    enum CodingKeys: String, CodingKey { case admin, keyID = "key_id", scopes, app, sandbox }
+    enum CodingKeys: String, CodingKey {
+        case admin
+        case keyID = "key_id"
+        case scopes, app, sandbox
+    }
 }
 
 /// The app's Web Push key, public half and settings.
@@ -128,7 +141,10 @@ struct ChannelReply: ResponseEncodable {
         storagePolicy = policy == .noMessageStored ? "none" : "most_recent"
     }
 
-    enum CodingKeys: String, CodingKey { case id, storagePolicy = "storage_policy" }
+    enum CodingKeys: String, CodingKey {
+        case id
+        case storagePolicy = "storage_policy"
+    }
 }
 
 /// `POST /v1/media/check`: one verdict per URL, and whether every one passed.
@@ -150,7 +166,9 @@ struct HourlyInsight: ResponseEncodable {
     let devicesByPermission: [String: Int]
 
     enum CodingKeys: String, CodingKey {
-        case app, since, hours, topFailures = "top_failures", devicesByPermission = "devices_by_permission"
+        case app, since, hours
+        case topFailures = "top_failures"
+        case devicesByPermission = "devices_by_permission"
     }
 }
 
@@ -159,7 +177,10 @@ struct KeyPage: ResponseEncodable {
     let keys: [JSONValue]
     let nextAfter: String?
 
-    enum CodingKeys: String, CodingKey { case keys, nextAfter = "next_after" }
+    enum CodingKeys: String, CodingKey {
+        case keys
+        case nextAfter = "next_after"
+    }
 }
 
 /// A live token registered, as it is kept.
@@ -179,7 +200,10 @@ struct RegisteredLiveToken: ResponseEncodable {
     }
 
     enum CodingKeys: String, CodingKey {
-        case token, kind, activityType = "activity_type", activityID = "activity_id", userID = "user_id"
+        case token, kind
+        case activityType = "activity_type"
+        case activityID = "activity_id"
+        case userID = "user_id"
     }
 }
 
@@ -189,7 +213,10 @@ struct DevicePage: ResponseEncodable {
     let total: Int
     let nextAfter: Int64?
 
-    enum CodingKeys: String, CodingKey { case devices, total, nextAfter = "next_after" }
+    enum CodingKeys: String, CodingKey {
+        case devices, total
+        case nextAfter = "next_after"
+    }
 }
 
 /// The push service origins an app's deliveries went to lately, as this node sees them, and the app's bound.
@@ -218,9 +245,14 @@ struct PushServicesReply: ResponseEncodable {
         }
 
         enum CodingKeys: String, CodingKey {
-            case origin, state, inFlight = "in_flight", inFlightLimit = "in_flight_limit"
-            case failuresInARow = "failures_in_a_row", lastUsedAt = "last_used_at", openedAt = "opened_at"
-            case retryAt = "retry_at", lastFailure = "last_failure"
+            case origin, state
+            case inFlight = "in_flight"
+            case inFlightLimit = "in_flight_limit"
+            case failuresInARow = "failures_in_a_row"
+            case lastUsedAt = "last_used_at"
+            case openedAt = "opened_at"
+            case retryAt = "retry_at"
+            case lastFailure = "last_failure"
         }
     }
     let appInFlight: Int
@@ -229,7 +261,9 @@ struct PushServicesReply: ResponseEncodable {
     let node: String?
 
     enum CodingKeys: String, CodingKey {
-        case appInFlight = "app_in_flight", appInFlightLimit = "app_in_flight_limit", pushServices = "push_services"
+        case appInFlight = "app_in_flight"
+        case appInFlightLimit = "app_in_flight_limit"
+        case pushServices = "push_services"
         case node
     }
 }
@@ -245,7 +279,10 @@ struct OutcomesReply: ResponseEncodable {
         let reason: String?
         let providerID: String?
 
-        enum CodingKeys: String, CodingKey { case target, provider, state, attempts, reason, providerID = "provider_id" }
+        enum CodingKeys: String, CodingKey {
+            case target, provider, state, attempts, reason
+            case providerID = "provider_id"
+        }
     }
     let id: String
     let total: Int
@@ -258,7 +295,10 @@ struct OutcomesReply: ResponseEncodable {
     var latestVersion: Int?
 
     enum CodingKeys: String, CodingKey {
-        case id, total, counts, deliveries, receipts, nextAfter = "next_after", rootID = "root_id", version
+        case id, total, counts, deliveries, receipts
+        case nextAfter = "next_after"
+        case rootID = "root_id"
+        case version
         case latestVersion = "latest_version"
     }
 }

@@ -122,7 +122,10 @@ struct AppsController: AppRoutes {
     /// the server, sealed like other credentials). The answer holds the public key a site subscribes with. An app
     /// that has one keeps it unless `"replace": true`: browsers subscribed with the old key cannot be sent to
     /// with a new one.
-    func createWebPushKey(_ request: Request, _ context: AppRequestContext) async throws -> EditedResponse<WebPushKeyReply> {
+    func createWebPushKey(
+        _ request: Request,
+        _ context: AppRequestContext
+    ) async throws -> EditedResponse<WebPushKeyReply> {
         var app = context.app
         let body = try WebPushKeyBody.decode(try await bodyJSON(request))
         if app.webPush != nil && !body.replace {
