@@ -215,6 +215,13 @@ public final class HTTP1ConnectionPool: Sendable {
 
     /// Closes every connection; waiting and later requests fail with ``TransportError/shutDown``.
     public func shutdown() async {
+        for closed in close() { try? await closed.get() }
+    }
+
+    /// Starts closing the idle connections, refuses the waiting requests and takes no more, without waiting: each
+    /// future ends when its connection has closed (one in use closes when its request ends).
+    @discardableResult
+    public func close() -> [EventLoopFuture<Void>] {
         let (idle, waiters) = state.withLockedValue { s -> ([HTTP1ClientConnection], [Waiter]) in
             s.shutDown = true
             defer {
@@ -224,9 +231,7 @@ public final class HTTP1ConnectionPool: Sendable {
             return (s.idle, s.waiters)
         }
         for w in waiters { w.continuation.resume(throwing: TransportError.shutDown) }
-        for c in idle {
-            c.close()
-            try? await c.closeFuture.get()
-        }
+        for c in idle { c.close() }
+        return idle.map(\.closeFuture)
     }
 }

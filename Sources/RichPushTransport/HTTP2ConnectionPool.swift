@@ -354,19 +354,28 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
     }
 
     public func shutdown() async {
+        for closed in close() { try? await closed.get() }
+    }
+
+    /// Starts closing every connection and takes no more requests, without waiting: each future ends when its
+    /// connection has closed.
+    @discardableResult
+    public func close() -> [EventLoopFuture<Void>] {
         pinger.withLockedValue {
             $0?.cancel()
             $0 = nil
         }
         let slots = state.withLockedValue { $0.shutDown() }
+        var closing: [EventLoopFuture<Void>] = []
         for slot in slots {
             switch slot {
             case .ready(let p):
                 p.connection.close()
-                try? await p.connection.closeFuture.get()
+                closing.append(p.connection.closeFuture)
             case .connecting(let t): t.cancel()
             case .empty: break
             }
         }
+        return closing
     }
 }

@@ -21,6 +21,14 @@ final class OriginPools: Sendable {
             }
         }
 
+        /// Starts closing the pool's connections without waiting for them.
+        func close() {
+            switch self {
+            case .http2(let p): p.close()
+            case .http1(let p): p.close()
+            }
+        }
+
         /// The protocol's name, as ALPN says it.
         var protocolName: String {
             switch self {
@@ -218,10 +226,8 @@ final class OriginPools: Sendable {
     /// Drops an origin's pool (its connects failed): the next send resolves and chooses its protocol again.
     func forget(_ origin: String) {
         let gone = state.withLockedValue { $0.pools.removeValue(forKey: origin) }
-        if let gone {
-            // Closing waits for its connections to close; nothing waits for the closing.
-            Task { await gone.pool.shutdown() }
-        }
+        // Its connections close on their own event loops; nothing needs to wait for that.
+        gone?.pool.close()
     }
 
     var count: Int { state.withLockedValue { $0.pools.count } }

@@ -58,42 +58,50 @@ final class GroupCommit: Sendable {
                 s.running = true
                 return true
             }
-            // The drain is a task of its own: in a caller's task, that caller's cancellation would fail the others'
-            // writes of its batch, and it would wait for every batch that came while it drained.
-            if start { Task { await self.drain() } }
+            // The batches run on SQLite's writer queue, one after another, each started by the one before: no
+            // caller's task runs them (its cancellation would fail the others' writes, and it would wait for every
+            // batch that came while it drained), and no task of their own.
+            if start { drainNext() }
         }
     }
 
-    private func drain() async {
-        while true {
-            let items: [Item] = state.withLockedValue { s in
-                if s.pending.isEmpty {
-                    s.running = false
-                    return []
-                }
-                let n = min(s.pending.count, maxBatch)
-                let taken = Array(s.pending.prefix(n))
-                s.pending.removeFirst(n)
-                return taken
+    /// Commits the next batch on the writer's queue, and when it is done starts the one after; stops when nothing
+    /// is pending.
+    private func drainNext() {
+        let items: [Item] = state.withLockedValue { s in
+            if s.pending.isEmpty {
+                s.running = false
+                return []
             }
-            if items.isEmpty { return }
+            let n = min(s.pending.count, maxBatch)
+            let taken = Array(s.pending.prefix(n))
+            s.pending.removeFirst(n)
+            return taken
+        }
+        if items.isEmpty { return }
+        pool.asyncWriteWithoutTransaction { db in
             do {
                 // All in one transaction; should one piece fail, the transaction is rolled back and each piece
                 // runs again in a transaction of its own, so that only the failing one fails.
-                try await pool.write { db in
+                try db.inTransaction {
                     for item in items { try item.apply(db) }
+                    return .commit
                 }
                 for item in items { item.complete(nil) }
             } catch {
                 for item in items {
                     do {
-                        try await pool.write { db in try item.apply(db) }
+                        try db.inTransaction {
+                            try item.apply(db)
+                            return .commit
+                        }
                         item.complete(nil)
                     } catch {
                         item.complete(error)
                     }
                 }
             }
+            self.drainNext()
         }
     }
 }
