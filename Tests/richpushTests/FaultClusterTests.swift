@@ -11,6 +11,12 @@ import FoundationNetworking
 /// restart, a 30 s hang, a cut) on a PostgreSQL server of its own, so it runs beside ``ClusterTests`` (whose tests
 /// run one at a time) rather than after them.
 @Suite struct FaultClusterTests {
+    /// The status of an HTTP/1.1 answer's first line (0: no answer).
+    static func status(of answer: [UInt8]) -> Int {
+        let line = String(decoding: answer.prefix(32), as: UTF8.self).split(separator: " ")
+        return line.count > 1 && line[0].hasPrefix("HTTP/") ? Int(line[1]) ?? 0 : 0
+    }
+
     /// What a node's `/health/ready` said, polled four times a second.
     final class ReadyLog: @unchecked Sendable {  // samples behind `lock`
         private let lock = NSLock()
@@ -97,11 +103,17 @@ import FoundationNetworking
             await withTaskGroup(of: Void.self) { group in
                 for (base, log) in zip(bases, logs) {
                     group.addTask {
-                        var request = URLRequest(url: URL(string: base + "/health/ready")!)
-                        request.timeoutInterval = 5
+                        // A socket of its own for each poll, read for 5 s at most: once, on a fresh clone, the
+                        // test waited forever on a poll through the URL session after every fault had passed.
+                        let port = URL(string: base)?.port ?? 0
+                        let request = Array(
+                            "GET /health/ready HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8
+                        )
                         while !Task.isCancelled {
-                            let answer = try? await URLSession.shared.data(for: request)
-                            log.add((answer?.1 as? HTTPURLResponse)?.statusCode ?? 0)
+                            let answer = try? await offThePool {
+                                try RawHTTP.read(port: port, request, timeout: 5) { _ in false }
+                            }
+                            log.add(Self.status(of: answer ?? []))
                             try? await Task.sleep(nanoseconds: 250_000_000)
                         }
                     }
