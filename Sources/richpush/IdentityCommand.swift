@@ -16,7 +16,7 @@ struct IdentityCommand: ParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "Sign a proof (an ES256 JWT) for a user of an app and print it.",
             discussion: """
-                The key is the private key POST /v1/apps/{app}/identity/keys showed (PEM). The device sends the
+                The key is the private key POST /v1/apps/{app}/identity/keys showed (PEM). The device sends the \
                 proof in the RichPush-Identity header of its registration.
                 """
         )

@@ -8,8 +8,8 @@ struct MigrateCommand: AsyncParsableCommand {
         commandName: "migrate",
         abstract: "Apply the schema migrations to a PostgreSQL database and exit.",
         discussion: """
-            Every node applies missing migrations when it starts, one node at a time (an advisory lock); run this
-            before rolling out a new version to see them applied once, or in a deploy step. The database comes from
+            Every node applies missing migrations when it starts, one node at a time (an advisory lock); run this \
+            before rolling out a new version to see them applied once, or in a deploy step. The database comes from \
             --database, else RICHPUSH_DATABASE.
             """
     )
@@ -32,8 +32,10 @@ struct MigrateCommand: AsyncParsableCommand {
                     : "\(settings.redacted): applied \(applied.map(String.init).joined(separator: ", ")); now at schema version \(current)"
             )
         } catch {
+            // The database's own error, named once with the URL (without its password).
+            let why = PostgresDatabase.describe(error)
             FileHandle.standardError.write(
-                Data("error: \(settings.redacted): \(PostgresDatabase.describe(error))\n".utf8)
+                Data("error: \(why.hasPrefix(settings.redacted) ? why : "\(settings.redacted): \(why)")\n".utf8)
             )
             throw ExitCode(1)
         }

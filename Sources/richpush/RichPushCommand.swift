@@ -1,11 +1,13 @@
 import ArgumentParser
 import Foundation
+import RichPushServer
 
 @main
 struct RichPushCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "richpush",
         abstract: "Rich push notifications: render, validate, simulate and send.",
+        version: "richpush \(RichPushVersion.current)",
         subcommands: [
             DemoCommand.self, ServeCommand.self, SendCommand.self, PayloadCommand.self, ValidateCommand.self,
             ChartCommand.self,
@@ -18,10 +20,17 @@ struct RichPushCommand: AsyncParsableCommand {
     static func main() async {
         do {
             var command = try parseAsRoot()
-            if var async = command as? AsyncParsableCommand {
-                try await async.run()
-            } else {
-                try command.run()
+            do {
+                if var async = command as? AsyncParsableCommand {
+                    try await async.run()
+                } else {
+                    try command.run()
+                }
+            } catch let problem as ValidationError {
+                // Found while running (a configuration file, a value read from the environment): the arguments
+                // were well formed, so the usage line would say nothing of the cause.
+                FileHandle.standardError.write(Data("error: \(problem.message)\n".utf8))
+                Foundation.exit(2)
             }
         } catch {
             if exitCode(for: error) == .validationFailure {

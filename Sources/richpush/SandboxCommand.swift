@@ -9,14 +9,19 @@ struct SandboxCommand: AsyncParsableCommand {
         abstract:
             "Run local APNs and FCM emulators with their own CA, APNs key and FCM service account, until stopped.",
         discussion: """
-            Credentials are written to --dir (and reused on the next start). Point clients at the printed endpoints and
-            trust ca.pem. The admin API lists what was received and injects faults:
-              GET  /apns/notifications?token=…   GET /fcm/messages   GET /apns/stats   GET /fcm/stats
-              POST /apns/faults {"kind":"status","status":503,"reason":"ServiceUnavailable","count":2}
+            Credentials are written to --dir (and reused on the next start); while it runs, --dir/sandbox.json \
+            names every endpoint. Point clients at the printed endpoints and trust ca.pem. The admin API lists \
+            what was received and injects faults (docs/sandbox.md lists every route):
+              GET  /apns/notifications?token=…   GET /apns/stats
+              GET  /fcm/messages                 GET /fcm/stats
+              POST /apns/faults {"kind":"status","status":503,"count":2}
               POST /fcm/faults  {"kind":"quota","retry_after":30,"rate":0.1}
-              POST /apns/devices/unregister {"token":"…"}   POST /fcm/devices/unregister {"token":"…"}
-              POST /webpush/subscriptions {"application_server_key":"…"}   GET /webpush/notifications
-              POST /webpush/mode {"mode":"silent"}: TLS accepted, nothing ever answered ("normal" to answer again)
+              POST /apns/devices/unregister {"token":"…"}
+              POST /fcm/devices/unregister {"token":"…"}
+              POST /webpush/subscriptions {"application_server_key":"…"}
+              GET  /webpush/notifications
+              POST /webpush/mode {"mode":"silent"}: TLS accepted, nothing answered
+
             """
     )
 

@@ -11,10 +11,10 @@ struct ServeCommand: AsyncParsableCommand {
         abstract:
             "Run the RichPush server: HTTP API, device registry, durable queue (one SQLite file, or PostgreSQL shared by several nodes) and delivery workers.",
         discussion: """
-            Settings come from --config (a JSON file), then RICHPUSH_* environment variables, then flags. With none, the
-            server uses richpush.sqlite and sandbox mode: the APNs and FCM emulators run in this process and every send goes
-            to them. Turn sandbox mode off ("sandbox": {"enabled": false} or RICHPUSH_SANDBOX=0) to send to Apple and
-            Google with each app's own credentials. The admin key comes from the file, RICHPUSH_ADMIN_KEY or --admin-key;
+            Settings come from --config (a JSON file), then RICHPUSH_* environment variables, then flags. With none, the \
+            server uses richpush.sqlite and sandbox mode: the APNs and FCM emulators run in this process and every send goes \
+            to them. Turn sandbox mode off ("sandbox": {"enabled": false} or RICHPUSH_SANDBOX=0) to send to Apple and \
+            Google with each app's own credentials. The admin key comes from the file, RICHPUSH_ADMIN_KEY or --admin-key; \
             without one, a key is generated and printed once.
             """
     )
@@ -111,7 +111,15 @@ struct ServeCommand: AsyncParsableCommand {
                 "admin_key_source": generated ? "generated" : "configured", "media": mediaBase + "/media/",
                 "console": "http://\(c.host):\(port)/console",
             ]
-            if sandboxAdmin > 0 { line["sandbox_admin"] = "http://127.0.0.1:\(sandboxAdmin)" }
+            if sandboxAdmin > 0 {
+                // What a newcomer reaches for next: what the emulators received, a browser's subscription, and
+                // the file that names every endpoint and credential (`richpush send --sandbox` reads it).
+                line["sandbox_admin"] = "http://127.0.0.1:\(sandboxAdmin)"
+                line["sandbox_received"] = "http://127.0.0.1:\(sandboxAdmin)/apns/notifications"
+                line["webpush_subscribe"] = "http://127.0.0.1:\(sandboxAdmin)/webpush/subscriptions"
+                line["sandbox_file"] =
+                    URL(fileURLWithPath: c.sandboxDirectory).appendingPathComponent("sandbox.json").path
+            }
             announce(line.text)
             if generated { announce("admin key (shown once): \(admin)") }
         }

@@ -107,6 +107,8 @@ try:
     driver.get(base + "/console")
     until(lambda: by_id("signin-key").is_displayed(), "the sign-in form")
     assert driver.find_element(By.CSS_SELECTOR, "label[for=signin-key]").text.startswith("API key")
+    # Signed out, the page is the form alone: no sections to go to, no sign-out (a CSS rule once showed them).
+    assert not by_id("nav").is_displayed() and not by_id("signout").is_displayed()
     csp = urllib.request.urlopen(base + "/console").headers["Content-Security-Policy"]
     assert "script-src 'self'" in csp and "'unsafe-inline'" not in csp, csp
 
@@ -126,6 +128,12 @@ try:
     assert call("POST", f"/v1/apps/{app}/devices", key, {"token": ios_token, "platform": "ios", "tags": ["vip"]})[0] == 200
     driver.get(base + "/console#compose")
     until(lambda: by_id("f-title").is_displayed(), "the compose form")
+    assert by_id("nav").is_displayed()
+
+    step("the empty form shows no error before anything is typed")
+    time.sleep(1.5)  # the first check (a dry run) has answered
+    assert not driver.find_elements(By.CSS_SELECTOR, "#compose .field-issue"), text_of("issues")
+    assert not driver.find_elements(By.CSS_SELECTOR, "#issues .sev-error"), text_of("issues")
 
     step("compose: text, an uploaded picture, a chart")
     typed("f-title", "Flash sale")
@@ -259,6 +267,12 @@ try:
     alert.accept()
     until(lambda: driver.current_url.split("#")[-1].startswith("n/"), "the notification's page")
     until(lambda: driver.find_element(By.CSS_SELECTOR, '#counts [data-state="delivered"] b').text == "1", "delivered 1", timeout=60)
+    until(lambda: "Flash sale" in by_id("notification-title").text, "the notification's title as its heading")
+    assert by_id("notification-sent").text.startswith("Sent "), by_id("notification-sent").text
+    headers = [th.text for th in driver.find_elements(By.CSS_SELECTOR, "#deliveries th")]
+    assert "Changed" in headers and "Next try" in headers, headers
+    # No device has opened it yet: the opens chart says so instead of an empty box.
+    assert driver.find_elements(By.CSS_SELECTOR, "#opens-chart [data-empty]"), "the empty opens chart says nothing yet"
     driver.save_screenshot(os.path.join(shots, "outcomes.png"))
 
     step("update it in place: the next version goes to the same device and is followed to delivered")
@@ -363,6 +377,27 @@ try:
     time.sleep(0.2)
     driver.save_screenshot(os.path.join(shots, "live-end-dark.png"))
     by_id("theme").click()
+
+    step("the admin's list of apps, and an app deleted after its name is typed")
+    status, made = call("POST", "/v1/apps", admin, {"name": "Throwaway", "bundle_id": "com.example.throwaway"})
+    assert status == 201, made
+    gone_id = made["app"]["id"]
+    driver.get(base + "/console#app")
+    until(lambda: by_id("switch-app").is_displayed(), "the app page")
+    by_id("switch-app").click()
+    until(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#apps tbody tr")) == 2, "two apps listed")
+    driver.find_element(By.CSS_SELECTOR, f'#apps tr[data-app="{gone_id}"] button').click()
+    until(lambda: "Throwaway" in by_id("who").text, "the chosen app")
+    driver.get(base + "/console#app")
+    until(lambda: driver.find_elements(By.ID, "delete-app"), "the delete form")
+    typed("delete-name", "Throwaw")
+    by_id("delete-app").submit()
+    until(lambda: "exactly" in by_id("delete-error").text, "a wrong name refused")
+    assert call("GET", f"/v1/apps/{gone_id}", admin)[0] == 200
+    typed("delete-name", "Throwaway")
+    by_id("delete-app").submit()
+    until(lambda: len(driver.find_elements(By.CSS_SELECTOR, "#apps tbody tr")) == 1, "the list without it")
+    assert call("GET", f"/v1/apps/{gone_id}", admin)[0] == 404
     print("console browser test: every step passed", flush=True)
 finally:
     driver.quit()

@@ -442,8 +442,8 @@ import Testing
         let f = try APITests.fixture()
         let app = Application(router: f.api.router())
         try await app.test(.router) { client in
-            try await client.execute(uri: "/v1/apps", method: .get) { r in
-                #expect(r.status.code == 405 && r.headers[.allow] == "POST")
+            try await client.execute(uri: "/v1/apps", method: .put) { r in
+                #expect(r.status.code == 405 && r.headers[.allow] == "GET, POST")
             }
             try await client.execute(uri: "/v1/apps/x/notifications/y", method: .delete) { r in
                 #expect(r.status.code == 405 && r.headers[.allow] == "GET")

@@ -330,6 +330,27 @@ import Testing
         #expect(try await second.store.app(id: app.id)?.apns == apns)
     }
 
+    /// Two nodes started on a new database from two folders: the first makes the credentials key and writes its
+    /// file; the second, whose folder has none, refuses to start and writes no key file of its own (a file it
+    /// wrote would hold a key the database refuses, at every later start).
+    @Test func aNodeThatRefusesToStartWritesNoKeyFile() async throws {
+        let url = try await PostgresFixture.url()
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("key-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        var config = ServerConfiguration()
+        config.database = url
+        config.credentialsKeyFile = dir.appendingPathComponent("one/richpush-credentials.key").path
+        let first = try await openBackend(config, nodeID: "one", logger: Logger(label: "test"))
+        #expect(FileManager.default.fileExists(atPath: config.resolvedCredentialsKeyFile))
+        var second = config
+        second.credentialsKeyFile = dir.appendingPathComponent("two/richpush-credentials.key").path
+        await #expect(throws: CredentialSealer.Problem.self) {
+            _ = try await openBackend(second, nodeID: "two", logger: Logger(label: "test"))
+        }
+        #expect(!FileManager.default.fileExists(atPath: second.resolvedCredentialsKeyFile))
+        _ = first
+    }
+
     /// Hosted media stored by one node is fetched by another, chunk by chunk, and swept when its time is past.
     @Test func sharedMediaIsServedByEveryNodeAndSwept() async throws {
         let nodes = try await Self.nodes()

@@ -230,6 +230,7 @@ import Testing
                 #expect(wrong["node"] == nil)
                 let (_, operator_) = try await APITests.call(client, .get, path, key: "admin-secret")
                 #expect(operator_["node"] == "host-123-abcdef" && operator_["database_since"] != nil)
+                #expect(operator_["version"]?.stringValue == RichPushVersion.current)
             }
         }
     }

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import NIOConcurrencyHelpers
 import RichPushCore
@@ -280,5 +281,76 @@ import Testing
             idempotencyKey: "key-\(done)"
         )
         #expect(again.created)
+    }
+
+    /// An app deleted goes with everything it holds, and nothing of another app goes with it: keys (refused at
+    /// once), devices with their tags, notifications with deliveries and receipts, live tokens, identity keys; the
+    /// same on every backend. A second deletion finds nothing.
+    @Test(arguments: Kind.allCases)
+    func anAppDeletedTakesAllItHoldsAndNothingElse(_ kind: Kind) async throws {
+        let b = try await Self.make(kind)
+        let (gone, _) = try await b.store.createApp(
+            ServerApp(id: "", name: "Gone", bundleID: "com.gone", fcmProjectID: nil)
+        )
+        let (kept, _) = try await b.store.createApp(
+            ServerApp(id: "", name: "Kept", bundleID: "com.kept", fcmProjectID: nil)
+        )
+        let (_, goneKey) = try await b.store.createKey(appID: gone.id, scopes: [.send])
+        #expect(try await b.store.authorize(key: goneKey) != nil)
+        var notifications: [String: String] = [:]
+        for app in [gone.id, kept.id] {
+            for i in 0..<7 {
+                try await b.registry.upsert(
+                    Device(appID: app, token: String(format: "%064x", 0xD00 + i), platform: .ios, tags: ["t"])
+                )
+            }
+            try await b.liveTokens.register(
+                LiveToken(
+                    appID: app,
+                    token: String(format: "%064x", 0xE00),
+                    kind: .activity,
+                    activityType: "A",
+                    activityID: "a1"
+                )
+            )
+            try await b.store.addIdentityKey(IdentityKey(appID: app, publicKey: P256.Signing.PrivateKey().publicKey))
+            let id = "n-\(app)"
+            notifications[app] = id
+            _ = try await b.store.insertNotification(
+                StoredNotification(id: id, appID: app, message: ["title": "t"], response: .null, createdAt: Date()),
+                idempotencyKey: "k"
+            )
+            try await b.queue.enqueue(
+                (0..<3).map { NewDelivery(notificationID: id, appID: app, provider: .apns, target: "\(app)-\($0)") }
+            )
+            let first = try #require(try await b.queue.deliveries(notificationID: id).first?.id)
+            #expect(
+                try await b.receipts.record(
+                    DeliveryReceipt(deliveryID: first, notificationID: id, report: ["attachments": [], "skipped": []])
+                ) == .recorded
+            )
+        }
+
+        #expect(try await b.deleteApp(id: gone.id))
+        #expect(try await b.store.app(id: gone.id) == nil)
+        #expect(try await b.store.authorize(key: goneKey) == nil)
+        #expect(try await b.store.keys(appID: gone.id, after: "", limit: 100).isEmpty)
+        #expect(try await b.registry.count(appID: gone.id) == 0)
+        #expect(try await b.store.notification(id: notifications[gone.id]!) == nil)
+        #expect(try await b.queue.deliveries(notificationID: notifications[gone.id]!).isEmpty)
+        #expect(try await b.receipts.summary(notificationID: notifications[gone.id]!) == ReceiptSummary())
+        #expect(try await b.liveTokens.tokens(appID: gone.id, audience: .activity("a1"), limit: 10).isEmpty)
+        #expect(try await b.store.identityKeys(appID: gone.id).isEmpty)
+        #expect(try await b.store.apps(after: "", limit: 100).map(\.id).contains(kept.id))
+        #expect(!(try await b.store.apps(after: "", limit: 100).map(\.id).contains(gone.id)))
+        // The other app is whole.
+        #expect(try await b.store.app(id: kept.id) != nil)
+        #expect(try await b.registry.count(appID: kept.id) == 7)
+        #expect(try await b.queue.deliveries(notificationID: notifications[kept.id]!).count == 3)
+        #expect(try await b.receipts.summary(notificationID: notifications[kept.id]!).count == 1)
+        #expect(try await b.liveTokens.tokens(appID: kept.id, audience: .activity("a1"), limit: 10).count == 1)
+        #expect(try await b.store.identityKeys(appID: kept.id).count == 1)
+        // Nothing left to delete.
+        #expect(try await !b.deleteApp(id: gone.id))
     }
 }

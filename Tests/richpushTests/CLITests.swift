@@ -112,6 +112,34 @@ import Testing
         )
     }
 
+    /// What an operator checks first: the version, and help whose paragraphs read as paragraphs.
+    @Test func versionAndHelpReadWell() async throws {
+        let version = try await run(["--version"])
+        #expect(version.status == 0 && version.stdout.hasPrefix("richpush 0."), "\(version.stdout)")
+        for command in ["serve", "send", "sandbox", "migrate", "identity mint"] {
+            let help = try await run(["help"] + command.split(separator: " ").map(String.init))
+            #expect(help.status == 0)
+            // No line of the text before USAGE ends short while the next one carries on the same sentence (a line
+            // broken in the source, then wrapped again at the terminal's width).
+            let head = help.stdout.components(separatedBy: "USAGE:").first ?? ""
+            let lines = head.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            for (line, next) in zip(lines, lines.dropFirst()) where !line.hasPrefix(" ") && !next.hasPrefix(" ") {
+                guard let first = next.first, first.isLowercase, line.count < 60, !line.isEmpty else { continue }
+                Issue.record("help \(command): a line broken short: \"\(line)\" / \"\(next)\"")
+            }
+            #expect(lines.allSatisfy { $0.count <= 80 }, "help \(command) is wider than 80 columns")
+        }
+    }
+
+    /// A configuration problem found while running names the cause alone: no usage line, which would say nothing
+    /// of it.
+    @Test func aConfigurationErrorIsNamedWithoutTheUsageLine() async throws {
+        let r = try await run(["serve", "--admin-key", "short", "--port", "0"])
+        #expect(r.status == 2)
+        #expect(r.stderr.contains("admin_key") && r.stderr.contains("16 characters"), "\(r.stderr)")
+        #expect(!r.stderr.contains("Usage:") && !r.stderr.contains("USAGE:"), "\(r.stderr)")
+    }
+
     @Test func validateListsAllFiveMistakes() async throws {
         let r = try await run(["validate", example("five-mistakes.json")])
         #expect(r.status == 1)

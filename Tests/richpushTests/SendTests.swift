@@ -279,6 +279,8 @@ import Glibc
                 && r.stdout.contains("5 repeated token(s) skipped"),
             "\(r.stdout)"
         )
+        // A rate of a handful of targets is noise: none is printed (it once read "1 delivered in 1.51 s (0/s)").
+        #expect(!r.stdout.contains("/s)"), "\(r.stdout)")
         let lines = try String(contentsOfFile: report, encoding: .utf8).split(separator: "\n").map {
             try JSONValue.parse(String($0))
         }

@@ -22,6 +22,8 @@ public struct APIError: HTTPResponseError, Sendable {
         case invalidJSON = "invalid-json"
         case bodyTooLarge = "body-too-large"
         case invalidIdempotencyKey = "invalid-idempotency-key"
+        /// An `Idempotency-Key` used before with another body.
+        case idempotencyKeyReused = "idempotency-key-reused"
         case rateLimited = "rate-limited"
         case quotaExceeded = "quota-exceeded"
         case badReceiptToken = "bad-receipt-token"
@@ -68,7 +70,7 @@ public struct APIError: HTTPResponseError, Sendable {
             case .forbidden, .badReceiptToken, .identityWrongUser, .identityNotGranted: .forbidden
             case .notFound: .notFound
             case .methodNotAllowed: .methodNotAllowed
-            case .invalid, .mediaRefused: .unprocessableContent
+            case .invalid, .mediaRefused, .idempotencyKeyReused: .unprocessableContent
             case .invalidJSON, .invalidIdempotencyKey: .badRequest
             case .bodyTooLarge: .contentTooLarge
             case .rateLimited, .quotaExceeded, .updateRateLimited: .tooManyRequests

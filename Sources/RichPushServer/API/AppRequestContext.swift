@@ -49,7 +49,7 @@ struct AppAccess: RouterMiddleware {
                 throw APIError(.forbidden, "this key lacks the \(named) scope")
             }
         }
-        guard let app = try await store.app(id: appID) else { throw APIError(.notFound, "no app '\(appID)'") }
+        guard let app = try await store.app(id: appID) else { throw APIError(.notFound, "no such app") }
         var context = context
         context.app = app
         return try await next(request, context)

@@ -228,6 +228,11 @@ public final class MemoryUploadLedger: UploadLedger {
     public func used(app: String, day: Int) async throws -> Int {
         counts.withLockedValue { $0[Self.key(app, day), default: 0] }
     }
+
+    /// Forgets an app's days (its deletion).
+    func remove(app: String) {
+        counts.withLockedValue { c in c = c.filter { !$0.key.hasPrefix(app + "\u{0}") } }
+    }
 }
 
 /// The ledger's statements, written once for both databases.

@@ -173,6 +173,17 @@ struct HourlyInsight: ResponseEncodable {
 }
 
 /// A page of an app's keys (ids, scopes and dates, never a key); `next_after` when another page may follow.
+/// A page of apps (admin), with where the next one starts.
+struct AppPage: ResponseEncodable {
+    let apps: [JSONValue]
+    let nextAfter: String?
+
+    enum CodingKeys: String, CodingKey {
+        case apps
+        case nextAfter = "next_after"
+    }
+}
+
 struct KeyPage: ResponseEncodable {
     let keys: [JSONValue]
     let nextAfter: String?
@@ -277,14 +288,26 @@ struct OutcomesReply: ResponseEncodable {
         let state: String
         let attempts: Int
         let reason: String?
+        /// What the reason means for the sender (``DeliveryReasons``).
+        let meaning: String?
         let providerID: String?
+        /// When its state last changed (seconds since 1970).
+        let updatedAt: Double
+        /// When it is next tried (seconds since 1970), while it waits in the queue.
+        let nextAttemptAt: Double?
 
         enum CodingKeys: String, CodingKey {
-            case target, provider, state, attempts, reason
+            case target, provider, state, attempts, reason, meaning
             case providerID = "provider_id"
+            case updatedAt = "updated_at"
+            case nextAttemptAt = "next_attempt_at"
         }
     }
     let id: String
+    /// The notification's title (its alert's, or its Live Activity's), when it has one.
+    let title: String?
+    /// When it was accepted (seconds since 1970).
+    let createdAt: Double
     let total: Int
     let counts: [String: Int]
     let deliveries: [Delivery]
@@ -295,7 +318,8 @@ struct OutcomesReply: ResponseEncodable {
     var latestVersion: Int?
 
     enum CodingKeys: String, CodingKey {
-        case id, total, counts, deliveries, receipts
+        case id, title, total, counts, deliveries, receipts
+        case createdAt = "created_at"
         case nextAfter = "next_after"
         case rootID = "root_id"
         case version

@@ -193,6 +193,7 @@ public struct RichPushAPI: Sendable {
     func addKeyedRoutes(to keyed: RouterGroup<APIRequestContext>) {
         AppsController(
             store: store,
+            backend: backend,
             maxBodyBytes: maxBodyBytes,
             extraFCMTokenEndpoints: extraFCMTokenEndpoints,
             sandbox: simulate != nil

@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import RichPushAPNs
 import RichPushCore
@@ -65,12 +66,18 @@ struct OpenedBackend {
 /// exist without it: that would lock them away for good).
 func openBackend(_ config: ServerConfiguration, nodeID: String, logger: Logger) async throws -> OpenedBackend {
     let keyFile = config.resolvedCredentialsKeyFile
+    // A key made now is written to its file only once the database has taken it (below): a node that refuses to
+    // start, because the database holds another node's key, writes nothing.
+    let made = NIOLockedValueBox<CredentialSealer?>(nil)
     let sealer = { @Sendable (sealedExist: Bool) throws -> CredentialSealer in
-        try CredentialSealer.load(
+        let s = try CredentialSealer.load(
             keyFile: keyFile,
             create: !FileManager.default.fileExists(atPath: keyFile) && !sealedExist
         )
+        made.withLockedValue { $0 = s }
+        return s
     }
+    let save = { @Sendable () throws in _ = try made.withLockedValue { $0 }?.saved() }
     let secrets = config.receiptsEnabled ? ["receipts"] : []
     if config.isPostgres {
         var postgresLog = logger
@@ -87,6 +94,7 @@ func openBackend(_ config: ServerConfiguration, nodeID: String, logger: Logger) 
             fanOutLease: max(5, config.leaseSeconds),
             logger: postgresLog
         )
+        try save()
         return OpenedBackend(backend: backend, first: [backend.database], receiptsSecret: values["receipts"])
     }
     let pool = try SQLiteDeliveryQueue.openPool(path: config.database, backgroundCheckpoints: true)
@@ -97,6 +105,7 @@ func openBackend(_ config: ServerConfiguration, nodeID: String, logger: Logger) 
         pool: pool,
         sealer: try sealer(try SQLiteServerStore.hasSealedCredentials(pool: pool))
     )
+    try save()
     return OpenedBackend(
         backend: backend,
         services: [checkpointer],

@@ -39,6 +39,11 @@ public final class ServerMetrics: Sendable {
             name: "richpush_notifications_accepted_total",
             help: "Notifications accepted by the API"
         )
+        registry.makeGauge(
+            name: "richpush_build_info",
+            labels: [("version", RichPushVersion.current)],
+            help: "Always 1: the version this node runs, in its label"
+        ).set(Double(1))
     }
 
     /// The `app` label for an app id: its own while there is room, else `other`.

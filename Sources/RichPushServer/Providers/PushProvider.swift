@@ -43,6 +43,11 @@ public protocol PushProvider: Sendable {
     /// does not reach it.
     func dryRun(_ message: PushMessage, app: ServerApp, audience: Audience) async -> ProviderDryRun?
 
+    /// A warning when the audience may reach this service and the app holds no credentials for it (outside sandbox
+    /// mode): its deliveries would fail `<service>_not_configured`, so the send's answer and its dry run say so
+    /// before anything is sent. nil when the audience does not reach it or it can send for the app.
+    func missingCredentials(for app: ServerApp, audience: Audience) -> ValidationIssue?
+
     /// Sends one delivery of a message for an app: delivered, or failed with the retry decision its reason calls
     /// for. Never throws: every attempt ends in an outcome. `receipt`, when given, is the delivery's part of the
     /// receipt address: it replaces the placeholder the message's `receiptURL` ends with, in what is sent.
@@ -62,6 +67,9 @@ public protocol PushProvider: Sendable {
 }
 
 extension PushProvider {
+    /// Credentials that cannot be missing: a service whose sends need none of the app's.
+    public func missingCredentials(for app: ServerApp, audience: Audience) -> ValidationIssue? { nil }
+
     /// No origin: a provider that names none is bounded per app only.
     public func origin(of delivery: DeliveryRecord, app: ServerApp) -> String? { nil }
 }

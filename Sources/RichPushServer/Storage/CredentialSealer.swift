@@ -18,13 +18,17 @@ public struct CredentialSealer: Sendable {
     let key: SymmetricKey
     /// Where the key came from, for messages.
     public let source: String
+    /// A key made now whose file is not written yet: ``saved()`` writes it once the database has taken the key, so
+    /// that a node that refuses to start (another node's key is recorded) leaves no file behind.
+    public let unsavedFile: String?
 
-    public init(key: [UInt8], source: String = "the credentials key") throws {
+    public init(key: [UInt8], source: String = "the credentials key", unsavedFile: String? = nil) throws {
         guard key.count == 32 else {
             throw Problem(description: "\(source): the key must be 32 bytes, found \(key.count)")
         }
         self.key = SymmetricKey(data: key)
         self.source = source
+        self.unsavedFile = unsavedFile
     }
 
     /// Reads the key file (32 bytes, base64), or makes one readable by its owner only when it does not exist
@@ -43,6 +47,15 @@ public struct CredentialSealer: Sendable {
         }
         guard create else { throw Problem(description: "credentials key file \(path) is missing") }
         let fresh = SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }
+        return try CredentialSealer(key: fresh, source: "credentials key file \(path)", unsavedFile: path)
+    }
+
+    /// The sealer with its key in its file: a key made by ``load(keyFile:create:)`` is written now (readable by its
+    /// owner only); one read from its file is returned as it is.
+    public func saved() throws -> CredentialSealer {
+        guard let path = unsavedFile else { return self }
+        let url = URL(fileURLWithPath: path)
+        let fresh = key.withUnsafeBytes { Array($0) }
         let dir = url.deletingLastPathComponent()
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         // Written aside and linked into place, which fails when the file exists: of two nodes starting at once on
@@ -61,7 +74,14 @@ public struct CredentialSealer: Sendable {
         guard link(temp.path, path) == 0 || errno == EEXIST else {
             throw Problem(description: "credentials key file \(path): could not be written")
         }
-        return try load(keyFile: path, create: false)
+        let written = try Self.load(keyFile: path, create: false)
+        guard written.key.withUnsafeBytes({ Array($0) }) == fresh else {
+            throw Problem(
+                description:
+                    "credentials key file \(path) was written meanwhile by another process, with another key: start again to use it"
+            )
+        }
+        return written
     }
 
     static func isSealed(_ stored: String) -> Bool { stored.hasPrefix(prefix) }

@@ -189,6 +189,12 @@ public protocol AppStore: Sendable {
     /// Replaces an app's name, bundle id and credentials; bumps its revision. nil when there is no such app.
     func updateApp(_ app: ServerApp) async throws -> ServerApp?
     func app(id: String) async throws -> ServerApp?
+    /// Apps in id order, those after `after` (the admin's list).
+    func apps(after: String, limit: Int) async throws -> [ServerApp]
+    /// Removes the app, its keys and its small tables (identity keys, counts, upload days) in one transaction, and
+    /// forgets it on every node; false when there was none. ``StorageBackend/deleteApp(id:)`` empties the large
+    /// tables first.
+    func removeApp(id: String) async throws -> Bool
 
     /// A new key for an app with these scopes; returns its grant and the key, which is not stored. An app has at
     /// most ``APIKeys/maxPerApp`` keys: past that, ``APIKeys/LimitReached``.

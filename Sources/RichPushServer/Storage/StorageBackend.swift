@@ -33,6 +33,11 @@ public protocol StorageBackend: Sendable {
     /// deliveries and receipts; returns how many went. Those still delivering stay for a later sweep.
     func sweepNotifications(before cutoff: Date, limit: Int) async throws -> Int
 
+    /// Deletes an app with everything it holds (``AppDeletion``): its keys first, then its notifications (with their
+    /// deliveries, receipts, opens and counts), devices and live tokens in chunks, then the app. false when there
+    /// was no such app.
+    func deleteApp(id: String) async throws -> Bool
+
     /// What this node knows of the database's health.
     var health: DatabaseHealth { get }
 

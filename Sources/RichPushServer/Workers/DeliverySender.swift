@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import NIOConcurrencyHelpers
 import RichPushCore
 
@@ -29,17 +30,44 @@ public final class ProviderDeliverySender: DeliverySender {
     let messages = NIOLockedValueBox<[String: PushMessage]>([:])
     /// Each notification's receipt-address maker (nil: its payload has no address of ours).
     let stampers = NIOLockedValueBox<[String: ReceiptStamper?]>([:])
+    /// Where a failure the operator must mend is said (credentials missing or refused), once per app and reason
+    /// every ten minutes: a send of a million deliveries to an app without credentials is one line, not a million.
+    let logger: Logger?
+    let said = NIOLockedValueBox<[String: Date]>([:])
 
     public init(
         providers: Providers,
         receipts: DeviceReceipts? = nil,
+        logger: Logger? = nil,
         app: @escaping @Sendable (String) async throws -> ServerApp?,
         message: @escaping @Sendable (String) async throws -> PushMessage?
     ) {
         self.providers = providers
         self.receipts = receipts
+        self.logger = logger
         self.app = app
         self.message = message
+    }
+
+    /// Says a credentials failure in the log, once per app and reason every ten minutes.
+    func tell(_ result: SendResult, app: String) {
+        guard let logger, case .failed(.fixCredentials, let reason) = result else { return }
+        let key = app + "\u{0}" + reason
+        let now = Date()
+        let due = said.withLockedValue { said -> Bool in
+            if let last = said[key], now.timeIntervalSince(last) < 600 { return false }
+            if said.count > 10_000 { said.removeAll() }
+            said[key] = now
+            return true
+        }
+        guard due else { return }
+        logger.warning(
+            "deliveries fail for want of working credentials",
+            metadata: [
+                "app_id": "\(app)", "reason": "\(reason)",
+                "meaning": "\(DeliveryReasons.meaning(reason) ?? "the push service refused the app's credentials")",
+            ]
+        )
     }
 
     /// Keeps a message the API just accepted (it need not be read back for its first delivery).
@@ -92,6 +120,8 @@ public final class ProviderDeliverySender: DeliverySender {
         guard let app else { return .failed(.fixCredentials, reason: "unknown_app") }
         guard let m else { return .failed(.never, reason: "notification_missing") }
         let receipt = stamper(d.notificationID, m)?.stamp(delivery: d.id)
-        return await provider.send(d, message: m, app: app, receipt: receipt)
+        let result = await provider.send(d, message: m, app: app, receipt: receipt)
+        tell(result, app: d.appID)
+        return result
     }
 }

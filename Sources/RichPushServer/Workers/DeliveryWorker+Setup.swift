@@ -12,6 +12,7 @@ func deliverySender(
     ProviderDeliverySender(
         providers: providers,
         receipts: receipts,
+        logger: logger,
         app: { id in
             do { return try await store.app(id: id) } catch {
                 logger.error("could not read the app", metadata: ["app_id": .string(id), "error": .string("\(error)")])

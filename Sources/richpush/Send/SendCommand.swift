@@ -12,21 +12,28 @@ struct SendCommand: AsyncParsableCommand {
         abstract: "Send a message to APNs, FCM, a RichPush server or the sandbox, and report each target's outcome.",
         discussion: """
             Give exactly one way to send:
-              APNs:     --apns-key AuthKey_ABC.p8 --key-id ABC --team-id DEF --bundle-id com.example.app [--production]
-                        (or --apns-cert cert.pem --apns-cert-key key.pem), with --token or --tokens
-              FCM:      --fcm-service-account sa.json, with --token, --tokens, --topic or --condition
-              server:   --server URL --app app_… with the app's key in RICHPUSH_API_KEY or --key-file FILE, and
-                        --all, --tag, --user, --token, --topic, --condition, --audience JSON, or the message's own
-                        "audience". Off this machine the server must be https; redirects are not followed (the key
-                        goes to the address given and nowhere else).
-              sandbox:  --sandbox DIR (a running `richpush sandbox --dir DIR`); APNs tokens go to its APNs emulator,
-                        other tokens, topics and conditions to its FCM emulator
-            The message is checked first (as `richpush validate` does) and its media fetched and judged by the
-            server's rules; either stops the send unless --force. Each target is retried as the server's workers
-            retry (backoff with jitter, Retry-After honoured, never past the message's time to live).
-            Ctrl-C stops starting sends, lets those in flight end, and reports the rest as not_sent; a second
-            Ctrl-C quits at once. Exit status: 0 when every target was delivered, 1 when some were not, 2 for usage
-            and validation errors.
+              APNs:    --apns-key AuthKey_ABC.p8 --key-id ABC --team-id DEF
+                       --bundle-id com.example.app [--production]
+                       (or --apns-cert cert.pem --apns-cert-key key.pem),
+                       with --token or --tokens
+              FCM:     --fcm-service-account sa.json, with --token, --tokens,
+                       --topic or --condition
+              server:  --server URL --app app_… (the app's key in
+                       RICHPUSH_API_KEY or --key-file FILE), with --all, --tag,
+                       --user, --token, --topic, --condition, --audience JSON
+                       or the message's own "audience"
+              sandbox: --sandbox DIR (a running `richpush sandbox --dir DIR`)
+
+            Off this machine the server must be https; redirects are not followed (the key goes to the address \
+            given and nowhere else). The message is checked first (as `richpush validate` does) and its media \
+            fetched and judged by the server's rules; either stops the send unless --force. Each target is \
+            retried as the server's workers retry (backoff with jitter, Retry-After honoured, never past the \
+            message's time to live).
+
+            Ctrl-C stops starting sends, lets those in flight end, and reports the rest as not_sent; a second \
+            Ctrl-C quits at once. Exit status: 0 when every target was delivered, 1 when some were not, 2 for \
+            usage and validation errors.
+
             """
     )
 

@@ -138,9 +138,12 @@ final class SendSession: Sendable {
                 )
             }
             let repeats = c[.skipped] > 0 ? "; \(SendConsole.number(c[.skipped])) repeated token(s) skipped" : ""
-            let rate = SendConsole.number(Int(Double(c.targets) / max(seconds, 0.001)))
+            // A rate says something of many targets over a second or more; of one target it is noise ("0/s").
+            let rate =
+                c.targets >= 100 && seconds >= 1
+                ? " (\(SendConsole.number(Int(Double(c.targets) / seconds)))/s)" : ""
             console.say(
-                "\(interrupted ? "stopped: " : "")\(SendConsole.number(c.targets)) target(s): \(parts.joined(separator: ", ")) in \(String(format: "%.2f", seconds)) s (\(rate)/s)\(repeats)"
+                "\(interrupted ? "stopped: " : "")\(SendConsole.number(c.targets)) target(s): \(parts.joined(separator: ", ")) in \(String(format: "%.2f", seconds)) s\(rate)\(repeats)"
             )
             for (reason, v) in reasons.prefix(10) {
                 console.say("  \(SendConsole.number(v.count)) \(reason)" + (v.detail.map { ": \($0)" } ?? ""))

@@ -276,11 +276,7 @@ struct ServerSend {
     }
 
     /// What a stored reason means: an APNs reason's or an FCM code's advice.
-    static func advice(_ reason: String) -> String? {
-        if case .unknown = APNsReason(rawValue: reason) {} else { return APNsReason(rawValue: reason).advice }
-        if case .unknown = FCMErrorCode(errorCode: reason) {} else { return FCMErrorCode(errorCode: reason).advice() }
-        return nil
-    }
+    static func advice(_ reason: String) -> String? { DeliveryReasons.meaning(reason) }
 
     static func issueLine(_ issue: JSONValue, severity: String) -> String {
         let path = issue["path"]?.stringValue.map { "\($0): " } ?? ""

@@ -8,6 +8,8 @@ import RichPushCore
 /// the `manage` scope (`read` to show an app), or the admin key.
 struct AppsController: AppRoutes {
     let store: any ServerStore
+    /// Deletes an app with all it holds.
+    let backend: any StorageBackend
     let maxBodyBytes: Int
     /// OAuth endpoints a stored service account may name besides Google's: the emulator's, in sandbox mode.
     let extraFCMTokenEndpoints: Set<String>
@@ -19,6 +21,8 @@ struct AppsController: AppRoutes {
         let managing = group.app(.manage, store: store)
         group.get("me", use: me)
         group.post("apps", use: createApp)
+        group.get("apps", use: listApps)
+        group.delete("apps/:app", use: deleteApp)
         reading.get("", use: showApp)
         managing.patch("", use: updateApp)
         managing.get("keys", use: listKeys)
@@ -62,6 +66,41 @@ struct AppsController: AppRoutes {
         return NewApp(app: created.json, apiKey: key).created
     }
 
+    /// `GET /v1/apps` (admin): every app in id order, a page at a time (`limit`, `after` an app id from
+    /// `next_after`): an app whose id was lost is found by its name here.
+    func listApps(_ request: Request, _ context: APIRequestContext) async throws -> AppPage {
+        try context.requireAdmin()
+        let query = request.uri.queryParameters
+        let limit = try ListQuery.limit(query, default: 100)
+        let after = query.get("after") ?? ""
+        guard after.utf8.count <= 64, after.utf8.allSatisfy({ Self.idByte($0) }) else {
+            throw APIError(
+                .invalid,
+                "after is an app id (from next_after)",
+                issues: [ValidationIssue(path: "after", rule: "app-id", message: "an app id: letters, digits and _")]
+            )
+        }
+        let page = try await store.apps(after: after, limit: limit)
+        return AppPage(apps: page.map(\.json), nextAfter: page.count == limit ? page.last?.id : nil)
+    }
+
+    /// `DELETE /v1/apps/{app}` (admin): the app and everything it holds (keys, devices, notifications with their
+    /// deliveries, receipts and opens, live tokens, identity keys), for good. Its keys stop working first.
+    func deleteApp(_ request: Request, _ context: APIRequestContext) async throws -> Removed {
+        try context.requireAdmin()
+        let id = context.parameters.get("app") ?? ""
+        guard id.utf8.count <= 64, id.utf8.allSatisfy({ Self.idByte($0) }), try await backend.deleteApp(id: id) else {
+            throw APIError(.notFound, "no such app")
+        }
+        context.logger.notice("app deleted with all its data", metadata: ["app": "\(id)"])
+        return Removed(removed: id)
+    }
+
+    /// ASCII letters, digits and _: what an app's or a key's id is made of.
+    static func idByte(_ b: UInt8) -> Bool {
+        (b >= 48 && b <= 57) || (b >= 65 && b <= 90) || (b >= 97 && b <= 122) || b == 95
+    }
+
     func showApp(_ request: Request, _ context: AppRequestContext) async throws -> AppReply {
         let app = context.app
         return AppReply(app: app.json)
@@ -74,7 +113,7 @@ struct AppsController: AppRoutes {
             to: &app
         )
         guard let updated = try await store.updateApp(app) else {
-            throw APIError(.notFound, "no app '\(app.id)'")
+            throw APIError(.notFound, "no such app")
         }
         return AppReply(app: updated.json)
     }
@@ -88,11 +127,9 @@ struct AppsController: AppRoutes {
         let after = query.get("after") ?? ""
         // A key id (from next_after): ASCII letters, digits and _ only (a NUL would reach the database, which
         // refuses it in text: the API fuzzer found that one).
-        guard after.utf8.count <= 64,
-            after.utf8.allSatisfy({
-                ($0 >= 48 && $0 <= 57) || ($0 >= 65 && $0 <= 90) || ($0 >= 97 && $0 <= 122) || $0 == 95
-            })
-        else { throw APIError(.invalid, "after is a key id (from next_after)") }
+        guard after.utf8.count <= 64, after.utf8.allSatisfy({ Self.idByte($0) }) else {
+            throw APIError(.invalid, "after is a key id (from next_after)")
+        }
         let page = try await store.keys(appID: app.id, after: after, limit: limit)
         return KeyPage(keys: page.map(\.json), nextAfter: page.count == limit ? page.last?.keyID : nil)
     }
@@ -147,7 +184,7 @@ struct AppsController: AppRoutes {
             subject: body.subject,
             defaultURL: body.defaultURL
         )
-        guard let updated = try await store.updateApp(app) else { throw APIError(.notFound, "no app '\(app.id)'") }
+        guard let updated = try await store.updateApp(app) else { throw APIError(.notFound, "no such app") }
         return WebPushKeyReply(webpush: updated.webPush?.publicJSON ?? .null).created
     }
 

@@ -54,6 +54,8 @@ struct HealthController: Sendable {
             "live": true, "ready": .bool(status.up), "database": status.up ? "up" : "down",
         ]
         if details {
+            // What the operator follows a rolling upgrade by; not told to anyone who asks.
+            body["version"] = .string(RichPushVersion.current)
             body["database_since"] = .string(ISO8601DateFormatter().string(from: status.since))
             if let reason = status.reason { body["reason"] = .string(reason) }
             if let nodeID { body["node"] = .string(nodeID) }

@@ -12,9 +12,11 @@ extension NotificationsController {
         warnings: [ValidationIssue],
         showsReach: Bool
     ) async throws -> Response {
-        var out: [String: JSONValue] = ["dry_run": true, "warnings": .array(warnings.map(\.json))]
+        var out: [String: JSONValue] = ["dry_run": true]
+        var warnings = warnings
         if showsReach {
             let counts = try await backend.countByProvider(appID: app.id, audience: audience)
+            warnings += pipeline.credentialWarnings(app: app, audience: audience, counts: counts)
             out["deliveries"] = .object(
                 Dictionary(
                     uniqueKeysWithValues: providers.ids.map { ($0.rawValue, JSONValue.int(Int64(counts[$0] ?? 0))) }
@@ -25,7 +27,9 @@ extension NotificationsController {
             out["deliveries"] = .null
             out["deliveries_withheld"] =
                 "how many registered devices the audience reaches needs a key with the read scope"
+            warnings += pipeline.credentialWarnings(app: app, audience: audience)
         }
+        out["warnings"] = .array(warnings.map(\.json))
         // Each provider's request is shown whenever the audience may use it, even with no device registered yet:
         // what would be sent is the point of a dry run (a composer previews it).
         var requests: [String: JSONValue] = [:]

@@ -14,6 +14,7 @@ extension NotificationsController {
         let idempotencyKey = try SendPipeline.idempotencyKey(request)
         let (family, collapseID) = try await updatableRoot(context, of: app)
         let body = try await bodyJSON(request)
+        let idempotency = IdempotentRequest(key: idempotencyKey, body: body)
         try Self.checkUpdateFields(body, collapseID: collapseID)
         let now = Date()
         // Read as a send to the root's devices is (every check of the message's), then held to the root's collapse id.
@@ -53,11 +54,11 @@ extension NotificationsController {
         let accepted: UpdateAccepted
         do {
             accepted = try await backend.updates.accept(plan) { version, queued, superseded in
-                [
+                idempotency.stored([
                     "id": .string(updateID), "status": "accepted", "root_id": .string(family.rootID),
                     "version": .int(Int64(version)), "deliveries": .int(Int64(queued)),
                     "superseded": .int(Int64(superseded)), "warnings": warnings,
-                ]
+                ])
             }
         } catch UpdateRefused.noRoot {
             throw APIError(.notFound, "no such notification")
@@ -70,9 +71,9 @@ extension NotificationsController {
         } catch let refused as UpdateRefused {
             throw Self.refusal(refused, updateLimits)
         }
-        guard accepted.created else { return Response.json(202, accepted.notification.response) }
+        guard accepted.created else { return try idempotency.answer(accepted.notification.response, replay: true) }
         pipeline.accepted(updateID, app: app.id, message: message, queued: accepted.queued)
-        return Response.json(202, accepted.notification.response)
+        return try idempotency.answer(accepted.notification.response, replay: false)
     }
 
     /// The notification the path names, when an update may be made to it: the app's, not a Live Activity, sent

@@ -50,9 +50,10 @@ struct NotificationsController: AppRoutes {
     /// at once. A registry fan-out (all, user, tag, topic) runs after the answer and resumes after a crash.
     func send(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let app = context.app
-        let idempotencyKey = try SendPipeline.idempotencyKey(request)
+        let body = try await bodyJSON(request)
+        let idempotency = try SendPipeline.idempotency(request, body: body)
         let send = try SendRequest.decode(
-            try await bodyJSON(request),
+            body,
             validation: validation,
             maxTokens: maxTokensPerRequest,
             now: Date()
@@ -91,6 +92,7 @@ struct NotificationsController: AppRoutes {
         // How many devices a registry audience reaches is a fact of the registry: read scope only (a send-only key
         // learns nothing of which users, tags or tokens exist, by a dry run or by a send's answer).
         let showsReach = (audience.directTargets != nil && send.live == nil) || mayReadRegistry(context)
+        if !options.dryRun { report.issues += pipeline.credentialWarnings(app: app, audience: audience) }
         if options.dryRun {
             return try await dryRunAnswer(
                 app: app,
@@ -104,7 +106,7 @@ struct NotificationsController: AppRoutes {
         let warnings = JSONValue.array(report.warnings.map(\.json))
         let plan = AcceptPlan(
             notification: .init(id: id, appID: app.id, message: message.json, response: .null, createdAt: Date()),
-            idempotencyKey: idempotencyKey,
+            idempotencyKey: idempotency.key,
             audience: audience,
             notBefore: options.notBefore,
             expiresAt: expiresAt,
@@ -113,10 +115,10 @@ struct NotificationsController: AppRoutes {
         let accepted = try await intake.accept(plan) { queued in
             var o: [String: JSONValue] = ["id": .string(id), "status": "accepted", "warnings": warnings]
             o["deliveries"] = showsReach ? (queued.map { .int(Int64($0)) } ?? .null) : .null
-            return .object(o)
+            return idempotency.stored(.object(o))
         }
         // a replay answers as the first time did
-        guard accepted.created else { return Response.json(202, accepted.notification.response) }
+        guard accepted.created else { return try idempotency.answer(accepted.notification.response, replay: true) }
         let pipeline = self.pipeline
         pipeline.accepted(id, app: app.id, message: message, queued: accepted.fanOutPending ? nil : accepted.queued)
         if accepted.fanOutPending {
@@ -126,7 +128,7 @@ struct NotificationsController: AppRoutes {
                 onFailure: { _ in metrics.fanOutFailed() }
             )
         }
-        return Response.json(202, accepted.notification.response)
+        return try idempotency.answer(accepted.notification.response, replay: false)
     }
 
     /// The notification the path's `id` names, when it is the app's (another app's answers as one that does not exist).
@@ -195,7 +197,7 @@ struct NotificationsController: AppRoutes {
     }
 
     func outcomes(_ request: Request, _ context: AppRequestContext) async throws -> OutcomesReply {
-        let (id, _) = try await requireNotification(context)
+        let (id, stored) = try await requireNotification(context)
         let page = try OutcomesPage(query: request.uri.queryParameters)
         // Counted in the database and read a page at a time: a poll of a million-device send reads no million rows.
         let byState = try await numbers.counts(id)
@@ -205,6 +207,8 @@ struct NotificationsController: AppRoutes {
         let shown = read.prefix(page.limit)
         var reply = OutcomesReply(
             id: id,
+            title: stored.message["alert"]?["title"]?.stringValue ?? stored.message["title"]?.stringValue,
+            createdAt: stored.createdAt.timeIntervalSince1970,
             total: byState.values.reduce(0, +),
             counts: Dictionary(uniqueKeysWithValues: byState.map { ($0.key.rawValue, $0.value) }),
             deliveries: shown.map {
@@ -214,7 +218,10 @@ struct NotificationsController: AppRoutes {
                     state: $0.state.rawValue,
                     attempts: $0.attempts,
                     reason: $0.reason,
-                    providerID: $0.providerID
+                    meaning: $0.reason.flatMap(DeliveryReasons.meaning),
+                    providerID: $0.providerID,
+                    updatedAt: $0.updatedAt.timeIntervalSince1970,
+                    nextAttemptAt: $0.state == .queued ? $0.notBefore.timeIntervalSince1970 : nil
                 )
             },
             // What devices reported, in sum: the same few numbers however many reported.

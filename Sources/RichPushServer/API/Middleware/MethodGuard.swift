@@ -3,7 +3,7 @@ import Hummingbird
 import NIOConcurrencyHelpers
 
 /// Answers 405 with `Allow` for a known path asked with a method it does not take, whatever the method (TRACE,
-/// OPTIONS, QUERY, or a name nobody registered); an unknown path goes on to the router's 404.
+/// OPTIONS, QUERY, or a name nobody registered); an unknown path is answered 404 `not-found` with its JSON body.
 ///
 /// It runs in front of every route, so it is added to the router first; the table is the router's own list of
 /// routes, read once they are all added (``fill(from:)``): no second list to keep in step.
@@ -38,7 +38,8 @@ final class MethodGuard: RouterMiddleware, Sendable {
         next: (Request, Context) async throws -> Response
     ) async throws -> Response {
         let path = request.uri.path.split(separator: "?", maxSplits: 1).first ?? ""
-        guard let allowed = methods(for: path) else { return try await next(request, context) }
+        // No route has this path: the same JSON error as every other refusal, where the router's own 404 has no body.
+        guard let allowed = methods(for: path) else { return APIError(.notFound, "no such route").response }
         guard !allowed.contains(request.method.rawValue) else { return try await next(request, context) }
         let list = allowed.sorted().joined(separator: ", ")
         return APIError(.methodNotAllowed, "\(path) takes \(list)", headers: [.allow: list]).response

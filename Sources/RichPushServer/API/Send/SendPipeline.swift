@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import Hummingbird
 import RichPushCore
@@ -17,6 +18,33 @@ struct SendPipeline: Sendable {
     let metrics: ServerMetrics
     let minutes: MinuteCounter
     let onAccepted: @Sendable (_ id: String, _ message: PushMessage) -> Void
+
+    /// Warnings for the services the audience may reach that the app holds no credentials for (outside sandbox
+    /// mode their deliveries fail `<service>_not_configured`). Targets named outright (tokens, an FCM topic or
+    /// condition, a channel) are known, and each service they use is named. Which services a registry audience's
+    /// devices use is not known before the fan-out: it is warned about when the app holds credentials for none of
+    /// them (an app given none yet) or, with `counts` (a dry run that counted the devices), for each service with
+    /// devices in it.
+    func credentialWarnings(
+        app: ServerApp,
+        audience: Audience,
+        counts: [DeliveryProvider: Int]? = nil
+    ) -> [ValidationIssue] {
+        let missing = providers.all.compactMap { p in
+            p.missingCredentials(for: app, audience: audience).map { (p.id, $0) }
+        }
+        guard !missing.isEmpty else { return [] }
+        if let counts { return missing.filter { counts[$0.0, default: 0] > 0 }.map(\.1) }
+        if !audience.mayUseWebPush { return missing.map(\.1) }
+        let blank = ServerApp(id: app.id, name: app.name, bundleID: app.bundleID, fcmProjectID: nil)
+        let needed = providers.all.filter { $0.missingCredentials(for: blank, audience: audience) != nil }.count
+        return missing.count >= needed ? missing.map(\.1) : []
+    }
+
+    /// The request's `Idempotency-Key` with the fingerprint of its body (nil key: none).
+    static func idempotency(_ request: Request, body: JSONValue) throws -> IdempotentRequest {
+        IdempotentRequest(key: try idempotencyKey(request), body: body)
+    }
 
     /// The request's `Idempotency-Key` (nil: none), held to 1 to 255 characters.
     static func idempotencyKey(_ request: Request) throws -> String? {
@@ -130,5 +158,51 @@ struct SendPipeline: Sendable {
             )
         }
         return without
+    }
+}
+
+/// An `Idempotency-Key` and the fingerprint of the request it came with, as the IETF draft describes them
+/// (draft-ietf-httpapi-idempotency-key-header-07, §2.4 "Idempotency Fingerprint": a checksum of the payload; here the
+/// SHA-256 of the JSON body as read, keys sorted, so that spacing and key order do not count). The first answer is
+/// stored with the fingerprint in a member of its own; a repeat with the same body gets the first answer, and a
+/// repeat with another body is refused with 422 (§2.7 "Error Scenarios"), where it used to get the first answer
+/// silently. Answers stored before fingerprints were kept have none, and are replayed as they were.
+struct IdempotentRequest: Sendable {
+    /// The member of the stored answer that holds the fingerprint; never sent.
+    static let member = "_request_sha256"
+    let key: String?
+    let fingerprint: String
+
+    init(key: String?, body: JSONValue) {
+        self.key = key
+        fingerprint = SHA256.hash(data: body.serialized()).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// The answer to store: with the fingerprint when a key will replay it.
+    func stored(_ answer: JSONValue) -> JSONValue {
+        guard key != nil, case .object(var o) = answer else { return answer }
+        o[Self.member] = .string(fingerprint)
+        return .object(o)
+    }
+
+    /// The answer to send (202) from the stored one; a replay whose first request had another body is refused.
+    func answer(_ stored: JSONValue, replay: Bool) throws -> Response {
+        guard case .object(var o) = stored else { return Response.json(202, stored) }
+        let first = o.removeValue(forKey: Self.member)
+        if replay, let first, first != .string(fingerprint) {
+            throw APIError(
+                .idempotencyKeyReused,
+                "this Idempotency-Key was used with another body: a new request needs a new key",
+                issues: [
+                    ValidationIssue(
+                        path: "Idempotency-Key",
+                        rule: "idempotency-key-reused",
+                        message:
+                            "the key's first request had another body (draft-ietf-httpapi-idempotency-key-header §2.7); resend that body to get its answer, or use a new key"
+                    )
+                ]
+            )
+        }
+        return Response.json(202, .object(o))
     }
 }

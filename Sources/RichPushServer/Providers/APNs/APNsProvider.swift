@@ -77,6 +77,17 @@ public final class APNsProvider: PushProvider {
         }.client
     }
 
+    public func missingCredentials(for app: ServerApp, audience: Audience) -> ValidationIssue? {
+        guard audience.mayUseAPNs, app.apns == nil, configuration.fallback == nil else { return nil }
+        return ValidationIssue(
+            path: "audience",
+            rule: "no-apns-credentials",
+            message:
+                "this app has no APNs credentials (and the server is not in sandbox mode): its deliveries to iOS devices will fail apns_not_configured; give them with PATCH /v1/apps/{app} {\"apns\": …}",
+            severity: .warning
+        )
+    }
+
     public func tokenProblem(_ token: String) -> (rule: String, message: String)? {
         MessageValidator.apnsTokenProblem(token).map { ("apns-token", $0) }
     }

@@ -50,6 +50,17 @@ public final class FCMProvider: PushProvider {
     }
 
     /// The client an app sends with: its own (from its service account), or the fallback when it has none.
+    public func missingCredentials(for app: ServerApp, audience: Audience) -> ValidationIssue? {
+        guard audience.fcmTargetKind != nil, app.fcm == nil, configuration.fallback == nil else { return nil }
+        return ValidationIssue(
+            path: "audience",
+            rule: "no-fcm-credentials",
+            message:
+                "this app has no FCM service account (and the server is not in sandbox mode): its deliveries through FCM will fail fcm_not_configured; give one with PATCH /v1/apps/{app} {\"fcm\": …}",
+            severity: .warning
+        )
+    }
+
     public func client(for app: ServerApp) -> FCMClient? {
         guard app.fcm != nil else { return configuration.fallback }
         return clients.client(for: app) { app in

@@ -23,7 +23,7 @@ export async function renderApp() {
       fill(box, el("div", { class: "card" }, el("p", { text: "The app's first API key, shown once (only its hash is kept):" }), el("p", { class: "secret", text: r.json.api_key }),
         el("button", { type: "button", text: "Continue", onclick: () => { location.hash = "app"; route(); } })));
     });
-    fill(box, form);
+    fill(box, await appList(), form);
     return;
   }
   const app = state.app;
@@ -81,7 +81,57 @@ export async function renderApp() {
     $("keys").append(el("p", { text: `The new key (${k.json.id}), shown once:` }), el("p", { class: "secret", text: k.json.api_key }));
   });
   keys.append(make);
-  fill(box, el("div", { class: "card" }, el("h3", { text: app.name }), el("p", { text: `${app.id} · bundle id ${app.bundle_id}${app.fcm_project_id ? " · FCM project " + app.fcm_project_id : ""}` })), credentials, fcm, keys, await pushServices());
+  fill(box, el("div", { class: "card" }, el("h3", { text: app.name }), el("p", { text: `${app.id} · bundle id ${app.bundle_id}${app.fcm_project_id ? " · FCM project " + app.fcm_project_id : ""}` }),
+    state.admin ? el("button", { type: "button", class: "quiet", id: "switch-app", text: "Another app…", onclick: () => { leaveApp(); } }) : null),
+    credentials, fcm, keys, await pushServices(), state.admin ? deleteCard(app) : null);
+}
+
+/** With the admin key: back to the list of apps. */
+function leaveApp() {
+  state.app = null; state.appID = null;
+  sessionStorage.removeItem("richpush.app");
+  location.hash = "app";
+  route();
+}
+
+/** The server's apps (admin key), each to open or delete: a lost app id is found here by its name. */
+async function appList() {
+  const card = el("div", { class: "card", id: "apps" }, el("h3", { text: "Apps on this server" }));
+  const apps = [];
+  let after = "";
+  for (let page = 0; page < 10; page++) {  // the first thousand
+    const r = await api("GET", `/v1/apps?limit=100${after ? "&after=" + encodeURIComponent(after) : ""}`);
+    if (r.status !== 200) { card.append(el("p", { class: "note", text: errorText(r) })); return card; }
+    apps.push(...r.json.apps);
+    if (!r.json.next_after) break;
+    after = r.json.next_after;
+  }
+  if (!apps.length) { card.append(el("p", { class: "note", text: "No app yet: create the first below." })); return card; }
+  card.append(el("table", {}, el("thead", {}, el("tr", {}, ["Name", "Id", "Bundle id", ""].map((h) => el("th", { text: h })))),
+    el("tbody", {}, apps.map((a) => el("tr", { "data-app": a.id }, el("td", { text: a.name }), el("td", { text: a.id }), el("td", { text: a.bundle_id }),
+      el("td", {}, el("button", { type: "button", class: "quiet", text: "Open", "aria-label": `Open ${a.name}`, onclick: () => {
+        state.app = a; state.appID = a.id;
+        sessionStorage.setItem("richpush.app", a.id);
+        location.hash = "compose"; route();
+      } })))))));
+  return card;
+}
+
+/** Deleting the app (admin key): confirmed by typing its name, since everything it holds goes with it. */
+function deleteCard(app) {
+  const form = el("form", { class: "card danger", id: "delete-app" },
+    el("h3", { text: "Delete this app" }),
+    el("p", { text: `Its keys stop working at once; its devices, notifications with their outcomes, receipts and opens, live tokens and identity keys are removed for good. Type the app's name, ${app.name}, to confirm.` }),
+    el("label", { for: "delete-name", text: "The app's name" }), el("input", { id: "delete-name", autocomplete: "off" }),
+    el("button", { type: "submit", id: "delete-app-button", text: "Delete the app and all it holds" }), el("p", { class: "error", id: "delete-error", role: "alert" }));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    if (field("delete-name") !== app.name) { $("delete-error").textContent = `Type ${app.name} exactly to delete it.`; return; }
+    const r = await api("DELETE", `/v1/apps/${encodeURIComponent(app.id)}`);
+    if (r.status !== 200) { $("delete-error").textContent = errorText(r); return; }
+    leaveApp();
+  });
+  return form;
 }
 
 // The push services the app's deliveries went to lately, as the node that answers sees them: each one's circuit

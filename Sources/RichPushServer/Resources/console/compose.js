@@ -90,7 +90,13 @@ export function fieldFor(path) {
   return null;
 }
 
+// Whether the user has changed the form: until then an empty form's errors (no title, no audience) are not shown,
+// only warnings; the first input, or a press of Send, shows them all.
+let edited = false;
+export function markEdited() { edited = true; }
+
 export function markIssues(issues) {
+  if (!edited) issues = issues.filter((i) => i.severity === "warning");
   for (const old of document.querySelectorAll("#compose .field-issue")) old.remove();
   for (const input of document.querySelectorAll("#compose [aria-invalid]")) { input.removeAttribute("aria-invalid"); input.removeAttribute("aria-describedby"); }
   const rest = [];

@@ -6,7 +6,7 @@
 
 import { $, state } from "./core.js";
 import { route, showUpdating, signIn, signOut } from "./session.js";
-import { checkSoon, field, preflight, upload } from "./compose.js";
+import { checkSoon, field, markEdited, preflight, upload } from "./compose.js";
 import { send, testSend } from "./send.js";
 import { addState, sendSeries } from "./live.js";
 import { stopFollowing } from "./outcomes.js";
@@ -26,8 +26,8 @@ function wire() {
     $("theme").textContent = dark ? "Light preview" : "Dark preview";
   });
   const compose = $("compose");
-  compose.addEventListener("input", (e) => { if (e.target.id !== "f-test-token") checkSoon(); if (e.target.id === "f-media") preflight(); });
-  compose.addEventListener("change", () => checkSoon());
+  compose.addEventListener("input", (e) => { if (e.target.id !== "f-test-token") { markEdited(); checkSoon(); } if (e.target.id === "f-media") preflight(); });
+  compose.addEventListener("change", (e) => { if (e.target.id !== "f-test-token") markEdited(); checkSoon(); });
   compose.addEventListener("submit", (e) => e.preventDefault());
   $("test-send").addEventListener("click", testSend);
   $("send").addEventListener("click", send);

@@ -17,6 +17,12 @@ export function svg(tag, attrs = {}, ...children) {
   return node;
 }
 
+/** What an empty chart says, in its middle: a chart with no data is not a blank box. */
+function nothingYet(chart, width, height, text = "Nothing yet") {
+  chart.append(svg("text", { x: width / 2, y: height / 2, class: "chart-label empty", "text-anchor": "middle", "data-empty": "true" }, text));
+  return chart;
+}
+
 const percent = (r) => (r === null || r === undefined ? "—" : `${(r * 100).toFixed(r >= 0.1 ? 0 : 1)}%`);
 
 /** The funnel: one bar per stage, its length the stage's share of those accepted. */
@@ -26,7 +32,11 @@ export function funnelChart(funnel, width = 600) {
   // Drawn at the width it is shown at, so that its text stays readable on a phone.
   const rowH = 34, labelW = width < 480 ? 150 : 190;
   const chart = svg("svg", { viewBox: `0 0 ${width} ${stages.length * rowH + 6}`, class: "chart funnel", role: "img", id: "funnel-chart",
-    "aria-label": stages.map((s) => `${stageNames[s.stage] || s.stage} ${s.count}`).join(", ") });
+    "aria-label": stages.map((s) => `${stageNames[s.stage] || s.stage} ${s.count}`).join(", ") || "Nothing yet" });
+  if (!stages.length) {
+    chart.setAttribute("viewBox", `0 0 ${width} 60`);
+    return nothingYet(chart, width, 60);
+  }
   stages.forEach((s, i) => {
     const w = Math.max(2, ((width - labelW - 10) * s.count) / accepted);
     const y = i * rowH + 3;
@@ -45,7 +55,7 @@ export function timeChart(series, width = 600) {
   const height = 160, pad = 48;
   const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart over-time", role: "img", id: "delivered-chart",
     "aria-label": series.length ? `Deliveries over ${series[series.length - 1][0] - series[0][0]} s` : "No deliveries yet" });
-  if (series.length < 1) return chart;
+  if (series.length < 1) return nothingYet(chart, width, height, "Nothing yet: counts appear here as they change while this page is open");
   const t0 = series[0][0], t1 = Math.max(t0 + 1, series[series.length - 1][0]);
   const top = Math.max(1, ...series.map((p) => Math.max(p[1], p[2])));
   const x = (t) => pad + ((width - pad - 8) * (t - t0)) / (t1 - t0);
@@ -66,7 +76,7 @@ export function opensChart(buckets, width = 600) {
   const height = 120, pad = 24;
   const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart opens", role: "img", id: "opens-chart",
     "aria-label": `${buckets.reduce((a, b) => a + b[1], 0)} opens over ${buckets.length} ten-minute spans` });
-  if (!buckets.length) return chart;
+  if (!buckets.length) return nothingYet(chart, width, height, "No opens yet");
   const first = buckets[0][0], last = buckets[buckets.length - 1][0];
   const spans = Math.max(1, (last - first) / 600 + 1);
   const top = Math.max(1, ...buckets.map((b) => b[1]));
@@ -89,7 +99,7 @@ export function hoursChart(hours, width = 600, from = null, to = null) {
   const chart = svg("svg", { viewBox: `0 0 ${width} ${height}`, class: "chart hours", role: "img", id: "hours-chart",
     "aria-label": hours.length ? kinds.map((k) => `${number(total(k))} ${k}`).join(", ") + ` over ${hours.length} hours` : "Nothing in these hours" });
   chart.append(svg("line", { x1: 0, y1: height - pad, x2: width, y2: height - pad, class: "axis" }));
-  if (!hours.length) return chart;
+  if (!hours.length) return nothingYet(chart, width, height, "Nothing in these hours");
   const first = Math.min(from ?? hours[0].hour, hours[0].hour), last = Math.max(to ?? 0, hours[hours.length - 1].hour);
   const spans = Math.max(1, (last - first) / 3600 + 1);
   const slot = width / spans, w = Math.max(1, slot / 3 - 1);
@@ -156,6 +166,8 @@ export async function openNotification(id) {
   let nextAfter = null;
   // Its family when it was updated in place: the first version's id, its version and the newest.
   let family = null;
+  // What it was and when it was sent, from the outcomes page.
+  let heading = null;
   const draw = (n) => {
     const c = n.counts || {};
     const funnel = n.funnel || { stages: [] };
@@ -163,6 +175,7 @@ export async function openNotification(id) {
     for (const s of funnel.stages || []) if (s.stage === "provider_accepted") Object.assign(failed, s.drops || {});
     const width = Math.max(300, Math.min(720, (box.clientWidth || 640) - 40));
     fill(box, 
+      heading ? el("p", { class: "note", id: "notification-sent", text: `Sent ${new Date(heading.created_at * 1000).toLocaleString()}` }) : null,
       el("p", { class: "note", id: "notification-version", text: `Notification ${n.id}` + (family ? ` · version ${family.version}, the newest ${family.latest_version} (the first: ${family.root_id})` : "") }),
       el("button", { type: "button", id: "update-in-place", class: "quiet", text: "Update it in place", onclick: () => { state.updating = { id: (family && family.root_id) || n.id }; location.hash = "compose"; } }),
       el("div", { class: "counts", id: "counts" }, ["queued", "leased", "delivered", "failed", "pruned", "expired", "superseded"].map((s) =>
@@ -179,8 +192,12 @@ export async function openNotification(id) {
       el("h3", { text: "Opens, per 10 minutes" }),
       opensChart(n.opens_over_time || [], width),
       el("table", { id: "deliveries" }, el("caption", { text: `Deliveries ${number((pages.length - 1) * 100 + 1)} to ${number((pages.length - 1) * 100 + deliveries.length)}` }),
-        el("thead", {}, el("tr", {}, ["Target", "Provider", "State", "Reason", "Attempts"].map((h) => el("th", { text: h })))),
-        el("tbody", {}, deliveries.map((d) => el("tr", {}, el("td", { text: d.target }), el("td", { text: d.provider }), el("td", { text: d.state }), el("td", { text: d.reason || "" }), el("td", { class: "num", text: d.attempts }))))),
+        el("thead", {}, el("tr", {}, ["Target", "Provider", "State", "Reason", "Attempts", "Changed", "Next try"].map((h) => el("th", { text: h })))),
+        el("tbody", {}, deliveries.map((d) => el("tr", {}, el("td", { text: d.target }), el("td", { text: d.provider }), el("td", { text: d.state }),
+          el("td", { class: "reason" }, d.reason ? el("b", { text: d.reason }) : null, d.meaning ? el("span", { class: "note", text: " " + d.meaning }) : null),
+          el("td", { class: "num", text: d.attempts }),
+          el("td", { text: d.updated_at ? new Date(d.updated_at * 1000).toLocaleTimeString() : "" }),
+          el("td", { text: d.next_attempt_at ? new Date(d.next_attempt_at * 1000).toLocaleTimeString() : "" }))))),
       el("div", { class: "row" },
         pages.length > 1 ? el("button", { type: "button", id: "deliveries-back", text: "Previous 100", onclick: () => turn(-1) }) : null,
         nextAfter !== null ? el("button", { type: "button", id: "deliveries-next", text: "Next 100", onclick: () => turn(1) }) : null)
@@ -192,6 +209,8 @@ export async function openNotification(id) {
     const r = await api("GET", `/v1/apps/${encodeURIComponent(state.appID)}/notifications/${encodeURIComponent(id)}?limit=100&after=${pages[pages.length - 1]}`);
     if (r.status === 200) {
       deliveries = r.json.deliveries || []; nextAfter = r.json.next_after ?? null;
+      heading = { title: r.json.title, created_at: r.json.created_at };
+      $("notification-title").textContent = r.json.title ? `“${r.json.title}”` : "Notification (no title)";
       family = r.json.root_id ? { root_id: r.json.root_id, version: r.json.version, latest_version: r.json.latest_version } : null;
     }
   };

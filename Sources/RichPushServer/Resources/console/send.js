@@ -2,7 +2,7 @@
 // Test send and send
 
 import { $, fill, api, el, errorText, number, state } from "./core.js";
-import { buildSend, field, lastDryRun, markIssues } from "./compose.js";
+import { buildSend, field, lastDryRun, markEdited, markIssues } from "./compose.js";
 
 export const isAPNsToken = (t) => /^[0-9a-fA-F]{64,200}$/.test(t) && t.length % 2 === 0;
 export const isWebToken = (t) => /^https:\/\/[^#\s]+#[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/.test(t);
@@ -69,6 +69,7 @@ export function simulated(report) {
 }
 
 export async function send() {
+  markEdited();
   const { body, local } = buildSend();
   if (local.length) { markIssues(local.map((i) => ({ ...i, severity: "error" }))); return; }
   if (state.updating) { await sendUpdate(body); return; }

@@ -10,9 +10,12 @@ public struct MemoryBackend: StorageBackend {
     public var queue: any DeliveryQueue { memoryQueue }
     public let intake: any NotificationIntake
     public var receipts: any ReceiptStore { memoryReceipts }
-    public let liveTokens: any LiveTokenStore = MemoryLiveTokenStore()
+    public var liveTokens: any LiveTokenStore { memoryLiveTokens }
     public let updates: any NotificationUpdates
-    public let uploads: any UploadLedger = MemoryUploadLedger()
+    public var uploads: any UploadLedger { memoryUploads }
+    let memoryLiveTokens = MemoryLiveTokenStore()
+    let memoryUploads = MemoryUploadLedger()
+    let memoryRegistry: MemoryDeviceRegistry
     let memoryStore: MemoryServerStore
     let memoryQueue: MemoryDeliveryQueue
     let memoryReceipts: MemoryReceiptStore
@@ -23,6 +26,7 @@ public struct MemoryBackend: StorageBackend {
         let (store, registry, queue) = (MemoryServerStore(), MemoryDeviceRegistry(), MemoryDeliveryQueue())
         memoryStore = store
         self.registry = registry
+        memoryRegistry = registry
         memoryQueue = queue
         let workQueued = WorkQueued()
         self.workQueued = workQueued
@@ -43,6 +47,25 @@ public struct MemoryBackend: StorageBackend {
             removed += 1
         }
         return removed
+    }
+
+    public func deleteApp(id: String) async throws -> Bool {
+        guard await memoryStore.app(id: id) != nil else { return false }
+        for key in await memoryStore.keys(appID: id, after: "", limit: Int.max) {
+            _ = await memoryStore.revokeKey(appID: id, keyID: key.keyID)
+        }
+        while case let ids = await memoryStore.notificationIDs(appID: id, limit: AppDeletion.chunk), !ids.isEmpty {
+            for n in ids {
+                await memoryQueue.remove(notificationID: n)
+                memoryReceipts.remove(notificationID: n)
+                await memoryStore.removeNotification(id: n)
+            }
+        }
+        await memoryQueue.remove(appID: id)
+        await memoryRegistry.remove(appID: id)
+        memoryLiveTokens.remove(appID: id)
+        memoryUploads.remove(app: id)
+        return await memoryStore.removeApp(id: id)
     }
 
     /// No SQL here: every fan-out and count goes through the registry and the queue.

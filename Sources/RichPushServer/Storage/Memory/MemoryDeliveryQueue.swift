@@ -211,4 +211,9 @@ public actor MemoryDeliveryQueue: DeliveryQueue {
     func remove(notificationID: String) {
         for (id, r) in records where r.notificationID == notificationID { records[id] = nil }
     }
+
+    /// Removes an app's deliveries (its deletion).
+    func remove(appID: String) {
+        for (id, r) in records where r.appID == appID { records[id] = nil }
+    }
 }

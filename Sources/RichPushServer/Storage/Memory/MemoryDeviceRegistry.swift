@@ -10,6 +10,14 @@ public actor MemoryDeviceRegistry: DeviceRegistry {
 
     private func key(_ app: String, _ token: String) -> String { app + "\u{0}" + token }
 
+    /// Removes an app's devices (its deletion).
+    func remove(appID: String) {
+        for (id, d) in rows where d.appID == appID {
+            rows[id] = nil
+            byKey[key(appID, d.token)] = nil
+        }
+    }
+
     public func upsert(_ given: Device) {
         var device = given
         if let id = byKey[key(device.appID, device.token)] {

@@ -9,6 +9,9 @@ public final class MemoryLiveTokenStore: LiveTokenStore {
 
     private static func key(_ app: String, _ token: String) -> String { app + "\u{0}" + token }
 
+    /// Removes an app's tokens (its deletion).
+    func remove(appID: String) { rows.withLockedValue { $0 = $0.filter { $0.value.appID != appID } } }
+
     public func register(_ token: LiveToken, owner: RegistrationOwner, limits: RegistrationLimits) async throws {
         try rows.withLockedValue { rows in
             let key = Self.key(token.appID, token.token)

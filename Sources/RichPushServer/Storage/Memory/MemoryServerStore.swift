@@ -33,6 +33,24 @@ public actor MemoryServerStore: ServerStore {
 
     public func app(id: String) -> ServerApp? { apps[id] }
 
+    public func apps(after: String, limit: Int) -> [ServerApp] {
+        Array(apps.values.filter { $0.id > after }.sorted { $0.id < $1.id }.prefix(max(0, limit)))
+    }
+
+    public func removeApp(id: String) -> Bool {
+        for (hash, grant) in keys where grant.appID == id {
+            keys[hash] = nil
+            keyTimes[hash] = nil
+        }
+        identity[id] = nil
+        return apps.removeValue(forKey: id) != nil
+    }
+
+    /// Some of an app's notifications (a deletion's next chunk).
+    func notificationIDs(appID: String, limit: Int) -> [String] {
+        Array(notifications.values.lazy.filter { $0.appID == appID }.prefix(limit).map(\.id))
+    }
+
     public func createKey(appID: String, scopes: Set<APIScope>) throws -> (APIGrant, key: String) {
         guard keys.values.count(where: { $0.appID == appID }) < APIKeys.maxPerApp else { throw APIKeys.LimitReached() }
         let key = APIKeys.newKey()

@@ -145,7 +145,11 @@ public final class PostgresBackend: StorageBackend {
 
     /// Applies the migrations and returns the versions applied (`richpush migrate`).
     public static func migrate(url: String) async throws -> (applied: [Int], current: Int) {
-        let applied = try await PostgresDatabase.withRunning(try PostgresSettings(url: url)) { db in
+        // The client's note on each connection it could not make repeats every attempt; the error that ends the
+        // command says why once.
+        var logger = Logger(label: "richpush.postgres")
+        logger.logLevel = .notice
+        let applied = try await PostgresDatabase.withRunning(try PostgresSettings(url: url), logger: logger) { db in
             try await PostgresMigrations.migrate(db)
         }
         return (applied, PostgresMigrations.all.last?.version ?? 0)
@@ -221,17 +225,40 @@ public final class PostgresBackend: StorageBackend {
         for id in candidates {
             let open = try await database.rows(NotificationSweep.stillDelivering(id).postgres).first?.decode(Int.self)
             guard open == 0 else { continue }
-            let chunk: SQL =
-                "WITH gone AS (\(NotificationSweep.deliveriesChunk(id)) RETURNING 1) SELECT count(*) FROM gone"
-            while try await database.rows(chunk.postgres).first?.decode(Int.self) ?? 0 > 0 {}
-            _ = try await database.transaction { c in
-                try await c.query(NotificationSweep.receipts(id).postgres, logger: self.database.logger).collect()
-                try await c.query(NotificationSweep.opens(id).postgres, logger: self.database.logger).collect()
-                try await c.query(NotificationSweep.minutes(id).postgres, logger: self.database.logger).collect()
-                try await c.query(NotificationSweep.notification(id).postgres, logger: self.database.logger).collect()
-            }
+            try await removeNotification(id)
             removed += 1
         }
         return removed
+    }
+
+    /// A notification with its deliveries (in chunks), receipts, opens and counts.
+    func removeNotification(_ id: String) async throws {
+        try await emptyInChunks(NotificationSweep.deliveriesChunk(id))
+        _ = try await database.transaction { c in
+            try await c.query(NotificationSweep.receipts(id).postgres, logger: self.database.logger).collect()
+            try await c.query(NotificationSweep.opens(id).postgres, logger: self.database.logger).collect()
+            try await c.query(NotificationSweep.minutes(id).postgres, logger: self.database.logger).collect()
+            try await c.query(NotificationSweep.notification(id).postgres, logger: self.database.logger).collect()
+        }
+    }
+
+    /// Runs a statement that deletes a chunk until it deletes nothing, each run its own transaction.
+    func emptyInChunks(_ statement: SQL) async throws {
+        let counted: SQL = "WITH gone AS (\(statement) RETURNING 1) SELECT count(*) FROM gone"
+        while try await database.rows(counted.postgres).first?.decode(Int.self) ?? 0 > 0 {}
+    }
+
+    public func deleteApp(id: String) async throws -> Bool {
+        guard try await pgStore.app(id: id) != nil else { return false }
+        for key in try await pgStore.keys(appID: id, after: "", limit: APIKeys.maxPerApp * 2) {
+            _ = try await pgStore.revokeKey(appID: id, keyID: key.keyID)
+        }
+        while case let ids = try await database.rows(AppDeletion.notifications(id).postgres).map({
+            try $0.decode(String.self)
+        }), !ids.isEmpty {
+            for n in ids { try await removeNotification(n) }
+        }
+        for statement in AppDeletion.chunks(id) { try await emptyInChunks(statement) }
+        return try await pgStore.removeApp(id: id)
     }
 }

@@ -99,13 +99,57 @@ public final class PostgresDatabase: Service, Sendable {
         }
     }
 
-    /// A `SELECT 1` within `timeout`, or ``DatabaseUnavailable`` naming the database (never its password).
+    /// A `SELECT 1` within `timeout`, or ``DatabaseUnavailable`` naming the database (never its password) and
+    /// why. One connection of its own is tried first: the pool makes its connections in the background and says
+    /// why they fail only in its log, so a wrong password, a missing role or database, or a server without TLS
+    /// would otherwise read as "no answer in time" after the whole timeout. Those errors will not go away by
+    /// waiting: they are said at once, with what to change.
     func checkAnswers() async throws {
+        var direct: (any Error)?
+        do {
+            let connection = try await deadline(timeout) { try await self.connect() }
+            try? await connection.close()
+        } catch {
+            direct = error
+            if let cure = Self.cure(error) {
+                throw DatabaseUnavailable("\(settings.redacted): \(Self.describe(error)); \(cure)")
+            }
+        }
         do {
             _ = try await rows("SELECT 1")
         } catch {
-            throw DatabaseUnavailable("\(settings.redacted): \(Self.describe(error))")
+            // The connection's own error (refused, a name that does not resolve) says more than the pool's timeout.
+            throw DatabaseUnavailable("\(settings.redacted): \(Self.describe(direct ?? error))")
         }
+    }
+
+    /// What to change for an error that waiting will not mend (nil for one that may: a refused or broken
+    /// connection, a server starting up).
+    static func cure(_ error: any Error) -> String? {
+        if let p = error as? PSQLError {
+            switch p.serverInfo?[.sqlState] {
+            case "28P01": return "the password is wrong: check the one in the URL"
+            case "28000":
+                return
+                    "the role does not exist or the server's pg_hba.conf does not let it in from here: CREATE ROLE … LOGIN, or add an entry to pg_hba.conf"
+            case "3D000": return "the database does not exist: CREATE DATABASE … OWNER …, then start again"
+            case "42501": return "the role may not connect to this database: GRANT CONNECT ON DATABASE … TO …"
+            default: break
+            }
+            if p.code == .sslUnsupported {
+                return
+                    "the server does not offer TLS: turn it on there (ssl = on), or give sslmode=disable in the URL on a network you trust"
+            }
+            if p.code == .failedToAddSSLHandler {
+                return "TLS could not be set up: check sslrootcert and the server's certificate"
+            }
+        }
+        let text = String(describing: error)
+        if text.contains("NIOSSLError") || text.contains("handshakeFailed") || text.contains("certificate") {
+            return
+                "the server's certificate was not trusted: give its CA with sslrootcert=FILE, or sslmode=require to encrypt without checking it"
+        }
+        return nil
     }
 
     /// Stops a database `open` started (a group's database stops with the group).

@@ -170,6 +170,28 @@ public final class PostgresServerStore: ServerStore {
         }
     }
 
+    public func apps(after: String, limit: Int) async throws -> [ServerApp] {
+        try await db.rows(
+            "SELECT \(unescaped: Self.appColumns) FROM apps WHERE id > \(after) ORDER BY id LIMIT \(max(0, limit))"
+        ).map(self.app)
+    }
+
+    public func removeApp(id: String) async throws -> Bool {
+        let logger = db.logger
+        let removed = try await db.transaction { c in
+            for statement in AppDeletion.rest(id) {
+                _ = try await c.query(statement.postgres, logger: logger).collect()
+            }
+            let gone: SQL = "WITH gone AS (\(AppDeletion.app(id)) RETURNING 1) SELECT count(*) FROM gone"
+            return try await c.query(gone.postgres, logger: logger).collect().first?.decode(Int.self) == 1
+        }
+        apps.forget(id)
+        identity.forget(id)
+        await db.notify(Self.cacheChannel, "app:" + id)
+        await db.notify(Self.cacheChannel, "identity:" + id)
+        return removed
+    }
+
     // MARK: Keys
 
     static func insertKey(hash: String, appID: String, scopes: Set<APIScope>) -> PostgresQuery {

@@ -71,18 +71,42 @@ public struct SQLiteBackend: StorageBackend {
                 try Int.fetchOne(db, query: NotificationSweep.stillDelivering(id)) ?? 0
             }
             guard open == 0 else { continue }
-            while try await pool.write({ db in
-                try db.execute(query: NotificationSweep.deliveriesChunk(id))
-                return db.changesCount
-            }) > 0 {}
-            try await pool.write { db in
-                try db.execute(query: NotificationSweep.receipts(id))
-                try db.execute(query: NotificationSweep.opens(id))
-                try db.execute(query: NotificationSweep.minutes(id))
-                try db.execute(query: NotificationSweep.notification(id))
-            }
+            try await removeNotification(id)
             removed += 1
         }
         return removed
+    }
+
+    /// A notification with its deliveries (in chunks), receipts, opens and counts.
+    func removeNotification(_ id: String) async throws {
+        try await emptyInChunks(NotificationSweep.deliveriesChunk(id))
+        try await pool.write { db in
+            try db.execute(query: NotificationSweep.receipts(id))
+            try db.execute(query: NotificationSweep.opens(id))
+            try db.execute(query: NotificationSweep.minutes(id))
+            try db.execute(query: NotificationSweep.notification(id))
+        }
+    }
+
+    /// Runs a statement that deletes a chunk until it deletes nothing, each run its own transaction.
+    func emptyInChunks(_ statement: SQL) async throws {
+        while try await pool.write({ db in
+            try db.execute(query: statement)
+            return db.changesCount
+        }) > 0 {}
+    }
+
+    public func deleteApp(id: String) async throws -> Bool {
+        guard try await sqliteStore.app(id: id) != nil else { return false }
+        for key in try await sqliteStore.keys(appID: id, after: "", limit: APIKeys.maxPerApp * 2) {
+            _ = try await sqliteStore.revokeKey(appID: id, keyID: key.keyID)
+        }
+        while case let ids = try await pool.read({ db in
+            try Row.fetchAll(db, query: AppDeletion.notifications(id)).map { $0[0] as String }
+        }), !ids.isEmpty {
+            for n in ids { try await removeNotification(n) }
+        }
+        for statement in AppDeletion.chunks(id) { try await emptyInChunks(statement) }
+        return try await sqliteStore.removeApp(id: id)
     }
 }

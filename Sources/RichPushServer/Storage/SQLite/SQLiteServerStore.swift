@@ -236,6 +236,27 @@ public final class SQLiteServerStore: ServerStore {
         try await apps.value(id) { try await pool.read { db in try self.app(id: id, in: db) } }
     }
 
+    public func apps(after: String, limit: Int) async throws -> [ServerApp] {
+        try await pool.read { db in
+            try Row.fetchAll(
+                db,
+                sql: "SELECT * FROM apps WHERE id > ? ORDER BY id LIMIT ?",
+                arguments: [after, max(0, limit)]
+            ).map { try self.app($0) }
+        }
+    }
+
+    public func removeApp(id: String) async throws -> Bool {
+        let removed = try await pool.write { db in
+            for statement in AppDeletion.rest(id) { try db.execute(query: statement) }
+            try db.execute(query: AppDeletion.app(id))
+            return db.changesCount == 1
+        }
+        apps.forget(id)
+        identity.forget(id)
+        return removed
+    }
+
     // MARK: Keys
 
     public func createKey(appID: String, scopes: Set<APIScope>) async throws -> (APIGrant, key: String) {
