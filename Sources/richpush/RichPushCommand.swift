@@ -11,7 +11,7 @@ struct RichPushCommand: AsyncParsableCommand {
         subcommands: [
             DemoCommand.self, ServeCommand.self, SendCommand.self, PayloadCommand.self, ValidateCommand.self,
             ChartCommand.self,
-            SimulateCommand.self, SandboxCommand.self, MigrateCommand.self, IdentityCommand.self,
+            SimulateCommand.self, SandboxCommand.self, MigrateCommand.self, IdentityCommand.self, RotateKeyCommand.self,
         ]
     )
 

@@ -42,20 +42,19 @@ import Testing
         let path = Self.temp("key")
         defer { try? FileManager.default.removeItem(atPath: path) }
         #expect(throws: CredentialSealer.Problem.self) { try CredentialSealer.load(keyFile: path, create: false) }
-        // Made in memory: nothing on disk until it is saved (a node that refuses to start writes nothing).
-        let unsaved = try CredentialSealer.load(keyFile: path, create: true)
-        #expect(unsaved.unsavedFile == path)
-        #expect(!FileManager.default.fileExists(atPath: path))
-        let made = try unsaved.saved()
-        #expect(made.unsavedFile == nil)
-        #expect(try made.open(try unsaved.seal("y")) == "y")
-        // A second key made meanwhile for the same file loses: its save says so, and the file keeps the first.
-        let rival = try CredentialSealer(key: Array(repeating: 5, count: 32), unsavedFile: path)
-        #expect(throws: CredentialSealer.Problem.self) { try rival.saved() }
+        let made = try CredentialSealer.load(keyFile: path, create: true)
+        #expect(made.madeFile == path)
         let mode = try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int
         #expect(mode == 0o600)
         let again = try CredentialSealer.load(keyFile: path, create: true)
         #expect(try again.open(try made.seal("x")) == "x")
+        // Only the process that made the file removes it (a node that refuses to start after making it).
+        #expect(again.madeFile == nil)
+        again.removeMadeFile()
+        #expect(FileManager.default.fileExists(atPath: path))
+        made.removeMadeFile()
+        #expect(!FileManager.default.fileExists(atPath: path))
+        _ = try CredentialSealer.load(keyFile: path, create: true)
         try "not a key".write(toFile: path, atomically: true, encoding: .utf8)
         #expect(throws: CredentialSealer.Problem.self) { try CredentialSealer.load(keyFile: path, create: false) }
     }

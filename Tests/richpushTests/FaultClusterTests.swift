@@ -166,6 +166,13 @@ import FoundationNetworking
         try await fault("cut", seconds: 10, begin: { relay.cut() }, end: { relay.restore() })
 
         let totals = try await nodes[0].settledTotals(app: app, key: key, ids: [id], expecting: 20_000)
+        // Each outage and each recovery is said in the node's log, with why.
+        for name in ["a", "b"] {
+            let said =
+                (try? String(contentsOf: scratch.dir.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
+            #expect(said.contains("the database is unavailable: requests are answered 503"), "node \(name)")
+            #expect(said.contains("the database answers again"), "node \(name)")
+        }
         polling.cancel()
         await polling.value
         // Why any did not end delivered: the funnel names the reasons.

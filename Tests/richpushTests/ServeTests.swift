@@ -366,7 +366,8 @@ import FoundationNetworking
         // A lease far longer than the test: a delivery left leased by the first server would not be sent again
         // in time, and the totals below would show it.
         let external = sandbox.serverArguments + ["--lease", "600"]
-        var server = try await Server(db: db, sandboxDir: sbxDir, extra: external)
+        let log = dir.appendingPathComponent("first.log")
+        var server = try await Server(db: db, sandboxDir: sbxDir, extra: external, log: log)
         let (app, key, ids) = try await server.sendToAHundredDevices(notifications: 50)
         // Stop it while it is sending.
         var arrived = 0
@@ -382,6 +383,12 @@ import FoundationNetworking
         #expect(server.process.terminationReason == .exit && server.process.terminationStatus == 0)
         #expect(took < 30, "\(took)")
         let atStop = try await sandbox.acceptedCount()
+        // The drain is said: its start, and its end with how long it took.
+        let said = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
+        #expect(
+            said.contains("draining: no more claims") && said.contains("drained: every send"),
+            "\(said.suffix(2000))"
+        )
 
         server = try await Server(db: db, sandboxDir: sbxDir, extra: external)
         let totals = try await server.settledTotals(app: app, key: key, ids: ids, expecting: 5_000)

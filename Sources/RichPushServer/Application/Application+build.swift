@@ -66,8 +66,8 @@ struct OpenedBackend {
 /// exist without it: that would lock them away for good).
 func openBackend(_ config: ServerConfiguration, nodeID: String, logger: Logger) async throws -> OpenedBackend {
     let keyFile = config.resolvedCredentialsKeyFile
-    // A key made now is written to its file only once the database has taken it (below): a node that refuses to
-    // start, because the database holds another node's key, writes nothing.
+    // A key made now is written at once (two nodes starting together on one folder then share it), and removed
+    // again if the database refuses it (it holds another node's key): a node that refuses to start leaves nothing.
     let made = NIOLockedValueBox<CredentialSealer?>(nil)
     let sealer = { @Sendable (sealedExist: Bool) throws -> CredentialSealer in
         let s = try CredentialSealer.load(
@@ -77,7 +77,7 @@ func openBackend(_ config: ServerConfiguration, nodeID: String, logger: Logger) 
         made.withLockedValue { $0 = s }
         return s
     }
-    let save = { @Sendable () throws in _ = try made.withLockedValue { $0 }?.saved() }
+    let undo = { @Sendable in made.withLockedValue { $0 }?.removeMadeFile() }
     let secrets = config.receiptsEnabled ? ["receipts"] : []
     if config.isPostgres {
         var postgresLog = logger
@@ -86,26 +86,36 @@ func openBackend(_ config: ServerConfiguration, nodeID: String, logger: Logger) 
         // debug, they show only when asked for.
         postgresLog.logLevel = logger.logLevel <= .debug ? logger.logLevel : max(logger.logLevel, .notice)
         // A fan-out a dead node held is taken over after the same time as its deliveries.
-        let (backend, values) = try await PostgresBackend.prepared(
-            url: config.database,
-            sealer: sealer,
-            secrets: secrets,
-            nodeID: nodeID,
-            fanOutLease: max(5, config.leaseSeconds),
-            logger: postgresLog
-        )
-        try save()
+        let (backend, values): (PostgresBackend, [String: [UInt8]])
+        do {
+            (backend, values) = try await PostgresBackend.prepared(
+                url: config.database,
+                sealer: sealer,
+                secrets: secrets,
+                nodeID: nodeID,
+                fanOutLease: max(5, config.leaseSeconds),
+                logger: postgresLog
+            )
+        } catch {
+            undo()
+            throw error
+        }
         return OpenedBackend(backend: backend, first: [backend.database], receiptsSecret: values["receipts"])
     }
     let pool = try SQLiteDeliveryQueue.openPool(path: config.database, backgroundCheckpoints: true)
     var sqliteLog = logger
     sqliteLog[metadataKey: "part"] = "sqlite"
     let checkpointer = try WALCheckpointer(pool: pool, logger: sqliteLog)
-    let backend = try SQLiteBackend(
-        pool: pool,
-        sealer: try sealer(try SQLiteServerStore.hasSealedCredentials(pool: pool))
-    )
-    try save()
+    let backend: SQLiteBackend
+    do {
+        backend = try SQLiteBackend(
+            pool: pool,
+            sealer: try sealer(try SQLiteServerStore.hasSealedCredentials(pool: pool))
+        )
+    } catch {
+        undo()
+        throw error
+    }
     return OpenedBackend(
         backend: backend,
         services: [checkpointer],

@@ -18,17 +18,17 @@ public struct CredentialSealer: Sendable {
     let key: SymmetricKey
     /// Where the key came from, for messages.
     public let source: String
-    /// A key made now whose file is not written yet: ``saved()`` writes it once the database has taken the key, so
-    /// that a node that refuses to start (another node's key is recorded) leaves no file behind.
-    public let unsavedFile: String?
+    /// The key file this process made (nil: it was there already). A node that then refuses to start, because the
+    /// database holds another node's key, removes it with ``removeMadeFile()``: it leaves nothing behind.
+    public let madeFile: String?
 
-    public init(key: [UInt8], source: String = "the credentials key", unsavedFile: String? = nil) throws {
+    public init(key: [UInt8], source: String = "the credentials key", madeFile: String? = nil) throws {
         guard key.count == 32 else {
             throw Problem(description: "\(source): the key must be 32 bytes, found \(key.count)")
         }
         self.key = SymmetricKey(data: key)
         self.source = source
-        self.unsavedFile = unsavedFile
+        self.madeFile = madeFile
     }
 
     /// Reads the key file (32 bytes, base64), or makes one readable by its owner only when it does not exist
@@ -47,15 +47,6 @@ public struct CredentialSealer: Sendable {
         }
         guard create else { throw Problem(description: "credentials key file \(path) is missing") }
         let fresh = SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }
-        return try CredentialSealer(key: fresh, source: "credentials key file \(path)", unsavedFile: path)
-    }
-
-    /// The sealer with its key in its file: a key made by ``load(keyFile:create:)`` is written now (readable by its
-    /// owner only); one read from its file is returned as it is.
-    public func saved() throws -> CredentialSealer {
-        guard let path = unsavedFile else { return self }
-        let url = URL(fileURLWithPath: path)
-        let fresh = key.withUnsafeBytes { Array($0) }
         let dir = url.deletingLastPathComponent()
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         // Written aside and linked into place, which fails when the file exists: of two nodes starting at once on
@@ -71,17 +62,21 @@ public struct CredentialSealer: Sendable {
             throw Problem(description: "credentials key file \(path): could not be written")
         }
         defer { unlink(temp.path) }
-        guard link(temp.path, path) == 0 || errno == EEXIST else {
+        let made = link(temp.path, path) == 0
+        guard made || errno == EEXIST else {
             throw Problem(description: "credentials key file \(path): could not be written")
         }
-        let written = try Self.load(keyFile: path, create: false)
-        guard written.key.withUnsafeBytes({ Array($0) }) == fresh else {
-            throw Problem(
-                description:
-                    "credentials key file \(path) was written meanwhile by another process, with another key: start again to use it"
-            )
-        }
-        return written
+        let written = try load(keyFile: path, create: false)
+        return try CredentialSealer(
+            key: written.key.withUnsafeBytes { Array($0) },
+            source: written.source,
+            madeFile: made ? path : nil
+        )
+    }
+
+    /// Removes the key file this process made, when it made one (a node that refuses to start after making it).
+    public func removeMadeFile() {
+        if let madeFile { unlink(madeFile) }
     }
 
     static func isSealed(_ stored: String) -> Bool { stored.hasPrefix(prefix) }

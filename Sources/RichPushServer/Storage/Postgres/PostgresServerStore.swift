@@ -61,7 +61,7 @@ public final class PostgresServerStore: ServerStore {
     /// what the others cannot open). Nodes share the key file, as they share the database.
     func checkKey(_ sealer: CredentialSealer?) async throws {
         guard let sealer else { return }
-        let check = Data(HMAC<SHA256>.authenticationCode(for: Data("richpush credentials key".utf8), using: sealer.key))
+        let check = CredentialRotation.check(sealer)
         try await db.rows(
             "INSERT INTO secrets (name, value) VALUES ('credentials-key-check', \(check)) ON CONFLICT (name) DO NOTHING"
         )
