@@ -68,7 +68,7 @@ public final class HTTP2ClientConnection: Sendable {
         ) async throws -> Output {
             let bootstrap = ClientBootstrap(group: group)
                 .connectTimeout(timeout)
-                .channelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+                .channelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             if let address {
                 return try await bootstrap.connect(to: address, channelInitializer: channelInitializer)
             }

@@ -65,7 +65,7 @@ public final class EmulatorServer<Logic: EmulatorLogic>: Sendable {
         let ch = try await ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.socketOption(.so_reuseaddr), value: 1)
             .serverChannelOption(ChannelOptions.backlog, value: 1024)
-            .childChannelOption(ChannelOptions.socketOption(.tcp_nodelay), value: 1)
+            .childChannelOption(ChannelOptions.tcpOption(.tcp_nodelay), value: 1)
             .childChannelInitializer { channel in
                 let ssl = NIOSSLServerHandler(context: context)
                 return channel.pipeline.addHandler(ssl).flatMap {
