@@ -9,13 +9,12 @@ struct RotateKeyCommand: AsyncParsableCommand {
         commandName: "rotate-credentials-key",
         abstract: "Seal every stored credential and secret with a new credentials key.",
         discussion: """
-            Run it with every node stopped: a node still running holds the old key and could not open what it \\
-            reads after the rotation. It opens each app's APNs, FCM and VAPID credentials and the server's \\
-            secrets with the old key file and seals them with the new one, in one transaction (on PostgreSQL \\
-            the database's check of its key is replaced too). The new key file is made when it does not exist, \\
-            and removed again if the rotation fails. Then give every node the new file (the \\
-            credentials_key_file setting) and start them; the old key opens nothing any more. A new key file \
-            made for a rotation that fails is removed again.
+            Run it with every node stopped: a node still running holds the old key and could not open what it \
+            reads after the rotation. It opens each app's APNs, FCM and VAPID credentials and the server's \
+            secrets with the old key file and seals them with the new one, in one transaction (on PostgreSQL \
+            the database's check of its key is replaced too). The new key file is made when it does not exist, \
+            and removed again if the rotation fails. Then give every node the new file (the \
+            credentials_key_file setting) and start them; the old key opens nothing any more.
             """
     )
 
@@ -31,13 +30,32 @@ struct RotateKeyCommand: AsyncParsableCommand {
     @Option(name: .customLong("new-key-file"), help: "The new key's file (made when it does not exist).")
     var newKeyFile: String
 
+    /// Whether two paths name one file (device and inode).
+    static func sameFile(_ a: String, _ b: String) -> Bool {
+        var x = stat()
+        var y = stat()
+        guard stat(a, &x) == 0, stat(b, &y) == 0 else { return false }
+        return x.st_dev == y.st_dev && x.st_ino == y.st_ino
+    }
+
     func run() async throws {
         var config = ServerConfiguration()
         if let url = database ?? ProcessInfo.processInfo.environment["RICHPUSH_DATABASE"] { config.database = url }
         if let keyFile { config.credentialsKeyFile = keyFile }
         let oldPath = config.resolvedCredentialsKeyFile
-        guard URL(fileURLWithPath: newKeyFile).standardized != URL(fileURLWithPath: oldPath).standardized else {
-            throw ValidationError("--new-key-file must be another file than the key in use (\(oldPath))")
+        // The same file under another name (a relative path, a link) is the same key: compared by what it is.
+        let newURL = URL(fileURLWithPath: newKeyFile)
+        if FileManager.default.fileExists(atPath: newKeyFile),
+            newURL.resolvingSymlinksInPath().standardized
+                == URL(fileURLWithPath: oldPath).resolvingSymlinksInPath()
+                .standardized || Self.sameFile(newKeyFile, oldPath)
+        {
+            throw ValidationError("--new-key-file is the key in use (\(oldPath)): give a new file")
+        }
+        var isFolder: ObjCBool = false
+        let parent = newURL.deletingLastPathComponent().path
+        guard FileManager.default.fileExists(atPath: parent, isDirectory: &isFolder), isFolder.boolValue else {
+            throw ValidationError("--new-key-file: the folder \(parent) does not exist")
         }
         let old: CredentialSealer
         let new: CredentialSealer

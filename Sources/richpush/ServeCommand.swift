@@ -66,9 +66,10 @@ struct ServeCommand: AsyncParsableCommand {
             guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
                 throw ValidationError("cannot read the configuration file \(path)")
             }
-            try c.apply(json: text)
+            try c.apply(json: text, checking: false)
         }
-        try c.apply(environment: ProcessInfo.processInfo.environment)
+        // Each source's values are checked as read; how they combine, once every one is applied (below).
+        try c.apply(environment: ProcessInfo.processInfo.environment, checking: false)
         if let v = db { c.database = v }
         if let v = nodeID { c.nodeID = v }
         if let v = host { c.host = v }

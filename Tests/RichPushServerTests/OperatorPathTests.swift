@@ -90,6 +90,25 @@ import Testing
                 headers: [("Idempotency-Key", "update-1")]
             )
             #expect(s6 == 422 && b6["error"]?["code"] == "idempotency-key-reused")
+            // The same key and body for another notification is another request: refused too (a key names one request
+            // per app), where it once answered with the first notification's update.
+            let (_, other2) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                key: key,
+                body: ["title": "Other", "collapse_id": "c2", "audience": ["apns_tokens": [.string(token)]]]
+            )
+            let otherID = try #require(other2["id"]?.stringValue)
+            let (s7, b7) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications/\(otherID)/updates",
+                key: key,
+                body: u1,
+                headers: [("Idempotency-Key", "update-1")]
+            )
+            #expect(s7 == 422 && b7["error"]?["code"] == "idempotency-key-reused", "\(b7)")
             _ = f
         }
     }

@@ -26,6 +26,20 @@ import Testing
                    "retention_days": 2}}
         """#
 
+    /// How the sources combine is checked once all are applied: a flag mends what the file and the environment
+    /// alone would not pass (sandbox mode from the environment, a public host from the file, loopback by flag).
+    @Test func theCombinationIsCheckedAfterEverySource() throws {
+        var alone = ServerConfiguration()
+        try alone.apply(json: #"{"host": "0.0.0.0", "sandbox": {"enabled": false}}"#)
+        #expect(throws: ServerConfiguration.Problem.self) { try alone.apply(environment: ["RICHPUSH_SANDBOX": "1"]) }
+        var c = ServerConfiguration()
+        try c.apply(json: #"{"host": "0.0.0.0", "sandbox": {"enabled": false}}"#, checking: false)
+        try c.apply(environment: ["RICHPUSH_SANDBOX": "1"], checking: false)
+        c.host = "127.0.0.1"
+        try c.check()
+        #expect(c.sandbox && c.host == "127.0.0.1")
+    }
+
     @Test func everyKeyIsRead() throws {
         var c = ServerConfiguration()
         try c.apply(json: Self.everyKey)

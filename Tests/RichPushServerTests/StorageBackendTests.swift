@@ -352,5 +352,30 @@ import Testing
         #expect(try await b.store.identityKeys(appID: kept.id).count == 1)
         // Nothing left to delete.
         #expect(try await !b.deleteApp(id: gone.id))
+        // A request that began before the deletion and ends after it (a slow body, a slow media fetch) writes for
+        // the app gone: the leader's next purge takes it, for a day after the deletion; then the id is forgotten.
+        try await b.registry.upsert(
+            Device(appID: gone.id, token: String(format: "%064x", 0xF00), platform: .ios, tags: ["late"])
+        )
+        _ = try await b.store.insertNotification(
+            StoredNotification(
+                id: "late-\(gone.id)",
+                appID: gone.id,
+                message: ["title": "t"],
+                response: .null,
+                createdAt: Date()
+            ),
+            idempotencyKey: nil
+        )
+        try await b.queue.enqueue([
+            NewDelivery(notificationID: "late-\(gone.id)", appID: gone.id, provider: .apns, target: "late")
+        ])
+        #expect(try await b.purgeDeletedApps(now: Date()) >= 1)
+        #expect(try await b.registry.count(appID: gone.id) == 0)
+        #expect(try await b.store.notification(id: "late-\(gone.id)") == nil)
+        #expect(try await b.queue.deliveries(notificationID: "late-\(gone.id)").isEmpty)
+        #expect(try await b.registry.count(appID: kept.id) == 7)
+        _ = try await b.purgeDeletedApps(now: Date().addingTimeInterval(2 * 86_400))
+        #expect(try await b.purgeDeletedApps(now: Date()) == 0)
     }
 }

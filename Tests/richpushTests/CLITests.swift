@@ -116,7 +116,7 @@ import Testing
     @Test func versionAndHelpReadWell() async throws {
         let version = try await run(["--version"])
         #expect(version.status == 0 && version.stdout.hasPrefix("richpush 0."), "\(version.stdout)")
-        for command in ["serve", "send", "sandbox", "migrate", "identity mint"] {
+        for command in ["serve", "send", "sandbox", "migrate", "identity mint", "rotate-credentials-key"] {
             let help = try await run(["help"] + command.split(separator: " ").map(String.init))
             #expect(help.status == 0)
             // No line of the text before USAGE ends short while the next one carries on the same sentence (a line
@@ -128,6 +128,7 @@ import Testing
                 Issue.record("help \(command): a line broken short: \"\(line)\" / \"\(next)\"")
             }
             #expect(lines.allSatisfy { $0.count <= 80 }, "help \(command) is wider than 80 columns")
+            #expect(!head.contains("\\"), "help \(command) shows a line continuation")
         }
     }
 

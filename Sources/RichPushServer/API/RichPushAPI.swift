@@ -135,7 +135,8 @@ public struct RichPushAPI: Sendable {
             metrics: metrics,
             fanOuts: fanOuts,
             nodeID: nodeID,
-            connections: connections
+            connections: connections,
+            diskFloor: diskFloor
         ).addRoutes(to: router)
         ConsoleController.addRoutes(to: router)
         let media = MediaController(media: media, quotas: quotas, maxBodyBytes: maxBodyBytes)

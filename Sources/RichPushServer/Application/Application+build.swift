@@ -243,6 +243,10 @@ func leaderJobs(
             }
         }
     )
+    // What a request that began before an app's deletion wrote after it goes too (AppDeletion).
+    jobs.append(
+        PeriodicJob(name: "purge-deleted-apps", interval: 60) { _ = try await backend.purgeDeletedApps(now: Date()) }
+    )
     guard config.isPostgres else { return jobs }
     jobs.append(PeriodicJob(name: "resume-fan-outs", interval: 5) { _ = try await api.resumeFanOuts() })
     if config.mediaRetentionDays > 0, let shared = backend.sharedMedia {

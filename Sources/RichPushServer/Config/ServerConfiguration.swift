@@ -156,7 +156,9 @@ public struct ServerConfiguration: Sendable, Equatable {
     ]
 
     /// Applies a JSON configuration file's text; unknown keys and wrong types are errors.
-    public mutating func apply(json text: String) throws {
+    /// `checking` false: the combination is checked later, by the caller, once every source is applied (the serve
+    /// command: a flag may mend what the file or the environment alone would not pass).
+    public mutating func apply(json text: String, checking: Bool = true) throws {
         let root: JSONValue
         do { root = try JSONValue.parse(text) } catch { throw Problem(key: "(file)", rule: "not JSON: \(error)") }
         guard case .object(let o) = root else {
@@ -167,7 +169,7 @@ public struct ServerConfiguration: Sendable, Equatable {
         try applyServer(file)
         try applyLimits(file)
         try applyStorage(file)
-        try check()
+        if checking { try check() }
     }
 
     /// The keys at the top of the file: where the server listens, who it trusts, its keys.
@@ -330,7 +332,7 @@ public struct ServerConfiguration: Sendable, Equatable {
 
     /// Applies `RICHPUSH_DATABASE`, `_HOST`, `_PORT`, `_ADMIN_KEY`, `_PUBLIC_URL`, `_RATE_LIMIT`, `_SANDBOX` (1/0),
     /// `_RECEIPTS` (1/0), `_CREDENTIALS_KEY_FILE`.
-    public mutating func apply(environment env: [String: String]) throws {
+    public mutating func apply(environment env: [String: String], checking: Bool = true) throws {
         if let v = env["RICHPUSH_DATABASE"], !v.isEmpty { database = v }
         if let v = env["RICHPUSH_NODE_ID"], !v.isEmpty { nodeID = v }
         if let v = env["RICHPUSH_HOST"], !v.isEmpty { host = v }
@@ -363,7 +365,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             default: throw Problem(key: "RICHPUSH_SANDBOX", rule: "must be 1 or 0")
             }
         }
-        try check()
+        if checking { try check() }
     }
 
     /// Rules across keys.

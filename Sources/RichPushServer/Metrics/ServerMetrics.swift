@@ -44,6 +44,28 @@ public final class ServerMetrics: Sendable {
             labels: [("version", RichPushVersion.current)],
             help: "Always 1: the version this node runs, in its label"
         ).set(Double(1))
+        // Counters an alert rule reads are there from the start at 0: a rate over a series that first appears
+        // already at 1 misses that first event.
+        registry.makeCounter(
+            name: "richpush_writes_refused_total",
+            labels: [("reason", "disk")],
+            help: "Requests that would have stored something, refused to protect the node"
+        ).increment(by: Int64(0))
+        for reason in ["per-client", "node"] {
+            registry.makeCounter(
+                name: "richpush_connections_refused_total",
+                labels: [("reason", reason)],
+                help: "Connections closed as soon as accepted: past the bound per client address or per node"
+            ).increment(by: Int64(0))
+        }
+        registry.makeCounter(
+            name: "richpush_fanout_failures_total",
+            help: "Registry fan-out runs that failed and will be tried again"
+        ).increment(by: Int64(0))
+        registry.makeCounter(
+            name: "richpush_push_service_circuit_opened_total",
+            help: "Times a push service origin's circuit opened on this node (or opened again after a failed probe)"
+        ).increment(by: Int64(0))
     }
 
     /// The `app` label for an app id: its own while there is room, else `other`.

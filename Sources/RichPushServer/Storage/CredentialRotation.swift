@@ -21,10 +21,16 @@ public enum CredentialRotation {
     }
 
     /// A stored text under the new key; nil when it is not sealed (it is sealed at the next start, with the key the
-    /// node then has).
+    /// node then has) or already opens with the new key: a second run mends a database where a node still running
+    /// with the old key sealed something after the first.
     static func resealed(_ stored: String?, from old: CredentialSealer, to new: CredentialSealer) throws -> String? {
         guard let stored, CredentialSealer.isSealed(stored) else { return nil }
-        return try new.seal(try old.open(stored))
+        do {
+            return try new.seal(try old.open(stored))
+        } catch {
+            if (try? new.open(stored)) != nil { return nil }
+            throw error
+        }
     }
 
     /// Rotates an SQLite database's credentials key.
@@ -73,7 +79,9 @@ public enum CredentialRotation {
                 "SELECT value FROM secrets WHERE name = 'credentials-key-check' FOR UPDATE",
                 logger: logger
             ).collect()
-            if let stored = try checked.first?.decode(Data.self), stored != check(old) {
+            // A database already on the new key (a second run, to mend what a node still running sealed with the
+            // old key after the first) is taken too.
+            if let stored = try checked.first?.decode(Data.self), stored != check(old), stored != check(new) {
                 throw CredentialSealer.Problem(
                     description: "\(old.source) is not the key this database's credentials are sealed with"
                 )

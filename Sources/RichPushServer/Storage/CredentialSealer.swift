@@ -51,17 +51,19 @@ public struct CredentialSealer: Sendable {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         // Written aside and linked into place, which fails when the file exists: of two nodes starting at once on
         // one folder, one key wins and both use it.
+        // Made readable by its owner only from the first byte (a file created with the default mode and then
+        // restricted could be read by anyone in between: the attack on the rotation command showed it).
         let temp = dir.appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString)")
-        guard
-            FileManager.default.createFile(
-                atPath: temp.path,
-                contents: Data((Data(fresh).base64EncodedString() + "\n").utf8),
-                attributes: [.posixPermissions: 0o600]
-            )
-        else {
+        let fd = Glibc.open(temp.path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw Problem(description: "credentials key file \(path): could not be written") }
+        defer { unlink(temp.path) }
+        let text = Array((Data(fresh).base64EncodedString() + "\n").utf8)
+        let wrote = text.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        let synced = fsync(fd) == 0
+        Glibc.close(fd)
+        guard wrote == text.count, synced else {
             throw Problem(description: "credentials key file \(path): could not be written")
         }
-        defer { unlink(temp.path) }
         let made = link(temp.path, path) == 0
         guard made || errno == EEXIST else {
             throw Problem(description: "credentials key file \(path): could not be written")

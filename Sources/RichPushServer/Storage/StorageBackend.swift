@@ -38,6 +38,10 @@ public protocol StorageBackend: Sendable {
     /// was no such app.
     func deleteApp(id: String) async throws -> Bool
 
+    /// Empties again the tables of the apps deleted in the last day (what a request that began before the deletion
+    /// wrote after it), and forgets those deleted before that; returns how many apps it looked at.
+    func purgeDeletedApps(now: Date) async throws -> Int
+
     /// What this node knows of the database's health.
     var health: DatabaseHealth { get }
 

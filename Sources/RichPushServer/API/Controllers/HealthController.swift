@@ -16,6 +16,8 @@ struct HealthController: Sendable {
     let nodeID: String?
     /// The node's connections (nil in tests that run the API without a listener).
     let connections: ConnectionLimits?
+    /// The watched disks, read at each scrape: an idle node's free space is current too (nil: none watched).
+    var diskFloor: DiskFloor? = nil
 
     func addRoutes(to router: Router<APIRequestContext>) {
         // Live: the process answers. Ready: its database answers too (a load balancer sends traffic to ready nodes).
@@ -34,6 +36,7 @@ struct HealthController: Sendable {
             }
         }
         metrics.fanOutsRunning(fanOuts.count)
+        diskFloor?.read()
         if let open = connections?.open { metrics.connectionsOpen(open.total, clients: open.clients) }
         return Response(
             status: .ok,

@@ -14,7 +14,12 @@ extension NotificationsController {
         let idempotencyKey = try SendPipeline.idempotencyKey(request)
         let (family, collapseID) = try await updatableRoot(context, of: app)
         let body = try await bodyJSON(request)
-        let idempotency = IdempotentRequest(key: idempotencyKey, body: body)
+        // The notification updated is part of the request: the same key and body for another notification is another
+        // request (it once answered with the first notification's update).
+        let idempotency = IdempotentRequest(
+            key: idempotencyKey,
+            body: ["notification": .string(family.rootID), "body": body]
+        )
         try Self.checkUpdateFields(body, collapseID: collapseID)
         let now = Date()
         // Read as a send to the root's devices is (every check of the message's), then held to the root's collapse id.

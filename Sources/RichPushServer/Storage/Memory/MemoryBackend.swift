@@ -54,6 +54,22 @@ public struct MemoryBackend: StorageBackend {
         for key in await memoryStore.keys(appID: id, after: "", limit: Int.max) {
             _ = await memoryStore.revokeKey(appID: id, keyID: key.keyID)
         }
+        await purge(id)
+        return await memoryStore.removeApp(id: id)
+    }
+
+    public func purgeDeletedApps(now: Date) async throws -> Int {
+        let watched = await memoryStore.watchedDeletions()
+        for id in watched {
+            await purge(id)
+            await memoryStore.removeKeys(of: id)
+        }
+        await memoryStore.forgetDeletions(before: now.addingTimeInterval(-AppDeletion.watch))
+        return watched.count
+    }
+
+    /// An app's notifications (with their deliveries and receipts), devices, live tokens and upload days.
+    func purge(_ id: String) async {
         while case let ids = await memoryStore.notificationIDs(appID: id, limit: AppDeletion.chunk), !ids.isEmpty {
             for n in ids {
                 await memoryQueue.remove(notificationID: n)
@@ -65,7 +81,6 @@ public struct MemoryBackend: StorageBackend {
         await memoryRegistry.remove(appID: id)
         memoryLiveTokens.remove(appID: id)
         memoryUploads.remove(app: id)
-        return await memoryStore.removeApp(id: id)
     }
 
     /// No SQL here: every fan-out and count goes through the registry and the queue.

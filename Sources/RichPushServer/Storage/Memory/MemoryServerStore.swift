@@ -37,13 +37,26 @@ public actor MemoryServerStore: ServerStore {
         Array(apps.values.filter { $0.id > after }.sorted { $0.id < $1.id }.prefix(max(0, limit)))
     }
 
+    /// Apps deleted lately, with when (``AppDeletion``).
+    private var deletedApps: [String: Date] = [:]
+
+    func watchedDeletions() -> [String] { Array(deletedApps.keys) }
+
+    func forgetDeletions(before cutoff: Date) { deletedApps = deletedApps.filter { $0.value >= cutoff } }
+
     public func removeApp(id: String) -> Bool {
+        deletedApps[id] = Date()
+        removeKeys(of: id)
+        return apps.removeValue(forKey: id) != nil
+    }
+
+    /// An app's keys and identity keys.
+    func removeKeys(of id: String) {
         for (hash, grant) in keys where grant.appID == id {
             keys[hash] = nil
             keyTimes[hash] = nil
         }
         identity[id] = nil
-        return apps.removeValue(forKey: id) != nil
     }
 
     /// Some of an app's notifications (a deletion's next chunk).

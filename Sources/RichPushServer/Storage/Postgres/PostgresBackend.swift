@@ -253,12 +253,31 @@ public final class PostgresBackend: StorageBackend {
         for key in try await pgStore.keys(appID: id, after: "", limit: APIKeys.maxPerApp * 2) {
             _ = try await pgStore.revokeKey(appID: id, keyID: key.keyID)
         }
+        try await purge(id)
+        return try await pgStore.removeApp(id: id)
+    }
+
+    /// An app's notifications (with all that hangs on them), deliveries, devices and live tokens, in chunks.
+    func purge(_ id: String) async throws {
         while case let ids = try await database.rows(AppDeletion.notifications(id).postgres).map({
             try $0.decode(String.self)
         }), !ids.isEmpty {
             for n in ids { try await removeNotification(n) }
         }
-        for statement in AppDeletion.chunks(id) { try await emptyInChunks(statement) }
-        return try await pgStore.removeApp(id: id)
+        for statement in AppDeletion.chunks(id, deliveries: true) { try await emptyInChunks(statement) }
+    }
+
+    public func purgeDeletedApps(now: Date) async throws -> Int {
+        let watched = try await database.rows(AppDeletion.watched().postgres).map { try $0.decode(String.self) }
+        for id in watched {
+            try await purge(id)
+            _ = try await database.transaction { c in
+                for statement in AppDeletion.rest(id) {
+                    _ = try await c.query(statement.postgres, logger: self.database.logger).collect()
+                }
+            }
+        }
+        try await database.rows(AppDeletion.forget(before: now.addingTimeInterval(-AppDeletion.watch)).postgres)
+        return watched.count
     }
 }

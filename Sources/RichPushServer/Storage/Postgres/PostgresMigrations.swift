@@ -180,6 +180,8 @@ enum PostgresMigrations {
                 DROP INDEX deliveries_due
                 """
         ),
+        // Apps deleted in the last day, whose tables the leader empties again (AppDeletion).
+        Migration(version: 18, name: "deleted apps", sql: AppDeletion.table(time: "timestamptz")),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

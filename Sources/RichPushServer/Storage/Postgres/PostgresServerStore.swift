@@ -183,7 +183,9 @@ public final class PostgresServerStore: ServerStore {
                 _ = try await c.query(statement.postgres, logger: logger).collect()
             }
             let gone: SQL = "WITH gone AS (\(AppDeletion.app(id)) RETURNING 1) SELECT count(*) FROM gone"
-            return try await c.query(gone.postgres, logger: logger).collect().first?.decode(Int.self) == 1
+            let removed = try await c.query(gone.postgres, logger: logger).collect().first?.decode(Int.self) == 1
+            _ = try await c.query(AppDeletion.remember(id, at: Date()).postgres, logger: logger).collect()
+            return removed
         }
         apps.forget(id)
         identity.forget(id)

@@ -6,9 +6,33 @@ import Foundation
 /// up for long, and last the app itself. Interrupted (a crash, the database away), the app stays with no key, and
 /// the same call finishes the work.
 ///
+/// A request that passed its key check before the keys went may still write after the app is gone (a registration
+/// or a send whose body came slowly, a send whose media took seconds to fetch): the app's id is kept in
+/// `deleted_apps` for a day, and the leader's `purge-deleted-apps` job empties its tables again every minute
+/// meanwhile (``StorageBackend/purgeDeletedApps(now:)``).
+///
 /// Hosted media is content-addressed and may be shared by several apps: it is not removed here; retention sweeps
 /// what no notification keeps.
 enum AppDeletion {
+    /// How long a deleted app's id is kept, and its tables emptied again: longer than any request takes.
+    static let watch: TimeInterval = 86_400
+
+    /// The ids of deleted apps, each with when it was deleted (SQLite migration `deleted-apps`, PostgreSQL 18).
+    static func table(time: String) -> String {
+        "CREATE TABLE deleted_apps (id TEXT PRIMARY KEY, deleted_at \(time) NOT NULL)"
+    }
+
+    static func remember(_ app: String, at date: Date) -> SQL {
+        """
+        INSERT INTO deleted_apps (id, deleted_at) VALUES (\(app), \(date))
+        ON CONFLICT (id) DO UPDATE SET deleted_at = EXCLUDED.deleted_at
+        """
+    }
+
+    static func watched() -> SQL { "SELECT id FROM deleted_apps ORDER BY deleted_at LIMIT 1000" }
+
+    static func forget(before cutoff: Date) -> SQL { "DELETE FROM deleted_apps WHERE deleted_at < \(cutoff)" }
+
     /// Rows one transaction deletes.
     static let chunk = 5_000
 
@@ -18,18 +42,22 @@ enum AppDeletion {
     }
 
     /// The statements that empty the app's tables by its id, each deleting at most ``chunk`` rows; run each until it
-    /// deletes nothing. Deliveries come first: a fan-out that was running may have queued some after the notifications
-    /// were read.
-    static func chunks(_ app: String) -> [SQL] {
-        [
-            "DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE app_id = \(app) LIMIT \(chunk))",
-            // tags and topics go with their device (ON DELETE CASCADE)
-            "DELETE FROM devices WHERE id IN (SELECT id FROM devices WHERE app_id = \(app) LIMIT \(chunk))",
-            """
-            DELETE FROM live_tokens WHERE app_id = \(app) AND token IN
-                (SELECT token FROM live_tokens WHERE app_id = \(app) LIMIT \(chunk))
-            """,
-        ]
+    /// deletes nothing. With `deliveries`, first the deliveries a fan-out that was running may have queued after the
+    /// notifications were read: no index has the app's id first, so that statement reads the whole table, which
+    /// PostgreSQL does beside its writers; on SQLite it would hold the one writer for as long (0.34 s per 4 million
+    /// rows, measured), and such deliveries end `notification_missing` when a worker reaches them instead.
+    static func chunks(_ app: String, deliveries: Bool) -> [SQL] {
+        (deliveries
+            ? ["DELETE FROM deliveries WHERE id IN (SELECT id FROM deliveries WHERE app_id = \(app) LIMIT \(chunk))"]
+            : [])
+            + [
+                // tags and topics go with their device (ON DELETE CASCADE)
+                "DELETE FROM devices WHERE id IN (SELECT id FROM devices WHERE app_id = \(app) LIMIT \(chunk))",
+                """
+                DELETE FROM live_tokens WHERE app_id = \(app) AND token IN
+                    (SELECT token FROM live_tokens WHERE app_id = \(app) LIMIT \(chunk))
+                """,
+            ]
     }
 
     /// The app's small tables, in the transaction that removes the app.

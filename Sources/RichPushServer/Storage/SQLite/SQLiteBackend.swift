@@ -101,12 +101,32 @@ public struct SQLiteBackend: StorageBackend {
         for key in try await sqliteStore.keys(appID: id, after: "", limit: APIKeys.maxPerApp * 2) {
             _ = try await sqliteStore.revokeKey(appID: id, keyID: key.keyID)
         }
+        try await purge(id)
+        return try await sqliteStore.removeApp(id: id)
+    }
+
+    /// An app's notifications (with all that hangs on them), devices and live tokens, in chunks.
+    func purge(_ id: String) async throws {
         while case let ids = try await pool.read({ db in
             try Row.fetchAll(db, query: AppDeletion.notifications(id)).map { $0[0] as String }
         }), !ids.isEmpty {
             for n in ids { try await removeNotification(n) }
         }
-        for statement in AppDeletion.chunks(id) { try await emptyInChunks(statement) }
-        return try await sqliteStore.removeApp(id: id)
+        for statement in AppDeletion.chunks(id, deliveries: false) { try await emptyInChunks(statement) }
+    }
+
+    public func purgeDeletedApps(now: Date) async throws -> Int {
+        let watched = try await pool.read { db in
+            try Row.fetchAll(db, query: AppDeletion.watched()).map { $0[0] as String }
+        }
+        for id in watched {
+            try await purge(id)
+            // What the keyed rows of the small tables hold too (a key made by the admin in between).
+            try await pool.write { db in for statement in AppDeletion.rest(id) { try db.execute(query: statement) } }
+        }
+        try await pool.write { db in
+            try db.execute(query: AppDeletion.forget(before: now.addingTimeInterval(-AppDeletion.watch)))
+        }
+        return watched.count
     }
 }

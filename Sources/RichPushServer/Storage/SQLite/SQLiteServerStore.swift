@@ -172,6 +172,10 @@ public final class SQLiteServerStore: ServerStore {
             // Bytes uploaded per app and UTC day (the upload quota, counted where it is kept).
             try db.execute(sql: UploadSQL.table)
         }
+        m.registerMigration("deleted-apps") { db in
+            // Apps deleted in the last day, whose tables are emptied again (AppDeletion).
+            try db.execute(sql: AppDeletion.table(time: "REAL"))
+        }
         return m
     }
 
@@ -250,7 +254,9 @@ public final class SQLiteServerStore: ServerStore {
         let removed = try await pool.write { db in
             for statement in AppDeletion.rest(id) { try db.execute(query: statement) }
             try db.execute(query: AppDeletion.app(id))
-            return db.changesCount == 1
+            let removed = db.changesCount == 1
+            try db.execute(query: AppDeletion.remember(id, at: Date()))
+            return removed
         }
         apps.forget(id)
         identity.forget(id)
