@@ -27,23 +27,25 @@ struct ServerParts {
     let connections: ConnectionLimits
     let fastPath = MediaFastPath.Status()
 
+    /// An outage and the recovery, each said once in the log, the outage with why.
+    static func sayDatabaseChanges(_ health: DatabaseHealth, logger: Logger) {
+        health.observe { up in
+            if up {
+                logger.notice("the database answers again: requests and deliveries go on")
+            } else {
+                logger.error(
+                    "the database is unavailable: requests are answered 503 and workers stop claiming until it answers",
+                    metadata: ["reason": "\(health.status.reason ?? "unknown")"]
+                )
+            }
+        }
+    }
+
     static func make(_ config: ServerConfiguration, adminKey: String, logger: Logger) async throws -> ServerParts {
         let nodeID = config.nodeID ?? PostgresBackend.newNodeID()
         let opened = try await openBackend(config, nodeID: nodeID, logger: logger)
         let backend = opened.backend
-        // An outage and the recovery, each said once, with why and for how long.
-        let databaseLog = logger.part("database")
-        backend.health.observe { [health = backend.health] up in
-            let status = health.status
-            if up {
-                databaseLog.notice("the database answers again: requests and deliveries go on")
-            } else {
-                databaseLog.error(
-                    "the database is unavailable: requests are answered 503 and workers stop claiming until it answers",
-                    metadata: ["reason": "\(status.reason ?? "unknown")"]
-                )
-            }
-        }
+        sayDatabaseChanges(backend.health, logger: logger.part("database"))
         let setup = try await ProviderSetup.make(config, logger: logger.part("providers"))
         let deliveryLog = logger.part("delivery")
         let receipts = opened.receiptsSecret.map { DeviceReceipts(secret: $0, base: config.publicURL) }

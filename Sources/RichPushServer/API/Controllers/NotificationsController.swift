@@ -50,8 +50,7 @@ struct NotificationsController: AppRoutes {
     /// at once. A registry fan-out (all, user, tag, topic) runs after the answer and resumes after a crash.
     func send(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let app = context.app
-        let body = try await bodyJSON(request)
-        let idempotency = try SendPipeline.idempotency(request, body: body)
+        let (body, idempotency) = try await idempotentBody(request)
         let send = try SendRequest.decode(
             body,
             validation: validation,
@@ -60,25 +59,9 @@ struct NotificationsController: AppRoutes {
         )
         var (message, report) = (send.message, send.report)
         var (audience, options) = (send.audience, send.options)
-        if let live = send.live {
-            // The registered tokens, read once: more than a request may name belongs on a broadcast channel.
-            let tokens = try await backend.liveTokens.tokens(
-                appID: app.id,
-                audience: live,
-                limit: maxTokensPerRequest + 1
-            )
-            guard tokens.count <= maxTokensPerRequest else {
-                var r = ValidationReport()
-                r.add(
-                    "audience",
-                    "live-audience-too-large",
-                    "more than \(maxTokensPerRequest) tokens: send to a large audience on a broadcast channel (audience.apns_channel)"
-                )
-                throw APIError(.invalid, "the notification is not valid", issues: r.errors)
-            }
-            audience = .providerTokens(apns: tokens, fcm: [])
-        }
+        if let live = send.live { audience = try await liveAudience(app: app, live) }
         if !options.dryRun { spendLiveBudget(&message, app: app, live: send.live, audience: audience, into: &report) }
+        if !options.dryRun { report.issues += pipeline.credentialWarnings(app: app, audience: audience) }
         try await pipeline.prepareMedia(&message, options: options, report: &report, context: context)
         let id = UUID().uuidString.lowercased()
         let (expiresAt, end) = try pipeline.fit(
@@ -92,7 +75,6 @@ struct NotificationsController: AppRoutes {
         // How many devices a registry audience reaches is a fact of the registry: read scope only (a send-only key
         // learns nothing of which users, tags or tokens exist, by a dry run or by a send's answer).
         let showsReach = (audience.directTargets != nil && send.live == nil) || mayReadRegistry(context)
-        if !options.dryRun { report.issues += pipeline.credentialWarnings(app: app, audience: audience) }
         if options.dryRun {
             return try await dryRunAnswer(
                 app: app,
@@ -113,9 +95,10 @@ struct NotificationsController: AppRoutes {
             spread: options.spread
         )
         let accepted = try await intake.accept(plan) { queued in
-            var o: [String: JSONValue] = ["id": .string(id), "status": "accepted", "warnings": warnings]
-            o["deliveries"] = showsReach ? (queued.map { .int(Int64($0)) } ?? .null) : .null
-            return idempotency.stored(.object(o))
+            idempotency.stored([
+                "id": .string(id), "status": "accepted", "warnings": warnings,
+                "deliveries": showsReach ? (queued.map { .int(Int64($0)) } ?? .null) : .null,
+            ])
         }
         // a replay answers as the first time did
         guard accepted.created else { return try idempotency.answer(accepted.notification.response, replay: true) }
@@ -129,6 +112,33 @@ struct NotificationsController: AppRoutes {
             )
         }
         return try idempotency.answer(accepted.notification.response, replay: false)
+    }
+
+    /// A Live Activity audience as the tokens registered for it, read once: more than a request may name belongs
+    /// on a broadcast channel (refused, live-audience-too-large).
+    func liveAudience(app: ServerApp, _ live: LiveAudience) async throws -> Audience {
+        // The registered tokens, read once: more than a request may name belongs on a broadcast channel.
+        let tokens = try await backend.liveTokens.tokens(
+            appID: app.id,
+            audience: live,
+            limit: maxTokensPerRequest + 1
+        )
+        guard tokens.count <= maxTokensPerRequest else {
+            var r = ValidationReport()
+            r.add(
+                "audience",
+                "live-audience-too-large",
+                "more than \(maxTokensPerRequest) tokens: send to a large audience on a broadcast channel (audience.apns_channel)"
+            )
+            throw APIError(.invalid, "the notification is not valid", issues: r.errors)
+        }
+        return .providerTokens(apns: tokens, fcm: [])
+    }
+
+    /// The request's body with its Idempotency-Key and the body's fingerprint.
+    func idempotentBody(_ request: Request) async throws -> (JSONValue, IdempotentRequest) {
+        let body = try await bodyJSON(request)
+        return (body, try SendPipeline.idempotency(request, body: body))
     }
 
     /// The notification the path's `id` names, when it is the app's (another app's answers as one that does not exist).

@@ -64,6 +64,10 @@ public struct MemoryBackend: StorageBackend {
             await purge(id)
             await memoryStore.removeKeys(of: id)
         }
+        if !watched.isEmpty {
+            let kept = await memoryStore.notificationIDs()
+            memoryReceipts.removeMinutes { kept.contains($0) }
+        }
         await memoryStore.forgetDeletions(before: now.addingTimeInterval(-AppDeletion.watch))
         return watched.count
     }

@@ -109,6 +109,11 @@ public final class MemoryReceiptStore: ReceiptStore {
         }
     }
 
+    /// Drops the counts of notifications that are gone (a deletion's late flushes).
+    func removeMinutes(keeping: (String) -> Bool) {
+        minutes.withLockedValue { $0.removeAll { !keeping($0.notificationID) } }
+    }
+
     func remove(notificationID: String) {
         receipts.withLockedValue { $0 = $0.filter { $0.value.notificationID != notificationID } }
         opens.withLockedValue { $0 = $0.filter { $0.value.notificationID != notificationID } }

@@ -59,6 +59,9 @@ public actor MemoryServerStore: ServerStore {
         identity[id] = nil
     }
 
+    /// Every notification's id.
+    func notificationIDs() -> Set<String> { Set(notifications.keys) }
+
     /// Some of an app's notifications (a deletion's next chunk).
     func notificationIDs(appID: String, limit: Int) -> [String] {
         Array(notifications.values.lazy.filter { $0.appID == appID }.prefix(limit).map(\.id))

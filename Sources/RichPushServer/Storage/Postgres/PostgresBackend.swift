@@ -277,6 +277,7 @@ public final class PostgresBackend: StorageBackend {
                 }
             }
         }
+        if !watched.isEmpty { try await database.rows(AppDeletion.orphanMinutes.postgres) }
         try await database.rows(AppDeletion.forget(before: now.addingTimeInterval(-AppDeletion.watch)).postgres)
         return watched.count
     }

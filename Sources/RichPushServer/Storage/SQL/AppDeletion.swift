@@ -33,6 +33,11 @@ enum AppDeletion {
 
     static func forget(before cutoff: Date) -> SQL { "DELETE FROM deleted_apps WHERE deleted_at < \(cutoff)" }
 
+    /// Counts a node flushed for a notification after it went (they are kept in memory up to a few seconds, and
+    /// name the notification, not its app): run while deletions are watched.
+    static let orphanMinutes: SQL =
+        "DELETE FROM notification_minutes WHERE notification_id NOT IN (SELECT id FROM notifications)"
+
     /// Rows one transaction deletes.
     static let chunk = 5_000
 

@@ -124,6 +124,7 @@ public struct SQLiteBackend: StorageBackend {
             // What the keyed rows of the small tables hold too (a key made by the admin in between).
             try await pool.write { db in for statement in AppDeletion.rest(id) { try db.execute(query: statement) } }
         }
+        if !watched.isEmpty { try await pool.write { db in try db.execute(query: AppDeletion.orphanMinutes) } }
         try await pool.write { db in
             try db.execute(query: AppDeletion.forget(before: now.addingTimeInterval(-AppDeletion.watch)))
         }
