@@ -170,6 +170,10 @@ public final class HTTP2ClientConnection: Sendable {
             authority: target.authority,
             ready: ready
         )
+        // A channel already closed (its event loops shut down while it connected: a provider closed under a send
+        // still connecting) gets no timer: one scheduled on a loop that is shut down never runs, and its promise
+        // was left unfulfilled (a debug build traps on that; the test run caught it).
+        guard channel.isActive else { throw TransportError.connectionClosed }
         let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
         defer { deadline.cancel() }
         try await ready.get()

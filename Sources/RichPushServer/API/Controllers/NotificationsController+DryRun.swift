@@ -15,7 +15,9 @@ extension NotificationsController {
         var out: [String: JSONValue] = ["dry_run": true]
         var warnings = warnings
         if showsReach {
-            let counts = try await backend.countByProvider(appID: app.id, audience: audience)
+            let counts = try await self.counts.reach(app.id, audience) {
+                try await backend.countByProvider(appID: app.id, audience: audience)
+            }
             warnings += pipeline.credentialWarnings(app: app, audience: audience, counts: counts)
             out["deliveries"] = .object(
                 Dictionary(
