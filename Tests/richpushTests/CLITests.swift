@@ -132,6 +132,32 @@ import Testing
         }
     }
 
+    /// The rotation refuses a "new" key that is the key in use under another name, and a folder that does not
+    /// exist, before it touches the database.
+    @Test func rotationRefusesTheSameKeyAndAMissingFolder() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("rotate-cli-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let db = dir.appendingPathComponent("rp.sqlite").path
+        let key = db + ".key"
+        FileManager.default.createFile(atPath: db, contents: Data())
+        try "\(Data(repeating: 7, count: 32).base64EncodedString())\n".write(
+            toFile: key,
+            atomically: true,
+            encoding: .utf8
+        )
+        let link = dir.appendingPathComponent("alias.key").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: key)
+        let same = try await run(["rotate-credentials-key", "--database", db, "--new-key-file", link])
+        #expect(same.status == 2 && same.stderr.contains("is the key in use"), "\(same.stderr)")
+        let missing = try await run([
+            "rotate-credentials-key", "--database", db, "--new-key-file",
+            dir.appendingPathComponent("nope/new.key").path,
+        ])
+        #expect(missing.status == 2 && missing.stderr.contains("does not exist"), "\(missing.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: dir.appendingPathComponent("nope").path))
+    }
+
     /// A configuration problem found while running names the cause alone: no usage line, which would say nothing
     /// of it.
     @Test func aConfigurationErrorIsNamedWithoutTheUsageLine() async throws {

@@ -173,9 +173,10 @@ struct IdempotentRequest: Sendable {
     let key: String?
     let fingerprint: String
 
+    /// The fingerprint is made only for a request that has a key: a send without one pays nothing for it.
     init(key: String?, body: JSONValue) {
         self.key = key
-        fingerprint = SHA256.hash(data: body.serialized()).map { String(format: "%02x", $0) }.joined()
+        fingerprint = key == nil ? "" : SHA256.hash(data: body.serialized()).map { String(format: "%02x", $0) }.joined()
     }
 
     /// The answer to store: with the fingerprint when a key will replay it.
