@@ -93,7 +93,7 @@ struct RotateKeyCommand: AsyncParsableCommand {
         }
         print(
             """
-            sealed with \(newKeyFile): the credentials of \(result.apps) app(s) and \(result.secrets) secret(s)
+            sealed with \(newKeyFile): the credentials of \(result.apps) app(s), \(result.secrets) secret(s) and \(result.webhooks) webhook endpoint(s)
             next: give every node \(newKeyFile) as its credentials key file (credentials_key_file), then start them; \
             \(oldPath) opens nothing any more
             """

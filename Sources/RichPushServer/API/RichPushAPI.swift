@@ -73,6 +73,10 @@ public struct RichPushAPI: Sendable {
     /// In sandbox mode: the device library run on what the APNs emulator received for a notification (nil when it
     /// has received nothing for it). The console's simulated iPhone.
     public var simulate: (@Sendable (_ notificationID: String) async -> JSONValue?)?
+    /// This node's webhook sender (tests of endpoints are sent through it; nil: webhooks are off on this node).
+    var webhookSender: WebhookSender?
+    /// The addresses a webhook endpoint may name (outside the sandbox: no internal address).
+    public var webhookPolicy = AddressPolicy()
 
     public init(
         backend: any StorageBackend,
@@ -239,6 +243,13 @@ public struct RichPushAPI: Sendable {
         .addRoutes(to: keyed)
         PushServicesController(store: store, maxBodyBytes: maxBodyBytes, admission: admission, nodeID: nodeID)
             .addRoutes(to: keyed)
+        WebhooksController(
+            store: store,
+            webhooks: backend.webhooks,
+            maxBodyBytes: maxBodyBytes,
+            sender: webhookSender,
+            policy: webhookPolicy
+        ).addRoutes(to: keyed)
     }
 
     /// The routes a router serves, as (method, OpenAPI path), for the method guard and for keeping the document

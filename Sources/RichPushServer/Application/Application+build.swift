@@ -130,6 +130,9 @@ struct ProviderSetup {
     var providers: Providers
     var sandbox: Sandbox?
     var sandboxTokenURI: String?
+    /// Whom outbound TLS trusts besides the push services' own: the sandbox's CA in sandbox mode (its webhook
+    /// receiver), the system's otherwise.
+    var trust: TLSTrust = .system
     /// Closes the sandbox's own clients (the fallbacks), which the providers use but do not own.
     var closeFallbacks: @Sendable () async -> Void = {}
 
@@ -196,7 +199,7 @@ struct ProviderSetup {
             // The sandbox's push service is on loopback: subscriptions it makes are sent to, with its CA.
             webPush: .init(policy: AddressPolicy(allowAll: true), trust: trust, logger: webPushLog)
         )
-        return ProviderSetup(providers: providers, sandbox: sandbox, sandboxTokenURI: account.tokenURI) {
+        return ProviderSetup(providers: providers, sandbox: sandbox, sandboxTokenURI: account.tokenURI, trust: trust) {
             await apns.shutdown()
             await fcm.shutdown()
         }
@@ -241,6 +244,18 @@ func leaderJobs(
                     limit: 1000
                 ) == 1000 {}
             }
+        }
+    )
+    // Webhooks: `notification.completed` for the notifications that ended, and events past their retention.
+    jobs.append(
+        PeriodicJob(name: "webhook-completions", interval: 1) {
+            while try await backend.webhooks.completeNotifications(now: Date(), limit: 200) == 200 {}
+        }
+    )
+    jobs.append(
+        PeriodicJob(name: "sweep-webhook-events", interval: 300) {
+            let cutoff = Date().addingTimeInterval(-WebhookLimits.retention)
+            while try await backend.webhooks.sweep(before: cutoff, limit: 5000) == 5000 {}
         }
     )
     // What a request that began before an app's deletion wrote after it goes too (AppDeletion).

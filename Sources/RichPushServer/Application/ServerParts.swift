@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdCore
 import Logging
 import NIOCore
+import NIOPosix
 import RichPushCore
 import ServiceLifecycle
 
@@ -25,6 +26,8 @@ struct ServerParts {
     let media: MediaService
     let api: RichPushAPI
     let connections: ConnectionLimits
+    /// Sends the apps' webhooks (nil: `webhooks.enabled` is off on this node).
+    let webhooks: WebhookSender?
     let fastPath = MediaFastPath.Status()
 
     /// An outage and the recovery, each said once in the log, the outage with why.
@@ -89,7 +92,11 @@ struct ServerParts {
             logger: logger
         )
         let connections = ConnectionLimits(config.connections, proxies: config.trustedProxies, metrics: metrics)
-        let api = makeAPI(
+        let webhooks =
+            config.webhooksEnabled
+            ? webhookSender(config, nodeID: nodeID, backend: backend, setup: setup, metrics: metrics, logger: logger)
+            : nil
+        var api = makeAPI(
             config,
             adminKey: adminKey,
             nodeID: nodeID,
@@ -103,6 +110,8 @@ struct ServerParts {
             receipts: receipts,
             connections: connections
         )
+        api.webhookSender = webhooks
+        api.webhookPolicy = AddressPolicy(allowAll: config.sandbox)
         return ServerParts(
             config: config,
             logger: logger,
@@ -115,7 +124,36 @@ struct ServerParts {
             mediaStore: mediaStore,
             media: media,
             api: api,
-            connections: connections
+            connections: connections,
+            webhooks: webhooks
+        )
+    }
+
+    /// The webhook sender: HTTPS to addresses the policy allows (in sandbox mode loopback too, trusting the
+    /// sandbox's CA).
+    static func webhookSender(
+        _ config: ServerConfiguration,
+        nodeID: String,
+        backend: any StorageBackend,
+        setup: ProviderSetup,
+        metrics: ServerMetrics,
+        logger: Logger
+    ) -> WebhookSender {
+        let client = WebhookClient(
+            configuration: .init(
+                policy: AddressPolicy(allowAll: config.sandbox),
+                resolver: SystemResolver(),
+                trust: setup.trust,
+                requestTimeout: .milliseconds(Int64(config.webhookTimeoutSeconds * 1000))
+            ),
+            group: MultiThreadedEventLoopGroup.singleton
+        )
+        return WebhookSender(
+            store: backend.webhooks,
+            client: client,
+            configuration: .init(owner: nodeID + "/webhooks", maxEndpointsInFlight: config.webhookEndpointsInFlight),
+            metrics: metrics,
+            logger: logger.part("webhooks")
         )
     }
 
@@ -211,8 +249,9 @@ struct ServerParts {
             sweeper.append(MediaSweeper(store: mediaStore, retention: retention, metrics: metrics, logger: logger))
         }
         let flusher = MinuteFlusher(counter: minutes, health: backend.health, logger: logger)
+        let senders: [any Service] = webhooks.map { [$0] } ?? []
         return opened.first + closers + [flusher, api.fanOuts, api.insight.readers] + opened.services + cluster
-            + sweeper + workers.map { WorkerService(worker: $0) }
+            + sweeper + senders + workers.map { WorkerService(worker: $0) }
     }
 
     /// The HTTP/1.1 server: each connection watched by the guard (the bounds per client and node, idle and slow

@@ -24,6 +24,11 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var publicURL: String?
     public var rateLimit: Double = 200
     public var leaseSeconds: Double = 60
+    /// Webhooks: whether this node sends them, how long a receiver has to answer, and how many endpoints the node
+    /// sends to at once (`webhooks.enabled`, `webhooks.timeout_seconds`, `webhooks.endpoints_in_flight`).
+    public var webhooksEnabled = true
+    public var webhookTimeoutSeconds: Double = 15
+    public var webhookEndpointsInFlight = 32
     public var batchSize = 200
     public var concurrency = 200
     /// Workers that claim and send side by side, sharing `concurrency` between them.
@@ -137,8 +142,9 @@ public struct ServerConfiguration: Sendable, Equatable {
             "database", "node_id", "host", "port", "admin_key", "public_url", "rate_limit", "lease_seconds", "workers",
             "sandbox", "media", "receipts", "credentials_key_file", "notifications", "quotas", "live",
             "public_rate_per_client", "trusted_proxies", "disk", "registrations", "updates", "insight",
-            "connections",
+            "connections", "webhooks",
         ],
+        "webhooks": ["enabled", "timeout_seconds", "endpoints_in_flight"],
         "registrations": [
             "devices_per_app", "devices_per_user", "live_tokens_per_app", "live_tokens_per_user",
             "live_tokens_per_activity",
@@ -217,6 +223,11 @@ public struct ServerConfiguration: Sendable, Equatable {
             if let n = try w.int("lanes", 1...16) { lanes = n }
             if let n = try w.int("in_flight_per_app", 1...10_000) { inFlightPerApp = n }
             if let n = try w.int("in_flight_per_origin", 1...10_000) { inFlightPerOrigin = n }
+        }
+        if let w = try o.section("webhooks") {
+            if let b = try w.bool("enabled") { webhooksEnabled = b }
+            if let t = try w.number("timeout_seconds", 0.1...120) { webhookTimeoutSeconds = t }
+            if let n = try w.int("endpoints_in_flight", 1...10_000) { webhookEndpointsInFlight = n }
         }
         if let l = try o.section("live"), let n = try l.int("priority10_per_hour", 1...100_000) {
             livePriority10PerHour = n

@@ -267,6 +267,12 @@ public struct Settlement: Sendable, Hashable {
     public var id: Int64
     public var action: Action
 
+    /// Whether its outcome is an event for webhooks: a finish or a retry; a release was never sent.
+    public var tellsWebhooks: Bool {
+        if case .release = action { return false }
+        return true
+    }
+
     /// A reschedule's or a release's reason is bounded as an outcome's is (``DeliveryOutcome/bounded(_:limit:)``).
     public init(id: Int64, _ action: Action) {
         self.id = id

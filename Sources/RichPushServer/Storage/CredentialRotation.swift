@@ -13,6 +13,8 @@ public enum CredentialRotation {
     public struct Result: Sendable, Equatable {
         public var apps = 0
         public var secrets = 0
+        /// Webhook endpoints whose signing secrets were sealed again.
+        public var webhooks = 0
     }
 
     /// The check value a database keeps of its key (PostgreSQL): a node with another key refuses to start.
@@ -58,6 +60,22 @@ public enum CredentialRotation {
                     arguments: [Data(text.utf8), row["name"] as String]
                 )
                 result.secrets += 1
+            }
+            let hasWebhooks =
+                try Bool.fetchOne(
+                    db,
+                    sql: "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'webhook_endpoints'"
+                ) ?? false
+            guard hasWebhooks else { return result }
+            for row in try Row.fetchAll(db, sql: "SELECT id, secret, previous_secret FROM webhook_endpoints") {
+                let columns: [String?] = [row["secret"], row["previous_secret"]]
+                let sealed = try columns.map { try resealed($0, from: old, to: new) }
+                guard sealed.contains(where: { $0 != nil }) else { continue }
+                try db.execute(
+                    sql: "UPDATE webhook_endpoints SET secret = ?, previous_secret = ? WHERE id = ?",
+                    arguments: [sealed[0] ?? columns[0], sealed[1] ?? columns[1], row["id"] as String]
+                )
+                result.webhooks += 1
             }
             return result
         }
@@ -113,6 +131,28 @@ public enum CredentialRotation {
                     logger: logger
                 ).collect()
                 result.secrets += 1
+            }
+            // A database from before webhooks (schema version 18 or older) has no such table.
+            let hasWebhooks =
+                try await c.query("SELECT to_regclass('webhook_endpoints') IS NOT NULL", logger: logger)
+                .collect().first?.decode(Bool.self) ?? false
+            let endpoints =
+                hasWebhooks
+                ? try await c.query(
+                    "SELECT id, secret, previous_secret FROM webhook_endpoints FOR UPDATE",
+                    logger: logger
+                )
+                .collect() : []
+            for row in endpoints {
+                let (id, secret, previous) = try row.decode((String, String, String?).self)
+                let sealed = try [secret, previous].map { try resealed($0, from: old, to: new) }
+                guard sealed.contains(where: { $0 != nil }) else { continue }
+                let (a, b) = (sealed[0] ?? secret, sealed[1] ?? previous)
+                _ = try await c.query(
+                    "UPDATE webhook_endpoints SET secret = \(a), previous_secret = \(b) WHERE id = \(id)",
+                    logger: logger
+                ).collect()
+                result.webhooks += 1
             }
             let newCheck = check(new)
             _ = try await c.query(

@@ -20,6 +20,8 @@ public protocol StorageBackend: Sendable {
     var updates: any NotificationUpdates { get }
     /// Bytes uploaded per app and day (the upload quota, counted where every node sees it).
     var uploads: any UploadLedger { get }
+    /// Webhook endpoints and the outbox of their events.
+    var webhooks: any WebhookStore { get }
 
     /// ``fanOut(_:)`` inside the database, which selects and inserts the rows in one statement per chunk; nil when
     /// it cannot (an audience its SQL does not express, or a backend without SQL), and the fan-out then goes through

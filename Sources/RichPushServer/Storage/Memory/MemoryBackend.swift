@@ -13,17 +13,34 @@ public struct MemoryBackend: StorageBackend {
     public var liveTokens: any LiveTokenStore { memoryLiveTokens }
     public let updates: any NotificationUpdates
     public var uploads: any UploadLedger { memoryUploads }
-    let memoryLiveTokens = MemoryLiveTokenStore()
+    let memoryLiveTokens: MemoryLiveTokenStore
     let memoryUploads = MemoryUploadLedger()
     let memoryRegistry: MemoryDeviceRegistry
     let memoryStore: MemoryServerStore
     let memoryQueue: MemoryDeliveryQueue
     let memoryReceipts: MemoryReceiptStore
+    let memoryWebhooks: MemoryWebhookStore
+    public var webhooks: any WebhookStore { memoryWebhooks }
     public let health = DatabaseHealth()
     public let workQueued: WorkQueued
 
     public init() {
-        let (store, registry, queue) = (MemoryServerStore(), MemoryDeviceRegistry(), MemoryDeliveryQueue())
+        // The webhooks ask the queue, store and intake made after them whether a notification has ended.
+        let parts = NIOLockedValueBox<(MemoryDeliveryQueue, MemoryServerStore, any NotificationIntake)?>(nil)
+        let webhooks = MemoryWebhookStore { id in
+            guard let (queue, store, intake) = parts.withLockedValue({ $0 }),
+                await store.notification(id: id) != nil
+            else { return nil }
+            let counts = await queue.counts(notificationID: id)
+            let pending = (try? await intake.pendingFanOuts().contains(id)) ?? false
+            let open = counts[.queued, default: 0] + counts[.leased, default: 0] > 0 || pending
+            return (!open, counts.map { ($0.key.rawValue, $0.value) }.sorted { $0.0 < $1.0 })
+        }
+        memoryWebhooks = webhooks
+        memoryLiveTokens = MemoryLiveTokenStore(webhooks: webhooks)
+        let (store, registry, queue) = (
+            MemoryServerStore(), MemoryDeviceRegistry(), MemoryDeliveryQueue(webhooks: webhooks)
+        )
         memoryStore = store
         self.registry = registry
         memoryRegistry = registry
@@ -33,6 +50,8 @@ public struct MemoryBackend: StorageBackend {
         intake = MemoryIntake(store: store, registry: registry, queue: queue) { workQueued.tell() }
         memoryReceipts = MemoryReceiptStore(queue: queue)
         updates = MemoryNotificationUpdates(store: store, queue: queue, intake: intake) { workQueued.tell() }
+        let intake = self.intake
+        parts.withLockedValue { $0 = (queue, store, intake) }
     }
 
     public func sweepNotifications(before cutoff: Date, limit: Int) async throws -> Int {
@@ -85,6 +104,7 @@ public struct MemoryBackend: StorageBackend {
         await memoryRegistry.remove(appID: id)
         memoryLiveTokens.remove(appID: id)
         memoryUploads.remove(app: id)
+        memoryWebhooks.remove(appID: id)
     }
 
     /// No SQL here: every fan-out and count goes through the registry and the queue.

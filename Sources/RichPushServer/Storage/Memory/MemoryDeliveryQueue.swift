@@ -4,8 +4,12 @@ import Foundation
 public actor MemoryDeliveryQueue: DeliveryQueue {
     private var records: [Int64: DeliveryRecord] = [:]
     private var nextID: Int64 = 1
+    /// Where the events of outcomes go (the memory backend's webhooks), as the SQL queues write them in a settle.
+    let webhooks: MemoryWebhookStore?
 
-    public init() {}
+    public init() { webhooks = nil }
+
+    init(webhooks: MemoryWebhookStore) { self.webhooks = webhooks }
 
     @discardableResult
     public func enqueue(_ deliveries: [NewDelivery]) -> Int {
@@ -90,11 +94,22 @@ public actor MemoryDeliveryQueue: DeliveryQueue {
         r.leaseUntil = nil
         r.updatedAt = now
         records[r.id] = r
+        webhooks?.expired(r, now: now)
         return true
     }
 
     @discardableResult
     public func finish(id: Int64, owner: String, outcome: DeliveryOutcome, now: Date) -> Bool {
+        settle([Settlement(id: id, .finish(outcome))], owner: owner, now: now).contains(id)
+    }
+
+    @discardableResult
+    public func reschedule(id: Int64, owner: String, notBefore: Date, reason: String, now: Date) -> Bool {
+        settle([Settlement(id: id, .reschedule(notBefore: notBefore, reason: reason))], owner: owner, now: now)
+            .contains(id)
+    }
+
+    private func finishing(id: Int64, owner: String, outcome: DeliveryOutcome, now: Date) -> Bool {
         unlease(id, owner: owner, now: now) { r in
             r.state = outcome.state
             r.reason = outcome.reason
@@ -102,8 +117,7 @@ public actor MemoryDeliveryQueue: DeliveryQueue {
         }
     }
 
-    @discardableResult
-    public func reschedule(id: Int64, owner: String, notBefore: Date, reason: String, now: Date) -> Bool {
+    private func rescheduling(id: Int64, owner: String, notBefore: Date, reason: String, now: Date) -> Bool {
         unlease(id, owner: owner, now: now) { r in
             r.state = .queued
             r.notBefore = notBefore
@@ -127,11 +141,11 @@ public actor MemoryDeliveryQueue: DeliveryQueue {
         for item in items {
             let ok: Bool
             switch item.action {
-            case .finish(let o): ok = finish(id: item.id, owner: owner, outcome: o, now: now)
+            case .finish(let o): ok = finishing(id: item.id, owner: owner, outcome: o, now: now)
             case let .reschedule(at, reason):
-                ok = reschedule(id: item.id, owner: owner, notBefore: at, reason: reason, now: now)
+                ok = rescheduling(id: item.id, owner: owner, notBefore: at, reason: reason, now: now)
             case let .release(at, reason):
-                ok = reschedule(id: item.id, owner: owner, notBefore: at, reason: reason, now: now)
+                ok = rescheduling(id: item.id, owner: owner, notBefore: at, reason: reason, now: now)
                 if ok, var r = records[item.id] {
                     r.attempts = max(0, r.attempts - 1)
                     records[item.id] = r
@@ -139,6 +153,10 @@ public actor MemoryDeliveryQueue: DeliveryQueue {
             }
             if ok { held.insert(item.id) }
         }
+        webhooks?.settled(
+            items.filter { held.contains($0.id) && $0.tellsWebhooks }.compactMap { records[$0.id] },
+            now: now
+        )
         return held
     }
 

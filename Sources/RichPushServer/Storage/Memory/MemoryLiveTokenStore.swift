@@ -4,8 +4,20 @@ import NIOConcurrencyHelpers
 /// The in-memory twin, answering as the databases do (token order, one row per app and token).
 public final class MemoryLiveTokenStore: LiveTokenStore {
     private let rows = NIOLockedValueBox<[String: LiveToken]>([:])
+    /// Where `live.token` events go (the memory backend's webhooks).
+    let webhooks: MemoryWebhookStore?
 
-    public init() {}
+    public init() { webhooks = nil }
+
+    init(webhooks: MemoryWebhookStore) { self.webhooks = webhooks }
+
+    private func tell(_ tokens: [LiveToken], _ state: String) {
+        guard let webhooks, !tokens.isEmpty else { return }
+        let now = Date()
+        webhooks.state.withLockedValue { s in
+            for t in tokens { MemoryWebhookStore.append(t.webhookEvent(state), into: &s, now: now) }
+        }
+    }
 
     private static func key(_ app: String, _ token: String) -> String { app + "\u{0}" + token }
 
@@ -13,6 +25,11 @@ public final class MemoryLiveTokenStore: LiveTokenStore {
     func remove(appID: String) { rows.withLockedValue { $0 = $0.filter { $0.value.appID != appID } } }
 
     public func register(_ token: LiveToken, owner: RegistrationOwner, limits: RegistrationLimits) async throws {
+        if try registering(token, owner: owner, limits: limits) { tell([token], "registered") }
+    }
+
+    /// Whether the token was written (not when it was there unchanged and fresh, or another holds it).
+    private func registering(_ token: LiveToken, owner: RegistrationOwner, limits: RegistrationLimits) throws -> Bool {
         try rows.withLockedValue { rows in
             let key = Self.key(token.appID, token.token)
             let held = rows[key]
@@ -28,11 +45,11 @@ public final class MemoryLiveTokenStore: LiveTokenStore {
                 if n >= limits.liveTokensPerActivity { throw QuotaReached.activity(limits.liveTokensPerActivity) }
             }
             // A token a user or an activity holds is not the public key's to change.
-            if owner == .keepsKnown, let held, held.userID != nil || held.activityID != nil { return }
+            if owner == .keepsKnown, let held, held.userID != nil || held.activityID != nil { return false }
             if var kept = held, kept.updatedAt >= token.updatedAt.addingTimeInterval(-LiveTokenLimits.refreshAfter) {
                 kept.updatedAt = token.updatedAt
                 // Unchanged and fresh: kept as it is, as the databases keep it.
-                if kept == token { return }
+                if kept == token { return false }
             }
             rows[key] = token
             if let user = token.userID, owner == .asGiven {
@@ -40,21 +57,27 @@ public final class MemoryLiveTokenStore: LiveTokenStore {
                     .sorted { ($0.updatedAt, $0.token) > ($1.updatedAt, $1.token) }
                 for t in mine.dropFirst(max(0, limits.liveTokensPerUser)) { rows[Self.key(t.appID, t.token)] = nil }
             }
+            return true
         }
     }
 
     public func remove(appID: String, token: String) async throws -> Bool {
-        rows.withLockedValue { $0.removeValue(forKey: Self.key(appID, token)) != nil }
+        guard let gone = rows.withLockedValue({ $0.removeValue(forKey: Self.key(appID, token)) }) else { return false }
+        tell([gone], "removed")
+        return true
     }
 
     public func remove(appID: String, token: String, heldBy user: String?) async throws -> Bool {
-        rows.withLockedValue { rows in
+        rows.withLockedValue { rows -> LiveToken? in
             let key = Self.key(appID, token)
             guard let held = rows[key], (held.userID == nil && held.activityID == nil) || held.userID == user
-            else { return false }
+            else { return nil }
             rows[key] = nil
+            return held
+        }.map { gone in
+            tell([gone], "removed")
             return true
-        }
+        } ?? false
     }
 
     public func tokens(appID: String, audience: LiveAudience, limit: Int) async throws -> [String] {
@@ -73,10 +96,11 @@ public final class MemoryLiveTokenStore: LiveTokenStore {
     }
 
     public func sweep(_ kind: LiveToken.Kind, before cutoff: Date, limit: Int) async throws -> Int {
-        rows.withLockedValue { rows in
+        let gone = rows.withLockedValue { rows in
             let old = rows.filter { $0.value.kind == kind && $0.value.updatedAt < cutoff }.keys.prefix(limit)
-            for k in old { rows[k] = nil }
-            return old.count
+            return old.compactMap { rows.removeValue(forKey: $0) }
         }
+        tell(gone, "expired")
+        return gone.count
     }
 }

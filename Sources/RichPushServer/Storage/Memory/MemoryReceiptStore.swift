@@ -11,13 +11,15 @@ public final class MemoryReceiptStore: ReceiptStore {
     init(queue: MemoryDeliveryQueue) { self.queue = queue }
 
     public func record(_ r: DeliveryReceipt) async throws -> ReceiptRecording {
-        let owned = await queue.deliveries(notificationID: r.notificationID).contains { $0.id == r.deliveryID }
-        guard owned else { return .notDelivered }
-        return receipts.withLockedValue {
-            guard $0[r.deliveryID] == nil else { return .repeated }
-            $0[r.deliveryID] = r
+        guard let d = await queue.deliveries(notificationID: r.notificationID).first(where: { $0.id == r.deliveryID })
+        else { return .notDelivered }
+        let recording = receipts.withLockedValue { (all) -> ReceiptRecording in
+            guard all[r.deliveryID] == nil else { return .repeated }
+            all[r.deliveryID] = r
             return .recorded
         }
+        if recording == .recorded { queue.webhooks?.ofDelivery(.receiptReceived, d, detail: r.webhookDetail) }
+        return recording
     }
 
     public func summary(notificationID: String) async throws -> ReceiptSummary {
@@ -40,11 +42,13 @@ public final class MemoryReceiptStore: ReceiptStore {
         guard let d = await queue.deliveries(notificationID: o.notificationID).first(where: { $0.id == o.deliveryID })
         else { return .notDelivered }
         guard d.state == .delivered else { return .notAccepted(d.state) }
-        return opens.withLockedValue {
-            guard $0[o.deliveryID] == nil else { return .repeated }
-            $0[o.deliveryID] = o
+        let recording = opens.withLockedValue { (all) -> ReceiptRecording in
+            guard all[o.deliveryID] == nil else { return .repeated }
+            all[o.deliveryID] = o
             return .recorded
         }
+        if recording == .recorded { queue.webhooks?.ofDelivery(.open, d, detail: o.webhookDetail) }
+        return recording
     }
 
     public func openSummary(notificationID: String) async throws -> OpenSummary {

@@ -24,6 +24,7 @@ public final class PostgresBackend: StorageBackend {
     public let liveTokens: any LiveTokenStore
     public let updates: any NotificationUpdates
     public let uploads: any UploadLedger
+    public let webhooks: any WebhookStore
     let announcer: WorkAnnouncer
     public let workQueued: WorkQueued
 
@@ -135,6 +136,7 @@ public final class PostgresBackend: StorageBackend {
         liveTokens = PostgresLiveTokenStore(db: database)
         updates = PostgresNotificationUpdates(database: database) { workQueued.tell() }
         uploads = PostgresUploadLedger(db: database)
+        webhooks = PostgresWebhookStore(db: database, sealer: store.credentials.sealer)
     }
 
     /// `HOST-PID-RANDOM`: unique among the nodes, and it says where a lease's holder ran.

@@ -30,10 +30,16 @@ public final class PostgresLiveTokenStore: LiveTokenStore {
                     .decode(Int.self) ?? 0
                 if n >= limits.liveTokensPerActivity { throw QuotaReached.activity(limits.liveTokensPerActivity) }
             }
-            _ = try await c.query(
-                LiveTokenSQL.register(token, keepsKnown: owner == .keepsKnown).postgres,
+            let written = try await c.query(
+                (LiveTokenSQL.register(token, keepsKnown: owner == .keepsKnown) + " RETURNING 1").postgres,
                 logger: logger
             ).collect()
+            if !written.isEmpty {
+                _ = try await c.query(
+                    WebhookSQL.append(token.webhookEvent("registered"), now: token.updatedAt).postgres,
+                    logger: logger
+                ).collect()
+            }
             if let user = token.userID, owner == .asGiven, limits.liveTokensPerUser < Int.max {
                 _ = try await c.query(
                     LiveTokenSQL.evict(appID: token.appID, user: user, keeping: limits.liveTokensPerUser, all: "ALL")
@@ -45,11 +51,36 @@ public final class PostgresLiveTokenStore: LiveTokenStore {
     }
 
     public func remove(appID: String, token: String) async throws -> Bool {
-        try await !db.rows(LiveTokenSQL.remove(appID: appID, token: token).postgres).isEmpty
+        try await removing(LiveTokenSQL.remove(appID: appID, token: token), as: "removed") > 0
     }
 
     public func remove(appID: String, token: String, heldBy user: String?) async throws -> Bool {
-        try await !db.rows(LiveTokenSQL.remove(appID: appID, token: token, heldBy: user).postgres).isEmpty
+        try await removing(LiveTokenSQL.remove(appID: appID, token: token, heldBy: user), as: "removed") > 0
+    }
+
+    /// Runs a deletion and records a `live.token` event of each token it removed, in its transaction.
+    private func removing(_ statement: SQL, as state: String) async throws -> Int {
+        let logger = db.logger
+        return try await db.transaction { c in
+            let rows = try await c.query(statement.postgres, logger: logger).collect()
+            let now = Date()
+            for row in rows {
+                let (app, token, kind, type, activity, user) = try row.decode(
+                    (String, String, String, String, String?, String?).self
+                )
+                let t = LiveToken(
+                    appID: app,
+                    token: token,
+                    kind: LiveToken.Kind(rawValue: kind) ?? .activity,
+                    activityType: type,
+                    activityID: activity,
+                    userID: user
+                )
+                _ = try await c.query(WebhookSQL.append(t.webhookEvent(state), now: now).postgres, logger: logger)
+                    .collect()
+            }
+            return rows.count
+        }
     }
 
     public func tokens(appID: String, audience: LiveAudience, limit: Int) async throws -> [String] {
@@ -58,6 +89,6 @@ public final class PostgresLiveTokenStore: LiveTokenStore {
     }
 
     public func sweep(_ kind: LiveToken.Kind, before cutoff: Date, limit: Int) async throws -> Int {
-        try await db.rows(LiveTokenSQL.sweep(kind, before: cutoff, limit: limit).postgres).count
+        try await removing(LiveTokenSQL.sweep(kind, before: cutoff, limit: limit), as: "expired")
     }
 }

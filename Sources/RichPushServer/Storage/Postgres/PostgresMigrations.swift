@@ -182,6 +182,9 @@ enum PostgresMigrations {
         ),
         // Apps deleted in the last day, whose tables the leader empties again (AppDeletion).
         Migration(version: 18, name: "deleted apps", sql: AppDeletion.table(time: "timestamptz")),
+        // Webhook endpoints and the outbox of their events (WebhookSQL): the settle and the claim write events in
+        // their own statements.
+        Migration(version: 19, name: "webhooks", statements: WebhookSQL.create(postgres: true)),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

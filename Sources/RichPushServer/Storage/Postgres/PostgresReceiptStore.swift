@@ -10,16 +10,25 @@ public final class PostgresReceiptStore: ReceiptStore {
     init(db: PostgresDatabase) { self.db = db }
 
     public func record(_ r: DeliveryReceipt) async throws -> ReceiptRecording {
-        let inserted = try await db.rows(
-            """
-            INSERT INTO delivery_receipts
-                (delivery_id, notification_id, attachments, skipped, deadline_hit, elapsed_ms, received_at)
-            SELECT d.id, d.notification_id, \(r.attachments), \(r.skipped.rawValue), \(r.deadlineHit ? 1 : 0),
-                \(r.elapsedMilliseconds), \(r.receivedAt)
-            FROM deliveries d WHERE d.id = \(r.deliveryID) AND d.notification_id = \(r.notificationID)
-            ON CONFLICT (delivery_id) DO NOTHING RETURNING 1
-            """
+        // The receipt and its webhook event in one statement: the event's row reads the receipt just written.
+        let event = WebhookSQL.ofDelivery(
+            .receiptReceived,
+            delivery: "(SELECT delivery_id FROM written)",
+            detail: r.webhookDetail,
+            now: Date()
         )
+        let statement: SQL = """
+            WITH written AS (
+                INSERT INTO delivery_receipts
+                    (delivery_id, notification_id, attachments, skipped, deadline_hit, elapsed_ms, received_at)
+                SELECT d.id, d.notification_id, \(r.attachments), \(r.skipped.rawValue), \(r.deadlineHit ? 1 : 0),
+                    \(r.elapsedMilliseconds), \(r.receivedAt)
+                FROM deliveries d WHERE d.id = \(r.deliveryID) AND d.notification_id = \(r.notificationID)
+                ON CONFLICT (delivery_id) DO NOTHING RETURNING delivery_id),
+            told AS (\(event))
+            SELECT 1 FROM written
+            """
+        let inserted = try await db.rows(statement.postgres)
         if !inserted.isEmpty { return .recorded }
         let existing = try await db.rows(
             "SELECT 1 FROM delivery_receipts WHERE delivery_id = \(r.deliveryID) AND notification_id = \(r.notificationID)"
@@ -38,7 +47,15 @@ public final class PostgresReceiptStore: ReceiptStore {
     }
 
     public func recordOpen(_ o: DeliveryOpen) async throws -> ReceiptRecording {
-        if try await !db.rows(OpenSQL.record(o).postgres).isEmpty { return .recorded }
+        let event = WebhookSQL.ofDelivery(
+            .open,
+            delivery: "(SELECT delivery_id FROM written)",
+            detail: o.webhookDetail,
+            now: Date()
+        )
+        let statement: SQL =
+            "WITH written AS (\(OpenSQL.record(o, returning: "delivery_id"))), told AS (\(event)) SELECT 1 FROM written"
+        if try await !db.rows(statement.postgres).isEmpty { return .recorded }
         return OpenSQL.refusal(
             state: try await db.rows(OpenSQL.deliveryState(o.deliveryID, of: o.notificationID).postgres).first?
                 .decode(String.self)

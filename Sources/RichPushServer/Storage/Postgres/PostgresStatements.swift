@@ -110,7 +110,13 @@ enum PostgresStatements {
                     updated_at = $1
                 WHERE d.id = ANY(ARRAY(SELECT id FROM picked))
                 RETURNING d.id, d.notification_id, d.app_id, d.provider, d.target, d.state, d.attempts, d.not_before, d.expires_at,
-                    d.lease_owner, d.lease_until, d.reason, d.provider_id, d.updated_at)
+                    d.lease_owner, d.lease_until, d.reason, d.provider_id, d.updated_at),
+            told AS (
+                INSERT INTO webhook_events (app_id, type, notification_id, delivery_id, provider, target, state, reason, created_at)
+                SELECT t.app_id, 'delivery.failed', t.notification_id, t.id, t.provider, t.target, t.state, t.reason, $1
+                FROM taken t WHERE t.state = 'expired' AND EXISTS (SELECT 1 FROM webhook_endpoints w
+                    WHERE w.app_id = t.app_id AND w.types LIKE '%,delivery.failed,%')
+                ORDER BY t.id)
             SELECT * FROM taken
             """
         typealias Row = DeliveryRecord
@@ -140,6 +146,7 @@ enum PostgresStatements {
     /// is an empty string with a false beside it; `back` gives back the attempt the claim counted (a release).
     struct Settle: PostgresPreparedStatement {
         static let sql = """
+            WITH s AS (
             UPDATE deliveries d SET state = u.state, reason = CASE WHEN u.hr THEN u.reason END, provider_id = CASE WHEN u.hp THEN u.pid END,
                 not_before = CASE WHEN u.at < 0 THEN d.not_before ELSE to_timestamp(u.at) END,
                 attempts = CASE WHEN u.back THEN GREATEST(d.attempts - 1, 0) ELSE d.attempts END,
@@ -147,7 +154,28 @@ enum PostgresStatements {
             FROM unnest($3::int8[], $4::text[], $5::text[], $6::bool[], $7::text[], $8::bool[], $9::float8[], $10::bool[])
                 AS u(id, state, reason, hr, pid, hp, at, back)
             WHERE d.id = u.id AND d.state = 'leased' AND d.lease_owner = $2
-            RETURNING d.id
+            RETURNING d.id, d.app_id, d.notification_id, d.provider, d.target, d.state, d.reason, d.provider_id,
+                d.not_before, u.back
+            ),
+            told AS (
+                INSERT INTO webhook_events (app_id, type, notification_id, delivery_id, provider, target, state, reason,
+                    provider_id, next_at, created_at)
+                SELECT s.app_id, t.type, s.notification_id, s.id, s.provider, s.target, s.state, s.reason,
+                    CASE WHEN t.type = 'delivery.delivered' THEN s.provider_id END,
+                    CASE WHEN s.state = 'queued' THEN s.not_before END, $1
+                FROM s CROSS JOIN LATERAL (VALUES
+                    (CASE WHEN s.state = 'delivered' THEN 'delivery.delivered' ELSE 'delivery.failed' END),
+                    (CASE WHEN s.state = 'pruned' THEN 'token.invalid' END)) AS t(type)
+                WHERE NOT s.back AND t.type IS NOT NULL AND EXISTS (SELECT 1 FROM webhook_endpoints w
+                    WHERE w.app_id = s.app_id AND w.types LIKE '%,' || t.type || ',%')
+                ORDER BY s.id, t.type),
+            opened AS (
+                INSERT INTO webhook_open_notifications (notification_id, app_id, next_check)
+                SELECT DISTINCT s.notification_id, s.app_id, $1 + interval '1 second' FROM s
+                WHERE NOT s.back AND EXISTS (SELECT 1 FROM webhook_endpoints w
+                    WHERE w.app_id = s.app_id AND w.types LIKE '%,notification.completed,%')
+                ON CONFLICT (notification_id) DO NOTHING)
+            SELECT id FROM s
             """
         typealias Row = Int64
         var now: Date

@@ -62,12 +62,13 @@ enum AppDeletion {
                 DELETE FROM live_tokens WHERE app_id = \(app) AND token IN
                     (SELECT token FROM live_tokens WHERE app_id = \(app) LIMIT \(chunk))
                 """,
+                WebhookSQL.appEvents(app, chunk: chunk),
             ]
     }
 
     /// The app's small tables, in the transaction that removes the app.
     static func rest(_ app: String) -> [SQL] {
-        [
+        WebhookSQL.appTables(app) + [
             "DELETE FROM identity_keys WHERE app_id = \(app)",
             "DELETE FROM app_counts WHERE app_id = \(app)",
             "DELETE FROM media_upload_days WHERE app_id = \(app)",

@@ -50,14 +50,17 @@ enum LiveTokenSQL {
         """
     }
 
+    /// What a removal returns: the token as it was (its `live.token` event says so).
+    static let removed = "app_id, token, kind, activity_type, activity_id, user_id"
+
     static func remove(appID: String, token: String) -> SQL {
-        "DELETE FROM live_tokens WHERE app_id = \(appID) AND token = \(token) RETURNING 1"
+        "DELETE FROM live_tokens WHERE app_id = \(appID) AND token = \(token) RETURNING \(unescaped: removed)"
     }
 
     static func remove(appID: String, token: String, heldBy user: String?) -> SQL {
         """
         DELETE FROM live_tokens WHERE app_id = \(appID) AND token = \(token)
-            AND ((user_id IS NULL AND activity_id IS NULL) OR user_id = \(user)) RETURNING 1
+            AND ((user_id IS NULL AND activity_id IS NULL) OR user_id = \(user)) RETURNING \(unescaped: removed)
         """
     }
 
@@ -85,7 +88,7 @@ enum LiveTokenSQL {
         DELETE FROM live_tokens WHERE token IN (
             SELECT token FROM live_tokens WHERE kind = \(kind.rawValue) AND updated_at < \(cutoff)
             LIMIT \(limit)) AND kind = \(kind.rawValue) AND updated_at < \(cutoff)
-        RETURNING 1
+        RETURNING \(unescaped: removed)
         """
     }
 

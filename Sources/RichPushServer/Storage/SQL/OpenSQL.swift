@@ -20,13 +20,13 @@ enum OpenSQL {
 
     /// Records an open for its delivery, checked to be the notification's and accepted by the push service
     /// (delivered), unless the delivery has one.
-    static func record(_ o: DeliveryOpen) -> SQL {
+    static func record(_ o: DeliveryOpen, returning: String = "1") -> SQL {
         """
         INSERT INTO delivery_opens (delivery_id, notification_id, event, action, link, at)
         SELECT d.id, d.notification_id, \(o.event.rawValue), \(o.action), \(o.link), \(o.at)
         FROM deliveries d WHERE d.id = \(o.deliveryID) AND d.notification_id = \(o.notificationID)
             AND d.state = \(DeliveryState.delivered.rawValue)
-        ON CONFLICT (delivery_id) DO NOTHING RETURNING 1
+        ON CONFLICT (delivery_id) DO NOTHING RETURNING \(unescaped: returning)
         """
     }
 

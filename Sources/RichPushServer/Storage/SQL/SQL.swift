@@ -21,6 +21,8 @@ public struct SQL: Sendable, ExpressibleByStringInterpolation, CustomStringConve
         /// A time: seconds since 1970 in SQLite (a REAL column), a `timestamptz` in PostgreSQL.
         case date(Date)
         case null
+        /// A null where a whole number goes (PostgreSQL is told its type: a text null does not go into a bigint).
+        case nullInteger
     }
 
     enum Part: Sendable, Hashable {
@@ -43,6 +45,9 @@ public struct SQL: Sendable, ExpressibleByStringInterpolation, CustomStringConve
         }
         public mutating func appendInterpolation(_ value: Int64) { parts.append(.value(.integer(value))) }
         public mutating func appendInterpolation(_ value: Int) { parts.append(.value(.integer(Int64(value)))) }
+        public mutating func appendInterpolation(_ value: Int64?) {
+            parts.append(.value(value.map(Value.integer) ?? .nullInteger))
+        }
         public mutating func appendInterpolation(_ value: Double) { parts.append(.value(.real(value))) }
         public mutating func appendInterpolation(_ value: Double?) {
             parts.append(.value(value.map(Value.real) ?? .null))
@@ -80,7 +85,7 @@ public struct SQL: Sendable, ExpressibleByStringInterpolation, CustomStringConve
             case .integer(let i): values.append(i.databaseValue)
             case .real(let d): values.append(d.databaseValue)
             case .date(let d): values.append(d.timeIntervalSince1970.databaseValue)
-            case .null: values.append(.null)
+            case .null, .nullInteger: values.append(.null)
             }
         }
         return (description, StatementArguments(values))
@@ -97,6 +102,7 @@ public struct SQL: Sendable, ExpressibleByStringInterpolation, CustomStringConve
             case .value(.real(let d)): q.appendInterpolation(d)
             case .value(.date(let d)): q.appendInterpolation(d)
             case .value(.null): q.appendInterpolation(String?.none)
+            case .value(.nullInteger): q.appendInterpolation(Int64?.none)
             }
         }
         return PostgresQuery(stringInterpolation: q)

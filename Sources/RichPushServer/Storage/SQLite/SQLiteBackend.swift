@@ -13,6 +13,7 @@ public struct SQLiteBackend: StorageBackend {
     public let liveTokens: any LiveTokenStore
     public let updates: any NotificationUpdates
     public let uploads: any UploadLedger
+    public let webhooks: any WebhookStore
 
     public var store: any ServerStore { sqliteStore }
     public var registry: any DeviceRegistry { sqliteRegistry }
@@ -39,6 +40,7 @@ public struct SQLiteBackend: StorageBackend {
         liveTokens = SQLiteLiveTokenStore(pool: pool)
         updates = SQLiteNotificationUpdates(pool: pool) { workQueued.tell() }
         uploads = SQLiteUploadLedger(pool: pool)
+        webhooks = SQLiteWebhookStore(pool: pool, sealer: sealer)
     }
 
     /// Opens (or creates) the database file.

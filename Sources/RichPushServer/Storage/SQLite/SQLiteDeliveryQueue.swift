@@ -97,6 +97,11 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
                     """
             )
         }
+        m.registerMigration("webhooks-v1") { db in
+            // Webhook endpoints and their events, beside the deliveries: a settle writes the events of the
+            // outcomes it records in its own transaction (WebhookSQL).
+            for statement in WebhookSQL.create(postgres: false) { try db.execute(sql: statement) }
+        }
         return m
     }
 
@@ -175,6 +180,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
                 expiring += ids
                 // Deliveries past their time to live end as expired rather than being sent late.
                 try db.execute(sql: Self.expireTaken(marks), arguments: StatementArguments(expiring))
+                if db.changesCount > 0 { try db.execute(query: WebhookSQL.expired(ids: ids, now: now)) }
                 var leasing: [any DatabaseValueConvertible] = [owner, t + lease, t]
                 leasing += ids
                 let rows = try Row.fetchAll(db, sql: Self.leaseTaken(marks), arguments: StatementArguments(leasing))
@@ -251,32 +257,16 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
 
     @discardableResult
     public func finish(id: Int64, owner: String, outcome: DeliveryOutcome, now: Date) async throws -> Bool {
-        try await pool.write { db in
-            try db.execute(
-                sql: """
-                    UPDATE deliveries SET state = ?, reason = ?, provider_id = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?
-                    WHERE id = ? AND state = 'leased' AND lease_owner = ?
-                    """,
-                arguments: [
-                    outcome.state.rawValue, outcome.reason, outcome.providerID, now.timeIntervalSince1970, id, owner,
-                ]
-            )
-            return db.changesCount == 1
-        }
+        try await settle([Settlement(id: id, .finish(outcome))], owner: owner, now: now).contains(id)
     }
 
     @discardableResult
     public func reschedule(id: Int64, owner: String, notBefore: Date, reason: String, now: Date) async throws -> Bool {
-        try await pool.write { db in
-            try db.execute(
-                sql: """
-                    UPDATE deliveries SET state = 'queued', not_before = ?, reason = ?, lease_owner = NULL, lease_until = NULL, updated_at = ?
-                    WHERE id = ? AND state = 'leased' AND lease_owner = ?
-                    """,
-                arguments: [notBefore.timeIntervalSince1970, reason, now.timeIntervalSince1970, id, owner]
-            )
-            return db.changesCount == 1
-        }
+        try await settle(
+            [Settlement(id: id, .reschedule(notBefore: notBefore, reason: reason))],
+            owner: owner,
+            now: now
+        ).contains(id)
     }
 
     public func settle(_ items: [Settlement], owner: String, now: Date) async throws -> Set<Int64> {
@@ -302,6 +292,7 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
                     """
             )
             var held = Set<Int64>()
+            var told: [Int64] = []
             for item in items {
                 switch item.action {
                 case .finish(let o):
@@ -311,7 +302,14 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
                 case let .release(at, reason):
                     try release.execute(arguments: [at.timeIntervalSince1970, reason, t, item.id, owner])
                 }
-                if db.changesCount == 1 { held.insert(item.id) }
+                if db.changesCount == 1 {
+                    held.insert(item.id)
+                    if item.tellsWebhooks { told.append(item.id) }
+                }
+            }
+            // The webhooks' events of these outcomes, in the same transaction (an outbox: none is lost or invented).
+            if !told.isEmpty {
+                for statement in WebhookSQL.settled(ids: told, now: now) { try db.execute(query: statement) }
             }
             return held
         }

@@ -30,6 +30,9 @@ public final class SQLiteLiveTokenStore: LiveTokenStore {
                 throw QuotaReached.activity(limits.liveTokensPerActivity)
             }
             try db.execute(query: LiveTokenSQL.register(token, keepsKnown: owner == .keepsKnown))
+            if db.changesCount > 0 {
+                try db.execute(query: WebhookSQL.append(token.webhookEvent("registered"), now: token.updatedAt))
+            }
             if let user = token.userID, owner == .asGiven, limits.liveTokensPerUser < Int.max {
                 try db.execute(
                     query: LiveTokenSQL.evict(
@@ -44,14 +47,30 @@ public final class SQLiteLiveTokenStore: LiveTokenStore {
     }
 
     public func remove(appID: String, token: String) async throws -> Bool {
-        try await pool.write { db in
-            try !Row.fetchAll(db, query: LiveTokenSQL.remove(appID: appID, token: token)).isEmpty
-        }
+        try await removing(LiveTokenSQL.remove(appID: appID, token: token), as: "removed") > 0
     }
 
     public func remove(appID: String, token: String, heldBy user: String?) async throws -> Bool {
+        try await removing(LiveTokenSQL.remove(appID: appID, token: token, heldBy: user), as: "removed") > 0
+    }
+
+    /// Runs a deletion and records a `live.token` event of each token it removed, in its transaction.
+    private func removing(_ statement: SQL, as state: String) async throws -> Int {
         try await pool.write { db in
-            try !Row.fetchAll(db, query: LiveTokenSQL.remove(appID: appID, token: token, heldBy: user)).isEmpty
+            let rows = try Row.fetchAll(db, query: statement)
+            let now = Date()
+            for row in rows {
+                let token = LiveToken(
+                    appID: row[0],
+                    token: row[1],
+                    kind: LiveToken.Kind(rawValue: row[2]) ?? .activity,
+                    activityType: row[3],
+                    activityID: row[4],
+                    userID: row[5]
+                )
+                try db.execute(query: WebhookSQL.append(token.webhookEvent(state), now: now))
+            }
+            return rows.count
         }
     }
 
@@ -63,8 +82,6 @@ public final class SQLiteLiveTokenStore: LiveTokenStore {
     }
 
     public func sweep(_ kind: LiveToken.Kind, before cutoff: Date, limit: Int) async throws -> Int {
-        try await pool.write { db in
-            try Row.fetchAll(db, query: LiveTokenSQL.sweep(kind, before: cutoff, limit: limit)).count
-        }
+        try await removing(LiveTokenSQL.sweep(kind, before: cutoff, limit: limit), as: "expired")
     }
 }

@@ -32,7 +32,16 @@ public final class SQLiteReceiptStore: ReceiptStore {
                 r.deliveryID, r.notificationID, r.attachments, r.skipped.rawValue, r.deadlineHit ? 1 : 0,
                 r.elapsedMilliseconds, r.receivedAt.timeIntervalSince1970,
             ])
-            return db.changesCount == 1 ? .recorded : .repeated
+            guard db.changesCount == 1 else { return .repeated }
+            try db.execute(
+                query: WebhookSQL.ofDelivery(
+                    .receiptReceived,
+                    delivery: "\(r.deliveryID)",
+                    detail: r.webhookDetail,
+                    now: Date()
+                )
+            )
+            return .recorded
         }
     }
 
@@ -49,7 +58,17 @@ public final class SQLiteReceiptStore: ReceiptStore {
 
     public func recordOpen(_ o: DeliveryOpen) async throws -> ReceiptRecording {
         try await commits.write { db in
-            if try !Row.fetchAll(db, query: OpenSQL.record(o)).isEmpty { return .recorded }
+            if try !Row.fetchAll(db, query: OpenSQL.record(o)).isEmpty {
+                try db.execute(
+                    query: WebhookSQL.ofDelivery(
+                        .open,
+                        delivery: "\(o.deliveryID)",
+                        detail: o.webhookDetail,
+                        now: Date()
+                    )
+                )
+                return .recorded
+            }
             return OpenSQL.refusal(
                 state: try String.fetchOne(db, query: OpenSQL.deliveryState(o.deliveryID, of: o.notificationID))
             )

@@ -1,0 +1,325 @@
+import Crypto
+import Foundation
+import RichPushCore
+
+/// What an app's backend hears about without polling: each event type it may subscribe an endpoint to.
+///
+/// Names are full-stop delimited, as the Standard Webhooks specification recommends
+/// (https://www.standardwebhooks.com, "Event types").
+public enum WebhookEventType: String, Sendable, Hashable, CaseIterable {
+    /// A push service accepted a delivery.
+    case deliveryDelivered = "delivery.delivered"
+    /// A delivery failed: for good (`retried: false`), or for now and tried again (`retried: true`).
+    case deliveryFailed = "delivery.failed"
+    /// A push service said a token is gone; RichPush pruned it, and the app should forget it too.
+    case tokenInvalid = "token.invalid"
+    /// A device reported what it showed.
+    case receiptReceived = "receipt.received"
+    /// Someone opened a notification (its action and link).
+    case open
+    /// A Live Activity token was registered, or went (`removed`, `expired`).
+    case liveToken = "live.token"
+    /// Every delivery of a notification has ended; its counts.
+    case notificationCompleted = "notification.completed"
+    /// `POST …/webhooks/{id}/test`: sent to that endpoint alone, whatever it subscribed to.
+    case test = "webhook.test"
+
+    /// The types an endpoint may subscribe to (the test event comes to the endpoint it was asked for).
+    public static let subscribable = allCases.filter { $0 != .test }
+}
+
+/// An endpoint of an app's backend that hears the events it subscribed to, signed with its secret.
+public struct WebhookEndpoint: Sendable, Hashable {
+    public var id: String
+    public var appID: String
+    public var url: String
+    public var types: Set<WebhookEventType>
+    public var description: String
+    /// Most events in one request.
+    public var batchSize: Int
+    /// `whsec_…`: the signing secret.
+    public var secret: String
+    /// The secret before a rotation, which also signs until ``previousUntil``.
+    public var previousSecret: String?
+    public var previousUntil: Date?
+    public var createdAt: Date
+    public var disabledAt: Date?
+    public var disabledReason: String?
+    /// Failed attempts in a row (0 once one succeeds).
+    public var failures: Int
+    /// When the current run of failures began.
+    public var failingSince: Date?
+    public var lastError: String?
+    public var lastAttemptAt: Date?
+    public var lastSuccessAt: Date?
+    public var nextAttemptAt: Date
+    /// The last event it acknowledged.
+    public var cursor: WebhookCursor
+    /// The last event of the request being retried (a retry sends exactly the events it sent before).
+    public var batchEnd: WebhookCursor?
+    public var replay: WebhookReplay?
+
+    public init(
+        id: String = WebhookEndpoint.newID(),
+        appID: String,
+        url: String,
+        types: Set<WebhookEventType>,
+        description: String = "",
+        batchSize: Int = WebhookLimits.defaultBatchSize,
+        secret: String = WebhookSigner.newSecret(),
+        createdAt: Date = Date(),
+        cursor: WebhookCursor = .start
+    ) {
+        self.id = id
+        self.appID = appID
+        self.url = url
+        self.types = types
+        self.description = description
+        self.batchSize = batchSize
+        self.secret = secret
+        self.createdAt = createdAt
+        self.failures = 0
+        self.nextAttemptAt = createdAt
+        self.cursor = cursor
+    }
+
+    /// `wh_` and 16 hex digits.
+    public static func newID() -> String {
+        "wh_" + APIKeys.lowercaseHex((0..<8).map { _ in UInt8.random(in: 0...255) })
+    }
+
+    /// Whether the id has our shape (a path's `{id}` is checked before any lookup).
+    public static func isID(_ s: String) -> Bool {
+        s.utf8.count == 19 && s.hasPrefix("wh_")
+            && s.utf8.dropFirst(3).allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
+    }
+
+    /// active, failing (retried with backoff) or disabled.
+    public var state: String { disabledAt != nil ? "disabled" : failures > 0 ? "failing" : "active" }
+
+    /// The secrets that sign a request sent at `now`: the current one, and the previous within its overlap.
+    public func signingSecrets(at now: Date) -> [String] {
+        if let p = previousSecret, let until = previousUntil, until > now { return [secret, p] }
+        return [secret]
+    }
+
+    /// Whether it hears `event` (its type, or a test sent to it).
+    public func hears(_ event: WebhookEvent) -> Bool {
+        if let only = event.endpointID { return only == id }
+        return WebhookEventType(rawValue: event.type).map(types.contains) ?? false
+    }
+
+    /// The types column: `,a,b,` (a subscription is found with `LIKE '%,a,%'`).
+    static func column(_ types: Set<WebhookEventType>) -> String {
+        "," + WebhookEventType.allCases.filter(types.contains).map(\.rawValue).joined(separator: ",") + ","
+    }
+
+    static func parse(types column: String) -> Set<WebhookEventType> {
+        Set(column.split(separator: ",").compactMap { WebhookEventType(rawValue: String($0)) })
+    }
+}
+
+/// A place in an app's events: events are ordered by (`xid`, `seq`). On SQLite `xid` is always 0 (one writer
+/// commits in `seq` order). On PostgreSQL it is the writing transaction's id, and events are read only once every
+/// transaction before the oldest still running has ended: a sequence number taken by a transaction that commits
+/// later is never skipped.
+public struct WebhookCursor: Sendable, Hashable, Comparable {
+    public var xid: Int64
+    public var seq: Int64
+    public static let start = WebhookCursor(xid: 0, seq: 0)
+    public init(xid: Int64, seq: Int64) {
+        self.xid = xid
+        self.seq = seq
+    }
+    public static func < (a: WebhookCursor, b: WebhookCursor) -> Bool { (a.xid, a.seq) < (b.xid, b.seq) }
+}
+
+/// A replay asked for: the events recorded between `from` and `to`, sent again from `cursor` on.
+public struct WebhookReplay: Sendable, Hashable {
+    public var from: Date
+    public var to: Date
+    public var cursor: WebhookCursor
+}
+
+/// One event as recorded, in the columns the databases keep; its JSON is made when it is sent.
+public struct WebhookEvent: Sendable, Hashable {
+    public var seq: Int64
+    public var xid: Int64
+    public var appID: String
+    /// Only this endpoint hears it (a test event); nil: every endpoint subscribed to its type.
+    public var endpointID: String?
+    /// A ``WebhookEventType``'s name (kept as text: an event of a newer release is carried, not dropped).
+    public var type: String
+    public var notificationID: String?
+    public var deliveryID: Int64?
+    public var provider: String?
+    public var target: String?
+    /// The delivery's state after the outcome.
+    public var state: String?
+    public var reason: String?
+    public var providerID: String?
+    /// When a retried delivery is tried next.
+    public var nextAt: Date?
+    /// The rest of the event's data, a JSON object (receipts, opens, live tokens, completions, tests).
+    public var detail: String?
+    public var createdAt: Date
+
+    public var cursor: WebhookCursor { WebhookCursor(xid: xid, seq: seq) }
+
+    /// `evt_` and the sequence number: the same in every request that carries the event.
+    public var id: String { "evt_\(seq)" }
+
+    /// The event as the receiver gets it: `id`, `type`, `timestamp` (when it happened) and `data`.
+    public func json(stamp: ISO8601DateFormatter) -> JSONValue {
+        var data: [String: JSONValue] = [:]
+        if let d = detail, case .object(let o)? = try? JSONValue.parse(d) { data = o }
+        if let n = notificationID { data["notification_id"] = .string(n) }
+        if let d = deliveryID { data["delivery_id"] = .int(d) }
+        if let p = provider { data["provider"] = .string(p) }
+        if let t = target { data["token"] = .string(t) }
+        switch WebhookEventType(rawValue: type) {
+        case .deliveryDelivered?:
+            if let p = providerID { data["provider_id"] = .string(p) }
+        case .deliveryFailed?:
+            let retried = state == DeliveryState.queued.rawValue
+            data["retried"] = .bool(retried)
+            data["state"] = .string(retried ? "retrying" : state ?? "failed")
+            if let r = reason {
+                data["reason"] = .string(r)
+                if let m = DeliveryReasons.meaning(r) { data["meaning"] = .string(m) }
+            }
+            if retried, let at = nextAt { data["next_attempt_at"] = .string(stamp.string(from: at)) }
+        case .tokenInvalid?:
+            if let r = reason { data["reason"] = .string(r) }
+        default: break
+        }
+        return .object([
+            "id": .string(id),
+            "type": .string(type),
+            "timestamp": .string(stamp.string(from: createdAt)),
+            "data": .object(data),
+        ])
+    }
+}
+
+/// An event to record, before it has its place.
+public struct NewWebhookEvent: Sendable, Hashable {
+    public var appID: String
+    public var endpointID: String?
+    public var type: WebhookEventType
+    public var notificationID: String?
+    public var detail: JSONValue?
+
+    public init(
+        appID: String,
+        type: WebhookEventType,
+        notificationID: String? = nil,
+        endpointID: String? = nil,
+        detail: JSONValue? = nil
+    ) {
+        self.appID = appID
+        self.type = type
+        self.notificationID = notificationID
+        self.endpointID = endpointID
+        self.detail = detail
+    }
+
+    var detailText: String? { detail.map { String(decoding: $0.serialized(), as: UTF8.self) } }
+}
+
+/// The bounds of webhooks, per app and per endpoint.
+public enum WebhookLimits {
+    /// Endpoints one app may have.
+    public static let endpointsPerApp = 10
+    public static let defaultBatchSize = 100
+    public static let batchSizes = 1...1000
+    /// Most bytes of a URL.
+    public static let maxURLBytes = 2048
+    /// How long a rotated secret keeps signing beside the new one.
+    public static let secretOverlap: TimeInterval = 86_400
+    /// The longest a replay may cover (what is kept).
+    public static var maxReplay: TimeInterval { retention }
+    /// How long events are kept: a failing endpoint is retried over this (and replays reach this far back).
+    public static let retention: TimeInterval = 3 * 86_400
+    /// An endpoint failing without a success for this long is disabled.
+    public static let disableAfter: TimeInterval = 36 * 3600
+    /// The longest pause between two attempts of a failing endpoint.
+    public static let maxBackoff: TimeInterval = 600
+    /// Most bytes of a request body: a batch is cut before it.
+    public static let maxBodyBytes = 1 << 20
+
+    /// The pause after `failures` failed attempts in a row: 5 s doubled each time to ``maxBackoff``, ±20 %.
+    public static func backoff(
+        afterFailures failures: Int,
+        jitter: Double = Double.random(in: 0.8...1.2)
+    ) -> TimeInterval {
+        let exponent = Double(min(max(failures - 1, 0), 20))
+        return min(maxBackoff, 5 * pow(2, exponent)) * jitter
+    }
+}
+
+/// Standard Webhooks signatures (https://www.standardwebhooks.com, "Signature scheme"): HMAC-SHA256 of
+/// `{webhook-id}.{webhook-timestamp}.{body}` with each secret, base64, as `v1,<signature>`, space-separated.
+public enum WebhookSigner {
+    /// `whsec_` and the base64 of 32 random bytes (the specification asks for 24 to 64).
+    public static func newSecret() -> String {
+        "whsec_" + Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+    }
+
+    /// The key of a `whsec_` secret (nil when it is not one).
+    public static func key(of secret: String) -> SymmetricKey? {
+        guard secret.hasPrefix("whsec_"), let bytes = Data(base64Encoded: String(secret.dropFirst(6))) else {
+            return nil
+        }
+        return SymmetricKey(data: bytes)
+    }
+
+    /// The `webhook-signature` header's value.
+    public static func signature(id: String, timestamp: Int64, body: [UInt8], secrets: [String]) -> String {
+        var content = Array("\(id).\(timestamp).".utf8)
+        content += body
+        return secrets.compactMap { secret in
+            key(of: secret).map { key in
+                "v1," + Data(HMAC<SHA256>.authenticationCode(for: content, using: key)).base64EncodedString()
+            }
+        }.joined(separator: " ")
+    }
+}
+
+extension DeliveryReceipt {
+    /// What a `receipt.received` event says of it.
+    var webhookDetail: JSONValue {
+        .object([
+            "attachments": .int(Int64(attachments)),
+            "skipped": .array(skipped.list.map(JSONValue.string)),
+            "deadline_hit": .bool(deadlineHit),
+            "elapsed_ms": .int(Int64(elapsedMilliseconds)),
+            "received_at": .string(ISO8601DateFormatter().string(from: receivedAt)),
+        ])
+    }
+}
+
+extension DeliveryOpen {
+    /// What an `open` event says of it.
+    var webhookDetail: JSONValue {
+        var o: [String: JSONValue] = [
+            "event": .string(event.rawValue), "at": .string(ISO8601DateFormatter().string(from: at)),
+        ]
+        if let action { o["action"] = .string(action) }
+        if let link { o["link"] = .string(link) }
+        return .object(o)
+    }
+}
+
+extension LiveToken {
+    /// The `live.token` event of this token: `state` is registered, removed or expired.
+    func webhookEvent(_ state: String) -> NewWebhookEvent {
+        var o: [String: JSONValue] = [
+            "token": .string(token), "kind": .string(kind.rawValue), "activity_type": .string(activityType),
+            "state": .string(state),
+        ]
+        if let activityID { o["activity_id"] = .string(activityID) }
+        if let userID { o["user_id"] = .string(userID) }
+        return NewWebhookEvent(appID: appID, type: .liveToken, detail: .object(o))
+    }
+}

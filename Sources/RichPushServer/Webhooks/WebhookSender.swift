@@ -1,0 +1,364 @@
+import Crypto
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import RichPushCore
+import ServiceLifecycle
+
+/// Sends each endpoint the events it hears, in order, at least once: claims endpoints with something to send (one
+/// node at a time holds one), sends a batch, and moves the endpoint's cursor when its receiver acknowledged it
+/// (a 2xx). A failed request is retried with the same events and the same `webhook-id` after a backoff; an
+/// endpoint failing for ``WebhookLimits/disableAfter`` is disabled, and one that answers 410 at once.
+///
+/// Deliveries never wait on it: it runs beside the workers, its own connections and tasks, and each endpoint
+/// holds at most one request in flight (a hanging receiver holds one of ``Configuration/maxEndpointsInFlight``
+/// slots until the request's timeout, and at most ``Configuration/maxPerApp`` of them per app).
+final class WebhookSender: Service, Sendable {
+    struct Configuration: Sendable {
+        /// Names the node's leases.
+        var owner: String
+        /// The pause between looks for work when there is none (events wait at most about this long).
+        var tick: TimeInterval = 1
+        var lease: TimeInterval = 60
+        var maxEndpointsInFlight = 32
+        var maxPerApp = 3
+        /// Requests one endpoint sends before it gives its slot back.
+        var requestsPerTurn = 20
+    }
+
+    let store: any WebhookStore
+    let client: WebhookClient
+    let configuration: Configuration
+    let metrics: ServerMetrics?
+    let logger: Logger
+    let now: @Sendable () -> Date
+    private let stopping = NIOLockedValueBox(false)
+    private let wake = WakeSignal()
+    private let held = NIOLockedValueBox<[String: Int]>([:])
+
+    init(
+        store: any WebhookStore,
+        client: WebhookClient,
+        configuration: Configuration,
+        metrics: ServerMetrics?,
+        logger: Logger,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.store = store
+        self.client = client
+        self.configuration = configuration
+        self.metrics = metrics
+        self.logger = logger
+        self.now = now
+        metrics?.webhookCountersAtZero()
+    }
+
+    /// Looks for work at once (an endpoint was created, enabled, tested or asked to replay on this node).
+    func nudge() { wake.signal() }
+
+    func run() async {
+        await withGracefulShutdownHandler {
+            await withDiscardingTaskGroup { group in
+                while !self.stopping.withLockedValue({ $0 }) && !Task.isCancelled {
+                    self.claimAndStart(&group)
+                    await self.wake.wait(upTo: self.configuration.tick)
+                }
+            }
+        } onGracefulShutdown: {
+            self.stopping.withLockedValue { $0 = true }
+            self.wake.signal()
+        }
+        client.shutdown()
+    }
+
+    private func claimAndStart(_ group: inout DiscardingTaskGroup) {
+        let inFlight = held.withLockedValue { $0.values.reduce(0, +) }
+        metrics?.webhookEndpointsInFlight(inFlight)
+        let room = configuration.maxEndpointsInFlight - inFlight
+        guard room > 0 else { return }
+        group.addTask {
+            let claimed: [WebhookEndpoint]
+            do {
+                claimed = try await self.store.claim(
+                    owner: self.configuration.owner,
+                    now: self.now(),
+                    lease: self.configuration.lease,
+                    limit: room
+                )
+            } catch {
+                self.logger.warning("could not claim webhook endpoints", metadata: ["error": .string("\(error)")])
+                return
+            }
+            await withDiscardingTaskGroup { turns in
+                for e in claimed {
+                    let admitted = self.held.withLockedValue { h -> Bool in
+                        guard h[e.appID, default: 0] < self.configuration.maxPerApp else { return false }
+                        h[e.appID, default: 0] += 1
+                        return true
+                    }
+                    guard admitted else {
+                        try? await self.store.release(id: e.id, owner: self.configuration.owner)
+                        continue
+                    }
+                    turns.addTask {
+                        await self.serve(e)
+                        self.held.withLockedValue { h in
+                            h[e.appID, default: 1] -= 1
+                            if h[e.appID] == 0 { h[e.appID] = nil }
+                        }
+                        self.wake.signal()
+                    }
+                }
+            }
+        }
+    }
+
+    /// One endpoint's turn: requests until nothing is left, one fails, or the turn's share is used; then its
+    /// lease goes.
+    func serve(_ start: WebhookEndpoint) async {
+        var e = start
+        for _ in 0..<configuration.requestsPerTurn {
+            if stopping.withLockedValue({ $0 }) { break }
+            guard await step(&e) == .more else { break }
+        }
+        try? await store.release(id: e.id, owner: configuration.owner)
+    }
+
+    enum Step { case more, done, failed }
+
+    /// Rows read to find one batch: at least the batch, twice over when the endpoint hears only some types.
+    static func scanLimit(_ e: WebhookEndpoint) -> Int { min(2000, max(1000, e.batchSize * 2)) }
+
+    /// Sends the endpoint's next request (its replay's first, while it has one).
+    func step(_ e: inout WebhookEndpoint) async -> Step {
+        let owner = configuration.owner
+        do {
+            try await store.extend(id: e.id, owner: owner, until: now().addingTimeInterval(configuration.lease))
+            if let replay = e.replay {
+                let raw = try await store.replayEvents(appID: e.appID, replay: replay, limit: Self.scanLimit(e))
+                guard !raw.isEmpty else {
+                    try await store.acknowledgeReplay(id: e.id, owner: owner, cursor: nil, now: now())
+                    e.replay = nil
+                    return .more
+                }
+                let batch = WebhookBatch(raw, for: e, exact: nil)
+                // A failed replay request keeps the live retry's end as it was: the replay reads its rows again.
+                if !batch.events.isEmpty, await send(batch, to: e, retryEnd: e.batchEnd) == false { return .failed }
+                try await store.acknowledgeReplay(id: e.id, owner: owner, cursor: batch.end, now: now())
+                e.replay?.cursor = batch.end
+                return .more
+            }
+            let limit = e.batchEnd == nil ? Self.scanLimit(e) : 100_000
+            let raw = try await store.events(appID: e.appID, after: e.cursor, through: e.batchEnd, limit: limit)
+            guard !raw.isEmpty else {
+                // A retried request whose events are gone (past their retention): nothing of it is left to send.
+                guard let end = e.batchEnd else { return .done }
+                try await store.acknowledge(id: e.id, owner: owner, cursor: end, now: now())
+                (e.cursor, e.batchEnd) = (end, nil)
+                return .more
+            }
+            let batch = WebhookBatch(raw, for: e, exact: e.batchEnd)
+            if !batch.events.isEmpty, await send(batch, to: e, retryEnd: batch.end) == false { return .failed }
+            try await store.acknowledge(id: e.id, owner: owner, cursor: batch.end, now: now())
+            (e.cursor, e.batchEnd, e.failures, e.failingSince) = (batch.end, nil, 0, nil)
+            return raw.count >= limit || batch.cut ? .more : .done
+        } catch {
+            if !Task.isCancelled {
+                logger.warning(
+                    "a webhook turn could not read or record",
+                    metadata: ["endpoint": .string(e.id), "error": .string("\(error)")]
+                )
+            }
+            return .failed
+        }
+    }
+
+    /// Sends one batch; true when the receiver acknowledged it. A failure is recorded (the same events are tried
+    /// again after the backoff; too long failing, the endpoint is disabled).
+    func send(_ batch: WebhookBatch, to e: WebhookEndpoint, retryEnd: WebhookCursor?) async -> Bool {
+        let started = now()
+        let timestamp = Int64(started.timeIntervalSince1970)
+        let headers: [(String, String)] = [
+            ("content-type", "application/json"),
+            ("user-agent", "RichPush/\(RichPushVersion.current)"),
+            ("webhook-id", batch.id),
+            ("webhook-timestamp", String(timestamp)),
+            (
+                "webhook-signature",
+                WebhookSigner.signature(
+                    id: batch.id,
+                    timestamp: timestamp,
+                    body: batch.body,
+                    secrets: e.signingSecrets(at: started)
+                )
+            ),
+        ]
+        let answer = await client.post(endpoint: e.id, url: e.url, headers: headers, body: batch.body)
+        let seconds = now().timeIntervalSince(started)
+        var error: String
+        var retryAfter: TimeInterval?
+        switch answer {
+        case .status(let s, _) where (200...299).contains(s):
+            metrics?.webhookRequest(result: "delivered", events: batch.events.count, seconds: seconds)
+            return true
+        case .status(410, _):
+            metrics?.webhookRequest(result: "gone", events: batch.events.count, seconds: seconds)
+            await record(
+                e,
+                batchEnd: retryEnd,
+                error: "HTTP 410: the receiver is gone",
+                disable: "the receiver answered 410 Gone"
+            )
+            return false
+        case .status(let s, let after):
+            error = (300...399).contains(s) ? "HTTP \(s): redirects are not followed (give the final URL)" : "HTTP \(s)"
+            retryAfter = after
+        case .failed(let why):
+            error = why
+        }
+        metrics?.webhookRequest(result: "failed", events: batch.events.count, seconds: seconds)
+        let failingSince = e.failingSince ?? started
+        let disable =
+            now().timeIntervalSince(failingSince) >= WebhookLimits.disableAfter
+            ? "failing since \(ISO8601DateFormatter().string(from: failingSince)): \(error)" : nil
+        await record(e, batchEnd: retryEnd, error: error, disable: disable, retryAfter: retryAfter)
+        return false
+    }
+
+    /// Tests one at a time per endpoint (a test waits for its receiver's answer).
+    private let testing = NIOLockedValueBox<Set<String>>([])
+
+    /// What a test request met.
+    struct TestResult: Sendable {
+        var id: String
+        var status: Int?
+        var error: String?
+        var milliseconds: Int
+    }
+
+    /// Sends one `webhook.test` event to the endpoint now, signed as every request is, and waits for its answer.
+    /// Recorded nowhere: the endpoint's cursor and failures stay as they are. nil while another test of it runs.
+    func test(_ e: WebhookEndpoint) async -> TestResult? {
+        guard testing.withLockedValue({ $0.insert(e.id).inserted }) else { return nil }
+        defer { testing.withLockedValue { _ = $0.remove(e.id) } }
+        let started = now()
+        let event = WebhookEvent(
+            seq: 0,
+            xid: 0,
+            appID: e.appID,
+            endpointID: e.id,
+            type: WebhookEventType.test.rawValue,
+            detail: JSONValue.object(["message": .string("a test from RichPush: this endpoint is reached and signed")])
+                .jsonString,
+            createdAt: started
+        )
+        var batch = WebhookBatch([event], for: e, exact: nil)
+        batch.id = "msg_test_" + String(Int64(started.timeIntervalSince1970 * 1000))
+        let timestamp = Int64(started.timeIntervalSince1970)
+        let headers: [(String, String)] = [
+            ("content-type", "application/json"),
+            ("user-agent", "RichPush/\(RichPushVersion.current)"),
+            ("webhook-id", batch.id),
+            ("webhook-timestamp", String(timestamp)),
+            (
+                "webhook-signature",
+                WebhookSigner.signature(
+                    id: batch.id,
+                    timestamp: timestamp,
+                    body: batch.body,
+                    secrets: e.signingSecrets(at: started)
+                )
+            ),
+        ]
+        let answer = await client.post(endpoint: e.id + "/test", url: e.url, headers: headers, body: batch.body)
+        client.forget(e.id + "/test")
+        let ms = Int(max(0, now().timeIntervalSince(started)) * 1000)
+        switch answer {
+        case .status(let s, _): return TestResult(id: batch.id, status: s, milliseconds: ms)
+        case .failed(let why): return TestResult(id: batch.id, error: why, milliseconds: ms)
+        }
+    }
+
+    private func record(
+        _ e: WebhookEndpoint,
+        batchEnd: WebhookCursor?,
+        error: String,
+        disable: String?,
+        retryAfter: TimeInterval? = nil
+    ) async {
+        let t = now()
+        let pause = max(WebhookLimits.backoff(afterFailures: e.failures + 1), min(retryAfter ?? 0, 3600))
+        do {
+            try await store.fail(
+                id: e.id,
+                owner: configuration.owner,
+                batchEnd: batchEnd,
+                error: String(error.prefix(300)),
+                next: t.addingTimeInterval(pause),
+                disable: disable,
+                now: t
+            )
+        } catch {
+            logger.warning("could not record a webhook failure", metadata: ["endpoint": .string(e.id)])
+        }
+        if let disable {
+            metrics?.webhookDisabled()
+            logger.warning(
+                "webhook endpoint disabled",
+                metadata: ["app": .string(e.appID), "endpoint": .string(e.id), "reason": .string(disable)]
+            )
+        }
+    }
+}
+
+/// One request's events: those the endpoint hears among the rows read, at most its batch size and
+/// ``WebhookLimits/maxBodyBytes`` of body, with the place its cursor moves to when the request is acknowledged.
+/// The same rows give the same batch, body and id: a retry sends exactly what was sent before.
+struct WebhookBatch {
+    var events: [WebhookEvent]
+    /// Where the cursor moves once acknowledged: past every row read that the endpoint does not hear, but never
+    /// past a heard event left for the next request.
+    var end: WebhookCursor
+    /// Cut short of what was read (the batch size or the body's bound).
+    var cut: Bool
+    var body: [UInt8]
+    /// `msg_` and a digest of the endpoint and its events' ids.
+    var id: String
+
+    /// `exact`: a retry's end, whose events all go again; nil: a new batch from the rows.
+    init(_ rows: [WebhookEvent], for e: WebhookEndpoint, exact: WebhookCursor?) {
+        let heard = rows.filter(e.hears)
+        let stamp = ISO8601DateFormatter()
+        stamp.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        var taken: [WebhookEvent] = []
+        var rendered: [JSONValue] = []
+        var bytes = 64
+        var cut = false
+        for event in heard {
+            if exact == nil, taken.count >= e.batchSize {
+                cut = true
+                break
+            }
+            let json = event.json(stamp: stamp)
+            let size = json.serialized().count + 1
+            if exact == nil, !taken.isEmpty, bytes + size > WebhookLimits.maxBodyBytes {
+                cut = true
+                break
+            }
+            bytes += size
+            taken.append(event)
+            rendered.append(json)
+        }
+        events = taken
+        self.cut = cut
+        end = exact ?? (cut ? taken.last?.cursor : nil) ?? rows.last?.cursor ?? e.cursor
+        let newest = taken.map(\.createdAt).max() ?? Date(timeIntervalSince1970: 0)
+        body = JSONValue.object([
+            "type": .string("batch"),
+            "timestamp": .string(stamp.string(from: newest)),
+            "data": .object(["events": .array(rendered)]),
+        ]).serialized()
+        let digest = SHA256.hash(data: Data((e.id + ":" + taken.map(\.id).joined(separator: ",")).utf8))
+        id = "msg_" + digest.prefix(16).map { String(format: "%02x", $0) }.joined()
+    }
+}
