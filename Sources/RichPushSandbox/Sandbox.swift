@@ -20,6 +20,8 @@ public final class Sandbox: Sendable {
     public let apns: APNsEmulator
     public let fcm: FCMEmulator
     public let webPush: WebPushEmulator
+    /// A webhook receiver an app's endpoints may name (`https://127.0.0.1:<port>/hooks/<name>`).
+    public let webhooks: WebhookReceiver
     public let files: [String: URL]
     public let adminPort: Int
     /// The folder of the credentials; while the sandbox runs it also holds `sandbox.json`, the ``summary``, so
@@ -33,7 +35,9 @@ public final class Sandbox: Sendable {
         public var fcm = 0
         public var admin = 0
         public var webPush = 0
-        public init(apns: Int = 0, fcm: Int = 0, admin: Int = 0, webPush: Int = 0) {
+        public var webhooks = 0
+        public init(apns: Int = 0, fcm: Int = 0, admin: Int = 0, webPush: Int = 0, webhooks: Int = 0) {
+            self.webhooks = webhooks
             self.apns = apns
             self.fcm = fcm
             self.admin = admin
@@ -46,6 +50,7 @@ public final class Sandbox: Sendable {
         apns: APNsEmulator,
         fcm: FCMEmulator,
         webPush: WebPushEmulator,
+        webhooks: WebhookReceiver,
         files: [String: URL],
         directory: URL,
         admin: AdminServer,
@@ -57,6 +62,7 @@ public final class Sandbox: Sendable {
         self.apns = apns
         self.fcm = fcm
         self.webPush = webPush
+        self.webhooks = webhooks
         self.files = files
         self.admin = admin
         self.adminPort = adminPort
@@ -108,10 +114,17 @@ public final class Sandbox: Sendable {
         try await apns.start(port: ports.apns)
         try await fcm.start(port: ports.fcm)
         _ = try await webPush.start(port: ports.webPush)
+        var hooksLog = logger
+        hooksLog[metadataKey: "emulator"] = "webhooks"
+        let webhooks = try WebhookReceiver(credentials: credentials, eventLoopGroup: group, logger: hooksLog)
+        _ = try await webhooks.start(port: ports.webhooks)
         let files = try credentials.write(to: directory, tokenURI: fcm.tokenURI)
         let admin = AdminServer(group: group) { method, path, query, body in
             if path.hasPrefix("/webpush/") {
                 return Sandbox.route(webPush: webPush, method: method, path: path, query: query, body: body)
+            }
+            if path.hasPrefix("/webhooks/") {
+                return Sandbox.route(webhooks: webhooks, method: method, path: path, query: query, body: body)
             }
             return Sandbox.route(apns: apns, fcm: fcm, method: method, path: path, query: query, body: body)
         }
@@ -121,6 +134,7 @@ public final class Sandbox: Sendable {
             apns: apns,
             fcm: fcm,
             webPush: webPush,
+            webhooks: webhooks,
             files: files,
             directory: directory,
             admin: admin,
@@ -150,6 +164,7 @@ public final class Sandbox: Sendable {
         await apns.stop()
         await fcm.stop()
         await webPush.stop()
+        await webhooks.stop()
         try? await group.shutdownGracefully()
     }
 
@@ -169,6 +184,10 @@ public final class Sandbox: Sendable {
             "webpush": [
                 "url": .string("https://127.0.0.1:\(webPush.port)"),
                 "subscribe": .string("http://127.0.0.1:\(adminPort)/webpush/subscriptions"),
+            ],
+            "webhooks": [
+                "url": .string("https://127.0.0.1:\(webhooks.port)/hooks/"),
+                "received": .string("http://127.0.0.1:\(adminPort)/webhooks/received"),
             ],
             "ca_file": .string(files["ca"]?.path ?? ""),
             "admin": .string("http://127.0.0.1:\(adminPort)"),

@@ -248,13 +248,15 @@ public enum WebhookLimits {
     /// Most bytes of a request body: a batch is cut before it.
     public static let maxBodyBytes = 1 << 20
 
-    /// The pause after `failures` failed attempts in a row: 5 s doubled each time to ``maxBackoff``, ±20 %.
+    /// The pause after `failures` failed attempts in a row: 1 s doubled each time to ``maxBackoff``, ±20 %: a
+    /// receiver that failed once is tried again soon, one that keeps failing about every ten minutes until it is
+    /// disabled.
     public static func backoff(
         afterFailures failures: Int,
         jitter: Double = Double.random(in: 0.8...1.2)
     ) -> TimeInterval {
         let exponent = Double(min(max(failures - 1, 0), 20))
-        return min(maxBackoff, 5 * pow(2, exponent)) * jitter
+        return min(maxBackoff, pow(2, exponent)) * jitter
     }
 }
 

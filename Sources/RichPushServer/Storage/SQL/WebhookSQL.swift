@@ -221,8 +221,8 @@ enum WebhookSQL {
         UPDATE webhook_endpoints SET failures = failures + 1, failing_since = COALESCE(failing_since, \(now)),
             last_error = \(error), last_attempt_at = \(now), next_attempt_at = \(next),
             batch_xid = \(batchEnd?.xid), batch_seq = \(batchEnd?.seq),
-            disabled_at = CASE WHEN \(disable) IS NULL THEN disabled_at ELSE \(now) END,
-            disabled_reason = COALESCE(\(disable), disabled_reason)
+            disabled_at = CASE WHEN CAST(\(disable) AS TEXT) IS NULL THEN disabled_at ELSE \(now) END,
+            disabled_reason = COALESCE(CAST(\(disable) AS TEXT), disabled_reason)
         WHERE id = \(id) AND lease_owner = \(owner)
         """
     }
@@ -304,8 +304,9 @@ enum WebhookSQL {
             }
         return """
             INSERT INTO webhook_events (app_id, endpoint_id, type, notification_id, delivery_id, target, detail, created_at)
-            SELECT \(e.appID), \(e.endpointID), \(e.type.rawValue), \(e.notificationID), \(deliveryID),
-                \(target), \(e.detailText), \(now)
+            SELECT CAST(\(e.appID) AS TEXT), CAST(\(e.endpointID) AS TEXT), CAST(\(e.type.rawValue) AS TEXT),
+                CAST(\(e.notificationID) AS TEXT), CAST(\(deliveryID) AS BIGINT), CAST(\(target) AS TEXT),
+                CAST(\(e.detailText) AS TEXT), \(now)
             WHERE \(heard)
             """
     }

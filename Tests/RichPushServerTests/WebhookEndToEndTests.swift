@@ -1,0 +1,282 @@
+import Foundation
+import Logging
+import RichPushCore
+import RichPushSandbox
+import ServiceLifecycle
+import Testing
+
+@testable import RichPushServer
+
+/// Webhooks end to end: a real server in sandbox mode sends to the sandbox's webhook receiver over TLS, which
+/// checks every signature; a receiver that fails and hangs still gets every event, in order per notification; one
+/// that answers 410 is disabled.
+@Suite(.serialized) struct WebhookEndToEndTests {
+    /// A server with its sandbox, until `stop()`.
+    struct Running {
+        let base: String
+        let admin: String
+        let sandbox: Sandbox
+        let group: ServiceGroup
+        let running: Task<Void, Error>
+        let folder: URL
+
+        static func start(
+            timeout: Double = 1,
+            configure: (inout ServerConfiguration) -> Void = { _ in }
+        ) async throws
+            -> Running
+        {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("hooks-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            var config = ApplicationTests.configuration(in: folder)
+            config.webhookTimeoutSeconds = timeout
+            configure(&config)
+            let admin = APIKeys.newKey()
+            var logger = Logger(label: "richpush-test")
+            logger.logLevel = .critical
+            let (ports, sink) = AsyncStream<Int>.makeStream()
+            let server = try await buildApplication(config, adminKey: admin, logger: logger) { port, _, _ in
+                sink.yield(port)
+            }
+            let group = ServiceGroup(services: [server], logger: logger)
+            let running = Task { try await group.run() }
+            var port = 0
+            for await p in ports {
+                port = p
+                break
+            }
+            return Running(
+                base: "http://127.0.0.1:\(port)",
+                admin: admin,
+                sandbox: try #require(server.sandbox),
+                group: group,
+                running: running,
+                folder: folder
+            )
+        }
+
+        func stop() async throws {
+            await group.triggerGracefulShutdown()
+            try await running.value
+            try? FileManager.default.removeItem(at: folder)
+        }
+
+        func call(
+            _ method: String,
+            _ path: String,
+            key: String? = nil,
+            body: JSONValue? = nil
+        ) async throws
+            -> (Int, JSONValue)
+        {
+            try await ApplicationTests.call(method, base + path, key: key ?? admin, body: body)
+        }
+
+        /// A new app with `devices` iOS devices tagged `t`; its id and key.
+        func app(devices: Int) async throws -> (String, String) {
+            let (s, made) = try await call(
+                "POST",
+                "/v1/apps",
+                body: ["name": "Hooks", "bundle_id": "com.example.hooks"]
+            )
+            #expect(s == 201)
+            let app = try #require(made["app"]?["id"]?.stringValue)
+            let key = try #require(made["api_key"]?.stringValue)
+            for i in 0..<devices {
+                let (d, _) = try await call(
+                    "POST",
+                    "/v1/apps/\(app)/devices",
+                    key: key,
+                    body: [
+                        "token": .string(String(format: "%064x", 0xA000_0000 + i)), "platform": "ios", "tags": ["t"],
+                    ]
+                )
+                #expect(d == 201 || d == 200)
+            }
+            return (app, key)
+        }
+
+        /// Waits until `done` holds of what the receiver recorded (at most `seconds`).
+        func receiver(
+            within seconds: Double,
+            _ done: ([WebhookReceiver.Request]) -> Bool
+        ) async throws -> [WebhookReceiver.Request] {
+            let deadline = Date().addingTimeInterval(seconds)
+            while true {
+                let got = sandbox.webhooks.received()
+                if done(got) || Date() > deadline { return got }
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+        }
+    }
+
+    static func events(_ requests: [WebhookReceiver.Request]) -> [WebhookReceiver.Event] { requests.flatMap(\.events) }
+
+    @Test func eventsReachTheReceiverSignedBatchedAndInOrder() async throws {
+        let server = try await Running.start()
+        defer { Task { try? await server.stop() } }
+        let (app, key) = try await server.app(devices: 20)
+        let (s, endpoint) = try await server.call(
+            "POST",
+            "/v1/apps/\(app)/webhooks",
+            key: key,
+            body: ["url": .string(server.sandbox.webhooks.url("orders")), "description": "orders backend"]
+        )
+        #expect(s == 201)
+        let id = try #require(endpoint["id"]?.stringValue)
+        let secret = try #require(endpoint["secret"]?.stringValue)
+        #expect(secret.hasPrefix("whsec_"))
+        server.sandbox.webhooks.setSecret(secret, for: "orders")
+        // The secret is shown once.
+        let (_, shown) = try await server.call("GET", "/v1/apps/\(app)/webhooks/\(id)", key: key)
+        #expect(shown["secret"] == nil && shown["state"] == "active")
+
+        let (sent, accepted) = try await server.call(
+            "POST",
+            "/v1/apps/\(app)/notifications",
+            key: key,
+            body: ["title": "Hi", "audience": ["tag": "t"]]
+        )
+        #expect(sent == 202)
+        let notification = try #require(accepted["id"]?.stringValue)
+        let got = try await server.receiver(within: 30) { r in
+            Self.events(r).contains { $0.type == "notification.completed" }
+        }
+        let events = Self.events(got)
+        #expect(events.filter { $0.type == "delivery.delivered" }.count == 20)
+        #expect(events.last?.type == "notification.completed")
+        #expect(events.allSatisfy { $0.notificationID == notification })
+        #expect(Set(events.map(\.id)).count == events.count)
+        #expect(got.allSatisfy { $0.verified == true })
+        // Batched: fewer requests than events.
+        #expect(got.count < events.count)
+
+        // A test: signed, answered, recorded nowhere.
+        let (t, tested) = try await server.call("POST", "/v1/apps/\(app)/webhooks/\(id)/test", key: key)
+        #expect(t == 200 && tested["delivered"] == true && tested["status"] == 200)
+        #expect(server.sandbox.webhooks.received().last?.events.first?.type == "webhook.test")
+        #expect(server.sandbox.webhooks.received().last?.verified == true)
+
+        // A rotated secret: requests carry both signatures, so a receiver with either verifies.
+        let (r, rotated) = try await server.call("POST", "/v1/apps/\(app)/webhooks/\(id)/rotate-secret", key: key)
+        #expect(r == 200)
+        let newSecret = try #require(rotated["secret"]?.stringValue)
+        _ = try await server.call("POST", "/v1/apps/\(app)/webhooks/\(id)/test", key: key)
+        #expect(server.sandbox.webhooks.received().last?.verified == true)
+        server.sandbox.webhooks.setSecret(newSecret, for: "orders")
+        _ = try await server.call("POST", "/v1/apps/\(app)/webhooks/\(id)/test", key: key)
+        #expect(server.sandbox.webhooks.received().last?.verified == true)
+        #expect(server.sandbox.webhooks.received().last?.signature.split(separator: " ").count == 2)
+
+        // A replay sends again what was recorded: the same event ids.
+        server.sandbox.webhooks.reset()
+        let (p, _) = try await server.call(
+            "POST",
+            "/v1/apps/\(app)/webhooks/\(id)/replay",
+            key: key,
+            body: ["from": .string(ISO8601DateFormatter().string(from: Date().addingTimeInterval(-600)))]
+        )
+        #expect(p == 202)
+        let replayed = try await server.receiver(within: 20) { Self.events($0).count >= events.count }
+        #expect(Self.events(replayed).map(\.id) == events.map(\.id))
+    }
+
+    /// The soak, small: a receiver that fails 30 % of requests and leaves 5 % unanswered still gets every
+    /// event at least once, each notification's events in the order they were recorded.
+    @Test func aFailingAndHangingReceiverGetsEveryEventInOrder() async throws {
+        let server = try await Running.start(timeout: 0.5)
+        defer { Task { try? await server.stop() } }
+        let (app, key) = try await server.app(devices: 150)
+        let (_, endpoint) = try await server.call(
+            "POST",
+            "/v1/apps/\(app)/webhooks",
+            key: key,
+            body: [
+                "url": .string(server.sandbox.webhooks.url("flaky")), "batch_size": 25,
+                "events": ["delivery.delivered", "delivery.failed", "notification.completed"],
+            ]
+        )
+        #expect(endpoint["batch_size"] == 25)
+        server.sandbox.webhooks.setMode(.init(failShare: 0.3, hangShare: 0.05))
+        var notifications: [String] = []
+        for i in 0..<3 {
+            let (_, accepted) = try await server.call(
+                "POST",
+                "/v1/apps/\(app)/notifications",
+                key: key,
+                body: ["title": .string("n\(i)"), "audience": ["tag": "t"]]
+            )
+            notifications.append(try #require(accepted["id"]?.stringValue))
+        }
+        let got = try await server.receiver(within: 120) { r in
+            Set(Self.events(r).filter { $0.type == "notification.completed" }.compactMap(\.notificationID)).count == 3
+        }
+        let events = Self.events(got)
+        let unique = Set(events.map(\.id))
+        #expect(events.filter { $0.type == "delivery.delivered" }.count >= 450)
+        #expect(Set(events.filter { $0.type == "delivery.delivered" }.map(\.id)).count == 450)
+        // In order per notification: its completion after every one of its deliveries (first arrivals).
+        var seen = Set<String>()
+        var firstArrivals: [WebhookReceiver.Event] = []
+        for e in events where seen.insert(e.id).inserted { firstArrivals.append(e) }
+        for n in notifications {
+            let mine = firstArrivals.filter { $0.notificationID == n }
+            #expect(mine.last?.type == "notification.completed")
+            #expect(mine.count == 151)
+        }
+        // Ids rise with the order they were recorded in.
+        let seqs = firstArrivals.compactMap { Int64($0.id.dropFirst(4)) }
+        #expect(seqs == seqs.sorted())
+        let (failed, hung) = server.sandbox.webhooks.refusedCount
+        #expect(failed > 0)
+        #expect(unique.count == events.count || events.count - unique.count < events.count / 10)
+        _ = hung
+        let (_, after) = try await server.call("GET", "/v1/apps/\(app)/webhooks", key: key)
+        #expect(after["webhooks"]?.arrayValue?.first?["state"] != "disabled")
+    }
+
+    @Test func aReceiverThatIsGoneDisablesItsEndpoint() async throws {
+        let server = try await Running.start()
+        defer { Task { try? await server.stop() } }
+        let (app, key) = try await server.app(devices: 2)
+        let (_, endpoint) = try await server.call(
+            "POST",
+            "/v1/apps/\(app)/webhooks",
+            key: key,
+            body: ["url": .string(server.sandbox.webhooks.url("gone"))]
+        )
+        let id = try #require(endpoint["id"]?.stringValue)
+        server.sandbox.webhooks.setMode(.init(gone: true))
+        _ = try await server.call(
+            "POST",
+            "/v1/apps/\(app)/notifications",
+            key: key,
+            body: ["title": "x", "audience": ["tag": "t"]]
+        )
+        let deadline = Date().addingTimeInterval(30)
+        var shown: JSONValue = .null
+        while Date() < deadline {
+            (_, shown) = try await server.call("GET", "/v1/apps/\(app)/webhooks/\(id)", key: key)
+            if shown["state"] == "disabled" { break }
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        #expect(shown["state"] == "disabled")
+        #expect(shown["disabled_reason"] == "the receiver answered 410 Gone")
+        let (_, metrics) = try await NodeProtectionTests.text(server.base + "/metrics", server.admin)
+        #expect(metrics.contains("richpush_webhook_endpoints_disabled_total 1"))
+        #expect(metrics.contains("richpush_webhook_requests_total{result=\"gone\"} 1"))
+        // Enabled again, with the receiver back: what was held is sent.
+        server.sandbox.webhooks.setMode(.init())
+        let (e, enabled) = try await server.call(
+            "PATCH",
+            "/v1/apps/\(app)/webhooks/\(id)",
+            key: key,
+            body: ["enabled": true]
+        )
+        #expect(e == 200 && enabled["state"] == "active")
+        let got = try await server.receiver(within: 20) {
+            Self.events($0).contains { $0.type == "notification.completed" }
+        }
+        #expect(Self.events(got).filter { $0.type == "delivery.delivered" }.count == 2)
+    }
+}

@@ -1,0 +1,260 @@
+import Foundation
+import RichPushCore
+import Testing
+
+@testable import RichPushServer
+
+/// Webhooks' storage, the same on every backend: the bound per app, events written with the outcomes they tell
+/// (only for an app that hears their type), the cursor, a retry's exact batch, replays, and completions.
+@Suite struct WebhookStoreTests {
+    typealias Kind = StorageBackendTests.Kind
+
+    static func endpoint(
+        _ app: String,
+        _ types: Set<WebhookEventType> = Set(WebhookEventType.subscribable)
+    )
+        -> WebhookEndpoint
+    {
+        WebhookEndpoint(appID: app, url: "https://hooks.example.com/\(app)", types: types)
+    }
+
+    /// The app's events after `after`, once `count` are there (on PostgreSQL an event is read once every write
+    /// transaction older than it has ended, in any database of the server: the suite's other tests write beside).
+    static func events(
+        _ b: any StorageBackend,
+        _ app: String,
+        after: WebhookCursor,
+        count: Int
+    ) async throws -> [WebhookEvent] {
+        let deadline = Date().addingTimeInterval(20)
+        while true {
+            let found = try await b.webhooks.events(appID: app, after: after, through: nil, limit: 1000)
+            if found.count >= count || Date() > deadline { return found }
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+    }
+
+    /// Queues and settles one delivery per outcome: delivered, failed for good, retried, pruned, released.
+    static func settleSome(_ b: any StorageBackend, app: String, notification: String) async throws {
+        try await b.queue.enqueue(
+            (0..<5).map {
+                NewDelivery(notificationID: notification, appID: app, provider: .apns, target: .token("t\($0)"))
+            }
+        )
+        let claimed = try await b.queue.claim(owner: "w", limit: 10, now: Date().addingTimeInterval(1), lease: 60)
+        #expect(claimed.count == 5)
+        let byTarget = Dictionary(uniqueKeysWithValues: claimed.map { ($0.target.stored, $0.id) })
+        let items: [Settlement] = [
+            Settlement(id: byTarget["t0"]!, .finish(.delivered(providerID: "apns-1"))),
+            Settlement(id: byTarget["t1"]!, .finish(.failed("PayloadTooLarge"))),
+            Settlement(
+                id: byTarget["t2"]!,
+                .reschedule(notBefore: Date().addingTimeInterval(30), reason: "TooManyRequests")
+            ),
+            Settlement(id: byTarget["t3"]!, .finish(.init(state: .pruned, reason: "Unregistered", providerID: nil))),
+            Settlement(id: byTarget["t4"]!, .release(notBefore: Date().addingTimeInterval(3600), reason: "app_busy")),
+        ]
+        let held = try await b.queue.settle(items, owner: "w", now: Date())
+        #expect(held.count == 5)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func eventsAreWrittenWithTheOutcomesTheyTell(_ kind: Kind) async throws {
+        let b = try await StorageBackendTests.make(kind)
+        let app = "hooks-\(UUID().uuidString.prefix(8))"
+        // No endpoint yet: nothing is recorded.
+        try await Self.settleSome(b, app: app, notification: "n0")
+        #expect(try await b.webhooks.events(appID: app, after: .start, through: nil, limit: 100).isEmpty)
+
+        let all = try await b.webhooks.create(Self.endpoint(app))
+        let onlyPruned = try await b.webhooks.create(Self.endpoint(app, [.tokenInvalid]))
+        try await Self.settleSome(b, app: app, notification: "n1")
+        let events = try await Self.events(b, app, after: all.cursor, count: 5)
+        #expect(
+            events.map(\.type) == [
+                "delivery.delivered", "delivery.failed", "delivery.failed", "delivery.failed", "token.invalid",
+            ]
+        )
+        #expect(events.allSatisfy { $0.notificationID == "n1" && $0.appID == app })
+        #expect(zip(events, events.dropFirst()).allSatisfy { $0.cursor < $1.cursor })
+        let stamp = ISO8601DateFormatter()
+        let retried = try #require(events.first { $0.state == "queued" }).json(stamp: stamp)
+        #expect(retried["data"]?["retried"] == true)
+        #expect(retried["data"]?["reason"] == "TooManyRequests")
+        #expect(retried["data"]?["next_attempt_at"] != nil)
+        let delivered = events[0].json(stamp: stamp)
+        #expect(delivered["data"]?["provider_id"] == "apns-1")
+        #expect(delivered["data"]?["token"] == "t0")
+        #expect(delivered["id"]?.stringValue == events[0].id)
+        let failed = events[1].json(stamp: stamp)
+        #expect(failed["data"]?["retried"] == false && failed["data"]?["meaning"] != nil)
+        // The endpoint that hears only token.invalid gets that one event in its batch.
+        let batch = WebhookBatch(events, for: onlyPruned, exact: nil)
+        #expect(batch.events.map(\.type) == ["token.invalid"])
+        #expect(batch.end == events.last!.cursor)
+
+        // Another app's outcomes are not this app's events.
+        try await Self.settleSome(b, app: app + "-other", notification: "n2")
+        #expect(try await b.webhooks.events(appID: app, after: .start, through: nil, limit: 100).count == 5)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func endpointsAreBoundedClaimedOnceAndMovedByAcknowledgement(_ kind: Kind) async throws {
+        let b = try await StorageBackendTests.make(kind)
+        let app = "hooks-\(UUID().uuidString.prefix(8))"
+        var made: [WebhookEndpoint] = []
+        for _ in 0..<WebhookLimits.endpointsPerApp { made.append(try await b.webhooks.create(Self.endpoint(app))) }
+        await #expect(throws: WebhookLimitReached.self) { _ = try await b.webhooks.create(Self.endpoint(app)) }
+        for e in made.dropFirst() { #expect(try await b.webhooks.remove(appID: app, id: e.id)) }
+        #expect(try await b.webhooks.remove(appID: app, id: made[1].id) == false)
+        #expect(try await b.webhooks.endpoint(appID: "other", id: made[0].id) == nil)
+
+        // Nothing to send: not claimed.
+        #expect(try await b.webhooks.claim(owner: "a", now: Date(), lease: 60, limit: 10).isEmpty)
+        try await Self.settleSome(b, app: app, notification: "n1")
+        _ = try await Self.events(b, app, after: .start, count: 5)
+        let first = try await b.webhooks.claim(owner: "a", now: Date(), lease: 60, limit: 10)
+        #expect(first.map(\.id) == [made[0].id])
+        #expect(first.first?.secret == made[0].secret)
+        // Held: no other node gets it.
+        #expect(try await b.webhooks.claim(owner: "b", now: Date(), lease: 60, limit: 10).isEmpty)
+
+        // A failure keeps the batch's end; the retry reads exactly those events.
+        let rows = try await b.webhooks.events(appID: app, after: made[0].cursor, through: nil, limit: 3)
+        let batch = WebhookBatch(rows, for: first[0], exact: nil)
+        try await b.webhooks.fail(
+            id: made[0].id,
+            owner: "a",
+            batchEnd: batch.end,
+            error: "HTTP 500",
+            next: Date().addingTimeInterval(-1),
+            disable: nil,
+            now: Date()
+        )
+        try await b.webhooks.release(id: made[0].id, owner: "a")
+        let again = try #require(try await b.webhooks.claim(owner: "b", now: Date(), lease: 60, limit: 10).first)
+        #expect(again.failures == 1 && again.lastError == "HTTP 500" && again.batchEnd == batch.end)
+        let retryRows = try await b.webhooks.events(
+            appID: app,
+            after: again.cursor,
+            through: again.batchEnd,
+            limit: 100
+        )
+        let retry = WebhookBatch(retryRows, for: again, exact: again.batchEnd)
+        #expect(retry.id == batch.id && retry.body == batch.body)
+        try await b.webhooks.acknowledge(id: again.id, owner: "b", cursor: retry.end, now: Date())
+        let after = try #require(try await b.webhooks.endpoint(appID: app, id: again.id))
+        #expect(after.failures == 0 && after.batchEnd == nil && after.cursor == batch.end && after.lastSuccessAt != nil)
+        let rest = try await b.webhooks.events(appID: app, after: after.cursor, through: nil, limit: 100)
+        #expect(rest.count == 2)
+
+        // A replay sends again what was recorded in its range.
+        #expect(try await b.webhooks.replay(appID: app, id: again.id, from: Date().addingTimeInterval(-60), to: Date()))
+        let replaying = try #require(try await b.webhooks.endpoint(appID: app, id: again.id)?.replay)
+        let replayed = try await b.webhooks.replayEvents(appID: app, replay: replaying, limit: 100)
+        #expect(replayed.count == 5)
+
+        // Disabled: not claimed; enabled again: claimed at once.
+        #expect(try await b.webhooks.setEnabled(appID: app, id: again.id, enabled: false, now: Date()))
+        try await b.webhooks.release(id: again.id, owner: "b")
+        #expect(try await b.webhooks.claim(owner: "c", now: Date(), lease: 60, limit: 10).isEmpty)
+        #expect(try await b.webhooks.endpoint(appID: app, id: again.id)?.state == "disabled")
+        #expect(try await b.webhooks.setEnabled(appID: app, id: again.id, enabled: true, now: Date()))
+        #expect(try await b.webhooks.claim(owner: "c", now: Date(), lease: 60, limit: 10).count == 1)
+
+        // A rotated secret: both sign until the overlap ends.
+        #expect(
+            try await b.webhooks.rotateSecret(appID: app, id: again.id, secret: WebhookSigner.newSecret(), now: Date())
+        )
+        let rotated = try #require(try await b.webhooks.endpoint(appID: app, id: again.id))
+        #expect(rotated.previousSecret == made[0].secret)
+        #expect(rotated.signingSecrets(at: Date()).count == 2)
+        #expect(rotated.signingSecrets(at: Date().addingTimeInterval(WebhookLimits.secretOverlap + 1)).count == 1)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func aNotificationThatEndedIsToldOnce(_ kind: Kind) async throws {
+        let b = try await StorageBackendTests.make(kind)
+        let app = "hooks-\(UUID().uuidString.prefix(8))"
+        let e = try await b.webhooks.create(Self.endpoint(app, [.notificationCompleted]))
+        let id = UUID().uuidString
+        try await b.store.insertNotification(
+            StoredNotification(id: id, appID: app, message: ["title": "t"], response: .null, createdAt: Date()),
+            idempotencyKey: nil
+        )
+        try await b.queue.enqueue(
+            (0..<3).map { NewDelivery(notificationID: id, appID: app, provider: .apns, target: .token("c\($0)")) }
+        )
+        var claimed = try await b.queue.claim(owner: "w", limit: 2, now: Date().addingTimeInterval(1), lease: 60)
+        _ = try await b.queue.settle(
+            claimed.map { Settlement(id: $0.id, .finish(.delivered(providerID: nil))) },
+            owner: "w",
+            now: Date()
+        )
+        // One still queued: not complete.
+        #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(2), limit: 10) == 0)
+        claimed = try await b.queue.claim(owner: "w", limit: 2, now: Date().addingTimeInterval(1), lease: 60)
+        _ = try await b.queue.settle(
+            claimed.map { Settlement(id: $0.id, .finish(.failed("BadDeviceToken"))) },
+            owner: "w",
+            now: Date()
+        )
+        #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(10), limit: 10) == 1)
+        #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(100), limit: 10) == 0)
+        let events = try await Self.events(b, app, after: e.cursor, count: 1)
+        #expect(events.map(\.type) == ["notification.completed"])
+        let json = events[0].json(stamp: ISO8601DateFormatter())
+        #expect(json["data"]?["total"] == 3)
+        #expect(json["data"]?["counts"]?["delivered"] == 2)
+        #expect(json["data"]?["counts"]?["failed"] == 1)
+        #expect(json["data"]?["notification_id"]?.stringValue == id)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func receiptsOpensAndLiveTokensAreEvents(_ kind: Kind) async throws {
+        let b = try await StorageBackendTests.make(kind)
+        let app = "hooks-\(UUID().uuidString.prefix(8))"
+        let e = try await b.webhooks.create(Self.endpoint(app))
+        try await b.queue.enqueue([NewDelivery(notificationID: "n", appID: app, provider: .apns, target: "r0")])
+        let d = try #require(
+            try await b.queue.claim(owner: "w", limit: 1, now: Date().addingTimeInterval(1), lease: 60).first
+        )
+        _ = try await b.queue.settle(
+            [Settlement(id: d.id, .finish(.delivered(providerID: nil)))],
+            owner: "w",
+            now: Date()
+        )
+        let receipt = DeliveryReceipt(
+            deliveryID: d.id,
+            notificationID: "n",
+            attachments: 1,
+            skipped: SkipReasons(rawValue: 0),
+            deadlineHit: false,
+            elapsedMilliseconds: 420,
+            receivedAt: Date()
+        )
+        #expect(try await b.receipts.record(receipt) == .recorded)
+        #expect(try await b.receipts.record(receipt) == .repeated)
+        let open = DeliveryOpen(
+            deliveryID: d.id,
+            notificationID: "n",
+            event: .opened,
+            action: "reply",
+            link: nil,
+            at: Date()
+        )
+        #expect(try await b.receipts.recordOpen(open) == .recorded)
+        try await b.liveTokens.register(
+            LiveToken(appID: app, token: String(repeating: "ab", count: 32), kind: .pushToStart, activityType: "Score")
+        )
+        #expect(try await b.liveTokens.remove(appID: app, token: String(repeating: "ab", count: 32)))
+        let events = try await Self.events(b, app, after: e.cursor, count: 5)
+        #expect(events.map(\.type) == ["delivery.delivered", "receipt.received", "open", "live.token", "live.token"])
+        let stamp = ISO8601DateFormatter()
+        #expect(events[1].json(stamp: stamp)["data"]?["elapsed_ms"] == 420)
+        #expect(events[1].json(stamp: stamp)["data"]?["token"] == "r0")
+        #expect(events[2].json(stamp: stamp)["data"]?["action"] == "reply")
+        #expect(events[3].json(stamp: stamp)["data"]?["state"] == "registered")
+        #expect(events[4].json(stamp: stamp)["data"]?["state"] == "removed")
+    }
+}
