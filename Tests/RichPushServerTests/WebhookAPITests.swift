@@ -1,0 +1,151 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import RichPushCore
+import Testing
+
+@testable import RichPushServer
+
+/// The webhook routes as their callers meet them: the `manage` scope, every bad field named, HTTPS only and no
+/// address the policy refuses, a bound per app, secrets never shown twice, another app's endpoint not found, and an
+/// app's deletion taking its endpoints and events.
+@Suite struct WebhookAPITests {
+    typealias Client = any TestClientProtocol
+
+    static func issues(_ body: JSONValue) -> [String] {
+        (body["error"]?["issues"]?.arrayValue ?? []).compactMap { i in
+            guard let p = i["path"]?.stringValue, let r = i["rule"]?.stringValue else { return nil }
+            return "\(p):\(r)"
+        }
+    }
+
+    @Test func endpointsAreCheckedBoundedAndScoped() async throws {
+        try await OperatorPathTests.withAPI { client, f in
+            let (app, key) = try await APITests.createApp(client)
+            let path = "/v1/apps/\(app)/webhooks"
+            let bad: [(JSONValue, String)] = [
+                (["url": "http://hooks.example.com/x"], "url:https"),
+                (["url": "https://user:pw@hooks.example.com/x"], "url:credentials"),
+                (["url": "https://10.1.2.3/x"], "url:address"),
+                (["url": "https://[::1]/x"], "url:address"),
+                (["url": "https://localhost/x"], "url:address"),
+                (["url": "https://hooks.example.com/x#f"], "url:fragment"),
+                (["url": "not a url"], "url:url"),
+                (["url": .string("https://h.example/" + String(repeating: "a", count: 2100))], "url:length"),
+                (["url": "https://h.example/x", "events": ["delivery.exploded"]], "events[0]:enum"),
+                (["url": "https://h.example/x", "events": ["webhook.test"]], "events[0]:enum"),
+                (["url": "https://h.example/x", "events": []], "events:empty"),
+                (["url": "https://h.example/x", "batch_size": 0], "batch_size:range"),
+                (["url": "https://h.example/x", "batch_size": 1001], "batch_size:range"),
+                (["url": "https://h.example/x", "enabled": false], "enabled:unknown-field"),
+                (["url": "https://h.example/x", "secret": "whsec_x"], "secret:unknown-field"),
+                ([:], "url:required"),
+            ]
+            for (body, issue) in bad {
+                let (s, answer) = try await APITests.call(client, .post, path, key: key, body: body)
+                #expect(s == 422, "\(body)")
+                #expect(Self.issues(answer).contains(issue), "\(body): \(answer)")
+            }
+            // A key without `manage` may not see or change them.
+            let (_, sendKey) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/keys",
+                key: "admin-secret",
+                body: ["scopes": ["send", "read"]]
+            )
+            let limited = try #require(sendKey["key"]?.stringValue ?? sendKey["api_key"]?.stringValue)
+            #expect(try await APITests.call(client, .get, path, key: limited).0 == 403)
+
+            var ids: [String] = []
+            for i in 0..<WebhookLimits.endpointsPerApp {
+                let (s, made) = try await APITests.call(
+                    client,
+                    .post,
+                    path,
+                    key: key,
+                    body: ["url": .string("https://hooks.example.com/\(i)"), "events": ["token.invalid"]]
+                )
+                #expect(s == 201)
+                #expect(made["secret"]?.stringValue?.hasPrefix("whsec_") == true)
+                #expect(made["events"] == ["token.invalid"])
+                ids.append(try #require(made["id"]?.stringValue))
+            }
+            let (over, refused) = try await APITests.call(
+                client,
+                .post,
+                path,
+                key: key,
+                body: ["url": "https://h.example/x"]
+            )
+            #expect(over == 422 && Self.issues(refused) == [":webhooks-per-app"])
+            let (_, listed) = try await APITests.call(client, .get, path, key: key)
+            #expect(listed["webhooks"]?.arrayValue?.count == WebhookLimits.endpointsPerApp)
+            #expect(listed["webhooks"]?.arrayValue?.allSatisfy { $0["secret"] == nil } == true)
+
+            // Changed, disabled, enabled.
+            let one = "\(path)/\(ids[0])"
+            let (p, patched) = try await APITests.call(
+                client,
+                .patch,
+                one,
+                key: key,
+                body: ["events": ["delivery.failed", "open"], "batch_size": 5, "enabled": false]
+            )
+            #expect(p == 200 && patched["batch_size"] == 5 && patched["state"] == "disabled")
+            #expect(patched["events"] == ["delivery.failed", "open"])
+            #expect(patched["disabled_reason"] == "disabled by the app")
+            #expect(try await APITests.call(client, .patch, one, key: key, body: ["url": "http://x.example"]).0 == 422)
+
+            // Another app's key, unknown ids, path tricks: not found.
+            let (other, otherKey) = try await APITests.createApp(client)
+            #expect(
+                try await APITests.call(client, .get, "/v1/apps/\(other)/webhooks/\(ids[0])", key: otherKey).0 == 404
+            )
+            for id in ["wh_0000000000000000", "..", "wh_%2e%2e", String(repeating: "w", count: 300)] {
+                #expect(try await APITests.call(client, .get, "\(path)/\(id)", key: key).0 == 404, "\(id)")
+            }
+
+            // Replays: within what is kept, from before to.
+            let now = Date()
+            let stamp = ISO8601DateFormatter()
+            let replays: [(JSONValue, Int)] = [
+                (["from": .string(stamp.string(from: now.addingTimeInterval(-3600)))], 202),
+                (["from": .string(stamp.string(from: now.addingTimeInterval(-10 * 86_400)))], 422),
+                (["from": .string(stamp.string(from: now.addingTimeInterval(60)))], 422),
+                (["from": "yesterday"], 422),
+                ([:], 422),
+            ]
+            for (body, status) in replays {
+                #expect(
+                    try await APITests.call(client, .post, "\(one)/replay", key: key, body: body).0 == status,
+                    "\(body)"
+                )
+            }
+            // Tests need a sender (this API has none: webhooks are off here).
+            #expect(try await APITests.call(client, .post, "\(one)/test", key: key).0 == 404)
+
+            // The secret rotates; the answer shows the new one once.
+            let (r, rotated) = try await APITests.call(client, .post, "\(one)/rotate-secret", key: key)
+            #expect(r == 200 && rotated["secret"]?.stringValue?.hasPrefix("whsec_") == true)
+            let (_, shown) = try await APITests.call(client, .get, one, key: key)
+            #expect(shown["secret"] == nil && shown["previous_secret_until"] != nil)
+
+            // Deleted; the app's deletion takes the rest with its events.
+            #expect(try await APITests.call(client, .delete, one, key: key).0 == 200)
+            #expect(try await APITests.call(client, .delete, one, key: key).0 == 404)
+            #expect(try await f.api.backend.webhooks.endpoints(appID: app).count == WebhookLimits.endpointsPerApp - 1)
+            try await f.api.backend.webhooks.append(
+                [NewWebhookEvent(appID: app, type: .tokenInvalid, detail: ["token": "x"])],
+                now: Date()
+            )
+            #expect(
+                try await f.api.backend.webhooks.events(appID: app, after: .start, through: nil, limit: 10).count == 1
+            )
+            #expect(try await APITests.call(client, .delete, "/v1/apps/\(app)", key: "admin-secret").0 == 200)
+            #expect(try await f.api.backend.webhooks.endpoints(appID: app).isEmpty)
+            #expect(try await f.api.backend.webhooks.events(appID: app, after: .start, through: nil, limit: 10).isEmpty)
+        }
+    }
+}
