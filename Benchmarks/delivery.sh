@@ -4,7 +4,9 @@
 # APNs emulator (the fan-out into the queue included). Prints the time, deliveries per second, the node's CPU seconds
 # per 1,000 deliveries (from /proc: steadier than wall time) and its peak memory; then, in the same run, what
 # RichPushAPNs alone sends to the same emulator with the worker's concurrency, and the ratio.
-#   [BATCH=500] [LANES=2] Benchmarks/delivery.sh [DEVICES=1000000] [CONCURRENCY=200]
+#   [BATCH=500] [LANES=2] [WEBHOOKS=1] Benchmarks/delivery.sh [DEVICES=1000000] [CONCURRENCY=200]
+# WEBHOOKS=1: the app has a webhook endpoint hearing every event type, at the sandbox's receiver; the node's CPU is
+# then counted until the receiver has every delivery's event (run once without and once with, in one sitting).
 # Release build (BIN=path/to/richpush and BENCH=path/to/richpush-bench measure other builds). Everything shares this
 # machine's cores: the node, its workers and the emulator process.
 set -euo pipefail
@@ -40,7 +42,12 @@ key=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['api_key'])" "$
 # The picture the send carries, hosted by the node itself (a hosted URL is judged without a fetch).
 python3 -c "import sys; sys.stdout.buffer.write(bytes([0xFF,0xD8,0xFF,0xE0,0,16]) + b'JFIF' + bytes([0,1,1,0,0,1,0,1,0,0]) + bytes(20000))" > "$dir/sale.jpg"
 media=$(curl -s -XPOST "$base/v1/media" -H "Authorization: Bearer $key" --data-binary @"$dir/sale.jpg" | python3 -c "import json,sys; print(json.load(sys.stdin)['url'])")
-echo "delivery: $devices devices, one notification to all; worker concurrency $concurrency; $(nproc) cores shared by the node and the emulator process"
+if [[ -n ${WEBHOOKS:-} ]]; then
+  hook_url=$(python3 -c "import json; print(json.load(open('$dir/sandbox/sandbox.json'))['webhooks']['url'])")bench
+  curl -s -o /dev/null -XPOST "$base/v1/apps/$app/webhooks" -H "Authorization: Bearer $key" -d '{"url":"'"$hook_url"'"}'
+fi
+received() { curl -s "$sandbox_admin/webhooks/received?limit=1" | python3 -c "import json,sys; print(json.load(sys.stdin)['events'])"; }
+echo "delivery: $devices devices, one notification to all; worker concurrency $concurrency; ${WEBHOOKS:+webhooks on (every event type, batches of 100); }$(nproc) cores shared by the node and the emulator process"
 echo "  $("$bench" seed-devices --db "$dir/rp.sqlite" --app "$app" --devices "$devices")"
 before=$(cpu "$server")
 start=$(date +%s.%N)
@@ -58,6 +65,13 @@ for _ in $(seq 1200); do
   sleep 1
 done
 end=$(date +%s.%N)
+if [[ -n ${WEBHOOKS:-} ]]; then
+  for _ in $(seq 1200); do
+    [[ $(received) -ge $devices ]] && break
+    sleep 1
+  done
+  echo "  the receiver had every delivery's event $(python3 -c "print('%.1f' % ($(date +%s.%N) - $end))") s after the last delivery"
+fi
 after=$(cpu "$server")
 peak=$(awk '/VmHWM/ {print $2}' "/proc/$server/status")
 rate=$(python3 -c "print('%.0f' % ($n / ($end - $start)))")

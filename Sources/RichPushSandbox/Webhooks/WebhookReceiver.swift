@@ -59,11 +59,14 @@ public final class WebhookReceiver: Sendable {
         public var id: String
         public var type: String
         public var notificationID: String?
+        public var deliveryID: Int64?
     }
 
     struct Data: Sendable {
         var requests: [Request] = []
         var mode = Mode()
+        /// A hook's own mode, over the default.
+        var modes: [String: Mode] = [:]
         var secrets: [String: String] = [:]
         var failed = 0
         var hung = 0
@@ -102,7 +105,12 @@ public final class WebhookReceiver: Sendable {
     /// The URL of a hook: what an endpoint names.
     public func url(_ hook: String) -> String { "https://127.0.0.1:\(port)/hooks/\(hook)" }
 
-    public func setMode(_ mode: Mode) { data.withLockedValue { $0.mode = mode } }
+    /// How every hook answers, or (`hook` given) that one.
+    public func setMode(_ mode: Mode, hook: String? = nil) {
+        data.withLockedValue { d in
+            if let hook { d.modes[hook] = mode } else { (d.mode, d.modes) = (mode, [:]) }
+        }
+    }
     public var mode: Mode { data.withLockedValue { $0.mode } }
 
     /// Checks the signatures of the requests to `hook` with this secret from now on (nil: no more checks).
@@ -160,7 +168,7 @@ struct WebhookReceiverLogic: EmulatorLogic {
             return .respond(.json(404, ["error": "POST /hooks/<name> is the only route"]))
         }
         let hook = String(parts[1])
-        let mode = data.withLockedValue { $0.mode }
+        let mode = data.withLockedValue { $0.modes[hook] ?? $0.mode }
         if mode.gone { return .respond(.json(410, ["error": "this receiver is gone"])) }
         let roll = Double.random(in: 0..<1)
         if roll < mode.hangShare {
@@ -184,7 +192,8 @@ struct WebhookReceiverLogic: EmulatorLogic {
                     .init(
                         id: e["id"]?.stringValue ?? "",
                         type: e["type"]?.stringValue ?? "",
-                        notificationID: e["data"]?["notification_id"]?.stringValue
+                        notificationID: e["data"]?["notification_id"]?.stringValue,
+                        deliveryID: e["data"]?["delivery_id"]?.intValue
                     )
                 )
             }

@@ -5,8 +5,9 @@ extension Sandbox {
     /// The webhook receiver's part of the admin API:
     /// - `GET /webhooks/received[?limit=&hook=]`: the requests recorded, newest last (each with its id, whether its
     ///   signature verified, and its events);
-    /// - `POST /webhooks/mode` `{"fail": 0.3, "hang": 0.05, "status": 500, "gone": false}`: the share of requests
-    ///   answered with an error, the share never answered, and whether every request is answered 410;
+    /// - `POST /webhooks/mode` `{"fail": 0.3, "hang": 0.05, "status": 500, "gone": false, "hook": "orders"}`: the
+    ///   share of requests answered with an error, the share never answered, and whether every request is answered
+    ///   410; for one hook when `hook` is given, else for all (and each hook's own mode is forgotten);
     /// - `POST /webhooks/secrets` `{"hook": "orders", "secret": "whsec_…"}`: check the signatures of that hook's
     ///   requests (`"secret": null` stops);
     /// - `DELETE /webhooks/received`: forget what was recorded.
@@ -43,7 +44,9 @@ extension Sandbox {
             let status = Int(body?["status"]?.intValue ?? 500)
             guard (300...599).contains(status) else { return (400, ["error": "status is 300 to 599"]) }
             let gone = body?["gone"]?.boolValue ?? false
-            webhooks.setMode(.init(failShare: fail, hangShare: hang, failStatus: status, gone: gone))
+            let hook = body?["hook"]?.stringValue
+            if let hook, hook.isEmpty || hook.utf8.count > 100 { return (400, ["error": "hook is the name in /hooks/<name>"]) }
+            webhooks.setMode(.init(failShare: fail, hangShare: hang, failStatus: status, gone: gone), hook: hook)
             return (
                 200, ["fail": .double(fail), "hang": .double(hang), "status": .int(Int64(status)), "gone": .bool(gone)]
             )
@@ -72,6 +75,7 @@ extension WebhookReceiver.Request {
                 events.map { e in
                     var j: [String: JSONValue] = ["id": .string(e.id), "type": .string(e.type)]
                     if let n = e.notificationID { j["notification_id"] = .string(n) }
+                    if let d = e.deliveryID { j["delivery_id"] = .int(d) }
                     return .object(j)
                 }
             ),

@@ -151,7 +151,13 @@ struct ServerParts {
         return WebhookSender(
             store: backend.webhooks,
             client: client,
-            configuration: .init(owner: nodeID + "/webhooks", maxEndpointsInFlight: config.webhookEndpointsInFlight),
+            // An endpoint's lease is the deliveries' (a node that died lets go of both alike), and outlasts two of its
+            // requests (each request's turn extends it first).
+            configuration: .init(
+                owner: nodeID + "/webhooks",
+                lease: max(config.leaseSeconds, 2 * config.webhookTimeoutSeconds),
+                maxEndpointsInFlight: config.webhookEndpointsInFlight
+            ),
             metrics: metrics,
             logger: logger.part("webhooks")
         )
