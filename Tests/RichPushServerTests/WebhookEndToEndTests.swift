@@ -264,6 +264,7 @@ import Testing
         #expect(shown["disabled_reason"] == "the receiver answered 410 Gone")
         let (_, metrics) = try await NodeProtectionTests.text(server.base + "/metrics", server.admin)
         #expect(metrics.contains("richpush_webhook_endpoints_disabled_total 1"))
+        #expect(metrics.contains("richpush_webhook_endpoints{state=\"disabled\"} 1"))
         #expect(metrics.contains("richpush_webhook_requests_total{result=\"gone\"} 1"))
         // Enabled again, with the receiver back: what was held is sent.
         server.sandbox.webhooks.setMode(.init())

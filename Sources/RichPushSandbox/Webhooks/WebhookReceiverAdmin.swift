@@ -45,7 +45,9 @@ extension Sandbox {
             guard (300...599).contains(status) else { return (400, ["error": "status is 300 to 599"]) }
             let gone = body?["gone"]?.boolValue ?? false
             let hook = body?["hook"]?.stringValue
-            if let hook, hook.isEmpty || hook.utf8.count > 100 { return (400, ["error": "hook is the name in /hooks/<name>"]) }
+            if let hook, hook.isEmpty || hook.utf8.count > 100 {
+                return (400, ["error": "hook is the name in /hooks/<name>"])
+            }
             webhooks.setMode(.init(failShare: fail, hangShare: hang, failStatus: status, gone: gone), hook: hook)
             return (
                 200, ["fail": .double(fail), "hang": .double(hang), "status": .int(Int64(status)), "gone": .bool(gone)]

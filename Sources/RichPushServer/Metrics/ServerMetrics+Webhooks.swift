@@ -40,6 +40,17 @@ extension ServerMetrics {
         .set(Double(n))
     }
 
+    /// The endpoints of every app by state, read at each scrape.
+    func webhookEndpoints(_ counts: [String: Int]) {
+        for state in ["active", "failing", "disabled"] {
+            registry.makeGauge(
+                name: "richpush_webhook_endpoints",
+                labels: [("state", state)],
+                help: "Webhook endpoints of every app by state: active, failing (retried with backoff), disabled"
+            ).set(Double(counts[state, default: 0]))
+        }
+    }
+
     /// Counters an alert reads, there from the start at 0.
     func webhookCountersAtZero() {
         for result in ["delivered", "failed", "gone"] {

@@ -51,6 +51,8 @@ public protocol WebhookStore: Sendable {
     func extend(id: String, owner: String, until: Date) async throws
     func release(id: String, owner: String) async throws
 
+    /// Endpoints by state (active, failing, disabled), for /metrics.
+    func stateCounts() async throws -> [String: Int]
     /// Removes events older than `cutoff`, at most `limit`; how many went.
     func sweep(before cutoff: Date, limit: Int) async throws -> Int
     /// Records `notification.completed` for the open notifications of listening apps that are due a look and have

@@ -34,6 +34,9 @@ struct HealthController: Sendable {
             do { metrics.queueDepth(try await backend.queue.counts()) } catch {
                 context.logger.warning("metrics: could not count the queue", metadata: ["error": "\(error)"])
             }
+            do { metrics.webhookEndpoints(try await backend.webhooks.stateCounts()) } catch {
+                context.logger.warning("metrics: could not count webhook endpoints", metadata: ["error": "\(error)"])
+            }
         }
         metrics.fanOutsRunning(fanOuts.count)
         diskFloor?.read()

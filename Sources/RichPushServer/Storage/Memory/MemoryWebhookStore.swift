@@ -288,6 +288,14 @@ public final class MemoryWebhookStore: WebhookStore {
         }
     }
 
+    public func stateCounts() async throws -> [String: Int] {
+        state.withLockedValue { s in
+            var c: [String: Int] = [:]
+            for e in s.endpoints.values { c[e.0.state, default: 0] += 1 }
+            return c
+        }
+    }
+
     public func sweep(before cutoff: Date, limit: Int) async throws -> Int {
         state.withLockedValue { s in
             let old = s.events.prefix { $0.createdAt < cutoff }.count

@@ -152,6 +152,12 @@ public final class PostgresWebhookStore: WebhookStore {
         _ = try await changes(WebhookSQL.release(id: id, owner: owner))
     }
 
+    public func stateCounts() async throws -> [String: Int] {
+        Dictionary(try await db.rows(WebhookSQL.stateCounts.postgres).map { try $0.decode((String, Int).self) }) {
+            $0 + $1
+        }
+    }
+
     public func sweep(before cutoff: Date, limit: Int) async throws -> Int {
         try await db.rows((WebhookSQL.sweep(before: cutoff, limit: limit) + " RETURNING 1").postgres).count
     }

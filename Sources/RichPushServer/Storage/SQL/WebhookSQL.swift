@@ -319,6 +319,11 @@ enum WebhookSQL {
         """
     }
 
+    static let stateCounts: SQL = """
+        SELECT CASE WHEN disabled_at IS NOT NULL THEN 'disabled' WHEN failures > 0 THEN 'failing' ELSE 'active' END AS s,
+            count(*) FROM webhook_endpoints GROUP BY s
+        """
+
     // MARK: Completions
 
     static func dueOpen(now: Date, limit: Int) -> SQL {

@@ -139,6 +139,14 @@ public final class SQLiteWebhookStore: WebhookStore {
         _ = try await changes(WebhookSQL.release(id: id, owner: owner))
     }
 
+    public func stateCounts() async throws -> [String: Int] {
+        try await pool.read { db in
+            Dictionary(try Row.fetchAll(db, query: WebhookSQL.stateCounts).map { ($0[0] as String, $0[1] as Int) }) {
+                $0 + $1
+            }
+        }
+    }
+
     public func sweep(before cutoff: Date, limit: Int) async throws -> Int {
         try await pool.write { db in
             try db.execute(query: WebhookSQL.sweep(before: cutoff, limit: limit))
