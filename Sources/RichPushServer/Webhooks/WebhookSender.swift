@@ -35,6 +35,8 @@ final class WebhookSender: Service, Sendable {
     private let stopping = NIOLockedValueBox(false)
     private let wake = WakeSignal()
     private let held = NIOLockedValueBox<[String: Int]>([:])
+    /// A claim is under way (one at a time: two at once would each take the room there is).
+    private let claiming = NIOLockedValueBox(false)
 
     init(
         store: any WebhookStore,
@@ -75,31 +77,36 @@ final class WebhookSender: Service, Sendable {
         let inFlight = held.withLockedValue { $0.values.reduce(0, +) }
         metrics?.webhookEndpointsInFlight(inFlight)
         let room = configuration.maxEndpointsInFlight - inFlight
-        guard room > 0 else { return }
+        let start = claiming.withLockedValue { c -> Bool in
+            if c { return false }
+            c = true
+            return true
+        }
+        guard start else { return }
+        guard room > 0 else {
+            claiming.withLockedValue { $0 = false }
+            return
+        }
         group.addTask {
-            let claimed: [WebhookEndpoint]
+            let admitted: [WebhookEndpoint]
+            let refused: [WebhookEndpoint]
             do {
-                claimed = try await self.store.claim(
+                let claimed = try await self.store.claim(
                     owner: self.configuration.owner,
                     now: self.now(),
                     lease: self.configuration.lease,
                     limit: room
                 )
+                (admitted, refused) = self.admit(claimed)
+                self.claiming.withLockedValue { $0 = false }
             } catch {
+                self.claiming.withLockedValue { $0 = false }
                 self.logger.warning("could not claim webhook endpoints", metadata: ["error": .string("\(error)")])
                 return
             }
+            for e in refused { try? await self.store.release(id: e.id, owner: self.configuration.owner) }
             await withDiscardingTaskGroup { turns in
-                for e in claimed {
-                    let admitted = self.held.withLockedValue { h -> Bool in
-                        guard h[e.appID, default: 0] < self.configuration.maxPerApp else { return false }
-                        h[e.appID, default: 0] += 1
-                        return true
-                    }
-                    guard admitted else {
-                        try? await self.store.release(id: e.id, owner: self.configuration.owner)
-                        continue
-                    }
+                for e in admitted {
                     turns.addTask {
                         await self.serve(e)
                         self.held.withLockedValue { h in
@@ -110,6 +117,24 @@ final class WebhookSender: Service, Sendable {
                     }
                 }
             }
+        }
+    }
+
+    /// Splits a claim into the endpoints this node sends to now (counted as held at once, so that the next claim
+    /// sees them) and those past their app's share, given back.
+    private func admit(_ claimed: [WebhookEndpoint]) -> (admitted: [WebhookEndpoint], refused: [WebhookEndpoint]) {
+        held.withLockedValue { h in
+            var admitted: [WebhookEndpoint] = []
+            var refused: [WebhookEndpoint] = []
+            for e in claimed {
+                if h[e.appID, default: 0] < configuration.maxPerApp {
+                    h[e.appID, default: 0] += 1
+                    admitted.append(e)
+                } else {
+                    refused.append(e)
+                }
+            }
+            return (admitted, refused)
         }
     }
 

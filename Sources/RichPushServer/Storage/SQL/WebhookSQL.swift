@@ -17,6 +17,17 @@ enum WebhookSQL {
         var lock: SQL
         var postgres: Bool
 
+        /// Events after a place: PostgreSQL compares the row (an index range from the place on); SQLite, whose
+        /// `xid` is always 0, compares the sequence alone (its row comparison reads the app's events from the start:
+        /// 250 ms per read at a million, measured).
+        func after(_ xid: SQL, _ seq: SQL) -> SQL {
+            postgres ? "(v.xid, v.seq) > (\(xid), \(seq))" : "v.xid = \(xid) AND v.seq > \(seq)"
+        }
+
+        func through(_ c: WebhookCursor) -> SQL {
+            postgres ? "(v.xid, v.seq) <= (\(c.xid), \(c.seq))" : "v.seq <= \(c.seq)"
+        }
+
         static let sqlite = Dialect(visible: "", lock: "", postgres: false)
         static let postgresql = Dialect(
             visible: "AND v.xid < pg_snapshot_xmin(pg_current_snapshot())::text::bigint",
@@ -155,7 +166,7 @@ enum WebhookSQL {
             WHERE id IN (
                 SELECT e.id FROM webhook_endpoints e WHERE \(free) AND (e.batch_xid IS NOT NULL OR e.replay_from IS NOT NULL
                     OR EXISTS (SELECT 1 FROM webhook_events v WHERE v.app_id = e.app_id
-                        AND (v.xid, v.seq) > (e.cursor_xid, e.cursor_seq) \(d.visible)))
+                        AND \(d.after("e.cursor_xid", "e.cursor_seq")) \(d.visible)))
                 ORDER BY e.next_attempt_at LIMIT \(limit) \(d.lock))
             AND \(free)
             RETURNING \(unescaped: endpointColumns)
@@ -164,10 +175,10 @@ enum WebhookSQL {
 
     /// The events after `after` (to `through` when given) of the app, at most `limit`, in order.
     static func events(appID: String, after: WebhookCursor, through: WebhookCursor?, limit: Int, _ d: Dialect) -> SQL {
-        let end: SQL = through.map { "AND (v.xid, v.seq) <= (\($0.xid), \($0.seq))" } ?? ""
+        let end: SQL = through.map { "AND \(d.through($0))" } ?? ""
         return """
             SELECT \(unescaped: eventColumns) FROM webhook_events v
-            WHERE v.app_id = \(appID) AND (v.xid, v.seq) > (\(after.xid), \(after.seq)) \(end) \(d.visible)
+            WHERE v.app_id = \(appID) AND \(d.after("\(after.xid)", "\(after.seq)")) \(end) \(d.visible)
             ORDER BY v.xid, v.seq LIMIT \(limit)
             """
     }
@@ -176,7 +187,7 @@ enum WebhookSQL {
     static func replayEvents(appID: String, replay r: WebhookReplay, limit: Int, _ d: Dialect) -> SQL {
         """
         SELECT \(unescaped: eventColumns) FROM webhook_events v
-        WHERE v.app_id = \(appID) AND (v.xid, v.seq) > (\(r.cursor.xid), \(r.cursor.seq))
+        WHERE v.app_id = \(appID) AND \(d.after("\(r.cursor.xid)", "\(r.cursor.seq)"))
             AND v.created_at >= \(r.from) AND v.created_at <= \(r.to) \(d.visible)
         ORDER BY v.xid, v.seq LIMIT \(limit)
         """
