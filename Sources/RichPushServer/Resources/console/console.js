@@ -11,6 +11,7 @@ import { send, testSend } from "./send.js";
 import { addState, sendSeries } from "./live.js";
 import { stopFollowing } from "./outcomes.js";
 import { searchDevices } from "./lists.js";
+import { addWebhook } from "./webhooks.js";
 
 function wire() {
   $("signin-form").addEventListener("submit", async (e) => {
@@ -41,6 +42,7 @@ function wire() {
   drop.addEventListener("keydown", (e) => { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); $("f-file").click(); } });
   $("f-file").addEventListener("change", (e) => { if (e.target.files[0]) upload(e.target.files[0]); });
   $("devices-search").addEventListener("submit", (e) => { e.preventDefault(); searchDevices(); });
+  $("webhook-form").addEventListener("submit", (e) => { e.preventDefault(); addWebhook(); });
   // Tabs: arrow keys move between them, as a tab list should.
   const tabs = [...document.querySelectorAll('#tabs [role="tab"]')];
   const select = (tab) => {

@@ -6,6 +6,7 @@ import { checkSoon } from "./compose.js";
 import { openNotification } from "./outcomes.js";
 import { appInsights, listNotifications, searchDevices } from "./lists.js";
 import { renderApp } from "./app.js";
+import { forgetShownSecrets, renderWebhooks } from "./webhooks.js";
 
 export async function signIn(key, appID) {
   state.key = key;
@@ -50,13 +51,15 @@ export function showUpdating() {
 
 export async function route() {
   const hash = location.hash.slice(1);
+  forgetShownSecrets();
   if (!state.key) { show("signin"); $("signin-key").focus(); return; }
   if (!state.app) { show("app"); renderApp(); return; }
   if (hash.startsWith("n/")) { show("notification"); openNotification(hash.slice(2)); return; }
-  const view = ["compose", "notifications", "devices", "app"].includes(hash) ? hash : "compose";
+  const view = ["compose", "notifications", "devices", "webhooks", "app"].includes(hash) ? hash : "compose";
   show(view);
   if (view === "compose") { showUpdating(); checkSoon(); }
   if (view === "notifications") { appInsights(); listNotifications(); }
   if (view === "devices") searchDevices();
+  if (view === "webhooks") renderWebhooks();
   if (view === "app") renderApp();
 }
