@@ -235,6 +235,56 @@ import Testing
         #expect(after["webhooks"]?.arrayValue?.first?["state"] != "disabled")
     }
 
+    /// A receiver's answer is input too: answers no receiver should give, each met by a test request and by the
+    /// sender, end as a failure named in the endpoint (or, for a 2xx, a success), and the server goes on.
+    @Test func hostileAnswersAreFailuresNotCrashes() async throws {
+        let server = try await Running.start()
+        defer { Task { try? await server.stop() } }
+        let (app, key) = try await server.app(devices: 1)
+        let (_, endpoint) = try await server.call(
+            "POST",
+            "/v1/apps/\(app)/webhooks",
+            key: key,
+            body: ["url": .string(server.sandbox.webhooks.url("hostile"))]
+        )
+        let id = try #require(endpoint["id"]?.stringValue)
+        let answers: [(HostileAnswer, Bool)] = [
+            (.body(status: 200, bytes: [0xFF, 0x00, 0x7B]), true),
+            (.body(status: 299, bytes: []), true),
+            (.huge(status: 500, bytes: 3_000_000), false),
+            (.huge(status: 200, bytes: 3_000_000), false),
+            (.header(status: 503, name: "retry-after", value: "1e400"), false),
+            (.header(status: 429, name: "retry-after", value: String(repeating: "9", count: 10_000)), false),
+            (.header(status: 301, name: "location", value: "https://127.0.0.1:1/elsewhere"), false),
+            (.status("abc"), false),
+            (.status("99"), false),
+            (.informationalOnly, false),
+        ]
+        for (answer, delivered) in answers {
+            server.sandbox.webhooks.inject(answer)
+            let (s, tested) = try await server.call("POST", "/v1/apps/\(app)/webhooks/\(id)/test", key: key)
+            #expect(s == 200, "\(answer)")
+            #expect(tested["delivered"] == .bool(delivered), "\(answer): \(tested)")
+            #expect(tested["status"] != nil || tested["error"] != nil, "\(answer)")
+        }
+        // The sender meets them too, then a healthy answer: every event arrives once the receiver answers well.
+        server.sandbox.webhooks.inject(.huge(status: 500, bytes: 3_000_000))
+        server.sandbox.webhooks.inject(.status("abc"))
+        server.sandbox.webhooks.inject(.header(status: 301, name: "location", value: "https://127.0.0.1:1/x"))
+        _ = try await server.call(
+            "POST",
+            "/v1/apps/\(app)/notifications",
+            key: key,
+            body: ["title": "x", "audience": ["tag": "t"]]
+        )
+        let got = try await server.receiver(within: 60) {
+            Self.events($0).contains { $0.type == "notification.completed" }
+        }
+        #expect(Self.events(got).contains { $0.type == "delivery.delivered" })
+        let (_, shown) = try await server.call("GET", "/v1/apps/\(app)/webhooks/\(id)", key: key)
+        #expect(shown["state"] == "active" && shown["last_success_at"] != nil)
+    }
+
     @Test func aReceiverThatIsGoneDisablesItsEndpoint() async throws {
         let server = try await Running.start()
         defer { Task { try? await server.stop() } }

@@ -227,6 +227,8 @@ final class HTTP1EmulatorHandler<Logic: EmulatorLogic>: ChannelInboundHandler, @
 
     private func act(_ action: EmulatorAction, head: HTTPRequestHead, _ context: ChannelHandlerContext) {
         switch action {
+        case .respond(let r) where r.rawStatus != nil || r.endsAfterInformational:
+            writeRaw(r, context)
         case .respond(let r):
             var h = HTTPHeaders(r.headers)
             h.replaceOrAdd(name: "content-length", value: String(r.body.count))
@@ -251,6 +253,22 @@ final class HTTP1EmulatorHandler<Logic: EmulatorLogic>: ChannelInboundHandler, @
         case .stall: break
         case .resetConnection, .goAway, .refuseStream: EmulatorSockets.reset(context.channel)
         }
+    }
+
+    /// An answer HTTP/1.1's encoder refuses to make (a status that is not one, an informational answer with nothing
+    /// after): its bytes written under the encoder, then the connection closed (nothing sane can follow it).
+    private func writeRaw(_ r: EmulatorResponse, _ context: ChannelHandlerContext) {
+        var text = "HTTP/1.1 \(r.rawStatus ?? String(r.status)) Hostile\r\n"
+        for (name, value) in r.headers { text += "\(name): \(value)\r\n" }
+        text += r.endsAfterInformational ? "\r\n" : "content-length: \(r.body.count)\r\n\r\n"
+        var buffer = context.channel.allocator.buffer(string: text)
+        if !r.endsAfterInformational { buffer.writeBytes(r.body) }
+        let channel = context.channel
+        guard let below = try? context.pipeline.syncOperations.context(handlerType: HTTPResponseEncoder.self) else {
+            channel.close(promise: nil)
+            return
+        }
+        below.writeAndFlush(NIOAny(buffer)).whenComplete { _ in channel.close(promise: nil) }
     }
 }
 

@@ -68,6 +68,8 @@ public final class WebhookReceiver: Sendable {
         /// A hook's own mode, over the default.
         var modes: [String: Mode] = [:]
         var secrets: [String: String] = [:]
+        /// Answers for the next requests, one each, before the mode applies (nothing of them recorded).
+        var hostile: [HostileAnswer] = []
         var failed = 0
         var hung = 0
         var events = 0
@@ -112,6 +114,11 @@ public final class WebhookReceiver: Sendable {
         }
     }
     public var mode: Mode { data.withLockedValue { $0.mode } }
+
+    /// The next `count` requests get this answer, which no receiver should give (nothing of them is recorded).
+    public func inject(_ answer: HostileAnswer, count: Int = 1) {
+        data.withLockedValue { $0.hostile += Array(repeating: answer, count: max(0, min(count, 10_000))) }
+    }
 
     /// Checks the signatures of the requests to `hook` with this secret from now on (nil: no more checks).
     public func setSecret(_ secret: String?, for hook: String) { data.withLockedValue { $0.secrets[hook] = secret } }
@@ -168,6 +175,10 @@ struct WebhookReceiverLogic: EmulatorLogic {
             return .respond(.json(404, ["error": "POST /hooks/<name> is the only route"]))
         }
         let hook = String(parts[1])
+        if let answer = data.withLockedValue({ $0.hostile.isEmpty ? nil : $0.hostile.removeFirst() }) {
+            data.withLockedValue { $0.failed += 1 }
+            return .respond(answer.response(extraHeaders: []))
+        }
         let mode = data.withLockedValue { $0.modes[hook] ?? $0.mode }
         if mode.gone { return .respond(.json(410, ["error": "this receiver is gone"])) }
         let roll = Double.random(in: 0..<1)
