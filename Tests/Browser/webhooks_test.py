@@ -4,8 +4,8 @@ endpoints pointed at the sandbox's webhook receiver. Run by ConsoleBrowserTests:
     python3 webhooks_test.py BASE_URL ADMIN_KEY SANDBOX_DIR SCREENSHOT_DIR
 
 Creates an app and a device through the API and signs in with the app's key. In the view: an http URL refused as
-the API names it; an endpoint added at the receiver (its address read from SANDBOX_DIR/sandbox.json, pasted as a
-user would), its secret shown once and gone when the view is left; a test the receiver verified answered 200 with
+the API names it; an endpoint added at the receiver (its address offered by the console, as
+GET /v1/me names it in sandbox mode, and checked against SANDBOX_DIR/sandbox.json), its secret shown once and gone when the view is left; a test the receiver verified answered 200 with
 its time; disabled and enabled; with the receiver failing every request, a send makes it failing with its last
 error and next attempt; a replay of the last hour; the secret rotated (shown once, the previous one named); the
 deletion refused and then confirmed. Checks every state shown against the API, that server text is shown as text,
@@ -26,7 +26,7 @@ base, admin, sandbox_dir, shots = sys.argv[1:5]
 os.makedirs(shots, exist_ok=True)
 with open(os.path.join(sandbox_dir, "sandbox.json")) as f:
     summary = json.load(f)
-receiver = summary["webhooks"]["url"] + "console"
+receiver = summary["webhooks"]["url"] + "orders"
 sandbox_admin = summary["admin"]
 
 
@@ -113,7 +113,7 @@ try:
     assert call("POST", f"/v1/apps/{app}/devices", key, {"token": "ab" * 32, "platform": "ios", "tags": ["vip"]})[0] == 200
     hooks = f"/v1/apps/{app}/webhooks"
 
-    step("sign in with the app's key; the Webhooks view has no endpoint yet and says where the sandbox's receiver is")
+    step("sign in with the app's key; the Webhooks view has no endpoint yet and offers the sandbox's receiver")
     driver.get(base + "/console")
     until(lambda: by_id("signin-key").is_displayed(), "the sign-in form")
     typed("signin-key", key)
@@ -121,7 +121,7 @@ try:
     until(lambda: by_id("f-title").is_displayed(), "the compose view")
     driver.find_element(By.CSS_SELECTOR, '#nav a[data-view="webhooks"]').click()
     until(lambda: by_id("webhooks-empty").is_displayed(), "the empty list")
-    assert by_id("wh-sandbox").is_displayed() and "sandbox.json" in by_id("wh-sandbox").text
+    assert by_id("wh-use-sandbox").is_displayed() and not by_id("wh-sandbox").is_displayed()
     boxes = driver.find_elements(By.CSS_SELECTOR, "#wh-events input[type=checkbox]")
     assert len(boxes) == 7 and all(b.is_selected() for b in boxes), [b.get_attribute("value") for b in boxes]
 
@@ -134,7 +134,9 @@ try:
     assert "https" in issue, issue
 
     step("add an endpoint at the sandbox's receiver: its secret shown once, with a copy button")
-    typed("wh-url", receiver)
+    by_id("wh-url").clear()
+    by_id("wh-use-sandbox").click()
+    assert by_id("wh-url").get_attribute("value") == receiver, by_id("wh-url").get_attribute("value")
     for box in boxes:
         if box.get_attribute("value") not in ("delivery.delivered", "delivery.failed"):
             box.click()
@@ -160,7 +162,7 @@ try:
     until(lambda: by_id("wh-created").find_element(By.CSS_SELECTOR, "[role=status]").text, "the copy's answer")
     shot("webhooks-created.png", "wh-created")
     # The receiver checks signatures with the secret, as the app's backend would.
-    assert call("POST", sandbox_admin + "/webhooks/secrets", body={"hook": "console", "secret": secret})[0] == 200
+    assert call("POST", sandbox_admin + "/webhooks/secrets", body={"hook": "orders", "secret": secret})[0] == 200
 
     step("the secret is gone once the view is left")
     driver.find_element(By.CSS_SELECTOR, '#nav a[data-view="devices"]').click()
@@ -173,7 +175,7 @@ try:
     until(lambda: card().find_element(By.CSS_SELECTOR, ".webhook-test").get_attribute("data-status") == "200", "the test's status")
     said = card().find_element(By.CSS_SELECTOR, ".webhook-test").text
     assert said.startswith("The receiver answered 200 in ") and said.endswith(" ms."), said
-    _, got = call("GET", sandbox_admin + "/webhooks/received?hook=console")
+    _, got = call("GET", sandbox_admin + "/webhooks/received?hook=orders")
     last = got["requests"][-1]
     assert last["events"][0]["type"] == "webhook.test" and last["verified"] is True, last
 
@@ -210,7 +212,7 @@ try:
     until(lambda: card().find_elements(By.CSS_SELECTOR, ".webhook-replayed"), "the replay taken")
     listed_as("active")
     assert facts()["Last success"] != "never", facts()
-    _, got = call("GET", sandbox_admin + "/webhooks/received?hook=console")
+    _, got = call("GET", sandbox_admin + "/webhooks/received?hook=orders")
     types = [e["type"] for r in got["requests"] for e in r["events"]]
     assert "delivery.delivered" in types and all(r["verified"] for r in got["requests"]), got["requests"]
 
@@ -221,11 +223,11 @@ try:
     rotated = card().find_element(By.CSS_SELECTOR, ".webhook-secret").text
     assert rotated.startswith("whsec_") and rotated != secret
     assert "Previous secret" in facts() and driver.switch_to.active_element.get_attribute("data-action") == "copy"
-    assert call("POST", sandbox_admin + "/webhooks/secrets", body={"hook": "console", "secret": rotated})[0] == 200
+    assert call("POST", sandbox_admin + "/webhooks/secrets", body={"hook": "orders", "secret": rotated})[0] == 200
     action("test").click()
     until(lambda: card().find_element(By.CSS_SELECTOR, ".webhook-test").get_attribute("data-status") == "200", "a test under the new secret")
     assert card().find_element(By.CSS_SELECTOR, ".webhook-secret").text == rotated  # a test does not take the secret away
-    assert call("GET", sandbox_admin + "/webhooks/received?hook=console")[1]["requests"][-1]["verified"] is True
+    assert call("GET", sandbox_admin + "/webhooks/received?hook=orders")[1]["requests"][-1]["verified"] is True
 
     step("at phone width the view fits the window")
     driver.set_window_size(390, 844)

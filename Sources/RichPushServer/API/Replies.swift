@@ -87,13 +87,18 @@ struct Me: ResponseEncodable {
     let scopes: [String]?
     let app: JSONValue?
     let sandbox: Bool
+    /// In sandbox mode, where the sandbox's webhook receiver takes requests (`…/hooks/<name>`).
+    var sandboxWebhooks: String? = nil
 
-    static func admin(sandbox: Bool) -> Me { Me(admin: true, keyID: nil, scopes: nil, app: nil, sandbox: sandbox) }
+    static func admin(sandbox: Bool, webhooks: String?) -> Me {
+        Me(admin: true, keyID: nil, scopes: nil, app: nil, sandbox: sandbox, sandboxWebhooks: webhooks)
+    }
 
     enum CodingKeys: String, CodingKey {
         case admin
         case keyID = "key_id"
         case scopes, app, sandbox
+        case sandboxWebhooks = "sandbox_webhooks"
     }
 }
 

@@ -77,6 +77,8 @@ public struct RichPushAPI: Sendable {
     var webhookSender: WebhookSender?
     /// The addresses a webhook endpoint may name (outside the sandbox: no internal address).
     public var webhookPolicy = AddressPolicy()
+    /// The sandbox's webhook receiver in this process (`GET /v1/me` names it for the console).
+    public var sandboxWebhooks: String?
 
     public init(
         backend: any StorageBackend,
@@ -201,7 +203,8 @@ public struct RichPushAPI: Sendable {
             backend: backend,
             maxBodyBytes: maxBodyBytes,
             extraFCMTokenEndpoints: extraFCMTokenEndpoints,
-            sandbox: simulate != nil
+            sandbox: simulate != nil,
+            sandboxWebhooks: sandboxWebhooks
         ).addRoutes(to: keyed)
         DevicesController(
             store: store,

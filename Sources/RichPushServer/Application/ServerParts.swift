@@ -112,6 +112,7 @@ struct ServerParts {
         )
         api.webhookSender = webhooks
         api.webhookPolicy = AddressPolicy(allowAll: config.sandbox)
+        api.sandboxWebhooks = setup.sandbox.map { $0.webhooks.url("") }
         return ServerParts(
             config: config,
             logger: logger,

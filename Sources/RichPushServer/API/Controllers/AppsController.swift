@@ -15,6 +15,8 @@ struct AppsController: AppRoutes {
     let extraFCMTokenEndpoints: Set<String>
     /// Whether this server runs the sandbox (the console shows its simulated iPhone then).
     let sandbox: Bool
+    /// The sandbox's webhook receiver (`https://127.0.0.1:<port>/hooks/`), when it runs in this process.
+    var sandboxWebhooks: String? = nil
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
         let reading = group.app(.read, store: store)
@@ -37,7 +39,7 @@ struct AppsController: AppRoutes {
     func me(_ request: Request, _ context: APIRequestContext) async throws -> Me {
         switch try context.requireCaller() {
         case .admin:
-            return .admin(sandbox: sandbox)
+            return .admin(sandbox: sandbox, webhooks: sandboxWebhooks)
         case .app(let grant):
             guard let app = try await store.app(id: grant.appID) else {
                 throw APIError(.notFound, "this key's app is gone")
@@ -48,7 +50,8 @@ struct AppsController: AppRoutes {
                 keyID: grant.keyID,
                 scopes: APIScope.allCases.filter(grant.scopes.contains).map(\.rawValue),
                 app: readsApp ? app.json : ["id": .string(app.id)],
-                sandbox: sandbox
+                sandbox: sandbox,
+                sandboxWebhooks: sandboxWebhooks
             )
         }
     }

@@ -14,6 +14,7 @@ export async function signIn(key, appID) {
   if (me.status !== 200) { state.key = null; throw new Error(me.status === 401 ? "this key is not one of this server's" : errorText(me)); }
   state.admin = me.json.admin;
   state.sandbox = me.json.sandbox;
+  state.sandboxWebhooks = me.json.sandbox_webhooks || null;
   if (me.json.app) { state.app = me.json.app; state.appID = me.json.app.id; }
   else if (appID) {
     const app = await api("GET", `/v1/apps/${encodeURIComponent(appID)}`);

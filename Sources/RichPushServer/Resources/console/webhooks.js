@@ -21,7 +21,11 @@ function soon(t) {
 export async function renderWebhooks(then) {
   const box = $("webhooks-list");
   const mine = ++generation;
-  $("wh-sandbox").hidden = !state.sandbox;
+  $("wh-sandbox").hidden = !state.sandbox || !!state.sandboxWebhooks;
+  const use = $("wh-use-sandbox");
+  use.hidden = !state.sandboxWebhooks;
+  // The receiver takes any name after /hooks/: "orders" here, whatever the user makes of it.
+  use.onclick = () => { $("wh-url").value = state.sandboxWebhooks + "orders"; $("wh-url").focus(); };
   $("wh-url").placeholder = state.sandbox ? "https://127.0.0.1:<port>/hooks/orders" : "https://api.example.com/richpush/events";
   const r = await api("GET", base());
   if (mine !== generation) return;  // a newer listing is under way
