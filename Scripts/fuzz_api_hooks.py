@@ -54,6 +54,12 @@ if _receipts:
 schemathesis.openapi.format(
     "send-time", st.floats(min_value=-3600, max_value=27 * 86400).map(lambda offset: round(time.time() + offset, 3)))
 
+# A webhook replay's times: RFC 3339, from three days ago (what is kept) to a minute ahead, measured when each is drawn.
+schemathesis.openapi.format(
+    "webhook-time",
+    st.floats(min_value=-3 * 86400 + 60, max_value=60).map(
+        lambda offset: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + offset))))
+
 _topic = st.from_regex(r"\A[a-z][a-z0-9_]{0,20}\Z")
 schemathesis.openapi.format(
     "fcm-condition",
