@@ -34,9 +34,18 @@ public final class HTTP1ClientConnection: Sendable {
         return HTTP1ClientConnection(channel: channel, authority: authority, closing: closing)
     }
 
+    /// What a response body past ``HTTP2ClientConnection/maxResponseBytes`` does: fails the request (a push
+    /// service's answer must be read whole), or is cut there and read to its end unkept (a webhook receiver's
+    /// status is its answer; its body is not read).
+    public enum LongBody: Sendable {
+        case fail
+        case truncate
+    }
+
     /// Sends one request and waits for its whole response. One at a time: a second request while one is in flight
-    /// is refused with ``TransportError/notSent``.
-    public func send(_ request: H2Request, timeout: TimeAmount) async throws -> H2Response {
+    /// is refused with ``TransportError/notSent``. The timeout covers the whole response, a long body read to its
+    /// end included.
+    public func send(_ request: H2Request, timeout: TimeAmount, longBody: LongBody = .fail) async throws -> H2Response {
         guard
             busy.withLockedValue({ b -> Bool in
                 if b { return false }
@@ -58,6 +67,7 @@ public final class HTTP1ClientConnection: Sendable {
                 return
             }
             reader.pending = promise
+            reader.truncates = longBody == .truncate
             let timer = channel.eventLoop.scheduleTask(in: timeout) {
                 closing.withLockedValue { $0 = true }
                 promise.fail(TransportError.timedOut)
@@ -95,6 +105,8 @@ final class HTTP1ResponseReader: ChannelInboundHandler, RemovableChannelHandler,
     typealias InboundIn = HTTPClientResponsePart
 
     var pending: EventLoopPromise<H2Response>?
+    /// The body past the limit is dropped rather than failing the request (``HTTP1ClientConnection/LongBody``).
+    var truncates = false
     /// Set when the server said `Connection: close`, or the connection broke: no more requests on it.
     let closing: NIOLockedValueBox<Bool>
     private var head: HTTPResponseHead?
@@ -113,8 +125,18 @@ final class HTTP1ResponseReader: ChannelInboundHandler, RemovableChannelHandler,
             if !h.isKeepAlive { closing.withLockedValue { $0 = true } }
         case .body(var b):
             guard head != nil else { return }
-            guard (body?.readableBytes ?? 0) + b.readableBytes <= HTTP2ClientConnection.maxResponseBytes else {
-                fail(.responseTooLarge(limit: HTTP2ClientConnection.maxResponseBytes), context: context)
+            let kept = body?.readableBytes ?? 0
+            guard kept + b.readableBytes <= HTTP2ClientConnection.maxResponseBytes else {
+                guard truncates else {
+                    fail(.responseTooLarge(limit: HTTP2ClientConnection.maxResponseBytes), context: context)
+                    return
+                }
+                // Kept to the limit; the rest is read and dropped (the request's timeout bounds how long).
+                if var part = b.readSlice(length: max(0, HTTP2ClientConnection.maxResponseBytes - kept)),
+                    part.readableBytes > 0
+                {
+                    if body == nil { body = part } else { body!.writeBuffer(&part) }
+                }
                 return
             }
             if body == nil { body = b } else { body!.writeBuffer(&b) }

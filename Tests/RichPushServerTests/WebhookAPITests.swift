@@ -31,7 +31,13 @@ import Testing
                 (["url": "https://[::1]/x"], "url:address"),
                 (["url": "https://localhost/x"], "url:address"),
                 (["url": "https://hooks.example.com/x#f"], "url:fragment"),
-                (["url": "not a url"], "url:url"),
+                (["url": "not a url"], "url:url-characters"),
+                (["url": "hooks.example.com/x"], "url:url"),
+                (["url": "https://0*"], "url:url-host"),
+                (["url": "https://a..b/x"], "url:url-host"),
+                (["url": "https://a'b.example/"], "url:url-host"),
+                (["url": "https://h.example:0/x"], "url:url-port"),
+                (["url": "ftp://h.example/x"], "url:https"),
                 (["url": .string("https://h.example/" + String(repeating: "a", count: 2100))], "url:length"),
                 (["url": "https://h.example/x", "events": ["delivery.exploded"]], "events[0]:enum"),
                 (["url": "https://h.example/x", "events": ["webhook.test"]], "events[0]:enum"),
@@ -96,6 +102,16 @@ import Testing
             #expect(p == 200 && patched["batch_size"] == 5 && patched["state"] == "disabled")
             #expect(patched["events"] == ["delivery.failed", "open"])
             #expect(patched["disabled_reason"] == "disabled by the app")
+            #expect(patched["next_attempt_at"] == nil)
+            // Kept as media URLs are: scheme and host in lower case, the path as written.
+            let (_, upper) = try await APITests.call(
+                client,
+                .patch,
+                one,
+                key: key,
+                body: ["url": "HTTPS://Hooks.Example.COM/A%2Fb"]
+            )
+            #expect(upper["url"] == "https://hooks.example.com/A%2Fb")
             #expect(try await APITests.call(client, .patch, one, key: key, body: ["url": "http://x.example"]).0 == 422)
 
             // Another app's key, unknown ids, path tricks: not found.
@@ -114,6 +130,12 @@ import Testing
                 (["from": .string(stamp.string(from: now.addingTimeInterval(-3600)))], 202),
                 (["from": .string(stamp.string(from: now.addingTimeInterval(-10 * 86_400)))], 422),
                 (["from": .string(stamp.string(from: now.addingTimeInterval(60)))], 422),
+                (
+                    [
+                        "from": .string(stamp.string(from: now.addingTimeInterval(3600))),
+                        "to": .string(stamp.string(from: now.addingTimeInterval(7200))),
+                    ], 422
+                ),
                 (["from": "yesterday"], 422),
                 ([:], 422),
             ]

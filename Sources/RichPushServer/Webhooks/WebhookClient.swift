@@ -56,7 +56,12 @@ final class WebhookClient: Sendable {
         let path = (encodedPath.isEmpty ? "/" : encodedPath) + (u.query(percentEncoded: true).map { "?" + $0 } ?? "")
         let request = H2Request(method: "POST", path: path, headers: headers, body: ByteBuffer(bytes: body))
         do {
-            let response = try await connection.send(request, timeout: configuration.requestTimeout)
+            // A 2xx is the receiver's acknowledgement whatever its body says: a long body is cut, not a failure.
+            let response = try await connection.send(
+                request,
+                timeout: configuration.requestTimeout,
+                longBody: .truncate
+            )
             return .status(response.status, retryAfter: Self.retryAfter(response.headers.first(name: "retry-after")))
         } catch {
             forget(endpoint)

@@ -170,7 +170,7 @@ extension WebhookEndpoint {
         date("last_success_at", lastSuccessAt)
         date("failing_since", failingSince)
         date("disabled_at", disabledAt)
-        if failures > 0 || disabledAt == nil { date("next_attempt_at", failures > 0 ? nextAttemptAt : nil) }
+        if failures > 0, disabledAt == nil { date("next_attempt_at", nextAttemptAt) }
         if let lastError { o["last_error"] = .string(lastError) }
         if let disabledReason { o["disabled_reason"] = .string(disabledReason) }
         if let until = previousUntil, until > Date() { date("previous_secret_until", until) }
@@ -198,9 +198,13 @@ struct WebhookBody {
         let o = r.body(json, known: creating ? fields.subtracting(["enabled"]) : fields)
         var b = WebhookBody()
         b.url = r.text(o, "url", at: "", required: creating, lengths: 1...WebhookLimits.maxURLBytes)
-        if let u = b.url, let problem = urlProblem(u, policy: policy) {
-            r.report.add("url", problem.rule, problem.message)
-            b.url = nil
+        if let u = b.url {
+            if let problem = urlProblem(u, policy: policy) {
+                r.report.add("url", problem.rule, problem.message)
+                b.url = nil
+            } else {
+                b.url = normalized(u)
+            }
         }
         if let names = r.texts(o, "events", at: "", maxCount: WebhookEventType.subscribable.count, lengths: 1...64) {
             var types = Set<WebhookEventType>()
@@ -231,26 +235,35 @@ struct WebhookBody {
         return b
     }
 
-    /// Why a URL cannot be an endpoint: not https, credentials in it, a fragment, or a host the address policy
-    /// refuses by its name or literal address (a name is checked again, resolved, at each connection).
+    /// Why a URL cannot be an endpoint: not a URL as media URLs are read (a host that is no name or address, a bad
+    /// port, control characters: the same rules, ``MediaURL``), not https, credentials in it, a fragment, or a host
+    /// the address policy refuses by its name or literal address (a name is checked again, resolved, at each
+    /// connection).
     static func urlProblem(_ s: String, policy: AddressPolicy) -> (rule: String, message: String)? {
-        guard let u = URLComponents(string: s), let scheme = u.scheme?.lowercased(), let host = u.host, !host.isEmpty
-        else { return ("url", "an absolute https URL") }
-        guard scheme == "https" else { return ("https", "webhooks go over https only") }
-        if u.user != nil || u.password != nil {
-            return ("credentials", "no user or password in the URL: receivers verify the signature instead")
+        let url: MediaURL
+        do { url = try MediaURL(s) } catch {
+            if error.rule == .userInfo {
+                return ("credentials", "no user or password in the URL: receivers verify the signature instead")
+            }
+            if error.rule == .scheme { return ("https", "webhooks go over https only") }
+            return (error.rule.rawValue, error.message)
         }
-        if u.fragment != nil { return ("fragment", "a URL without a #fragment") }
-        if let port = u.port, !(1...65535).contains(port) { return ("port", "a port of 1 to 65535") }
-        let bare = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
+        guard url.scheme == "https" else { return ("https", "webhooks go over https only") }
+        if s.contains("#") { return ("fragment", "a URL without a #fragment") }
+        let bare =
+            url.host.hasPrefix("[") && url.host.hasSuffix("]") ? String(url.host.dropFirst().dropLast()) : url.host
         if case .refused(let why) = policy.check(hostName: bare) {
             return ("address", "the address policy refuses this host: \(why)")
         }
-        if let literal = IPAddress(host: bare), case .refused(let why) = policy.check(literal, port: u.port ?? 443) {
+        if let literal = IPAddress(host: bare), case .refused(let why) = policy.check(literal, port: url.port ?? 443) {
             return ("address", "the address policy refuses this address: \(why)")
         }
         return nil
     }
+
+    /// The URL as it is kept and sent to: as media URLs are normalized (scheme and host in lower case, a default
+    /// port dropped, the path as written).
+    static func normalized(_ s: String) -> String { (try? MediaURL(s).fetched) ?? s }
 
     /// A replay's `from` and `to` (RFC 3339; `to` defaults to now): within what is kept, `from` before `to`.
     static func range(_ json: JSONValue, now: Date) throws -> (Date, Date) {
@@ -266,9 +279,9 @@ struct WebhookBody {
             return d
         }
         let from = date("from", required: true)
-        let to = date("to", required: false) ?? now
+        let to = min(date("to", required: false) ?? now, now)
         if let from {
-            if from >= to { r.report.add("from", "order", "from is before to") }
+            if from >= to { r.report.add("from", "order", "from is before to, and before now") }
             if from < now.addingTimeInterval(-WebhookLimits.retention - 3600) {
                 r.report.add(
                     "from",
@@ -278,7 +291,7 @@ struct WebhookBody {
             }
         }
         guard r.report.isValid, let from else { throw APIError.invalid("the replay", r.report) }
-        return (from, min(to, now))
+        return (from, to)
     }
 
     static func fractional(_ s: String) -> Date? {

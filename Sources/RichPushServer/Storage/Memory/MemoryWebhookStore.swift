@@ -65,6 +65,7 @@ public final class MemoryWebhookStore: WebhookStore {
         change(appID, id) { e in
             if enabled {
                 (e.disabledAt, e.disabledReason, e.failures, e.failingSince, e.nextAttemptAt) = (nil, nil, 0, nil, now)
+                e.lastError = nil
             } else if e.disabledAt == nil {
                 (e.disabledAt, e.disabledReason) = (now, "disabled by the app")
             }

@@ -123,7 +123,7 @@ enum WebhookSQL {
     static func enable(appID: String, id: String, now: Date) -> SQL {
         """
         UPDATE webhook_endpoints SET disabled_at = NULL, disabled_reason = NULL, failures = 0, failing_since = NULL,
-            next_attempt_at = \(now)
+            last_error = NULL, next_attempt_at = \(now)
         WHERE app_id = \(appID) AND id = \(id)
         """
     }
