@@ -283,6 +283,9 @@ enum WebhookSQL {
         ]
     }
 
+    /// Whether any app has an endpoint (one index read).
+    static let anyEndpoint = "SELECT EXISTS (SELECT 1 FROM webhook_endpoints)"
+
     /// Deliveries that ended `expired` at a claim (their time to live passed): `delivery.failed`.
     static func expired(ids: [Int64], now: Date) -> SQL {
         """

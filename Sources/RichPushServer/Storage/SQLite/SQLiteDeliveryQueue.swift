@@ -180,7 +180,9 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
                 expiring += ids
                 // Deliveries past their time to live end as expired rather than being sent late.
                 try db.execute(sql: Self.expireTaken(marks), arguments: StatementArguments(expiring))
-                if db.changesCount > 0 { try db.execute(query: WebhookSQL.expired(ids: ids, now: now)) }
+                if db.changesCount > 0, try Bool.fetchOne(db.cachedStatement(sql: WebhookSQL.anyEndpoint)) == true {
+                    try db.execute(query: WebhookSQL.expired(ids: ids, now: now))
+                }
                 var leasing: [any DatabaseValueConvertible] = [owner, t + lease, t]
                 leasing += ids
                 let rows = try Row.fetchAll(db, sql: Self.leaseTaken(marks), arguments: StatementArguments(leasing))
@@ -308,7 +310,8 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
                 }
             }
             // The webhooks' events of these outcomes, in the same transaction (an outbox: none is lost or invented).
-            if !told.isEmpty {
+            // One look at the endpoints first: without any, the statements' probe of each delivery is skipped.
+            if !told.isEmpty, try Bool.fetchOne(db.cachedStatement(sql: WebhookSQL.anyEndpoint)) == true {
                 for statement in WebhookSQL.settled(ids: told, now: now) { try db.execute(query: statement) }
             }
             return held
