@@ -105,7 +105,7 @@ killed=0
 while true; do
   read -r unique total done ordered last verified requests failed hung < <(summary)
   if [[ -n ${KILL:-} && $killed == 0 && $unique -ge $((devices / 2)) ]]; then
-    kill -9 "${node_pids[1]}"
+    { kill -9 "${node_pids[1]}"; wait "${node_pids[1]}"; } 2>/dev/null || true
     killed=1
     echo "  SIGKILL to node 1 at $unique events received"
     sleep 1

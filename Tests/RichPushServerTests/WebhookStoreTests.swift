@@ -77,16 +77,15 @@ import Testing
         )
         #expect(events.allSatisfy { $0.notificationID == "n1" && $0.appID == app })
         #expect(zip(events, events.dropFirst()).allSatisfy { $0.cursor < $1.cursor })
-        let stamp = ISO8601DateFormatter()
-        let retried = try #require(events.first { $0.state == "queued" }).json(stamp: stamp)
+        let retried = try #require(events.first { $0.state == "queued" }).json()
         #expect(retried["data"]?["retried"] == true)
         #expect(retried["data"]?["reason"] == "TooManyRequests")
         #expect(retried["data"]?["next_attempt_at"] != nil)
-        let delivered = events[0].json(stamp: stamp)
+        let delivered = events[0].json()
         #expect(delivered["data"]?["provider_id"] == "apns-1")
         #expect(delivered["data"]?["token"] == "t0")
         #expect(delivered["id"]?.stringValue == events[0].id)
-        let failed = events[1].json(stamp: stamp)
+        let failed = events[1].json()
         #expect(failed["data"]?["retried"] == false && failed["data"]?["meaning"] != nil)
         // The endpoint that hears only token.invalid gets that one event in its batch.
         let batch = WebhookBatch(events, for: onlyPruned, exact: nil)
@@ -172,6 +171,22 @@ import Testing
         #expect(rotated.signingSecrets(at: Date().addingTimeInterval(WebhookLimits.secretOverlap + 1)).count == 1)
     }
 
+    /// The events' times, written by hand, agree with Foundation's formatter over four centuries of instants.
+    @Test func timesAreRFC3339InUTCWithMilliseconds() {
+        let f = ISO8601DateFormatter()
+        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        var rng = SystemRandomNumberGenerator()
+        var instants: [Double] = [0, -0.001, 951_782_400, 4_107_542_399.999, -2_208_988_800, 253_402_300_799.999]
+        for _ in 0..<5000 {
+            instants.append(Double(Int64.random(in: -12_000_000_000_000...250_000_000_000_000, using: &rng)) / 1000)
+        }
+        for t in instants {
+            let d = Date(timeIntervalSince1970: t)
+            let ms = (d.timeIntervalSince1970 * 1000).rounded(.down) / 1000
+            #expect(WebhookTime.rfc3339(d) == f.string(from: Date(timeIntervalSince1970: ms)), "\(t)")
+        }
+    }
+
     @Test(arguments: Kind.allCases)
     func aNotificationThatEndedIsToldOnce(_ kind: Kind) async throws {
         let b = try await StorageBackendTests.make(kind)
@@ -203,7 +218,7 @@ import Testing
         #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(100), limit: 10) == 0)
         let events = try await Self.events(b, app, after: e.cursor, count: 1)
         #expect(events.map(\.type) == ["notification.completed"])
-        let json = events[0].json(stamp: ISO8601DateFormatter())
+        let json = events[0].json()
         #expect(json["data"]?["total"] == 3)
         #expect(json["data"]?["counts"]?["delivered"] == 2)
         #expect(json["data"]?["counts"]?["failed"] == 1)
@@ -250,11 +265,10 @@ import Testing
         #expect(try await b.liveTokens.remove(appID: app, token: String(repeating: "ab", count: 32)))
         let events = try await Self.events(b, app, after: e.cursor, count: 5)
         #expect(events.map(\.type) == ["delivery.delivered", "receipt.received", "open", "live.token", "live.token"])
-        let stamp = ISO8601DateFormatter()
-        #expect(events[1].json(stamp: stamp)["data"]?["elapsed_ms"] == 420)
-        #expect(events[1].json(stamp: stamp)["data"]?["token"] == "r0")
-        #expect(events[2].json(stamp: stamp)["data"]?["action"] == "reply")
-        #expect(events[3].json(stamp: stamp)["data"]?["state"] == "registered")
-        #expect(events[4].json(stamp: stamp)["data"]?["state"] == "removed")
+        #expect(events[1].json()["data"]?["elapsed_ms"] == 420)
+        #expect(events[1].json()["data"]?["token"] == "r0")
+        #expect(events[2].json()["data"]?["action"] == "reply")
+        #expect(events[3].json()["data"]?["state"] == "registered")
+        #expect(events[4].json()["data"]?["state"] == "removed")
     }
 }

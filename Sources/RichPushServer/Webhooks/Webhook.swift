@@ -170,7 +170,7 @@ public struct WebhookEvent: Sendable, Hashable {
     public var id: String { "evt_\(seq)" }
 
     /// The event as the receiver gets it: `id`, `type`, `timestamp` (when it happened) and `data`.
-    public func json(stamp: ISO8601DateFormatter) -> JSONValue {
+    public func json() -> JSONValue {
         var data: [String: JSONValue] = [:]
         if let d = detail, case .object(let o)? = try? JSONValue.parse(d) { data = o }
         if let n = notificationID { data["notification_id"] = .string(n) }
@@ -188,7 +188,7 @@ public struct WebhookEvent: Sendable, Hashable {
                 data["reason"] = .string(r)
                 if let m = DeliveryReasons.meaning(r) { data["meaning"] = .string(m) }
             }
-            if retried, let at = nextAt { data["next_attempt_at"] = .string(stamp.string(from: at)) }
+            if retried, let at = nextAt { data["next_attempt_at"] = .string(WebhookTime.rfc3339(at)) }
         case .tokenInvalid?:
             if let r = reason { data["reason"] = .string(r) }
         default: break
@@ -196,7 +196,7 @@ public struct WebhookEvent: Sendable, Hashable {
         return .object([
             "id": .string(id),
             "type": .string(type),
-            "timestamp": .string(stamp.string(from: createdAt)),
+            "timestamp": .string(WebhookTime.rfc3339(createdAt)),
             "data": .object(data),
         ])
     }
@@ -323,5 +323,52 @@ extension LiveToken {
         if let activityID { o["activity_id"] = .string(activityID) }
         if let userID { o["user_id"] = .string(userID) }
         return NewWebhookEvent(appID: appID, type: .liveToken, detail: .object(o))
+    }
+}
+
+/// Times as the events carry them: RFC 3339 in UTC with milliseconds (`2026-11-27T19:01:02.123Z`), written by hand
+/// (Foundation's formatter was a third of a batch's rendering: 1.35 % of a delivering node's CPU with webhooks on).
+enum WebhookTime {
+    static func rfc3339(_ date: Date) -> String {
+        let ms = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        let (days, msOfDay) = (floorDiv(ms, 86_400_000), ms - floorDiv(ms, 86_400_000) * 86_400_000)
+        let (y, m, d) = civil(days)
+        let s = Int(msOfDay / 1000)
+        var out = ""
+        out.reserveCapacity(24)
+        func pad(_ n: Int, _ width: Int) {
+            let text = String(n)
+            out += String(repeating: "0", count: max(0, width - text.count)) + text
+        }
+        pad(y, 4)
+        out += "-"
+        pad(m, 2)
+        out += "-"
+        pad(d, 2)
+        out += "T"
+        pad(s / 3600, 2)
+        out += ":"
+        pad(s / 60 % 60, 2)
+        out += ":"
+        pad(s % 60, 2)
+        out += "."
+        pad(Int(msOfDay % 1000), 3)
+        out += "Z"
+        return out
+    }
+
+    static func floorDiv(_ a: Int64, _ b: Int64) -> Int64 { a >= 0 ? a / b : -((-a + b - 1) / b) }
+
+    /// The civil date of a day counted from 1970-01-01 (the proleptic Gregorian calendar).
+    static func civil(_ days: Int64) -> (Int, Int, Int) {
+        let z = days + 719_468
+        let era = floorDiv(z, 146_097)
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (Int(yoe + era * 400 + (m <= 2 ? 1 : 0)), Int(m), Int(d))
     }
 }

@@ -151,42 +151,62 @@ final class WebhookSender: Service, Sendable {
 
     enum Step { case more, done, failed }
 
-    /// Rows read to find one batch: at least the batch, twice over when the endpoint hears only some types.
-    static func scanLimit(_ e: WebhookEndpoint) -> Int { min(2000, max(1000, e.batchSize * 2)) }
-
-    /// Sends the endpoint's next request (its replay's first, while it has one).
+    /// Sends the endpoint's next request (its replay's first, while it has one). The database hands over only the
+    /// events the endpoint hears, one batch at a time (a retry: exactly those it sent before).
     func step(_ e: inout WebhookEndpoint) async -> Step {
         let owner = configuration.owner
         do {
             try await store.extend(id: e.id, owner: owner, until: now().addingTimeInterval(configuration.lease))
             if let replay = e.replay {
-                let raw = try await store.replayEvents(appID: e.appID, replay: replay, limit: Self.scanLimit(e))
-                guard !raw.isEmpty else {
+                let rows = try await store.replayEvents(appID: e.appID, replay: replay, limit: e.batchSize, hearing: e)
+                guard !rows.isEmpty else {
                     try await store.acknowledgeReplay(id: e.id, owner: owner, cursor: nil, now: now())
                     e.replay = nil
                     return .more
                 }
-                let batch = WebhookBatch(raw, for: e, exact: nil)
+                let batch = WebhookBatch(rows, for: e, exact: nil)
                 // A failed replay request keeps the live retry's end as it was: the replay reads its rows again.
-                if !batch.events.isEmpty, await send(batch, to: e, retryEnd: e.batchEnd) == false { return .failed }
+                if await send(batch, to: e, retryEnd: e.batchEnd) == false { return .failed }
                 try await store.acknowledgeReplay(id: e.id, owner: owner, cursor: batch.end, now: now())
                 e.replay?.cursor = batch.end
                 return .more
             }
-            let limit = e.batchEnd == nil ? Self.scanLimit(e) : 100_000
-            let raw = try await store.events(appID: e.appID, after: e.cursor, through: e.batchEnd, limit: limit)
-            guard !raw.isEmpty else {
+            let limit = e.batchEnd == nil ? e.batchSize : 100_000
+            let rows = try await store.events(
+                appID: e.appID,
+                after: e.cursor,
+                through: e.batchEnd,
+                limit: limit,
+                hearing: e
+            )
+            guard !rows.isEmpty else {
                 // A retried request whose events are gone (past their retention): nothing of it is left to send.
-                guard let end = e.batchEnd else { return .done }
-                try await store.acknowledge(id: e.id, owner: owner, cursor: end, now: now())
-                (e.cursor, e.batchEnd) = (end, nil)
-                return .more
+                if let end = e.batchEnd {
+                    try await store.acknowledge(id: e.id, owner: owner, cursor: end, now: now())
+                    (e.cursor, e.batchEnd) = (end, nil)
+                    return .more
+                }
+                // Nothing it hears: its cursor moves past what it does not (or the next claim would find those
+                // again), to the newest event seen, once nothing it hears is found up to there (one may have come
+                // since the read above).
+                guard let head = try await store.head(appID: e.appID), head > e.cursor else { return .done }
+                let since = try await store.events(
+                    appID: e.appID,
+                    after: e.cursor,
+                    through: head,
+                    limit: 1,
+                    hearing: e
+                )
+                guard since.isEmpty else { return .more }
+                try await store.acknowledge(id: e.id, owner: owner, cursor: head, now: now())
+                e.cursor = head
+                return .done
             }
-            let batch = WebhookBatch(raw, for: e, exact: e.batchEnd)
-            if !batch.events.isEmpty, await send(batch, to: e, retryEnd: batch.end) == false { return .failed }
+            let batch = WebhookBatch(rows, for: e, exact: e.batchEnd)
+            if await send(batch, to: e, retryEnd: batch.end) == false { return .failed }
             try await store.acknowledge(id: e.id, owner: owner, cursor: batch.end, now: now())
             (e.cursor, e.batchEnd, e.failures, e.failingSince) = (batch.end, nil, 0, nil)
-            return raw.count >= limit || batch.cut ? .more : .done
+            return rows.count >= limit || batch.cut ? .more : .done
         } catch {
             if !Task.isCancelled {
                 logger.warning(
@@ -350,39 +370,39 @@ struct WebhookBatch {
     /// `msg_` and a digest of the endpoint and its events' ids.
     var id: String
 
-    /// `exact`: a retry's end, whose events all go again; nil: a new batch from the rows.
+    /// `exact`: a retry's end, whose events all go again; nil: a new batch from the rows. Each event is serialized
+    /// once and the body put together from those bytes (keys in the order `serialized()` writes them).
     init(_ rows: [WebhookEvent], for e: WebhookEndpoint, exact: WebhookCursor?) {
         let heard = rows.filter(e.hears)
-        let stamp = ISO8601DateFormatter()
-        stamp.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
         var taken: [WebhookEvent] = []
-        var rendered: [JSONValue] = []
-        var bytes = 64
+        var joined: [UInt8] = []
+        joined.reserveCapacity(heard.count * 400)
         var cut = false
         for event in heard {
             if exact == nil, taken.count >= e.batchSize {
                 cut = true
                 break
             }
-            let json = event.json(stamp: stamp)
-            let size = json.serialized().count + 1
-            if exact == nil, !taken.isEmpty, bytes + size > WebhookLimits.maxBodyBytes {
+            let bytes = event.json().serialized()
+            if exact == nil, !taken.isEmpty, joined.count + bytes.count + 128 > WebhookLimits.maxBodyBytes {
                 cut = true
                 break
             }
-            bytes += size
+            if !taken.isEmpty { joined.append(UInt8(ascii: ",")) }
+            joined += bytes
             taken.append(event)
-            rendered.append(json)
         }
         events = taken
         self.cut = cut
         end = exact ?? (cut ? taken.last?.cursor : nil) ?? rows.last?.cursor ?? e.cursor
         let newest = taken.map(\.createdAt).max() ?? Date(timeIntervalSince1970: 0)
-        body = JSONValue.object([
-            "type": .string("batch"),
-            "timestamp": .string(stamp.string(from: newest)),
-            "data": .object(["events": .array(rendered)]),
-        ]).serialized()
+        var body = Array(#"{"data":{"events":["#.utf8)
+        body.reserveCapacity(joined.count + 96)
+        body += joined
+        body += Array(#"]},"timestamp":""#.utf8)
+        body += Array(WebhookTime.rfc3339(newest).utf8)
+        body += Array(#"","type":"batch"}"#.utf8)
+        self.body = body
         let digest = SHA256.hash(data: Data((e.id + ":" + taken.map(\.id).joined(separator: ",")).utf8))
         id = "msg_" + digest.prefix(16).map { String(format: "%02x", $0) }.joined()
     }

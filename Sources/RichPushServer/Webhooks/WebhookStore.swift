@@ -27,15 +27,25 @@ public protocol WebhookStore: Sendable {
 
     /// Leases up to `limit` endpoints with something to send, due and not disabled.
     func claim(owner: String, now: Date, lease: TimeInterval, limit: Int) async throws -> [WebhookEndpoint]
-    /// The app's events after `after` (through `through` when given), at most `limit`, in order.
+    /// The app's events after `after` (through `through` when given), at most `limit`, in order; with `hearing`,
+    /// only those that endpoint hears.
     func events(
         appID: String,
         after: WebhookCursor,
         through: WebhookCursor?,
-        limit: Int
+        limit: Int,
+        hearing: WebhookEndpoint?
+    )
+        async throws -> [WebhookEvent]
+    func replayEvents(
+        appID: String,
+        replay: WebhookReplay,
+        limit: Int,
+        hearing: WebhookEndpoint?
     ) async throws
         -> [WebhookEvent]
-    func replayEvents(appID: String, replay: WebhookReplay, limit: Int) async throws -> [WebhookEvent]
+    /// The place of the app's newest event a reader may see (nil: none).
+    func head(appID: String) async throws -> WebhookCursor?
     func acknowledge(id: String, owner: String, cursor: WebhookCursor, now: Date) async throws
     /// A replay's request acknowledged (`cursor` nil: it is done).
     func acknowledgeReplay(id: String, owner: String, cursor: WebhookCursor?, now: Date) async throws
@@ -58,6 +68,24 @@ public protocol WebhookStore: Sendable {
     /// Records `notification.completed` for the open notifications of listening apps that are due a look and have
     /// ended; how many it recorded.
     func completeNotifications(now: Date, limit: Int) async throws -> Int
+}
+
+extension WebhookStore {
+    /// Every event of the app after `after`, heard or not.
+    public func events(
+        appID: String,
+        after: WebhookCursor,
+        through: WebhookCursor?,
+        limit: Int
+    ) async throws
+        -> [WebhookEvent]
+    {
+        try await events(appID: appID, after: after, through: through, limit: limit, hearing: nil)
+    }
+
+    public func replayEvents(appID: String, replay: WebhookReplay, limit: Int) async throws -> [WebhookEvent] {
+        try await replayEvents(appID: appID, replay: replay, limit: limit, hearing: nil)
+    }
 }
 
 /// The app has ``WebhookLimits/endpointsPerApp`` endpoints already.

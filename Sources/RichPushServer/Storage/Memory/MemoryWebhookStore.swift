@@ -208,27 +208,39 @@ public final class MemoryWebhookStore: WebhookStore {
         appID: String,
         after: WebhookCursor,
         through: WebhookCursor?,
-        limit: Int
-    ) async throws
-        -> [WebhookEvent]
-    {
+        limit: Int,
+        hearing: WebhookEndpoint?
+    ) async throws -> [WebhookEvent] {
         state.withLockedValue { s in
             Array(
                 s.events.lazy.filter { ev in
                     ev.appID == appID && ev.cursor > after && (through.map { ev.cursor <= $0 } ?? true)
+                        && (hearing?.hears(ev) ?? true)
                 }.prefix(max(0, limit))
             )
         }
     }
 
-    public func replayEvents(appID: String, replay r: WebhookReplay, limit: Int) async throws -> [WebhookEvent] {
+    public func replayEvents(
+        appID: String,
+        replay r: WebhookReplay,
+        limit: Int,
+        hearing: WebhookEndpoint?
+    )
+        async throws -> [WebhookEvent]
+    {
         state.withLockedValue { s in
             Array(
                 s.events.lazy.filter {
                     $0.appID == appID && $0.cursor > r.cursor && $0.createdAt >= r.from && $0.createdAt <= r.to
+                        && (hearing?.hears($0) ?? true)
                 }.prefix(max(0, limit))
             )
         }
+    }
+
+    public func head(appID: String) async throws -> WebhookCursor? {
+        state.withLockedValue { s in s.events.last { $0.appID == appID }?.cursor }
     }
 
     /// Changes the endpoint while `owner` holds it.

@@ -101,17 +101,43 @@ public final class PostgresWebhookStore: WebhookStore {
         appID: String,
         after: WebhookCursor,
         through: WebhookCursor?,
-        limit: Int
-    ) async throws
-        -> [WebhookEvent]
-    {
-        let statement = WebhookSQL.events(appID: appID, after: after, through: through, limit: limit, .postgresql)
+        limit: Int,
+        hearing: WebhookEndpoint?
+    ) async throws -> [WebhookEvent] {
+        let statement = WebhookSQL.events(
+            appID: appID,
+            after: after,
+            through: through,
+            limit: limit,
+            hearing: hearing,
+            .postgresql
+        )
         return try await db.rows(statement.postgres).map(Self.event)
     }
 
-    public func replayEvents(appID: String, replay: WebhookReplay, limit: Int) async throws -> [WebhookEvent] {
-        let statement = WebhookSQL.replayEvents(appID: appID, replay: replay, limit: limit, .postgresql)
+    public func replayEvents(
+        appID: String,
+        replay: WebhookReplay,
+        limit: Int,
+        hearing: WebhookEndpoint?
+    )
+        async throws -> [WebhookEvent]
+    {
+        let statement = WebhookSQL.replayEvents(
+            appID: appID,
+            replay: replay,
+            limit: limit,
+            hearing: hearing,
+            .postgresql
+        )
         return try await db.rows(statement.postgres).map(Self.event)
+    }
+
+    public func head(appID: String) async throws -> WebhookCursor? {
+        try await db.rows(WebhookSQL.visibleHead(appID: appID, .postgresql).postgres).first.map {
+            let (xid, seq) = try $0.decode((Int64, Int64).self)
+            return WebhookCursor(xid: xid, seq: seq)
+        }
     }
 
     public func acknowledge(id: String, owner: String, cursor: WebhookCursor, now: Date) async throws {

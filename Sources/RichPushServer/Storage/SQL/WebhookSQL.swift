@@ -173,22 +173,55 @@ enum WebhookSQL {
             """
     }
 
-    /// The events after `after` (to `through` when given) of the app, at most `limit`, in order.
-    static func events(appID: String, after: WebhookCursor, through: WebhookCursor?, limit: Int, _ d: Dialect) -> SQL {
+    /// The events after `after` (to `through` when given) of the app, at most `limit`, in order; with `hearing`,
+    /// only those the endpoint hears (its types, and tests sent to it).
+    static func events(
+        appID: String,
+        after: WebhookCursor,
+        through: WebhookCursor?,
+        limit: Int,
+        hearing: WebhookEndpoint?,
+        _ d: Dialect
+    ) -> SQL {
         let end: SQL = through.map { "AND \(d.through($0))" } ?? ""
         return """
             SELECT \(unescaped: eventColumns) FROM webhook_events v
-            WHERE v.app_id = \(appID) AND \(d.after("\(after.xid)", "\(after.seq)")) \(end) \(d.visible)
+            WHERE v.app_id = \(appID) AND \(d.after("\(after.xid)", "\(after.seq)")) \(end) \(heard(by: hearing)) \(d.visible)
             ORDER BY v.xid, v.seq LIMIT \(limit)
             """
     }
 
+    /// `AND` the events the endpoint hears: of its types and for every endpoint, or sent to it alone.
+    static func heard(by e: WebhookEndpoint?) -> SQL {
+        guard let e else { return "" }
+        var types: SQL = ""
+        for (i, t) in WebhookEventType.allCases.filter(e.types.contains).enumerated() {
+            types = i == 0 ? "\(t.rawValue)" : types + ", \(t.rawValue)"
+        }
+        if e.types.isEmpty { types = "NULL" }
+        return "AND (v.endpoint_id = \(e.id) OR (v.endpoint_id IS NULL AND v.type IN (\(types))))"
+    }
+
+    /// The newest event of the app a reader may see (where an endpoint that hears nothing after its cursor moves).
+    static func visibleHead(appID: String, _ d: Dialect) -> SQL {
+        """
+        SELECT v.xid, v.seq FROM webhook_events v WHERE v.app_id = \(appID) \(d.visible)
+        ORDER BY v.xid DESC, v.seq DESC LIMIT 1
+        """
+    }
+
     /// A replay's next events: recorded between its times, after its cursor.
-    static func replayEvents(appID: String, replay r: WebhookReplay, limit: Int, _ d: Dialect) -> SQL {
+    static func replayEvents(
+        appID: String,
+        replay r: WebhookReplay,
+        limit: Int,
+        hearing: WebhookEndpoint?,
+        _ d: Dialect
+    ) -> SQL {
         """
         SELECT \(unescaped: eventColumns) FROM webhook_events v
         WHERE v.app_id = \(appID) AND \(d.after("\(r.cursor.xid)", "\(r.cursor.seq)"))
-            AND v.created_at >= \(r.from) AND v.created_at <= \(r.to) \(d.visible)
+            AND v.created_at >= \(r.from) AND v.created_at <= \(r.to) \(heard(by: hearing)) \(d.visible)
         ORDER BY v.xid, v.seq LIMIT \(limit)
         """
     }

@@ -89,17 +89,38 @@ public final class SQLiteWebhookStore: WebhookStore {
         appID: String,
         after: WebhookCursor,
         through: WebhookCursor?,
-        limit: Int
-    ) async throws
-        -> [WebhookEvent]
-    {
-        let statement = WebhookSQL.events(appID: appID, after: after, through: through, limit: limit, .sqlite)
+        limit: Int,
+        hearing: WebhookEndpoint?
+    ) async throws -> [WebhookEvent] {
+        let statement = WebhookSQL.events(
+            appID: appID,
+            after: after,
+            through: through,
+            limit: limit,
+            hearing: hearing,
+            .sqlite
+        )
         return try await pool.read { db in try Row.fetchAll(db, query: statement) }.map(Self.event)
     }
 
-    public func replayEvents(appID: String, replay: WebhookReplay, limit: Int) async throws -> [WebhookEvent] {
-        let statement = WebhookSQL.replayEvents(appID: appID, replay: replay, limit: limit, .sqlite)
+    public func replayEvents(
+        appID: String,
+        replay: WebhookReplay,
+        limit: Int,
+        hearing: WebhookEndpoint?
+    )
+        async throws -> [WebhookEvent]
+    {
+        let statement = WebhookSQL.replayEvents(appID: appID, replay: replay, limit: limit, hearing: hearing, .sqlite)
         return try await pool.read { db in try Row.fetchAll(db, query: statement) }.map(Self.event)
+    }
+
+    public func head(appID: String) async throws -> WebhookCursor? {
+        try await pool.read { db in
+            try Row.fetchAll(db, query: WebhookSQL.visibleHead(appID: appID, .sqlite)).first.map {
+                WebhookCursor(xid: $0[0], seq: $0[1])
+            }
+        }
     }
 
     public func acknowledge(id: String, owner: String, cursor: WebhookCursor, now: Date) async throws {
