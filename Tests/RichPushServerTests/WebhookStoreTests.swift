@@ -188,6 +188,22 @@ import Testing
     }
 
     @Test(arguments: Kind.allCases)
+    func eventsPastTheirRetentionAreSwept(_ kind: Kind) async throws {
+        let b = try await StorageBackendTests.make(kind)
+        let app = "hooks-\(UUID().uuidString.prefix(8))"
+        _ = try await b.webhooks.create(Self.endpoint(app))
+        let old = Date().addingTimeInterval(-4 * 86_400)
+        let event = NewWebhookEvent(appID: app, type: .tokenInvalid, detail: ["token": "x"])
+        try await b.webhooks.append(Array(repeating: event, count: 7), now: old)
+        try await b.webhooks.append(Array(repeating: event, count: 3), now: Date())
+        let cutoff = Date().addingTimeInterval(-WebhookLimits.retention)
+        #expect(try await b.webhooks.sweep(before: cutoff, limit: 5) == 5)
+        #expect(try await b.webhooks.sweep(before: cutoff, limit: 5) == 2)
+        #expect(try await b.webhooks.sweep(before: cutoff, limit: 5) == 0)
+        #expect(try await b.webhooks.events(appID: app, after: .start, through: nil, limit: 100).count == 3)
+    }
+
+    @Test(arguments: Kind.allCases)
     func aNotificationThatEndedIsToldOnce(_ kind: Kind) async throws {
         let b = try await StorageBackendTests.make(kind)
         let app = "hooks-\(UUID().uuidString.prefix(8))"

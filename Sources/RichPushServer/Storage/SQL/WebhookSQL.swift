@@ -75,7 +75,6 @@ enum WebhookSQL {
                 provider_id TEXT, next_at \(time), detail TEXT, created_at \(time) NOT NULL)
             """,
             "CREATE INDEX webhook_events_app ON webhook_events (app_id, xid, seq)",
-            "CREATE INDEX webhook_events_age ON webhook_events (created_at)",
             // Notifications of apps that hear `notification.completed`, not yet complete (the leader looks at each).
             """
             CREATE TABLE webhook_open_notifications (
@@ -358,11 +357,12 @@ enum WebhookSQL {
             """
     }
 
-    /// Events older than `cutoff`, at most `limit` of them.
+    /// Of the oldest `limit` events (by sequence, which follows time), those older than `cutoff`: no index on the
+    /// time is kept for this (each event would pay for it), and the oldest are found by the table's own key.
     static func sweep(before cutoff: Date, limit: Int) -> SQL {
         """
-        DELETE FROM webhook_events WHERE seq IN (
-            SELECT seq FROM webhook_events WHERE created_at < \(cutoff) ORDER BY created_at LIMIT \(limit))
+        DELETE FROM webhook_events WHERE seq IN (SELECT seq FROM webhook_events ORDER BY seq LIMIT \(limit))
+            AND created_at < \(cutoff)
         """
     }
 
