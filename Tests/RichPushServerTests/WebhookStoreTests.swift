@@ -77,6 +77,8 @@ import Testing
         )
         #expect(events.allSatisfy { $0.notificationID == "n1" && $0.appID == app })
         #expect(zip(events, events.dropFirst()).allSatisfy { $0.cursor < $1.cursor })
+        // The fast writer and the general one write the same bytes.
+        for e in events { #expect(e.serialized() == e.json().serialized(), "\(e.type)") }
         let retried = try #require(events.first { $0.state == "queued" }).json()
         #expect(retried["data"]?["retried"] == true)
         #expect(retried["data"]?["reason"] == "TooManyRequests")

@@ -68,7 +68,9 @@ extension JSONValue {
         return "\(d)"
     }
 
-    static func writeString(_ s: String, into out: inout [UInt8]) {
+    /// `s` as a JSON string, escaped as ``serialized()`` escapes it, appended to `out` (for writers that know their
+    /// keys' order and write an object without building it).
+    public static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
         for b in s.utf8 {
             switch b {

@@ -169,6 +169,57 @@ public struct WebhookEvent: Sendable, Hashable {
     /// `evt_` and the sequence number: the same in every request that carries the event.
     public var id: String { "evt_\(seq)" }
 
+    /// The event's JSON, as `json().serialized()` writes it (keys in byte order). A delivery's event, which carries
+    /// no detail, is written field by field without building the object: the sender writes one per delivery.
+    public func serialized() -> [UInt8] {
+        guard detail == nil, let kind = WebhookEventType(rawValue: type),
+            kind == .deliveryDelivered || kind == .deliveryFailed || kind == .tokenInvalid
+        else { return json().serialized() }
+        var out: [UInt8] = []
+        out.reserveCapacity(320)
+        var first = true
+        func key(_ name: String) {
+            out += first ? Array("{".utf8) : Array(",".utf8)
+            first = false
+            JSONValue.writeString(name, into: &out)
+            out.append(UInt8(ascii: ":"))
+        }
+        func text(_ name: String, _ value: String?) {
+            guard let value else { return }
+            key(name)
+            JSONValue.writeString(value, into: &out)
+        }
+        out += Array(#"{"data":"#.utf8)
+        // data's keys in byte order: delivery_id, meaning, next_attempt_at, notification_id, provider, provider_id,
+        // reason, retried, state, token.
+        let retried = kind == .deliveryFailed && state == DeliveryState.queued.rawValue
+        if let d = deliveryID {
+            key("delivery_id")
+            out += Array(String(d).utf8)
+        }
+        if kind == .deliveryFailed, let r = reason { text("meaning", DeliveryReasons.meaning(r)) }
+        if retried, let at = nextAt { text("next_attempt_at", WebhookTime.rfc3339(at)) }
+        text("notification_id", notificationID)
+        text("provider", provider)
+        if kind == .deliveryDelivered { text("provider_id", providerID) }
+        if kind != .deliveryDelivered { text("reason", reason) }
+        if kind == .deliveryFailed {
+            key("retried")
+            out += Array((retried ? "true" : "false").utf8)
+            text("state", retried ? "retrying" : state ?? "failed")
+        }
+        text("token", target)
+        out += first ? Array("{}".utf8) : Array("}".utf8)
+        out += Array(#","id":"#.utf8)
+        JSONValue.writeString(id, into: &out)
+        out += Array(#","timestamp":"#.utf8)
+        JSONValue.writeString(WebhookTime.rfc3339(createdAt), into: &out)
+        out += Array(#","type":"#.utf8)
+        JSONValue.writeString(type, into: &out)
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
     /// The event as the receiver gets it: `id`, `type`, `timestamp` (when it happened) and `data`.
     public func json() -> JSONValue {
         var data: [String: JSONValue] = [:]

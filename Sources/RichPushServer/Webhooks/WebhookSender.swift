@@ -383,7 +383,7 @@ struct WebhookBatch {
                 cut = true
                 break
             }
-            let bytes = event.json().serialized()
+            let bytes = event.serialized()
             if exact == nil, !taken.isEmpty, joined.count + bytes.count + 128 > WebhookLimits.maxBodyBytes {
                 cut = true
                 break
