@@ -170,4 +170,25 @@ import Testing
             #expect(try await f.api.backend.webhooks.events(appID: app, after: .start, through: nil, limit: 10).isEmpty)
         }
     }
+
+    /// 64 reads of an app's endpoints at once on SQLite: each answered. (The store's reads once returned rows, which
+    /// are not Sendable, and so took GRDB's blocking read: 16 at once held every thread of the concurrency pool
+    /// waiting for a reader connection, and the node froze for good.)
+    @Test func manyReadsAtOnceAreAnswered() async throws {
+        try await OperatorPathTests.withAPI { client, _ in
+            let (app, key) = try await APITests.createApp(client)
+            let path = "/v1/apps/\(app)/webhooks"
+            let (_, made) = try await APITests.call(client, .post, path, key: key, body: ["url": "https://h.example/x"])
+            let id = try #require(made["id"]?.stringValue)
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for i in 0..<64 {
+                    group.addTask {
+                        try await APITests.call(client, .get, i % 2 == 0 ? path : "\(path)/\(id)", key: key).0
+                    }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses.count == 64 && statuses.allSatisfy { $0 == 200 })
+        }
+    }
 }

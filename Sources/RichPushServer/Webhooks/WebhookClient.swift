@@ -65,10 +65,18 @@ final class WebhookClient: Sendable {
             return .status(response.status, retryAfter: Self.retryAfter(response.headers.first(name: "retry-after")))
         } catch {
             forget(endpoint)
-            if case TransportError.timedOut = error {
-                return .failed("no answer within \(configuration.requestTimeout.nanoseconds / 1_000_000_000) s")
-            }
-            return .failed("the connection failed: \(String(describing: error).prefix(160))")
+            return .failed(Self.describe(error, timeout: configuration.requestTimeout))
+        }
+    }
+
+    /// A failure in stable words (the error's own text can carry a library's file path).
+    static func describe(_ error: any Error, timeout: TimeAmount) -> String {
+        switch error {
+        case TransportError.timedOut: return "no answer within \(timeout.nanoseconds / 1_000_000_000) s"
+        case TransportError.responseTooLarge: return "the answer was too large"
+        case TransportError.malformedResponse: return "the answer was not HTTP/1.1"
+        case TransportError.connectionClosed, TransportError.notSent: return "the connection closed before an answer"
+        default: return "the connection failed"
         }
     }
 
@@ -129,7 +137,11 @@ final class WebhookClient: Sendable {
             evicted?.close()
             return .success(c)
         } catch {
-            return .failure(Refused(reason: "could not connect to \(origin): \(String(describing: error).prefix(160))"))
+            let text = String(describing: error)
+            let tls = text.contains("CERTIFICATE") || text.contains("SSL")
+            return .failure(
+                Refused(reason: tls ? "TLS with \(origin) failed (its certificate)" : "could not connect to \(origin)")
+            )
         }
     }
 

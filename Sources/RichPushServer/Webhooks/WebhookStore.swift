@@ -58,7 +58,9 @@ public protocol WebhookStore: Sendable {
         disable: String?,
         now: Date
     ) async throws
-    func extend(id: String, owner: String, until: Date) async throws
+    /// Extends the lease `owner` holds and returns the endpoint as it stands now (nil: the lease is lost or the
+    /// endpoint gone): a turn follows a change made meanwhile (a new URL or secret, a deletion, a disabling).
+    func extend(id: String, owner: String, until: Date) async throws -> WebhookEndpoint?
     func release(id: String, owner: String) async throws
 
     /// Endpoints by state (active, failing, disabled), for /metrics.

@@ -85,6 +85,7 @@ struct WebhooksController: AppRoutes {
         if let d = body.description { e.description = d }
         if let b = body.batchSize { e.batchSize = b }
         guard try await webhooks.update(e) else { throw APIError(.notFound, "no such webhook endpoint for this app") }
+        if body.url != nil { sender?.client.forget(e.id) }
         if let enabled = body.enabled {
             _ = try await webhooks.setEnabled(appID: e.appID, id: e.id, enabled: enabled, now: Date())
             if enabled { sender?.nudge() }
@@ -97,6 +98,7 @@ struct WebhooksController: AppRoutes {
         guard try await webhooks.remove(appID: e.appID, id: e.id) else {
             throw APIError(.notFound, "no such webhook endpoint for this app")
         }
+        sender?.client.forget(e.id)
         return Removed(removed: e.id)
     }
 
@@ -140,6 +142,8 @@ struct WebhooksController: AppRoutes {
         let e = try await endpoint(context)
         let now = Date()
         let (from, to) = try WebhookBody.range(try await bodyJSON(request, upTo: 1024), now: now)
+        // One replay at a time: each reads its range again (a loop of them would keep a core reading).
+        if e.replay != nil { throw APIError.rateLimited(after: 5, "a replay of this endpoint is under way") }
         guard try await webhooks.replay(appID: e.appID, id: e.id, from: from, to: to) else {
             throw APIError(.notFound, "no such webhook endpoint for this app")
         }

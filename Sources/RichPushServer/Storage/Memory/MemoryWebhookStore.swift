@@ -56,6 +56,7 @@ public final class MemoryWebhookStore: WebhookStore {
         change(endpoint.appID, endpoint.id) { e in
             e.url = endpoint.url
             e.types = endpoint.types
+            e.batchEnd = nil
             e.description = endpoint.description
             e.batchSize = endpoint.batchSize
         }
@@ -63,7 +64,7 @@ public final class MemoryWebhookStore: WebhookStore {
 
     public func setEnabled(appID: String, id: String, enabled: Bool, now: Date) async throws -> Bool {
         change(appID, id) { e in
-            if enabled {
+            if enabled, e.disabledAt != nil {
                 (e.disabledAt, e.disabledReason, e.failures, e.failingSince, e.nextAttemptAt) = (nil, nil, 0, nil, now)
                 e.lastError = nil
             } else if e.disabledAt == nil {
@@ -198,7 +199,10 @@ public final class MemoryWebhookStore: WebhookStore {
                 }
                 return e.batchEnd != nil || e.replay != nil
                     || s.events.contains { $0.appID == e.appID && $0.cursor > e.cursor }
-            }.map(\.0).sorted { $0.nextAttemptAt < $1.nextAttemptAt }.prefix(max(0, limit))
+            }.map(\.0).sorted {
+                ($0.failures > 0 ? 1 : 0, $0.nextAttemptAt) < ($1.failures > 0 ? 1 : 0, $1.nextAttemptAt)
+            }
+            .prefix(max(0, limit))
             for e in due { s.endpoints[e.id] = (e, owner, now.addingTimeInterval(lease)) }
             return Array(due)
         }
@@ -287,10 +291,11 @@ public final class MemoryWebhookStore: WebhookStore {
         }
     }
 
-    public func extend(id: String, owner: String, until: Date) async throws {
+    public func extend(id: String, owner: String, until: Date) async throws -> WebhookEndpoint? {
         state.withLockedValue { s in
-            guard let entry = s.endpoints[id], entry.owner == owner else { return }
+            guard let entry = s.endpoints[id], entry.owner == owner else { return nil }
             s.endpoints[id] = (entry.0, owner, until)
+            return entry.0
         }
     }
 

@@ -52,8 +52,12 @@ public final class PostgresWebhookStore: WebhookStore {
     }
 
     public func setEnabled(appID: String, id: String, enabled: Bool, now: Date) async throws -> Bool {
-        if enabled { return try await changes(WebhookSQL.enable(appID: appID, id: id, now: now)) }
-        _ = try await changes(WebhookSQL.disable(appID: appID, id: id, reason: "disabled by the app", now: now))
+        // Enabling an endpoint that is not disabled changes nothing (its backoff stays).
+        if enabled {
+            _ = try await changes(WebhookSQL.enable(appID: appID, id: id, now: now))
+        } else {
+            _ = try await changes(WebhookSQL.disable(appID: appID, id: id, reason: "disabled by the app", now: now))
+        }
         return try await endpoint(appID: appID, id: id) != nil
     }
 
@@ -170,8 +174,8 @@ public final class PostgresWebhookStore: WebhookStore {
         )
     }
 
-    public func extend(id: String, owner: String, until: Date) async throws {
-        _ = try await changes(WebhookSQL.extend(id: id, owner: owner, until: until))
+    public func extend(id: String, owner: String, until: Date) async throws -> WebhookEndpoint? {
+        try await db.rows(WebhookSQL.extend(id: id, owner: owner, until: until).postgres).first.map(endpoint)
     }
 
     public func release(id: String, owner: String) async throws {

@@ -113,7 +113,7 @@ enum WebhookSQL {
     static func update(_ e: WebhookEndpoint) -> SQL {
         """
         UPDATE webhook_endpoints SET url = \(e.url), types = \(WebhookEndpoint.column(e.types)),
-            description = \(e.description), batch_size = \(e.batchSize)
+            description = \(e.description), batch_size = \(e.batchSize), batch_xid = NULL, batch_seq = NULL
         WHERE app_id = \(e.appID) AND id = \(e.id)
         """
     }
@@ -123,7 +123,7 @@ enum WebhookSQL {
         """
         UPDATE webhook_endpoints SET disabled_at = NULL, disabled_reason = NULL, failures = 0, failing_since = NULL,
             last_error = NULL, next_attempt_at = \(now)
-        WHERE app_id = \(appID) AND id = \(id)
+        WHERE app_id = \(appID) AND id = \(id) AND disabled_at IS NOT NULL
         """
     }
 
@@ -166,7 +166,7 @@ enum WebhookSQL {
                 SELECT e.id FROM webhook_endpoints e WHERE \(free) AND (e.batch_xid IS NOT NULL OR e.replay_from IS NOT NULL
                     OR EXISTS (SELECT 1 FROM webhook_events v WHERE v.app_id = e.app_id
                         AND \(d.after("e.cursor_xid", "e.cursor_seq")) \(d.visible)))
-                ORDER BY e.next_attempt_at LIMIT \(limit) \(d.lock))
+                ORDER BY e.failures > 0, e.next_attempt_at LIMIT \(limit) \(d.lock))
             AND \(free)
             RETURNING \(unescaped: endpointColumns)
             """
@@ -275,7 +275,10 @@ enum WebhookSQL {
     }
 
     static func extend(id: String, owner: String, until: Date) -> SQL {
-        "UPDATE webhook_endpoints SET lease_until = \(until) WHERE id = \(id) AND lease_owner = \(owner)"
+        """
+        UPDATE webhook_endpoints SET lease_until = \(until) WHERE id = \(id) AND lease_owner = \(owner)
+        RETURNING \(unescaped: endpointColumns)
+        """
     }
 
     // MARK: Events

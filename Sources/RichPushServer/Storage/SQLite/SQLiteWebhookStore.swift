@@ -30,13 +30,15 @@ public final class SQLiteWebhookStore: WebhookStore {
     }
 
     public func endpoints(appID: String) async throws -> [WebhookEndpoint] {
-        let rows = try await pool.read { db in try Row.fetchAll(db, query: WebhookSQL.endpoints(appID: appID)) }
-        return try rows.map(endpoint)
+        // Decoded inside the read: a closure that returned rows (not Sendable) took GRDB's blocking read, and 16
+        // such requests at once held every thread of the concurrency pool waiting for a reader (the node froze).
+        try await pool.read { db in try Row.fetchAll(db, query: WebhookSQL.endpoints(appID: appID)).map(self.endpoint) }
     }
 
     public func endpoint(appID: String, id: String) async throws -> WebhookEndpoint? {
-        let rows = try await pool.read { db in try Row.fetchAll(db, query: WebhookSQL.endpoint(appID: appID, id: id)) }
-        return try rows.first.map(endpoint)
+        try await pool.read { db in
+            try Row.fetchAll(db, query: WebhookSQL.endpoint(appID: appID, id: id)).first.map(self.endpoint)
+        }
     }
 
     public func update(_ endpoint: WebhookEndpoint) async throws -> Bool {
@@ -44,8 +46,12 @@ public final class SQLiteWebhookStore: WebhookStore {
     }
 
     public func setEnabled(appID: String, id: String, enabled: Bool, now: Date) async throws -> Bool {
-        if enabled { return try await changes(WebhookSQL.enable(appID: appID, id: id, now: now)) }
-        _ = try await changes(WebhookSQL.disable(appID: appID, id: id, reason: "disabled by the app", now: now))
+        // Enabling an endpoint that is not disabled changes nothing (its backoff stays).
+        if enabled {
+            _ = try await changes(WebhookSQL.enable(appID: appID, id: id, now: now))
+        } else {
+            _ = try await changes(WebhookSQL.disable(appID: appID, id: id, reason: "disabled by the app", now: now))
+        }
         return try await endpoint(appID: appID, id: id) != nil
     }
 
@@ -82,7 +88,7 @@ public final class SQLiteWebhookStore: WebhookStore {
             limit: limit,
             .sqlite
         )
-        return try await pool.write { db in try Row.fetchAll(db, query: statement) }.map(endpoint)
+        return try await pool.write { db in try Row.fetchAll(db, query: statement).map(self.endpoint) }
     }
 
     public func events(
@@ -100,7 +106,7 @@ public final class SQLiteWebhookStore: WebhookStore {
             hearing: hearing,
             .sqlite
         )
-        return try await pool.read { db in try Row.fetchAll(db, query: statement) }.map(Self.event)
+        return try await pool.read { db in try Row.fetchAll(db, query: statement).map(Self.event) }
     }
 
     public func replayEvents(
@@ -112,7 +118,7 @@ public final class SQLiteWebhookStore: WebhookStore {
         async throws -> [WebhookEvent]
     {
         let statement = WebhookSQL.replayEvents(appID: appID, replay: replay, limit: limit, hearing: hearing, .sqlite)
-        return try await pool.read { db in try Row.fetchAll(db, query: statement) }.map(Self.event)
+        return try await pool.read { db in try Row.fetchAll(db, query: statement).map(Self.event) }
     }
 
     public func head(appID: String) async throws -> WebhookCursor? {
@@ -152,8 +158,10 @@ public final class SQLiteWebhookStore: WebhookStore {
         _ = try await changes(statement)
     }
 
-    public func extend(id: String, owner: String, until: Date) async throws {
-        _ = try await changes(WebhookSQL.extend(id: id, owner: owner, until: until))
+    public func extend(id: String, owner: String, until: Date) async throws -> WebhookEndpoint? {
+        try await pool.write { db in
+            try Row.fetchAll(db, query: WebhookSQL.extend(id: id, owner: owner, until: until)).first.map(self.endpoint)
+        }
     }
 
     public func release(id: String, owner: String) async throws {
