@@ -137,6 +137,7 @@ import Testing
                     ], 422
                 ),
                 (["from": "yesterday"], 422),
+                (["from": .string(stamp.string(from: now.addingTimeInterval(-3600)) + "*")], 422),
                 ([:], 422),
             ]
             for (body, status) in replays {

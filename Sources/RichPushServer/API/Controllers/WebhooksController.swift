@@ -276,7 +276,8 @@ struct WebhookBody {
         let parse = ISO8601DateFormatter()
         func date(_ key: String, required: Bool) -> Date? {
             guard let s = r.text(o, key, at: "", required: required, lengths: 1...40) else { return nil }
-            guard let d = parse.date(from: s) ?? fractional(s) else {
+            // RFC 3339 and nothing after it (Foundation's parser reads past trailing characters).
+            guard s.wholeMatch(of: Self.rfc3339) != nil, let d = parse.date(from: s) ?? fractional(s) else {
                 r.report.add(key, "date", "\(key) is a time such as 2026-11-27T10:00:00Z")
                 return nil
             }
@@ -297,6 +298,8 @@ struct WebhookBody {
         guard r.report.isValid, let from else { throw APIError.invalid("the replay", r.report) }
         return (from, to)
     }
+
+    nonisolated(unsafe) static let rfc3339 = #/\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})/#
 
     static func fractional(_ s: String) -> Date? {
         let f = ISO8601DateFormatter()
