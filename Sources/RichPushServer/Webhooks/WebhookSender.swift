@@ -227,26 +227,27 @@ final class WebhookSender: Service, Sendable {
         }
     }
 
+    /// A request's headers: its JSON, who sends it, and the Standard Webhooks id, time and signatures (each secret
+    /// that signs at `date`).
+    static func headers(_ batch: WebhookBatch, for e: WebhookEndpoint, at date: Date) -> [(String, String)] {
+        let timestamp = Int64(date.timeIntervalSince1970)
+        let signature = WebhookSigner.signature(
+            id: batch.id,
+            timestamp: timestamp,
+            body: batch.body,
+            secrets: e.signingSecrets(at: date)
+        )
+        return [
+            ("content-type", "application/json"), ("user-agent", "RichPush/\(RichPushVersion.current)"),
+            ("webhook-id", batch.id), ("webhook-timestamp", String(timestamp)), ("webhook-signature", signature),
+        ]
+    }
+
     /// Sends one batch; true when the receiver acknowledged it. A failure is recorded (the same events are tried
     /// again after the backoff; too long failing, the endpoint is disabled).
     func send(_ batch: WebhookBatch, to e: WebhookEndpoint, retryEnd: WebhookCursor?) async -> Bool {
         let started = now()
-        let timestamp = Int64(started.timeIntervalSince1970)
-        let headers: [(String, String)] = [
-            ("content-type", "application/json"),
-            ("user-agent", "RichPush/\(RichPushVersion.current)"),
-            ("webhook-id", batch.id),
-            ("webhook-timestamp", String(timestamp)),
-            (
-                "webhook-signature",
-                WebhookSigner.signature(
-                    id: batch.id,
-                    timestamp: timestamp,
-                    body: batch.body,
-                    secrets: e.signingSecrets(at: started)
-                )
-            ),
-        ]
+        let headers = Self.headers(batch, for: e, at: started)
         let answer = await client.post(endpoint: e.id, url: e.url, headers: headers, body: batch.body)
         let seconds = now().timeIntervalSince(started)
         var error: String
@@ -323,22 +324,7 @@ final class WebhookSender: Service, Sendable {
         )
         var batch = WebhookBatch([event], for: e, exact: nil)
         batch.id = "msg_test_" + String(Int64(started.timeIntervalSince1970 * 1000))
-        let timestamp = Int64(started.timeIntervalSince1970)
-        let headers: [(String, String)] = [
-            ("content-type", "application/json"),
-            ("user-agent", "RichPush/\(RichPushVersion.current)"),
-            ("webhook-id", batch.id),
-            ("webhook-timestamp", String(timestamp)),
-            (
-                "webhook-signature",
-                WebhookSigner.signature(
-                    id: batch.id,
-                    timestamp: timestamp,
-                    body: batch.body,
-                    secrets: e.signingSecrets(at: started)
-                )
-            ),
-        ]
+        let headers = Self.headers(batch, for: e, at: started)
         let answer = await client.post(endpoint: e.id + "/test", url: e.url, headers: headers, body: batch.body)
         client.forget(e.id + "/test")
         let ms = Int(max(0, now().timeIntervalSince(started)) * 1000)
