@@ -210,7 +210,20 @@ import FoundationNetworking
                 }
             }
         }
-        #expect(lies.isEmpty, "\(lies)")
+        // A lie comes with what each node said of its database, and when (the reason of each outage).
+        let said =
+            lies.isEmpty
+            ? ""
+            : ["a", "b"].map { name in
+                let log =
+                    (try? String(contentsOf: scratch.dir.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
+                let lines = log.split(separator: "\n").filter {
+                    $0.contains("part=database") || $0.contains("is unavailable")
+                }
+                return "node \(name):\n" + lines.suffix(40).joined(separator: "\n")
+            }.joined(separator: "\n")
+        let windowTimes = windows.map { "\($0.name) \($0.start)…\($0.end)" }.joined(separator: ", ")
+        #expect(lies.isEmpty, "\(lies); faults \(windowTimes)\n\(said)")
         for w in windows { #expect(w.back < 30, "both nodes ready \(w.back) s after the \(w.name)") }
         #expect(repeats >= 0)
         print(
