@@ -14,47 +14,6 @@ public protocol HostResolver: Sendable {
     func resolve(_ host: String, port: Int) async throws -> [IPAddress]
 }
 
-/// `getaddrinfo`, on threads of the resolver's own: it blocks for as long as the DNS server takes (seconds when one
-/// does not answer), so it never runs on the process's shared queues, whose few threads also run timers and other
-/// libraries' work. Four resolves run at once; more wait their turn.
-public struct SystemResolver: HostResolver {
-    public init() {}
-
-    static let threads: NIOThreadPool = {
-        let pool = NIOThreadPool(numberOfThreads: 4)
-        pool.start()
-        return pool
-    }()
-
-    public func resolve(_ host: String, port: Int) async throws -> [IPAddress] {
-        try await Self.threads.runIfActive {
-            var hints = addrinfo()
-            hints.ai_family = AF_UNSPEC
-            hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-            var result: UnsafeMutablePointer<addrinfo>?
-            let status = getaddrinfo(host, String(port), &hints, &result)
-            guard status == 0, let first = result else { throw FetchFailure.dns(host: host) }
-            defer { freeaddrinfo(first) }
-            var out: [IPAddress] = []
-            var p: UnsafeMutablePointer<addrinfo>? = first
-            while let ai = p {
-                if ai.pointee.ai_family == AF_INET, let sa = ai.pointee.ai_addr {
-                    let v = sa.withMemoryRebound(to: sockaddr_in.self, capacity: 1) {
-                        UInt32(bigEndian: $0.pointee.sin_addr.s_addr)
-                    }
-                    out.append(.v4(v))
-                } else if ai.pointee.ai_family == AF_INET6, let sa = ai.pointee.ai_addr {
-                    var a = sa.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { $0.pointee.sin6_addr }
-                    out.append(.v6(withUnsafeBytes(of: &a) { Array($0) }))
-                }
-                p = ai.pointee.ai_next
-            }
-            var seen = Set<IPAddress>()
-            return out.filter { seen.insert($0).inserted }
-        }
-    }
-}
-
 /// Why a fetch of a user-supplied URL failed; `rule` is stable (API answers and metrics).
 public enum FetchFailure: Error, Sendable, Hashable, CustomStringConvertible {
     case invalidURL(String)
@@ -63,6 +22,8 @@ public enum FetchFailure: Error, Sendable, Hashable, CustomStringConvertible {
     case scheme(String)
     case refusedAddress(host: String, address: String, reason: String)
     case dns(host: String)
+    /// The lookup took longer than the resolver waits (the answer, when it comes, is kept for the next lookup).
+    case dnsTimeout(host: String, seconds: Double)
     case connect(String)
     case timeout(seconds: Double)
     case redirectLimit(Int)
@@ -76,7 +37,7 @@ public enum FetchFailure: Error, Sendable, Hashable, CustomStringConvertible {
         case .refusedURL(let p): return p.code
         case .scheme: return "scheme"
         case .refusedAddress: return "address-refused"
-        case .dns: return "dns-failed"
+        case .dns, .dnsTimeout: return "dns-failed"
         case .connect: return "connect-failed"
         case .timeout: return "timeout"
         case .redirectLimit: return "redirect-limit"
@@ -94,6 +55,7 @@ public enum FetchFailure: Error, Sendable, Hashable, CustomStringConvertible {
             return "the scheme '\(s)' is not allowed (https\(s == "http" ? " only outside the sandbox" : ""))"
         case let .refusedAddress(host, address, reason): return "\(host) is \(address), a \(reason) address: refused"
         case .dns(let h): return "\(h) does not resolve"
+        case let .dnsTimeout(h, s): return "\(h) did not resolve within \(s) s"
         case .connect(let e): return "could not connect: \(e)"
         case .timeout(let s): return "no complete answer within \(s) s"
         case .redirectLimit(let n): return "more than \(n) redirects"

@@ -1,0 +1,135 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import Testing
+
+@testable import RichPushServer
+
+/// The shared resolver's bounds, with lookups that block as each test chooses: a zone whose DNS never answers
+/// stalls only its own names, nobody waits past the deadline, a name is looked up once however many ask, and
+/// answers are kept.
+@Suite struct HostLookupsTests {
+    /// A lookup per name: those in `stalled` block until `release()`; the others answer 192.0.2.1 at once.
+    final class Names: Sendable {
+        let stalled: Set<String>
+        private let gate = NIOLockedValueBox(false)
+        private let counts = NIOLockedValueBox<[String: Int]>([:])
+        init(stalled: Set<String> = []) { self.stalled = stalled }
+
+        func lookup(_ host: String) -> Result<[IPAddress], FetchFailure> {
+            counts.withLockedValue { $0[host, default: 0] += 1 }
+            if stalled.contains(host) {
+                while !gate.withLockedValue({ $0 }) { usleep(10_000) }
+            }
+            return host.hasPrefix("missing") ? .failure(.dns(host: host)) : .success([.v4(0xC000_0201)])
+        }
+        func release() { gate.withLockedValue { $0 = true } }
+        func count(_ host: String) -> Int { counts.withLockedValue { $0[host, default: 0] } }
+    }
+
+    static func lookups(_ names: Names, wait: TimeAmount = .seconds(5), threads: Int = 4) -> HostLookups {
+        var limits = HostLookups.Limits()
+        limits.threads = threads
+        limits.wait = wait
+        return HostLookups(limits: limits) { names.lookup($0) }
+    }
+
+    @Test func aStalledZoneHoldsTwoThreadsAndNobodyElseWaits() async throws {
+        // Six names of one zone that never answer, on four threads: two run, four wait their zone's turn.
+        let slow = (1...6).map { "h\($0).slow.example" }
+        let names = Names(stalled: Set(slow))
+        defer { names.release() }
+        let lookups = Self.lookups(names, wait: .seconds(30))
+        let stuck = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for name in slow { group.addTask { _ = try? await lookups.resolve(name) } }
+            }
+        }
+        defer { stuck.cancel() }
+        while lookups.running < 2 { try await Task.sleep(for: .milliseconds(10)) }
+        // Another zone's names answer at once, several at a time.
+        let started = ContinuousClock.now
+        try await withThrowingTaskGroup(of: [IPAddress].self) { group in
+            for i in 1...8 { group.addTask { try await lookups.resolve("push\(i).fast.example") } }
+            for try await answer in group { #expect(answer == [.v4(0xC000_0201)]) }
+        }
+        #expect(ContinuousClock.now - started < .seconds(2))
+        #expect(lookups.running == 2, "the stalled zone runs two lookups, not six")
+        #expect(slow.map(names.count).reduce(0, +) == 2)
+    }
+
+    @Test func nobodyWaitsPastTheDeadlineAndTheLateAnswerIsKept() async throws {
+        let names = Names(stalled: ["late.example.org"])
+        let lookups = Self.lookups(names, wait: .milliseconds(300))
+        let started = ContinuousClock.now
+        do {
+            _ = try await lookups.resolve("late.example.org")
+            Issue.record("a stalled lookup answered")
+        } catch let failure as FetchFailure {
+            #expect(failure.rule == "dns-failed")
+            #expect(failure.description == "late.example.org did not resolve within 0.3 s", "\(failure)")
+        }
+        let waited = ContinuousClock.now - started
+        #expect(waited >= .milliseconds(300) && waited < .seconds(2), "\(waited)")
+        names.release()
+        // The lookup went on; its answer is kept and given without a second lookup.
+        var answer: [IPAddress] = []
+        while answer.isEmpty {
+            answer = (try? await lookups.resolve("late.example.org")) ?? []
+        }
+        #expect(answer == [.v4(0xC000_0201)])
+        #expect(names.count("late.example.org") == 1)
+    }
+
+    @Test func oneLookupPerNameHoweverManyAskAndAnswersAreKept() async throws {
+        let names = Names(stalled: ["busy.example.net"])
+        let lookups = Self.lookups(names)
+        let asking = Task {
+            try await withThrowingTaskGroup(of: [IPAddress].self) { group in
+                for _ in 0..<50 { group.addTask { try await lookups.resolve("BUSY.example.net") } }
+                var answers = 0
+                for try await a in group where a == [.v4(0xC000_0201)] { answers += 1 }
+                return answers
+            }
+        }
+        while lookups.running < 1 { try await Task.sleep(for: .milliseconds(10)) }
+        try await Task.sleep(for: .milliseconds(100))
+        names.release()
+        #expect(try await asking.value == 50)
+        #expect(names.count("busy.example.net") == 1)
+        // Kept: asked again, nothing is looked up. A failure is kept too (for less long).
+        _ = try await lookups.resolve("busy.example.net")
+        #expect(names.count("busy.example.net") == 1)
+        for _ in 0..<3 { _ = try? await lookups.resolve("missing.example.net") }
+        #expect(names.count("missing.example.net") == 1)
+    }
+
+    @Test func beyondThePendingBoundANewNameFailsAtOnce() async throws {
+        let slow = (1...3).map { "n\($0).zone\($0).example" }
+        let names = Names(stalled: Set(slow))
+        defer { names.release() }
+        var limits = HostLookups.Limits()
+        limits.threads = 2
+        limits.pending = 3
+        limits.wait = .seconds(30)
+        let lookups = HostLookups(limits: limits) { names.lookup($0) }
+        let stuck = Task {
+            await withTaskGroup(of: Void.self) { group in
+                for name in slow { group.addTask { _ = try? await lookups.resolve(name) } }
+            }
+        }
+        defer { stuck.cancel() }
+        while lookups.running < 3 { try await Task.sleep(for: .milliseconds(10)) }
+        let started = ContinuousClock.now
+        await #expect(throws: FetchFailure.self) { try await lookups.resolve("fourth.example") }
+        #expect(ContinuousClock.now - started < .seconds(1))
+    }
+
+    @Test func zonesAreTheRegistrablePartRoughly() {
+        #expect(HostLookups.zone(of: "a.b.push.example.com") == "example.com")
+        #expect(HostLookups.zone(of: "cdn.example.co.uk") == "example.co.uk")
+        #expect(HostLookups.zone(of: "example.com") == "example.com")
+        #expect(HostLookups.zone(of: "localhost") == "localhost")
+        #expect(HostLookups.zone(of: "Push.Example.COM.") == "example.com")
+    }
+}
