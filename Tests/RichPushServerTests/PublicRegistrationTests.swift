@@ -97,11 +97,13 @@ import Testing
         _ kind: Kind,
         limits: RegistrationLimits = RegistrationLimits(),
         maxTokensPerRequest: Int = 10_000,
+        eventBudget: RateLimiter? = nil,
         _ body: @escaping @Sendable (World) async throws -> Void
     ) async throws {
         let backend = try await StorageBackendTests.make(kind)
         var api = RichPushAPI(backend: backend, adminKey: Self.admin, validation: .init(requireTargets: false))
         api.registrationLimits = limits
+        api.publicEventBudget = eventBudget
         api.maxTokensPerRequest = maxTokensPerRequest
         api.limiter = RateLimiter(rate: 1_000_000, burst: 1_000_000)
         do {
@@ -158,6 +160,57 @@ import Testing
             throw error
         }
         await backend.close()
+    }
+
+    /// The public key churning live tokens (new ones, removals) past the app's event budget: every registration
+    /// and removal is done, and the outbox takes the budget's burst and no more; the app's own backend (a server
+    /// key) is outside the budget.
+    @Test(arguments: Kind.allCases)
+    func publicCallersCauseAtMostTheAppsEventBudget(_ kind: Kind) async throws {
+        let budget = RateLimiter(rate: 0.001, burst: 10)
+        try await withWorld(kind, eventBudget: budget) { w in
+            let (made, _) = try await w.call(
+                .post,
+                "/v1/apps/\(w.app)/webhooks",
+                key: w.manage,
+                ["url": "https://hooks.example.com/live", "events": ["live.token"]]
+            )
+            #expect(made == 201)
+            for i in 0..<30 {
+                let token = Self.hex(0xE000 + i)
+                let (r, _) = try await w.live([
+                    "kind": "push_to_start", "token": .string(token), "activity_type": "Churn",
+                ])
+                #expect(r == 200)
+                let (d, _) = try await w.call(.delete, "/v1/apps/\(w.app)/live/tokens/\(token)", key: w.register)
+                #expect(d == 200)
+            }
+            let stored = try await w.backend.liveTokens.tokens(
+                appID: w.app,
+                audience: .pushToStart(type: "Churn", userID: nil),
+                limit: 100
+            )
+            #expect(stored.isEmpty, "every removal was done")
+            func events() async throws -> [WebhookEvent] {
+                try await w.backend.webhooks.events(
+                    appID: w.app,
+                    after: .start,
+                    through: nil,
+                    limit: 1000,
+                    hearing: nil
+                )
+            }
+            #expect(try await events().count == 10, "60 public writes, a burst of 10")
+            // The app's backend registers with its own key: its events are written.
+            let (r, _) = try await w.call(
+                .post,
+                "/v1/apps/\(w.app)/live/tokens",
+                key: w.manage,
+                ["kind": "push_to_start", "token": .string(Self.hex(0xF001)), "activity_type": "Churn"]
+            )
+            #expect(r == 200)
+            #expect(try await events().count == 11)
+        }
     }
 
     @Test(arguments: Kind.allCases)

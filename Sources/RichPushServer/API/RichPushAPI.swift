@@ -54,6 +54,8 @@ public struct RichPushAPI: Sendable {
     public var quotas: Quotas
     /// Priority-10 Live Activity updates per activity (or channel) and hour; past it they go at priority 5.
     public var liveBudget: RateLimiter?
+    /// `live.token` events public callers may cause, per app (nil: no bound).
+    public var publicEventBudget: RateLimiter?
     /// Versions one notification may have, and how fast updates to it may come.
     public var updateLimits = UpdateLimits()
     /// An app's device counts, kept briefly.
@@ -241,7 +243,9 @@ public struct RichPushAPI: Sendable {
             liveTokens: backend.liveTokens,
             providers: providers,
             maxBodyBytes: maxBodyBytes,
-            limits: registrationLimits
+            limits: registrationLimits,
+            eventBudget: publicEventBudget,
+            metrics: metrics
         )
         .addRoutes(to: keyed)
         PushServicesController(store: store, maxBodyBytes: maxBodyBytes, admission: admission, nodeID: nodeID)

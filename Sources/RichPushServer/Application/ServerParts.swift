@@ -220,6 +220,8 @@ struct ServerParts {
         }
         api.registrationLimits = config.registrations
         api.liveBudget = config.livePriority10PerHour.map { RateLimiter(rate: Double($0) / 3600, burst: Double($0)) }
+        let events = config.webhookPublicEventsPerSecond
+        api.publicEventBudget = RateLimiter(rate: events, burst: events * 1000)
         return api
     }
 
@@ -241,6 +243,7 @@ struct ServerParts {
             ClosingService(name: "fan-outs started alone") { api.fanOuts.cancelAll() },
         ]
         let (limiter, publicLimiter, quotas) = (api.limiter, api.publicClientLimiter, api.quotas)
+        let eventBudget = api.publicEventBudget
         let cluster = backend.backgroundServices(
             address: "\(config.host):\(config.port)",
             leaderJobs: leaderJobs(config, api: api, backend: backend, metrics: metrics),
@@ -248,6 +251,7 @@ struct ServerParts {
         ) {
             limiter.share(among: $0)
             publicLimiter.share(among: $0)
+            eventBudget?.share(among: $0)
             quotas.share(among: $0)
         }
         var sweeper: [any Service] = []

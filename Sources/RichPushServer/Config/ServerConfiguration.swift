@@ -29,6 +29,10 @@ public struct ServerConfiguration: Sendable, Equatable {
     public var webhooksEnabled = true
     public var webhookTimeoutSeconds: Double = 15
     public var webhookEndpointsInFlight = 32
+    /// `live.token` events that public callers (the public key) may cause per app, a second on average
+    /// (`webhooks.public_events_per_second`; bursts of a thousand times that). Past it the registration is kept and
+    /// its event is not written: a page or app holding the public key cannot fill the outbox.
+    public var webhookPublicEventsPerSecond: Double = 20
     public var batchSize = 200
     public var concurrency = 200
     /// Workers that claim and send side by side, sharing `concurrency` between them.
@@ -144,7 +148,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             "public_rate_per_client", "trusted_proxies", "disk", "registrations", "updates", "insight",
             "connections", "webhooks",
         ],
-        "webhooks": ["enabled", "timeout_seconds", "endpoints_in_flight"],
+        "webhooks": ["enabled", "timeout_seconds", "endpoints_in_flight", "public_events_per_second"],
         "registrations": [
             "devices_per_app", "devices_per_user", "live_tokens_per_app", "live_tokens_per_user",
             "live_tokens_per_activity",
@@ -228,6 +232,7 @@ public struct ServerConfiguration: Sendable, Equatable {
             if let b = try w.bool("enabled") { webhooksEnabled = b }
             if let t = try w.number("timeout_seconds", 0.1...120) { webhookTimeoutSeconds = t }
             if let n = try w.int("endpoints_in_flight", 1...10_000) { webhookEndpointsInFlight = n }
+            if let r = try w.number("public_events_per_second", 0.001...1_000_000) { webhookPublicEventsPerSecond = r }
         }
         if let l = try o.section("live"), let n = try l.int("priority10_per_hour", 1...100_000) {
             livePriority10PerHour = n

@@ -23,6 +23,16 @@ extension ServerMetrics {
         ).record(max(0, seconds))
     }
 
+    /// A `live.token` event a public caller caused and the app's budget did not cover: not written.
+    func webhookEventUnwritten(type: String) {
+        registry.makeCounter(
+            name: "richpush_webhook_events_unwritten_total",
+            labels: [("type", type)],
+            help:
+                "Webhook events not written: caused by public callers past the app's budget (webhooks.public_events_per_second)"
+        ).increment()
+    }
+
     /// An endpoint disabled by the sender (failing too long, or gone).
     func webhookDisabled() {
         registry.makeCounter(

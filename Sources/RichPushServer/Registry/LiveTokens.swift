@@ -77,8 +77,9 @@ public protocol LiveTokenStore: Sendable {
     /// Removes a token; false when the app had none such.
     func remove(appID: String, token: String) async throws -> Bool
     /// Removes a token only when no one holds it (no user, no activity) or `user` does (a device's own request
-    /// with the public key, and its proof's user when it gave one); whether one went.
-    func remove(appID: String, token: String, heldBy user: String?) async throws -> Bool
+    /// with the public key, and its proof's user when it gave one); whether one went. Its `live.token` event is
+    /// written only when `writesEvent`.
+    func remove(appID: String, token: String, heldBy user: String?, writesEvent: Bool) async throws -> Bool
     /// The audience's live tokens (within their lifetime) in token order, at most `limit`.
     func tokens(appID: String, audience: LiveAudience, limit: Int) async throws -> [String]
     /// Removes tokens of a kind not registered again since `cutoff`; returns how many went.

@@ -19,6 +19,10 @@ struct LiveController: AppRoutes {
     let providers: Providers
     let maxBodyBytes: Int
     let limits: RegistrationLimits
+    /// The `live.token` events the public key may cause, per app: past it a registration or removal is done and
+    /// its event not written (the outbox holds what the app's backend causes, and a bounded share of the rest).
+    var eventBudget: RateLimiter?
+    var metrics: ServerMetrics?
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
         let registering = group.app(.register, .manage, store: store)
@@ -39,7 +43,10 @@ struct LiveController: AppRoutes {
     func registerToken(_ request: Request, _ context: AppRequestContext) async throws -> RegisteredLiveToken {
         let app = context.app
         var token = try Self.decodeToken(try await bodyJSON(request), appID: app.id)
-        let owner = try await Registrant.of(request, context, store: store).admit(&token)
+        let registrant = try await Registrant.of(request, context, store: store)
+        let owner = try registrant.admit(&token)
+        var limits = self.limits
+        if case .server = registrant {} else { limits.writesLiveTokenEvent = eventAllowed(app.id) }
         do { try await liveTokens.register(token, owner: owner, limits: limits) } catch let quota as QuotaReached {
             throw APIError(quota)
         }
@@ -100,8 +107,21 @@ struct LiveController: AppRoutes {
         guard MessageValidator.apnsTokenProblem(token) == nil else {
             throw APIError(.notFound, "not a live activity token (hex, whole bytes)")
         }
-        _ = try await liveTokens.remove(appID: app.id, token: token, heldBy: registrant.user)
+        _ = try await liveTokens.remove(
+            appID: app.id,
+            token: token,
+            heldBy: registrant.user,
+            writesEvent: eventAllowed(app.id)
+        )
         return LiveTokenRemoval(removed: nil, token: token)
+    }
+
+    /// Whether the app's budget covers one more event a public caller causes (counted whether or not the write
+    /// then changes anything: the budget bounds what callers can ask for, not what they achieve).
+    func eventAllowed(_ app: String) -> Bool {
+        guard let eventBudget, eventBudget.check(app) != nil else { return true }
+        metrics?.webhookEventUnwritten(type: WebhookEventType.liveToken.rawValue)
+        return false
     }
 
     // MARK: Channels

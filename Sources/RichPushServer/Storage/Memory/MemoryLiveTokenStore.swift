@@ -25,7 +25,9 @@ public final class MemoryLiveTokenStore: LiveTokenStore {
     func remove(appID: String) { rows.withLockedValue { $0 = $0.filter { $0.value.appID != appID } } }
 
     public func register(_ token: LiveToken, owner: RegistrationOwner, limits: RegistrationLimits) async throws {
-        if try registering(token, owner: owner, limits: limits) { tell([token], "registered") }
+        if try registering(token, owner: owner, limits: limits), limits.writesLiveTokenEvent {
+            tell([token], "registered")
+        }
     }
 
     /// Whether the token was written (not when it was there unchanged and fresh, or another holds it).
@@ -67,7 +69,7 @@ public final class MemoryLiveTokenStore: LiveTokenStore {
         return true
     }
 
-    public func remove(appID: String, token: String, heldBy user: String?) async throws -> Bool {
+    public func remove(appID: String, token: String, heldBy user: String?, writesEvent: Bool) async throws -> Bool {
         rows.withLockedValue { rows -> LiveToken? in
             let key = Self.key(appID, token)
             guard let held = rows[key], (held.userID == nil && held.activityID == nil) || held.userID == user
@@ -75,7 +77,7 @@ public final class MemoryLiveTokenStore: LiveTokenStore {
             rows[key] = nil
             return held
         }.map { gone in
-            tell([gone], "removed")
+            if writesEvent { tell([gone], "removed") }
             return true
         } ?? false
     }

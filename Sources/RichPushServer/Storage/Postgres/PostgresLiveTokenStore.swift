@@ -34,7 +34,7 @@ public final class PostgresLiveTokenStore: LiveTokenStore {
                 (LiveTokenSQL.register(token, keepsKnown: owner == .keepsKnown) + " RETURNING 1").postgres,
                 logger: logger
             ).collect()
-            if !written.isEmpty {
+            if !written.isEmpty && limits.writesLiveTokenEvent {
                 _ = try await c.query(
                     WebhookSQL.append(token.webhookEvent("registered"), now: token.updatedAt).postgres,
                     logger: logger
@@ -54,15 +54,18 @@ public final class PostgresLiveTokenStore: LiveTokenStore {
         try await removing(LiveTokenSQL.remove(appID: appID, token: token), as: "removed") > 0
     }
 
-    public func remove(appID: String, token: String, heldBy user: String?) async throws -> Bool {
-        try await removing(LiveTokenSQL.remove(appID: appID, token: token, heldBy: user), as: "removed") > 0
+    public func remove(appID: String, token: String, heldBy user: String?, writesEvent: Bool) async throws -> Bool {
+        let statement = LiveTokenSQL.remove(appID: appID, token: token, heldBy: user)
+        return try await removing(statement, as: writesEvent ? "removed" : nil) > 0
     }
 
-    /// Runs a deletion and records a `live.token` event of each token it removed, in its transaction.
-    private func removing(_ statement: SQL, as state: String) async throws -> Int {
+    /// Runs a deletion and records a `live.token` event of each token it removed, in its transaction (none when
+    /// `state` is nil).
+    private func removing(_ statement: SQL, as state: String?) async throws -> Int {
         let logger = db.logger
         return try await db.transaction { c in
             let rows = try await c.query(statement.postgres, logger: logger).collect()
+            guard let state else { return rows.count }
             let now = Date()
             for row in rows {
                 let (app, token, kind, type, activity, user) = try row.decode(

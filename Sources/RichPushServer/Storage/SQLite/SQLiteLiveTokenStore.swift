@@ -30,7 +30,7 @@ public final class SQLiteLiveTokenStore: LiveTokenStore {
                 throw QuotaReached.activity(limits.liveTokensPerActivity)
             }
             try db.execute(query: LiveTokenSQL.register(token, keepsKnown: owner == .keepsKnown))
-            if db.changesCount > 0 {
+            if db.changesCount > 0 && limits.writesLiveTokenEvent {
                 try db.execute(query: WebhookSQL.append(token.webhookEvent("registered"), now: token.updatedAt))
             }
             if let user = token.userID, owner == .asGiven, limits.liveTokensPerUser < Int.max {
@@ -50,14 +50,17 @@ public final class SQLiteLiveTokenStore: LiveTokenStore {
         try await removing(LiveTokenSQL.remove(appID: appID, token: token), as: "removed") > 0
     }
 
-    public func remove(appID: String, token: String, heldBy user: String?) async throws -> Bool {
-        try await removing(LiveTokenSQL.remove(appID: appID, token: token, heldBy: user), as: "removed") > 0
+    public func remove(appID: String, token: String, heldBy user: String?, writesEvent: Bool) async throws -> Bool {
+        let statement = LiveTokenSQL.remove(appID: appID, token: token, heldBy: user)
+        return try await removing(statement, as: writesEvent ? "removed" : nil) > 0
     }
 
-    /// Runs a deletion and records a `live.token` event of each token it removed, in its transaction.
-    private func removing(_ statement: SQL, as state: String) async throws -> Int {
+    /// Runs a deletion and records a `live.token` event of each token it removed, in its transaction (none when
+    /// `state` is nil).
+    private func removing(_ statement: SQL, as state: String?) async throws -> Int {
         try await pool.write { db in
             let rows = try Row.fetchAll(db, query: statement)
+            guard let state else { return rows.count }
             let now = Date()
             for row in rows {
                 let token = LiveToken(
