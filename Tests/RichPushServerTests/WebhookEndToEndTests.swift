@@ -285,6 +285,40 @@ import Testing
         #expect(shown["state"] == "active" && shown["last_success_at"] != nil)
     }
 
+    /// A send whose audience reaches nobody, by a registry fan-out (a tag no device has) and by tokens no device
+    /// registered: each still ends in `notification.completed`, its counts all 0.
+    @Test func aSendThatReachesNobodyIsToldComplete() async throws {
+        let server = try await Running.start()
+        defer { Task { try? await server.stop() } }
+        let (app, key) = try await server.app(devices: 1)
+        let (s, endpoint) = try await server.call(
+            "POST",
+            "/v1/apps/\(app)/webhooks",
+            key: key,
+            body: ["url": .string(server.sandbox.webhooks.url("empty")), "events": ["notification.completed"]]
+        )
+        #expect(s == 201)
+        server.sandbox.webhooks.setSecret(try #require(endpoint["secret"]?.stringValue), for: "empty")
+        var ids: [String] = []
+        for audience: JSONValue in [
+            ["tag": "nobody"], ["tokens": .array([.string(String(repeating: "e", count: 64))])],
+        ] {
+            let (sent, accepted) = try await server.call(
+                "POST",
+                "/v1/apps/\(app)/notifications",
+                key: key,
+                body: ["title": "Hi", "audience": audience]
+            )
+            #expect(sent == 202, "\(accepted)")
+            ids.append(try #require(accepted["id"]?.stringValue))
+        }
+        let got = try await server.receiver(within: 20) { r in Self.events(r).count >= 2 }
+        let events = Self.events(got)
+        #expect(events.map(\.type) == ["notification.completed", "notification.completed"])
+        #expect(Set(events.compactMap(\.notificationID)) == Set(ids))
+        #expect(got.allSatisfy { $0.verified == true })
+    }
+
     @Test func aReceiverThatIsGoneDisablesItsEndpoint() async throws {
         let server = try await Running.start()
         defer { Task { try? await server.stop() } }

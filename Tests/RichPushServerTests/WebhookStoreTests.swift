@@ -243,6 +243,32 @@ import Testing
         #expect(json["data"]?["notification_id"]?.stringValue == id)
     }
 
+    /// An audience that reached nobody queues no delivery, so no settle opens it: opened when the send is done, it is
+    /// told complete with every count 0. One with deliveries is not opened by this (its settles do it).
+    @Test(arguments: Kind.allCases)
+    func aNotificationWithoutDeliveriesIsToldComplete(_ kind: Kind) async throws {
+        let b = try await StorageBackendTests.make(kind)
+        let app = "hooks-\(UUID().uuidString.prefix(8))"
+        let e = try await b.webhooks.create(Self.endpoint(app, [.notificationCompleted]))
+        let id = UUID().uuidString
+        try await b.store.insertNotification(
+            StoredNotification(id: id, appID: app, message: ["title": "t"], response: .null, createdAt: Date()),
+            idempotencyKey: nil
+        )
+        try await b.webhooks.openWithoutDeliveries(notificationID: id, appID: app, now: Date())
+        // Twice is once.
+        try await b.webhooks.openWithoutDeliveries(notificationID: id, appID: app, now: Date())
+        #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(2), limit: 10) == 1)
+        #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(100), limit: 10) == 0)
+        let events = try await Self.events(b, app, after: e.cursor, count: 1)
+        #expect(events.map(\.type) == ["notification.completed"])
+        #expect(events.first?.json()["data"]?["total"] == 0)
+        #expect(events.first?.json()["data"]?["counts"] == [:])
+        // Another app's id, or an app that does not hear it: nothing.
+        try await b.webhooks.openWithoutDeliveries(notificationID: id, appID: "someone-else", now: Date())
+        #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(200), limit: 10) == 0)
+    }
+
     @Test(arguments: Kind.allCases)
     func receiptsOpensAndLiveTokensAreEvents(_ kind: Kind) async throws {
         let b = try await StorageBackendTests.make(kind)

@@ -323,6 +323,14 @@ public final class MemoryWebhookStore: WebhookStore {
         }
     }
 
+    /// Opened when the app hears `notification.completed`; whether it has deliveries is the completion's look.
+    public func openWithoutDeliveries(notificationID: String, appID: String, now: Date) async throws {
+        state.withLockedValue { s in
+            guard s.open[notificationID] == nil, Self.heard(appID, .notificationCompleted, in: s) else { return }
+            s.open[notificationID] = (appID, 0, now.addingTimeInterval(1))
+        }
+    }
+
     public func completeNotifications(now: Date, limit: Int) async throws -> Int {
         let due = state.withLockedValue { s in
             s.open.filter { $0.value.next <= now }.sorted { $0.value.next < $1.value.next }.prefix(max(0, limit))

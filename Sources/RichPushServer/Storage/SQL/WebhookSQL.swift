@@ -398,6 +398,19 @@ enum WebhookSQL {
         "SELECT state, count(*) FROM deliveries WHERE notification_id = \(notificationID) GROUP BY state"
     }
 
+    /// Opens a notification without deliveries for `notification.completed` (see
+    /// ``WebhookStore/openWithoutDeliveries(notificationID:appID:now:)``).
+    static func openWithoutDeliveries(_ notificationID: String, appID: String, now: Date) -> SQL {
+        """
+        INSERT INTO webhook_open_notifications (notification_id, app_id, next_check)
+        SELECT n.id, n.app_id, \(now.addingTimeInterval(1)) FROM notifications n
+        WHERE n.id = \(notificationID) AND n.app_id = \(appID)
+            AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.notification_id = n.id)
+            AND \(unescaped: heard(app: "n.app_id", type: "'notification.completed'"))
+        ON CONFLICT (notification_id) DO NOTHING
+        """
+    }
+
     static func later(_ notificationID: String, next: Date) -> SQL {
         """
         UPDATE webhook_open_notifications SET next_check = \(next), checks = checks + 1
