@@ -47,13 +47,13 @@ import Testing
         }
         defer { stuck.cancel() }
         while lookups.running < 2 { try await Task.sleep(for: .milliseconds(10)) }
-        // Another zone's names answer at once, several at a time.
-        let started = ContinuousClock.now
+        // Another zone's names answer, several at a time, while the stalled zone still stalls (a caller waits 30 s
+        // here, so an answer at all is one that did not wait for the stalled zone; no clock is read, so a busy
+        // machine cannot fail this).
         try await withThrowingTaskGroup(of: [IPAddress].self) { group in
             for i in 1...8 { group.addTask { try await lookups.resolve("push\(i).fast.example") } }
             for try await answer in group { #expect(answer == [.v4(0xC000_0201)]) }
         }
-        #expect(ContinuousClock.now - started < .seconds(2))
         #expect(lookups.running == 2, "the stalled zone runs two lookups, not six")
         #expect(slow.map(names.count).reduce(0, +) == 2)
     }
@@ -61,6 +61,7 @@ import Testing
     @Test func nobodyWaitsPastTheDeadlineAndTheLateAnswerIsKept() async throws {
         let names = Names(stalled: ["late.example.org"])
         let lookups = Self.lookups(names, wait: .milliseconds(300))
+        // The lookup answers only once released, after this: the failure is the deadline's.
         let started = ContinuousClock.now
         do {
             _ = try await lookups.resolve("late.example.org")
@@ -69,8 +70,7 @@ import Testing
             #expect(failure.rule == "dns-failed")
             #expect(failure.description == "late.example.org did not resolve within 0.3 s", "\(failure)")
         }
-        let waited = ContinuousClock.now - started
-        #expect(waited >= .milliseconds(300) && waited < .seconds(2), "\(waited)")
+        #expect(ContinuousClock.now - started >= .milliseconds(300))
         names.release()
         // The lookup went on; its answer is kept and given without a second lookup.
         var answer: [IPAddress] = []
@@ -120,9 +120,13 @@ import Testing
         }
         defer { stuck.cancel() }
         while lookups.running < 3 { try await Task.sleep(for: .milliseconds(10)) }
-        let started = ContinuousClock.now
-        await #expect(throws: FetchFailure.self) { try await lookups.resolve("fourth.example") }
-        #expect(ContinuousClock.now - started < .seconds(1))
+        // Refused at once: a caller waits 30 s here, so a failure that is not the deadline's is the bound's.
+        do {
+            _ = try await lookups.resolve("fourth.example")
+            Issue.record("a name past the pending bound was looked up")
+        } catch let failure as FetchFailure {
+            #expect(failure == .dns(host: "fourth.example"), "\(failure)")
+        }
     }
 
     @Test func zonesAreTheRegistrablePartRoughly() {

@@ -21,6 +21,8 @@ import ServiceLifecycle
 public final class PostgresDatabase: Service, Sendable {
     public let settings: PostgresSettings
     public let client: PostgresClient
+    /// The health probe's own pool, of one connection (see ``probe()``).
+    let probeClient: PostgresClient
     public let health = DatabaseHealth()
     /// The longest one operation may take before it fails as unavailable.
     public let timeout: Duration
@@ -39,6 +41,10 @@ public final class PostgresDatabase: Service, Sendable {
     ) throws {
         self.settings = settings
         self.client = PostgresClient(configuration: try settings.clientConfiguration(), backgroundLogger: logger)
+        var probing = try settings.clientConfiguration()
+        probing.options.maximumConnections = 1
+        probing.options.minimumConnections = 0
+        self.probeClient = PostgresClient(configuration: probing, backgroundLogger: logger)
         self.timeout = timeout
         self.logger = logger
     }
@@ -50,6 +56,7 @@ public final class PostgresDatabase: Service, Sendable {
                 self.started.withLockedValue { $0 = true }
                 await self.client.run()
             }
+            group.addTask { await self.probeClient.run() }
             group.addTask { await cancelWhenGracefulShutdown { await self.probe() } }
         }
     }
@@ -164,80 +171,26 @@ public final class PostgresDatabase: Service, Sendable {
 
     /// Every second: marks the database up when it answers again (and down when it stops).
     ///
-    /// The probe asks on a connection of its own, outside the pool: the pool's queue is this node's load, not the
-    /// database's health. Right after a long outage every worker's backlog runs at once and a `SELECT 1` queued
-    /// behind it could wait past the probe's 2 s, turning a node that had just come back not ready again. One
-    /// connection attempt at a time: against a server that accepts and never answers (stopped, not gone) a new
-    /// attempt each second would leave one behind each second.
+    /// The probe asks through a pool of its own (one connection, ``probeClient``): the main pool's queue is this
+    /// node's load, not the database's health (right after a long outage every worker's backlog runs at once, and a
+    /// `SELECT 1` queued behind it could wait past the probe's 2 s and turn a node that had just come back not ready
+    /// again). The database is said down when a check fails, or when none has been answered for 5 s (a check a
+    /// little late on a busy machine says nothing yet); operations that time out say so too.
     func probe() async {
-        var connection: PostgresConnection?
-        var connecting: ProbeAttempt?
+        var answered = ContinuousClock.now
         while !Task.isCancelled {
             // Only cancellation ends the sleep early; the loop checks it next.
             try? await Task.sleep(for: .seconds(1))
             do {
-                if connection == nil {
-                    let attempt = connecting ?? ProbeAttempt { try await self.connect() }
-                    connecting = attempt
-                    do {
-                        connection = try await deadline(.seconds(2)) { try await attempt.task.value }
-                        connecting = nil
-                    } catch {
-                        // An attempt that takes longer outlives this round: the next one waits for it again. One
-                        // that failed is not.
-                        if !(error is TimedOut) { connecting = nil }
-                        throw error
-                    }
+                _ = try await deadline(.seconds(2)) { [probeClient] in
+                    try await probeClient.query("SELECT 1").collect()
                 }
-                guard let c = connection else { continue }
-                do {
-                    _ = try await deadline(.seconds(2), onTimeout: { let _: EventLoopFuture<Void> = c.close() }) {
-                        [logger] in try await c.query("SELECT 1", logger: logger).collect()
-                    }
-                } catch {
-                    // A connection that failed once is not asked again: the next round makes a new one.
-                    connection = nil
-                    try? await c.close()
-                    throw error
-                }
+                answered = ContinuousClock.now
                 health.markUp()
+            } catch is TimedOut {
+                if ContinuousClock.now - answered >= .seconds(5) { health.markDown(Self.describe(TimedOut())) }
             } catch {
                 if !Task.isCancelled { health.markDown(Self.describe(error)) }
-            }
-        }
-        try? await connecting?.abandon()?.close()
-        try? await connection?.close()
-    }
-
-    /// The probe's connection attempt, in a task of its own (it may outlive the round that started it). Abandoned,
-    /// it closes what it makes; what it made before is handed to the one that abandons it.
-    final class ProbeAttempt: Sendable {
-        private let state = NIOLockedValueBox<(abandoned: Bool, made: PostgresConnection?)>((false, nil))
-        let task: Task<PostgresConnection, any Error>
-
-        init(_ connect: @escaping @Sendable () async throws -> PostgresConnection) {
-            let state = self.state
-            task = Task {
-                let c = try await connect()
-                let keep = state.withLockedValue { s -> Bool in
-                    if !s.abandoned { s.made = c }
-                    return !s.abandoned
-                }
-                if !keep {
-                    try? await c.close()
-                    throw CancellationError()
-                }
-                return c
-            }
-        }
-
-        /// Stops it; the connection it had made, to be closed by the caller (nil: none yet, or it closes its own).
-        func abandon() -> PostgresConnection? {
-            task.cancel()
-            return state.withLockedValue { s in
-                s.abandoned = true
-                defer { s.made = nil }
-                return s.made
             }
         }
     }
