@@ -176,14 +176,26 @@ import Testing
                 ["url": "https://hooks.example.com/live", "events": ["live.token"]]
             )
             #expect(made == 201)
-            for i in 0..<30 {
+            // A 503 (the database judged down: on a loaded test machine its health check can miss its bound for a
+            // while) is retried as a client would; what is tested is the budget.
+            func retried(_ call: () async throws -> (Int, JSONValue)) async throws -> Int {
+                var status = 503
+                for _ in 0..<120 where status == 503 {
+                    status = try await call().0
+                    if status == 503 { try await Task.sleep(for: .milliseconds(500)) }
+                }
+                return status
+            }
+            for i in 0..<15 {
                 let token = Self.hex(0xE000 + i)
-                let (r, _) = try await w.live([
-                    "kind": "push_to_start", "token": .string(token), "activity_type": "Churn",
-                ])
-                #expect(r == 200)
-                let (d, _) = try await w.call(.delete, "/v1/apps/\(w.app)/live/tokens/\(token)", key: w.register)
-                #expect(d == 200)
+                let r = try await retried {
+                    try await w.live(["kind": "push_to_start", "token": .string(token), "activity_type": "Churn"])
+                }
+                #expect(r == 200, "\(w.backend.health.status)")
+                let d = try await retried {
+                    try await w.call(.delete, "/v1/apps/\(w.app)/live/tokens/\(token)", key: w.register)
+                }
+                #expect(d == 200, "\(w.backend.health.status)")
             }
             let stored = try await w.backend.liveTokens.tokens(
                 appID: w.app,
@@ -200,7 +212,7 @@ import Testing
                     hearing: nil
                 )
             }
-            #expect(try await events().count == 10, "60 public writes, a burst of 10")
+            #expect(try await events().count == 10, "30 public writes, a burst of 10")
             // The app's backend registers with its own key: its events are written.
             let (r, _) = try await w.call(
                 .post,

@@ -174,25 +174,39 @@ public final class PostgresDatabase: Service, Sendable {
     /// The probe asks through a pool of its own (one connection, ``probeClient``): the main pool's queue is this
     /// node's load, not the database's health (right after a long outage every worker's backlog runs at once, and a
     /// `SELECT 1` queued behind it could wait past the probe's 2 s and turn a node that had just come back not ready
-    /// again). The database is said down when a check fails, or when none has been answered for 5 s (a check a
-    /// little late on a busy machine says nothing yet); operations that time out say so too.
+    /// again). One check at a time, never cancelled for being slow: a round waits 2 s for it, and a check still under
+    /// way is waited for again by the next round (cancelling a query in flight closes its connection, and on a busy
+    /// machine every check then paid for a new connection and missed its 2 s again, the node never ready). The
+    /// database is said down when a check fails, or when none has been answered for 5 s; operations that time out say
+    /// so too. A check stuck past the operation timeout (a connection into a black hole) is cancelled.
     func probe() async {
         var answered = ContinuousClock.now
+        var check: (task: Task<Void, any Error>, started: ContinuousClock.Instant)?
         while !Task.isCancelled {
             // Only cancellation ends the sleep early; the loop checks it next.
             try? await Task.sleep(for: .seconds(1))
+            let current =
+                check ?? (Task { [probeClient] in _ = try await probeClient.query("SELECT 1").collect() }, .now)
+            check = current
             do {
-                _ = try await deadline(.seconds(2)) { [probeClient] in
-                    try await probeClient.query("SELECT 1").collect()
-                }
+                try await deadline(.seconds(2)) { try await current.task.value }
+                check = nil
                 answered = ContinuousClock.now
                 health.markUp()
             } catch is TimedOut {
                 if ContinuousClock.now - answered >= .seconds(5) { health.markDown(Self.describe(TimedOut())) }
+                if ContinuousClock.now - current.started > timeout {
+                    current.task.cancel()
+                    check = nil
+                }
+            } catch  where Task.isCancelled {
+                break
             } catch {
-                if !Task.isCancelled { health.markDown(Self.describe(error)) }
+                check = nil
+                health.markDown(Self.describe(error))
             }
         }
+        check?.task.cancel()
     }
 
     /// Waits (polling, for the few milliseconds between a group starting its services and this one's pool) until
