@@ -354,7 +354,9 @@ import Testing
             } catch {
                 #expect(error.transport == .timedOut && error.retry == .retry)
             }
-            #expect(Date().timeIntervalSince(started) < 1.5)
+            // The configured 0.5 s, not the default 10 s; the margin is a loaded machine's (1.57 s and 1.68 s seen
+            // with the whole suite running).
+            #expect(Date().timeIntervalSince(started) < 5)
         }
     }
 

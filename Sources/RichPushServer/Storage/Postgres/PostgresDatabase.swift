@@ -21,8 +21,6 @@ import ServiceLifecycle
 public final class PostgresDatabase: Service, Sendable {
     public let settings: PostgresSettings
     public let client: PostgresClient
-    /// The health probe's own pool, of one connection (see ``probe()``).
-    let probeClient: PostgresClient
     public let health = DatabaseHealth()
     /// The longest one operation may take before it fails as unavailable.
     public let timeout: Duration
@@ -41,10 +39,6 @@ public final class PostgresDatabase: Service, Sendable {
     ) throws {
         self.settings = settings
         self.client = PostgresClient(configuration: try settings.clientConfiguration(), backgroundLogger: logger)
-        var probing = try settings.clientConfiguration()
-        probing.options.maximumConnections = 1
-        probing.options.minimumConnections = 0
-        self.probeClient = PostgresClient(configuration: probing, backgroundLogger: logger)
         self.timeout = timeout
         self.logger = logger
     }
@@ -56,7 +50,6 @@ public final class PostgresDatabase: Service, Sendable {
                 self.started.withLockedValue { $0 = true }
                 await self.client.run()
             }
-            group.addTask { await self.probeClient.run() }
             group.addTask { await cancelWhenGracefulShutdown { await self.probe() } }
         }
     }
@@ -170,43 +163,17 @@ public final class PostgresDatabase: Service, Sendable {
     }
 
     /// Every second: marks the database up when it answers again (and down when it stops).
-    ///
-    /// The probe asks through a pool of its own (one connection, ``probeClient``): the main pool's queue is this
-    /// node's load, not the database's health (right after a long outage every worker's backlog runs at once, and a
-    /// `SELECT 1` queued behind it could wait past the probe's 2 s and turn a node that had just come back not ready
-    /// again). One check at a time, never cancelled for being slow: a round waits 2 s for it, and a check still under
-    /// way is waited for again by the next round (cancelling a query in flight closes its connection, and on a busy
-    /// machine every check then paid for a new connection and missed its 2 s again, the node never ready). The
-    /// database is said down when a check fails, or when none has been answered for 5 s; operations that time out say
-    /// so too. A check stuck past the operation timeout (a connection into a black hole) is cancelled.
     func probe() async {
-        var answered = ContinuousClock.now
-        var check: (task: Task<Void, any Error>, started: ContinuousClock.Instant)?
         while !Task.isCancelled {
             // Only cancellation ends the sleep early; the loop checks it next.
             try? await Task.sleep(for: .seconds(1))
-            let current =
-                check ?? (Task { [probeClient] in _ = try await probeClient.query("SELECT 1").collect() }, .now)
-            check = current
             do {
-                try await deadline(.seconds(2)) { try await current.task.value }
-                check = nil
-                answered = ContinuousClock.now
+                _ = try await deadline(.seconds(2)) { [client] in try await client.query("SELECT 1").collect() }
                 health.markUp()
-            } catch is TimedOut {
-                if ContinuousClock.now - answered >= .seconds(5) { health.markDown(Self.describe(TimedOut())) }
-                if ContinuousClock.now - current.started > timeout {
-                    current.task.cancel()
-                    check = nil
-                }
-            } catch  where Task.isCancelled {
-                break
             } catch {
-                check = nil
-                health.markDown(Self.describe(error))
+                if !Task.isCancelled { health.markDown(Self.describe(error)) }
             }
         }
-        check?.task.cancel()
     }
 
     /// Waits (polling, for the few milliseconds between a group starting its services and this one's pool) until
