@@ -205,8 +205,10 @@ import Testing
         #expect(try await b.webhooks.events(appID: app, after: .start, through: nil, limit: 100).count == 3)
     }
 
-    @Test(arguments: Kind.allCases)
-    func aNotificationThatEndedIsToldOnce(_ kind: Kind) async throws {
+    /// A backend, an app with an endpoint hearing `notification.completed`, and a notification of the app.
+    static func hearingCompletions(
+        _ kind: Kind
+    ) async throws -> (any StorageBackend, String, WebhookEndpoint, String) {
         let b = try await StorageBackendTests.make(kind)
         let app = "hooks-\(UUID().uuidString.prefix(8))"
         let e = try await b.webhooks.create(Self.endpoint(app, [.notificationCompleted]))
@@ -215,6 +217,12 @@ import Testing
             StoredNotification(id: id, appID: app, message: ["title": "t"], response: .null, createdAt: Date()),
             idempotencyKey: nil
         )
+        return (b, app, e, id)
+    }
+
+    @Test(arguments: Kind.allCases)
+    func aNotificationThatEndedIsToldOnce(_ kind: Kind) async throws {
+        let (b, app, e, id) = try await Self.hearingCompletions(kind)
         try await b.queue.enqueue(
             (0..<3).map { NewDelivery(notificationID: id, appID: app, provider: .apns, target: .token("c\($0)")) }
         )
@@ -244,17 +252,10 @@ import Testing
     }
 
     /// An audience that reached nobody queues no delivery, so no settle opens it: opened when the send is done, it is
-    /// told complete with every count 0. One with deliveries is not opened by this (its settles do it).
+    /// told complete with every count 0, once; another app's id opens nothing.
     @Test(arguments: Kind.allCases)
     func aNotificationWithoutDeliveriesIsToldComplete(_ kind: Kind) async throws {
-        let b = try await StorageBackendTests.make(kind)
-        let app = "hooks-\(UUID().uuidString.prefix(8))"
-        let e = try await b.webhooks.create(Self.endpoint(app, [.notificationCompleted]))
-        let id = UUID().uuidString
-        try await b.store.insertNotification(
-            StoredNotification(id: id, appID: app, message: ["title": "t"], response: .null, createdAt: Date()),
-            idempotencyKey: nil
-        )
+        let (b, app, e, id) = try await Self.hearingCompletions(kind)
         try await b.webhooks.openWithoutDeliveries(notificationID: id, appID: app, now: Date())
         // Twice is once.
         try await b.webhooks.openWithoutDeliveries(notificationID: id, appID: app, now: Date())
