@@ -40,11 +40,15 @@ import Testing
         let deliveries = try await b.queue.deliveries(notificationID: id)
         #expect(deliveries.count == 3)
         let r = b.receipts
+        // One instant for every open: the timeline counts by ten minutes, and opens a few seconds apart on a busy
+        // machine can fall either side of a boundary.
+        let at = Date(timeIntervalSince1970: 1_800_000_300)
         #expect(
-            try await r.recordOpen(.init(deliveryID: deliveries[0].id, notificationID: id, event: .opened)) == .recorded
+            try await r.recordOpen(.init(deliveryID: deliveries[0].id, notificationID: id, event: .opened, at: at))
+                == .recorded
         )
         #expect(
-            try await r.recordOpen(.init(deliveryID: deliveries[0].id, notificationID: id, event: .dismissed))
+            try await r.recordOpen(.init(deliveryID: deliveries[0].id, notificationID: id, event: .dismissed, at: at))
                 == .repeated
         )
         #expect(
@@ -54,17 +58,23 @@ import Testing
                     notificationID: id,
                     event: .opened,
                     action: "later",
-                    link: "shop://orders/42"
+                    link: "shop://orders/42",
+                    at: at
                 )
             ) == .recorded
         )
         #expect(
-            try await r.recordOpen(.init(deliveryID: deliveries[2].id, notificationID: id, event: .dismissed))
+            try await r.recordOpen(.init(deliveryID: deliveries[2].id, notificationID: id, event: .dismissed, at: at))
                 == .recorded
         )
-        #expect(try await r.recordOpen(.init(deliveryID: 999_999, notificationID: id, event: .opened)) == .notDelivered)
         #expect(
-            try await r.recordOpen(.init(deliveryID: deliveries[0].id, notificationID: "other-app", event: .opened))
+            try await r.recordOpen(.init(deliveryID: 999_999, notificationID: id, event: .opened, at: at))
+                == .notDelivered
+        )
+        #expect(
+            try await r.recordOpen(
+                .init(deliveryID: deliveries[0].id, notificationID: "other-app", event: .opened, at: at)
+            )
                 == .notDelivered
         )
         #expect(
