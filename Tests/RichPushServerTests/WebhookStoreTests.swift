@@ -251,22 +251,38 @@ import Testing
         #expect(json["data"]?["notification_id"]?.stringValue == id)
     }
 
-    /// An audience that reached nobody queues no delivery, so no settle opens it: opened when the send is done, it is
-    /// told complete with every count 0, once; another app's id opens nothing.
+    /// An audience that reached nobody queues no delivery, so no settle opens it: the intake opens it in the
+    /// transaction that accepts it (tokens none of which is registered) or ends its fan-out (a tag nobody has), so
+    /// a crash right after cannot lose it. Each is told complete once with every count 0; an app that does not hear
+    /// `notification.completed` opens nothing.
     @Test(arguments: Kind.allCases)
     func aNotificationWithoutDeliveriesIsToldComplete(_ kind: Kind) async throws {
-        let (b, app, e, id) = try await Self.hearingCompletions(kind)
-        try await b.webhooks.openWithoutDeliveries(notificationID: id, appID: app, now: Date())
-        // Twice is once.
-        try await b.webhooks.openWithoutDeliveries(notificationID: id, appID: app, now: Date())
+        let b = try await StorageBackendTests.make(kind)
+        let app = "hooks-\(UUID().uuidString.prefix(8))"
+        let e = try await b.webhooks.create(Self.endpoint(app, [.notificationCompleted]))
+        func plan(_ audience: Audience, app: String) -> AcceptPlan {
+            var p = StorageBackendTests.plan(UUID().uuidString, audience)
+            p.notification.appID = app
+            return p
+        }
+        let nobody = String(repeating: "0", count: 64)
+        let direct = try await b.intake.accept(plan(.tokens([nobody]), app: app)) { _ in .null }
+        #expect(direct.created && direct.queued == 0 && !direct.fanOutPending)
         #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(2), limit: 10) == 1)
+        let fanned = try await b.intake.accept(plan(.tag("nobody-\(kind)"), app: app)) { _ in .null }
+        #expect(fanned.fanOutPending)
+        #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(4), limit: 10) == 0)
+        #expect(try await b.intake.completeFanOut(notificationID: fanned.notification.id) == 0)
+        #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(6), limit: 10) == 1)
         #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(100), limit: 10) == 0)
-        let events = try await Self.events(b, app, after: e.cursor, count: 1)
-        #expect(events.map(\.type) == ["notification.completed"])
-        #expect(events.first?.json()["data"]?["total"] == 0)
-        #expect(events.first?.json()["data"]?["counts"] == [:])
-        // Another app's id, or an app that does not hear it: nothing.
-        try await b.webhooks.openWithoutDeliveries(notificationID: id, appID: "someone-else", now: Date())
+        let events = try await Self.events(b, app, after: e.cursor, count: 2)
+        #expect(events.map(\.type) == ["notification.completed", "notification.completed"])
+        #expect(events.map(\.notificationID) == [direct.notification.id, fanned.notification.id])
+        for event in events {
+            #expect(event.json()["data"]?["total"] == 0 && event.json()["data"]?["counts"] == [:])
+        }
+        // An app that does not hear it: nothing.
+        _ = try await b.intake.accept(plan(.tokens([nobody]), app: "someone-else")) { _ in .null }
         #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(200), limit: 10) == 0)
     }
 

@@ -125,12 +125,7 @@ public struct RichPushAPI: Sendable {
     public func resumeFanOuts() async throws -> Int {
         var total = 0
         for id in try await intake.pendingFanOuts() {
-            let count = try await intake.completeFanOut(notificationID: id)
-            total += count
-            // A resumed fan-out that found nobody: notification.completed still comes (see the send route).
-            if count == 0, let n = try await backend.store.notification(id: id) {
-                try await backend.webhooks.openWithoutDeliveries(notificationID: id, appID: n.appID, now: Date())
-            }
+            total += try await intake.completeFanOut(notificationID: id)
         }
         return total
     }

@@ -70,9 +70,6 @@ public protocol WebhookStore: Sendable {
     /// Records `notification.completed` for the open notifications of listening apps that are due a look and have
     /// ended; how many it recorded.
     func completeNotifications(now: Date, limit: Int) async throws -> Int
-    /// A notification that queued no delivery (its audience reached nobody): no settle opens it for
-    /// `notification.completed`, so this does, when the app hears that and the notification has no delivery.
-    func openWithoutDeliveries(notificationID: String, appID: String, now: Date) async throws
 }
 
 extension WebhookStore {

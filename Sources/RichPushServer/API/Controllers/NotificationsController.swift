@@ -104,27 +104,15 @@ struct NotificationsController: AppRoutes {
         guard accepted.created else { return try idempotency.answer(accepted.notification.response, replay: true) }
         let pipeline = self.pipeline
         pipeline.accepted(id, app: app.id, message: message, queued: accepted.fanOutPending ? nil : accepted.queued)
-        let (webhooks, appID) = (backend.webhooks, app.id)
         if accepted.fanOutPending {
             let (intake, metrics) = (intake, metrics)
             fanOuts.run(
                 {
                     let count = try await intake.completeFanOut(notificationID: id)
                     pipeline.fannedOut(id, count: count)
-                    if count == 0 {
-                        try await webhooks.openWithoutDeliveries(notificationID: id, appID: appID, now: Date())
-                    }
                 },
                 onFailure: { _ in metrics.fanOutFailed() }
             )
-        } else if accepted.queued == 0 {
-            // Accepted, and done: the webhooks' notification.completed still comes (its counts all 0).
-            do { try await webhooks.openWithoutDeliveries(notificationID: id, appID: appID, now: Date()) } catch {
-                context.logger.warning(
-                    "could not open a notification without deliveries for notification.completed",
-                    metadata: ["error": .string("\(error)")]
-                )
-            }
         }
         return try idempotency.answer(accepted.notification.response, replay: false)
     }

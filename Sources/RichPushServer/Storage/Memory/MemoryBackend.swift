@@ -47,7 +47,7 @@ public struct MemoryBackend: StorageBackend {
         memoryQueue = queue
         let workQueued = WorkQueued()
         self.workQueued = workQueued
-        intake = MemoryIntake(store: store, registry: registry, queue: queue) { workQueued.tell() }
+        intake = MemoryIntake(store: store, registry: registry, queue: queue, webhooks: webhooks) { workQueued.tell() }
         memoryReceipts = MemoryReceiptStore(queue: queue)
         updates = MemoryNotificationUpdates(store: store, queue: queue, intake: intake) { workQueued.tell() }
         let intake = self.intake

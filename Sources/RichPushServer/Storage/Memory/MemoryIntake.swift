@@ -13,14 +13,18 @@ public final class MemoryIntake: NotificationIntake {
     private let pending = NIOLockedValueBox<[(id: String, plan: AcceptPlan)]>([])
     /// Told when deliveries were queued (``WorkQueued``).
     let queued: @Sendable () -> Void
+    /// Opens a notification that queued no delivery for `notification.completed`, as the databases' intakes do.
+    let webhooks: MemoryWebhookStore?
 
     public init(
         store: any ServerStore,
         registry: any DeviceRegistry,
         queue: any DeliveryQueue,
+        webhooks: MemoryWebhookStore? = nil,
         queued: @escaping @Sendable () -> Void = {}
     ) {
         self.queued = queued
+        self.webhooks = webhooks
         self.store = store
         self.registry = registry
         self.queue = queue
@@ -42,7 +46,7 @@ public final class MemoryIntake: NotificationIntake {
             return Accepted(notification: stored, created: true, queued: 0, fanOutPending: true)
         }
         let added = try await FanOut().enqueue(plan.fanOut, registry: registry, queue: queue)
-        if added > 0 { queued() }
+        if added > 0 { queued() } else { webhooks?.open(notificationID: n.id, appID: n.appID, now: Date()) }
         return Accepted(notification: stored, created: true, queued: added, fanOutPending: false)
     }
 
@@ -54,7 +58,11 @@ public final class MemoryIntake: NotificationIntake {
         guard let plan = taken else { return 0 }
         do {
             let added = try await FanOut().enqueue(plan.fanOut, registry: registry, queue: queue)
-            if added > 0 { queued() }
+            if added > 0 {
+                queued()
+            } else {
+                webhooks?.open(notificationID: notificationID, appID: plan.notification.appID, now: Date())
+            }
             return added
         } catch {
             // Still pending, as a fan-out cut short is in the database.

@@ -323,8 +323,10 @@ public final class MemoryWebhookStore: WebhookStore {
         }
     }
 
-    /// Opened when the app hears `notification.completed`; whether it has deliveries is the completion's look.
-    public func openWithoutDeliveries(notificationID: String, appID: String, now: Date) async throws {
+    /// A notification that queued no delivery, opened for `notification.completed` when the app hears that (by the
+    /// intake, as the databases' intakes do in their accept and fan-out transactions); whether it has deliveries is
+    /// the completion's look.
+    func open(notificationID: String, appID: String, now: Date) {
         state.withLockedValue { s in
             guard s.open[notificationID] == nil, Self.heard(appID, .notificationCompleted, in: s) else { return }
             s.open[notificationID] = (appID, 0, now.addingTimeInterval(1))

@@ -96,9 +96,19 @@ public final class PostgresIntake: NotificationIntake {
         let (appID, audienceText, notBefore, expiresAt, spread, cursor, inserted, storedTotal) =
             try row.decode((String, String?, Date?, Date?, Double, Int64, Int, Int).self)
         guard let audienceText, let audience = Audience.read(try JSONValue.parse(audienceText)).0 else {
-            try await db.rows(
-                "UPDATE notifications SET fanout_state = \(FanOutState.done), fanout_owner = NULL WHERE id = \(notificationID)"
-            )
+            let logger = db.logger
+            try await db.transaction { c in
+                _ = try await c.query(
+                    """
+                    UPDATE notifications SET fanout_state = \(FanOutState.done), fanout_owner = NULL WHERE id = \(notificationID)
+                    """,
+                    logger: logger
+                ).collect()
+                _ = try await c.query(
+                    WebhookSQL.openWithoutDeliveries(notificationID, appID: appID, now: Date()).postgres,
+                    logger: logger
+                ).collect()
+            }
             return 0
         }
         var total = storedTotal
@@ -155,6 +165,7 @@ public final class PostgresIntake: NotificationIntake {
         guard let filter = AudienceFilter(audience, appID: appID) else { return (start, 0) }
         let job = ChunkedFanOut(
             notificationID: notificationID,
+            appID: appID,
             filter: filter,
             notBefore: notBefore,
             expiresAt: expiresAt,
@@ -178,6 +189,7 @@ public final class PostgresIntake: NotificationIntake {
     /// What every chunk of one fan-out inserts.
     struct ChunkedFanOut: Sendable {
         var notificationID: String
+        var appID: String
         var filter: AudienceFilter
         var notBefore: Date
         var expiresAt: Date?
@@ -218,6 +230,12 @@ public final class PostgresIntake: NotificationIntake {
                     """
                     UPDATE notifications SET fanout_state = \(FanOutState.done), fanout_owner = NULL, fanout_lease_until = NULL WHERE id = \(id)
                     """,
+                    logger: logger
+                ).collect()
+                // Done in the same transaction: a fan-out that reached nobody is opened for notification.completed
+                // (no settle will open it).
+                _ = try await c.query(
+                    WebhookSQL.openWithoutDeliveries(id, appID: job.appID, now: Date()).postgres,
                     logger: logger
                 ).collect()
             }

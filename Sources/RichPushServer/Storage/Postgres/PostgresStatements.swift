@@ -18,7 +18,14 @@ enum PostgresStatements {
                 SELECT $1, $2, p, t, 'queued', to_timestamp(nb), $9, now()
                 FROM unnest($12::text[], $13::text[], $14::float8[]) AS u(p, t, nb)
                 WHERE EXISTS (SELECT 1 FROM n)
-                RETURNING 1)
+                RETURNING 1),
+            o AS (
+                INSERT INTO webhook_open_notifications (notification_id, app_id, next_check)
+                SELECT $1, $2, now() + interval '1 second'
+                WHERE EXISTS (SELECT 1 FROM n) AND $11::text = 'done' AND cardinality($13::text[]) = 0
+                    AND EXISTS (SELECT 1 FROM webhook_endpoints w
+                        WHERE w.app_id = $2 AND w.types LIKE '%,notification.completed,%')
+                ON CONFLICT (notification_id) DO NOTHING)
             SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM d)
             """
         typealias Row = (Int64, Int64)

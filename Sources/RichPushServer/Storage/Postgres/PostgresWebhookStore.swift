@@ -192,10 +192,6 @@ public final class PostgresWebhookStore: WebhookStore {
         try await db.rows((WebhookSQL.sweep(before: cutoff, limit: limit) + " RETURNING 1").postgres).count
     }
 
-    public func openWithoutDeliveries(notificationID: String, appID: String, now: Date) async throws {
-        try await db.rows(WebhookSQL.openWithoutDeliveries(notificationID, appID: appID, now: now).postgres)
-    }
-
     public func completeNotifications(now: Date, limit: Int) async throws -> Int {
         let due = try await db.rows(WebhookSQL.dueOpen(now: now, limit: limit).postgres).map {
             try $0.decode((String, String, Int).self)

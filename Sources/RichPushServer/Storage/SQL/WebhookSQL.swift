@@ -398,8 +398,9 @@ enum WebhookSQL {
         "SELECT state, count(*) FROM deliveries WHERE notification_id = \(notificationID) GROUP BY state"
     }
 
-    /// Opens a notification without deliveries for `notification.completed` (see
-    /// ``WebhookStore/openWithoutDeliveries(notificationID:appID:now:)``).
+    /// Opens a notification that queued no delivery for `notification.completed`, when its app hears that: no settle
+    /// will open it. Run by the intakes in the transaction that accepts it or ends its fan-out, so that a crash
+    /// between the two cannot lose the event.
     static func openWithoutDeliveries(_ notificationID: String, appID: String, now: Date) -> SQL {
         """
         INSERT INTO webhook_open_notifications (notification_id, app_id, next_check)

@@ -79,6 +79,10 @@ public final class SQLiteIntake: NotificationIntake {
             guard let targets else {
                 return Accepted(notification: stored, created: true, queued: 0, fanOutPending: true)
             }
+            if targets.isEmpty {
+                // Reached nobody: no settle will open it for notification.completed, so its accept does.
+                try db.execute(query: WebhookSQL.openWithoutDeliveries(n.id, appID: n.appID, now: Date()))
+            }
             let insert = try db.cachedStatement(sql: SQLiteDeliveryQueue.insertOne)
             let step = Spread.step(plan.spread, count: targets.count)
             let now = Date().timeIntervalSince1970
@@ -144,6 +148,11 @@ public final class SQLiteIntake: NotificationIntake {
                             fanout_state = \(state) WHERE id = \(notificationID)
                         """
                 )
+                if finished {
+                    // Done with the fan-out in the same transaction: one that reached nobody is opened for
+                    // notification.completed (no settle will open it).
+                    try db.execute(query: WebhookSQL.openWithoutDeliveries(notificationID, appID: appID, now: Date()))
+                }
             } ?? 0
         if added > 0 { queued() }
         return added

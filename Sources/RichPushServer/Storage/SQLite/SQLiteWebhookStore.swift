@@ -183,12 +183,6 @@ public final class SQLiteWebhookStore: WebhookStore {
         }
     }
 
-    public func openWithoutDeliveries(notificationID: String, appID: String, now: Date) async throws {
-        try await pool.write { db in
-            try db.execute(query: WebhookSQL.openWithoutDeliveries(notificationID, appID: appID, now: now))
-        }
-    }
-
     public func completeNotifications(now: Date, limit: Int) async throws -> Int {
         let due = try await pool.read { db in
             try Row.fetchAll(db, query: WebhookSQL.dueOpen(now: now, limit: limit)).map {
