@@ -72,8 +72,15 @@ public protocol LiveTokenStore: Sendable {
     /// Adds or replaces the token within `limits` (a token is the app's once: registering it again moves it, unless
     /// `owner` is ``RegistrationOwner/keepsKnown`` and a user or an activity holds it). A new token past the app's
     /// bound, or an update token past its activity's, is refused with ``QuotaReached``; past the user's bound the
-    /// user's least recently registered tokens go.
-    func register(_ token: LiveToken, owner: RegistrationOwner, limits: RegistrationLimits) async throws
+    /// user's least recently registered tokens go. Its `live.token` event is written only when `writesEvent` (false
+    /// when the app's budget of events that public callers may cause is spent: see ``LiveController``).
+    func register(
+        _ token: LiveToken,
+        owner: RegistrationOwner,
+        limits: RegistrationLimits,
+        writesEvent: Bool
+    )
+        async throws
     /// Removes a token; false when the app had none such.
     func remove(appID: String, token: String) async throws -> Bool
     /// Removes a token only when no one holds it (no user, no activity) or `user` does (a device's own request
@@ -89,7 +96,12 @@ public protocol LiveTokenStore: Sendable {
 extension LiveTokenStore {
     /// Adds or replaces a token as a server-side key does, without bounds.
     public func register(_ token: LiveToken) async throws {
-        try await register(token, owner: .asGiven, limits: .none)
+        try await register(token, owner: .asGiven, limits: .none, writesEvent: true)
+    }
+
+    /// Adds or replaces a token within `limits`, writing its `live.token` event.
+    public func register(_ token: LiveToken, owner: RegistrationOwner, limits: RegistrationLimits) async throws {
+        try await register(token, owner: owner, limits: limits, writesEvent: true)
     }
 
     /// Removes activity tokens not registered again since `cutoff` (an activity lasts at most 8 hours, and shows

@@ -21,9 +21,6 @@ public struct RegistrationLimits: Sendable, Hashable {
     /// Live update tokens of one activity (live ones: registered in the last 12 hours); past it a new one is
     /// refused. At most the tokens one send may name (10,000).
     public var liveTokensPerActivity: Int
-    /// Whether a live token's registration writes its `live.token` event (false when the app's budget of events
-    /// that public callers may cause is spent: see ``LiveController``).
-    public var writesLiveTokenEvent = true
 
     public init(
         devicesPerApp: Int = 5_000_000,

@@ -45,9 +45,12 @@ struct LiveController: AppRoutes {
         var token = try Self.decodeToken(try await bodyJSON(request), appID: app.id)
         let registrant = try await Registrant.of(request, context, store: store)
         let owner = try registrant.admit(&token)
-        var limits = self.limits
-        if case .server = registrant {} else { limits.writesLiveTokenEvent = eventAllowed(app.id) }
-        do { try await liveTokens.register(token, owner: owner, limits: limits) } catch let quota as QuotaReached {
+        // A server key's registrations always tell; public callers' within the app's event budget.
+        let writesEvent: Bool
+        if case .server = registrant { writesEvent = true } else { writesEvent = eventAllowed(app.id) }
+        do {
+            try await liveTokens.register(token, owner: owner, limits: limits, writesEvent: writesEvent)
+        } catch let quota as QuotaReached {
             throw APIError(quota)
         }
         return RegisteredLiveToken(token)

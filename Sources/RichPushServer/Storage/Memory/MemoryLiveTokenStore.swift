@@ -24,8 +24,13 @@ public final class MemoryLiveTokenStore: LiveTokenStore {
     /// Removes an app's tokens (its deletion).
     func remove(appID: String) { rows.withLockedValue { $0 = $0.filter { $0.value.appID != appID } } }
 
-    public func register(_ token: LiveToken, owner: RegistrationOwner, limits: RegistrationLimits) async throws {
-        if try registering(token, owner: owner, limits: limits), limits.writesLiveTokenEvent {
+    public func register(
+        _ token: LiveToken,
+        owner: RegistrationOwner,
+        limits: RegistrationLimits,
+        writesEvent: Bool
+    ) async throws {
+        if try registering(token, owner: owner, limits: limits), writesEvent {
             tell([token], "registered")
         }
     }

@@ -236,11 +236,14 @@ public final class PostgresBackend: StorageBackend {
     /// A notification with its deliveries (in chunks), receipts, opens and counts.
     func removeNotification(_ id: String) async throws {
         try await emptyInChunks(NotificationSweep.deliveriesChunk(id))
-        _ = try await database.transaction { c in
-            try await c.query(NotificationSweep.receipts(id).postgres, logger: self.database.logger).collect()
-            try await c.query(NotificationSweep.opens(id).postgres, logger: self.database.logger).collect()
-            try await c.query(NotificationSweep.minutes(id).postgres, logger: self.database.logger).collect()
-            try await c.query(NotificationSweep.notification(id).postgres, logger: self.database.logger).collect()
+        let logger = database.logger
+        try await database.transaction { c in
+            for statement in [
+                NotificationSweep.receipts(id), NotificationSweep.opens(id), NotificationSweep.minutes(id),
+                NotificationSweep.notification(id),
+            ] {
+                _ = try await c.query(statement.postgres, logger: logger).collect()
+            }
         }
     }
 

@@ -7,7 +7,12 @@ public final class PostgresLiveTokenStore: LiveTokenStore {
 
     init(db: PostgresDatabase) { self.db = db }
 
-    public func register(_ token: LiveToken, owner: RegistrationOwner, limits: RegistrationLimits) async throws {
+    public func register(
+        _ token: LiveToken,
+        owner: RegistrationOwner,
+        limits: RegistrationLimits,
+        writesEvent: Bool
+    ) async throws {
         let logger = db.logger
         try await db.transaction { c in
             // Counted before the insert, in its transaction: registrations through several nodes at once may each
@@ -34,7 +39,7 @@ public final class PostgresLiveTokenStore: LiveTokenStore {
                 (LiveTokenSQL.register(token, keepsKnown: owner == .keepsKnown) + " RETURNING 1").postgres,
                 logger: logger
             ).collect()
-            if !written.isEmpty && limits.writesLiveTokenEvent {
+            if !written.isEmpty && writesEvent {
                 _ = try await c.query(
                     WebhookSQL.append(token.webhookEvent("registered"), now: token.updatedAt).postgres,
                     logger: logger

@@ -13,7 +13,12 @@ public final class SQLiteLiveTokenStore: LiveTokenStore {
         commits = GroupCommit(pool: pool)
     }
 
-    public func register(_ token: LiveToken, owner: RegistrationOwner, limits: RegistrationLimits) async throws {
+    public func register(
+        _ token: LiveToken,
+        owner: RegistrationOwner,
+        limits: RegistrationLimits,
+        writesEvent: Bool
+    ) async throws {
         try await commits.write { db in
             // One writer at a time: what is counted here is what the insert meets.
             let held = try Row.fetchAll(db, query: LiveTokenSQL.activity(appID: token.appID, token: token.token))
@@ -30,7 +35,7 @@ public final class SQLiteLiveTokenStore: LiveTokenStore {
                 throw QuotaReached.activity(limits.liveTokensPerActivity)
             }
             try db.execute(query: LiveTokenSQL.register(token, keepsKnown: owner == .keepsKnown))
-            if db.changesCount > 0 && limits.writesLiveTokenEvent {
+            if db.changesCount > 0 && writesEvent {
                 try db.execute(query: WebhookSQL.append(token.webhookEvent("registered"), now: token.updatedAt))
             }
             if let user = token.userID, owner == .asGiven, limits.liveTokensPerUser < Int.max {
