@@ -27,105 +27,120 @@ import Testing
         func count(_ host: String) -> Int { counts.withLockedValue { $0[host, default: 0] } }
     }
 
-    static func lookups(_ names: Names, wait: TimeAmount = .seconds(5), threads: Int = 4) -> HostLookups {
+    /// Runs `body` with a resolver over `names`, then lets every stalled lookup end and stops the resolver's threads.
+    static func using(
+        _ names: Names,
+        wait: TimeAmount = .seconds(5),
+        threads: Int = 4,
+        pending: Int? = nil,
+        _ body: (HostLookups) async throws -> Void
+    ) async throws {
         var limits = HostLookups.Limits()
         limits.threads = threads
         limits.wait = wait
-        return HostLookups(limits: limits) { names.lookup($0) }
+        if let pending { limits.pending = pending }
+        let lookups = HostLookups(limits: limits) { names.lookup($0) }
+        do {
+            try await body(lookups)
+        } catch {
+            names.release()
+            try await lookups.shutdown()
+            throw error
+        }
+        names.release()
+        try await lookups.shutdown()
     }
 
     @Test func aStalledZoneHoldsTwoThreadsAndNobodyElseWaits() async throws {
         // Six names of one zone that never answer, on four threads: two run, four wait their zone's turn.
         let slow = (1...6).map { "h\($0).slow.example" }
         let names = Names(stalled: Set(slow))
-        defer { names.release() }
-        let lookups = Self.lookups(names, wait: .seconds(30))
-        let stuck = Task {
-            await withTaskGroup(of: Void.self) { group in
-                for name in slow { group.addTask { _ = try? await lookups.resolve(name) } }
+        try await Self.using(names, wait: .seconds(30)) { lookups in
+            let stuck = Task {
+                await withTaskGroup(of: Void.self) { group in
+                    for name in slow { group.addTask { _ = try? await lookups.resolve(name) } }
+                }
             }
+            defer { stuck.cancel() }
+            while lookups.running < 2 { try await Task.sleep(for: .milliseconds(10)) }
+            // Another zone's names answer, several at a time, while the stalled zone still stalls (a caller waits
+            // 30 s here, so an answer at all is one that did not wait for the stalled zone; no clock is read, so a
+            // busy machine cannot fail this).
+            try await withThrowingTaskGroup(of: [IPAddress].self) { group in
+                for i in 1...8 { group.addTask { try await lookups.resolve("push\(i).fast.example") } }
+                for try await answer in group { #expect(answer == [.v4(0xC000_0201)]) }
+            }
+            #expect(lookups.running == 2, "the stalled zone runs two lookups, not six")
+            #expect(slow.map(names.count).reduce(0, +) == 2)
         }
-        defer { stuck.cancel() }
-        while lookups.running < 2 { try await Task.sleep(for: .milliseconds(10)) }
-        // Another zone's names answer, several at a time, while the stalled zone still stalls (a caller waits 30 s
-        // here, so an answer at all is one that did not wait for the stalled zone; no clock is read, so a busy
-        // machine cannot fail this).
-        try await withThrowingTaskGroup(of: [IPAddress].self) { group in
-            for i in 1...8 { group.addTask { try await lookups.resolve("push\(i).fast.example") } }
-            for try await answer in group { #expect(answer == [.v4(0xC000_0201)]) }
-        }
-        #expect(lookups.running == 2, "the stalled zone runs two lookups, not six")
-        #expect(slow.map(names.count).reduce(0, +) == 2)
     }
 
     @Test func nobodyWaitsPastTheDeadlineAndTheLateAnswerIsKept() async throws {
         let names = Names(stalled: ["late.example.org"])
-        let lookups = Self.lookups(names, wait: .milliseconds(300))
-        // The lookup answers only once released, after this: the failure is the deadline's.
-        let started = ContinuousClock.now
-        do {
-            _ = try await lookups.resolve("late.example.org")
-            Issue.record("a stalled lookup answered")
-        } catch let failure as FetchFailure {
-            #expect(failure.rule == "dns-failed")
-            #expect(failure.description == "late.example.org did not resolve within 0.3 s", "\(failure)")
+        try await Self.using(names, wait: .milliseconds(300)) { lookups in
+            // The lookup answers only once released, after this: the failure is the deadline's.
+            let started = ContinuousClock.now
+            do {
+                _ = try await lookups.resolve("late.example.org")
+                Issue.record("a stalled lookup answered")
+            } catch let failure as FetchFailure {
+                #expect(failure.rule == "dns-failed")
+                #expect(failure.description == "late.example.org did not resolve within 0.3 s", "\(failure)")
+            }
+            #expect(ContinuousClock.now - started >= .milliseconds(300))
+            names.release()
+            // The lookup went on; its answer is kept and given without a second lookup.
+            var answer: [IPAddress] = []
+            while answer.isEmpty {
+                answer = (try? await lookups.resolve("late.example.org")) ?? []
+            }
+            #expect(answer == [.v4(0xC000_0201)])
+            #expect(names.count("late.example.org") == 1)
         }
-        #expect(ContinuousClock.now - started >= .milliseconds(300))
-        names.release()
-        // The lookup went on; its answer is kept and given without a second lookup.
-        var answer: [IPAddress] = []
-        while answer.isEmpty {
-            answer = (try? await lookups.resolve("late.example.org")) ?? []
-        }
-        #expect(answer == [.v4(0xC000_0201)])
-        #expect(names.count("late.example.org") == 1)
     }
 
     @Test func oneLookupPerNameHoweverManyAskAndAnswersAreKept() async throws {
         let names = Names(stalled: ["busy.example.net"])
-        let lookups = Self.lookups(names)
-        let asking = Task {
-            try await withThrowingTaskGroup(of: [IPAddress].self) { group in
-                for _ in 0..<50 { group.addTask { try await lookups.resolve("BUSY.example.net") } }
-                var answers = 0
-                for try await a in group where a == [.v4(0xC000_0201)] { answers += 1 }
-                return answers
+        try await Self.using(names) { lookups in
+            let asking = Task {
+                try await withThrowingTaskGroup(of: [IPAddress].self) { group in
+                    for _ in 0..<50 { group.addTask { try await lookups.resolve("BUSY.example.net") } }
+                    var answers = 0
+                    for try await a in group where a == [.v4(0xC000_0201)] { answers += 1 }
+                    return answers
+                }
             }
+            while lookups.running < 1 { try await Task.sleep(for: .milliseconds(10)) }
+            try await Task.sleep(for: .milliseconds(100))
+            names.release()
+            #expect(try await asking.value == 50)
+            #expect(names.count("busy.example.net") == 1)
+            // Kept: asked again, nothing is looked up. A failure is kept too (for less long).
+            _ = try await lookups.resolve("busy.example.net")
+            #expect(names.count("busy.example.net") == 1)
+            for _ in 0..<3 { _ = try? await lookups.resolve("missing.example.net") }
+            #expect(names.count("missing.example.net") == 1)
         }
-        while lookups.running < 1 { try await Task.sleep(for: .milliseconds(10)) }
-        try await Task.sleep(for: .milliseconds(100))
-        names.release()
-        #expect(try await asking.value == 50)
-        #expect(names.count("busy.example.net") == 1)
-        // Kept: asked again, nothing is looked up. A failure is kept too (for less long).
-        _ = try await lookups.resolve("busy.example.net")
-        #expect(names.count("busy.example.net") == 1)
-        for _ in 0..<3 { _ = try? await lookups.resolve("missing.example.net") }
-        #expect(names.count("missing.example.net") == 1)
     }
 
     @Test func beyondThePendingBoundANewNameFailsAtOnce() async throws {
         let slow = (1...3).map { "n\($0).zone\($0).example" }
         let names = Names(stalled: Set(slow))
-        defer { names.release() }
-        var limits = HostLookups.Limits()
-        limits.threads = 2
-        limits.pending = 3
-        limits.wait = .seconds(30)
-        let lookups = HostLookups(limits: limits) { names.lookup($0) }
-        let stuck = Task {
-            await withTaskGroup(of: Void.self) { group in
-                for name in slow { group.addTask { _ = try? await lookups.resolve(name) } }
+        try await Self.using(names, wait: .seconds(30), threads: 2, pending: 3) { lookups in
+            let stuck = Task {
+                await withTaskGroup(of: Void.self) { group in
+                    for name in slow { group.addTask { _ = try? await lookups.resolve(name) } }
+                }
             }
-        }
-        defer { stuck.cancel() }
-        while lookups.running < 3 { try await Task.sleep(for: .milliseconds(10)) }
-        // Refused at once: a caller waits 30 s here, so a failure that is not the deadline's is the bound's.
-        do {
-            _ = try await lookups.resolve("fourth.example")
-            Issue.record("a name past the pending bound was looked up")
-        } catch let failure as FetchFailure {
-            #expect(failure == .dns(host: "fourth.example"), "\(failure)")
+            defer { stuck.cancel() }
+            while lookups.running < 3 { try await Task.sleep(for: .milliseconds(10)) }
+            // Refused at once: a caller waits 30 s here, so a failure that is not the deadline's is the bound's.
+            do {
+                _ = try await lookups.resolve("fourth.example")
+                Issue.record("a name past the pending bound was looked up")
+            } catch let failure as FetchFailure {
+                #expect(failure == .dns(host: "fourth.example"), "\(failure)")
+            }
         }
     }
 

@@ -103,6 +103,10 @@ public final class HostLookups: Sendable {
         threads.start()
     }
 
+    /// Stops the threads once the lookups running end (for a resolver made for a while, such as a test's; the
+    /// shared one lives as long as the process).
+    func shutdown() async throws { try await threads.shutdownGracefully() }
+
     /// How many lookups run now (for tests and the curious).
     var running: Int { state.withLockedValue { $0.running.values.reduce(0, +) } }
 
