@@ -2,9 +2,10 @@ import Foundation
 import NIOConcurrencyHelpers
 
 /// What a node knows of its database: reachable or not, since when, and why. A failed operation that could not
-/// reach the database marks it down at once; the backend's probe marks it up again. While it is down the API
-/// answers `503` with `Retry-After` on every route that needs it, `/health/ready` answers `503`, and the workers
-/// stop claiming.
+/// reach the database marks it down at once, unless the database was seen answering again after the operation
+/// began (an operation that waited out a fault and fails just after the recovery says nothing new); the backend's
+/// probe marks it up again. While it is down the API answers `503` with `Retry-After` on every route that needs
+/// it, `/health/ready` answers `503`, and the workers stop claiming.
 public final class DatabaseHealth: Sendable {
     public struct Status: Sendable, Equatable {
         public var up: Bool
@@ -13,27 +14,39 @@ public final class DatabaseHealth: Sendable {
         public var reason: String?
     }
 
-    private let state = NIOLockedValueBox(Status(up: true, since: Date(), reason: nil))
+    /// When an operation began, as the recoveries seen so far (no clock: one that jumps cannot confuse it).
+    public struct Epoch: Sendable, Equatable {
+        let recoveries: Int
+    }
+
+    /// The status, and how many times the database came back up.
+    private let state = NIOLockedValueBox((status: Status(up: true, since: Date(), reason: nil), recoveries: 0))
     private let onChange = NIOLockedValueBox<[@Sendable (Bool) -> Void]>([])
 
     public init() {}
 
-    public var status: Status { state.withLockedValue { $0 } }
-    public var isUp: Bool { state.withLockedValue { $0.up } }
+    public var status: Status { state.withLockedValue { $0.status } }
+    public var isUp: Bool { state.withLockedValue { $0.status.up } }
+    /// Now, for an operation that begins (see ``markDown(_:begunAt:)``).
+    public var epoch: Epoch { state.withLockedValue { Epoch(recoveries: $0.recoveries) } }
 
     /// Calls `body` with every change (true: up again).
     public func observe(_ body: @escaping @Sendable (Bool) -> Void) { onChange.withLockedValue { $0.append(body) } }
 
-    public func markDown(_ reason: String) { set(up: false, reason: reason) }
-    public func markUp() { set(up: true, reason: nil) }
+    /// Marks the database down for a failure seen now. `begunAt`: when the operation that saw it began; the failure
+    /// of one begun before the database last came back up is stale, and changes nothing while it is up.
+    public func markDown(_ reason: String, begunAt: Epoch? = nil) { set(up: false, reason: reason, begunAt: begunAt) }
+    public func markUp() { set(up: true, reason: nil, begunAt: nil) }
 
-    private func set(up: Bool, reason: String?) {
+    private func set(up: Bool, reason: String?, begunAt: Epoch?) {
         let changed = state.withLockedValue { s -> Bool in
-            guard s.up != up else {
-                if !up { s.reason = reason }
+            guard s.status.up != up else {
+                if !up { s.status.reason = reason }
                 return false
             }
-            s = Status(up: up, since: Date(), reason: reason)
+            if let begunAt, s.recoveries > begunAt.recoveries { return false }
+            if up { s.recoveries += 1 }
+            s.status = Status(up: up, since: Date(), reason: reason)
             return true
         }
         guard changed else { return }

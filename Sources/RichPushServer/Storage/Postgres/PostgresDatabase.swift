@@ -167,11 +167,12 @@ public final class PostgresDatabase: Service, Sendable {
         while !Task.isCancelled {
             // Only cancellation ends the sleep early; the loop checks it next.
             try? await Task.sleep(for: .seconds(1))
+            let begun = health.epoch
             do {
                 _ = try await deadline(.seconds(2)) { [client] in try await client.query("SELECT 1").collect() }
                 health.markUp()
             } catch {
-                if !Task.isCancelled { health.markDown(Self.describe(error)) }
+                if !Task.isCancelled { health.markDown(Self.describe(error), begunAt: begun) }
             }
         }
     }
@@ -220,6 +221,7 @@ public final class PostgresDatabase: Service, Sendable {
     /// ``DatabaseUnavailable``. An error of the statement itself (a constraint, a syntax) is thrown as it is.
     func run<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         try await untilStarted()
+        let begun = health.epoch
         do {
             return try await deadline(timeout, body)
         } catch {
@@ -227,7 +229,7 @@ public final class PostgresDatabase: Service, Sendable {
             if Task.isCancelled { throw CancellationError() }
             if Self.isUnavailable(error) {
                 let reason = Self.describe(error)
-                health.markDown(reason)
+                health.markDown(reason, begunAt: begun)
                 throw DatabaseUnavailable(reason)
             }
             // The client's own description hides the server's message; this one names it (and never a value).
