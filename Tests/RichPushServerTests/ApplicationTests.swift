@@ -144,20 +144,8 @@ import FoundationNetworking
         config.externalSandboxAPNsPort = sandbox.apns.port
         config.externalSandboxFCMPort = sandbox.fcm.port
         let admin = APIKeys.newKey()
-        let (ports, portSink) = AsyncStream<Int>.makeStream()
-        var logger = Logger(label: "richpush-test")
-        logger.logLevel = .warning
-        let server = try await buildApplication(config, adminKey: admin, logger: logger) { port, _, _ in
-            portSink.yield(port)
-        }
-        let group = ServiceGroup(services: [server], logger: logger)
-        let running = Task { try await group.run() }
-        var port = 0
-        for await p in ports {
-            port = p
-            break
-        }
-        let base = "http://127.0.0.1:\(port)"
+        let server = try await TestServer.start(config, adminKey: admin)
+        let base = "http://127.0.0.1:\(server.port)"
         let (_, app) = try await Self.call(
             "POST",
             base + "/v1/apps",
@@ -178,12 +166,11 @@ import FoundationNetworking
         // The sends are out (the emulator holds each for 1.5 s) when the shutdown begins.
         let started = Date()
         while Date().timeIntervalSince(started) < 10 {
-            let counts = try await server.backend.queue.counts(notificationID: id)
+            let counts = try await server.application.backend.queue.counts(notificationID: id)
             if counts[.leased, default: 0] == 20 { break }
             try await Task.sleep(nanoseconds: 20_000_000)
         }
-        await group.triggerGracefulShutdown()
-        try await running.value
+        try await server.stop()
         #expect(sandbox.apns.acceptedCount == 20)
         let reopened: any StorageBackend =
             database == "postgres"
@@ -193,7 +180,7 @@ import FoundationNetworking
         #expect(states == Array(repeating: .delivered, count: 20))
         await reopened.close()
         await sandbox.stop()
-        if let stopped = server.backend as? PostgresBackend {
+        if let stopped = server.application.backend as? PostgresBackend {
             // The server's own client ended with the group: nothing more goes through it.
             await #expect(throws: (any Error).self) { try await stopped.database.rows("SELECT 1") }
         }

@@ -604,6 +604,8 @@ struct TestServer {
     let port: Int
     let group: ServiceGroup
     let running: Task<Void, Error>
+    /// What `buildApplication` built (its backend; its sandbox, when the configuration runs one).
+    let application: RichPushApplication
 
     static func start(_ config: ServerConfiguration, adminKey: String) async throws -> TestServer {
         var logger = Logger(label: "richpush-test")
@@ -619,7 +621,7 @@ struct TestServer {
             port = p
             break
         }
-        return TestServer(port: port, group: group, running: running)
+        return TestServer(port: port, group: group, running: running, application: server)
     }
 
     /// Shuts the server down gracefully and waits for it.

@@ -16,8 +16,7 @@ import Testing
         let base: String
         let admin: String
         let sandbox: Sandbox
-        let group: ServiceGroup
-        let running: Task<Void, Error>
+        let server: TestServer
         let folder: URL
 
         static func start(
@@ -32,32 +31,18 @@ import Testing
             config.webhookTimeoutSeconds = timeout
             configure(&config)
             let admin = APIKeys.newKey()
-            var logger = Logger(label: "richpush-test")
-            logger.logLevel = .critical
-            let (ports, sink) = AsyncStream<Int>.makeStream()
-            let server = try await buildApplication(config, adminKey: admin, logger: logger) { port, _, _ in
-                sink.yield(port)
-            }
-            let group = ServiceGroup(services: [server], logger: logger)
-            let running = Task { try await group.run() }
-            var port = 0
-            for await p in ports {
-                port = p
-                break
-            }
+            let server = try await TestServer.start(config, adminKey: admin)
             return Running(
-                base: "http://127.0.0.1:\(port)",
+                base: "http://127.0.0.1:\(server.port)",
                 admin: admin,
-                sandbox: try #require(server.sandbox),
-                group: group,
-                running: running,
+                sandbox: try #require(server.application.sandbox),
+                server: server,
                 folder: folder
             )
         }
 
         func stop() async throws {
-            await group.triggerGracefulShutdown()
-            try await running.value
+            try await server.stop()
             try? FileManager.default.removeItem(at: folder)
         }
 
