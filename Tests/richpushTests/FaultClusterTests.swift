@@ -210,18 +210,18 @@ import FoundationNetworking
                 }
             }
         }
-        // A lie comes with what each node said of its database, and when (the reason of each outage).
-        let said =
-            lies.isEmpty
-            ? ""
-            : ["a", "b"].map { name in
-                let log =
-                    (try? String(contentsOf: scratch.dir.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
-                let lines = log.split(separator: "\n").filter {
-                    $0.contains("part=database") || $0.contains("is unavailable")
-                }
-                return "node \(name):\n" + lines.suffix(40).joined(separator: "\n")
-            }.joined(separator: "\n")
+        // A lie comes with what the lying node said of its database, and when (the reason of each outage): its
+        // changes of state, in full, and the first words of its other lines about the database.
+        let said = ["a", "b"].enumerated().filter { n, _ in lies.contains { $0.hasPrefix("node \(n) ") } }.map {
+            n,
+            name in
+            let log =
+                (try? String(contentsOf: scratch.dir.appendingPathComponent("\(name).log"), encoding: .utf8)) ?? ""
+            let lines = log.split(separator: "\n").filter {
+                $0.contains("part=database") || $0.contains("is unavailable")
+            }.map { $0.contains("part=database") ? String($0) : String($0.prefix(160)) }
+            return "node \(n) (\(name)):\n" + lines.suffix(30).joined(separator: "\n")
+        }.joined(separator: "\n")
         let windowTimes = windows.map { "\($0.name) \($0.start)…\($0.end)" }.joined(separator: ", ")
         #expect(lies.isEmpty, "\(lies); faults \(windowTimes)\n\(said)")
         for w in windows { #expect(w.back < 30, "both nodes ready \(w.back) s after the \(w.name)") }
