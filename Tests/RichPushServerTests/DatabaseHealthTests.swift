@@ -3,13 +3,21 @@ import NIOConcurrencyHelpers
 import RichPushServer
 import Testing
 
-/// What a node says of its database: a failure marks it down, unless the operation that saw it began before the
-/// database last came back up (it waited out the fault; the probe has seen the database answer since).
+/// What a node says of its database: a failure marks it down, unless the database answered something after the
+/// operation that saw it began (load, or a wait that outlasted a fault the probe has seen end, is not an outage).
 @Suite struct DatabaseHealthTests {
-    @Test func aFailureOfAnOperationBegunBeforeTheRecoveryIsStale() {
+    @Test func aFailureMarksTheDatabaseDownOnlyWhenNothingWasAnsweredSinceItsOperationBegan() {
         let health = DatabaseHealth()
         let changes = NIOLockedValueBox<[Bool]>([])
         health.observe { up in changes.withLockedValue { $0.append(up) } }
+
+        // Load: a query misses its deadline while others are answered. Still up.
+        let slow = health.epoch
+        health.answered()
+        health.markDown("no answer in time", begunAt: slow)
+        #expect(health.isUp && health.status.reason == nil)
+
+        // An outage: nothing answered since the operation began.
         let beforeTheFault = health.epoch
         health.markDown("connection refused", begunAt: health.epoch)
         #expect(!health.isUp && health.status.reason == "connection refused")
@@ -19,7 +27,7 @@ import Testing
         health.markDown("no answer in time", begunAt: duringTheFault)
         health.markDown("no answer in time", begunAt: beforeTheFault)
         #expect(health.isUp && health.status.reason == nil)
-        // Begun after the recovery: the database is down again.
+        // Begun after the recovery, with nothing answered since: down again.
         health.markDown("no answer in time", begunAt: health.epoch)
         #expect(!health.isUp && health.status.reason == "no answer in time")
         // While it is down, every failure says why (the newest reason), stale or not.

@@ -2,10 +2,11 @@ import Foundation
 import NIOConcurrencyHelpers
 
 /// What a node knows of its database: reachable or not, since when, and why. A failed operation that could not
-/// reach the database marks it down at once, unless the database was seen answering again after the operation
-/// began (an operation that waited out a fault and fails just after the recovery says nothing new); the backend's
-/// probe marks it up again. While it is down the API answers `503` with `Retry-After` on every route that needs
-/// it, `/health/ready` answers `503`, and the workers stop claiming.
+/// reach the database marks it down at once, unless the database answered another operation (or the probe) after
+/// this one began: then the failure is load or a stale wait, not an outage (a busy database answers slowly and a
+/// query may miss its deadline while others are answered; an operation that waited out a fault fails just after
+/// the recovery). The backend's probe marks it up again. While it is down the API answers `503` with
+/// `Retry-After` on every route that needs it, `/health/ready` answers `503`, and the workers stop claiming.
 public final class DatabaseHealth: Sendable {
     public struct Status: Sendable, Equatable {
         public var up: Bool
@@ -14,13 +15,13 @@ public final class DatabaseHealth: Sendable {
         public var reason: String?
     }
 
-    /// When an operation began, as the recoveries seen so far (no clock: one that jumps cannot confuse it).
+    /// When an operation began, as the answers seen so far (no clock: one that jumps cannot confuse it).
     public struct Epoch: Sendable, Equatable {
-        let recoveries: Int
+        let answers: Int
     }
 
-    /// The status, and how many times the database came back up.
-    private let state = NIOLockedValueBox((status: Status(up: true, since: Date(), reason: nil), recoveries: 0))
+    /// The status, and how many operations the database answered (probes included).
+    private let state = NIOLockedValueBox((status: Status(up: true, since: Date(), reason: nil), answers: 0))
     private let onChange = NIOLockedValueBox<[@Sendable (Bool) -> Void]>([])
 
     public init() {}
@@ -28,13 +29,16 @@ public final class DatabaseHealth: Sendable {
     public var status: Status { state.withLockedValue { $0.status } }
     public var isUp: Bool { state.withLockedValue { $0.status.up } }
     /// Now, for an operation that begins (see ``markDown(_:begunAt:)``).
-    public var epoch: Epoch { state.withLockedValue { Epoch(recoveries: $0.recoveries) } }
+    public var epoch: Epoch { state.withLockedValue { Epoch(answers: $0.answers) } }
+
+    /// The database answered an operation.
+    public func answered() { state.withLockedValue { $0.answers &+= 1 } }
 
     /// Calls `body` with every change (true: up again).
     public func observe(_ body: @escaping @Sendable (Bool) -> Void) { onChange.withLockedValue { $0.append(body) } }
 
-    /// Marks the database down for a failure seen now. `begunAt`: when the operation that saw it began; the failure
-    /// of one begun before the database last came back up is stale, and changes nothing while it is up.
+    /// Marks the database down for a failure seen now. `begunAt`: when the operation that saw it began; when the
+    /// database answered anything since, the failure changes nothing while it is up.
     public func markDown(_ reason: String, begunAt: Epoch? = nil) { set(up: false, reason: reason, begunAt: begunAt) }
     public func markUp() { set(up: true, reason: nil, begunAt: nil) }
 
@@ -44,8 +48,8 @@ public final class DatabaseHealth: Sendable {
                 if !up { s.status.reason = reason }
                 return false
             }
-            if let begunAt, s.recoveries > begunAt.recoveries { return false }
-            if up { s.recoveries += 1 }
+            if let begunAt, s.answers != begunAt.answers { return false }
+            if up { s.answers &+= 1 }
             s.status = Status(up: up, since: Date(), reason: reason)
             return true
         }

@@ -170,6 +170,7 @@ public final class PostgresDatabase: Service, Sendable {
             let begun = health.epoch
             do {
                 _ = try await deadline(.seconds(2)) { [client] in try await client.query("SELECT 1").collect() }
+                health.answered()
                 health.markUp()
             } catch {
                 if !Task.isCancelled { health.markDown(Self.describe(error), begunAt: begun) }
@@ -223,7 +224,9 @@ public final class PostgresDatabase: Service, Sendable {
         try await untilStarted()
         let begun = health.epoch
         do {
-            return try await deadline(timeout, body)
+            let answer = try await deadline(timeout, body)
+            health.answered()
+            return answer
         } catch {
             // A caller that gave up says nothing of the database.
             if Task.isCancelled { throw CancellationError() }
@@ -232,6 +235,8 @@ public final class PostgresDatabase: Service, Sendable {
                 health.markDown(reason, begunAt: begun)
                 throw DatabaseUnavailable(reason)
             }
+            // The database answered, with a refusal of the statement.
+            health.answered()
             // The client's own description hides the server's message; this one names it (and never a value).
             if error is PSQLError || error is PostgresTransactionError {
                 throw StatementFailed(description: Self.describe(error))
