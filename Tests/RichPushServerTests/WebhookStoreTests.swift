@@ -253,7 +253,8 @@ import Testing
 
     /// An audience that reached nobody queues no delivery, so no settle opens it: the intake opens it in the
     /// transaction that accepts it (tokens none of which is registered) or ends its fan-out (a tag nobody has), so
-    /// a crash right after cannot lose it. Each is told complete once with every count 0; an app that does not hear
+    /// a crash right after cannot lose it; an update that reaches nobody likewise. Each is told complete once with
+    /// every count 0; an app that does not hear
     /// `notification.completed` opens nothing.
     @Test(arguments: Kind.allCases)
     func aNotificationWithoutDeliveriesIsToldComplete(_ kind: Kind) async throws {
@@ -274,10 +275,29 @@ import Testing
         #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(4), limit: 10) == 0)
         #expect(try await b.intake.completeFanOut(notificationID: fanned.notification.id) == 0)
         #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(6), limit: 10) == 1)
+        // An update of it reaches nobody either: opened by the update's own transaction.
+        let update = try await b.updates.accept(
+            UpdatePlan(
+                notification: .init(
+                    id: UUID().uuidString,
+                    appID: app,
+                    message: ["title": "v2"],
+                    response: .null,
+                    createdAt: Date()
+                ),
+                rootID: fanned.notification.id,
+                idempotencyKey: nil,
+                expiresAt: nil
+            )
+        ) { _, _, _ in .null }
+        #expect(update.created && update.queued == 0)
+        #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(8), limit: 10) == 1)
         #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(100), limit: 10) == 0)
-        let events = try await Self.events(b, app, after: e.cursor, count: 2)
-        #expect(events.map(\.type) == ["notification.completed", "notification.completed"])
-        #expect(events.map(\.notificationID) == [direct.notification.id, fanned.notification.id])
+        let events = try await Self.events(b, app, after: e.cursor, count: 3)
+        #expect(events.map(\.type) == Array(repeating: "notification.completed", count: 3))
+        #expect(
+            events.map(\.notificationID) == [direct.notification.id, fanned.notification.id, update.notification.id]
+        )
         for event in events {
             #expect(event.json()["data"]?["total"] == 0 && event.json()["data"]?["counts"] == [:])
         }

@@ -131,7 +131,7 @@ final class MediaDownloader: NSObject, URLSessionDataDelegate, @unchecked Sendab
             return completionHandler(.cancel)
         }
         do {
-            FileManager.default.createFile(atPath: s.destination.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: s.destination.path, contents: nil)
             s.handle = try FileHandle(forWritingTo: s.destination)
         } catch {
             s.fail(.stagingFailed(error.localizedDescription))

@@ -49,7 +49,9 @@ public struct MemoryBackend: StorageBackend {
         self.workQueued = workQueued
         intake = MemoryIntake(store: store, registry: registry, queue: queue, webhooks: webhooks) { workQueued.tell() }
         memoryReceipts = MemoryReceiptStore(queue: queue)
-        updates = MemoryNotificationUpdates(store: store, queue: queue, intake: intake) { workQueued.tell() }
+        updates = MemoryNotificationUpdates(store: store, queue: queue, intake: intake, webhooks: webhooks) {
+            workQueued.tell()
+        }
         let intake = self.intake
         parts.withLockedValue { $0 = (queue, store, intake) }
     }

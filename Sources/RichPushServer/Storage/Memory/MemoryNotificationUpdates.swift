@@ -20,13 +20,17 @@ public final class MemoryNotificationUpdates: NotificationUpdates {
 
     /// Told when deliveries were queued (``WorkQueued``).
     let queued: @Sendable () -> Void
+    /// Opens an update that queued no delivery for `notification.completed`, as the databases' updates do.
+    let webhooks: MemoryWebhookStore?
 
     init(
         store: MemoryServerStore,
         queue: MemoryDeliveryQueue,
         intake: any NotificationIntake,
+        webhooks: MemoryWebhookStore? = nil,
         queued: @escaping @Sendable () -> Void = {}
     ) {
+        self.webhooks = webhooks
         self.queued = queued
         self.store = store
         self.queue = queue
@@ -100,6 +104,7 @@ public final class MemoryNotificationUpdates: NotificationUpdates {
                     )
                 }
             )
+            if targets.isEmpty { self.webhooks?.open(notificationID: n.id, appID: n.appID, now: now) }
             return UpdateAccepted(
                 notification: n,
                 created: true,

@@ -85,6 +85,10 @@ public final class PostgresNotificationUpdates: NotificationUpdates {
             _ = try await rows(
                 NotificationVersions.insert(n, idempotencyKey: plan.idempotencyKey, root: root.id, version: version)
             )
+            if queued == 0 {
+                // Reached nobody: no settle will open it for notification.completed, so its accept does.
+                _ = try await rows(WebhookSQL.openWithoutDeliveries(n.id, appID: n.appID, now: now))
+            }
             return UpdateAccepted(
                 notification: n,
                 created: true,

@@ -78,6 +78,10 @@ public final class SQLiteNotificationUpdates: NotificationUpdates {
                     version: version
                 )
             )
+            if queued == 0 {
+                // Reached nobody: no settle will open it for notification.completed, so its accept does.
+                try db.execute(query: WebhookSQL.openWithoutDeliveries(n.id, appID: n.appID, now: now))
+            }
             return UpdateAccepted(
                 notification: n,
                 created: true,
