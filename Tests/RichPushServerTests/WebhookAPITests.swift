@@ -140,12 +140,28 @@ import Testing
                 (["from": .string(stamp.string(from: now.addingTimeInterval(-3600)) + "*")], 422),
                 ([:], 422),
             ]
+            // The endpoint is disabled (above): a replay would never run.
+            let (disabled, why) = try await APITests.call(client, .post, "\(one)/replay", key: key, body: replays[0].0)
+            #expect(disabled == 409 && why["error"]?["code"] == "endpoint-disabled", "\(why)")
+            #expect(try await APITests.call(client, .patch, one, key: key, body: ["enabled": true]).0 == 200)
             for (body, status) in replays {
                 #expect(
                     try await APITests.call(client, .post, "\(one)/replay", key: key, body: body).0 == status,
                     "\(body)"
                 )
             }
+            // One under way: the next is 429. Of twenty asked at once of another endpoint, one starts.
+            #expect(try await APITests.call(client, .post, "\(one)/replay", key: key, body: replays[0].0).0 == 429)
+            let two = "\(path)/\(ids[1])"
+            let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+                for _ in 0..<20 {
+                    group.addTask {
+                        try await APITests.call(client, .post, "\(two)/replay", key: key, body: replays[0].0).0
+                    }
+                }
+                return try await group.reduce(into: [Int]()) { $0.append($1) }
+            }
+            #expect(statuses.filter { $0 == 202 }.count == 1 && statuses.filter { $0 == 429 }.count == 19)
             // Tests need a sender (this API has none: webhooks are off here).
             #expect(try await APITests.call(client, .post, "\(one)/test", key: key).0 == 404)
 
@@ -154,6 +170,19 @@ import Testing
             #expect(r == 200 && rotated["secret"]?.stringValue?.hasPrefix("whsec_") == true)
             let (_, shown) = try await APITests.call(client, .get, one, key: key)
             #expect(shown["secret"] == nil && shown["previous_secret_until"] != nil)
+            // Two rotations at once: each moves the one before it aside, so both answered secrets sign (a read
+            // and a write of their own once let the second drop the first's).
+            let answered = try await withThrowingTaskGroup(of: String?.self) { group in
+                for _ in 0..<2 {
+                    group.addTask {
+                        try await APITests.call(client, .post, "\(two)/rotate-secret", key: key).1["secret"]?
+                            .stringValue
+                    }
+                }
+                return try await group.reduce(into: Set<String>()) { if let s = $1 { $0.insert(s) } }
+            }
+            let stored = try #require(try await f.api.backend.webhooks.endpoint(appID: app, id: ids[1]))
+            #expect(answered.count == 2 && Set([stored.secret] + [stored.previousSecret].compactMap { $0 }) == answered)
 
             // Deleted; the app's deletion takes the rest with its events.
             #expect(try await APITests.call(client, .delete, one, key: key).0 == 200)

@@ -306,6 +306,34 @@ import Testing
         #expect(try await b.webhooks.completeNotifications(now: Date().addingTimeInterval(200), limit: 10) == 0)
     }
 
+    /// Decided on the row, alike on every backend: a replay starts unless one is under way or the endpoint is
+    /// disabled; a rotation moves the secret before it aside in the same statement (two at once both sign).
+    @Test(arguments: Kind.allCases)
+    func replaysAndRotationsAreDecidedOnTheRow(_ kind: Kind) async throws {
+        let b = try await StorageBackendTests.make(kind)
+        let app = "hooks-\(UUID().uuidString.prefix(8))"
+        let e = try await b.webhooks.create(Self.endpoint(app))
+        let (from, to) = (Date().addingTimeInterval(-60), Date())
+        #expect(try await b.webhooks.replay(appID: app, id: e.id, from: from, to: to))
+        #expect(!(try await b.webhooks.replay(appID: app, id: e.id, from: from, to: to)))
+        #expect(try await b.webhooks.endpoint(appID: app, id: e.id)?.replay != nil)
+        let off = try await b.webhooks.create(Self.endpoint(app))
+        #expect(try await b.webhooks.setEnabled(appID: app, id: off.id, enabled: false, now: Date()))
+        #expect(!(try await b.webhooks.replay(appID: app, id: off.id, from: from, to: to)))
+        #expect(!(try await b.webhooks.replay(appID: "someone-else", id: e.id, from: from, to: to)))
+
+        let secrets = (0..<2).map { _ in WebhookSigner.newSecret() }
+        try await withThrowingTaskGroup(of: Bool.self) { group in
+            for s in secrets {
+                group.addTask { try await b.webhooks.rotateSecret(appID: app, id: e.id, secret: s, now: Date()) }
+            }
+            for try await rotated in group { #expect(rotated) }
+        }
+        let stored = try #require(try await b.webhooks.endpoint(appID: app, id: e.id))
+        #expect(Set([stored.secret] + [stored.previousSecret].compactMap { $0 }) == Set(secrets))
+        #expect(!(try await b.webhooks.rotateSecret(appID: "someone-else", id: e.id, secret: secrets[0], now: Date())))
+    }
+
     @Test(arguments: Kind.allCases)
     func receiptsOpensAndLiveTokensAreEvents(_ kind: Kind) async throws {
         let b = try await StorageBackendTests.make(kind)

@@ -60,6 +60,8 @@ public struct APIError: HTTPResponseError, Sendable {
         case identityWrongUser = "identity-wrong-user"
         /// The proof does not list the activity id (or the push-to-start type) registered.
         case identityNotGranted = "identity-not-granted"
+        /// A replay of a disabled webhook endpoint (it would never run).
+        case endpointDisabled = "endpoint-disabled"
         case `internal`
 
         public var status: HTTPResponse.Status {
@@ -75,7 +77,8 @@ public struct APIError: HTTPResponseError, Sendable {
             case .bodyTooLarge: .contentTooLarge
             case .rateLimited, .quotaExceeded, .updateRateLimited: .tooManyRequests
             case .receiptExpired: .gone
-            case .alreadyReported, .keyExists, .notUpdatable, .fanOutPending, .deliveryNotAccepted, .versionLimit:
+            case .alreadyReported, .keyExists, .notUpdatable, .fanOutPending, .deliveryNotAccepted, .versionLimit,
+                .endpointDisabled:
                 .conflict
             case .databaseUnavailable: .serviceUnavailable
             case .insufficientStorage: HTTPResponse.Status(code: 507, reasonPhrase: "Insufficient Storage")

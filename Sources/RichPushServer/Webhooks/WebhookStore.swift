@@ -20,7 +20,8 @@ public protocol WebhookStore: Sendable {
     func remove(appID: String, id: String) async throws -> Bool
     /// A new secret; the one before keeps signing beside it until `now` + ``WebhookLimits/secretOverlap``.
     func rotateSecret(appID: String, id: String, secret: String, now: Date) async throws -> Bool
-    /// Sends again what was recorded between `from` and `to`.
+    /// Sends again what was recorded between `from` and `to`; false when there is no such endpoint, a replay of it
+    /// is under way, or it is disabled.
     func replay(appID: String, id: String, from: Date, to: Date) async throws -> Bool
     /// Records events (each only when an endpoint of its app hears it).
     func append(_ events: [NewWebhookEvent], now: Date) async throws

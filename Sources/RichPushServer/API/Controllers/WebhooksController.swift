@@ -142,10 +142,19 @@ struct WebhooksController: AppRoutes {
         let e = try await endpoint(context)
         let now = Date()
         let (from, to) = try WebhookBody.range(try await bodyJSON(request, upTo: 1024), now: now)
-        // One replay at a time: each reads its range again (a loop of them would keep a core reading).
-        if e.replay != nil { throw APIError.rateLimited(after: 5, "a replay of this endpoint is under way") }
+        // One replay at a time: each reads its range again (a loop of them would keep a core reading). Decided on
+        // the row, so that of replays asked at once one starts; a disabled endpoint sends nothing to replay to.
         guard try await webhooks.replay(appID: e.appID, id: e.id, from: from, to: to) else {
-            throw APIError(.notFound, "no such webhook endpoint for this app")
+            guard let now = try await webhooks.endpoint(appID: e.appID, id: e.id) else {
+                throw APIError(.notFound, "no such webhook endpoint for this app")
+            }
+            if now.disabledAt != nil {
+                throw APIError(
+                    .endpointDisabled,
+                    "the endpoint is disabled: enable it (PATCH {\"enabled\": true}) and replay then"
+                )
+            }
+            throw APIError.rateLimited(after: 5, "a replay of this endpoint is under way")
         }
         sender?.nudge()
         let stamp = ISO8601DateFormatter()

@@ -43,9 +43,15 @@ public final class MemoryWebhookStore: WebhookStore {
     }
 
     /// Changes the endpoint if the app has it; whether it did.
-    private func change(_ appID: String, _ id: String, _ body: (inout WebhookEndpoint) -> Void) -> Bool {
+    /// Changes the app's endpoint under the lock; false when there is none, or `when` refuses it as it stands.
+    private func change(
+        _ appID: String,
+        _ id: String,
+        when: (WebhookEndpoint) -> Bool = { _ in true },
+        _ body: (inout WebhookEndpoint) -> Void
+    ) -> Bool {
         state.withLockedValue { s in
-            guard var entry = s.endpoints[id], entry.0.appID == appID else { return false }
+            guard var entry = s.endpoints[id], entry.0.appID == appID, when(entry.0) else { return false }
             body(&entry.0)
             s.endpoints[id] = entry
             return true
@@ -89,7 +95,9 @@ public final class MemoryWebhookStore: WebhookStore {
     }
 
     public func replay(appID: String, id: String, from: Date, to: Date) async throws -> Bool {
-        change(appID, id) { e in e.replay = WebhookReplay(from: from, to: to, cursor: .start) }
+        change(appID, id, when: { $0.replay == nil && $0.disabledAt == nil }) { e in
+            e.replay = WebhookReplay(from: from, to: to, cursor: .start)
+        }
     }
 
     public func append(_ events: [NewWebhookEvent], now: Date) async throws {

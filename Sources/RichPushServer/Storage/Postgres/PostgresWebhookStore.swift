@@ -66,13 +66,11 @@ public final class PostgresWebhookStore: WebhookStore {
     }
 
     public func rotateSecret(appID: String, id: String, secret: String, now: Date) async throws -> Bool {
-        guard let old = try await endpoint(appID: appID, id: id) else { return false }
-        return try await changes(
+        try await changes(
             WebhookSQL.rotate(
                 appID: appID,
                 id: id,
-                secret: try secrets.seal(secret),
-                previous: try secrets.seal(old.secret),
+                sealed: try secrets.seal(secret),
                 until: now.addingTimeInterval(WebhookLimits.secretOverlap)
             )
         )

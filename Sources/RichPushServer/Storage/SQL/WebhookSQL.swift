@@ -138,17 +138,21 @@ enum WebhookSQL {
         "DELETE FROM webhook_endpoints WHERE app_id = \(appID) AND id = \(id)"
     }
 
-    static func rotate(appID: String, id: String, secret: String, previous: String, until: Date) -> SQL {
+    /// The secret becomes the previous one and `sealed` the secret, in one statement: rotations at once each move
+    /// the one before them aside (none is lost to a race; the last two sign).
+    static func rotate(appID: String, id: String, sealed: String, until: Date) -> SQL {
         """
-        UPDATE webhook_endpoints SET secret = \(secret), previous_secret = \(previous), previous_until = \(until)
+        UPDATE webhook_endpoints SET previous_secret = secret, secret = \(sealed), previous_until = \(until)
         WHERE app_id = \(appID) AND id = \(id)
         """
     }
 
+    /// Starts a replay unless one is under way or the endpoint is disabled (checked on the row, so that of
+    /// replays asked at once one starts).
     static func replay(appID: String, id: String, from: Date, to: Date) -> SQL {
         """
         UPDATE webhook_endpoints SET replay_from = \(from), replay_to = \(to), replay_xid = 0, replay_seq = 0
-        WHERE app_id = \(appID) AND id = \(id)
+        WHERE app_id = \(appID) AND id = \(id) AND replay_from IS NULL AND disabled_at IS NULL
         """
     }
 

@@ -60,12 +60,10 @@ public final class SQLiteWebhookStore: WebhookStore {
     }
 
     public func rotateSecret(appID: String, id: String, secret: String, now: Date) async throws -> Bool {
-        guard let old = try await endpoint(appID: appID, id: id) else { return false }
         let statement = WebhookSQL.rotate(
             appID: appID,
             id: id,
-            secret: try secrets.seal(secret),
-            previous: try secrets.seal(old.secret),
+            sealed: try secrets.seal(secret),
             until: now.addingTimeInterval(WebhookLimits.secretOverlap)
         )
         return try await changes(statement)
