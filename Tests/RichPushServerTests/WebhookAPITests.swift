@@ -137,6 +137,8 @@ import Testing
                     ], 422
                 ),
                 (["from": "yesterday"], 422),
+                // Not a real time (Foundation's parser once rolled it over into the next day).
+                (["from": .string(String(stamp.string(from: now).prefix(11)) + "24:00:00Z")], 422),
                 (["from": .string(stamp.string(from: now.addingTimeInterval(-3600)) + "*")], 422),
                 ([:], 422),
             ]

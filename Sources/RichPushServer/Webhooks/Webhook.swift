@@ -422,4 +422,71 @@ enum WebhookTime {
         let m = mp < 10 ? mp + 3 : mp - 9
         return (Int(yoe + era * 400 + (m <= 2 ? 1 : 0)), Int(m), Int(d))
     }
+
+    /// The day counted from 1970-01-01 of a civil date (the inverse of ``civil(_:)``).
+    static func days(_ year: Int, _ month: Int, _ day: Int) -> Int64 {
+        let y = Int64(month <= 2 ? year - 1 : year)
+        let era = floorDiv(y, 400)
+        let yoe = y - era * 400
+        let mp = Int64(month > 2 ? month - 3 : month + 9)
+        let doy = (153 * mp + 2) / 5 + Int64(day) - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    /// An RFC 3339 time (`2026-11-27T10:00:00Z`, `…T10:00:00.5+01:00`; a fraction of up to 9 digits), or nil for
+    /// anything else, a time that is not a real one included: a month 13, 31 November, 29 February of a common year,
+    /// hour 24, second 60, an offset past 23:59 (Foundation's parser rolls those over into another time). Upper-case
+    /// `T` and `Z` only, nothing before or after.
+    static func parse(_ s: String) -> Date? {
+        let b = Array(s.utf8)
+        guard b.count >= 20, b.count <= 40 else { return nil }
+        var i = 0
+        func number(_ width: Int) -> Int? {
+            guard i + width <= b.count else { return nil }
+            var n = 0
+            for c in b[i..<i + width] {
+                guard c >= 48, c <= 57 else { return nil }
+                n = n * 10 + Int(c - 48)
+            }
+            i += width
+            return n
+        }
+        func take(_ c: UInt8) -> Bool {
+            guard i < b.count, b[i] == c else { return false }
+            i += 1
+            return true
+        }
+        guard let year = number(4), take(45), let month = number(2), take(45), let day = number(2), take(84),
+            let hour = number(2), take(58), let minute = number(2), take(58), let second = number(2)
+        else { return nil }
+        var fraction = 0.0
+        if take(46) {
+            var scale = 0.1
+            let start = i
+            while i < b.count, b[i] >= 48, b[i] <= 57, i - start < 9 {
+                fraction += Double(b[i] - 48) * scale
+                scale /= 10
+                i += 1
+            }
+            guard i > start else { return nil }
+        }
+        var offset = 0
+        if take(90) {
+            offset = 0
+        } else if i < b.count, b[i] == 43 || b[i] == 45 {
+            let sign = b[i] == 45 ? -1 : 1
+            i += 1
+            guard let h = number(2), take(58), let m = number(2), h <= 23, m <= 59 else { return nil }
+            offset = sign * (h * 3600 + m * 60)
+        } else {
+            return nil
+        }
+        guard i == b.count, (1...12).contains(month), hour <= 23, minute <= 59, second <= 59 else { return nil }
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        guard day >= 1, day <= lengths[month - 1] else { return nil }
+        let seconds = days(year, month, day) * 86_400 + Int64(hour * 3600 + minute * 60 + second - offset)
+        return Date(timeIntervalSince1970: Double(seconds) + fraction)
+    }
 }

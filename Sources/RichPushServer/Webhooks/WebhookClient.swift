@@ -62,7 +62,9 @@ final class WebhookClient: Sendable {
                 timeout: configuration.requestTimeout,
                 longBody: .truncate
             )
-            return .status(response.status, retryAfter: Self.retryAfter(response.headers.first(name: "retry-after")))
+            // Read as the provider clients read it: seconds or an HTTP date, at most a day (a number too large for
+            // any integer is a day, not none).
+            return .status(response.status, retryAfter: parseRetryAfter(response.headers.first(name: "retry-after")))
         } catch {
             forget(endpoint)
             return .failed(Self.describe(error, timeout: configuration.requestTimeout))
@@ -78,12 +80,6 @@ final class WebhookClient: Sendable {
         case TransportError.connectionClosed, TransportError.notSent: return "the connection closed before an answer"
         default: return "the connection failed"
         }
-    }
-
-    /// Seconds of a `Retry-After` in seconds (a date is not read), at most a day; nil when absent or unreadable.
-    static func retryAfter(_ value: String?) -> TimeInterval? {
-        guard let value, let n = Int(value.trimmingCharacters(in: .whitespaces)), n >= 0 else { return nil }
-        return TimeInterval(min(n, 86_400))
     }
 
     struct Refused: Error { var reason: String }

@@ -282,11 +282,11 @@ struct WebhookBody {
     static func range(_ json: JSONValue, now: Date) throws -> (Date, Date) {
         var r = FieldReader(strict: true, refusesNUL: true)
         let o = r.body(json, known: ["from", "to"])
-        let parse = ISO8601DateFormatter()
         func date(_ key: String, required: Bool) -> Date? {
             guard let s = r.text(o, key, at: "", required: required, lengths: 1...40) else { return nil }
-            // RFC 3339 and nothing after it (Foundation's parser reads past trailing characters).
-            guard s.wholeMatch(of: Self.rfc3339) != nil, let d = parse.date(from: s) ?? fractional(s) else {
+            // RFC 3339, a real time, nothing before or after it (Foundation's parser reads past trailing characters
+            // and rolls 24:00 or 31 November over into another time).
+            guard let d = WebhookTime.parse(s) else {
                 r.report.add(key, "date", "\(key) is a time such as 2026-11-27T10:00:00Z")
                 return nil
             }
@@ -308,11 +308,4 @@ struct WebhookBody {
         return (from, to)
     }
 
-    nonisolated(unsafe) static let rfc3339 = #/\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})/#
-
-    static func fractional(_ s: String) -> Date? {
-        let f = ISO8601DateFormatter()
-        f.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return f.date(from: s)
-    }
 }
