@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import RichPushCore
 import Testing
 
@@ -332,6 +333,67 @@ import Testing
         let stored = try #require(try await b.webhooks.endpoint(appID: app, id: e.id))
         #expect(Set([stored.secret] + [stored.previousSecret].compactMap { $0 }) == Set(secrets))
         #expect(!(try await b.webhooks.rotateSecret(appID: "someone-else", id: e.id, secret: secrets[0], now: Date())))
+    }
+
+    /// A Live Activity token's removal and expiry are told only when its registration was (so the events public
+    /// callers cause stay within the budget the store asks), the budget is asked only for an event a change writes
+    /// (removing a token never registered asks nothing), and a token the user's bound evicts is told removed.
+    @Test(arguments: Kind.allCases)
+    func liveTokenEventsAreToldOfTokensWhoseRegistrationWas(_ kind: Kind) async throws {
+        let b = try await StorageBackendTests.make(kind)
+        let app = "hooks-\(UUID().uuidString.prefix(8))"
+        let e = try await b.webhooks.create(Self.endpoint(app))
+        let asked = NIOLockedValueBox(0)
+        func budget(_ allows: Bool) -> LiveTokenEvents {
+            {
+                asked.withLockedValue { $0 += 1 }
+                return allows
+            }
+        }
+        let old = Date().addingTimeInterval(-40 * 86_400)
+        func token(_ n: Int, user: String? = nil, at: Date = Date()) -> LiveToken {
+            LiveToken(
+                appID: app,
+                token: String(format: "%064x", n),
+                kind: .pushToStart,
+                activityType: "T",
+                userID: user,
+                updatedAt: at
+            )
+        }
+        let live = b.liveTokens
+        // Registered while the budget refused: untold, and never told removed or expired.
+        try await live.register(token(1), owner: .asGiven, limits: .none, events: budget(false))
+        try await live.register(token(2, at: old), owner: .asGiven, limits: .none, events: budget(false))
+        #expect(try await live.remove(appID: app, token: token(1).token, heldBy: nil, events: budget(true)))
+        #expect(!(try await live.remove(appID: app, token: token(9).token, heldBy: nil, events: budget(true))))
+        #expect(asked.withLockedValue { $0 } == 2)
+        // Told: its removal and its expiry are told too.
+        try await live.register(token(3), owner: .asGiven, limits: .none, events: budget(true))
+        try await live.register(token(4, at: old), owner: .asGiven, limits: .none, events: budget(true))
+        #expect(try await live.remove(appID: app, token: token(3).token, heldBy: nil, events: budget(true)))
+        #expect(
+            try await live.sweep(.pushToStart, before: Date().addingTimeInterval(-30 * 86_400), limit: 100_000) >= 2
+        )
+        // A user's bound of two: the third token evicts the first, told removed.
+        var limits = RegistrationLimits()
+        limits.liveTokensPerUser = 2
+        for n in 5...7 {
+            let t = token(n, user: "u", at: Date().addingTimeInterval(Double(n)))
+            try await live.register(t, owner: .asGiven, limits: limits, events: budget(true))
+        }
+        // Asked: two refused registrations, three told changes, three registrations and one eviction.
+        #expect(asked.withLockedValue { $0 } == 9)
+        let events = try await Self.events(b, app, after: e.cursor, count: 8)
+        let told = events.map { event -> String in
+            let data = event.json()["data"]
+            return "\(data?["state"]?.stringValue ?? "?") \(data?["token"]?.stringValue?.suffix(1) ?? "?")"
+        }
+        let expected: [String] = [
+            "registered 3", "registered 4", "removed 3", "expired 4", "registered 5", "registered 6", "registered 7",
+            "removed 5",
+        ]
+        #expect(told == expected)
     }
 
     @Test(arguments: Kind.allCases)

@@ -67,26 +67,36 @@ public enum LiveAudience: Sendable, Hashable {
     case pushToStart(type: String, userID: String?)
 }
 
+/// Asked once for each `live.token` event a change would write, when it would write it (after the change, in its
+/// transaction: a request that changes nothing spends nothing); false, and that event is not written. A token whose
+/// registration was not told is never told removed or expired either, so the events public callers cause stay
+/// within what this allows (see ``LiveController``).
+public typealias LiveTokenEvents = @Sendable () -> Bool
+
 /// The app's Live Activity tokens. One statement text serves SQLite and PostgreSQL (``LiveTokenSQL``).
 public protocol LiveTokenStore: Sendable {
     /// Adds or replaces the token within `limits` (a token is the app's once: registering it again moves it, unless
     /// `owner` is ``RegistrationOwner/keepsKnown`` and a user or an activity holds it). A new token past the app's
     /// bound, or an update token past its activity's, is refused with ``QuotaReached``; past the user's bound the
-    /// user's least recently registered tokens go. Its `live.token` event is written only when `writesEvent` (false
-    /// when the app's budget of events that public callers may cause is spent: see ``LiveController``).
+    /// user's least recently registered tokens go (each told `removed`). Its `live.token` events as `events` allows.
     func register(
         _ token: LiveToken,
         owner: RegistrationOwner,
         limits: RegistrationLimits,
-        writesEvent: Bool
-    )
-        async throws
+        events: @escaping LiveTokenEvents
+    ) async throws
     /// Removes a token; false when the app had none such.
     func remove(appID: String, token: String) async throws -> Bool
     /// Removes a token only when no one holds it (no user, no activity) or `user` does (a device's own request
-    /// with the public key, and its proof's user when it gave one); whether one went. Its `live.token` event is
-    /// written only when `writesEvent`.
-    func remove(appID: String, token: String, heldBy user: String?, writesEvent: Bool) async throws -> Bool
+    /// with the public key, and its proof's user when it gave one); whether one went. Its `live.token` event as
+    /// `events` allows.
+    func remove(
+        appID: String,
+        token: String,
+        heldBy user: String?,
+        events: @escaping LiveTokenEvents
+    ) async throws
+        -> Bool
     /// The audience's live tokens (within their lifetime) in token order, at most `limit`.
     func tokens(appID: String, audience: LiveAudience, limit: Int) async throws -> [String]
     /// Removes tokens of a kind not registered again since `cutoff`; returns how many went.
@@ -96,12 +106,12 @@ public protocol LiveTokenStore: Sendable {
 extension LiveTokenStore {
     /// Adds or replaces a token as a server-side key does, without bounds.
     public func register(_ token: LiveToken) async throws {
-        try await register(token, owner: .asGiven, limits: .none, writesEvent: true)
+        try await register(token, owner: .asGiven, limits: .none, events: { true })
     }
 
     /// Adds or replaces a token within `limits`, writing its `live.token` event.
     public func register(_ token: LiveToken, owner: RegistrationOwner, limits: RegistrationLimits) async throws {
-        try await register(token, owner: owner, limits: limits, writesEvent: true)
+        try await register(token, owner: owner, limits: limits, events: { true })
     }
 
     /// Removes activity tokens not registered again since `cutoff` (an activity lasts at most 8 hours, and shows

@@ -46,10 +46,10 @@ struct LiveController: AppRoutes {
         let registrant = try await Registrant.of(request, context, store: store)
         let owner = try registrant.admit(&token)
         // A server key's registrations always tell; public callers' within the app's event budget.
-        let writesEvent: Bool
-        if case .server = registrant { writesEvent = true } else { writesEvent = eventAllowed(app.id) }
+        let events: LiveTokenEvents
+        if case .server = registrant { events = { true } } else { events = publicEvents(app.id) }
         do {
-            try await liveTokens.register(token, owner: owner, limits: limits, writesEvent: writesEvent)
+            try await liveTokens.register(token, owner: owner, limits: limits, events: events)
         } catch let quota as QuotaReached {
             throw APIError(quota)
         }
@@ -114,17 +114,19 @@ struct LiveController: AppRoutes {
             appID: app.id,
             token: token,
             heldBy: registrant.user,
-            writesEvent: eventAllowed(app.id)
+            events: publicEvents(app.id)
         )
         return LiveTokenRemoval(removed: nil, token: token)
     }
 
-    /// Whether the app's budget covers one more event a public caller causes (counted whether or not the write
-    /// then changes anything: the budget bounds what callers can ask for, not what they achieve).
-    func eventAllowed(_ app: String) -> Bool {
-        guard let eventBudget, eventBudget.check(app) != nil else { return true }
-        metrics?.webhookEventUnwritten(type: WebhookEventType.liveToken.rawValue)
-        return false
+    /// The app's budget of events public callers cause, asked by the store once per event a change would write
+    /// (a request that changes nothing, such as removing a token never registered, spends nothing).
+    func publicEvents(_ app: String) -> LiveTokenEvents {
+        { [eventBudget = self.eventBudget, metrics = self.metrics] in
+            guard let eventBudget, eventBudget.check(app) != nil else { return true }
+            metrics?.webhookEventUnwritten(type: WebhookEventType.liveToken.rawValue)
+            return false
+        }
     }
 
     // MARK: Channels

@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PostgresNIO
 
 /// Live Activity tokens in the shared PostgreSQL database.
@@ -11,7 +12,7 @@ public final class PostgresLiveTokenStore: LiveTokenStore {
         _ token: LiveToken,
         owner: RegistrationOwner,
         limits: RegistrationLimits,
-        writesEvent: Bool
+        events: @escaping LiveTokenEvents
     ) async throws {
         let logger = db.logger
         try await db.transaction { c in
@@ -36,58 +37,81 @@ public final class PostgresLiveTokenStore: LiveTokenStore {
                 if n >= limits.liveTokensPerActivity { throw QuotaReached.activity(limits.liveTokensPerActivity) }
             }
             let written = try await c.query(
-                (LiveTokenSQL.register(token, keepsKnown: owner == .keepsKnown) + " RETURNING 1").postgres,
+                LiveTokenSQL.register(token, keepsKnown: owner == .keepsKnown).postgres,
                 logger: logger
             ).collect()
-            if !written.isEmpty && writesEvent {
+            if let row = written.first, events() {
                 _ = try await c.query(
                     WebhookSQL.append(token.webhookEvent("registered"), now: token.updatedAt).postgres,
                     logger: logger
                 ).collect()
+                if try row.decode(Int.self) == 0 {
+                    _ = try await c.query(
+                        LiveTokenSQL.told(appID: token.appID, token: token.token).postgres,
+                        logger: logger
+                    )
+                    .collect()
+                }
             }
             if let user = token.userID, owner == .asGiven, limits.liveTokensPerUser < Int.max {
-                _ = try await c.query(
+                let evicted = try await c.query(
                     LiveTokenSQL.evict(appID: token.appID, user: user, keeping: limits.liveTokensPerUser, all: "ALL")
                         .postgres,
                     logger: logger
                 ).collect()
+                try await Self.tell(evicted, "removed", events: events, on: c, logger: logger)
             }
         }
     }
 
     public func remove(appID: String, token: String) async throws -> Bool {
-        try await removing(LiveTokenSQL.remove(appID: appID, token: token), as: "removed") > 0
+        try await removing(LiveTokenSQL.remove(appID: appID, token: token), as: "removed", events: { true }) > 0
     }
 
-    public func remove(appID: String, token: String, heldBy user: String?, writesEvent: Bool) async throws -> Bool {
+    public func remove(
+        appID: String,
+        token: String,
+        heldBy user: String?,
+        events: @escaping LiveTokenEvents
+    ) async throws -> Bool {
         let statement = LiveTokenSQL.remove(appID: appID, token: token, heldBy: user)
-        return try await removing(statement, as: writesEvent ? "removed" : nil) > 0
+        return try await removing(statement, as: "removed", events: events) > 0
     }
 
-    /// Runs a deletion and records a `live.token` event of each token it removed, in its transaction (none when
-    /// `state` is nil).
-    private func removing(_ statement: SQL, as state: String?) async throws -> Int {
+    /// Runs a deletion and tells each token it removed (see ``tell(_:_:events:on:logger:)``), in its transaction.
+    private func removing(_ statement: SQL, as state: String, events: @escaping LiveTokenEvents) async throws -> Int {
         let logger = db.logger
         return try await db.transaction { c in
             let rows = try await c.query(statement.postgres, logger: logger).collect()
-            guard let state else { return rows.count }
-            let now = Date()
-            for row in rows {
-                let (app, token, kind, type, activity, user) = try row.decode(
-                    (String, String, String, String, String?, String?).self
-                )
-                let t = LiveToken(
-                    appID: app,
-                    token: token,
-                    kind: LiveToken.Kind(rawValue: kind) ?? .activity,
-                    activityType: type,
-                    activityID: activity,
-                    userID: user
-                )
-                _ = try await c.query(WebhookSQL.append(t.webhookEvent(state), now: now).postgres, logger: logger)
-                    .collect()
-            }
+            try await Self.tell(rows, state, events: events, on: c, logger: logger)
             return rows.count
+        }
+    }
+
+    /// Records a `live.token` event for each removed row (``LiveTokenSQL/removed``) whose registration was told, as
+    /// `events` allows.
+    static func tell(
+        _ rows: [PostgresRow],
+        _ state: String,
+        events: LiveTokenEvents,
+        on c: PostgresConnection,
+        logger: Logger
+    ) async throws {
+        let now = Date()
+        for row in rows {
+            let (app, token, kind, type, activity, user, told) = try row.decode(
+                (String, String, String, String, String?, String?, Int).self
+            )
+            guard told != 0, events() else { continue }
+            let t = LiveToken(
+                appID: app,
+                token: token,
+                kind: LiveToken.Kind(rawValue: kind) ?? .activity,
+                activityType: type,
+                activityID: activity,
+                userID: user
+            )
+            _ = try await c.query(WebhookSQL.append(t.webhookEvent(state), now: now).postgres, logger: logger).collect()
         }
     }
 
@@ -97,6 +121,6 @@ public final class PostgresLiveTokenStore: LiveTokenStore {
     }
 
     public func sweep(_ kind: LiveToken.Kind, before cutoff: Date, limit: Int) async throws -> Int {
-        try await removing(LiveTokenSQL.sweep(kind, before: cutoff, limit: limit), as: "expired")
+        try await removing(LiveTokenSQL.sweep(kind, before: cutoff, limit: limit), as: "expired", events: { true })
     }
 }

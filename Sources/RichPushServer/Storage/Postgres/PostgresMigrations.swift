@@ -185,6 +185,8 @@ enum PostgresMigrations {
         // Webhook endpoints and the outbox of their events (WebhookSQL): the settle and the claim write events in
         // their own statements.
         Migration(version: 19, name: "webhooks", statements: WebhookSQL.create(postgres: true)),
+        // Whether a Live Activity token's registration was told (its removal and expiry are told only then).
+        Migration(version: 20, name: "live tokens told", sql: LiveTokenSQL.toldColumn),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

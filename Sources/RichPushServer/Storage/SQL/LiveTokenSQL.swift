@@ -2,20 +2,32 @@ import Foundation
 
 /// The statements of ``LiveTokenStore``, written once.
 enum LiveTokenSQL {
-    /// The upsert. With `keepsKnown`, a row a user or an activity holds is left as it is.
+    /// The upsert, returning whether the token was told (a row only when it wrote one). A new token is not told
+    /// until its event is written (``told(appID:token:)``). With `keepsKnown`, a row a user or an activity holds is
+    /// left as it is.
     static func register(_ t: LiveToken, keepsKnown: Bool = false) -> SQL {
         let held: SQL = keepsKnown ? "(live_tokens.user_id IS NULL AND live_tokens.activity_id IS NULL) AND " : ""
         return """
-            INSERT INTO live_tokens (app_id, token, kind, activity_type, activity_id, user_id, updated_at)
-            VALUES (\(t.appID), \(t.token), \(t.kind.rawValue), \(t.activityType), \(t.activityID), \(t.userID), \(t.updatedAt))
+            INSERT INTO live_tokens (app_id, token, kind, activity_type, activity_id, user_id, updated_at, told)
+            VALUES (\(t.appID), \(t.token), \(t.kind.rawValue), \(t.activityType), \(t.activityID), \(t.userID), \(t.updatedAt), 0)
             ON CONFLICT (app_id, token) DO UPDATE SET kind = excluded.kind, activity_type = excluded.activity_type,
                 activity_id = excluded.activity_id, user_id = excluded.user_id, updated_at = excluded.updated_at
             WHERE \(held)(live_tokens.kind <> excluded.kind OR live_tokens.activity_type <> excluded.activity_type
                 OR live_tokens.activity_id IS DISTINCT FROM excluded.activity_id
                 OR live_tokens.user_id IS DISTINCT FROM excluded.user_id
                 OR live_tokens.updated_at < \(t.updatedAt.addingTimeInterval(-LiveTokenLimits.refreshAfter)))
+            RETURNING told
             """
     }
+
+    /// The token's `registered` event was written: from now on its removal and its expiry are told too.
+    static func told(appID: String, token: String) -> SQL {
+        "UPDATE live_tokens SET told = 1 WHERE app_id = \(appID) AND token = \(token) AND told = 0"
+    }
+
+    /// Whether a token's events are told: only once its registration was (an event the app's budget left unwritten
+    /// is never followed by its removal's or its expiry's, so public callers cause at most the budget's events).
+    static let toldColumn = "ALTER TABLE live_tokens ADD COLUMN told integer NOT NULL DEFAULT 1"
 
     /// The activity id a registered token holds (one row of one column; none when the token is new).
     static func activity(appID: String, token: String) -> SQL {
@@ -47,11 +59,12 @@ enum LiveTokenSQL {
         DELETE FROM live_tokens WHERE app_id = \(appID) AND token IN (
             SELECT token FROM live_tokens WHERE app_id = \(appID) AND user_id = \(user)
             ORDER BY updated_at DESC, token DESC LIMIT \(unescaped: all) OFFSET \(keeping))
+        RETURNING \(unescaped: removed)
         """
     }
 
-    /// What a removal returns: the token as it was (its `live.token` event says so).
-    static let removed = "app_id, token, kind, activity_type, activity_id, user_id"
+    /// What a removal returns: the token as it was (its `live.token` event says so), and whether it was told.
+    static let removed = "app_id, token, kind, activity_type, activity_id, user_id, told"
 
     static func remove(appID: String, token: String) -> SQL {
         "DELETE FROM live_tokens WHERE app_id = \(appID) AND token = \(token) RETURNING \(unescaped: removed)"

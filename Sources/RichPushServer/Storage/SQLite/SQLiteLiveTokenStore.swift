@@ -17,7 +17,7 @@ public final class SQLiteLiveTokenStore: LiveTokenStore {
         _ token: LiveToken,
         owner: RegistrationOwner,
         limits: RegistrationLimits,
-        writesEvent: Bool
+        events: @escaping LiveTokenEvents
     ) async throws {
         try await commits.write { db in
             // One writer at a time: what is counted here is what the insert meets.
@@ -34,51 +34,62 @@ public final class SQLiteLiveTokenStore: LiveTokenStore {
             {
                 throw QuotaReached.activity(limits.liveTokensPerActivity)
             }
-            try db.execute(query: LiveTokenSQL.register(token, keepsKnown: owner == .keepsKnown))
-            if db.changesCount > 0 && writesEvent {
+            let written = try Row.fetchAll(db, query: LiveTokenSQL.register(token, keepsKnown: owner == .keepsKnown))
+            if let row = written.first, events() {
                 try db.execute(query: WebhookSQL.append(token.webhookEvent("registered"), now: token.updatedAt))
+                if row[0] as Int == 0 {
+                    try db.execute(query: LiveTokenSQL.told(appID: token.appID, token: token.token))
+                }
             }
             if let user = token.userID, owner == .asGiven, limits.liveTokensPerUser < Int.max {
-                try db.execute(
-                    query: LiveTokenSQL.evict(
-                        appID: token.appID,
-                        user: user,
-                        keeping: limits.liveTokensPerUser,
-                        all: "-1"
-                    )
+                let evicted = LiveTokenSQL.evict(
+                    appID: token.appID,
+                    user: user,
+                    keeping: limits.liveTokensPerUser,
+                    all: "-1"
                 )
+                try Self.tell(try Row.fetchAll(db, query: evicted), "removed", events: events, in: db)
             }
         }
     }
 
     public func remove(appID: String, token: String) async throws -> Bool {
-        try await removing(LiveTokenSQL.remove(appID: appID, token: token), as: "removed") > 0
+        try await removing(LiveTokenSQL.remove(appID: appID, token: token), as: "removed", events: { true }) > 0
     }
 
-    public func remove(appID: String, token: String, heldBy user: String?, writesEvent: Bool) async throws -> Bool {
+    public func remove(
+        appID: String,
+        token: String,
+        heldBy user: String?,
+        events: @escaping LiveTokenEvents
+    ) async throws -> Bool {
         let statement = LiveTokenSQL.remove(appID: appID, token: token, heldBy: user)
-        return try await removing(statement, as: writesEvent ? "removed" : nil) > 0
+        return try await removing(statement, as: "removed", events: events) > 0
     }
 
-    /// Runs a deletion and records a `live.token` event of each token it removed, in its transaction (none when
-    /// `state` is nil).
-    private func removing(_ statement: SQL, as state: String?) async throws -> Int {
+    /// Runs a deletion and tells each token it removed (see ``tell(_:_:events:in:)``), in its transaction.
+    private func removing(_ statement: SQL, as state: String, events: @escaping LiveTokenEvents) async throws -> Int {
         try await pool.write { db in
             let rows = try Row.fetchAll(db, query: statement)
-            guard let state else { return rows.count }
-            let now = Date()
-            for row in rows {
-                let token = LiveToken(
-                    appID: row[0],
-                    token: row[1],
-                    kind: LiveToken.Kind(rawValue: row[2]) ?? .activity,
-                    activityType: row[3],
-                    activityID: row[4],
-                    userID: row[5]
-                )
-                try db.execute(query: WebhookSQL.append(token.webhookEvent(state), now: now))
-            }
+            try Self.tell(rows, state, events: events, in: db)
             return rows.count
+        }
+    }
+
+    /// Records a `live.token` event for each removed row (``LiveTokenSQL/removed``) whose registration was told, as
+    /// `events` allows.
+    static func tell(_ rows: [Row], _ state: String, events: LiveTokenEvents, in db: Database) throws {
+        let now = Date()
+        for row in rows where row[6] as Int != 0 && events() {
+            let token = LiveToken(
+                appID: row[0],
+                token: row[1],
+                kind: LiveToken.Kind(rawValue: row[2]) ?? .activity,
+                activityType: row[3],
+                activityID: row[4],
+                userID: row[5]
+            )
+            try db.execute(query: WebhookSQL.append(token.webhookEvent(state), now: now))
         }
     }
 
@@ -90,6 +101,6 @@ public final class SQLiteLiveTokenStore: LiveTokenStore {
     }
 
     public func sweep(_ kind: LiveToken.Kind, before cutoff: Date, limit: Int) async throws -> Int {
-        try await removing(LiveTokenSQL.sweep(kind, before: cutoff, limit: limit), as: "expired")
+        try await removing(LiveTokenSQL.sweep(kind, before: cutoff, limit: limit), as: "expired", events: { true })
     }
 }

@@ -176,6 +176,10 @@ public final class SQLiteServerStore: ServerStore {
             // Apps deleted in the last day, whose tables are emptied again (AppDeletion).
             try db.execute(sql: AppDeletion.table(time: "REAL"))
         }
+        m.registerMigration("live-tokens-told") { db in
+            // Whether a Live Activity token's registration was told (its removal and expiry are told only then).
+            try db.execute(sql: LiveTokenSQL.toldColumn)
+        }
         return m
     }
 
