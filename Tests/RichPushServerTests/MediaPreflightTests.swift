@@ -297,9 +297,10 @@ struct FixedResolver: HostResolver {
             "/hop2": .redirect(to: "/a.jpg"),
         ])
         let port = try await server.start()
+        // A generous deadline: the test is about hops, and the default 10 s was missed once beside a release build.
         let fetcher = try SafeFetcher(
             policy: AddressPolicy(exceptions: ["127.0.0.1:\(port)"]),
-            limits: .init(allowHTTP: true),
+            limits: .init(deadline: 120, allowHTTP: true),
             resolver: FixedResolver(answers: [:])
         )
         let r = try await fetcher.fetch("http://127.0.0.1:\(port)/hop1") { _ in 1 << 20 }
