@@ -54,8 +54,8 @@ start=$(date +%s.%N)
 status=$(curl -s -o "$dir/sent.json" -w '%{http_code}' -XPOST "$base/v1/apps/$app/notifications" -H "Authorization: Bearer $key" \
   -d '{"title":"Flash sale","body":"40% off until midnight","media":"'"$media"'","audience":{"all":true}}')
 [[ $status == 202 ]] || { echo "the send was answered $status: $(cat "$dir/sent.json")"; exit 1; }
-if [[ -n ${PERF_OUT:-} ]]; then  # profile the node for 20 s of the send: PERF_OUT=/tmp/delivery.perf
-  perf record -F 499 -g -p "$server" -o "$PERF_OUT" -- sleep 20 >/dev/null 2>&1 &
+if [[ -n ${PERF_OUT:-} ]]; then  # profile the node for PERF_SECONDS (20) of the send: PERF_OUT=/tmp/delivery.perf
+  perf record -F 499 ${PERF_CALLGRAPH:--g} -p "$server" -o "$PERF_OUT" -- sleep "${PERF_SECONDS:-20}" >/dev/null 2>&1 &
 fi
 n=0
 # Once a second: each look at /metrics counts the queue by state, which the node pays for.

@@ -138,7 +138,7 @@ public final class MemoryWebhookStore: WebhookStore {
         s.nextSeq += 1
     }
 
-    /// The events of settled deliveries (their records after the settle), as ``WebhookSQL/settled(ids:now:)``
+    /// The events of settled deliveries (their records after the settle), as ``WebhookSQL/settled``
     /// writes them.
     func settled(_ records: [DeliveryRecord], now: Date) {
         state.withLockedValue { s in

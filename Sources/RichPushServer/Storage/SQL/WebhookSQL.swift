@@ -293,34 +293,37 @@ enum WebhookSQL {
     }
 
     /// The events of settled deliveries, read from their rows: delivered or failed (a retried one is `queued`),
-    /// and `token.invalid` for each pruned. `ids` are the deliveries the settle changed, releases left out.
-    static func settled(ids: [Int64], now: Date) -> [SQL] {
+    /// and `token.invalid` for each pruned; and their notifications opened for `notification.completed`. SQLite's:
+    /// `?1` the time, `?2` the deliveries the settle changed (releases left out) as a JSON array. One text whatever
+    /// the ids, so each connection compiles it once (a text per settle was compiled each time: 2.5 % of a delivering
+    /// node's CPU with webhooks on).
+    static let settled: [String] = {
         let type = "CASE WHEN d.state = 'delivered' THEN 'delivery.delivered' ELSE 'delivery.failed' END"
-        let list = idList(ids)
+        let mine = "d.id IN (SELECT value FROM json_each(?2))"
         return [
             """
             INSERT INTO webhook_events (app_id, type, notification_id, delivery_id, provider, target, state, reason,
                 provider_id, next_at, created_at)
-            SELECT d.app_id, \(unescaped: type), d.notification_id, d.id, d.provider, d.target, d.state, d.reason,
-                d.provider_id, CASE WHEN d.state = 'queued' THEN d.not_before END, \(now)
-            FROM deliveries d WHERE d.id IN (\(list)) AND \(unescaped: heard(app: "d.app_id", type: type))
+            SELECT d.app_id, \(type), d.notification_id, d.id, d.provider, d.target, d.state, d.reason,
+                d.provider_id, CASE WHEN d.state = 'queued' THEN d.not_before END, ?1
+            FROM deliveries d WHERE \(mine) AND \(heard(app: "d.app_id", type: type))
             ORDER BY d.id
             """,
             """
             INSERT INTO webhook_events (app_id, type, notification_id, delivery_id, provider, target, state, reason, created_at)
-            SELECT d.app_id, 'token.invalid', d.notification_id, d.id, d.provider, d.target, d.state, d.reason, \(now)
-            FROM deliveries d WHERE d.id IN (\(list)) AND d.state = 'pruned'
-                AND \(unescaped: heard(app: "d.app_id", type: "'token.invalid'"))
+            SELECT d.app_id, 'token.invalid', d.notification_id, d.id, d.provider, d.target, d.state, d.reason, ?1
+            FROM deliveries d WHERE \(mine) AND d.state = 'pruned'
+                AND \(heard(app: "d.app_id", type: "'token.invalid'"))
             ORDER BY d.id
             """,
             """
             INSERT INTO webhook_open_notifications (notification_id, app_id, next_check)
-            SELECT DISTINCT d.notification_id, d.app_id, \(now.addingTimeInterval(1)) FROM deliveries d
-            WHERE d.id IN (\(list)) AND \(unescaped: heard(app: "d.app_id", type: "'notification.completed'"))
+            SELECT DISTINCT d.notification_id, d.app_id, ?1 + 1 FROM deliveries d
+            WHERE \(mine) AND \(heard(app: "d.app_id", type: "'notification.completed'"))
             ON CONFLICT (notification_id) DO NOTHING
             """,
         ]
-    }
+    }()
 
     /// Whether any app has an endpoint (one index read).
     static let anyEndpoint = "SELECT EXISTS (SELECT 1 FROM webhook_endpoints)"

@@ -312,7 +312,8 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
             // The webhooks' events of these outcomes, in the same transaction (an outbox: none is lost or invented).
             // One look at the endpoints first: without any, the statements' probe of each delivery is skipped.
             if !told.isEmpty, try Bool.fetchOne(db.cachedStatement(sql: WebhookSQL.anyEndpoint)) == true {
-                for statement in WebhookSQL.settled(ids: told, now: now) { try db.execute(query: statement) }
+                let ids = "[" + told.map(String.init).joined(separator: ",") + "]"
+                for sql in WebhookSQL.settled { try db.cachedStatement(sql: sql).execute(arguments: [t, ids]) }
             }
             return held
         }
