@@ -292,34 +292,43 @@ enum WebhookSQL {
         "EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.app_id = \(app) AND w.types LIKE '%,' || \(type) || ',%')"
     }
 
+    /// The apps of settled deliveries (`?1`: their ids as a JSON array) with their endpoints' event types: what
+    /// ``settled`` needs to know who hears what, read once per settle by the endpoints' app index.
+    static let settledHearing = """
+        SELECT w.app_id, w.types FROM webhook_endpoints w
+        WHERE w.app_id IN (SELECT DISTINCT d.app_id FROM deliveries d WHERE d.id IN (SELECT value FROM json_each(?1)))
+        """
+
     /// The events of settled deliveries, read from their rows: delivered or failed (a retried one is `queued`),
     /// and `token.invalid` for each pruned; and their notifications opened for `notification.completed`. SQLite's:
-    /// `?1` the time, `?2` the deliveries the settle changed (releases left out) as a JSON array. One text whatever
-    /// the ids, so each connection compiles it once (a text per settle was compiled each time: 2.5 % of a delivering
-    /// node's CPU with webhooks on).
+    /// `?1` the time, `?2` the deliveries the settle changed (releases left out) as a JSON array, then the apps that
+    /// hear what each writes, each a JSON array (``settledHearing``): `delivery.delivered` and `delivery.failed`
+    /// (`?3`, `?4`), `token.invalid` (`?3`), `notification.completed` (`?3`). One text whatever the ids, so each connection compiles it once (a text per settle was
+    /// compiled each time: 2.5 % of a delivering node's CPU with webhooks on), and no probe of the endpoints per
+    /// delivery (most of these statements' cost when each delivery's app was looked up in them).
     static let settled: [String] = {
-        let type = "CASE WHEN d.state = 'delivered' THEN 'delivery.delivered' ELSE 'delivery.failed' END"
+        func hearing(_ n: Int) -> String { "d.app_id IN (SELECT value FROM json_each(?\(n)))" }
         let mine = "d.id IN (SELECT value FROM json_each(?2))"
         return [
             """
             INSERT INTO webhook_events (app_id, type, notification_id, delivery_id, provider, target, state, reason,
                 provider_id, next_at, created_at)
-            SELECT d.app_id, \(type), d.notification_id, d.id, d.provider, d.target, d.state, d.reason,
-                d.provider_id, CASE WHEN d.state = 'queued' THEN d.not_before END, ?1
-            FROM deliveries d WHERE \(mine) AND \(heard(app: "d.app_id", type: type))
+            SELECT d.app_id, CASE WHEN d.state = 'delivered' THEN 'delivery.delivered' ELSE 'delivery.failed' END,
+                d.notification_id, d.id, d.provider, d.target, d.state, d.reason, d.provider_id,
+                CASE WHEN d.state = 'queued' THEN d.not_before END, ?1
+            FROM deliveries d
+            WHERE \(mine) AND ((d.state = 'delivered' AND \(hearing(3))) OR (d.state <> 'delivered' AND \(hearing(4))))
             ORDER BY d.id
             """,
             """
             INSERT INTO webhook_events (app_id, type, notification_id, delivery_id, provider, target, state, reason, created_at)
             SELECT d.app_id, 'token.invalid', d.notification_id, d.id, d.provider, d.target, d.state, d.reason, ?1
-            FROM deliveries d WHERE \(mine) AND d.state = 'pruned'
-                AND \(heard(app: "d.app_id", type: "'token.invalid'"))
+            FROM deliveries d WHERE \(mine) AND d.state = 'pruned' AND \(hearing(3))
             ORDER BY d.id
             """,
             """
             INSERT INTO webhook_open_notifications (notification_id, app_id, next_check)
-            SELECT DISTINCT d.notification_id, d.app_id, ?1 + 1 FROM deliveries d
-            WHERE \(mine) AND \(heard(app: "d.app_id", type: "'notification.completed'"))
+            SELECT DISTINCT d.notification_id, d.app_id, ?1 + 1 FROM deliveries d WHERE \(mine) AND \(hearing(3))
             ON CONFLICT (notification_id) DO NOTHING
             """,
         ]

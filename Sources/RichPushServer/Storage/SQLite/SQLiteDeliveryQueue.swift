@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import RichPushCore
 
 /// The delivery queue in an embedded SQLite file (WAL): durable across crashes and restarts, claimed in
 /// transactions so that two workers never hold the same delivery.
@@ -310,13 +311,40 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
                 }
             }
             // The webhooks' events of these outcomes, in the same transaction (an outbox: none is lost or invented).
-            // One look at the endpoints first: without any, the statements' probe of each delivery is skipped.
+            // One look at the endpoints first: without any, nothing more; then who hears what among these
+            // deliveries' apps, once; the statements run only when one of them hears something.
             if !told.isEmpty, try Bool.fetchOne(db.cachedStatement(sql: WebhookSQL.anyEndpoint)) == true {
                 let ids = "[" + told.map(String.init).joined(separator: ",") + "]"
-                for sql in WebhookSQL.settled { try db.cachedStatement(sql: sql).execute(arguments: [t, ids]) }
+                let types: [WebhookEventType] = [
+                    .deliveryDelivered, .deliveryFailed, .tokenInvalid, .notificationCompleted,
+                ]
+                var hearing = Array(repeating: Set<String>(), count: types.count)
+                for row in try Row.fetchAll(db.cachedStatement(sql: WebhookSQL.settledHearing), arguments: [ids]) {
+                    let (app, heard): (String, String) = (row[0], row[1])
+                    for (i, type) in types.enumerated() where heard.contains("," + type.rawValue + ",") {
+                        hearing[i].insert(app)
+                    }
+                }
+                // Each statement with the apps that hear what it writes; one whose apps hear none of it is skipped.
+                let heard = [[hearing[0], hearing[1]], [hearing[2]], [hearing[3]]]
+                for (sql, apps) in zip(WebhookSQL.settled, heard) where apps.contains(where: { !$0.isEmpty }) {
+                    let arguments = StatementArguments([t, ids] + apps.map { Self.jsonArray($0) })
+                    try db.cachedStatement(sql: sql).execute(arguments: arguments)
+                }
             }
             return held
         }
+    }
+
+    /// Strings as a JSON array (for `json_each`).
+    static func jsonArray(_ strings: Set<String>) -> String {
+        var out: [UInt8] = [UInt8(ascii: "[")]
+        for (i, s) in strings.sorted().enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            JSONValue.writeString(s, into: &out)
+        }
+        out.append(UInt8(ascii: "]"))
+        return String(decoding: out, as: UTF8.self)
     }
 
     public func extend(_ ids: [Int64], owner: String, until: Date) async throws -> Set<Int64> {
