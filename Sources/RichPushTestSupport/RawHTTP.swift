@@ -12,9 +12,8 @@ public enum RawHTTP {
         public var body: [UInt8]
     }
 
-    /// Sends the bytes at once and reads until the server closes the connection, or nothing came for 30 s. (A
-    /// liveness bound, not a speed one: a full test run on two cores once kept a server's task for a shared-media
-    /// fetch of 0.3 s waiting past 10 s, and the answers stopped there in order, complete up to it.)
+    /// Sends the bytes at once and reads until the server closes the connection, or nothing came for 30 s (a liveness
+    /// bound, not a speed one). It blocks its thread: with a server in the same process, call ``exchanged(port:_:)``.
     public static func exchange(port: Int, _ bytes: [UInt8]) throws -> [UInt8] {
         let fd = try connected(port)
         defer { close(fd) }
@@ -29,6 +28,15 @@ public enum RawHTTP {
             received += chunk[0..<n]
         }
         return received
+    }
+
+    /// ``exchange(port:_:)`` on a thread of its own, for a test whose server runs in its process: a blocking read
+    /// on one of the concurrency pool's threads (two on a two-core machine) starves the server's own tasks, which
+    /// then answer only once the read gives up (a fresh clone's run got no answer at all within 30 s).
+    public static func exchanged(port: Int, _ bytes: [UInt8]) async throws -> [UInt8] {
+        try await withCheckedThrowingContinuation { c in
+            Thread { c.resume(with: Result { try exchange(port: port, bytes) }) }.start()
+        }
     }
 
     /// Sends a request and reads what comes (a stream that does not end) until `enough` says so, the server closes,

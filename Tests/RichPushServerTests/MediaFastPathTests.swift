@@ -77,7 +77,7 @@ import Testing
                 "GET /media/\(String(repeating: "0", count: 64)).png HTTP/1.1\r\nHost: x\r\n\r\n",  // nowhere
                 "GET /slow HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
             ]
-            let raw = try RawHTTP.exchange(port: port, Array(requests.joined().utf8))
+            let raw = try await RawHTTP.exchanged(port: port, Array(requests.joined().utf8))
             let answers = RawHTTP.split(raw, heads: [false, false, false, false, true, false, false, false])
             #expect(answers.map(\.status) == [200, 200, 200, 200, 200, 206, 404, 200], "\(answers.map(\.status))")
             guard answers.count == 8 else { return }
