@@ -75,7 +75,7 @@ import FoundationNetworking
         let scratch = try Scratch("cluster-kill")
         defer { try? FileManager.default.removeItem(at: scratch.dir) }
         #expect(try await Self.migrate(url).contains("applied 1, 2, 3, 4, 5, 6, 7, 8"))
-        #expect(try await Self.migrate(url).contains("already at schema version 19"))
+        #expect(try await Self.migrate(url).contains("already at schema version 20"))
         try await pg.psql(url, Self.leaseAudit)
         let sandbox = try await ExternalSandbox(dir: scratch.sandbox)
         defer { sandbox.process.terminate() }
