@@ -328,23 +328,14 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
                 // Each statement with the apps that hear what it writes; one whose apps hear none of it is skipped.
                 let heard = [[hearing[0], hearing[1]], [hearing[2]], [hearing[3]]]
                 for (sql, apps) in zip(WebhookSQL.settled, heard) where apps.contains(where: { !$0.isEmpty }) {
-                    let arguments = StatementArguments([t, ids] + apps.map { Self.jsonArray($0) })
+                    let arguments = StatementArguments(
+                        [t, ids] + apps.map { JSONValue.array($0.sorted().map { .string($0) }).jsonString }
+                    )
                     try db.cachedStatement(sql: sql).execute(arguments: arguments)
                 }
             }
             return held
         }
-    }
-
-    /// Strings as a JSON array (for `json_each`).
-    static func jsonArray(_ strings: Set<String>) -> String {
-        var out: [UInt8] = [UInt8(ascii: "[")]
-        for (i, s) in strings.sorted().enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            JSONValue.writeString(s, into: &out)
-        }
-        out.append(UInt8(ascii: "]"))
-        return String(decoding: out, as: UTF8.self)
     }
 
     public func extend(_ ids: [Int64], owner: String, until: Date) async throws -> Set<Int64> {
