@@ -36,11 +36,11 @@ public enum ChildProcess {
         directory: URL? = nil,
         stdin: Data = Data(),
         mergeErrors: Bool = false,
-        configure: @escaping @Sendable (Process) -> Void = { _ in }
+        configure: @escaping @Sendable (Spawn) -> Void = { _ in }
     ) async throws -> Run {
         // Launched from the caller's task (a launch is quick); only the reads and the wait go to a thread of their
-        // own. Launched from a `Thread` of ours, Foundation's `run()` crashed now and then inside its memcpy.
-        let p = Process()
+        // own.
+        let p = Spawn()
         p.executableURL = executable
         p.arguments = arguments
         if let environment { p.environment = environment }
@@ -49,10 +49,10 @@ public enum ChildProcess {
         let out = Pipe()
         let err = mergeErrors ? out : Pipe()
         let input = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        p.standardInput = input
-        try p.runAlone()
+        p.standardOutput = .pipe(out)
+        p.standardError = .pipe(err)
+        p.standardInput = .pipe(input)
+        try p.run()
         let launched = UncheckedBox((p, out, err, input))
         return try await offThePool {
             let (p, out, err, input) = launched.value
@@ -129,21 +129,10 @@ public struct PipeRead: Sendable {
     }
 }
 
-extension Process {
-    /// Foundation's `Process.run()` on Linux is not safe to call from several threads at once: with the tests'
-    /// launches moved off the cooperative pool (two threads) onto threads of their own, two at once crashed the
-    /// test process inside its memcpy (seen twice on fresh clones). Every launch of the tests goes through here.
-    private static let launches = NSLock()
-
-    /// `run()`, one launch at a time in this process.
-    public func runAlone() throws {
-        try Self.launches.withLock { try run() }
-    }
-
+extension Spawn {
     /// Waits for the process to end, off the cooperative pool.
     public func exited() async {
-        let process = UncheckedBox(self)
-        await offThePool { process.value.waitUntilExit() }
+        await offThePool { self.waitUntilExit() }
     }
 }
 

@@ -26,9 +26,9 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
     let bin: URL
     let runAs: String?
     /// The running server (replaced by ``resume()``), behind a lock: tests call from several tasks.
-    private var running = Process()
+    private var running = Spawn()
     private let lock = NSLock()
-    var process: Process {
+    var process: Spawn {
         get { lock.withLock { running } }
         set { lock.withLock { running = newValue } }
     }
@@ -98,7 +98,7 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
 
     func resumeNow() throws {
         guard !process.isRunning else { return }
-        process = Process()
+        process = Spawn()
         try serve(data: directory.appendingPathComponent("data").path)
     }
 
@@ -201,10 +201,10 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
             "-c", "full_page_writes=off", "-c", "max_connections=500",
         ]
         command(process, "postgres", arguments)
-        process.standardOutput = log
-        process.standardError = log
-        process.standardInput = FileHandle.nullDevice
-        try process.runAlone()
+        process.standardOutput = .file(log)
+        process.standardError = .file(log)
+        process.standardInput = .null
+        try process.run()
         let deadline = Date().addingTimeInterval(60)
         while !String(self.log.dropFirst(logStart)).contains("database system is ready to accept connections") {
             guard process.isRunning else {
@@ -227,7 +227,7 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
     }
 
     /// Sets a process up to run a PostgreSQL tool, as the unprivileged user when there is one.
-    func command(_ p: Process, _ tool: String, _ arguments: [String]) {
+    func command(_ p: Spawn, _ tool: String, _ arguments: [String]) {
         let path = bin.appendingPathComponent(tool).path
         if let runAs {
             // setpriv execs the tool as the user (no session, no extra process in between).
@@ -247,12 +247,12 @@ public final class PostgresServer: @unchecked Sendable {  // mutable state behin
 
     @discardableResult
     func run(_ tool: String, _ arguments: [String]) throws -> String {
-        let p = Process()
+        let p = Spawn()
         command(p, tool, arguments)
         let out = Pipe()
-        p.standardOutput = out
-        p.standardError = out
-        try p.runAlone()
+        p.standardOutput = .pipe(out)
+        p.standardError = .pipe(out)
+        try p.run()
         let text = String(decoding: try PipeRead.toEnd(out.fileHandleForReading).get(), as: UTF8.self)
         p.waitUntilExit()
         guard p.terminationStatus == 0 else {

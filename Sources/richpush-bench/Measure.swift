@@ -1,4 +1,5 @@
 import Foundation
+import RichPushTestSupport
 
 /// Wall-clock and memory readings for the benchmarks.
 enum Measure {
@@ -40,14 +41,14 @@ enum Measure {
 
     /// Runs this executable again with `arguments` and returns its standard output.
     static func runSelf(_ arguments: [String]) throws -> String {
-        let p = Process()
+        let p = Spawn()
         p.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
         if !FileManager.default.isExecutableFile(atPath: p.executableURL!.path) {
             p.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         }
         p.arguments = arguments
         let out = Pipe()
-        p.standardOutput = out
+        p.standardOutput = .pipe(out)
         try p.run()
         let data = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
@@ -55,12 +56,11 @@ enum Measure {
     }
 
     static func runProcess(_ executable: String, _ arguments: [String]) throws -> (Int32, String) {
-        let p = Process()
+        let p = Spawn()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/env")
         p.arguments = [executable] + arguments
         let out = Pipe()
-        p.standardOutput = out
-        p.standardError = FileHandle.standardError
+        p.standardOutput = .pipe(out)
         try p.run()
         let data = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
@@ -73,7 +73,7 @@ enum Measure {
 /// This executable again, as a helper (a server the measured code must not share a process with). It prints
 /// one line when ready and runs until its standard input closes.
 final class HelperProcess {
-    let process = Process()
+    let process = Spawn()
     let input = Pipe()
     /// The helper's first line of output.
     let readyLine: String
@@ -82,8 +82,8 @@ final class HelperProcess {
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         process.arguments = arguments
         let out = Pipe()
-        process.standardOutput = out
-        process.standardInput = input
+        process.standardOutput = .pipe(out)
+        process.standardInput = .pipe(input)
         try process.run()
         var line = Data()
         while let byte = try out.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {

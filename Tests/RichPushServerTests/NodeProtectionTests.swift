@@ -500,20 +500,20 @@ import FoundationNetworking
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("disk-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         guard geteuid() == 0 else { return (folder, false) }
-        let mount = Process()
+        let mount = Spawn()
         mount.executableURL = URL(fileURLWithPath: "/bin/mount")
         mount.arguments = ["-t", "tmpfs", "-o", "size=48m", "tmpfs", folder.path]
-        try mount.runAlone()
+        try mount.run()
         mount.waitUntilExit()
         return (folder, mount.terminationStatus == 0)
     }
 
     static func unmount(_ folder: URL, _ mounted: Bool) {
         if mounted {
-            let p = Process()
+            let p = Spawn()
             p.executableURL = URL(fileURLWithPath: "/bin/umount")
             p.arguments = ["-l", folder.path]
-            try? p.runAlone()
+            try? p.run()
             p.waitUntilExit()
         }
         try? FileManager.default.removeItem(at: folder)

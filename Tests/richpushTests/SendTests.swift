@@ -307,7 +307,7 @@ import Glibc
         let tokens = (1...30_000).map(Self.apnsToken)
         let file = try f.write("tokens.txt", tokens.joined(separator: "\n"))
         let report = f.file("report.csv")
-        let p = Process()
+        let p = Spawn()
         p.executableURL = CLITests.binary
         p.arguments = [
             "send", try f.message(), "--sandbox", f.sandboxDir, "--tokens", file, "--report", report, "--concurrency",
@@ -315,9 +315,9 @@ import Glibc
         ]
         let out = Pipe()
         let err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.runAlone()
+        p.standardOutput = .pipe(out)
+        p.standardError = .pipe(err)
+        try p.run()
         let running = UncheckedBox((p, out, err))
         let (stdout, stderr) = try await offThePool {
             let (p, out, err) = running.value
@@ -375,14 +375,14 @@ import Glibc
         var primary: Int32 = 0
         var secondary: Int32 = 0
         #expect(openpty(&primary, &secondary, nil, nil, nil) == 0)
-        let p = Process()
+        let p = Spawn()
         p.executableURL = CLITests.binary
         p.arguments = args
         let terminal = FileHandle(fileDescriptor: secondary, closeOnDealloc: true)
         let out = Pipe()
-        p.standardOutput = out
-        p.standardError = terminal
-        try p.runAlone()
+        p.standardOutput = .pipe(out)
+        p.standardError = .file(terminal)
+        try p.run()
         try terminal.close()
         let fd = primary
         let reader = Task.detached { @Sendable () -> String in

@@ -10,7 +10,7 @@ import FoundationNetworking
 /// `richpush serve` as a process: the API over real sockets, a SIGKILL, and a restart on the same database.
 @Suite struct ServeTests {
     final class Server {
-        let process = Process()
+        let process = Spawn()
         private(set) var base = ""
         /// The sandbox's admin address (sandbox mode).
         private(set) var sandboxAdmin = ""
@@ -34,14 +34,14 @@ import FoundationNetworking
                 + extra
             if let directory { process.currentDirectoryURL = directory }
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
-            process.standardOutput = out
+            process.standardOutput = .pipe(out)
             if let log {
                 FileManager.default.createFile(atPath: log.path, contents: nil)
-                process.standardError = try FileHandle(forWritingTo: log)
+                process.standardError = .file(try FileHandle(forWritingTo: log))
             } else {
-                process.standardError = FileHandle.nullDevice
+                process.standardError = .null
             }
-            try process.runAlone()
+            try process.run()
             if wait { try await waitUntilListening() }
         }
 
@@ -406,7 +406,7 @@ import FoundationNetworking
 
 /// `richpush sandbox` in its own process, so that its counts outlive the servers a test stops and starts.
 final class ExternalSandbox {
-    let process = Process()
+    let process = Spawn()
     let apnsPort: Int
     let fcmPort: Int
     let admin: String
@@ -420,8 +420,8 @@ final class ExternalSandbox {
             ["sandbox", "--dir", dir] + (threads.map { ["--threads", String($0)] } ?? [])
             + (latencyMs > 0 ? ["--latency-ms", String(latencyMs)] : [])
         let out = Pipe()
-        process.standardOutput = out
-        try process.runAlone()
+        process.standardOutput = .pipe(out)
+        try process.run()
         let handle = UncheckedBox(out.fileHandleForReading)
         let text = try await offThePool {
             var text = ""
