@@ -175,46 +175,51 @@ public struct WebhookEvent: Sendable, Hashable {
         guard detail == nil, let kind = WebhookEventType(rawValue: type),
             kind == .deliveryDelivered || kind == .deliveryFailed || kind == .tokenInvalid
         else { return json().serialized() }
+        // Keys are the program's own (nothing to escape), appended as they are: no array per key.
         var out: [UInt8] = []
         out.reserveCapacity(320)
         var first = true
-        func key(_ name: String) {
-            out += first ? Array("{".utf8) : Array(",".utf8)
+        func key(_ name: StaticString) {
+            out.append(first ? UInt8(ascii: "{") : UInt8(ascii: ","))
             first = false
-            JSONValue.writeString(name, into: &out)
-            out.append(UInt8(ascii: ":"))
+            out.append(UInt8(ascii: "\""))
+            out.append(contentsOf: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount))
+            out.append(contentsOf: "\":".utf8)
         }
-        func text(_ name: String, _ value: String?) {
+        func text(_ name: StaticString, _ value: String?) {
             guard let value else { return }
             key(name)
             JSONValue.writeString(value, into: &out)
         }
-        out += Array(#"{"data":"#.utf8)
+        out.append(contentsOf: #"{"data":"#.utf8)
         // data's keys in byte order: delivery_id, meaning, next_attempt_at, notification_id, provider, provider_id,
         // reason, retried, state, token.
         let retried = kind == .deliveryFailed && state == DeliveryState.queued.rawValue
         if let d = deliveryID {
             key("delivery_id")
-            out += Array(String(d).utf8)
+            out.append(contentsOf: String(d).utf8)
         }
         if kind == .deliveryFailed, let r = reason { text("meaning", DeliveryReasons.meaning(r)) }
-        if retried, let at = nextAt { text("next_attempt_at", WebhookTime.rfc3339(at)) }
+        if retried, let at = nextAt {
+            key("next_attempt_at")
+            WebhookTime.writeRFC3339(at, quoted: true, into: &out)
+        }
         text("notification_id", notificationID)
         text("provider", provider)
         if kind == .deliveryDelivered { text("provider_id", providerID) }
         if kind != .deliveryDelivered { text("reason", reason) }
         if kind == .deliveryFailed {
             key("retried")
-            out += Array((retried ? "true" : "false").utf8)
+            out.append(contentsOf: (retried ? "true" : "false").utf8)
             text("state", retried ? "retrying" : state ?? "failed")
         }
         text("token", target)
-        out += first ? Array("{}".utf8) : Array("}".utf8)
-        out += Array(#","id":"#.utf8)
-        JSONValue.writeString(id, into: &out)
-        out += Array(#","timestamp":"#.utf8)
-        JSONValue.writeString(WebhookTime.rfc3339(createdAt), into: &out)
-        out += Array(#","type":"#.utf8)
+        if first { out.append(UInt8(ascii: "{")) }
+        out.append(contentsOf: #"},"id":"evt_"#.utf8)
+        out.append(contentsOf: String(seq).utf8)
+        out.append(contentsOf: #"","timestamp":"#.utf8)
+        WebhookTime.writeRFC3339(createdAt, quoted: true, into: &out)
+        out.append(contentsOf: #","type":"#.utf8)
         JSONValue.writeString(type, into: &out)
         out.append(UInt8(ascii: "}"))
         return out
@@ -381,31 +386,48 @@ extension LiveToken {
 /// (Foundation's formatter was a third of a batch's rendering: 1.35 % of a delivering node's CPU with webhooks on).
 enum WebhookTime {
     static func rfc3339(_ date: Date) -> String {
-        let ms = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        var out: [UInt8] = []
+        out.reserveCapacity(24)
+        writeRFC3339(date, quoted: false, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// ``rfc3339(_:)``'s text appended to `out` (in quotes: a JSON string, which it needs no escape to be), digit by
+    /// digit: the sender writes two for each delivery's event.
+    static func writeRFC3339(_ date: Date, quoted: Bool, into out: inout [UInt8]) {
+        // Years 1 to 9999 (four digits); a time outside them is written at the nearest end.
+        let raw = date.timeIntervalSince1970 * 1000
+        let clamped = raw.isNaN ? 0 : min(max(raw, -62_135_596_800_000), 253_402_300_799_999)
+        let ms = Int64(clamped.rounded(.down))
         let (days, msOfDay) = (floorDiv(ms, 86_400_000), ms - floorDiv(ms, 86_400_000) * 86_400_000)
         let (y, m, d) = civil(days)
         let s = Int(msOfDay / 1000)
-        var out = ""
-        out.reserveCapacity(24)
-        func pad(_ n: Int, _ width: Int) {
-            let text = String(n)
-            out += String(repeating: "0", count: max(0, width - text.count)) + text
+        func digits(_ n: Int, _ width: Int) {
+            var divisor = 1
+            for _ in 1..<width { divisor *= 10 }
+            var rest = n
+            for _ in 0..<width {
+                out.append(UInt8(ascii: "0") + UInt8(rest / divisor % 10))
+                rest %= divisor
+                divisor /= 10
+            }
         }
-        pad(y, 4)
-        out += "-"
-        pad(m, 2)
-        out += "-"
-        pad(d, 2)
-        out += "T"
-        pad(s / 3600, 2)
-        out += ":"
-        pad(s / 60 % 60, 2)
-        out += ":"
-        pad(s % 60, 2)
-        out += "."
-        pad(Int(msOfDay % 1000), 3)
-        out += "Z"
-        return out
+        if quoted { out.append(UInt8(ascii: "\"")) }
+        digits(y, 4)
+        out.append(UInt8(ascii: "-"))
+        digits(m, 2)
+        out.append(UInt8(ascii: "-"))
+        digits(d, 2)
+        out.append(UInt8(ascii: "T"))
+        digits(s / 3600, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(s / 60 % 60, 2)
+        out.append(UInt8(ascii: ":"))
+        digits(s % 60, 2)
+        out.append(UInt8(ascii: "."))
+        digits(Int(msOfDay % 1000), 3)
+        out.append(UInt8(ascii: "Z"))
+        if quoted { out.append(UInt8(ascii: "\"")) }
     }
 
     static func floorDiv(_ a: Int64, _ b: Int64) -> Int64 { a >= 0 ? a / b : -((-a + b - 1) / b) }

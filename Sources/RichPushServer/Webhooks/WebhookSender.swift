@@ -416,6 +416,9 @@ struct WebhookBatch {
         body += Array(#"","type":"batch"}"#.utf8)
         self.body = body
         let digest = SHA256.hash(data: Data((e.id + ":" + taken.map(\.id).joined(separator: ",")).utf8))
-        id = "msg_" + digest.prefix(16).map { String(format: "%02x", $0) }.joined()
+        let hex = Array("0123456789abcdef".utf8)
+        var idBytes = Array("msg_".utf8)
+        for byte in digest.prefix(16) { idBytes += [hex[Int(byte >> 4)], hex[Int(byte & 0xF)]] }
+        id = String(decoding: idBytes, as: UTF8.self)
     }
 }

@@ -292,11 +292,11 @@ enum WebhookSQL {
         "EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.app_id = \(app) AND w.types LIKE '%,' || \(type) || ',%')"
     }
 
-    /// The apps of settled deliveries (`?1`: their ids as a JSON array) with their endpoints' event types: what
-    /// ``settled`` needs to know who hears what, read once per settle by the endpoints' app index.
+    /// The endpoints' event types of the settled deliveries' apps (`?1`: the apps as a JSON array, each named by
+    /// its delivery's update): what ``settled`` needs to know who hears what, read once per settle by the endpoints'
+    /// app index.
     static let settledHearing = """
-        SELECT w.app_id, w.types FROM webhook_endpoints w
-        WHERE w.app_id IN (SELECT DISTINCT d.app_id FROM deliveries d WHERE d.id IN (SELECT value FROM json_each(?1)))
+        SELECT w.app_id, w.types FROM webhook_endpoints w WHERE w.app_id IN (SELECT value FROM json_each(?1))
         """
 
     /// The events of settled deliveries, read from their rows: delivered or failed (a retried one is `queued`),

@@ -86,7 +86,7 @@ public final class SQLiteWebhookStore: WebhookStore {
             limit: limit,
             .sqlite
         )
-        return try await pool.write { db in try Row.fetchAll(db, query: statement).map(self.endpoint) }
+        return try await pool.write { db in try Row.fetchAll(db, kept: statement, self.endpoint) }
     }
 
     public func events(
@@ -104,7 +104,7 @@ public final class SQLiteWebhookStore: WebhookStore {
             hearing: hearing,
             .sqlite
         )
-        return try await pool.read { db in try Row.fetchAll(db, query: statement).map(Self.event) }
+        return try await pool.read { db in try Row.fetchAll(db, kept: statement, Self.event) }
     }
 
     public func replayEvents(
@@ -116,23 +116,23 @@ public final class SQLiteWebhookStore: WebhookStore {
         async throws -> [WebhookEvent]
     {
         let statement = WebhookSQL.replayEvents(appID: appID, replay: replay, limit: limit, hearing: hearing, .sqlite)
-        return try await pool.read { db in try Row.fetchAll(db, query: statement).map(Self.event) }
+        return try await pool.read { db in try Row.fetchAll(db, kept: statement, Self.event) }
     }
 
     public func head(appID: String) async throws -> WebhookCursor? {
         try await pool.read { db in
-            try Row.fetchAll(db, query: WebhookSQL.visibleHead(appID: appID, .sqlite)).first.map {
+            try Row.fetchAll(db, kept: WebhookSQL.visibleHead(appID: appID, .sqlite)) {
                 WebhookCursor(xid: $0[0], seq: $0[1])
-            }
+            }.first
         }
     }
 
     public func acknowledge(id: String, owner: String, cursor: WebhookCursor, now: Date) async throws {
-        _ = try await changes(WebhookSQL.acknowledge(id: id, owner: owner, cursor: cursor, now: now))
+        _ = try await keptChanges(WebhookSQL.acknowledge(id: id, owner: owner, cursor: cursor, now: now))
     }
 
     public func acknowledgeReplay(id: String, owner: String, cursor: WebhookCursor?, now: Date) async throws {
-        _ = try await changes(WebhookSQL.acknowledgeReplay(id: id, owner: owner, cursor: cursor, now: now))
+        _ = try await keptChanges(WebhookSQL.acknowledgeReplay(id: id, owner: owner, cursor: cursor, now: now))
     }
 
     public func fail(
@@ -153,17 +153,17 @@ public final class SQLiteWebhookStore: WebhookStore {
             disable: disable,
             now: now
         )
-        _ = try await changes(statement)
+        _ = try await keptChanges(statement)
     }
 
     public func extend(id: String, owner: String, until: Date) async throws -> WebhookEndpoint? {
         try await pool.write { db in
-            try Row.fetchAll(db, query: WebhookSQL.extend(id: id, owner: owner, until: until)).first.map(self.endpoint)
+            try Row.fetchAll(db, kept: WebhookSQL.extend(id: id, owner: owner, until: until), self.endpoint).first
         }
     }
 
     public func release(id: String, owner: String) async throws {
-        _ = try await changes(WebhookSQL.release(id: id, owner: owner))
+        _ = try await keptChanges(WebhookSQL.release(id: id, owner: owner))
     }
 
     public func stateCounts() async throws -> [String: Int] {
@@ -220,6 +220,14 @@ public final class SQLiteWebhookStore: WebhookStore {
     private func changes(_ statement: SQL) async throws -> Bool {
         try await pool.write { db in
             try db.execute(query: statement)
+            return db.changesCount > 0
+        }
+    }
+
+    /// ``changes(_:)`` for the sender's statements, run once per request: compiled once per connection.
+    private func keptChanges(_ statement: SQL) async throws -> Bool {
+        try await pool.write { db in
+            try db.execute(kept: statement)
             return db.changesCount > 0
         }
     }
