@@ -4,7 +4,7 @@
 # APNs emulator (the fan-out into the queue included). Prints the time, deliveries per second, the node's CPU seconds
 # per 1,000 deliveries (from /proc: steadier than wall time) and its peak memory; then, in the same run, what
 # RichPushAPNs alone sends to the same emulator with the worker's concurrency, and the ratio.
-#   [BATCH=500] [LANES=2] [WEBHOOKS=1] Benchmarks/delivery.sh [DEVICES=1000000] [CONCURRENCY=200]
+#   [BATCH=500] [LANES=2] [WEBHOOKS=1] [BARE=no] Benchmarks/delivery.sh [DEVICES=1000000] [CONCURRENCY=200]
 # WEBHOOKS=1: the app has a webhook endpoint hearing every event type, at the sandbox's receiver; the node's CPU is
 # then counted until the receiver has every delivery's event (run once without and once with, in one sitting).
 # Release build (BIN=path/to/richpush and BENCH=path/to/richpush-bench measure other builds). Everything shares this
@@ -76,5 +76,6 @@ after=$(cpu "$server")
 peak=$(awk '/VmHWM/ {print $2}' "/proc/$server/status")
 rate=$(python3 -c "print('%.0f' % ($n / ($end - $start)))")
 python3 -c "print('  the node: %d delivered in %.1f s = %s/s; CPU %.3f s per 1,000 deliveries; peak memory %.1f MB' % ($n, $end - $start, '$rate', ($after - $before) / $ticks / max($n, 1) * 1000, $peak / 1024))"
+[[ ${BARE:-yes} == no ]] && exit 0  # BARE=no: the node alone (pairs of runs compare the node with itself)
 bare=$("$bench" apns --sandbox-dir "$dir/sandbox" --apns-port "$apns_port" --count 200000 --concurrency "$concurrency" | awk '/RichPushAPNs alone/ {for (i = 1; i <= NF; i++) if ($i == "notifications/s") print $(i - 1)}')
 python3 -c "print('  RichPushAPNs alone to the same emulator, %d in flight: %s/s; the node delivers %.2f of it' % ($concurrency, '$bare', $rate / float('$bare')))"

@@ -100,6 +100,27 @@ import Testing
         #expect(try await b.webhooks.events(appID: app, after: .start, through: nil, limit: 100).count == 5)
     }
 
+    /// Past the number of endpoints a settle reads all of (``WebhookSQL/everyHearingLimit``), who hears what is read
+    /// for the settled deliveries' apps: the same events either way.
+    @Test(arguments: Kind.allCases)
+    func manyEndpointsHearAsFewDo(_ kind: Kind) async throws {
+        let b = try await StorageBackendTests.make(kind)
+        let app = "many-\(UUID().uuidString.prefix(8))"
+        let pruned = try await b.webhooks.create(Self.endpoint(app, [.tokenInvalid]))
+        for other in 0..<7 {
+            for _ in 0..<WebhookLimits.endpointsPerApp {
+                _ = try await b.webhooks.create(Self.endpoint("\(app)-\(other)", [.open]))
+            }
+        }
+        #expect(7 * WebhookLimits.endpointsPerApp > WebhookSQL.everyHearingLimit)
+        try await Self.settleSome(b, app: app, notification: "m1")
+        try await Self.settleSome(b, app: "\(app)-0", notification: "m2")
+        let events = try await Self.events(b, app, after: pruned.cursor, count: 1)
+        #expect(events.map(\.type) == ["token.invalid"])
+        // An app whose endpoints hear only opens has no event of its settled deliveries.
+        #expect(try await b.webhooks.events(appID: "\(app)-0", after: .start, through: nil, limit: 100).isEmpty)
+    }
+
     @Test(arguments: Kind.allCases)
     func endpointsAreBoundedClaimedOnceAndMovedByAcknowledgement(_ kind: Kind) async throws {
         let b = try await StorageBackendTests.make(kind)

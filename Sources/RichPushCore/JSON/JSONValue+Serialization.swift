@@ -72,6 +72,16 @@ extension JSONValue {
     /// keys' order and write an object without building it).
     public static func writeString(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        // Most strings need no escape: their bytes are copied in one append (a byte at a time was a tenth of a
+        // webhook sender's work).
+        if let copied = s.utf8.withContiguousStorageIfAvailable({ bytes -> Bool in
+            guard !bytes.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) else { return false }
+            out.append(contentsOf: bytes)
+            return true
+        }), copied {
+            out.append(UInt8(ascii: "\""))
+            return
+        }
         for b in s.utf8 {
             switch b {
             case 0x22: out.append(contentsOf: [0x5C, 0x22])

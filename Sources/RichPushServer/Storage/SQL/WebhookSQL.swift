@@ -292,12 +292,17 @@ enum WebhookSQL {
         "EXISTS (SELECT 1 FROM webhook_endpoints w WHERE w.app_id = \(app) AND w.types LIKE '%,' || \(type) || ',%')"
     }
 
-    /// The endpoints' event types of the settled deliveries' apps (`?1`: the apps as a JSON array, each named by
-    /// its delivery's update): what ``settled`` needs to know who hears what, read once per settle by the endpoints'
-    /// app index.
+    /// The apps of settled deliveries (`?1`: their ids as a JSON array) with their endpoints' event types: what
+    /// ``settled`` needs to know who hears what, read once per settle by the endpoints' app index.
     static let settledHearing = """
-        SELECT w.app_id, w.types FROM webhook_endpoints w WHERE w.app_id IN (SELECT value FROM json_each(?1))
+        SELECT w.app_id, w.types FROM webhook_endpoints w
+        WHERE w.app_id IN (SELECT DISTINCT d.app_id FROM deliveries d WHERE d.id IN (SELECT value FROM json_each(?1)))
         """
+
+    /// Every endpoint's app and types, one more than ``everyHearingLimit`` at most: while there are no more, a
+    /// settle reads them all rather than its deliveries' apps (``settledHearing``).
+    static let everyHearing = "SELECT app_id, types FROM webhook_endpoints LIMIT \(everyHearingLimit + 1)"
+    static let everyHearingLimit = 64
 
     /// The events of settled deliveries, read from their rows: delivered or failed (a retried one is `queued`),
     /// and `token.invalid` for each pruned; and their notifications opened for `notification.completed`. SQLite's:
