@@ -170,6 +170,29 @@ import Testing
         #expect(after.failures == 0 && after.batchEnd == nil && after.cursor == batch.end && after.lastSuccessAt != nil)
         let rest = try await b.webhooks.events(appID: app, after: after.cursor, through: nil, limit: 100)
         #expect(rest.count == 2)
+        // Acknowledged with the lease extended at once (the sender's next request): the endpoint as it now stands,
+        // only for the lease's owner.
+        let until = Date().addingTimeInterval(600)
+        let stranger = try await b.webhooks.acknowledgeAndExtend(
+            id: again.id,
+            owner: "c",
+            cursor: rest[0].cursor,
+            now: Date(),
+            until: until
+        )
+        #expect(stranger == nil)
+        let moved = try #require(
+            try await b.webhooks.acknowledgeAndExtend(
+                id: again.id,
+                owner: "b",
+                cursor: rest[0].cursor,
+                now: Date(),
+                until: until
+            )
+        )
+        #expect(moved.cursor == rest[0].cursor && moved.failures == 0 && moved.id == again.id)
+        #expect(try await b.webhooks.claim(owner: "c", now: Date(), lease: 60, limit: 10).isEmpty)
+        try await b.webhooks.acknowledge(id: again.id, owner: "b", cursor: after.cursor, now: Date())
 
         // A replay sends again what was recorded in its range.
         #expect(try await b.webhooks.replay(appID: app, id: again.id, from: Date().addingTimeInterval(-60), to: Date()))

@@ -142,9 +142,10 @@ final class WebhookSender: Service, Sendable {
     /// lease goes.
     func serve(_ start: WebhookEndpoint) async {
         var e = start
+        var renewed = false
         for _ in 0..<configuration.requestsPerTurn {
             if stopping.withLockedValue({ $0 }) { break }
-            guard await step(&e) == .more else { break }
+            guard await step(&e, renewed: &renewed) == .more else { break }
         }
         try? await store.release(id: e.id, owner: configuration.owner)
     }
@@ -152,20 +153,25 @@ final class WebhookSender: Service, Sendable {
     enum Step { case more, done, failed }
 
     /// Sends the endpoint's next request (its replay's first, while it has one). The database hands over only the
-    /// events the endpoint hears, one batch at a time (a retry: exactly those it sent before).
-    func step(_ e: inout WebhookEndpoint) async -> Step {
+    /// events the endpoint hears, one batch at a time (a retry: exactly those it sent before). `renewed`: `e` was
+    /// read with its lease extended by the acknowledgement just before (so not again).
+    func step(_ e: inout WebhookEndpoint, renewed: inout Bool) async -> Step {
         let owner = configuration.owner
         do {
             // The endpoint as it stands now: a turn ends when its lease was lost (another node may have it), or the
             // endpoint went or was disabled meanwhile; a new URL, secret or set of events applies from this request.
-            guard
-                let fresh = try await store.extend(
-                    id: e.id,
-                    owner: owner,
-                    until: now().addingTimeInterval(configuration.lease)
-                ), fresh.disabledAt == nil
-            else { return .done }
-            e = fresh
+            if !renewed {
+                guard
+                    let fresh = try await store.extend(
+                        id: e.id,
+                        owner: owner,
+                        until: now().addingTimeInterval(configuration.lease)
+                    )
+                else { return .done }
+                e = fresh
+            }
+            renewed = false
+            guard e.disabledAt == nil else { return .done }
             if let replay = e.replay {
                 let rows = try await store.replayEvents(appID: e.appID, replay: replay, limit: e.batchSize, hearing: e)
                 guard !rows.isEmpty else {
@@ -213,9 +219,23 @@ final class WebhookSender: Service, Sendable {
             }
             let batch = WebhookBatch(rows, for: e, exact: e.batchEnd)
             if await send(batch, to: e, retryEnd: batch.end) == false { return .failed }
-            try await store.acknowledge(id: e.id, owner: owner, cursor: batch.end, now: now())
-            (e.cursor, e.batchEnd, e.failures, e.failingSince) = (batch.end, nil, 0, nil)
-            return rows.count >= limit || batch.cut ? .more : .done
+            guard rows.count >= limit || batch.cut else {
+                try await store.acknowledge(id: e.id, owner: owner, cursor: batch.end, now: now())
+                return .done
+            }
+            // More to send: the acknowledgement extends the lease and reads the endpoint for the next request.
+            let t = now()
+            guard
+                let fresh = try await store.acknowledgeAndExtend(
+                    id: e.id,
+                    owner: owner,
+                    cursor: batch.end,
+                    now: t,
+                    until: t.addingTimeInterval(configuration.lease)
+                )
+            else { return .done }
+            (e, renewed) = (fresh, true)
+            return .more
         } catch {
             if !Task.isCancelled {
                 logger.warning(

@@ -62,6 +62,15 @@ public protocol WebhookStore: Sendable {
     /// Extends the lease `owner` holds and returns the endpoint as it stands now (nil: the lease is lost or the
     /// endpoint gone): a turn follows a change made meanwhile (a new URL or secret, a deletion, a disabling).
     func extend(id: String, owner: String, until: Date) async throws -> WebhookEndpoint?
+    /// ``acknowledge(id:owner:cursor:now:)`` and ``extend(id:owner:until:)`` at once: the sender's next request
+    /// needs both (one write instead of two for each request acknowledged).
+    func acknowledgeAndExtend(
+        id: String,
+        owner: String,
+        cursor: WebhookCursor,
+        now: Date,
+        until: Date
+    ) async throws -> WebhookEndpoint?
     func release(id: String, owner: String) async throws
 
     /// Endpoints by state (active, failing, disabled), for /metrics.
@@ -88,6 +97,18 @@ extension WebhookStore {
 
     public func replayEvents(appID: String, replay: WebhookReplay, limit: Int) async throws -> [WebhookEvent] {
         try await replayEvents(appID: appID, replay: replay, limit: limit, hearing: nil)
+    }
+
+    /// The two, one after the other (a store that can do both in one statement does).
+    public func acknowledgeAndExtend(
+        id: String,
+        owner: String,
+        cursor: WebhookCursor,
+        now: Date,
+        until: Date
+    ) async throws -> WebhookEndpoint? {
+        try await acknowledge(id: id, owner: owner, cursor: cursor, now: now)
+        return try await extend(id: id, owner: owner, until: until)
     }
 }
 

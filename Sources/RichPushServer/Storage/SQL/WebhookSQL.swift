@@ -239,6 +239,17 @@ enum WebhookSQL {
         """
     }
 
+    /// ``acknowledge(id:owner:cursor:now:)`` that also extends the lease and returns the endpoint (as ``extend``).
+    static func acknowledgeAndExtend(id: String, owner: String, cursor: WebhookCursor, now: Date, until: Date) -> SQL {
+        """
+        UPDATE webhook_endpoints SET cursor_xid = \(cursor.xid), cursor_seq = \(cursor.seq), batch_xid = NULL,
+            batch_seq = NULL, failures = 0, failing_since = NULL, last_error = NULL, last_attempt_at = \(now),
+            last_success_at = \(now), next_attempt_at = \(now), lease_until = \(until)
+        WHERE id = \(id) AND lease_owner = \(owner)
+        RETURNING \(unescaped: endpointColumns)
+        """
+    }
+
     /// A replay's request acknowledged (`cursor` nil: the replay is done).
     static func acknowledgeReplay(id: String, owner: String, cursor: WebhookCursor?, now: Date) -> SQL {
         if let c = cursor {

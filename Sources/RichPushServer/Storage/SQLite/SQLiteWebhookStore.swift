@@ -162,6 +162,17 @@ public final class SQLiteWebhookStore: WebhookStore {
         }
     }
 
+    public func acknowledgeAndExtend(
+        id: String,
+        owner: String,
+        cursor: WebhookCursor,
+        now: Date,
+        until: Date
+    ) async throws -> WebhookEndpoint? {
+        let statement = WebhookSQL.acknowledgeAndExtend(id: id, owner: owner, cursor: cursor, now: now, until: until)
+        return try await pool.write { db in try Row.fetchAll(db, kept: statement, self.endpoint).first }
+    }
+
     public func release(id: String, owner: String) async throws {
         _ = try await keptChanges(WebhookSQL.release(id: id, owner: owner))
     }
