@@ -128,11 +128,11 @@ public final class SQLiteWebhookStore: WebhookStore {
     }
 
     public func acknowledge(id: String, owner: String, cursor: WebhookCursor, now: Date) async throws {
-        _ = try await keptChanges(WebhookSQL.acknowledge(id: id, owner: owner, cursor: cursor, now: now))
+        _ = try await changes(WebhookSQL.acknowledge(id: id, owner: owner, cursor: cursor, now: now))
     }
 
     public func acknowledgeReplay(id: String, owner: String, cursor: WebhookCursor?, now: Date) async throws {
-        _ = try await keptChanges(WebhookSQL.acknowledgeReplay(id: id, owner: owner, cursor: cursor, now: now))
+        _ = try await changes(WebhookSQL.acknowledgeReplay(id: id, owner: owner, cursor: cursor, now: now))
     }
 
     public func fail(
@@ -153,7 +153,7 @@ public final class SQLiteWebhookStore: WebhookStore {
             disable: disable,
             now: now
         )
-        _ = try await keptChanges(statement)
+        _ = try await changes(statement)
     }
 
     public func extend(id: String, owner: String, until: Date) async throws -> WebhookEndpoint? {
@@ -174,7 +174,7 @@ public final class SQLiteWebhookStore: WebhookStore {
     }
 
     public func release(id: String, owner: String) async throws {
-        _ = try await keptChanges(WebhookSQL.release(id: id, owner: owner))
+        _ = try await changes(WebhookSQL.release(id: id, owner: owner))
     }
 
     public func stateCounts() async throws -> [String: Int] {
@@ -228,15 +228,8 @@ public final class SQLiteWebhookStore: WebhookStore {
         return completed
     }
 
+    /// Runs one of the endpoints' updates (each a text of one shape: compiled once per connection and kept).
     private func changes(_ statement: SQL) async throws -> Bool {
-        try await pool.write { db in
-            try db.execute(query: statement)
-            return db.changesCount > 0
-        }
-    }
-
-    /// ``changes(_:)`` for the sender's statements, run once per request: compiled once per connection.
-    private func keptChanges(_ statement: SQL) async throws -> Bool {
         try await pool.write { db in
             try db.execute(kept: statement)
             return db.changesCount > 0
