@@ -174,9 +174,22 @@ public final class HTTP2ClientConnection: Sendable {
         // still connecting) gets no timer: one scheduled on a loop that is shut down never runs, and its promise
         // was left unfulfilled (a debug build traps on that; the test run caught it).
         guard channel.isActive else { throw TransportError.connectionClosed }
-        let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+        let expired = NIOLockedValueBox(false)
+        let deadline = channel.eventLoop.scheduleTask(in: timeout) {
+            expired.withLockedValue { $0 = true }
+            channel.close(promise: nil)
+        }
         defer { deadline.cancel() }
-        try await ready.get()
+        do {
+            try await ready.get()
+        } catch TransportError.connectionClosed where expired.withLockedValue({ $0 }) {
+            // Closed by the deadline above, not by the server: say so (a loaded server that has not finished the
+            // TLS and HTTP/2 handshakes in time read as "connection closed with the request in flight").
+            throw TransportError.connectFailed(
+                "\(target.host):\(target.port): the TCP connection was made but its TLS and HTTP/2 handshakes had not "
+                    + "ended within \(Double(timeout.nanoseconds) / 1e9) s"
+            )
+        }
         return connection
     }
 

@@ -111,6 +111,34 @@ import Testing
         await emulator.stop()
     }
 
+    /// A server that takes the TCP connection and never finishes the handshakes: the connect fails at its timeout
+    /// and says so (it read "connection closed with the request in flight" when the timeout closed it), as a
+    /// failure to connect, which cannot have sent anything.
+    @Test func aHandshakeThatNeverEndsFailsAtTheTimeoutAndSaysSo() async throws {
+        let silent = try await ServerBootstrap(group: NIOSingletons.posixEventLoopGroup)
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(silent.localAddress?.port)
+        let started = Date()
+        do {
+            _ = try await HTTP2ClientConnection.connect(
+                to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)),
+                group: NIOSingletons.posixEventLoopGroup,
+                timeout: .milliseconds(300)
+            )
+            Issue.record("connected to a server that never answers")
+        } catch let error as TransportError {
+            guard case .connectFailed(let message) = error else {
+                Issue.record("\(error)")
+                return
+            }
+            #expect(message.contains("127.0.0.1:\(port)") && message.contains("handshakes had not ended within 0.3 s"))
+            #expect(error.safeToRetry)
+        }
+        let took = Date().timeIntervalSince(started)
+        #expect(took >= 0.29 && took < 10, "\(took)")
+        try await silent.close()
+    }
+
     /// A pool shut down while one of its connects is still under way (an app's clients are replaced when its
     /// credentials change): the connect fails later and must not mark a slot the shutdown removed. The API
     /// fuzzer's server trapped here (index out of range) after a run of credential changes.

@@ -231,12 +231,16 @@ extension DeliveryWorker {
                 // both take an app's last room (and give the surplus back).
                 let rooms = self.admission.setAside(limit)
                 let claimed: [DeliveryRecord]
+                // The claim's own time, not the loop's: on a loaded machine this child may start seconds after the
+                // loop decided to claim, and leases ending at that older time would be short from the start (another
+                // node takes them back while this one still sends).
+                let at = self.now()
                 do {
                     let clock = ContinuousClock.now
                     claimed = try await self.queue.claim(
                         owner: self.configuration.owner,
                         limit: limit,
-                        now: t,
+                        now: at,
                         lease: self.configuration.lease,
                         rooms: rooms
                     )
@@ -261,7 +265,7 @@ extension DeliveryWorker {
                     for d in claimed where !kept.contains(d.id) && !over.contains(d.id) {
                         self.admission.unhold(app: d.appID)
                     }
-                    leases.add(batch.map(\.id), until: t.addingTimeInterval(self.configuration.lease))
+                    leases.add(batch.map(\.id), until: at.addingTimeInterval(self.configuration.lease))
                     for d in batch { c.deliveries.append((d, await self.sender.origin(of: d))) }
                 }
                 result = .success(c)

@@ -176,6 +176,18 @@ public final class PostgresWebhookStore: WebhookStore {
         try await db.rows(WebhookSQL.extend(id: id, owner: owner, until: until).postgres).first.map(endpoint)
     }
 
+    /// One statement (an UPDATE … RETURNING), not the protocol's two: one round trip per acknowledged request.
+    public func acknowledgeAndExtend(
+        id: String,
+        owner: String,
+        cursor: WebhookCursor,
+        now: Date,
+        until: Date
+    ) async throws -> WebhookEndpoint? {
+        let statement = WebhookSQL.acknowledgeAndExtend(id: id, owner: owner, cursor: cursor, now: now, until: until)
+        return try await db.rows(statement.postgres).first.map(endpoint)
+    }
+
     public func release(id: String, owner: String) async throws {
         _ = try await changes(WebhookSQL.release(id: id, owner: owner))
     }
