@@ -148,7 +148,8 @@ for line in open(statements_file):
     rows.append((int(f[0]), float(f[1]), int(f[2]), int(f[3] or 0), int(f[4] or 0), f[5]))
 calls = sum(r[0] for r in rows); ms = sum(r[1] for r in rows); stmt_wal = sum(r[3] for r in rows)
 print(f"  {n} delivered in {seconds:.1f} s = {n / seconds:.0f}/s")
-print(f"  per 1,000 deliveries: PostgreSQL CPU {pg * k:.3f} s; the node{'s' if nodes != '1' else ''}' CPU {node * k:.3f} s; "
+who = "the node's" if nodes == "1" else "the nodes'"
+print(f"  per 1,000 deliveries: PostgreSQL CPU {pg * k:.3f} s; {who} CPU {node * k:.3f} s; "
       f"WAL {int(wal) * k / 1024:.0f} KiB in {int(records) * k:.0f} records ({int(fpi) * k:.1f} full pages); "
       f"{calls * k:.1f} statements taking {ms * k:.0f} ms to execute")
 print(f"  PostgreSQL's CPU per 1,000 deliveries: the connections' backends {backends * k:.3f} s, processes that ended "

@@ -127,17 +127,10 @@ public struct PostgresSettings: Sendable, Equatable {
     /// Sent when a connection opens. The keepalives make the server notice within about 25 seconds that a node
     /// went away without closing its connections (a network partition): its session ends, and with it the
     /// leader's advisory lock, which another node then takes.
-    ///
-    /// Every statement is planned for its values when it runs (`plan_cache_mode = force_custom_plan`). A prepared
-    /// statement's plan is otherwise cached after five runs, with the table sizes of that moment: a node that
-    /// started on an empty queue kept a claim that read the whole `deliveries` table (a sequential scan, rows
-    /// matched against the claimed ids) for each batch once a large send had filled it, until autovacuum's next
-    /// ANALYZE. `Benchmarks/pg_cost.sh 60000`: PostgreSQL's CPU per 1,000 deliveries 0.353 s with cached plans,
-    /// 0.155 s planned each time (planning included); 2,924 and 4,024 deliveries/s.
     var startupParameters: [(String, String)] {
         [
             ("application_name", applicationName), ("tcp_keepalives_idle", "10"), ("tcp_keepalives_interval", "5"),
-            ("tcp_keepalives_count", "3"), ("plan_cache_mode", "force_custom_plan"),
+            ("tcp_keepalives_count", "3"),
         ]
     }
 
