@@ -23,6 +23,9 @@ import FoundationNetworking
                 -- The holder extended its lease: the same lease, ending later.
                 UPDATE lease_log SET lease_until = NEW.lease_until WHERE delivery_id = NEW.id AND released_at IS NULL AND owner = NEW.lease_owner;
             ELSIF NEW.state = 'leased' THEN
+                -- Taken from another holder whose lease ran out: that lease is over (else its holder's next
+                -- extension, were it to take the delivery back later, would stretch the old lease too).
+                UPDATE lease_log SET released_at = clock_timestamp() WHERE delivery_id = NEW.id AND released_at IS NULL;
                 INSERT INTO lease_log (delivery_id, owner, claimed_at, lease_until) VALUES (NEW.id, NEW.lease_owner, NEW.updated_at, NEW.lease_until);
             ELSIF OLD.state = 'leased' AND NEW.state <> 'leased' THEN
                 UPDATE lease_log SET released_at = clock_timestamp() WHERE delivery_id = NEW.id AND released_at IS NULL AND owner = OLD.lease_owner;

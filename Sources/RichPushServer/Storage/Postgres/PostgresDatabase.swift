@@ -203,6 +203,20 @@ public final class PostgresDatabase: Service, Sendable {
         }
     }
 
+    /// The rows of a statement planned for its values each time it runs (sent unnamed, never cached). For a
+    /// statement whose best plan changes with the size of what it reads: a prepared statement's cached plan is made
+    /// for the table as it was (a node started on an empty queue kept reading all of a filled one for each batch).
+    public func executePlannedEachTime<S: PostgresPreparedStatement>(
+        _ statement: S
+    ) async throws -> [S.Row] where S.Row: Sendable {
+        let query = PostgresQuery(unsafeSQL: S.sql, binds: try statement.makeBindings())
+        return try await run { [client] in
+            var rows: [S.Row] = []
+            for try await row in try await client.query(query) { rows.append(try statement.decodeRow(row)) }
+            return rows
+        }
+    }
+
     /// Runs `body` in one transaction on one connection, committed when it returns.
     public func transaction<T: Sendable>(
         _ body: @escaping @Sendable (PostgresConnection) async throws -> T

@@ -42,7 +42,8 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
         // A claim that took only expired deliveries says nothing of what is behind them: it looks again (an empty
         // answer would make the worker wait as if the queue were empty).
         for _ in 0..<100 {
-            let taken = try await db.execute(
+            // Planned for the queue as it is now: the right plan for an empty queue reads all of a full one.
+            let taken = try await db.executePlannedEachTime(
                 PostgresStatements.Claim(
                     now: now,
                     limit: limit,
