@@ -129,6 +129,26 @@ import Testing
         for c in stuck.withLockedValue({ $0 }) { c.resume() }
     }
 
+    /// A worker's leases as it knows them: a renewal that finds another holder marks the lease lost (counted once),
+    /// and a send starts only on a lease held with more than the margin left; the metric names how each was lost.
+    @Test func leasesLostOrEndingAreNotSentAndAreCounted() {
+        let leases = HeldLeases()
+        let t = Date()
+        leases.add([1, 2, 3], until: t.addingTimeInterval(10))
+        #expect(leases.extended([1, 2, 3], held: [1, 3], until: t.addingTimeInterval(20)) == 1)
+        #expect(leases.extended([1, 2, 3], held: [1, 3], until: t.addingTimeInterval(20)) == 0)
+        #expect(leases.mayStart(1, now: t, margin: 5) == .go)
+        #expect(leases.mayStart(2, now: t, margin: 5) == .lost)
+        #expect(leases.mayStart(3, now: t.addingTimeInterval(16), margin: 5) == .ending)
+        #expect(leases.mayStart(4, now: t, margin: 5) == .lost)
+        let metrics = ServerMetrics()
+        metrics.leaseLost("taken", count: 3)
+        metrics.leaseLost(HeldLeases.StartVerdict.ending.rawValue)
+        let text = metrics.render()
+        #expect(text.contains(#"richpush_leases_lost_total{how="taken"} 3"#), "\(text)")
+        #expect(text.contains(#"richpush_leases_lost_total{how="ending"} 1"#))
+    }
+
     /// The one sweep that keeps every send's deadline: a deadline fires at its time or within a granularity after,
     /// never before; a removed one never fires; the sweep stops when nothing is registered.
     @Test func sendDeadlinesFireOnTimeAndOnlyOnce() async throws {

@@ -157,6 +157,17 @@ public final class ServerMetrics: Sendable {
         ).increment()
     }
 
+    /// Claimed deliveries this node held too long to send: `how` is `taken` (a renewal found another worker holding
+    /// it), `lost` (not sent: taken, as a renewal said) or `ending` (not sent: under a third of its lease left). A
+    /// steady count means the node, or its database, is too slow for `lease_seconds`.
+    func leaseLost(_ how: String, count: Int = 1) {
+        registry.makeCounter(
+            name: "richpush_leases_lost_total",
+            labels: [("how", how)],
+            help: "Claimed deliveries whose lease this node lost or let run too short to send (another node sends them)"
+        ).increment(by: Int64(count))
+    }
+
     /// Whether the node's database answers (1) or not (0).
     public func databaseUp(_ up: Bool) {
         registry.makeGauge(

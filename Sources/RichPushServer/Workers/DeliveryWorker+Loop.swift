@@ -421,7 +421,8 @@ extension DeliveryWorker {
         let margin = configuration.lease / 3
         group.addTask {
             var settlement: Settlement?
-            if leases.mayStart(d.id, now: self.now(), margin: margin) {
+            let verdict = leases.mayStart(d.id, now: self.now(), margin: margin)
+            if verdict == .go {
                 let (s, result) = await self.process(d)
                 settlement = s
                 var reason: String?
@@ -435,6 +436,9 @@ extension DeliveryWorker {
                     now: self.now()
                 )
             } else {
+                // Held too long on this node (a slow node, a starved one, or a database that renewed late): another
+                // node sends it, or will once the lease ends.
+                self.metrics?.leaseLost(verdict.rawValue)
                 self.admission.finished(
                     app: d.appID,
                     origin: origin,

@@ -191,7 +191,18 @@ public final class DeliveryWorker: Sendable {
             let until = now().addingTimeInterval(configuration.lease)
             do {
                 let held = try await queue.extend(ids, owner: configuration.owner, until: until)
-                leases.extended(ids, held: held, until: until)
+                let lost = leases.extended(ids, held: held, until: until)
+                if lost > 0 {
+                    // Their leases ran out before this renewal (it came late) and another worker took them.
+                    metrics?.leaseLost("taken", count: lost)
+                    logger.warning(
+                        "leases ran out before they were renewed; another worker took them",
+                        metadata: [
+                            "owner": .string(configuration.owner), "deliveries": .stringConvertible(lost),
+                            "lease_seconds": .stringConvertible(configuration.lease),
+                        ]
+                    )
+                }
             } catch {
                 // The leases keep their old end (the database may be away): a send past it may be made again by
                 // another worker, which the outcome then counts as a duplicate.

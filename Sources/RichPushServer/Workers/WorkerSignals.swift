@@ -25,11 +25,20 @@ final class HeldLeases: Sendable {
         state.withLockedValue { s in ids.compactMap { s.ends[$0] }.max() ?? .distantPast }
     }
 
-    func extended(_ ids: [Int64], held: Set<Int64>, until: Date) {
+    /// Renewed leases get their new end; those the database no longer holds for this worker are lost. How many
+    /// were newly lost.
+    @discardableResult
+    func extended(_ ids: [Int64], held: Set<Int64>, until: Date) -> Int {
         state.withLockedValue { s in
+            var newlyLost = 0
             for id in ids where s.ends[id] != nil {
-                if held.contains(id) { s.ends[id] = until } else { s.lost.insert(id) }
+                if held.contains(id) {
+                    s.ends[id] = until
+                } else if s.lost.insert(id).inserted {
+                    newlyLost += 1
+                }
             }
+            return newlyLost
         }
     }
 
@@ -42,13 +51,15 @@ final class HeldLeases: Sendable {
         }
     }
 
-    /// Whether a send may start: its lease is held, and holds for `margin` more.
-    func mayStart(_ id: Int64, now: Date, margin: TimeInterval) -> Bool {
+    /// Whether a send may start: its lease is held (else `.lost`), and holds for `margin` more (else `.ending`).
+    func mayStart(_ id: Int64, now: Date, margin: TimeInterval) -> StartVerdict {
         state.withLockedValue { s in
-            guard !s.lost.contains(id), let end = s.ends[id] else { return false }
-            return now.addingTimeInterval(margin) < end
+            guard !s.lost.contains(id), let end = s.ends[id] else { return .lost }
+            return now.addingTimeInterval(margin) < end ? .go : .ending
         }
     }
+
+    enum StartVerdict: String { case go, lost, ending }
 }
 
 /// Wakes a waiting worker early; a signal given while nobody waits is kept for the next wait. The wait's time limit
