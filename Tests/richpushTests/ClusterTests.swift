@@ -10,8 +10,9 @@ import FoundationNetworking
 
 /// Several `richpush serve` processes on one real PostgreSQL, sending to one `richpush sandbox` of their own.
 @Suite(.serialized) struct ClusterTests {
-    /// Records every lease a delivery is given, how far its holder extended it, and when it ends (settled,
-    /// rescheduled or returned by the leader), so
+    /// Records every lease a delivery is given (when the database gave it: a node's own time for the claim is read
+    /// before its statement waits for a connection, and may be older than the release of a row it then takes), how
+    /// far its holder extended it, and when it ends (settled, rescheduled or returned by the leader), so
     /// the test can check that no two holders' leases of one delivery ever overlapped. Installed after
     /// `richpush migrate` made the tables.
     static let leaseAudit = """
@@ -26,7 +27,7 @@ import FoundationNetworking
                 -- Taken from another holder whose lease ran out: that lease is over (else its holder's next
                 -- extension, were it to take the delivery back later, would stretch the old lease too).
                 UPDATE lease_log SET released_at = clock_timestamp() WHERE delivery_id = NEW.id AND released_at IS NULL;
-                INSERT INTO lease_log (delivery_id, owner, claimed_at, lease_until) VALUES (NEW.id, NEW.lease_owner, NEW.updated_at, NEW.lease_until);
+                INSERT INTO lease_log (delivery_id, owner, claimed_at, lease_until) VALUES (NEW.id, NEW.lease_owner, clock_timestamp(), NEW.lease_until);
             ELSIF OLD.state = 'leased' AND NEW.state <> 'leased' THEN
                 UPDATE lease_log SET released_at = clock_timestamp() WHERE delivery_id = NEW.id AND released_at IS NULL AND owner = OLD.lease_owner;
             END IF;

@@ -184,12 +184,16 @@ public final class PostgresBackend: StorageBackend {
     func clusterJobs() -> [PeriodicJob] {
         let db = database
         return [
-            // A dead node's leases go back to the queue (a claim takes them anyway; this keeps the counts honest).
+            // A dead node's leases go back to the queue (a claim takes them anyway; this keeps the counts honest),
+            // passing over rows a statement holds (it never waits: waiting on rows in another order than the settles
+            // and renewals lock them would deadlock with them).
             PeriodicJob(name: "reap-leases", interval: 5) {
                 try await db.rows(
                     """
-                    UPDATE deliveries SET state = 'queued', lease_owner = NULL, lease_until = NULL, updated_at = now()
-                    WHERE state = 'leased' AND lease_until < now() - interval '5 seconds'
+                    UPDATE deliveries d SET state = 'queued', lease_owner = NULL, lease_until = NULL, updated_at = now()
+                    FROM (SELECT id FROM deliveries WHERE state = 'leased' AND lease_until < now() - interval '5 seconds'
+                        ORDER BY id LIMIT 10000 FOR UPDATE SKIP LOCKED) r
+                    WHERE d.id = r.id
                     """
                 )
             },

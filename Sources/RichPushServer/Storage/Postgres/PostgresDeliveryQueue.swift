@@ -141,12 +141,13 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
             statement.hasProviderID.append(providerID != nil)
             statement.times.append(at)
         }
-        return Set(try await db.execute(statement))
+        // Planned for the table as it is (a plan cached while it was empty would read all of it to find the rows).
+        return Set(try await db.executePlannedEachTime(statement))
     }
 
     public func extend(_ ids: [Int64], owner: String, until: Date) async throws -> Set<Int64> {
         guard !ids.isEmpty else { return [] }
-        return Set(try await db.execute(PostgresStatements.Extend(until: until, ids: ids, owner: owner)))
+        return Set(try await db.executePlannedEachTime(PostgresStatements.Extend(until: until, ids: ids, owner: owner)))
     }
 
     public func counts() async throws -> [DeliveryState: Int] {

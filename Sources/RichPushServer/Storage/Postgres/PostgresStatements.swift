@@ -149,18 +149,26 @@ enum PostgresStatements {
         func decodeRow(_ row: PostgresRow) throws -> Row { try PostgresDeliveryQueue.record(row) }
     }
 
-    /// Outcomes and new times of a batch; only rows the owner still holds change. A missing reason or provider id
+    /// Outcomes and new times of a batch; only rows the owner still holds change. The rows are locked in id order
+    /// first (`held`), as the lease extension locks them: two statements that wait on each other's rows in
+    /// different orders deadlock, and PostgreSQL ends one of them after a second (a worker's renewal and its settle
+    /// run at once; a lost renewal let leases lapse and another node send them again). `held` runs first, whole (the
+    /// update's condition counts it once), and finds the rows by their ids (`IS TRUE` keeps the partial index of
+    /// leased rows, with the dead entries a send leaves in it, out of its plan). A missing reason or provider id
     /// is an empty string with a false beside it; `back` gives back the attempt the claim counted (a release).
     struct Settle: PostgresPreparedStatement {
         static let sql = """
-            WITH s AS (
+            WITH held AS (
+                SELECT id FROM deliveries WHERE id = ANY($3::int8[]) AND (state = 'leased') IS TRUE AND lease_owner = $2
+                ORDER BY id FOR UPDATE),
+            s AS (
             UPDATE deliveries d SET state = u.state, reason = CASE WHEN u.hr THEN u.reason END, provider_id = CASE WHEN u.hp THEN u.pid END,
                 not_before = CASE WHEN u.at < 0 THEN d.not_before ELSE to_timestamp(u.at) END,
                 attempts = CASE WHEN u.back THEN GREATEST(d.attempts - 1, 0) ELSE d.attempts END,
                 lease_owner = NULL, lease_until = NULL, updated_at = $1
             FROM unnest($3::int8[], $4::text[], $5::text[], $6::bool[], $7::text[], $8::bool[], $9::float8[], $10::bool[])
                 AS u(id, state, reason, hr, pid, hp, at, back)
-            WHERE d.id = u.id AND d.state = 'leased' AND d.lease_owner = $2
+            WHERE d.id = u.id AND d.state = 'leased' AND d.lease_owner = $2 AND (SELECT count(*) FROM held) >= 0
             RETURNING d.id, d.app_id, d.notification_id, d.provider, d.target, d.state, d.reason, d.provider_id,
                 d.not_before, u.back
             ),
@@ -208,10 +216,14 @@ enum PostgresStatements {
         func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Int64.self) }
     }
 
-    /// Moves the end of the leases an owner still holds.
+    /// Moves the end of the leases an owner still holds, locking the rows in id order as the settle does.
     struct Extend: PostgresPreparedStatement {
-        static let sql =
-            "UPDATE deliveries SET lease_until = $1 WHERE id = ANY($2::int8[]) AND state = 'leased' AND lease_owner = $3 RETURNING id"
+        static let sql = """
+            WITH held AS (
+                SELECT id FROM deliveries WHERE id = ANY($2::int8[]) AND (state = 'leased') IS TRUE AND lease_owner = $3
+                ORDER BY id FOR UPDATE)
+            UPDATE deliveries d SET lease_until = $1 FROM held WHERE d.id = held.id RETURNING d.id
+            """
         typealias Row = Int64
         var until: Date
         var ids: [Int64]
