@@ -382,4 +382,44 @@ import Testing
         _ = try await b.purgeDeletedApps(now: Date().addingTimeInterval(2 * 86_400))
         #expect(try await b.purgeDeletedApps(now: Date()) == 0)
     }
+
+    /// A worker renews its leases while it settles some of the same deliveries: the two statements run at once on
+    /// the same rows, listed in opposite orders. On every backend neither fails (on PostgreSQL both lock in id order;
+    /// in other orders they deadlocked and PostgreSQL ended one of them), and the outcomes all land.
+    @Test(arguments: Kind.allCases)
+    func renewalsAndSettlesOfTheSameRowsNeverDeadlock(_ kind: Kind) async throws {
+        let b = try await Self.make(kind)
+        let app = "locks-\(UUID().uuidString.prefix(8))"
+        for round in 0..<20 {
+            let n = "n\(round)"
+            try await b.queue.enqueue(
+                (0..<60).map {
+                    NewDelivery(notificationID: n, appID: app, provider: .apns, target: .token("t\($0)"))
+                }
+            )
+            let claimed = try await b.queue.claim(owner: "w", limit: 60, now: Date().addingTimeInterval(1), lease: 60)
+            #expect(claimed.count == 60)
+            let ids = claimed.map(\.id).sorted()
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for k in 0..<4 {
+                    group.addTask {
+                        let order = k % 2 == 0 ? ids : ids.reversed()
+                        _ = try await b.queue.extend(order, owner: "w", until: Date().addingTimeInterval(120))
+                    }
+                }
+                group.addTask {
+                    let settled = try await b.queue.settle(
+                        ids.reversed().map { Settlement(id: $0, .finish(.delivered(providerID: "p"))) },
+                        owner: "w",
+                        now: Date()
+                    )
+                    #expect(settled.count == 60)
+                }
+                try await group.waitForAll()
+            }
+            let counts = try await b.queue.counts(notificationID: n)
+            #expect(counts == [.delivered: 60], "\(counts)")
+        }
+    }
+
 }
