@@ -5,25 +5,33 @@ import NIOConcurrencyHelpers
 /// and on a shared database the other nodes hear it through the database (PostgreSQL's `NOTIFY`, coalesced by the
 /// announcer), whose listener tells their workers.
 public final class WorkQueued: Sendable {
-    private let listeners = NIOLockedValueBox<[@Sendable () -> Void]>([])
-    private let peers = NIOLockedValueBox<(@Sendable () -> Void)?>(nil)
+    private let listeners = NIOLockedValueBox<[Call]>([])
+    private let peers = NIOLockedValueBox<Call?>(nil)
+
+    /// A closure kept in a lock is kept in a box of its own: a closure that is itself the lock's value, read back
+    /// through the lock's inout access, is written back wrapped in one more reabstraction each time (after N tellings
+    /// each telling walked N nested wrappers).
+    private final class Call: Sendable {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
 
     public init() {}
 
     /// `wake` is called at each event, this node's and the other nodes'.
-    public func listen(_ wake: @escaping @Sendable () -> Void) { listeners.withLockedValue { $0.append(wake) } }
+    public func listen(_ wake: @escaping @Sendable () -> Void) { listeners.withLockedValue { $0.append(Call(wake)) } }
 
     /// How the other nodes are told (set by a backend the nodes share).
-    func tellPeers(through announce: @escaping @Sendable () -> Void) { peers.withLockedValue { $0 = announce } }
+    func tellPeers(through announce: @escaping @Sendable () -> Void) { peers.withLockedValue { $0 = Call(announce) } }
 
     /// Deliveries were queued on this node: its workers and the other nodes hear of it.
     public func tell() {
         heardFromPeer()
-        peers.withLockedValue { $0 }?()
+        peers.withLockedValue { $0 }?.run()
     }
 
     /// Another node queued deliveries: this node's workers hear of it.
     func heardFromPeer() {
-        for wake in listeners.withLockedValue({ $0 }) { wake() }
+        for wake in listeners.withLockedValue({ $0 }) { wake.run() }
     }
 }
