@@ -65,7 +65,7 @@ public final class MediaService: Sendable {
 
     public let store: MediaStore
     let fetcher: SafeFetcher
-    private let base: NIOLockedValueBox<String>
+    private let base: NIOLockedValueBox<(url: String, hostedPrefix: String)>
     /// Recent verdicts by URL, each with the moment it stops being trusted: a bounded LRU, so a flood of new URLs
     /// pushes out old verdicts one at a time.
     private let checks = NIOLockedValueBox(LRU<(MediaCheck, until: Date)>(capacity: 10_000))
@@ -88,23 +88,29 @@ public final class MediaService: Sendable {
         self.logger = logger
         self.store = store
         self.fetcher = fetcher
-        base = NIOLockedValueBox(publicBase)
+        base = NIOLockedValueBox((publicBase, Self.hostedPrefix(of: publicBase)))
         self.checkLifetime = checkLifetime
         self.failureLifetime = failureLifetime
     }
 
     /// The address devices reach this server at (known once it listens).
     public var publicBase: String {
-        get { base.withLockedValue { $0 } }
-        set { base.withLockedValue { $0 = newValue } }
+        get { base.withLockedValue { $0.url } }
+        set { base.withLockedValue { $0 = (newValue, Self.hostedPrefix(of: newValue)) } }
+    }
+
+    /// What the comparison key of every URL of this server's hosted media begins with (worked out once: it was
+    /// parsed again for every URL of every request, a tenth of a node's CPU under a stream of sends).
+    static func hostedPrefix(of publicBase: String) -> String {
+        let key = (try? MediaURL(publicBase))?.comparisonKey ?? publicBase
+        return (key.hasSuffix("/") ? String(key.dropLast()) : key) + "/media/"
     }
 
     public func url(for item: MediaStore.Item) -> String { publicBase + "/media/" + item.name }
 
     /// The stored name behind a URL on this server, if it is one (in any spelling of it).
     func hostedName(_ url: String) -> String? {
-        let base = (try? MediaURL(publicBase))?.comparisonKey ?? publicBase
-        let prefix = (base.hasSuffix("/") ? String(base.dropLast()) : base) + "/media/"
+        let prefix = base.withLockedValue { $0.hostedPrefix }
         let key = (try? MediaURL(url))?.comparisonKey ?? url
         guard key.hasPrefix(prefix) else { return nil }
         let name = String(key.dropFirst(prefix.count))
