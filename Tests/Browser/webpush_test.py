@@ -294,8 +294,11 @@ try:
     assert "1 browser through Web Push" in driver.find_element("id", "reach").text, driver.find_element("id", "reach").text
     driver.find_element("id", "tab-web").click()
     until(lambda: "Half time" in driver.find_element("id", "panel-web").text, "the Web preview")
-    web_images = [e.get_attribute("src") for e in driver.find_elements("css selector", "#panel-web img")]
-    assert image in web_images, web_images
+    # The text is drawn at once and the picture once the server's check of the media answers: wait for it.
+    def web_images():
+        return [e.get_attribute("src") for e in driver.find_elements("css selector", "#panel-web img")]
+    until(lambda: image in web_images(), "the picture in the Web preview")
+    assert image in web_images(), web_images()
     assert "A click opens https://shop.example.com/" in driver.find_element("id", "web-navigate").text
     driver.find_element("id", "tab-sent").click()
     sent = json.loads(until(lambda: driver.execute_script("const e = document.getElementById('sent-webpush'); return e && e.textContent"), "the Web Push request"))
