@@ -27,7 +27,6 @@ final class HeldLeases: Sendable {
 
     /// Renewed leases get their new end; those the database no longer holds for this worker are lost. How many
     /// were newly lost.
-    @discardableResult
     func extended(_ ids: [Int64], held: Set<Int64>, until: Date) -> Int {
         state.withLockedValue { s in
             var newlyLost = 0
