@@ -44,6 +44,7 @@ import Testing
 
     func withHarness(
         budget: Int? = nil,
+        limiter: RateLimiter? = nil,
         _ body: @escaping @Sendable (Harness, TestClientProtocol) async throws -> Void
     ) async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("live-\(UUID().uuidString)")
@@ -58,6 +59,7 @@ import Testing
             providers: providers
         )
         api.liveBudget = budget.map { RateLimiter(rate: Double($0) / 3600, burst: Double($0)) }
+        if let limiter { api.limiter = limiter }
         let store = backend.sqliteStore
         let sender = ProviderDeliverySender(
             providers: providers,
@@ -353,6 +355,177 @@ import Testing
             // Sent concurrently, they may arrive in any order: two at 10, the normal one and the one past the budget at 5.
             #expect(a.sorted() == [5, 5, 10, 10], "\(a)")
             #expect(h.sandbox.apns.recorded(token: String(format: "%064x", 0xE1)).map(\.priority) == [10])
+        }
+    }
+
+    /// Many activities updated in one request, each with its own state: each item becomes its own notification with
+    /// its own answer (in order), the devices show each activity's state, an item whose activity has no token reaches
+    /// nobody, and the same Idempotency-Key replays the answers (another body with it is refused).
+    @Test func manyActivitiesAreUpdatedInOneRequest() async throws {
+        try await withHarness { h, client in
+            let (_, created) = try await call(
+                client,
+                .post,
+                "/v1/apps",
+                ["name": "Orders", "bundle_id": "com.example.app"]
+            )
+            let app = try #require(created["app"]?["id"]?.stringValue)
+            // Three activities started by push-to-start, each with its own update token.
+            for i in 0..<3 {
+                let p2s = String(format: "%064x", 0xA10 + i)
+                h.sandbox.apns.registerPushToStartToken(p2s, attributesType: "OrderAttributes")
+                let (status, _) = try await call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/live/tokens",
+                    ["kind": "push_to_start", "token": .string(p2s), "activity_type": "OrderAttributes"]
+                )
+                #expect(status == 200)
+            }
+            let (started, start) = try await call(
+                client,
+                .post,
+                "/v1/apps/\(app)/notifications",
+                [
+                    "title": "Orders", "body": "Preparing",
+                    "live_activity": [
+                        "event": "start", "attributes_type": "OrderAttributes", "attributes": [:],
+                        "content_state": ["eta": 30], "input_push_token": true,
+                    ],
+                    "audience": ["live_start": [:]],
+                ]
+            )
+            #expect(started == 202, "\(start)")
+            try await h.drain()
+            let tokens = h.sandbox.apns.activities().compactMap(\.updateToken).sorted()
+            try #require(tokens.count == 3)
+            for (i, token) in tokens.enumerated() {
+                let (status, _) = try await call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/live/tokens",
+                    [
+                        "kind": "activity", "token": .string(token), "activity_type": "OrderAttributes",
+                        "activity_id": .string("order-\(i)"),
+                    ]
+                )
+                #expect(status == 200)
+            }
+            func item(_ activity: String, _ eta: Int, event: String = "update") -> JSONValue {
+                [
+                    "live_activity": ["event": .string(event), "content_state": ["eta": .int(Int64(eta))]],
+                    "audience": ["live_activity": .string(activity)],
+                ]
+            }
+            let body: JSONValue = [
+                "items": [item("order-0", 7), item("order-1", 8), item("order-2", 0, event: "end"), item("nobody", 1)]
+            ]
+            func batch(_ body: JSONValue, key: String) async throws -> (Int, JSONValue) {
+                try await client.execute(
+                    uri: "/v1/apps/\(app)/live/updates",
+                    method: .post,
+                    headers: [.authorization: "Bearer \(Self.admin)", HTTPField.Name("Idempotency-Key")!: key],
+                    body: ByteBuffer(bytes: body.serialized())
+                ) { ($0.status.code, (try? JSONValue.parse(Array($0.body.readableBytesView))) ?? .null) }
+            }
+            let (status, answer) = try await batch(body, key: "round-1")
+            #expect(status == 202, "\(answer)")
+            let notes = answer["notifications"]?.arrayValue ?? []
+            #expect(notes.map { $0["deliveries"] } == [1, 1, 1, 0], "\(answer)")
+            #expect(Set(notes.compactMap { $0["id"]?.stringValue }).count == 4)
+            #expect(notes.allSatisfy { $0["status"] == "accepted" })
+            try await h.drain()
+            for id in notes.prefix(3).compactMap({ $0["id"]?.stringValue }) {
+                #expect(try await h.states(id) == ["delivered": 1])
+            }
+            #expect(h.sandbox.apns.activity(updateToken: tokens[0])?.contentState == ["eta": 7])
+            #expect(h.sandbox.apns.activity(updateToken: tokens[1])?.contentState == ["eta": 8])
+            let ended = try #require(h.sandbox.apns.activity(updateToken: tokens[2]))
+            #expect(ended.ended && ended.contentState == ["eta": 0])
+            // Each is a notification of its own, listed and read like any other.
+            let (_, outcome) = try await call(
+                client,
+                .get,
+                "/v1/apps/\(app)/notifications/\(notes[1]["id"]!.stringValue!)"
+            )
+            #expect(outcome["counts"]?["delivered"] == 1)
+
+            // The same key and body: the first answers, nothing sent again; another body with it: refused.
+            let (again, replay) = try await batch(body, key: "round-1")
+            #expect(again == 202 && replay["notifications"] == answer["notifications"], "\(replay)")
+            try await h.drain()
+            #expect(h.sandbox.apns.recorded(token: tokens[0]).count == 1)
+            let (reused, refusal) = try await batch(["items": [item("order-0", 6)]], key: "round-1")
+            #expect(reused == 422 && refusal["error"]?["code"] == "idempotency-key-reused", "\(refusal)")
+        }
+    }
+
+    /// A batch is checked whole before anything is stored: each problem names its item, one bad item refuses them
+    /// all; each item counts as a request against the key's rate limit.
+    @Test func aBatchIsCheckedWholeAndCountedItemByItem() async throws {
+        // The limiter's clock moves only when the test moves it: 10 s before each call refills the bucket (5 at most).
+        let clock = NIOLockedValueBox(Date())
+        let limiter = RateLimiter(rate: 1, burst: 5, now: { clock.withLockedValue { $0 } })
+        @Sendable func later() { clock.withLockedValue { $0 += 10 } }
+        try await withHarness(limiter: limiter) { h, client in
+            let (_, created) = try await call(client, .post, "/v1/apps", ["name": "R", "bundle_id": "com.example.app"])
+            let app = try #require(created["app"]?["id"]?.stringValue)
+            let good: JSONValue = [
+                "live_activity": ["event": "update", "content_state": ["n": 1]], "audience": ["live_activity": "a"],
+            ]
+            let cases: [(JSONValue, String, String)] = [
+                (
+                    ["items": [good, ["body": "plain", "audience": ["tag": "x"]]]], "items[1].audience",
+                    "live-activity-only"
+                ),
+                (
+                    ["items": [good, ["body": "plain", "audience": ["live_activity": "x"]]]],
+                    "items[1].audience.live_activity", "needs-live-activity"
+                ),
+                (
+                    ["items": [["live_activity": ["event": "update"], "audience": ["live_activity": "x"]]]],
+                    "items[0].live_activity.content_state", "needs-content-state"
+                ),
+                (
+                    [
+                        "items": [
+                            good,
+                            [
+                                "live_activity": ["event": "update", "content_state": ["n": 1]],
+                                "audience": ["live_activity": "a"], "dry_run": true,
+                            ],
+                        ]
+                    ], "items[1].dry_run", "no-dry-run"
+                ),
+                (["items": [good, "text"]], "items[1]", "invalid"),
+                (["items": []], "items", "count"),
+                (["items": .array(Array(repeating: good, count: 1001))], "items", "count"),
+                (["items": [good], "extra": 1], "extra", "unknown-field"),
+                (["updates": [good]], "items", "required"),
+                (["items": .array(Array(repeating: good, count: 6))], "items", "over-rate-burst"),
+            ]
+            for (body, path, rule) in cases {
+                later()
+                let (status, answer) = try await call(client, .post, "/v1/apps/\(app)/live/updates", body)
+                let issues = answer["error"]?["issues"]?.arrayValue ?? []
+                #expect(
+                    status == 422
+                        && issues.contains { $0["path"]?.stringValue == path && $0["rule"]?.stringValue == rule },
+                    "\(path) \(rule): \(status) \(answer)"
+                )
+            }
+            // Nothing of a refused batch was stored.
+            #expect(try await h.backend.queue.counts().values.reduce(0, +) == 0)
+            #expect(
+                try await call(client, .get, "/v1/apps/\(app)/notifications").1["notifications"]?.arrayValue?.isEmpty
+                    == true
+            )
+            // A full bucket (5): a batch of 5 spends it all, and the next request waits.
+            later()
+            let five: JSONValue = ["items": .array(Array(repeating: good, count: 5))]
+            let (first, _) = try await call(client, .post, "/v1/apps/\(app)/live/updates", five)
+            let (second, limited) = try await call(client, .post, "/v1/apps/\(app)/live/updates", ["items": [good]])
+            #expect(first == 202 && second == 429, "\(limited)")
         }
     }
 

@@ -114,6 +114,79 @@ import Testing
         await b.close()
     }
 
+    /// Several activities' update tokens read at once: by activity, in token order, the stale and other apps' left
+    /// out, at most one more than `limitEach` of each (that one tells the caller the activity has too many).
+    @Test(arguments: Kind.allCases)
+    func activityTokensAreReadForManyActivitiesAtOnce(_ kind: Kind) async throws {
+        let b = try await Self.make(kind)
+        let app = "batch-\(UUID().uuidString.prefix(8))"
+        let t = (0..<7).map { String(format: "%064x", 0xC00 + $0) }
+        let store = b.liveTokens
+        func activity(_ token: String, _ id: String, app: String? = nil, at: Date = Date()) async throws {
+            try await store.register(
+                LiveToken(
+                    appID: app ?? "",
+                    token: token,
+                    kind: .activity,
+                    activityType: "Order",
+                    activityID: id,
+                    updatedAt: at
+                )
+            )
+        }
+        try await activity(t[1], "a", app: app)
+        try await activity(t[0], "a", app: app)
+        try await activity(t[2], "b", app: app)
+        try await activity(t[3], "b", app: app)
+        try await activity(t[4], "b", app: app)
+        try await activity(t[5], "c", app: app, at: Date().addingTimeInterval(-13 * 3600))
+        try await activity(t[6], "a", app: "other-\(app)")
+        try await store.register(
+            LiveToken(appID: app, token: String(format: "%064x", 0xCFF), kind: .pushToStart, activityType: "Order")
+        )
+        let read = try await store.activityTokens(appID: app, activityIDs: ["a", "b", "c", "d"], limitEach: 2)
+        #expect(read == ["a": [t[0], t[1]], "b": [t[2], t[3], t[4]]])
+        #expect(try await store.activityTokens(appID: app, activityIDs: ["b"], limitEach: 1) == ["b": [t[2], t[3]]])
+        #expect(try await store.activityTokens(appID: app, activityIDs: [], limitEach: 5).isEmpty)
+        await b.close()
+    }
+
+    /// Several notifications accepted together: each stored with its deliveries and its own answer, in order; the
+    /// same idempotency keys again answer as the first time and queue nothing.
+    @Test(arguments: Kind.allCases)
+    func severalNotificationsAreAcceptedTogether(_ kind: Kind) async throws {
+        let b = try await Self.make(kind)
+        let told = NIOLockedValueBox(0)
+        b.workQueued.listen { told.withLockedValue { $0 += 1 } }
+        let p = UUID().uuidString.prefix(8)
+        let plans = [
+            Self.plan("\(p)-1", .providerTokens(apns: ["aa"], fcm: []), key: "\(p)#1"),
+            Self.plan("\(p)-2", .providerTokens(apns: ["bb", "cc"], fcm: []), key: "\(p)#2"),
+            Self.plan("\(p)-3", .providerTokens(apns: [], fcm: []), key: "\(p)#3"),
+        ]
+        let first = try await b.intake.acceptAll(plans) { i, queued in
+            ["item": .int(Int64(i)), "queued": .int(Int64(queued ?? -1))]
+        }
+        #expect(first.map(\.created) == [true, true, true])
+        #expect(first.map(\.queued) == [1, 2, 0])
+        #expect(
+            first.map(\.notification.response) == [
+                ["item": 0, "queued": 1], ["item": 1, "queued": 2], ["item": 2, "queued": 0],
+            ]
+        )
+        #expect(told.withLockedValue { $0 } == 1, "told once for the whole batch")
+        #expect(try await b.queue.deliveries(notificationID: "\(p)-2").map(\.target) == ["bb", "cc"])
+        var again = plans
+        for i in again.indices { again[i].notification.id += "-again" }
+        let replay = try await b.intake.acceptAll(again) { _, _ in .null }
+        #expect(replay.map(\.created) == [false, false, false])
+        #expect(replay.map(\.notification.id) == plans.map(\.notification.id))
+        #expect(replay[1].notification.response == ["item": 1, "queued": 2])
+        #expect(try await b.queue.deliveries(notificationID: "\(p)-2-again").isEmpty)
+        #expect(told.withLockedValue { $0 } == 1)
+        await b.close()
+    }
+
     /// Tokens are queued with the notification; a replayed idempotency key answers as the first time and queues nothing.
     @Test(arguments: Kind.allCases)
     func aTokenSendIsQueuedWithItsNotification(_ kind: Kind) async throws {

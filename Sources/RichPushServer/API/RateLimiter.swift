@@ -39,19 +39,27 @@ public final class RateLimiter: Sendable {
     }
 
     /// nil when the request may go ahead; otherwise the seconds to wait.
-    public func check(_ key: String) -> TimeInterval? {
+    public func check(_ key: String) -> TimeInterval? { check(key, cost: 1) }
+
+    /// The most one request may spend at once on this node (its share of the burst).
+    public var largestCost: Double { state.withLockedValue { max(1, burst * $0.share) } }
+
+    /// As ``check(_:)`` for a request that counts as `cost` requests (at least 1; more than ``largestCost`` never
+    /// goes ahead: the wait answered is then the time to refill a whole burst).
+    public func check(_ key: String, cost: Double) -> TimeInterval? {
         let t = now()
         return state.withLockedValue { s in
             let (rate, burst) = (self.rate * s.share, max(1, self.burst * s.share))
+            let cost = cost.isFinite ? max(1, cost) : burst + 1
             var bucket = s.buckets[key] ?? (burst, t)
             bucket.tokens = min(burst, bucket.tokens + max(0, t.timeIntervalSince(bucket.at)) * rate)
             bucket.at = t
             let wait: TimeInterval?
-            if bucket.tokens >= 1 {
-                bucket.tokens -= 1
+            if bucket.tokens >= cost {
+                bucket.tokens -= cost
                 wait = nil
             } else {
-                wait = (1 - bucket.tokens) / rate
+                wait = (min(cost, burst) - bucket.tokens) / rate
             }
             s.buckets[key] = bucket
             if s.buckets.count > s.nextSweep { sweep(&s, at: t) }

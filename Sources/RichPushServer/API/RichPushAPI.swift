@@ -238,7 +238,8 @@ public struct RichPushAPI: Sendable {
             insight: insight,
             numbers: numbers,
             minutes: minutes,
-            updateLimits: updateLimits
+            updateLimits: updateLimits,
+            keyLimiter: limiter
         ).addRoutes(to: keyed)
         LiveController(
             store: store,

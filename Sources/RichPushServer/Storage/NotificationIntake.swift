@@ -57,6 +57,12 @@ public struct Accepted: Sendable {
 /// number of deliveries when it is known at once.
 public protocol NotificationIntake: Sendable {
     func accept(_ plan: AcceptPlan, respond: @escaping @Sendable (_ queued: Int?) -> JSONValue) async throws -> Accepted
+    /// Accepts several notifications in one transaction: all are stored or none. `respond` makes the answer of the
+    /// plan at `index`. The answers come in the plans' order.
+    func acceptAll(
+        _ plans: [AcceptPlan],
+        respond: @escaping @Sendable (_ index: Int, _ queued: Int?) -> JSONValue
+    ) async throws -> [Accepted]
     /// Runs (or resumes) the fan-out of an accepted notification; returns the deliveries it added.
     @discardableResult
     func completeFanOut(notificationID: String) async throws -> Int

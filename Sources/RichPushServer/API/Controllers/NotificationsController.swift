@@ -29,6 +29,8 @@ struct NotificationsController: AppRoutes {
     let numbers: InsightCache
     let minutes: MinuteCounter
     let updateLimits: UpdateLimits
+    /// The API keys' rate limiter: a batch of Live Activity updates spends one request per item.
+    var keyLimiter: RateLimiter? = nil
 
     func addRoutes(to group: RouterGroup<APIRequestContext>) {
         let reading = group.app(.read, store: store)
@@ -40,6 +42,7 @@ struct NotificationsController: AppRoutes {
         reading.get("notifications/:id/simulation", use: simulation)
         sending.post("notifications/:id/receipts", use: receipt)
         sending.post("notifications/:id/updates", use: update)
+        sending.post("live/updates", use: liveUpdates)
         opening.post("notifications/:id/opens", use: appOpen)
         reading.get("notifications/:id/funnel", use: funnel)
         reading.get("notifications/:id/events", use: events)

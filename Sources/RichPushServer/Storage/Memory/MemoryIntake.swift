@@ -31,6 +31,13 @@ public final class MemoryIntake: NotificationIntake {
     }
 
     public func accept(_ plan: AcceptPlan, respond: @escaping @Sendable (Int?) -> JSONValue) async throws -> Accepted {
+        let accepted = try await insert(plan, respond: respond)
+        if accepted.created && accepted.queued > 0 { queued() }
+        return accepted
+    }
+
+    /// Stores one notification with its deliveries, without telling the workers.
+    private func insert(_ plan: AcceptPlan, respond: (Int?) -> JSONValue) async throws -> Accepted {
         var n = plan.notification
         var count: Int?
         if let direct = plan.audience.directTargets { count = direct.count }
@@ -46,8 +53,21 @@ public final class MemoryIntake: NotificationIntake {
             return Accepted(notification: stored, created: true, queued: 0, fanOutPending: true)
         }
         let added = try await FanOut().enqueue(plan.fanOut, registry: registry, queue: queue)
-        if added > 0 { queued() } else { webhooks?.open(notificationID: n.id, appID: n.appID, now: Date()) }
+        if added == 0 { webhooks?.open(notificationID: n.id, appID: n.appID, now: Date()) }
         return Accepted(notification: stored, created: true, queued: added, fanOutPending: false)
+    }
+
+    /// One by one: the twin has no transaction to share (a failure part way leaves the earlier ones stored).
+    public func acceptAll(
+        _ plans: [AcceptPlan],
+        respond: @escaping @Sendable (Int, Int?) -> JSONValue
+    ) async throws
+        -> [Accepted]
+    {
+        var all: [Accepted] = []
+        for (i, plan) in plans.enumerated() { all.append(try await insert(plan, respond: { respond(i, $0) })) }
+        if all.contains(where: { $0.created && $0.queued > 0 }) { queued() }
+        return all
     }
 
     public func completeFanOut(notificationID: String) async throws -> Int {

@@ -131,6 +131,16 @@ public final class MemoryLiveTokenStore: LiveTokenStore {
         }.map(\.token).sorted().prefix(max(0, limit)).map { $0 }
     }
 
+    public func activityTokens(appID: String, activityIDs: [String], limitEach: Int) async throws -> [String: [String]]
+    {
+        var out: [String: [String]] = [:]
+        for id in Set(activityIDs) {
+            let tokens = try await tokens(appID: appID, audience: .activity(id), limit: limitEach + 1)
+            if !tokens.isEmpty { out[id] = tokens }
+        }
+        return out
+    }
+
     public func sweep(_ kind: LiveToken.Kind, before cutoff: Date, limit: Int) async throws -> Int {
         let gone = rows.withLockedValue { rows in
             let old = rows.filter { $0.value.kind == kind && $0.value.updatedAt < cutoff }.keys.prefix(limit)

@@ -31,6 +31,91 @@ public final class PostgresIntake: NotificationIntake {
         self.queued = queued
     }
 
+    public func acceptAll(
+        _ plans: [AcceptPlan],
+        respond: @escaping @Sendable (Int, Int?) -> JSONValue
+    ) async throws
+        -> [Accepted]
+    {
+        // Registry audiences and token lookups go one by one (each is its own statement's work); the batch route
+        // sends Live Activity tokens, whose notifications and deliveries are written here in one transaction.
+        guard plans.allSatisfy({ $0.audience.directTargets != nil }) else {
+            var all: [Accepted] = []
+            for (i, plan) in plans.enumerated() { all.append(try await accept(plan, respond: { respond(i, $0) })) }
+            return all
+        }
+        let statements = plans.enumerated().map { i, plan in
+            var n = plan.notification
+            let list = plan.audience.directTargets ?? []
+            n.response = respond(i, list.count)
+            return Self.acceptStatement(n, plan: plan, targets: list, fanOut: false)
+        }
+        let logger = db.logger
+        let rows = try await db.transaction { c in
+            var rows: [(Int64, Int64)] = []
+            for s in statements {
+                for try await row in try await c.execute(s, logger: logger) { rows.append(row) }
+            }
+            return rows
+        }
+        guard rows.count == plans.count else { throw DatabaseUnavailable("the accept statements answered too little") }
+        var all: [Accepted] = []
+        for (i, (created, queued)) in rows.enumerated() {
+            if created == 1 {
+                all.append(
+                    Accepted(
+                        notification: statements[i].notification,
+                        created: true,
+                        queued: Int(queued),
+                        fanOutPending: false
+                    )
+                )
+            } else {
+                all.append(try await replayed(plans[i]))
+            }
+        }
+        if all.contains(where: { $0.created && $0.queued > 0 }) { self.queued() }
+        return all
+    }
+
+    static func acceptStatement(
+        _ n: StoredNotification,
+        plan: AcceptPlan,
+        targets list: [(DeliveryProvider, DeliveryTarget)],
+        fanOut: Bool
+    ) -> PostgresStatements.Accept {
+        let step = Spread.step(plan.spread, count: list.count)
+        let start = plan.notBefore.timeIntervalSince1970
+        return PostgresStatements.Accept(
+            notification: n,
+            idempotencyKey: plan.idempotencyKey,
+            fanOut: fanOut ? plan : nil,
+            expiresAt: plan.expiresAt,
+            providers: list.map(\.0.rawValue),
+            targets: list.map(\.1.stored),
+            due: list.indices.map { start + step * Double($0) }
+        )
+    }
+
+    /// The app used this plan's idempotency key before: the first notification and its answer.
+    func replayed(_ plan: AcceptPlan) async throws -> Accepted {
+        let rows = try await db.rows(
+            """
+            SELECT \(unescaped: Columns.notification) FROM notifications
+            WHERE app_id = \(plan.notification.appID) AND idempotency_key = \(plan.idempotencyKey)
+            """
+        )
+        guard let row = rows.first else {
+            throw DatabaseUnavailable("a notification's idempotency key was taken and then not found")
+        }
+        return Accepted(
+            notification: try PostgresServerStore.notification(row),
+            created: false,
+            queued: 0,
+            fanOutPending: false
+        )
+    }
+
     public func accept(_ plan: AcceptPlan, respond: @escaping @Sendable (Int?) -> JSONValue) async throws -> Accepted {
         var n = plan.notification
         var targets = plan.audience.directTargets
@@ -45,39 +130,12 @@ public final class PostgresIntake: NotificationIntake {
         }
         n.response = respond(targets?.count)
         // The notification and its deliveries in one statement; a registry audience with its fan-out pending.
-        let list = targets ?? []
-        let step = Spread.step(plan.spread, count: list.count)
-        let start = plan.notBefore.timeIntervalSince1970
-        let statement = PostgresStatements.Accept(
-            notification: n,
-            idempotencyKey: plan.idempotencyKey,
-            fanOut: targets == nil ? plan : nil,
-            expiresAt: plan.expiresAt,
-            providers: list.map(\.0.rawValue),
-            targets: list.map(\.1.stored),
-            due: list.indices.map { start + step * Double($0) }
-        )
+        let statement = Self.acceptStatement(n, plan: plan, targets: targets ?? [], fanOut: targets == nil)
         guard let (created, queued) = try await db.execute(statement).first else {
             throw DatabaseUnavailable("the accept statement answered nothing")
         }
-        guard created == 1 else {
-            // The app used this idempotency key before: the first notification and its answer.
-            let rows = try await db.rows(
-                """
-                SELECT \(unescaped: Columns.notification) FROM notifications
-                WHERE app_id = \(n.appID) AND idempotency_key = \(plan.idempotencyKey)
-                """
-            )
-            guard let row = rows.first else {
-                throw DatabaseUnavailable("a notification's idempotency key was taken and then not found")
-            }
-            return Accepted(
-                notification: try PostgresServerStore.notification(row),
-                created: false,
-                queued: 0,
-                fanOutPending: false
-            )
-        }
+        // Not created: the app used this idempotency key before.
+        guard created == 1 else { return try await replayed(plan) }
         if queued > 0 { self.queued() }
         return Accepted(notification: n, created: true, queued: Int(queued), fanOutPending: targets == nil)
     }

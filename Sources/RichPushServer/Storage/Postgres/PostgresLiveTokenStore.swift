@@ -120,6 +120,13 @@ public final class PostgresLiveTokenStore: LiveTokenStore {
             .map { try $0.decode(String.self) }
     }
 
+    public func activityTokens(appID: String, activityIDs: [String], limitEach: Int) async throws -> [String: [String]]
+    {
+        guard !activityIDs.isEmpty else { return [:] }
+        let rows = try await db.rows(LiveTokenSQL.activityTokens(appID: appID, activityIDs: activityIDs).postgres)
+        return LiveTokenSQL.grouped(try rows.map { try $0.decode((String, String).self) }, limitEach: limitEach)
+    }
+
     public func sweep(_ kind: LiveToken.Kind, before cutoff: Date, limit: Int) async throws -> Int {
         try await removing(LiveTokenSQL.sweep(kind, before: cutoff, limit: limit), as: "expired", events: { true })
     }

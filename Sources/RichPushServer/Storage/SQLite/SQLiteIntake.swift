@@ -34,69 +34,85 @@ public final class SQLiteIntake: NotificationIntake {
     }
 
     public func accept(_ plan: AcceptPlan, respond: @escaping @Sendable (Int?) -> JSONValue) async throws -> Accepted {
-        let accepted = try await store.commits.write { db in
-            var n = plan.notification
-            var targets: [(DeliveryProvider, DeliveryTarget)]? = plan.audience.directTargets
-            if case .tokens(let tokens) = plan.audience {
-                var seen = Set<String>()
-                let wanted = tokens.filter { seen.insert($0).inserted }
-                if wanted.count <= 32 {
-                    // One cached statement per token: no SQL compiled per request.
-                    let one = try db.cachedStatement(
-                        sql: "SELECT id, provider FROM devices WHERE app_id = ? AND token = ?"
-                    )
-                    targets = try wanted.compactMap { t in
-                        try Row.fetchOne(one, arguments: [n.appID, t]).map {
-                            (
-                                Int64($0["id"] as Int64), DeliveryProvider(rawValue: $0["provider"]),
-                                DeliveryTarget.token(t)
-                            )
-                        }
-                    }.sorted { $0.0 < $1.0 }.map { ($0.1, $0.2) }
-                } else {
-                    let marks = Array(repeating: "?", count: wanted.count).joined(separator: ",")
-                    var args: [any DatabaseValueConvertible] = [n.appID]
-                    args += wanted
-                    targets = try Row.fetchAll(
-                        db,
-                        sql: "SELECT provider, token FROM devices WHERE app_id = ? AND token IN (\(marks)) ORDER BY id",
-                        arguments: StatementArguments(args)
-                    ).map {
-                        (DeliveryProvider(rawValue: $0["provider"]), DeliveryTarget.token($0["token"]))
-                    }
-                }
-            }
-            n.response = respond(targets?.count)
-            let (stored, created) = try SQLiteServerStore.insert(
-                n,
-                idempotencyKey: plan.idempotencyKey,
-                fanOut: targets == nil ? plan : nil,
-                in: db
-            )
-            guard created else {
-                return Accepted(notification: stored, created: false, queued: 0, fanOutPending: false)
-            }
-            guard let targets else {
-                return Accepted(notification: stored, created: true, queued: 0, fanOutPending: true)
-            }
-            if targets.isEmpty {
-                // Reached nobody: no settle will open it for notification.completed, so its accept does.
-                try db.execute(query: WebhookSQL.openWithoutDeliveries(n.id, appID: n.appID, now: Date()))
-            }
-            let insert = try db.cachedStatement(sql: SQLiteDeliveryQueue.insertOne)
-            let step = Spread.step(plan.spread, count: targets.count)
-            let now = Date().timeIntervalSince1970
-            for (i, (provider, target)) in targets.enumerated() {
-                try insert.execute(arguments: [
-                    n.id, n.appID, provider.rawValue, target.stored,
-                    plan.notBefore.timeIntervalSince1970 + step * Double(i),
-                    plan.expiresAt?.timeIntervalSince1970, now,
-                ])
-            }
-            return Accepted(notification: stored, created: true, queued: targets.count, fanOutPending: false)
-        }
+        let accepted = try await store.commits.write { db in try Self.insert(plan, respond: respond, in: db) }
         if accepted.created && accepted.queued > 0 { queued() }
         return accepted
+    }
+
+    public func acceptAll(
+        _ plans: [AcceptPlan],
+        respond: @escaping @Sendable (Int, Int?) -> JSONValue
+    ) async throws
+        -> [Accepted]
+    {
+        let accepted = try await store.commits.write { db in
+            try plans.enumerated().map { i, plan in try Self.insert(plan, respond: { respond(i, $0) }, in: db) }
+        }
+        if accepted.contains(where: { $0.created && $0.queued > 0 }) { queued() }
+        return accepted
+    }
+
+    /// Stores one notification with its deliveries (or its pending fan-out) in the caller's transaction.
+    static func insert(_ plan: AcceptPlan, respond: (Int?) -> JSONValue, in db: Database) throws -> Accepted {
+        var n = plan.notification
+        var targets: [(DeliveryProvider, DeliveryTarget)]? = plan.audience.directTargets
+        if case .tokens(let tokens) = plan.audience {
+            var seen = Set<String>()
+            let wanted = tokens.filter { seen.insert($0).inserted }
+            if wanted.count <= 32 {
+                // One cached statement per token: no SQL compiled per request.
+                let one = try db.cachedStatement(
+                    sql: "SELECT id, provider FROM devices WHERE app_id = ? AND token = ?"
+                )
+                targets = try wanted.compactMap { t in
+                    try Row.fetchOne(one, arguments: [n.appID, t]).map {
+                        (
+                            Int64($0["id"] as Int64), DeliveryProvider(rawValue: $0["provider"]),
+                            DeliveryTarget.token(t)
+                        )
+                    }
+                }.sorted { $0.0 < $1.0 }.map { ($0.1, $0.2) }
+            } else {
+                let marks = Array(repeating: "?", count: wanted.count).joined(separator: ",")
+                var args: [any DatabaseValueConvertible] = [n.appID]
+                args += wanted
+                targets = try Row.fetchAll(
+                    db,
+                    sql: "SELECT provider, token FROM devices WHERE app_id = ? AND token IN (\(marks)) ORDER BY id",
+                    arguments: StatementArguments(args)
+                ).map {
+                    (DeliveryProvider(rawValue: $0["provider"]), DeliveryTarget.token($0["token"]))
+                }
+            }
+        }
+        n.response = respond(targets?.count)
+        let (stored, created) = try SQLiteServerStore.insert(
+            n,
+            idempotencyKey: plan.idempotencyKey,
+            fanOut: targets == nil ? plan : nil,
+            in: db
+        )
+        guard created else {
+            return Accepted(notification: stored, created: false, queued: 0, fanOutPending: false)
+        }
+        guard let targets else {
+            return Accepted(notification: stored, created: true, queued: 0, fanOutPending: true)
+        }
+        if targets.isEmpty {
+            // Reached nobody: no settle will open it for notification.completed, so its accept does.
+            try db.execute(query: WebhookSQL.openWithoutDeliveries(n.id, appID: n.appID, now: Date()))
+        }
+        let insert = try db.cachedStatement(sql: SQLiteDeliveryQueue.insertOne)
+        let step = Spread.step(plan.spread, count: targets.count)
+        let now = Date().timeIntervalSince1970
+        for (i, (provider, target)) in targets.enumerated() {
+            try insert.execute(arguments: [
+                n.id, n.appID, provider.rawValue, target.stored,
+                plan.notBefore.timeIntervalSince1970 + step * Double(i),
+                plan.expiresAt?.timeIntervalSince1970, now,
+            ])
+        }
+        return Accepted(notification: stored, created: true, queued: targets.count, fanOutPending: false)
     }
 
     public func completeFanOut(notificationID: String) async throws -> Int {
