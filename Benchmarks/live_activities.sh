@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Live Activities through one node: ACTIVITIES activities (their update tokens registered through the API), each
-# updated once a second for SECONDS, one API request per update (audience.live_activity), on SQLite, with the APNs
+# updated once a second for SECONDS, one API request per update (audience.live_activity) or BATCH updates per
+# request (POST /live/updates), on SQLite, with the APNs
 # emulator in its own process (`richpush sandbox`). Prints the API's answer times, how far the rounds fell behind the
 # clock, what the emulator received and when, whether any update arrived after a later one of its activity, what the
 # emulated devices show, and the node's CPU per 1,000 updates (from /proc).
-#   [PERF_OUT=FILE] Benchmarks/live_activities.sh [ACTIVITIES=10000] [SECONDS=60] [CONNECTIONS=128]
+#   [PERF_OUT=FILE] Benchmarks/live_activities.sh [ACTIVITIES=10000] [SECONDS=60] [CONNECTIONS=128] [BATCH=1]
 # Release build. The node, its workers, the load generator and the emulator share this machine's cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 activities=${1:-10000}
 seconds=${2:-60}
 connections=${3:-128}
+batch=${4:-1}
 # BIN=path/to/richpush and BENCH=path/to/richpush-bench measure other builds (SANDBOX_BIN: the emulators').
 if [[ -z ${BIN:-} ]]; then
   swift build -c release --product richpush >/dev/null
@@ -34,7 +36,7 @@ base=$(grep -m1 '"listening"' "$dir/serve.log" | python3 -c "import json,sys; pr
 created=$(curl -s -XPOST "$base/v1/apps" -H "Authorization: Bearer $admin" -d '{"name":"Bench","bundle_id":"com.example.app"}')
 app=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['app']['id'])" "$created")
 key=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['api_key'])" "$created")
-echo "live_activities: $activities activities, each updated once a second for $seconds s through one node (SQLite); $connections connections; $(nproc) cores shared by the node, the load generator and the emulator process"
+echo "live_activities: $activities activities, each updated once a second for $seconds s through one node (SQLite); $([[ $batch == 1 ]] && echo "one request per update" || echo "$batch updates per request"); $connections connections; $(nproc) cores shared by the node, the load generator and the emulator process"
 before=$(cpu "$server")
 sandbox_before=$(cpu "${pids[0]}")
 if [[ -n ${PERF_OUT:-} ]]; then  # profile the node for 20 s of the rounds: PERF_OUT=/tmp/live.perf
@@ -47,7 +49,7 @@ fi
 done > "$dir/in-flight.txt") &
 sampler=$!
 "$bench" live-updates --base "$base" --key "$key" --app "$app" --sandbox-admin "$sandbox_admin" \
-  --activities "$activities" --seconds "$seconds" --connections "$connections"
+  --activities "$activities" --seconds "$seconds" --connections "$connections" --batch "$batch"
 kill $sampler 2>/dev/null || true
 after=$(cpu "$server")
 # How the worker took the updates from the queue: claims made, and deliveries per claim.
