@@ -45,6 +45,7 @@ import Testing
     func withHarness(
         budget: Int? = nil,
         limiter: RateLimiter? = nil,
+        maxTokens: Int? = nil,
         _ body: @escaping @Sendable (Harness, TestClientProtocol) async throws -> Void
     ) async throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("live-\(UUID().uuidString)")
@@ -60,6 +61,7 @@ import Testing
         )
         api.liveBudget = budget.map { RateLimiter(rate: Double($0) / 3600, burst: Double($0)) }
         if let limiter { api.limiter = limiter }
+        if let maxTokens { api.maxTokensPerRequest = maxTokens }
         let store = backend.sqliteStore
         let sender = ProviderDeliverySender(
             providers: providers,
@@ -526,6 +528,42 @@ import Testing
             let (first, _) = try await call(client, .post, "/v1/apps/\(app)/live/updates", five)
             let (second, limited) = try await call(client, .post, "/v1/apps/\(app)/live/updates", ["items": [good]])
             #expect(first == 202 && second == 429, "\(limited)")
+        }
+    }
+
+    /// A batch reaches at most as many tokens in all as one send may: past it, it is refused whole.
+    @Test func aBatchReachesNoMoreTokensThanOneSend() async throws {
+        try await withHarness(maxTokens: 2) { h, client in
+            let (_, created) = try await call(client, .post, "/v1/apps", ["name": "M", "bundle_id": "com.example.app"])
+            let app = try #require(created["app"]?["id"]?.stringValue)
+            for (i, activity) in ["a", "a", "b"].enumerated() {
+                let (status, _) = try await call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/live/tokens",
+                    [
+                        "kind": "activity", "token": .string(String(format: "%064x", 0xF0 + i)), "activity_type": "T",
+                        "activity_id": .string(activity),
+                    ]
+                )
+                #expect(status == 200)
+            }
+            func item(_ activity: String) -> JSONValue {
+                [
+                    "live_activity": ["event": "update", "content_state": ["n": 1]],
+                    "audience": ["live_activity": .string(activity)],
+                ]
+            }
+            let (one, answer) = try await call(client, .post, "/v1/apps/\(app)/live/updates", ["items": [item("a")]])
+            #expect(one == 202 && answer["notifications"]?.arrayValue?.first?["deliveries"] == 2, "\(answer)")
+            let (two, refusal) = try await call(
+                client,
+                .post,
+                "/v1/apps/\(app)/live/updates",
+                ["items": [item("a"), item("b")]]
+            )
+            #expect(two == 422 && rules(refusal) == ["live-audience-too-large"], "\(refusal)")
+            #expect(try await h.backend.queue.counts().values.reduce(0, +) == 2)
         }
     }
 

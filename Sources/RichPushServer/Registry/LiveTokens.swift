@@ -99,9 +99,10 @@ public protocol LiveTokenStore: Sendable {
         -> Bool
     /// The audience's live tokens (within their lifetime) in token order, at most `limit`.
     func tokens(appID: String, audience: LiveAudience, limit: Int) async throws -> [String]
-    /// The update tokens of several activities, read at once, by activity id: at most `limitEach + 1` of each (one
-    /// more than allowed tells that an activity has too many), in token order. Activities without tokens are absent.
-    func activityTokens(appID: String, activityIDs: [String], limitEach: Int) async throws -> [String: [String]]
+    /// The update tokens of several activities, read at once, by activity id, each activity's in token order:
+    /// at most `limit + 1` in all (one more than allowed tells that the activities have too many). Activities
+    /// without tokens are absent.
+    func activityTokens(appID: String, activityIDs: [String], limit: Int) async throws -> [String: [String]]
     /// Removes tokens of a kind not registered again since `cutoff`; returns how many went.
     func sweep(_ kind: LiveToken.Kind, before cutoff: Date, limit: Int) async throws -> Int
 }

@@ -67,19 +67,20 @@ extension NotificationsController {
             }
         }
         guard problems.isEmpty else { throw APIError(.invalid, "the updates are not valid", issues: problems) }
-        // Every activity's tokens in one read.
+        // Every activity's tokens in one read, at most as many in all as one send may reach: a batch costs no more
+        // than a send to that many tokens (a larger one belongs on broadcast channels, or in smaller batches).
         let tokens = try await backend.liveTokens.activityTokens(
             appID: app.id,
             activityIDs: Array(Set(activities)),
-            limitEach: maxTokensPerRequest
+            limit: maxTokensPerRequest
         )
-        for (i, id) in activities.enumerated() where tokens[id, default: []].count > maxTokensPerRequest {
+        if tokens.values.reduce(0, { $0 + $1.count }) > maxTokensPerRequest {
             problems.append(
                 ValidationIssue(
-                    path: "items[\(i)].audience",
+                    path: "items",
                     rule: "live-audience-too-large",
                     message:
-                        "more than \(maxTokensPerRequest) tokens: send to a large audience on a broadcast channel (audience.apns_channel)"
+                        "the items' activities hold more than \(maxTokensPerRequest) tokens in all: send fewer items per request, or a shared state on a broadcast channel (audience.apns_channel)"
                 )
             )
         }

@@ -131,12 +131,13 @@ public final class MemoryLiveTokenStore: LiveTokenStore {
         }.map(\.token).sorted().prefix(max(0, limit)).map { $0 }
     }
 
-    public func activityTokens(appID: String, activityIDs: [String], limitEach: Int) async throws -> [String: [String]]
-    {
+    public func activityTokens(appID: String, activityIDs: [String], limit: Int) async throws -> [String: [String]] {
         var out: [String: [String]] = [:]
-        for id in Set(activityIDs) {
-            let tokens = try await tokens(appID: appID, audience: .activity(id), limit: limitEach + 1)
+        var left = max(0, limit + 1)
+        for id in Set(activityIDs).sorted() where left > 0 {
+            let tokens = try await tokens(appID: appID, audience: .activity(id), limit: left)
             if !tokens.isEmpty { out[id] = tokens }
+            left -= tokens.count
         }
         return out
     }

@@ -120,11 +120,12 @@ public final class PostgresLiveTokenStore: LiveTokenStore {
             .map { try $0.decode(String.self) }
     }
 
-    public func activityTokens(appID: String, activityIDs: [String], limitEach: Int) async throws -> [String: [String]]
-    {
+    public func activityTokens(appID: String, activityIDs: [String], limit: Int) async throws -> [String: [String]] {
         guard !activityIDs.isEmpty else { return [:] }
-        let rows = try await db.rows(LiveTokenSQL.activityTokens(appID: appID, activityIDs: activityIDs).postgres)
-        return LiveTokenSQL.grouped(try rows.map { try $0.decode((String, String).self) }, limitEach: limitEach)
+        let rows = try await db.rows(
+            LiveTokenSQL.activityTokens(appID: appID, activityIDs: activityIDs, limit: limit).postgres
+        )
+        return LiveTokenSQL.grouped(try rows.map { try $0.decode((String, String).self) })
     }
 
     public func sweep(_ kind: LiveToken.Kind, before cutoff: Date, limit: Int) async throws -> Int {

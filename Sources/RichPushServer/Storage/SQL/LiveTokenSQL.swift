@@ -97,7 +97,7 @@ enum LiveTokenSQL {
     }
 
     /// The update tokens of several activities (`activity_id`, `token`), each activity's in token order.
-    static func activityTokens(appID: String, activityIDs: [String], now: Date = Date()) -> SQL {
+    static func activityTokens(appID: String, activityIDs: [String], limit: Int, now: Date = Date()) -> SQL {
         let since = now.addingTimeInterval(-LiveTokenLimits.lifetime(.activity))
         let ids = activityIDs.enumerated().reduce(SQL(stringLiteral: "")) { out, v in
             out + (v.offset == 0 ? "\(v.element)" : ", \(v.element)" as SQL)
@@ -105,16 +105,14 @@ enum LiveTokenSQL {
         return """
             SELECT activity_id, token FROM live_tokens WHERE app_id = \(appID) AND activity_id IN (\(ids))
                 AND kind = \(LiveToken.Kind.activity.rawValue) AND updated_at >= \(since)
-            ORDER BY activity_id, token
+            ORDER BY activity_id, token LIMIT \(limit + 1)
             """
     }
 
-    /// Rows of (activity id, token) grouped by activity, at most `limitEach + 1` each.
-    static func grouped(_ rows: [(String, String)], limitEach: Int) -> [String: [String]] {
+    /// Rows of (activity id, token) grouped by activity.
+    static func grouped(_ rows: [(String, String)]) -> [String: [String]] {
         var out: [String: [String]] = [:]
-        for (activity, token) in rows where out[activity, default: []].count <= limitEach {
-            out[activity, default: []].append(token)
-        }
+        for (activity, token) in rows { out[activity, default: []].append(token) }
         return out
     }
 

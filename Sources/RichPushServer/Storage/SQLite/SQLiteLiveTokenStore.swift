@@ -100,14 +100,16 @@ public final class SQLiteLiveTokenStore: LiveTokenStore {
         }
     }
 
-    public func activityTokens(appID: String, activityIDs: [String], limitEach: Int) async throws -> [String: [String]]
-    {
+    public func activityTokens(appID: String, activityIDs: [String], limit: Int) async throws -> [String: [String]] {
         guard !activityIDs.isEmpty else { return [:] }
         let rows = try await pool.read { db in
-            try Row.fetchAll(db, query: LiveTokenSQL.activityTokens(appID: appID, activityIDs: activityIDs))
-                .map { ($0[0] as String, $0[1] as String) }
+            try Row.fetchAll(
+                db,
+                query: LiveTokenSQL.activityTokens(appID: appID, activityIDs: activityIDs, limit: limit)
+            )
+            .map { ($0[0] as String, $0[1] as String) }
         }
-        return LiveTokenSQL.grouped(rows, limitEach: limitEach)
+        return LiveTokenSQL.grouped(rows)
     }
 
     public func sweep(_ kind: LiveToken.Kind, before cutoff: Date, limit: Int) async throws -> Int {
