@@ -70,6 +70,7 @@ public final class MediaService: Sendable {
     /// pushes out old verdicts one at a time.
     private let checks = NIOLockedValueBox(LRU<(MediaCheck, until: Date)>(capacity: 10_000))
     private let charts = NIOLockedValueBox<[String: MediaStore.Item]>([:])
+    private let parsedURLs = NIOLockedValueBox(LRU<MediaURL>(capacity: MediaService.parsedKept))
     /// How long a successful check is trusted for later sends of the same URL.
     let checkLifetime: TimeInterval
     /// How long a failed check is answered again without fetching (a URL asked for again and again while it
@@ -109,13 +110,30 @@ public final class MediaService: Sendable {
     public func url(for item: MediaStore.Item) -> String { publicBase + "/media/" + item.name }
 
     /// The stored name behind a URL on this server, if it is one (in any spelling of it).
-    func hostedName(_ url: String) -> String? {
+    func hostedName(_ url: String) -> String? { hostedName(key: (try? parsed(url))?.comparisonKey ?? url) }
+
+    /// The stored name behind a URL already read, if it is one of this server's.
+    func hostedName(of target: MediaURL) -> String? { hostedName(key: target.comparisonKey) }
+
+    private func hostedName(key: String) -> String? {
         let prefix = base.withLockedValue { $0.hostedPrefix }
-        let key = (try? MediaURL(url))?.comparisonKey ?? url
         guard key.hasPrefix(prefix) else { return nil }
         let name = String(key.dropFirst(prefix.count))
         return MediaStore.parse(name) != nil ? name : nil
     }
+
+    /// A media URL as ``MediaURL`` reads it, remembered by its written form: a send's URL is read by its quota
+    /// count, its check and its keeping, and the same URL by request after request (a campaign's picture). Reading
+    /// one (its Foundation URL above all) was about a fifth of a PostgreSQL node's CPU under `cluster.sh`. The
+    /// ``parsedKept`` most recently used are kept, so a flood of distinct URLs costs bounded memory.
+    func parsed(_ url: String) throws(MediaURL.Problem) -> MediaURL {
+        if let hit = parsedURLs.withLockedValue({ $0.get(url) }) { return hit }
+        let read = try MediaURL(url)
+        parsedURLs.withLockedValue { $0.set(url, read) }
+        return read
+    }
+
+    static let parsedKept = 1024
 
     /// Checks one URL (a kind hint picks the limit for bytes that do not say what they are); `keepBody` keeps the
     /// bytes for re-hosting.
@@ -135,8 +153,8 @@ public final class MediaService: Sendable {
     /// this server's own hosted media (read from its store, content-addressed), nor a URL whose kept verdict
     /// answers. What a fetch quota counts.
     func needsFetch(_ url: String, rehost: Rehost) -> Bool {
-        guard let target = try? MediaURL(url) else { return false }
-        return hostedName(target.fetched) == nil && keptVerdict(target.comparisonKey, rehost: rehost) == nil
+        guard let target = try? parsed(url) else { return false }
+        return hostedName(of: target) == nil && keptVerdict(target.comparisonKey, rehost: rehost) == nil
     }
 
     /// How many of a message's media a ``prepare(_:onFailure:rehost:)`` fetches from other servers.
@@ -151,12 +169,12 @@ public final class MediaService: Sendable {
     func check(_ url: String, kind: MediaKind?, rehost: Rehost) async -> MediaCheck {
         var result = MediaCheck(url: url)
         let target: MediaURL
-        do { target = try MediaURL(url) } catch {
+        do { target = try parsed(url) } catch {
             result.failure = (error.code, error.message)
             return result
         }
         if target.isRewritten { result.fetched = target.fetched }
-        if let name = hostedName(target.fetched), await store.materialize(name), let (buffer, type) = store.get(name) {
+        if let name = hostedName(of: target), await store.materialize(name), let (buffer, type) = store.get(name) {
             result.type = type
             result.bytes = buffer.readableBytes
             judge(&result)
@@ -291,7 +309,7 @@ public final class MediaService: Sendable {
         guard onFailure != .off || rehost == .always else {
             var notes: [ValidationIssue] = []
             for i in message.media.indices {
-                guard let u = try? MediaURL(message.media[i].url), u.isRewritten else { continue }
+                guard let u = try? parsed(message.media[i].url), u.isRewritten else { continue }
                 notes.append(Self.normalized(at: i, written: u.written, fetched: u.fetched, checked: false))
                 message.media[i].url = u.fetched
             }
