@@ -524,7 +524,16 @@ import Testing
             )
             // A full bucket (5): a batch of 5 spends it all, and the next request waits.
             later()
-            let five: JSONValue = ["items": .array(Array(repeating: good, count: 5))]
+            let five: JSONValue = [
+                "items": .array(
+                    (0..<5).map {
+                        [
+                            "live_activity": ["event": "update", "content_state": ["n": 1]],
+                            "audience": ["live_activity": .string("a\($0)")],
+                        ]
+                    }
+                )
+            ]
             let (first, _) = try await call(client, .post, "/v1/apps/\(app)/live/updates", five)
             let (second, limited) = try await call(client, .post, "/v1/apps/\(app)/live/updates", ["items": [good]])
             #expect(first == 202 && second == 429, "\(limited)")
@@ -564,6 +573,114 @@ import Testing
             )
             #expect(two == 422 && rules(refusal) == ["live-audience-too-large"], "\(refusal)")
             #expect(try await h.backend.queue.counts().values.reduce(0, +) == 2)
+        }
+    }
+
+    /// What an outsider tried against the batch: a body of thousands of made-up keys gets a short answer; an
+    /// activity named twice is refused; ids that differ only in Unicode normalization are two activities, as the
+    /// database holds them; a single send's Idempotency-Key cannot name a batch's item; a refused batch spends no
+    /// activity's priority-10 budget.
+    @Test func theBatchHoldsAgainstWhatAnOutsiderTried() async throws {
+        try await withHarness(budget: 1) { h, client in
+            let (_, created) = try await call(client, .post, "/v1/apps", ["name": "O", "bundle_id": "com.example.app"])
+            let app = try #require(created["app"]?["id"]?.stringValue)
+            let composed = "caf\u{E9}"
+            let decomposed = "cafe\u{301}"
+            for (i, activity) in [composed, decomposed, "a", "fresh"].enumerated() {
+                let (status, _) = try await call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/live/tokens",
+                    [
+                        "kind": "activity", "token": .string(String(format: "%064x", 0xD0 + i)), "activity_type": "T",
+                        "activity_id": .string(activity),
+                    ]
+                )
+                #expect(status == 200)
+            }
+            func item(_ activity: String, _ n: Int, title: String? = nil) -> JSONValue {
+                var o: [String: JSONValue] = [
+                    "live_activity": ["event": "update", "content_state": ["n": .int(Int64(n))]],
+                    "audience": ["live_activity": .string(activity)],
+                ]
+                if let title { o["title"] = .string(title) }
+                return .object(o)
+            }
+            func batch(_ body: JSONValue, key: String? = nil) async throws -> (Int, JSONValue, Int) {
+                var headers: HTTPFields = [.authorization: "Bearer \(Self.admin)"]
+                if let key { headers[HTTPField.Name("Idempotency-Key")!] = key }
+                return try await client.execute(
+                    uri: "/v1/apps/\(app)/live/updates",
+                    method: .post,
+                    headers: headers,
+                    body: ByteBuffer(bytes: body.serialized())
+                ) {
+                    (
+                        $0.status.code, (try? JSONValue.parse(Array($0.body.readableBytesView))) ?? .null,
+                        $0.body.readableBytes
+                    )
+                }
+            }
+
+            // Thousands of made-up keys: 20 named, the rest counted in one issue; the answer is a few kilobytes.
+            var junk: [String: JSONValue] = [:]
+            for k in 0..<20_000 { junk["k\(k)"] = 0 }
+            let (status, refusal, bytes) = try await batch(["items": [.object(junk)]])
+            let issues = refusal["error"]?["issues"]?.arrayValue ?? []
+            #expect(
+                status == 422 && issues.count <= 100 && bytes < 16_384,
+                "\(status), \(issues.count) issues, \(bytes) bytes"
+            )
+            #expect(issues.contains { $0["message"]?.stringValue?.contains("more unknown fields") == true })
+            // Many bad items: at most 100 issues listed, the rest counted.
+            let (_, many, _) = try await batch(["items": .array(Array(repeating: ["body": "x"], count: 300))])
+            #expect((many["error"]?["issues"]?.arrayValue?.count ?? 0) <= 100)
+
+            // An activity named twice.
+            let (twice, again, _) = try await batch(["items": [item("a", 1), item("a", 2)]])
+            #expect(twice == 422 && rules(again) == ["duplicate-activity"], "\(again)")
+
+            // Two spellings of one word are two activities, each reaching its own token.
+            let (both, answer, _) = try await batch(["items": [item(composed, 1), item(decomposed, 2)]])
+            #expect(both == 202, "\(answer)")
+            let ids = answer["notifications"]?.arrayValue?.compactMap { $0["id"]?.stringValue } ?? []
+            try #require(ids.count == 2)
+            #expect(
+                try await h.backend.queue.deliveries(notificationID: ids[0]).map(\.target.stored) == [
+                    String(format: "%064x", 0xD0)
+                ]
+            )
+            #expect(
+                try await h.backend.queue.deliveries(notificationID: ids[1]).map(\.target.stored) == [
+                    String(format: "%064x", 0xD1)
+                ]
+            )
+
+            // A single send under the key "K [item 0]" (the shape a batch item's key once had) and then a batch under
+            // "K": both stored, neither the other's.
+            let (single, _) = try await client.execute(
+                uri: "/v1/apps/\(app)/notifications",
+                method: .post,
+                headers: [.authorization: "Bearer \(Self.admin)", HTTPField.Name("Idempotency-Key")!: "K [item 0]"],
+                body: ByteBuffer(bytes: item("a", 3).serialized())
+            ) { ($0.status.code, 0) }
+            #expect(single == 202)
+            let (keyed, keyedAnswer, _) = try await batch(["items": [item("a", 4)]], key: "K")
+            #expect(keyed == 202 && keyedAnswer["notifications"]?.arrayValue?.count == 1, "\(keyedAnswer)")
+
+            // A batch refused for its second item's size spends nothing of the first item's budget (1 an hour):
+            // the next update of that activity still goes at priority 10, without the live-budget warning.
+            let (tooBig, bigAnswer, _) = try await batch([
+                "items": [item("fresh", 6), item(decomposed, 7, title: String(repeating: "x", count: 6000))]
+            ])
+            #expect(tooBig == 422 && rules(bigAnswer).contains("payload-too-large"), "\(bigAnswer)")
+            let budget = { (answer: JSONValue) in
+                answer["notifications"]?.arrayValue?.first?["warnings"]?.arrayValue?.contains {
+                    $0["rule"] == "live-budget"
+                } == true
+            }
+            #expect(!budget(try await batch(["items": [item("fresh", 8)]]).1))
+            #expect(budget(try await batch(["items": [item("fresh", 9)]]).1), "the second is past the budget")
         }
     }
 

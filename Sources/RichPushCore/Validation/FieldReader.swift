@@ -38,12 +38,27 @@ public struct FieldReader {
         return o
     }
 
-    /// Flags keys outside `known`: a misspelt field is otherwise silently ignored.
+    /// Flags keys outside `known`: a misspelt field is otherwise silently ignored. At most
+    /// ``maxUnknownNamed`` are named one by one, and the rest in one issue: a body of a hundred thousand made-up
+    /// keys gets an answer of a few lines, not one ten times its size.
     public mutating func rejectUnknown(_ object: [String: JSONValue], known: Set<String>, at path: String) {
-        for key in object.keys.sorted() where !known.contains(key) {
-            report.add(Self.join(path, key), "unknown-field", "unknown field '\(key)'")
+        let unknown = object.keys.filter { !known.contains($0) }
+        guard !unknown.isEmpty else { return }
+        let named =
+            unknown.count <= Self.maxUnknownNamed
+            ? unknown.sorted() : Array(unknown.sorted().prefix(Self.maxUnknownNamed))
+        for key in named { report.add(Self.join(path, key), "unknown-field", "unknown field '\(key.prefix(100))'") }
+        if unknown.count > named.count {
+            report.add(
+                path,
+                "unknown-field",
+                "\(unknown.count - named.count) more unknown fields\(path.isEmpty ? "" : " in \(path)") are not listed"
+            )
         }
     }
+
+    /// How many unknown fields of one object are named one by one.
+    public static let maxUnknownNamed = 20
 
     public mutating func string(
         _ object: [String: JSONValue],

@@ -91,6 +91,8 @@ public struct APIError: HTTPResponseError, Sendable {
     public var code: Code
     public var message: String
     public var issues: [ValidationIssue]
+    /// The most issues an answer lists (``issues_omitted`` counts the rest).
+    static let maxIssuesShown = 100
     /// Seconds to wait, sent as `Retry-After` (429 and 503).
     public var retryAfter: Int?
     /// The id a 500 answer carries, the same as in the log line that tells what happened.
@@ -119,7 +121,19 @@ public struct APIError: HTTPResponseError, Sendable {
     /// The error's JSON body.
     public var json: JSONValue {
         var error: [String: JSONValue] = ["code": .string(code.rawValue), "message": .string(message)]
-        if !issues.isEmpty { error["issues"] = .array(issues.map(\.json)) }
+        if !issues.isEmpty {
+            // At most `maxIssuesShown`, errors first: the answer stays small whatever the body held.
+            let shown =
+                issues.count <= Self.maxIssuesShown
+                ? issues
+                : Array(
+                    (issues.filter { $0.severity == .error } + issues.filter { $0.severity != .error }).prefix(
+                        Self.maxIssuesShown
+                    )
+                )
+            error["issues"] = .array(shown.map(\.json))
+            if shown.count < issues.count { error["issues_omitted"] = .int(Int64(issues.count - shown.count)) }
+        }
         if let requestID { error["request_id"] = .string(requestID) }
         return ["error": .object(error)]
     }

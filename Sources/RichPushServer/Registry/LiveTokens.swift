@@ -102,7 +102,7 @@ public protocol LiveTokenStore: Sendable {
     /// The update tokens of several activities, read at once, by activity id, each activity's in token order:
     /// at most `limit + 1` in all (one more than allowed tells that the activities have too many). Activities
     /// without tokens are absent.
-    func activityTokens(appID: String, activityIDs: [String], limit: Int) async throws -> [String: [String]]
+    func activityTokens(appID: String, activityIDs: [String], limit: Int) async throws -> [ExactText: [String]]
     /// Removes tokens of a kind not registered again since `cutoff`; returns how many went.
     func sweep(_ kind: LiveToken.Kind, before cutoff: Date, limit: Int) async throws -> Int
 }
@@ -123,4 +123,17 @@ extension LiveTokenStore {
     public func sweepActivityTokens(before cutoff: Date, limit: Int) async throws -> Int {
         try await sweep(.activity, before: cutoff, limit: limit)
     }
+}
+
+/// Text compared byte for byte (its UTF-8), as the databases compare it: Swift's `String` takes two canonically
+/// equivalent spellings as one ("café" composed and decomposed), where an activity id registered in one spelling is
+/// not the other's.
+public struct ExactText: Hashable, Sendable, CustomStringConvertible {
+    public let text: String
+    public init(_ text: String) { self.text = text }
+    public static func == (a: ExactText, b: ExactText) -> Bool { a.text.utf8.elementsEqual(b.text.utf8) }
+    public func hash(into h: inout Hasher) {
+        for byte in text.utf8 { h.combine(byte) }
+    }
+    public var description: String { text }
 }

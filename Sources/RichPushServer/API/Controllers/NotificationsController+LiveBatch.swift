@@ -27,75 +27,85 @@ extension NotificationsController {
         try spendItems(items.count, request)
         let now = Date()
         var sends: [SendRequest] = []
-        var activities: [String] = []
+        var activities: [ExactText] = []
+        var seen = Set<ExactText>()
         var problems: [ValidationIssue] = []
-        for (i, item) in items.enumerated() {
+        // Read until every item is read or the answer holds as many problems as it lists.
+        for (i, item) in items.enumerated() where problems.count < APIError.maxIssuesShown {
+            let send: SendRequest
             do {
-                let send = try SendRequest.decode(
-                    item,
-                    validation: validation,
-                    maxTokens: maxTokensPerRequest,
-                    now: now
-                )
-                guard case .activity(let id)? = send.live else {
-                    problems.append(
-                        ValidationIssue(
-                            path: "items[\(i)].audience",
-                            rule: "live-activity-only",
-                            message: "each item is sent to one activity: audience {\"live_activity\": id}"
-                        )
-                    )
-                    continue
-                }
-                if send.options.dryRun {
-                    problems.append(
-                        ValidationIssue(
-                            path: "items[\(i)].dry_run",
-                            rule: "no-dry-run",
-                            message: "a batch is not tried dry: send one item to POST /notifications with dry_run"
-                        )
-                    )
-                    continue
-                }
-                sends.append(send)
-                activities.append(id)
+                send = try SendRequest.decode(item, validation: validation, maxTokens: maxTokensPerRequest, now: now)
             } catch {
                 problems += error.issues.map { Self.item(i, $0) }
                 if error.issues.isEmpty {
                     problems.append(ValidationIssue(path: "items[\(i)]", rule: "invalid", message: error.message))
                 }
+                continue
             }
+            guard case .activity(let id)? = send.live else {
+                problems.append(
+                    ValidationIssue(
+                        path: "items[\(i)].audience",
+                        rule: "live-activity-only",
+                        message: "each item is sent to one activity: audience {\"live_activity\": id}"
+                    )
+                )
+                continue
+            }
+            if send.options.dryRun {
+                problems.append(
+                    ValidationIssue(
+                        path: "items[\(i)].dry_run",
+                        rule: "no-dry-run",
+                        message: "a batch is not tried dry: send one item to POST /notifications with dry_run"
+                    )
+                )
+                continue
+            }
+            // One state per activity and batch: two accepted in the same second are ordered by arrival only.
+            guard seen.insert(ExactText(id)).inserted else {
+                problems.append(
+                    ValidationIssue(
+                        path: "items[\(i)].audience.live_activity",
+                        rule: "duplicate-activity",
+                        message: "this activity has an item earlier in the batch: one state per activity and request"
+                    )
+                )
+                continue
+            }
+            sends.append(send)
+            activities.append(ExactText(id))
         }
         guard problems.isEmpty else { throw APIError(.invalid, "the updates are not valid", issues: problems) }
         // Every activity's tokens in one read, at most as many in all as one send may reach: a batch costs no more
         // than a send to that many tokens (a larger one belongs on broadcast channels, or in smaller batches).
         let tokens = try await backend.liveTokens.activityTokens(
             appID: app.id,
-            activityIDs: Array(Set(activities)),
+            activityIDs: activities.map(\.text),
             limit: maxTokensPerRequest
         )
         if tokens.values.reduce(0, { $0 + $1.count }) > maxTokensPerRequest {
-            problems.append(
-                ValidationIssue(
-                    path: "items",
-                    rule: "live-audience-too-large",
-                    message:
-                        "the items' activities hold more than \(maxTokensPerRequest) tokens in all: send fewer items per request, or a shared state on a broadcast channel (audience.apns_channel)"
-                )
+            throw APIError(
+                .invalid,
+                "the updates are not valid",
+                issues: [
+                    ValidationIssue(
+                        path: "items",
+                        rule: "live-audience-too-large",
+                        message:
+                            "the items' activities hold more than \(maxTokensPerRequest) tokens in all: send fewer items per request, or a shared state on a broadcast channel (audience.apns_channel)"
+                    )
+                ]
             )
         }
-        guard problems.isEmpty else { throw APIError(.invalid, "the updates are not valid", issues: problems) }
 
+        // Each item is made ready as its send would be; the priority-10 budget is spent once all of them are.
         let pipeline = self.pipeline
-        var plans: [AcceptPlan] = []
-        var warnings: [[ValidationIssue]] = []
-        var messages: [PushMessage] = []
+        var ready: [(message: PushMessage, report: ValidationReport, plan: AcceptPlan)] = []
         for (i, send) in sends.enumerated() {
             var (message, report, options) = (send.message, send.report, send.options)
             let audience = Audience.providerTokens(apns: tokens[activities[i], default: []], fcm: [])
-            spendLiveBudget(&message, app: app, live: send.live, audience: audience, into: &report)
             if i == 0 { report.issues += pipeline.credentialWarnings(app: app, audience: audience) }
-            options.dryRun = false
             let id = UUID().uuidString.lowercased()
             do {
                 try await pipeline.prepareMedia(&message, options: options, report: &report, context: context)
@@ -108,36 +118,33 @@ extension NotificationsController {
                     what: "the update"
                 )
                 try await pipeline.keepMedia(message, until: end)
-                plans.append(
-                    AcceptPlan(
-                        notification: .init(
-                            id: id,
-                            appID: app.id,
-                            message: message.json,
-                            response: .null,
-                            createdAt: now
-                        ),
-                        idempotencyKey: idempotency.key.map { "\($0) [item \(i)]" },
-                        audience: audience,
-                        notBefore: options.notBefore,
-                        expiresAt: expiresAt,
-                        spread: options.spread
-                    )
+                let plan = AcceptPlan(
+                    notification: .init(id: id, appID: app.id, message: .null, response: .null, createdAt: now),
+                    idempotencyKey: idempotency.key.map { Self.itemKey($0, i) },
+                    audience: audience,
+                    notBefore: options.notBefore,
+                    expiresAt: expiresAt,
+                    spread: options.spread
                 )
+                ready.append((message, report, plan))
             } catch let error as APIError {
                 var e = error
                 e.issues = error.issues.map { Self.item(i, $0) }
                 if e.issues.isEmpty { e.message = "items[\(i)]: \(error.message)" }
                 throw e
             }
-            warnings.append(report.warnings)
-            messages.append(message)
+        }
+        for i in ready.indices {
+            var (message, report) = (ready[i].message, ready[i].report)
+            spendLiveBudget(&message, app: app, live: sends[i].live, audience: ready[i].plan.audience, into: &report)
+            ready[i].plan.notification.message = message.json
+            (ready[i].message, ready[i].report) = (message, report)
         }
 
         let showsReach = mayReadRegistry(context)
-        let answers = warnings.map { w in JSONValue.array(w.map(\.json)) }
-        let ids = plans.map(\.notification.id)
-        let accepted = try await intake.acceptAll(plans) { i, queued in
+        let answers = ready.map { JSONValue.array($0.report.warnings.map(\.json)) }
+        let ids = ready.map(\.plan.notification.id)
+        let accepted = try await intake.acceptAll(ready.map(\.plan)) { i, queued in
             idempotency.stored([
                 "id": .string(ids[i]), "status": "accepted", "warnings": answers[i],
                 "deliveries": showsReach ? (queued.map { .int(Int64($0)) } ?? .null) : .null,
@@ -145,12 +152,16 @@ extension NotificationsController {
         }
         var out: [JSONValue] = []
         for (i, a) in accepted.enumerated() {
-            if a.created { pipeline.accepted(ids[i], app: app.id, message: messages[i], queued: a.queued) }
+            if a.created { pipeline.accepted(ids[i], app: app.id, message: ready[i].message, queued: a.queued) }
             out.append(try Self.itemAnswer(a.notification.response, idempotency: idempotency, replay: !a.created))
         }
         let answer: JSONValue = ["notifications": .array(out), "accepted": .int(Int64(out.count))]
         return Response.json(202, answer)
     }
+
+    /// The idempotency key an item is stored under: the batch's key and the item's place, joined by a character
+    /// no `Idempotency-Key` header may hold, so that no single send's key can name a batch's item.
+    static func itemKey(_ key: String, _ index: Int) -> String { "\u{1}batch\u{1}\(key)\u{1}\(index)" }
 
     /// The item's answer as stored, without the request's fingerprint; a replay whose first request had another
     /// body is refused (as for a send).

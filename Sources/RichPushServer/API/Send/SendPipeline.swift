@@ -52,6 +52,11 @@ struct SendPipeline: Sendable {
         if let key, key.isEmpty || key.unicodeScalars.count > 255 {
             throw APIError(.invalidIdempotencyKey, "Idempotency-Key must be 1 to 255 characters")
         }
+        // Control characters are kept out (HTTP's parsers refuse most anyway): a batch's items are stored under
+        // keys joined by one (``NotificationsController/itemKey(_:_:)``).
+        if let key, key.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            throw APIError(.invalidIdempotencyKey, "Idempotency-Key must hold no control characters")
+        }
         return key
     }
 

@@ -124,18 +124,22 @@ public final class MemoryLiveTokenStore: LiveTokenStore {
                 return false
             }
             switch audience {
-            case .activity(let id): return t.kind == .activity && t.activityID == id
+            // Byte for byte, as the databases compare (not String's canonical equivalence).
+            case .activity(let id): return t.kind == .activity && t.activityID?.utf8.elementsEqual(id.utf8) == true
             case .pushToStart(let type, let user):
                 return t.kind == .pushToStart && t.activityType == type && (user == nil || t.userID == user)
             }
         }.map(\.token).sorted().prefix(max(0, limit)).map { $0 }
     }
 
-    public func activityTokens(appID: String, activityIDs: [String], limit: Int) async throws -> [String: [String]] {
-        var out: [String: [String]] = [:]
+    public func activityTokens(appID: String, activityIDs: [String], limit: Int) async throws -> [ExactText: [String]] {
+        var out: [ExactText: [String]] = [:]
         var left = max(0, limit + 1)
-        for id in Set(activityIDs).sorted() where left > 0 {
-            let tokens = try await tokens(appID: appID, audience: .activity(id), limit: left)
+        for id in Set(activityIDs.map(ExactText.init)).sorted(by: {
+            $0.text.utf8.lexicographicallyPrecedes($1.text.utf8)
+        })
+        where left > 0 {
+            let tokens = try await tokens(appID: appID, audience: .activity(id.text), limit: left)
             if !tokens.isEmpty { out[id] = tokens }
             left -= tokens.count
         }

@@ -120,7 +120,7 @@ public final class PostgresLiveTokenStore: LiveTokenStore {
             .map { try $0.decode(String.self) }
     }
 
-    public func activityTokens(appID: String, activityIDs: [String], limit: Int) async throws -> [String: [String]] {
+    public func activityTokens(appID: String, activityIDs: [String], limit: Int) async throws -> [ExactText: [String]] {
         guard !activityIDs.isEmpty else { return [:] }
         let rows = try await db.rows(
             LiveTokenSQL.activityTokens(appID: appID, activityIDs: activityIDs, limit: limit).postgres

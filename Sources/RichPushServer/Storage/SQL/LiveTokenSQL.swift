@@ -110,9 +110,9 @@ enum LiveTokenSQL {
     }
 
     /// Rows of (activity id, token) grouped by activity.
-    static func grouped(_ rows: [(String, String)]) -> [String: [String]] {
-        var out: [String: [String]] = [:]
-        for (activity, token) in rows { out[activity, default: []].append(token) }
+    static func grouped(_ rows: [(String, String)]) -> [ExactText: [String]] {
+        var out: [ExactText: [String]] = [:]
+        for (activity, token) in rows { out[ExactText(activity), default: []].append(token) }
         return out
     }
 

@@ -100,7 +100,7 @@ public final class SQLiteLiveTokenStore: LiveTokenStore {
         }
     }
 
-    public func activityTokens(appID: String, activityIDs: [String], limit: Int) async throws -> [String: [String]] {
+    public func activityTokens(appID: String, activityIDs: [String], limit: Int) async throws -> [ExactText: [String]] {
         guard !activityIDs.isEmpty else { return [:] }
         let rows = try await pool.read { db in
             try Row.fetchAll(
