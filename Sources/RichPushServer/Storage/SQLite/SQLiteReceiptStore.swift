@@ -90,7 +90,9 @@ public final class SQLiteReceiptStore: ReceiptStore {
 
     public func addMinutes(_ counts: [MinuteCount]) async throws {
         guard !counts.isEmpty else { return }
-        try await pool.write { db in for c in counts { try db.execute(query: MinuteSQL.add(c)) } }
+        // One text whatever the counts: compiled once per connection (each call compiled it: a Live Activity update
+        // is a notification of its own, and its minutes were written by a statement compiled anew).
+        try await pool.write { db in for c in counts { try db.execute(kept: MinuteSQL.add(c)) } }
     }
 
     public func appHours(appID: String, since: Date) async throws -> (hours: [AppHour], failures: [(String, Int)]) {

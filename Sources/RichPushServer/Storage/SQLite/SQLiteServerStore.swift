@@ -409,8 +409,9 @@ public final class SQLiteServerStore: ServerStore {
     ) throws -> (StoredNotification, created: Bool) {
         if let key = idempotencyKey,
             let row = try Row.fetchOne(
-                db,
-                sql: "SELECT \(Columns.notification) FROM notifications WHERE app_id = ? AND idempotency_key = ?",
+                db.cachedStatement(
+                    sql: "SELECT \(Columns.notification) FROM notifications WHERE app_id = ? AND idempotency_key = ?"
+                ),
                 arguments: [n.appID, key]
             )
         {
@@ -433,14 +434,16 @@ public final class SQLiteServerStore: ServerStore {
 
     public func notification(id: String) async throws -> StoredNotification? {
         try await pool.read { db in
-            try Row.fetchOne(db, sql: "SELECT \(Columns.notification) FROM notifications WHERE id = ?", arguments: [id])
-                .map(Self.notification)
+            try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT \(Columns.notification) FROM notifications WHERE id = ?"),
+                arguments: [id]
+            ).map(Self.notification)
         }
     }
 
     /// A notification's whole row, with its fan-out columns.
     static func notificationRow(id: String, in db: Database) throws -> Row? {
-        try Row.fetchOne(db, sql: "SELECT * FROM notifications WHERE id = ?", arguments: [id])
+        try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM notifications WHERE id = ?"), arguments: [id])
     }
 
     static func notification(_ row: Row) throws -> StoredNotification {
