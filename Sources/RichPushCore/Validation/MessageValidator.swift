@@ -294,11 +294,14 @@ public struct MessageValidator: Sendable {
         }
         for (i, media) in m.media.enumerated() {
             let path = "media[\(i)]"
-            if let problem = urlProblem(media.url) {
+            let url: MediaURL
+            switch read(media.url) {
+            case .failure(let problem):
                 r.add("\(path).url", problem.rule, problem.message)
                 continue
+            case .success(let u): url = u
             }
-            let byURL = MediaType(urlString: (try? MediaURL(media.url))?.fetched ?? media.url)
+            let byURL = MediaType(urlString: url.fetched)
             let byHint = media.mimeType.flatMap(MediaType.init(mimeType:))
             if let hint = media.mimeType, byHint == nil {
                 r.add("\(path).type", "unknown-type", "'\(hint)' is not a media type RichPush knows", .warning)
@@ -341,13 +344,22 @@ public struct MessageValidator: Sendable {
         }
     }
 
-    /// A media URL's problem: a rule of ``MediaURL`` (the device and the preflight read it the same way), or plain
-    /// http where it is not allowed.
-    private func urlProblem(_ s: String) -> (rule: String, message: String)? {
+    /// A media URL read once (its type is then judged from the same reading), or its problem: a rule of
+    /// ``MediaURL`` (the device and the preflight read it the same way), or plain http where it is not allowed.
+    private func read(_ s: String) -> Result<MediaURL, URLProblem> {
         let url: MediaURL
-        do { url = try MediaURL(s) } catch { return (error.code, "'\(s.prefix(80))': \(error.message)") }
-        if url.scheme == "https" || options.allowInsecureMedia { return nil }
-        return ("https-required", "must use https (iOS App Transport Security blocks plain http)")
+        do { url = try MediaURL(s) } catch {
+            return .failure(URLProblem(rule: error.code, message: "'\(s.prefix(80))': \(error.message)"))
+        }
+        if url.scheme == "https" || options.allowInsecureMedia { return .success(url) }
+        return .failure(
+            URLProblem(rule: "https-required", message: "must use https (iOS App Transport Security blocks plain http)")
+        )
+    }
+
+    private struct URLProblem: Error {
+        var rule: String
+        var message: String
     }
 
     /// The size limits the message breaks: its APNs payload (when `apns`) and its FCM message to that kind of
