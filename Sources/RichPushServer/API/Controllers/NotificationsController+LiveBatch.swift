@@ -85,17 +85,9 @@ extension NotificationsController {
             limit: maxTokensPerRequest
         )
         if tokens.values.reduce(0, { $0 + $1.count }) > maxTokensPerRequest {
-            throw APIError(
-                .invalid,
-                "the updates are not valid",
-                issues: [
-                    ValidationIssue(
-                        path: "items",
-                        rule: "live-audience-too-large",
-                        message:
-                            "the items' activities hold more than \(maxTokensPerRequest) tokens in all: send fewer items per request, or a shared state on a broadcast channel (audience.apns_channel)"
-                    )
-                ]
+            throw Self.refusal(
+                "live-audience-too-large",
+                "the items' activities hold more than \(maxTokensPerRequest) tokens in all: send fewer items per request, or a shared state on a broadcast channel (audience.apns_channel)"
             )
         }
 
@@ -195,22 +187,23 @@ extension NotificationsController {
         guard count > 1, let limiter = keyLimiter, let hash = Authenticator.bearerHash(request) else { return }
         let most = Int(limiter.largestCost.rounded(.down))
         guard count <= most else {
-            throw APIError(
-                .invalid,
-                "the updates are not valid",
-                issues: [
-                    ValidationIssue(
-                        path: "items",
-                        rule: "over-rate-burst",
-                        message:
-                            "each item counts as a request: this server's rate limit takes at most \(most) at once (rate_limit \(limiter.rate)/s, bursts of \(limiter.burst)); send smaller batches"
-                    )
-                ]
+            throw Self.refusal(
+                "over-rate-burst",
+                "each item counts as a request: this server's rate limit takes at most \(most) at once (rate_limit \(limiter.rate)/s, bursts of \(limiter.burst)); send smaller batches"
             )
         }
         if let wait = limiter.check(hash, cost: Double(count - 1)) {
             throw APIError.rateLimited(after: RateLimiter.retryAfter(wait), "too many updates for this key")
         }
+    }
+
+    /// A refusal of the whole batch (path `items`).
+    static func refusal(_ rule: String, _ message: String) -> APIError {
+        APIError(
+            .invalid,
+            "the updates are not valid",
+            issues: [ValidationIssue(path: "items", rule: rule, message: message)]
+        )
     }
 
     static func item(_ i: Int, _ issue: ValidationIssue) -> ValidationIssue {
