@@ -137,6 +137,10 @@ public enum WebPushEncryption {
         return P256.KeyAgreement.PrivateKey()
     }
 
+    /// The content key and nonce (RFC 8291 §3.4 and RFC 8188 §2.2), as five HMAC-SHA256 of a few dozen bytes each:
+    /// every HKDF here asks for one block of output, so each is one HMAC to extract and one to expand, and the key
+    /// and the nonce share their extract. Done through the library's HKDF and key types, the same derivation was
+    /// about a fifth of a Web Push send's CPU (`perf` under `richpush-bench webpush-send`).
     static func derive(
         secret: SharedSecret,
         auth: [UInt8],
@@ -144,25 +148,32 @@ public enum WebPushEncryption {
         senderKey: [UInt8],
         salt: [UInt8]
     ) throws -> (SymmetricKey, [UInt8]) {
-        let keyInfo = Array("WebPush: info".utf8) + [0] + receiverKey + senderKey
-        let ikm = secret.hkdfDerivedSymmetricKey(
-            using: SHA256.self,
-            salt: auth,
-            sharedInfo: keyInfo,
-            outputByteCount: 32
-        )
-        let key = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: ikm,
-            salt: salt,
-            info: Array("Content-Encoding: aes128gcm".utf8) + [0],
-            outputByteCount: 16
-        )
-        let nonce = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: ikm,
-            salt: salt,
-            info: Array("Content-Encoding: nonce".utf8) + [0],
-            outputByteCount: 12
-        )
-        return (key, nonce.withUnsafeBytes { Array($0) })
+        let shared = secret.withUnsafeBytes { Array($0) }
+        // IKM = HKDF(salt: auth, ikm: the ECDH secret, info: "WebPush: info" ‖ 0 ‖ receiver ‖ sender, 32 bytes).
+        let keyPRK = hmac(key: auth, shared)
+        let ikm = hmac(key: keyPRK, Self.keyInfoLabel, receiverKey, senderKey, [1])
+        // CEK and NONCE = HKDF(salt, IKM, their info ‖ 0, 16 and 12 bytes).
+        let prk = hmac(key: salt, ikm)
+        let key = hmac(key: prk, Self.keyLabel)
+        let nonce = hmac(key: prk, Self.nonceLabel)
+        return (SymmetricKey(data: key.prefix(16)), Array(nonce.prefix(12)))
+    }
+
+    /// The infos with their zero and HKDF-Expand's first counter byte.
+    static let keyInfoLabel = Array("WebPush: info".utf8) + [0]
+    static let keyLabel = Array("Content-Encoding: aes128gcm".utf8) + [0, 1]
+    static let nonceLabel = Array("Content-Encoding: nonce".utf8) + [0, 1]
+
+    /// HMAC-SHA256 (RFC 2104) of the parts, in order, under `key`.
+    static func hmac(key: [UInt8], _ parts: [UInt8]...) -> [UInt8] {
+        var block = key.count > 64 ? Array(SHA256.hash(data: key)) : key
+        block += repeatElement(0, count: 64 - block.count)
+        var inner = SHA256()
+        inner.update(data: block.map { $0 ^ 0x36 })
+        for part in parts { inner.update(data: part) }
+        var outer = SHA256()
+        outer.update(data: block.map { $0 ^ 0x5C })
+        outer.update(data: Array(inner.finalize()))
+        return Array(outer.finalize())
     }
 }

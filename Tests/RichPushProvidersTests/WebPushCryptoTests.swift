@@ -3,8 +3,9 @@ import Foundation
 import RichPushCore
 import RichPushTestSupport
 import RichPushTransport
-import RichPushWebPush
 import Testing
+
+@testable import RichPushWebPush
 
 /// Web Push's message encryption (RFC 8291 over RFC 8188) and VAPID (RFC 8292), each checked both ways against an
 /// independent implementation: `http_ece` opens what we encrypt and we open what it encrypts; `py_vapid` verifies
@@ -59,6 +60,24 @@ import Testing
     /// Bodies from outside (the emulator reads what senders post) are cut, grown and flipped at random: each is
     /// refused with a named rule or opened, never a trap, and only the untouched body (or one whose record size
     /// alone grew) opens.
+    /// The derivation's own HMAC-SHA256 agrees with the library's, for keys shorter and longer than a block and
+    /// messages in several parts.
+    @Test func theDerivationsHMACIsTheLibrarys() {
+        var random = SeededRandom(seed: 2104)
+        for keyLength in [0, 1, 16, 32, 63, 64, 65, 200] {
+            let key = (0..<keyLength).map { _ in UInt8.random(in: 0...255, using: &random) }
+            let parts = (0..<3).map { n in (0..<(n * 37)).map { _ in UInt8.random(in: 0...255, using: &random) } }
+            let expected = HMAC<SHA256>.authenticationCode(
+                for: parts.joined().map { $0 },
+                using: SymmetricKey(data: key)
+            )
+            #expect(
+                WebPushEncryption.hmac(key: key, parts[0], parts[1], parts[2]) == Array(expected),
+                "key \(keyLength)"
+            )
+        }
+    }
+
     @Test func hostileBodiesAreRefusedByName() async throws {
         let receiver = P256.KeyAgreement.PrivateKey()
         let auth = Self.randomAuth()
