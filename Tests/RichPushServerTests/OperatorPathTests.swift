@@ -198,6 +198,35 @@ import Testing
                 Set(b3["warnings"]?.arrayValue?.compactMap { $0["rule"]?.stringValue } ?? [])
                     == ["no-apns-credentials", "no-fcm-credentials"]
             )
+            // Many Live Activities in one request: each item's answer warns, as its own send's would.
+            for (i, activity) in ["a", "b"].enumerated() {
+                let token: JSONValue = [
+                    "kind": "activity", "token": .string(String(format: "%064x", 10 + i)),
+                    "activity_type": "Order", "activity_id": .string(activity),
+                ]
+                #expect(
+                    try await APITests.call(client, .post, "/v1/apps/\(app)/live/tokens", key: key, body: token).0
+                        == 200
+                )
+            }
+            let items: JSONValue = [
+                "items": .array(
+                    ["a", "b"].map {
+                        [
+                            "live_activity": ["event": "update", "content_state": ["n": 1]],
+                            "audience": ["live_activity": .string($0)],
+                        ]
+                    }
+                )
+            ]
+            let (s4, b4) = try await APITests.call(client, .post, "/v1/apps/\(app)/live/updates", key: key, body: items)
+            #expect(s4 == 202, "\(b4)")
+            #expect(
+                b4["notifications"]?.arrayValue?.map {
+                    $0["warnings"]?.arrayValue?.compactMap { $0["rule"]?.stringValue } ?? []
+                } == [["no-apns-credentials"], ["no-apns-credentials"]],
+                "\(b4)"
+            )
         }
     }
 

@@ -97,7 +97,8 @@ extension NotificationsController {
         for (i, send) in sends.enumerated() {
             var (message, report, options) = (send.message, send.report, send.options)
             let audience = Audience.providerTokens(apns: tokens[activities[i], default: []], fcm: [])
-            if i == 0 { report.issues += pipeline.credentialWarnings(app: app, audience: audience) }
+            // Every item goes to APNs: each answer says so when its credentials are missing, as its send's would.
+            report.issues += pipeline.credentialWarnings(app: app, audience: audience)
             let id = UUID().uuidString.lowercased()
             do {
                 try await pipeline.prepareMedia(&message, options: options, report: &report, context: context)
@@ -145,7 +146,7 @@ extension NotificationsController {
         var out: [JSONValue] = []
         for (i, a) in accepted.enumerated() {
             if a.created { pipeline.accepted(ids[i], app: app.id, message: ready[i].message, queued: a.queued) }
-            out.append(try Self.itemAnswer(a.notification.response, idempotency: idempotency, replay: !a.created))
+            out.append(try idempotency.shown(a.notification.response, replay: !a.created))
         }
         let answer: JSONValue = ["notifications": .array(out), "accepted": .int(Int64(out.count))]
         return Response.json(202, answer)
@@ -154,17 +155,6 @@ extension NotificationsController {
     /// The idempotency key an item is stored under: the batch's key and the item's place, joined by a character
     /// no `Idempotency-Key` header may hold, so that no single send's key can name a batch's item.
     static func itemKey(_ key: String, _ index: Int) -> String { "\u{1}batch\u{1}\(key)\u{1}\(index)" }
-
-    /// The item's answer as stored, without the request's fingerprint; a replay whose first request had another
-    /// body is refused (as for a send).
-    static func itemAnswer(_ stored: JSONValue, idempotency: IdempotentRequest, replay: Bool) throws -> JSONValue {
-        guard case .object(var o) = stored else { return stored }
-        let first = o.removeValue(forKey: IdempotentRequest.member)
-        if replay, let first, first != .string(idempotency.fingerprint) {
-            _ = try idempotency.answer(stored, replay: true)  // throws idempotency-key-reused
-        }
-        return .object(o)
-    }
 
     /// `{"items": [...]}`: 1 to ``maxLiveUpdates`` objects.
     static func liveItems(_ body: JSONValue) throws(APIError) -> [JSONValue] {

@@ -193,7 +193,12 @@ struct IdempotentRequest: Sendable {
 
     /// The answer to send (202) from the stored one; a replay whose first request had another body is refused.
     func answer(_ stored: JSONValue, replay: Bool) throws -> Response {
-        guard case .object(var o) = stored else { return Response.json(202, stored) }
+        Response.json(202, try shown(stored, replay: replay))
+    }
+
+    /// The stored answer without its fingerprint; a replay whose first request had another body is refused.
+    func shown(_ stored: JSONValue, replay: Bool) throws -> JSONValue {
+        guard case .object(var o) = stored else { return stored }
         let first = o.removeValue(forKey: Self.member)
         if replay, let first, first != .string(fingerprint) {
             throw APIError(
@@ -209,6 +214,6 @@ struct IdempotentRequest: Sendable {
                 ]
             )
         }
-        return Response.json(202, .object(o))
+        return .object(o)
     }
 }
