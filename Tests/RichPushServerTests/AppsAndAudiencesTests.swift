@@ -511,6 +511,75 @@ import Testing
         )
     }
 
+    /// A whole app's fan-out inserts its deliveries in token order (the order of the deliveries'
+    /// `(notification_id, target)` index), resumes after its last token, and one begun in row order (by an older
+    /// version) ends in row order.
+    @Test func aWholeAppsFanOutGoesInTokenOrder() async throws {
+        let pool = try SQLiteDeliveryQueue.openPool(
+            path: FileManager.default.temporaryDirectory.appendingPathComponent("order-\(UUID().uuidString).sqlite")
+                .path
+        )
+        let registry = try SQLiteDeviceRegistry(pool: pool)
+        let tokens = (0..<10).map { String(format: "%064x", ($0 * 7) % 10) }  // registered out of token order
+        for t in tokens { try await registry.upsert(Device(appID: "app", token: t, platform: .ios)) }
+        let queue = try SQLiteDeliveryQueue(pool: pool)
+        let intake = try SQLiteIntake(
+            store: try SQLiteServerStore(pool: pool),
+            registry: registry,
+            queue: queue,
+            chunk: 3
+        )
+        let start = Date(timeIntervalSince1970: 2_000_000_000)
+        for id in ["fresh", "resumed", "legacy"] {
+            let plan = AcceptPlan(
+                notification: .init(id: id, appID: "app", message: ["title": "x"], response: .null, createdAt: start),
+                idempotencyKey: nil,
+                audience: .all,
+                notBefore: start,
+                expiresAt: nil,
+                spread: 9
+            )
+            #expect(try await intake.accept(plan) { _ in .null }.fanOutPending)
+        }
+        // "resumed": its first four tokens done before a crash; "legacy": its first four rows, in row order.
+        try await pool.write { db in
+            for (id, done) in [("resumed", tokens.sorted().prefix(4)), ("legacy", tokens.prefix(4))] {
+                for t in done {
+                    try db.execute(
+                        sql: """
+                            INSERT INTO deliveries (notification_id, app_id, provider, target, state, not_before, updated_at)
+                            VALUES (?, 'app', 'apns', ?, 'queued', 0, 0)
+                            """,
+                        arguments: [id, t]
+                    )
+                }
+            }
+            try db.execute(
+                sql: "UPDATE notifications SET fanout_token = ?, fanout_inserted = 4 WHERE id = 'resumed'",
+                arguments: [tokens.sorted()[3]]
+            )
+            try db.execute(sql: "UPDATE notifications SET fanout_cursor = 4, fanout_inserted = 4 WHERE id = 'legacy'")
+        }
+        #expect(try await intake.completeFanOut(notificationID: "fresh") == 10)
+        #expect(try await intake.completeFanOut(notificationID: "resumed") == 6)
+        #expect(try await intake.completeFanOut(notificationID: "legacy") == 6)
+        func inserted(_ id: String) async throws -> [(String, Double)] {
+            try await pool.read { db in
+                try Row.fetchAll(
+                    db,
+                    sql: "SELECT target, not_before FROM deliveries WHERE notification_id = ? ORDER BY id",
+                    arguments: [id]
+                ).map { ($0[0], ($0[1] as Double) - start.timeIntervalSince1970) }
+            }
+        }
+        let fresh = try await inserted("fresh")
+        #expect(fresh.map(\.0) == tokens.sorted() && fresh.map(\.1) == (0..<10).map(Double.init))
+        let resumed = try await inserted("resumed")
+        #expect(resumed.map(\.0) == tokens.sorted() && resumed.dropFirst(4).map(\.1) == (4..<10).map(Double.init))
+        #expect(try await inserted("legacy").map(\.0) == tokens)  // row ids 1 to 10: registered in that order
+        #expect(try await intake.pendingFanOuts().isEmpty)
+    }
+
     /// The store and its in-memory twin follow the same rules.
     @Test(arguments: [true, false])
     func storeRules(sqlite: Bool) async throws {

@@ -212,6 +212,63 @@ import Testing
         #expect(try await a.intake.completeFanOut(notificationID: "n") == 0)
     }
 
+    /// A whole app's fan-out walks the tokens in byte order (so the deliveries' `(notification_id, target)` index
+    /// only grows at its end), numbers a spread send's times in that order, and a dead node's fan-out is resumed
+    /// after its last token. Tokens of mixed case and punctuation, whose byte order is not the locale's.
+    @Test func aWholeAppsFanOutGoesInTokenOrderAndResumesAfterItsLastToken() async throws {
+        let nodes = try await Self.nodes(2, chunk: 100)
+        let (a, b) = (nodes[0], nodes[1])
+        let tokens = (0..<1000).map { i -> String in
+            let k = (i * 7919) % 1000
+            return k % 4 == 0 ? ["Zk", "a_", "B-", "b:"][k % 16 / 4] + String(k) : String(format: "%064x", k)
+        }
+        try await a.registry.upsert(
+            contentsOf: tokens.map {
+                Device(appID: "app", token: $0, platform: $0.count == 64 ? .ios : .android)
+            }
+        )
+        let byteOrder = tokens.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) }
+        let start = Date(timeIntervalSince1970: 2_000_000_000)
+        let plan = AcceptPlan(
+            notification: .init(id: "n", appID: "app", message: ["title": "t"], response: .null, createdAt: start),
+            idempotencyKey: nil,
+            audience: .all,
+            notBefore: start,
+            expiresAt: nil,
+            spread: 999
+        )
+        #expect(try await a.intake.accept(plan) { _ in .null }.fanOutPending)
+        // The first 300 tokens done by a node that then died, holding the fan-out for one more second.
+        let db = a.database
+        for token in byteOrder.prefix(300) {
+            try await db.rows(
+                """
+                INSERT INTO deliveries (notification_id, app_id, provider, target, state, not_before, updated_at)
+                SELECT 'n', app_id, provider, token, 'queued', now(), now() FROM devices WHERE token = \(token)
+                """
+            )
+        }
+        try await db.rows(
+            """
+            UPDATE notifications SET fanout_owner = 'dead-node', fanout_lease_until = now() + interval '1 second',
+                fanout_token = \(byteOrder[299]), fanout_inserted = 300 WHERE id = 'n'
+            """
+        )
+        try await Task.sleep(for: .milliseconds(1200))
+        #expect(try await b.intake.completeFanOut(notificationID: "n") == 700)
+        let rows = try await db.rows(
+            """
+            SELECT target, extract(epoch FROM not_before)::float8 FROM deliveries WHERE notification_id = 'n' ORDER BY id
+            """
+        )
+        let inserted = try rows.map { try $0.decode((String, Double).self) }
+        #expect(inserted.map(\.0) == byteOrder)
+        // The resumed part's times follow the token order on from the 300 done: the 301st token at 300 s.
+        let offsets = inserted.dropFirst(300).map { ($0.1 - start.timeIntervalSince1970).rounded() }
+        #expect(offsets == (300..<1000).map(Double.init))
+        #expect(try await b.intake.pendingFanOuts().isEmpty)
+    }
+
     /// A key revoked and an app changed through one node are forgotten by the other's cache within a second
     /// (its cache would keep them for five).
     @Test func changesReachEveryNodesCacheWithinASecond() async throws {

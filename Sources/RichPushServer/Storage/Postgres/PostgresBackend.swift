@@ -204,7 +204,7 @@ public final class PostgresBackend: StorageBackend {
     }
 
     public func fanOutInDatabase(_ r: FanOutRequest) async throws -> Int? {
-        guard AudienceFilter(r.audience, appID: r.appID) != nil else { return nil }
+        guard AudienceFilter.postgres(r.audience, appID: r.appID) != nil else { return nil }
         let total = r.spread > 0 ? try await pgRegistry.countInDatabase(appID: r.appID, audience: r.audience) ?? 0 : 0
         return try await pgIntake.insertInChunks(
             notificationID: r.notificationID,
@@ -213,7 +213,7 @@ public final class PostgresBackend: StorageBackend {
             notBefore: r.notBefore,
             expiresAt: r.expiresAt,
             step: Spread.step(r.spread, count: total),
-            from: .init(cursor: 0, inserted: 0),
+            from: .init(cursor: nil, inserted: 0),
             tracked: false
         ).added
     }

@@ -189,7 +189,7 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
                 """
             )
         } else {
-            guard let f = AudienceFilter(audience, appID: appID) else { return ([], nil) }
+            guard let f = AudienceFilter.postgres(audience, appID: appID) else { return ([], nil) }
             let q: SQL = """
                 SELECT \(unescaped: Self.deviceColumns) FROM \(f.from) WHERE \(f.condition) AND d.id > \(cursor)
                 ORDER BY d.id LIMIT \(limit)
@@ -281,7 +281,7 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
 
     /// How many devices of a registry audience each provider reaches, counted in SQL (nil for the others).
     func countByProviderInDatabase(appID: String, audience: Audience) async throws -> [DeliveryProvider: Int]? {
-        guard let filter = AudienceFilter(audience, appID: appID) else { return nil }
+        guard let filter = AudienceFilter.postgres(audience, appID: appID) else { return nil }
         var out: [DeliveryProvider: Int] = [:]
         for row in try await db.rows(filter.countByProvider.postgres) {
             let (provider, n) = try row.decode((String, Int).self)
@@ -290,9 +290,10 @@ public final class PostgresDeviceRegistry: DeviceRegistry {
         return out
     }
 
-    /// How many devices of a registry audience there are after a row id (nil for the others).
-    func countInDatabase(appID: String, audience: Audience, after cursor: Int64 = 0) async throws -> Int? {
-        guard let filter = AudienceFilter(audience, appID: appID) else { return nil }
-        return try await db.rows(filter.count(after: cursor).postgres).first?.decode(Int.self) ?? 0
+    /// How many devices of a registry audience there are after a fan-out's cursor (nil for the others).
+    func countInDatabase(appID: String, audience: Audience, after cursor: FanOutCursor? = nil) async throws -> Int? {
+        guard let filter = AudienceFilter.postgres(audience, appID: appID) else { return nil }
+        let from = cursor ?? filter.cursor(storedID: 0, storedToken: "")
+        return try await db.rows(filter.count(after: from).postgres).first?.decode(Int.self) ?? 0
     }
 }

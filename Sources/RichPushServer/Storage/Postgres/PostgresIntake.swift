@@ -147,13 +147,16 @@ public final class PostgresIntake: NotificationIntake {
             UPDATE notifications SET fanout_owner = \(nodeID), fanout_lease_until = now() + make_interval(secs => \(fanOutLease))
             WHERE id = \(notificationID) AND fanout_state = \(FanOutState.pending)
               AND (fanout_owner IS NULL OR fanout_owner = \(nodeID) OR fanout_lease_until < now())
-            RETURNING app_id, audience, not_before, expires_at, spread, fanout_cursor, fanout_inserted, fanout_total
+            RETURNING app_id, audience, not_before, expires_at, spread, fanout_cursor, fanout_token, fanout_inserted,
+                fanout_total
             """
         )
         guard let row = rows.first else { return 0 }
-        let (appID, audienceText, notBefore, expiresAt, spread, cursor, inserted, storedTotal) =
-            try row.decode((String, String?, Date?, Date?, Double, Int64, Int, Int).self)
-        guard let audienceText, let audience = Audience.read(try JSONValue.parse(audienceText)).0 else {
+        let (appID, audienceText, notBefore, expiresAt, spread, storedID, storedToken, inserted, storedTotal) =
+            try row.decode((String, String?, Date?, Date?, Double, Int64, String, Int, Int).self)
+        guard let audienceText, let audience = Audience.read(try JSONValue.parse(audienceText)).0,
+            let filter = AudienceFilter.postgres(audience, appID: appID)
+        else {
             let logger = db.logger
             try await db.transaction { c in
                 _ = try await c.query(
@@ -169,6 +172,7 @@ public final class PostgresIntake: NotificationIntake {
             }
             return 0
         }
+        let cursor = filter.cursor(storedID: storedID, storedToken: storedToken)
         var total = storedTotal
         if spread > 0 && total == 0 {
             // Counted once and stored, so that a resumed fan-out keeps the same spacing.
@@ -201,9 +205,10 @@ public final class PostgresIntake: NotificationIntake {
         ).map { try $0.decode(String.self) }
     }
 
-    /// Where an in-database fan-out stands: the last device row id done and how many deliveries so far.
+    /// Where an in-database fan-out stands: the last device done (nil: none yet, the audience's own order) and how
+    /// many deliveries so far.
     struct FanOutProgress: Sendable {
-        var cursor: Int64
+        var cursor: FanOutCursor?
         var inserted: Int
     }
 
@@ -220,7 +225,7 @@ public final class PostgresIntake: NotificationIntake {
         from start: FanOutProgress,
         tracked: Bool
     ) async throws -> (progress: FanOutProgress, added: Int) {
-        guard let filter = AudienceFilter(audience, appID: appID) else { return (start, 0) }
+        guard let filter = AudienceFilter.postgres(audience, appID: appID) else { return (start, 0) }
         let job = ChunkedFanOut(
             notificationID: notificationID,
             appID: appID,
@@ -272,17 +277,27 @@ public final class PostgresIntake: NotificationIntake {
             // first still runs) take turns and go on from each other's last chunk.
             let held = try await c.query(
                 """
-                SELECT fanout_cursor, fanout_inserted FROM notifications
+                SELECT fanout_cursor, fanout_token, fanout_inserted FROM notifications
                 WHERE id = \(id) AND fanout_state = \(FanOutState.pending) AND fanout_owner = \(nodeID) FOR UPDATE
                 """,
                 logger: logger
             ).collect()
             guard let row = held.first else { return (known, 0, true) }
-            let (cursor, inserted) = try row.decode((Int64, Int).self)
-            before = FanOutProgress(cursor: cursor, inserted: inserted)
+            let (storedID, storedToken, inserted) = try row.decode((Int64, String, Int).self)
+            before = FanOutProgress(
+                cursor: job.filter.cursor(storedID: storedID, storedToken: storedToken),
+                inserted: inserted
+            )
         }
-        let last: SQL = "SELECT max(id) FROM (\(job.filter.ids(after: before.cursor, limit: chunk))) chunk"
-        guard let upTo = try await c.query(last.postgres, logger: logger).collect().first?.decode(Int64?.self) else {
+        let cursor = before.cursor ?? job.filter.cursor(storedID: 0, storedToken: "")
+        let last = try await c.query(job.filter.chunkEnd(after: cursor, limit: chunk).postgres, logger: logger)
+            .collect().first
+        let end: FanOutCursor? =
+            switch cursor {
+            case .id: try last?.decode(Int64?.self).map { .id($0) }
+            case .token: try last?.decode(String?.self).map { .token($0) }
+            }
+        guard let end else {
             if job.tracked {
                 _ = try await c.query(
                     """
@@ -299,12 +314,14 @@ public final class PostgresIntake: NotificationIntake {
             }
             return (before, 0, true)
         }
-        // Spread sends number the rows to space them; the others are all due at once.
+        // In the walk's order (for a whole app, the deliveries' index's order); spread sends number the rows to
+        // space them, the others are all due at once.
+        let order = job.filter.order(of: cursor)
         let due: SQL =
             job.step > 0
             ? """
             \(job.notBefore)::timestamptz
-                + ((\(Int64(before.inserted))::bigint + row_number() OVER (ORDER BY d.id) - 1) * \(job.step)::float8)
+                + ((\(Int64(before.inserted))::bigint + row_number() OVER (ORDER BY \(order)) - 1) * \(job.step)::float8)
                 * interval '1 second'
             """
             : "\(job.notBefore)::timestamptz"
@@ -313,16 +330,19 @@ public final class PostgresIntake: NotificationIntake {
                 INSERT INTO deliveries \(unescaped: Columns.deliveryInsert)
                 SELECT \(id), d.app_id, d.provider, d.token, 'queued', \(due),
                     \(job.expiresAt)::timestamptz, now()
-                FROM \(job.filter.from) WHERE \(job.filter.condition) AND d.id > \(before.cursor) AND d.id <= \(upTo)
+                FROM \(job.filter.from) WHERE \(job.filter.condition) AND \(job.filter.chunk(after: cursor, upTo: end))
+                ORDER BY \(order)
                 RETURNING 1)
             SELECT count(*) FROM added
             """
         let added = try await c.query(insert.postgres, logger: logger).collect().first?.decode(Int.self) ?? 0
-        let next = FanOutProgress(cursor: upTo, inserted: before.inserted + added)
+        let next = FanOutProgress(cursor: end, inserted: before.inserted + added)
         if job.tracked {
+            let (storedID, storedToken) = end.stored
             _ = try await c.query(
                 """
-                UPDATE notifications SET fanout_cursor = \(next.cursor), fanout_inserted = \(next.inserted),
+                UPDATE notifications SET fanout_cursor = \(storedID), fanout_token = \(storedToken),
+                    fanout_inserted = \(next.inserted),
                     fanout_lease_until = now() + make_interval(secs => \(fanOutLease))
                 WHERE id = \(id)
                 """,

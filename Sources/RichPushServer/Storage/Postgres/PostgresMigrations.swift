@@ -187,6 +187,12 @@ enum PostgresMigrations {
         Migration(version: 19, name: "webhooks", statements: WebhookSQL.create(postgres: true)),
         // Whether a Live Activity token's registration was told (its removal and expiry are told only then).
         Migration(version: 20, name: "live tokens told", sql: LiveTokenSQL.toldColumn),
+        // Where a whole app's fan-out stands in token order (FanOutCursor).
+        Migration(
+            version: 21,
+            name: "fan-out token cursor",
+            sql: "ALTER TABLE notifications ADD COLUMN fanout_token text NOT NULL DEFAULT ''"
+        ),
     ]
 
     /// Applies what is missing; returns the versions applied now. Safe to run from every node at once.

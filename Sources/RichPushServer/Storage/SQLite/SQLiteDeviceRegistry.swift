@@ -46,6 +46,11 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
             // Each app's count of devices, kept by triggers (RegistrationLimits).
             try db.execute(sql: AppCountSQL.sqlite(table: "devices", kind: AppCountSQL.devices))
         }
+        m.registerMigration("devices-by-app") { db in
+            // An app's devices in row order (PostgreSQL's devices_app): a page of a large app, or a fan-out begun in
+            // row order, read from where it stands, where the planner used to read the whole app and sort it.
+            try db.execute(sql: "CREATE INDEX devices_app ON devices(app_id, id)")
+        }
         return m
     }
 
@@ -174,11 +179,7 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
             let rows: [Row]
             switch audience {
             case .all:
-                rows = try Row.fetchAll(
-                    db,
-                    sql: "SELECT * FROM devices WHERE app_id = ? AND id > ? ORDER BY id LIMIT ?",
-                    arguments: [appID, cursor, limit]
-                )
+                rows = try Row.fetchAll(db, sql: Self.listSQL, arguments: [appID, cursor, limit])
             case .user(let u):
                 rows = try Row.fetchAll(
                     db,
@@ -243,11 +244,12 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
         }
     }
 
-    /// Where an in-database fan-out stands: the last device row id done and how many deliveries so far.
+    /// Where an in-database fan-out stands: the last device done and how many deliveries so far.
     public struct FanOutProgress: Sendable, Hashable {
-        public var cursor: Int64
+        /// Nil: from the start, in the audience's own order.
+        public var cursor: FanOutCursor?
         public var inserted: Int
-        public init(cursor: Int64 = 0, inserted: Int = 0) {
+        public init(cursor: FanOutCursor? = nil, inserted: Int = 0) {
             self.cursor = cursor
             self.inserted = inserted
         }
@@ -266,9 +268,10 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
     }
 
     /// How many devices an audience matches (for spreading a send).
-    func countInDatabase(appID: String, audience: Audience, after cursor: Int64 = 0) async throws -> Int? {
+    func countInDatabase(appID: String, audience: Audience, after cursor: FanOutCursor? = nil) async throws -> Int? {
         guard let filter = AudienceFilter(audience, appID: appID) else { return nil }
-        return try await pool.read { db in try Int.fetchOne(db, query: filter.count(after: cursor)) ?? 0 }
+        let from = cursor ?? filter.cursor(storedID: 0, storedToken: "")
+        return try await pool.read { db in try Int.fetchOne(db, query: filter.count(after: from)) ?? 0 }
     }
 
     /// Fan-out inside SQLite when the queue lives in the same database: `INSERT … SELECT` in chunks, each its
@@ -290,30 +293,41 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
         let (notificationID, notBefore, expiresAt) = (r.notificationID, r.notBefore, r.expiresAt)
         while true {
             let before = progress
+            let cursor = before.cursor ?? filter.cursor(storedID: 0, storedToken: "")
             let (after, finished): (FanOutProgress, Bool) = try await pool.write { db in
-                guard
-                    let last = try Int64.fetchOne(
-                        db,
-                        query: "SELECT MAX(id) FROM (\(filter.ids(after: before.cursor, limit: chunk)))"
-                    )
-                else {
-                    try checkpoint(db, before, true)
-                    return (before, true)
+                let end: FanOutCursor
+                switch cursor {
+                case .id:
+                    guard let id = try Int64.fetchOne(db, query: filter.chunkEnd(after: cursor, limit: chunk)) else {
+                        try checkpoint(db, before, true)
+                        return (before, true)
+                    }
+                    end = .id(id)
+                case .token:
+                    guard let token = try String.fetchOne(db, query: filter.chunkEnd(after: cursor, limit: chunk))
+                    else {
+                        try checkpoint(db, before, true)
+                        return (before, true)
+                    }
+                    end = .token(token)
                 }
-                // Spread sends number the rows to space them; others need no window function.
+                // In the walk's order (for a whole app, the deliveries' index's order); spread sends number the
+                // rows to space them, others need no window function.
+                let order = filter.order(of: cursor)
                 let times: SQL =
                     step > 0
-                    ? "\(notBefore) + (\(before.inserted) + ROW_NUMBER() OVER (ORDER BY d.id) - 1) * \(step)"
+                    ? "\(notBefore) + (\(before.inserted) + ROW_NUMBER() OVER (ORDER BY \(order)) - 1) * \(step)"
                     : "\(notBefore)"
                 try db.execute(
                     query: """
                         INSERT INTO deliveries \(unescaped: Columns.deliveryInsert)
                         SELECT \(notificationID), d.app_id, d.provider, d.token, 'queued', \(times),
                             \(expiresAt), \(Date())
-                        FROM \(filter.from) WHERE \(filter.condition) AND d.id > \(before.cursor) AND d.id <= \(last)
+                        FROM \(filter.from) WHERE \(filter.condition) AND \(filter.chunk(after: cursor, upTo: end))
+                        ORDER BY \(order)
                         """
                 )
-                let next = FanOutProgress(cursor: last, inserted: before.inserted + db.changesCount)
+                let next = FanOutProgress(cursor: end, inserted: before.inserted + db.changesCount)
                 try checkpoint(db, next, false)
                 return (next, false)
             }
@@ -329,21 +343,39 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
         limit: Int
     ) async throws -> (devices: [Device], next: Int64?) {
         try await pool.read { db in
-            // A token prefix as a range on the (app_id, token) index: every token from the query up to the query
-            // followed by the highest character.
-            let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT * FROM devices WHERE app_id = ? AND id > ?
-                      AND ((token >= ? AND token < ?) OR user_id = ? OR id IN (SELECT device_id FROM device_tags WHERE tag = ?))
-                    ORDER BY id LIMIT ?
-                    """,
-                arguments: [appID, cursor, query, query + "\u{10FFFF}", query, query, max(0, limit)]
-            )
+            let limit = max(0, limit)
+            let rows =
+                query.isEmpty
+                ? try Row.fetchAll(db, sql: Self.listSQL, arguments: [appID, cursor, limit])
+                : try Row.fetchAll(
+                    db,
+                    sql: Self.searchSQL,
+                    arguments: [appID, cursor, query, query + "\u{10FFFF}", query, limit]
+                )
             let devices = try rows.map { try Self.device($0, db: db) }
             return (devices, rows.count == limit ? rows.last?["id"] : nil)
         }
     }
+
+    /// A page of every device of an app (arguments: app, cursor, limit), along `(app_id, id)`.
+    static let listSQL = "SELECT * FROM devices WHERE app_id = ? AND id > ? ORDER BY id LIMIT ?"
+
+    /// A page of the search (arguments: app, cursor, query, query + U+10FFFF, query, limit): three branches,
+    /// each along its own index and at most a page, merged and cut to the page. A user's devices on
+    /// `(app_id, user_id, id)` and a tag's on its `(tag, device_id)` key, both from the cursor in row order; a token
+    /// prefix as a range on `(app_id, token)` (every token from the query up to the query followed by the highest
+    /// character), put in row order, so that its cost grows with the prefix's matches and not with the app. One
+    /// condition over the app (the query this replaced) read every device of it, however rare the match.
+    static let searchSQL = """
+        SELECT * FROM devices WHERE app_id = ?1 AND id IN (
+          SELECT id FROM (SELECT id FROM devices WHERE app_id = ?1 AND token >= ?3 AND token < ?4 AND +id > ?2
+            ORDER BY +id LIMIT ?6)
+          UNION ALL SELECT id FROM (SELECT id FROM devices WHERE app_id = ?1 AND user_id = ?5 AND id > ?2
+            ORDER BY id LIMIT ?6)
+          UNION ALL SELECT id FROM (SELECT g.device_id AS id FROM device_tags g CROSS JOIN devices x ON x.id = g.device_id
+            WHERE g.tag = ?5 AND x.app_id = ?1 AND g.device_id > ?2 ORDER BY g.device_id LIMIT ?6)
+        ) ORDER BY id LIMIT ?6
+        """
 
     public func count(appID: String) async throws -> Int {
         try await pool.read { db in

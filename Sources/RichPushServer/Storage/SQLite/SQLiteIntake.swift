@@ -129,7 +129,11 @@ public final class SQLiteIntake: NotificationIntake {
         let expiresAt = (row["expires_at"] as Double?).map(Date.init(timeIntervalSince1970:))
         let spread: Double = row["spread"]
         var total: Int = row["fanout_total"]
-        let start = SQLiteDeviceRegistry.FanOutProgress(cursor: row["fanout_cursor"], inserted: row["fanout_inserted"])
+        guard let filter = AudienceFilter(audience, appID: appID) else { return 0 }
+        let start = SQLiteDeviceRegistry.FanOutProgress(
+            cursor: filter.cursor(storedID: row["fanout_cursor"], storedToken: row["fanout_token"]),
+            inserted: row["fanout_inserted"]
+        )
         if spread > 0 && total == 0 {
             // Counted once and stored, so that a resumed fan-out keeps the same spacing.
             total =
@@ -158,10 +162,11 @@ public final class SQLiteIntake: NotificationIntake {
                 from: start
             ) { db, progress, finished in
                 let state: FanOutState = finished ? .done : .pending
+                let (id, token) = progress.cursor?.stored ?? (0, "")
                 try db.execute(
                     query: """
-                        UPDATE notifications SET fanout_cursor = \(progress.cursor), fanout_inserted = \(progress.inserted),
-                            fanout_state = \(state) WHERE id = \(notificationID)
+                        UPDATE notifications SET fanout_cursor = \(id), fanout_token = \(token),
+                            fanout_inserted = \(progress.inserted), fanout_state = \(state) WHERE id = \(notificationID)
                         """
                 )
                 if finished {

@@ -180,6 +180,10 @@ public final class SQLiteServerStore: ServerStore {
             // Whether a Live Activity token's registration was told (its removal and expiry are told only then).
             try db.execute(sql: LiveTokenSQL.toldColumn)
         }
+        m.registerMigration("fanout-token") { db in
+            // Where a whole app's fan-out stands in token order (FanOutCursor).
+            try db.execute(sql: "ALTER TABLE notifications ADD COLUMN fanout_token TEXT NOT NULL DEFAULT ''")
+        }
         return m
     }
 
