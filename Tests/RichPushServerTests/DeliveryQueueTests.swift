@@ -366,6 +366,59 @@ import Testing
         #expect(measured[1] < 4_000 && measured[1] < measured[0] * 2 + 100, "buffers read: \(measured)")
     }
 
+    /// The entries of claimed deliveries stay at the head of their app's range of the due index, dead, until a
+    /// vacuum. PostgreSQL's claim finds the apps and tests each for a due row from the end of the range, so neither
+    /// steps over them: with 19,000 claimed (about 100 index pages of dead entries), only the read of the due rows
+    /// themselves goes through the head.
+    @Test func thePostgresClaimFindsItsAppsPastTheClaimedHead() async throws {
+        let q = try #require(try await Self.make(.postgres) as? PostgresDeliveryQueue)
+        try await q.enqueue([
+            NewDelivery(notificationID: "small", appID: "app-b", provider: .apns, target: "b", notBefore: t0)
+        ])
+        for chunk in 0..<2 {
+            try await q.enqueue(
+                (0..<10_000).map {
+                    NewDelivery(
+                        notificationID: "big",
+                        appID: "app-a",
+                        provider: .apns,
+                        target: .token("a-\(chunk)-\($0)"),
+                        notBefore: t0
+                    )
+                }
+            )
+        }
+        var claimed = 0
+        while claimed < 19_000 {
+            claimed += try await q.claim(
+                owner: "w",
+                limit: 1000,
+                now: t0.addingTimeInterval(1),
+                lease: 600,
+                rooms: .init(perApp: 1000)
+            ).count
+        }
+        try await q.analyze()
+        let plan = try await q.claimPlan(limit: 200, now: t0.addingTimeInterval(1), lease: 60)
+        // Every read of the due index, with the blocks it read.
+        func reads(_ node: JSONValue) -> [(backward: Bool, blocks: Int)] {
+            var out: [(Bool, Int)] = []
+            if node["Index Name"]?.stringValue == "deliveries_due_by_app" {
+                let blocks = Int(
+                    (node["Shared Hit Blocks"]?.intValue ?? 0) + (node["Shared Read Blocks"]?.intValue ?? 0)
+                )
+                out.append((node["Scan Direction"]?.stringValue == "Backward", blocks))
+            }
+            for child in node["Plans"]?.arrayValue ?? [] { out += reads(child) }
+            return out
+        }
+        let json = try JSONValue.parse(Array(plan.utf8))
+        let all = reads(try #require(json.arrayValue?.first?["Plan"]))
+        let heavy = all.filter { $0.blocks >= 50 }
+        #expect(all.filter(\.backward).count >= 3, "\(all)\n\(plan)")
+        #expect(heavy.count <= 1 && heavy.allSatisfy { !$0.backward }, "\(all)")
+    }
+
     /// The claim's updates find the taken deliveries by id: a plan through a state index reads every queued
     /// delivery on each claim (the cost of a claim then grows with the queue).
     @Test func theSQLiteClaimTouchesOnlyTheDeliveriesItTakes() async throws {
