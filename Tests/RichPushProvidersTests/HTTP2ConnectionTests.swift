@@ -104,8 +104,10 @@ import Testing
         await #expect(throws: TransportError.timedOut) {
             _ = try await conn.send(try apnsRequest(conn, key: key), timeout: .milliseconds(300))
         }
+        // Not before the deadline; `timedOut` comes only from the send's own timer, so no wall-clock bound after it
+        // (such a bound measured the parallel suite's scheduling, as in the handshake test below).
         let took = Date().timeIntervalSince(started)
-        #expect(took >= 0.29 && took < 10, "\(took)")
+        #expect(took >= 0.29, "\(took)")
         #expect(conn.inFlight == 0)
         conn.close()
         await emulator.stop()
@@ -134,8 +136,12 @@ import Testing
             #expect(message.contains("127.0.0.1:\(port)") && message.contains("handshakes had not ended within 0.3 s"))
             #expect(error.safeToRetry)
         }
+        // Not before the deadline. No bound after it: the message above says the connect's own deadline ended it
+        // (only its timer sets what that message reads), and a wall-clock bound on the rest measured the scheduling
+        // of the parallel suite on two cores (a fresh clone's run had this test at 18 s, and tests that await
+        // nothing at 14 s).
         let took = Date().timeIntervalSince(started)
-        #expect(took >= 0.29 && took < 10, "\(took)")
+        #expect(took >= 0.29, "\(took)")
         try await silent.close()
     }
 
