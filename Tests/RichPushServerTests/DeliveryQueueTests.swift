@@ -169,6 +169,23 @@ import Testing
         #expect(try await q.counts() == [.delivered: 2000])
     }
 
+    /// One app's backlog of 20,000 due deliveries ("big", app-a), enqueued in two parts.
+    func backlog(_ q: any DeliveryQueue) async throws {
+        for part in 0..<2 {
+            try await q.enqueue(
+                (0..<10_000).map {
+                    NewDelivery(
+                        notificationID: "big",
+                        appID: "app-a",
+                        provider: .apns,
+                        target: .token("a-\(part)-\($0)"),
+                        notBefore: t0
+                    )
+                }
+            )
+        }
+    }
+
     /// App A queues 20,000 deliveries, then app B one: B's is in the very next claim (a claim in due order across
     /// apps took 200 of A's and left B behind all of them). Each app gets an equal share; a room of 0 leaves an app
     /// out, a smaller room caps it. (A backlog of 100 claims shows it as well as one of 500 did, without loading
@@ -177,19 +194,7 @@ import Testing
     @Test(arguments: Kind.allCases)
     func oneAppsBacklogNeverHidesAnotherAppsDelivery(_ kind: Kind) async throws {
         let q = try await Self.make(kind)
-        for chunk in 0..<2 {
-            try await q.enqueue(
-                (0..<10_000).map {
-                    NewDelivery(
-                        notificationID: "big",
-                        appID: "app-a",
-                        provider: .apns,
-                        target: .token("a-\(chunk)-\($0)"),
-                        notBefore: t0
-                    )
-                }
-            )
-        }
+        try await backlog(q)
         try await q.enqueue([
             NewDelivery(
                 notificationID: "small",
@@ -375,19 +380,7 @@ import Testing
         try await q.enqueue([
             NewDelivery(notificationID: "small", appID: "app-b", provider: .apns, target: "b", notBefore: t0)
         ])
-        for chunk in 0..<2 {
-            try await q.enqueue(
-                (0..<10_000).map {
-                    NewDelivery(
-                        notificationID: "big",
-                        appID: "app-a",
-                        provider: .apns,
-                        target: .token("a-\(chunk)-\($0)"),
-                        notBefore: t0
-                    )
-                }
-            )
-        }
+        try await backlog(q)
         var claimed = 0
         while claimed < 19_000 {
             claimed += try await q.claim(
