@@ -295,21 +295,15 @@ public final class SQLiteDeviceRegistry: DeviceRegistry {
             let before = progress
             let cursor = before.cursor ?? filter.cursor(storedID: 0, storedToken: "")
             let (after, finished): (FanOutProgress, Bool) = try await pool.write { db in
-                let end: FanOutCursor
-                switch cursor {
-                case .id:
-                    guard let id = try Int64.fetchOne(db, query: filter.chunkEnd(after: cursor, limit: chunk)) else {
-                        try checkpoint(db, before, true)
-                        return (before, true)
+                let bound = filter.chunkEnd(after: cursor, limit: chunk)
+                let read: FanOutCursor? =
+                    switch cursor {
+                    case .id: try Int64.fetchOne(db, query: bound).map { .id($0) }
+                    case .token: try String.fetchOne(db, query: bound).map { .token($0) }
                     }
-                    end = .id(id)
-                case .token:
-                    guard let token = try String.fetchOne(db, query: filter.chunkEnd(after: cursor, limit: chunk))
-                    else {
-                        try checkpoint(db, before, true)
-                        return (before, true)
-                    }
-                    end = .token(token)
+                guard let end = read else {
+                    try checkpoint(db, before, true)
+                    return (before, true)
                 }
                 // In the walk's order (for a whole app, the deliveries' index's order); spread sends number the
                 // rows to space them, others need no window function.
