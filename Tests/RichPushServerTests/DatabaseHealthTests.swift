@@ -39,4 +39,25 @@ import Testing
         #expect(!health.isUp)
         #expect(changes.withLockedValue { $0 } == [false, true, false, true, false])
     }
+
+    /// The probe's missed deadline: one is a slow moment (a node starved of CPU misses it too), two in a row with
+    /// nothing answered since the first began are a hang; an answer between them starts the count again.
+    @Test func theProbeTellsAHangOnlyFromTwoMissesInARow() {
+        let health = DatabaseHealth()
+        let first = health.epoch
+        health.probeMissed("no answer in time", begunAt: first)
+        #expect(health.isUp)
+        // A query answered meanwhile: the next miss is a first again.
+        health.answered()
+        let afterAnAnswer = health.epoch
+        health.probeMissed("no answer in time", begunAt: afterAnAnswer)
+        #expect(health.isUp)
+        // Nothing answered since that miss began: the second in a row tells the hang.
+        health.probeMissed("no answer in time", begunAt: health.epoch)
+        #expect(!health.isUp && health.status.reason == "no answer in time")
+        // Up again; a miss begun then is a first.
+        health.markUp()
+        health.probeMissed("no answer in time", begunAt: health.epoch)
+        #expect(health.isUp)
+    }
 }

@@ -141,7 +141,8 @@ import Testing
                     return try #require(k["api_key"]?.stringValue)
                 }
                 let identity = try await call(.post, "/v1/apps/\(app)/identity/keys", key: manage, [:])
-                let pem = try #require(identity["private_key"]?.stringValue)
+                // What the database's health said, should the answer be a refusal.
+                let pem = try #require(identity["private_key"]?.stringValue, "\(identity) \(backend.health.status)")
                 let world = World(
                     client: client,
                     backend: backend,

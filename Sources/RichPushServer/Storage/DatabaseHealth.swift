@@ -5,8 +5,10 @@ import NIOConcurrencyHelpers
 /// reach the database marks it down at once, unless the database answered another operation (or the probe) after
 /// this one began: then the failure is load or a stale wait, not an outage (a busy database answers slowly and a
 /// query may miss its deadline while others are answered; an operation that waited out a fault fails just after
-/// the recovery). The backend's probe marks it up again. While it is down the API answers `503` with
-/// `Retry-After` on every route that needs it, `/health/ready` answers `503`, and the workers stop claiming.
+/// the recovery). The probe's own missed deadline counts only when it is the second in a row with nothing answered
+/// since the first began (``probeMissed(_:begunAt:)``): a node starved of CPU for a moment misses one as well. The
+/// backend's probe marks it up again. While it is down the API answers `503` with `Retry-After` on every route that
+/// needs it, `/health/ready` answers `503`, and the workers stop claiming.
 public final class DatabaseHealth: Sendable {
     public struct Status: Sendable, Equatable {
         public var up: Bool
@@ -21,7 +23,10 @@ public final class DatabaseHealth: Sendable {
     }
 
     /// The status, and how many operations the database answered (probes included).
-    private let state = NIOLockedValueBox((status: Status(up: true, since: Date(), reason: nil), answers: 0))
+    /// `missed`: when the probe that last missed its deadline began.
+    private let state = NIOLockedValueBox(
+        (status: Status(up: true, since: Date(), reason: nil), answers: 0, missed: Epoch?.none)
+    )
     private let onChange = NIOLockedValueBox<[@Sendable (Bool) -> Void]>([])
 
     public init() {}
@@ -41,6 +46,17 @@ public final class DatabaseHealth: Sendable {
     /// database answered anything since, the failure changes nothing while it is up.
     public func markDown(_ reason: String, begunAt: Epoch? = nil) { set(up: false, reason: reason, begunAt: begunAt) }
     public func markUp() { set(up: true, reason: nil, begunAt: nil) }
+
+    /// The probe begun at `begunAt` got no answer within its deadline. The first such miss changes nothing; a
+    /// second, begun with nothing answered since the first began, marks the database down (silent for two probes'
+    /// deadlines: a hung server, not a slow moment). Other failures of the probe (refused, reset) use `markDown`.
+    public func probeMissed(_ reason: String, begunAt: Epoch) {
+        let previous = state.withLockedValue { s -> Epoch? in
+            defer { s.missed = begunAt }
+            return s.missed
+        }
+        if previous == begunAt { markDown(reason, begunAt: begunAt) }
+    }
 
     private func set(up: Bool, reason: String?, begunAt: Epoch?) {
         let changed = state.withLockedValue { s -> Bool in

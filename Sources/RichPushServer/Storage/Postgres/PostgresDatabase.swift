@@ -162,16 +162,25 @@ public final class PostgresDatabase: Service, Sendable {
         await task?.value
     }
 
-    /// Every second: marks the database up when it answers again (and down when it stops).
+    /// Every second: marks the database up when it answers again (and down when it stops). A probe that misses its
+    /// 2 s deadline is followed by another at once, and only the second miss in a row, with nothing answered
+    /// meanwhile, marks it down: a hang is told within about 5 s, and a node whose CPU was taken for 2 s (or a
+    /// database slow for a moment) is not told an outage.
     func probe() async {
+        var again = false
         while !Task.isCancelled {
             // Only cancellation ends the sleep early; the loop checks it next.
-            try? await Task.sleep(for: .seconds(1))
+            if !again { try? await Task.sleep(for: .seconds(1)) }
+            again = false
             let begun = health.epoch
             do {
                 _ = try await deadline(.seconds(2)) { [client] in try await client.query("SELECT 1").collect() }
                 health.answered()
                 health.markUp()
+            } catch is TimedOut {
+                guard !Task.isCancelled else { return }
+                health.probeMissed(Self.describe(TimedOut()), begunAt: begun)
+                again = health.isUp
             } catch {
                 if !Task.isCancelled { health.markDown(Self.describe(error), begunAt: begun) }
             }
