@@ -4,9 +4,12 @@
 # APNs emulator (the fan-out into the queue included). Prints the time, deliveries per second, the node's CPU seconds
 # per 1,000 deliveries (from /proc: steadier than wall time) and its peak memory; then, in the same run, what
 # RichPushAPNs alone sends to the same emulator with the worker's concurrency, and the ratio.
-#   [BATCH=500] [LANES=2] [WEBHOOKS=1] [BARE=no] Benchmarks/delivery.sh [DEVICES=1000000] [CONCURRENCY=200]
+#   [BATCH=500] [LANES=2] [WEBHOOKS=1] [BARE=no] [PIN=1] Benchmarks/delivery.sh [DEVICES=1000000] [CONCURRENCY=200]
 # WEBHOOKS=1: the app has a webhook endpoint hearing every event type, at the sandbox's receiver; the node's CPU is
 # then counted until the receiver has every delivery's event (run once without and once with, in one sitting).
+# PIN=1: the node on core 0 and the emulator process (the receiver with it) on core 1, so that a pair of runs compares
+# the node's own work: without it, what the receiver does runs between the node's threads on the same cores and the
+# node's unchanged code costs more CPU (a profile of such a pair: the receipt's stamp 23 % more per delivery).
 # Release build (BIN=path/to/richpush and BENCH=path/to/richpush-bench measure other builds). Everything shares this
 # machine's cores: the node, its workers and the emulator process.
 set -euo pipefail
@@ -25,12 +28,13 @@ ticks=$(getconf CLK_TCK)
 cpu() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 delivered() { curl -s "$base/metrics" | awk '/^richpush_queue_deliveries\{state="delivered"\}/ {print $2 + 0}'; }
 
+[[ -n ${PIN:-} ]] && export SANDBOX_CPU=1
 start_sandbox "$bin" --record-limit-small
 admin=bench-admin-key-0001
 cat > "$dir/config.json" <<JSON
 {"workers": {"batch_size": ${BATCH:-500}, "concurrency": $concurrency, "lanes": ${LANES:-2}}}
 JSON
-"$bin" serve --port 0 --config "$dir/config.json" --db "$dir/rp.sqlite" --sandbox-dir "$dir/sandbox" \
+${PIN:+taskset -c 0} "$bin" serve --port 0 --config "$dir/config.json" --db "$dir/rp.sqlite" --sandbox-dir "$dir/sandbox" \
   --external-apns-port "$apns_port" --external-fcm-port "$fcm_port" --admin-key "$admin" --rate-limit 1000000 > "$dir/serve.log" 2>&1 &
 server=$!
 pids+=($server)

@@ -14,7 +14,8 @@ start_sandbox() {
   local bin=${SANDBOX_BIN:-$1}
   shift
   mkdir -p "$dir/sandbox"
-  "$bin" sandbox --dir "$dir/sandbox" --threads 1 "$@" > "$dir/sandbox.out" 2>&1 &
+  # SANDBOX_CPU=N: the emulators on that core alone (taskset), so that what they do does not share the node's.
+  ${SANDBOX_CPU:+taskset -c "$SANDBOX_CPU"} "$bin" sandbox --dir "$dir/sandbox" --threads 1 "$@" > "$dir/sandbox.out" 2>&1 &
   pids+=($!)
   for _ in $(seq 100); do grep -q "sandbox: serving" "$dir/sandbox.out" 2>/dev/null && break; sleep 0.1; done
   read -r apns_port fcm_port sandbox_admin < <(python3 - "$dir/sandbox.out" <<'PY'
