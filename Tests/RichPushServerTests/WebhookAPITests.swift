@@ -167,9 +167,27 @@ import Testing
             // Tests need a sender (this API has none: webhooks are off here).
             #expect(try await APITests.call(client, .post, "\(one)/test", key: key).0 == 404)
 
-            // The secret rotates; the answer shows the new one once.
+            // The secret rotates; the answer shows the new one once, and no cache may keep it. The route takes no
+            // field: one given is refused, not passed over.
+            for body: JSONValue in [["x": 1], ["secret": "whsec_mine"], [1]] {
+                let (refused, why) = try await APITests.call(
+                    client,
+                    .post,
+                    "\(one)/rotate-secret",
+                    key: key,
+                    body: body
+                )
+                #expect(refused == 422, "\(body): \(why)")
+            }
             let (r, rotated) = try await APITests.call(client, .post, "\(one)/rotate-secret", key: key)
             #expect(r == 200 && rotated["secret"]?.stringValue?.hasPrefix("whsec_") == true)
+            let cache = try await client.execute(
+                uri: "\(one)/rotate-secret",
+                method: .post,
+                headers: [.authorization: "Bearer \(key)"],
+                body: ByteBuffer(string: "{}")
+            ) { ($0.status.code, $0.headers[.cacheControl]) }
+            #expect(cache.0 == 200 && cache.1 == "no-store")
             let (_, shown) = try await APITests.call(client, .get, one, key: key)
             #expect(shown["secret"] == nil && shown["previous_secret_until"] != nil)
             // Two rotations at once: each moves the one before it aside, so both answered secrets sign (a read

@@ -224,6 +224,81 @@ import Testing
         #expect(after["webhooks"]?.arrayValue?.first?["state"] != "disabled")
     }
 
+    /// Tests wait for their receiver, so a node runs at most 8 at once and an app 2; a refusal says which bound
+    /// it met. (Each test once took two of the node's 8 places, so 4 tests filled it, refused as "this endpoint".)
+    @Test func testsAreBoundedPerAppAndPerNodeAndTheRefusalSaysWhich() async throws {
+        // A receiver that never answers holds every test for the whole timeout (long: the refusals below are asked
+        // while the eight are under way, whatever the machine's load).
+        let server = try await Running.start(timeout: 10)
+        defer { Task { try? await server.stop() } }
+        server.sandbox.webhooks.setMode(.init(failShare: 0, hangShare: 1))
+        var endpoints: [String] = []
+        var firstApp: (app: String, key: String)?
+        for _ in 0..<5 {
+            let (app, key) = try await server.app(devices: 0)
+            firstApp = firstApp ?? (app, key)
+            for n in 0..<2 {
+                let (s, made) = try await server.call(
+                    "POST",
+                    "/v1/apps/\(app)/webhooks",
+                    key: key,
+                    body: ["url": .string(server.sandbox.webhooks.url("hang-\(n)"))]
+                )
+                #expect(s == 201)
+                endpoints.append("/v1/apps/\(app)/webhooks/\(try #require(made["id"]?.stringValue))/test|\(key)")
+            }
+        }
+        // A third endpoint of the first app.
+        let (first, firstKey) = try #require(firstApp)
+        let (s, third) = try await server.call(
+            "POST",
+            "/v1/apps/\(first)/webhooks",
+            key: firstKey,
+            body: ["url": .string(server.sandbox.webhooks.url("hang-2"))]
+        )
+        #expect(s == 201)
+        let thirdTest = "/v1/apps/\(first)/webhooks/\(try #require(third["id"]?.stringValue))/test"
+        let sender = try #require(server.server.application.api.webhookSender)
+        let webhooks = server.server.application.backend.webhooks
+        let answers = try await withThrowingTaskGroup(of: Bool.self) { group in
+            // The first eight, begun on the sender itself (the test's HTTP client holds at most six connections to
+            // a host, and would queue the rest); then, over HTTP once they are under way, the two more the node has
+            // no room for, the app's third, and the first endpoint again.
+            for e in endpoints.prefix(8) {
+                let path = e.split(separator: "/")
+                let (app, id) = (String(path[2]), String(path[4]))
+                let endpoint = try #require(try await webhooks.endpoint(appID: app, id: id))
+                group.addTask {
+                    if case .success(let r) = await sender.test(endpoint) { return r.status == nil }
+                    return false
+                }
+            }
+            let waited = Date()
+            while sender.testsUnderWay < 8 && Date().timeIntervalSince(waited) < 15 {
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            #expect(sender.testsUnderWay == 8)
+            for e in endpoints.suffix(2) + [thirdTest + "|" + firstKey, endpoints[0]] {
+                let parts = e.split(separator: "|").map(String.init)
+                let (status, body) = try await server.call("POST", parts[0], key: parts[1])
+                #expect(status == 429, "\(parts[0])")
+                let said = body["error"]?["message"]?.stringValue ?? ""
+                let expected =
+                    e.hasPrefix(thirdTest)
+                    ? "this app's endpoints have 2 tests under way"
+                    : e == endpoints[0] ? "a test of this endpoint is under way" : "this node has 8 tests under way"
+                #expect(said.hasPrefix(expected), "\(parts[0]): \(said)")
+            }
+            return try await group.reduce(into: [Bool]()) { $0.append($1) }
+        }
+        // The eight ran, and their receiver did not answer within the timeout.
+        #expect(answers == Array(repeating: true, count: 8))
+        // All done: a test begins again.
+        server.sandbox.webhooks.setMode(.init(failShare: 0, hangShare: 0))
+        let again = endpoints[9].split(separator: "|").map(String.init)
+        #expect(try await server.call("POST", again[0], key: again[1]).0 == 200)
+    }
+
     /// A receiver's answer is input too: answers no receiver should give, each met by a test request and by the
     /// sender, end as a failure named in the endpoint (or, for a 2xx, a success), and the server goes on.
     @Test func hostileAnswersAreFailuresNotCrashes() async throws {

@@ -160,7 +160,7 @@ public struct RichPushAPI: Sendable {
                 failureLimiter: authFailureLimiter,
                 publicClientLimiter: publicClientLimiter
             )
-        )
+        ).add(middleware: NoStoreMiddleware())
         media.addRoutes(to: keyed)
         addKeyedRoutes(to: keyed)
         methodGuard.fill(from: Self.routes(of: router))

@@ -300,8 +300,15 @@ final class WebhookSender: Service, Sendable {
         return false
     }
 
-    /// Tests one at a time per endpoint (a test waits for its receiver's answer).
-    private let testing = NIOLockedValueBox<Set<String>>([])
+    /// The tests under way: each endpoint's id with its app's (a test waits for its receiver's answer).
+    private let testing = NIOLockedValueBox<[String: String]>([:])
+
+    /// How many tests are under way.
+    var testsUnderWay: Int { testing.withLockedValue { $0.count } }
+
+    /// At most this many tests at once on a node, and of one app's endpoints.
+    static let testsPerNode = 8
+    static let testsPerApp = 2
 
     /// What a test request met.
     struct TestResult: Sendable {
@@ -311,26 +318,25 @@ final class WebhookSender: Service, Sendable {
         var milliseconds: Int
     }
 
+    /// Why a test was not begun: the bound that was full.
+    enum TestRefused: Error, Equatable {
+        case endpointBusy, appBusy, nodeBusy
+    }
+
     /// Sends one `webhook.test` event to the endpoint now, signed as every request is, and waits for its answer.
-    /// Recorded nowhere: the endpoint's cursor and failures stay as they are. nil while another test of it runs.
-    func test(_ e: WebhookEndpoint) async -> TestResult? {
-        // One test of an endpoint at a time, at most 2 of one app's and 8 on the node: a test waits for its
-        // receiver, and a hanging one would otherwise hold as many of the node's tasks as its callers send.
-        let admitted = testing.withLockedValue { t -> Bool in
-            guard !t.contains(e.id), t.count < 8, t.filter({ $0.hasPrefix(e.appID + "/") }).count < 2 else {
-                return false
-            }
-            t.insert(e.appID + "/" + e.id)
-            t.insert(e.id)
-            return true
+    /// Recorded nowhere: the endpoint's cursor and failures stay as they are. One test of an endpoint at a time, at
+    /// most ``testsPerApp`` of one app's and ``testsPerNode`` on the node: a test waits for its receiver, and a
+    /// hanging one would otherwise hold as many of the node's tasks as its callers send.
+    func test(_ e: WebhookEndpoint) async -> Result<TestResult, TestRefused> {
+        let refused = testing.withLockedValue { t -> TestRefused? in
+            if t[e.id] != nil { return .endpointBusy }
+            if t.values.filter({ $0 == e.appID }).count >= Self.testsPerApp { return .appBusy }
+            if t.count >= Self.testsPerNode { return .nodeBusy }
+            t[e.id] = e.appID
+            return nil
         }
-        guard admitted else { return nil }
-        defer {
-            testing.withLockedValue {
-                $0.remove(e.id)
-                $0.remove(e.appID + "/" + e.id)
-            }
-        }
+        if let refused { return .failure(refused) }
+        defer { _ = testing.withLockedValue { $0.removeValue(forKey: e.id) } }
         let started = now()
         let event = WebhookEvent(
             seq: 0,
@@ -349,8 +355,8 @@ final class WebhookSender: Service, Sendable {
         client.forget(e.id + "/test")
         let ms = Int(max(0, now().timeIntervalSince(started)) * 1000)
         switch answer {
-        case .status(let s, _): return TestResult(id: batch.id, status: s, milliseconds: ms)
-        case .failed(let why): return TestResult(id: batch.id, error: why, milliseconds: ms)
+        case .status(let s, _): return .success(TestResult(id: batch.id, status: s, milliseconds: ms))
+        case .failed(let why): return .success(TestResult(id: batch.id, error: why, milliseconds: ms))
         }
     }
 

@@ -11,7 +11,8 @@ protocol APIController: Sendable {
 
 extension APIController {
     /// The body as JSON, up to `limit` bytes (the API's limit unless a route has its own).
-    func bodyJSON(_ request: Request, upTo limit: Int? = nil) async throws -> JSONValue {
+    /// `empty`: what a request without a body reads as (nil: it is refused as invalid JSON).
+    func bodyJSON(_ request: Request, upTo limit: Int? = nil, empty: JSONValue? = nil) async throws -> JSONValue {
         var request = request
         let bound = limit ?? maxBodyBytes
         let buffer: ByteBuffer
@@ -19,6 +20,7 @@ extension APIController {
         do { buffer = try await request.collectBody(upTo: bound) } catch is NIOTooManyBytesError {
             throw APIError.bodyTooLarge(bound)
         }
+        if buffer.readableBytes == 0, let empty { return empty }
         do { return try JSONValue.parse(Array(buffer.readableBytesView)) } catch {
             throw APIError(.invalidJSON, "\(error)")
         }

@@ -104,6 +104,10 @@ struct WebhooksController: AppRoutes {
 
     func rotate(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let e = try await endpoint(context)
+        // No body, or `{}`: the route takes no field, and one given is refused rather than passed over.
+        var r = FieldReader(strict: true, refusesNUL: true)
+        _ = r.body(try await bodyJSON(request, upTo: 1024, empty: .object([:])), known: [])
+        guard r.report.isValid else { throw APIError.invalid("the rotation", r.report) }
         let secret = WebhookSigner.newSecret()
         let now = Date()
         guard try await webhooks.rotateSecret(appID: e.appID, id: e.id, secret: secret, now: now) else {
@@ -126,8 +130,20 @@ struct WebhooksController: AppRoutes {
     func test(_ request: Request, _ context: AppRequestContext) async throws -> Response {
         let e = try await endpoint(context)
         guard let sender else { throw APIError(.notFound, "webhooks are off on this node (webhooks.enabled)") }
-        guard let result = await sender.test(e) else {
-            throw APIError.rateLimited(after: 1, "a test of this endpoint is under way")
+        let result: WebhookSender.TestResult
+        switch await sender.test(e) {
+        case .success(let r): result = r
+        case .failure(.endpointBusy): throw APIError.rateLimited(after: 1, "a test of this endpoint is under way")
+        case .failure(.appBusy):
+            throw APIError.rateLimited(
+                after: 1,
+                "this app's endpoints have \(WebhookSender.testsPerApp) tests under way, the most it may have at once"
+            )
+        case .failure(.nodeBusy):
+            throw APIError.rateLimited(
+                after: 1,
+                "this node has \(WebhookSender.testsPerNode) tests under way, the most it runs at once"
+            )
         }
         var o: [String: JSONValue] = [
             "webhook_id": .string(result.id), "milliseconds": .int(Int64(result.milliseconds)),
