@@ -392,7 +392,6 @@ import Testing
             ).count
         }
         try await q.analyze()
-        let plan = try await q.claimPlan(limit: 200, now: t0.addingTimeInterval(1), lease: 60)
         // Every read of the due index, with the blocks it read.
         func reads(_ node: JSONValue) -> [(backward: Bool, blocks: Int)] {
             var out: [(Bool, Int)] = []
@@ -405,11 +404,63 @@ import Testing
             for child in node["Plans"]?.arrayValue ?? [] { out += reads(child) }
             return out
         }
-        let json = try JSONValue.parse(Array(plan.utf8))
-        let all = reads(try #require(json.arrayValue?.first?["Plan"]))
-        let heavy = all.filter { $0.blocks >= 50 }
-        #expect(all.filter(\.backward).count >= 3, "\(all)\n\(plan)")
-        #expect(heavy.count <= 1 && heavy.allSatisfy { !$0.backward }, "\(all)")
+        func plan(at now: Date) async throws -> (all: [(backward: Bool, blocks: Int)], text: String) {
+            let plan = try await q.claimPlan(limit: 200, now: now, lease: 60)
+            let json = try JSONValue.parse(Array(plan.utf8))
+            return (reads(try #require(json.arrayValue?.first?["Plan"])), plan)
+        }
+        // Within the second of the claims, the read of the due rows starts at this node's mark: nothing is heavy.
+        let marked = try await plan(at: t0.addingTimeInterval(1))
+        #expect(marked.all.filter(\.backward).count >= 3, "\(marked.all)\n\(marked.text)")
+        #expect(marked.all.allSatisfy { $0.blocks < 50 }, "\(marked.all)\n\(marked.text)")
+        // Once the marks are a second old they are forgotten: the due read goes through the head again, the rest not.
+        let lapsed = try await plan(at: t0.addingTimeInterval(2.5))
+        let heavy = lapsed.all.filter { $0.blocks >= 50 }
+        #expect(lapsed.all.filter(\.backward).count >= 3, "\(lapsed.all)\n\(lapsed.text)")
+        #expect(heavy.count <= 1 && heavy.allSatisfy { !$0.backward }, "\(lapsed.all)")
+    }
+
+    /// The marks never lose a row, they only put it off: a delivery queued behind this node's mark for its app
+    /// (another node's clock behind this one's, a dead node's lease given back at its old time) is claimed once the
+    /// marks are a second old; one this node queues again at a time its mark has passed (a release) is claimed by
+    /// the next claim.
+    @Test func aRowBehindAClaimMarkIsClaimedOnceTheMarksLapse() async throws {
+        let backend = try await PostgresFixture.backend()
+        let q = try #require(backend.queue as? PostgresDeliveryQueue)
+        // Another node's queue on the same database: what it queues is not this node's to see.
+        let otherNode = PostgresDeliveryQueue(database: backend.database)
+        try await q.enqueue(
+            (0..<10).map {
+                NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: "t\($0)", notBefore: t0)
+            }
+        )
+        let now = t0.addingTimeInterval(1)
+        let first = try await q.claim(owner: "w", limit: 4, now: now, lease: 600)
+        #expect(first.map(\.target) == ["t0", "t1", "t2", "t3"])
+        // Written by a node whose clock is behind: it sorts before the mark.
+        try await otherNode.enqueue([
+            NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: "late", notBefore: t0 - 10)
+        ])
+        let second = try await q.claim(owner: "w", limit: 4, now: now, lease: 600)
+        #expect(second.map(\.target) == ["t4", "t5", "t6", "t7"], "the mark stands within its second")
+        // Released at the first claim's time, behind the mark: the marks go, and the next claim takes it first.
+        let back = try #require(first.first)
+        #expect(
+            try await q.settle([Settlement(id: back.id, .release(notBefore: t0, reason: "r"))], owner: "w", now: now)
+                == [back.id]
+        )
+        let third = try await q.claim(owner: "w", limit: 3, now: now, lease: 600)
+        #expect(third.map(\.target) == ["late", "t0", "t8"])
+        // The last one, and nothing lost.
+        let fourth = try await q.claim(owner: "w", limit: 10, now: t0.addingTimeInterval(2.5), lease: 600)
+        #expect(fourth.map(\.target) == ["t9"])
+        // This node's own new deliveries behind its mark (a fan-out of an older send) take the marks away at once.
+        try await q.enqueue([
+            NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: "mine", notBefore: t0 - 5)
+        ])
+        let fifth = try await q.claim(owner: "w", limit: 10, now: t0.addingTimeInterval(2.5), lease: 600)
+        #expect(fifth.map(\.target) == ["mine"])
+        await backend.close()
     }
 
     /// The claim's updates find the taken deliveries by id: a plan through a state index reads every queued

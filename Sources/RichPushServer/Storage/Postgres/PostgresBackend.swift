@@ -127,7 +127,11 @@ public final class PostgresBackend: StorageBackend {
         workQueued.tellPeers(through: announcer.announce)
         pgStore = store
         pgRegistry = PostgresDeviceRegistry(database: database)
-        pgQueue = PostgresDeliveryQueue(database: database)
+        let queue = PostgresDeliveryQueue(database: database)
+        pgQueue = queue
+        // New deliveries, this node's or another's, may sort before a claim mark (a fan-out of an older send, a
+        // clock behind this one's): the marks go.
+        workQueued.listen { queue.forgetClaimMarks() }
         pgIntake = PostgresIntake(database: database, nodeID: nodeID, chunk: chunk, fanOutLease: fanOutLease) {
             workQueued.tell()
         }

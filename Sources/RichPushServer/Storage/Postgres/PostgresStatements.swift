@@ -88,8 +88,10 @@ enum PostgresStatements {
     /// 150,000 claimed, about 1,100 index pages per descent, two thirds of the claim's time). The
     /// update finds the rows taken by their ids (an array, so the planner never joins them to a scan of the table:
     /// it did so with 10,000 queued).
+    /// The read of an app's due rows starts after this node's mark for the app, when it has one: where its last
+    /// claims of the app ended (``PostgresDeliveryQueue``), an index condition, so that it too skips the dead head.
     /// $1 now, $2 limit, $3 owner, $4 lease end, $5 an app's room unless listed, $6 and $7 the listed apps and
-    /// their rooms.
+    /// their rooms, $8, $9 and $10 the marks: apps, `not_before` and ids.
     struct Claim: PostgresPreparedStatement {
         static let sql = """
             WITH RECURSIVE apps(app_id) AS (
@@ -104,9 +106,11 @@ enum PostgresStatements {
                     AND (SELECT e.not_before FROM deliveries e WHERE e.state = 'queued' AND e.app_id = a.app_id
                         AND e.not_before <= $1 ORDER BY e.not_before DESC LIMIT 1) IS NOT NULL),
             share AS (SELECT ($2::int8 + count(*) - 1) / GREATEST(count(*), 1) AS n FROM ready),
+            marks AS (SELECT * FROM unnest($8::text[], $9::timestamptz[], $10::int8[]) AS m(app_id, nb, id)),
             due AS (
-                SELECT t.id FROM ready CROSS JOIN share CROSS JOIN LATERAL (
+                SELECT t.id FROM ready CROSS JOIN share LEFT JOIN marks m ON m.app_id = ready.app_id CROSS JOIN LATERAL (
                     SELECT d.id FROM deliveries d WHERE d.state = 'queued' AND d.app_id = ready.app_id AND d.not_before <= $1
+                        AND (d.not_before, d.id) > (COALESCE(m.nb, '-infinity'::timestamptz), COALESCE(m.id, 0))
                     ORDER BY d.not_before, d.id LIMIT LEAST(share.n, ready.room) FOR UPDATE SKIP LOCKED) t),
             abandoned AS (
                 SELECT id FROM deliveries WHERE state = 'leased' AND lease_until < $1 ORDER BY lease_until LIMIT $2 FOR UPDATE SKIP LOCKED),
@@ -136,6 +140,7 @@ enum PostgresStatements {
         var owner: String
         var until: Date
         var rooms: ClaimRooms
+        var marks: ClaimMarks.Listed = ([], [], [])
 
         func makeBindings() throws -> PostgresBindings {
             var b = PostgresBindings()
@@ -147,6 +152,9 @@ enum PostgresStatements {
             let listed = rooms.listed
             b.append(listed.apps)
             b.append(listed.rooms)
+            b.append(marks.apps)
+            b.append(marks.times)
+            b.append(marks.ids)
             return b
         }
 
