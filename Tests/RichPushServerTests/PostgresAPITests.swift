@@ -47,7 +47,7 @@ import Testing
                 #expect(
                     s == 422 && b["error"]?["issues"]?.arrayValue?.first?["path"] == .string(field)
                         && b["error"]?["issues"]?.arrayValue?.first?["rule"] == "nul",
-                    "\(field): \(b)"
+                    "\(field): \(b) \(backend.health.status)"
                 )
             }
             let (tagStatus, tag) = try await APITests.call(
