@@ -110,6 +110,11 @@ public struct FieldReader {
     public mutating func int(_ object: [String: JSONValue], _ key: String, at path: String) -> Int64? {
         guard let value = present(object[key], at: Self.join(path, key)) else { return nil }
         guard let i = value.intValue else {
+            // A whole number past ±9e15 (JSON's exact integers): out of every field's range, not a fraction.
+            if case .double(let d) = value, d.isFinite, d.rounded() == d {
+                report.add(Self.join(path, key), "range", "a whole number far outside this field's range")
+                return nil
+            }
             report.add(
                 Self.join(path, key),
                 "type",
