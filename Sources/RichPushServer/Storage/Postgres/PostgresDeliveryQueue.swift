@@ -68,7 +68,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
     }
 
     /// Forgets where this node's claims ended: deliveries were queued that may sort before a mark.
-    public func forgetClaimMarks() { marks.withLockedValue { $0.byApp.removeAll(keepingCapacity: true) } }
+    public func forgetClaimMarks() { marks.withLockedValue { $0.forgetAll() } }
 
     /// Refreshes the planner's statistics of the deliveries (a plan read before autovacuum got to a new table would
     /// be a guess).
@@ -133,7 +133,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
     public func settle(_ items: [Settlement], owner: String, now: Date) async throws -> Set<Int64> {
         guard !items.isEmpty else { return [] }
         // A delivery queued again at a time a mark has passed would wait for the marks' turn: they go now.
-        let requeued = items.compactMap { item -> Date? in
+        let requeued = items.lazy.compactMap { item -> Date? in
             switch item.action {
             case .finish: nil
             case .reschedule(let time, _), .release(let time, _): time
@@ -254,7 +254,7 @@ struct ClaimMarks: Sendable {
     /// The marks for a claim at `now` (none once they are a second old, or when `now` went back).
     mutating func listed(at now: Date) -> Listed {
         if now.timeIntervalSince(since) >= Self.life || now < since {
-            byApp.removeAll(keepingCapacity: true)
+            forgetAll()
             since = now
         }
         var out: Listed = ([], [], [])
@@ -278,6 +278,8 @@ struct ClaimMarks: Sendable {
 
     /// Forgets every mark when one has passed `time`.
     mutating func forget(ifPast time: Date) {
-        if byApp.values.contains(where: { $0.notBefore >= time }) { byApp.removeAll(keepingCapacity: true) }
+        if byApp.values.contains(where: { $0.notBefore >= time }) { forgetAll() }
     }
+
+    mutating func forgetAll() { byApp.removeAll(keepingCapacity: true) }
 }
