@@ -232,32 +232,27 @@ import Testing
         let server = try await Running.start(timeout: 10)
         defer { Task { try? await server.stop() } }
         server.sandbox.webhooks.setMode(.init(failShare: 0, hangShare: 1))
+        /// Makes an endpoint of the app at a hanging hook; the path of its test route.
+        func hanging(_ app: String, _ key: String, _ n: Int) async throws -> String {
+            let (s, made) = try await server.call(
+                "POST",
+                "/v1/apps/\(app)/webhooks",
+                key: key,
+                body: ["url": .string(server.sandbox.webhooks.url("hang-\(n)"))]
+            )
+            #expect(s == 201)
+            return "/v1/apps/\(app)/webhooks/\(try #require(made["id"]?.stringValue))/test"
+        }
         var endpoints: [String] = []
         var firstApp: (app: String, key: String)?
         for _ in 0..<5 {
             let (app, key) = try await server.app(devices: 0)
             firstApp = firstApp ?? (app, key)
-            for n in 0..<2 {
-                let (s, made) = try await server.call(
-                    "POST",
-                    "/v1/apps/\(app)/webhooks",
-                    key: key,
-                    body: ["url": .string(server.sandbox.webhooks.url("hang-\(n)"))]
-                )
-                #expect(s == 201)
-                endpoints.append("/v1/apps/\(app)/webhooks/\(try #require(made["id"]?.stringValue))/test|\(key)")
-            }
+            for n in 0..<2 { endpoints.append(try await hanging(app, key, n) + "|" + key) }
         }
         // A third endpoint of the first app.
         let (first, firstKey) = try #require(firstApp)
-        let (s, third) = try await server.call(
-            "POST",
-            "/v1/apps/\(first)/webhooks",
-            key: firstKey,
-            body: ["url": .string(server.sandbox.webhooks.url("hang-2"))]
-        )
-        #expect(s == 201)
-        let thirdTest = "/v1/apps/\(first)/webhooks/\(try #require(third["id"]?.stringValue))/test"
+        let thirdTest = try await hanging(first, firstKey, 2)
         let sender = try #require(server.server.application.api.webhookSender)
         let webhooks = server.server.application.backend.webhooks
         let answers = try await withThrowingTaskGroup(of: Bool.self) { group in
