@@ -3,7 +3,8 @@
 # its in-memory cache) and from nginx (sendfile, default settings, 2 workers), each hit by wrk with 1,000
 # connections for 15 s, one after the other on this machine. Prints both rates, latency percentiles and the
 # ratios. Needs wrk and nginx (apt-get install wrk nginx) and Pillow, which the project's .venv has
-# (Benchmarks/setup.sh).
+# (Benchmarks/setup.sh). STAT=1 adds each server's CPU per 1,000 requests, user and system apart (from /proc), and its
+# system calls per request (perf stat): the two servers' kernel work is about the same, so the gap is user space.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python3 ] && PATH="$PWD/.venv/bin:$PATH"
@@ -66,8 +67,35 @@ sleep 0.5
 curl -sf -o /dev/null "http://127.0.0.1:18481/media/$name" || { echo "nginx does not serve the file"; cat "$dir/logs/error.log"; ls -la "$dir/www/media"; exit 1; }
 curl -sf -o /dev/null "$base/media/$name" || { echo "richpush does not serve the file"; exit 1; }
 
-run() {  # $1 label, $2 URL
+ticks() {  # user and system clock ticks of the processes $1 (comma-separated)
+  local u=0 s=0 f
+  for p in ${1//,/ }; do
+    f=$(sed 's/.*) //' "/proc/$p/stat")
+    u=$((u + $(echo "$f" | cut -d' ' -f12))) s=$((s + $(echo "$f" | cut -d' ' -f13)))
+  done
+  echo "$u $s"
+}
+run() {  # $1 label, $2 URL, $3 the serving processes (comma-separated) when STAT=1
+  if [ -n "${STAT:-}" ]; then  # the servers' CPU and system calls while wrk runs: STAT=1
+    perf stat -x, -e raw_syscalls:sys_enter -p "$3" -o "$dir/$1.stat" -- sleep "${DURATION:-15}" >/dev/null 2>&1 &
+    stat=$!
+    ticks "$3" > "$dir/$1.ticks"
+  fi
   wrk -t2 -c1000 -d${DURATION:-15}s --latency "$2" > "$dir/$1.txt"
+  if [ -n "${STAT:-}" ]; then
+    ticks "$3" >> "$dir/$1.ticks"
+    wait $stat
+    python3 - "$dir/$1.stat" "$dir/$1.txt" "$1" "$dir/$1.ticks" <<'PY'
+import os, re, sys
+calls = [float(l.split(",")[0]) for l in open(sys.argv[1]) if "raw_syscalls" in l][0]
+requests = int(re.search(r"(\d+) requests in", open(sys.argv[2]).read()).group(1))
+(u0, s0), (u1, s1) = [map(int, l.split()) for l in open(sys.argv[4])]
+hz = os.sysconf("SC_CLK_TCK")
+user, system = (u1 - u0) / hz / requests * 1e6, (s1 - s0) / hz / requests * 1e6
+print("%-8s server CPU %.1f ms per 1,000 requests (user %.1f, system %.1f), %.1f system calls per request" % (
+    sys.argv[3], user + system, user, system, calls / requests))
+PY
+  fi
   [ -n "${SHOW_WRK:-}" ] && cat "$dir/$1.txt"
   python3 - "$dir/$1.txt" "$1" <<'PY'
 import re, sys
@@ -88,9 +116,9 @@ if [ -n "${PERF_OUT:-}" ]; then  # profile the server while wrk loads it: PERF_O
   perf record -F 499 -g -p "$server" -o "$PERF_OUT" -- sleep "${DURATION:-15}" >/dev/null 2>&1 &
   profiler=$!
 fi
-run richpush "$base/media/$name"
+run richpush "$base/media/$name" "$server"
 [ -n "${PERF_OUT:-}" ] && wait $profiler
-run nginx "http://127.0.0.1:18481/media/$name"
+run nginx "http://127.0.0.1:18481/media/$name" "$(pgrep -d, -P "$(cat "$dir/nginx.pid")")"
 read -r rp_rate rp_p99 < "$dir/richpush.txt.sum"
 read -r ng_rate ng_p99 < "$dir/nginx.txt.sum"
 python3 -c "print('richpush/nginx: rate %.2fx (goal >= 0.9), p99 %.2fx (goal <= 1.5)' % ($rp_rate / $ng_rate, $rp_p99 / $ng_p99))"

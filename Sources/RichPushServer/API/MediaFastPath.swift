@@ -164,6 +164,10 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     var readHeld = false
     /// This loop's open files (a channel stays on one loop).
     var table: LoopFiles?
+    /// The channel went unwritable while only media answers were queued, and the handlers after this one were not
+    /// told: a file region larger than the write watermark makes every such answer flip the channel's writability
+    /// and back, which they do not need to hear. They are told before a routed request reaches them.
+    var unwritableUntold = false
 
     init(store: MediaStore) { self.store = store }
 
@@ -192,6 +196,11 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
                 return
             }
             routed += 1
+            if unwritableUntold {
+                // The router's answer must see the channel as it is, so that it waits for it to drain.
+                unwritableUntold = false
+                context.fireChannelWritabilityChanged()
+            }
             context.fireChannelRead(wrapInboundOut(part))
         case .body:
             if intercepted == nil { context.fireChannelRead(wrapInboundOut(part)) }
@@ -240,6 +249,21 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
             readHeld = false
             context.read()
         }
+    }
+
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable {
+            // The flip back of one the handlers after this were not told of: nothing to tell.
+            if unwritableUntold {
+                unwritableUntold = false
+                return
+            }
+        } else if routed == 0 {
+            // Only media answers are queued: the router has nothing to hold back.
+            unwritableUntold = true
+            return
+        }
+        context.fireChannelWritabilityChanged()
     }
 
     func read(context: ChannelHandlerContext) {

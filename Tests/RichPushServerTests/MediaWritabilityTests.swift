@@ -1,0 +1,70 @@
+import Foundation
+import NIOCore
+import NIOEmbedded
+import NIOHTTP1
+import Testing
+
+@testable import RichPushServer
+
+/// The media fast path keeps the channel's writability flips that its own file answers cause from the handlers
+/// after it, and tells them before a routed request reaches them.
+@Suite struct MediaWritabilityTests {
+    /// Records what reaches the handlers after the fast path: each writability change (with the channel's state at
+    /// that moment) and each request head.
+    final class Probe: ChannelInboundHandler {
+        typealias InboundIn = HTTPServerRequestPart
+        var seen: [String] = []
+        func channelWritabilityChanged(context: ChannelHandlerContext) {
+            seen.append(context.channel.isWritable ? "writable" : "unwritable")
+            context.fireChannelWritabilityChanged()
+        }
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            if case .head(let head) = unwrapInboundIn(data) { seen.append("request \(head.uri)") }
+        }
+    }
+
+    @Test func onlyARoutedRequestHearsOfTheFlipsMediaAnswersCause() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("writability-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let answerer = MediaFileAnswerer(store: try MediaStore(directory: dir))
+        let probe = Probe()
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandlers([answerer, probe])
+        func flip(_ writable: Bool) {
+            channel.isWritable = writable
+            channel.pipeline.fireChannelWritabilityChanged()
+        }
+        func request(_ uri: String) throws {
+            try channel.writeInbound(
+                HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri))
+            )
+            try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        }
+
+        // Nothing routed is pending: a flip and its flip back are not passed on.
+        flip(false)
+        flip(true)
+        #expect(probe.seen.isEmpty)
+
+        // Unwritable while only media is queued, then a routed request: its handlers hear the channel's state first.
+        flip(false)
+        try request("/v1/apps")
+        #expect(probe.seen == ["unwritable", "request /v1/apps"])
+        flip(true)
+        #expect(probe.seen.last == "writable")
+
+        // With a routed answer pending, every flip is passed on.
+        flip(false)
+        flip(true)
+        #expect(probe.seen.suffix(2) == ["unwritable", "writable"])
+
+        // Its answer ends: flips are the fast path's own again.
+        try channel.writeOutbound(HTTPServerResponsePart.end(nil))
+        channel.embeddedEventLoop.run()
+        let count = probe.seen.count
+        flip(false)
+        flip(true)
+        #expect(probe.seen.count == count)
+        _ = try channel.finish()
+    }
+}
