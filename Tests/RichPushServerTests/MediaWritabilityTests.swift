@@ -14,6 +14,8 @@ import Testing
     final class Probe: ChannelInboundHandler {
         typealias InboundIn = HTTPServerRequestPart
         var seen: [String] = []
+        var readsEnded = 0
+        func channelReadComplete(context: ChannelHandlerContext) { readsEnded += 1 }
         func channelWritabilityChanged(context: ChannelHandlerContext) {
             seen.append(context.channel.isWritable ? "writable" : "unwritable")
             context.fireChannelWritabilityChanged()
@@ -65,6 +67,36 @@ import Testing
         flip(false)
         flip(true)
         #expect(probe.seen.count == count)
+        _ = try channel.finish()
+    }
+
+    @Test func aReadOfMediaRequestsAloneEndsUnheardByTheRouter() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("read-end-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let probe = Probe()
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandlers([
+            MediaFileAnswerer(store: try MediaStore(directory: dir)), probe,
+        ])
+        func request(_ uri: String) throws {
+            try channel.writeInbound(
+                HTTPServerRequestPart.head(HTTPRequestHead(version: .http1_1, method: .GET, uri: uri))
+            )
+            try channel.writeInbound(HTTPServerRequestPart.end(nil))
+        }
+        // Answered here (a 404: the store is empty), each part's read ending unheard.
+        try request("/media/\(String(repeating: "0", count: 64)).png")
+        #expect(probe.readsEnded == 0 && probe.seen.isEmpty)
+        var answer = try #require(try channel.readOutbound(as: HTTPServerResponsePart.self))
+        guard case .head(let head) = answer else {
+            Issue.record("no answer's head: \(answer)")
+            return
+        }
+        #expect(head.status == .notFound)
+        while let part = try channel.readOutbound(as: HTTPServerResponsePart.self) { answer = part }
+        // A routed request's parts each end a read the router hears.
+        try request("/v1/apps")
+        #expect(probe.seen == ["request /v1/apps"] && probe.readsEnded == 2)
         _ = try channel.finish()
     }
 }

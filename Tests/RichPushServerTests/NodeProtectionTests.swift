@@ -415,6 +415,59 @@ import FoundationNetworking
         try? await server.stop()
     }
 
+    /// 1 s of idleness: a connection that asks for hosted media alone, an answer every 100 ms for 3 s, is kept (the
+    /// HTTP layer's timer, which never sees a media request, closed it after its idle time); one that asks for a 4 MB
+    /// file and reads nothing is closed; one with nothing on it is closed.
+    @Test func aConnectionBusyWithMediaAloneIsKeptAndAStalledOneClosed() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("media-idle-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var config = ApplicationTests.configuration(in: folder)
+        config.connections = .init(idleSeconds: 1)
+        let server = try await TestServer.start(config, adminKey: APIKeys.newKey())
+        let store = try #require(server.application.api.media?.store)
+        let small = try store.put(MediaSamples.file(MediaSamples.png, size: 50_000), type: .png)
+        let large = try store.put(MediaSamples.file(MediaSamples.png, size: 4_000_000), type: .png)
+        let port = server.port
+
+        let busy = try RawHTTP.connected(port)
+        defer { close(busy) }
+        let ask = Array("GET /media/\(small.name) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        let answers = await offThePool {
+            var wait = timeval(tv_sec: 2, tv_usec: 0)
+            setsockopt(busy, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            var answered = 0
+            let end = Date().addingTimeInterval(3)
+            while Date() < end {
+                guard RawHTTP.write(busy, ask) else { break }
+                // An answer is its head and 50,000 bytes: read to the end of this one.
+                var received: [UInt8] = []
+                while received.count < 50_000 {
+                    let n = chunk.withUnsafeMutableBytes { recv(busy, $0.baseAddress, $0.count, 0) }
+                    if n <= 0 { return answered }
+                    received += chunk[0..<n]
+                }
+                answered += 1
+                usleep(100_000)
+            }
+            return answered
+        }
+        #expect(answers >= 20, "a connection asking for media every 100 ms was closed after \(answers) answers")
+
+        // 4 MB asked for with a small receive buffer, nothing read: nothing more leaves, and it is closed.
+        let stalled = try RawHTTP.connected(port, receiveBuffer: 4096)
+        defer { close(stalled) }
+        #expect(RawHTTP.write(stalled, Array("GET /media/\(large.name) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)))
+        try await Task.sleep(nanoseconds: 4_000_000_000)
+        #expect(await RawHTTP.closedByServer(stalled, within: 10), "a client that read nothing of its media kept it")
+
+        let quiet = try RawHTTP.connected(port)
+        defer { close(quiet) }
+        #expect(await RawHTTP.closedByServer(quiet, within: 5), "an idle connection was kept")
+        try? await server.stop()
+    }
+
     /// 3 s of idleness: a body sent a byte at a time is cut off; a small body that takes a second is read and
     /// answered; a client that pipelines 2,000 requests for a 116 KB answer and reads nothing is answered one at a
     /// time (the node does not read ahead) and closed once nothing of the answers leaves.

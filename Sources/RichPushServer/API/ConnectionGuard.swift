@@ -11,8 +11,9 @@ import NIOHTTPTypes
 /// NAT share an address, and after a large send they download its media at once. The operator's proxies (`trusted_proxies`) count only toward the node's
 /// bound: every client behind them shares their address.
 ///
-/// Idle connections are closed by the HTTP layer (`connections.idle_seconds`): a keep-alive connection with no new
-/// request, and one whose request head never ends (sent a byte at a time), once nothing was read for that long.
+/// Idle connections are closed by the media fast path (`connections.idle_seconds`), which sees every request, media
+/// ones too: a keep-alive connection with no new request, and one whose request head never ends (sent a byte at a
+/// time), once nothing was read for that long.
 public final class ConnectionLimits: Sendable {
     public struct Limits: Sendable, Equatable {
         /// Connections one client address may hold at once (`connections.per_client`).

@@ -20,6 +20,10 @@ import Glibc
 ///
 /// Added as one of the server's extra handlers (which sit after the HTTP/1 to HTTP-types codec), it moves
 /// itself in front of that codec, where a body can be a file region.
+///
+/// Given `idle`, it also closes the connection when idle, in place of the HTTP layer's timer, which sits after the
+/// codec and never sees a media request: that timer closed a connection busy with media alone `idle` after its
+/// last routed request, between two answers or in the middle of one. Here every request and every answer counts.
 public final class MediaFastPath: ChannelInboundHandler, RemovableChannelHandler {
     public typealias InboundIn = HTTPRequestPart
     public typealias InboundOut = HTTPRequestPart
@@ -27,10 +31,17 @@ public final class MediaFastPath: ChannelInboundHandler, RemovableChannelHandler
     let store: MediaStore
     let status: Status
     let logger: Logger
+    let idle: TimeAmount?
 
-    public init(store: MediaStore, status: Status = Status(), logger: Logger = Logger(label: "richpush.media")) {
+    public init(
+        store: MediaStore,
+        status: Status = Status(),
+        idle: TimeAmount? = nil,
+        logger: Logger = Logger(label: "richpush.media")
+    ) {
         self.store = store
         self.status = status
+        self.idle = idle
         self.logger = logger
     }
 
@@ -38,9 +49,16 @@ public final class MediaFastPath: ChannelInboundHandler, RemovableChannelHandler
         let pipeline = context.pipeline.syncOperations
         do {
             let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
-            try pipeline.addHandler(MediaFileAnswerer(store: store), position: .before(codec))
+            try pipeline.addHandler(MediaFileAnswerer(store: store, idle: idle), position: .before(codec))
             status.count(installed: true)
         } catch {
+            // The connection is still closed when idle, by the plainer rule: nothing read or written for that long.
+            if let idle {
+                try? pipeline.addHandlers(
+                    [IdleStateHandler(allTimeout: idle), IdleCloser()],
+                    position: .after(context.handler)
+                )
+            }
             // The server's pipeline is not the one this was written for (a new Hummingbird, another codec): media
             // is still served, through the router, but slower. Said once, loudly, and counted for the tests.
             if status.count(installed: false) {
@@ -73,6 +91,19 @@ public final class MediaFastPath: ChannelInboundHandler, RemovableChannelHandler
     }
 
     public func channelRead(context: ChannelHandlerContext, data: NIOAny) { context.fireChannelRead(data) }
+
+    /// Closes its connection when the idle handler before it says so (only where the fast path is not in place).
+    final class IdleCloser: ChannelInboundHandler, RemovableChannelHandler {
+        typealias InboundIn = HTTPRequestPart
+        typealias InboundOut = HTTPRequestPart
+        func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+            if event is IdleStateHandler.IdleStateEvent {
+                context.close(promise: nil)
+            } else {
+                context.fireUserInboundEventTriggered(event)
+            }
+        }
+    }
 }
 
 /// Open descriptors of hot files for the connections of one event loop, used only on that loop (no lock): an
@@ -168,13 +199,83 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     /// told: a file region larger than the write watermark makes every such answer flip the channel's writability
     /// and back, which they do not need to hear. They are told before a routed request reaches them.
     var unwritableUntold = false
+    /// A part was passed on to the handlers after this one since they last heard a read end.
+    var passedOn = false
+    /// The connection's idle rule (nil: none here).
+    let idle: TimeAmount?
+    /// The last part read or answer ended.
+    var lastActive = NIODeadline.now()
+    /// A request's head was read and its end not yet.
+    var readingRequest = false
+    /// Media answers written whose last byte has not left yet.
+    var mediaAnswering = 0
+    /// What waited to be written at the last look while a media answer was under way (nil: not looked yet).
+    var bufferedAtLastLook: Int?
+    var idleCheck: Scheduled<Void>?
 
-    init(store: MediaStore) { self.store = store }
+    init(store: MediaStore, idle: TimeAmount? = nil) {
+        self.store = store
+        self.idle = idle
+    }
 
-    func handlerAdded(context: ChannelHandlerContext) { table = LoopFiles.forLoop(context.eventLoop) }
+    func handlerAdded(context: ChannelHandlerContext) {
+        table = LoopFiles.forLoop(context.eventLoop)
+        if let idle { scheduleIdleCheck(context: context, at: .now() + idle) }
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        idleCheck?.cancel()
+        idleCheck = nil
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        idleCheck?.cancel()
+        idleCheck = nil
+        context.fireChannelInactive()
+    }
+
+    private func scheduleIdleCheck(context: ChannelHandlerContext, at deadline: NIODeadline) {
+        idleCheck = context.eventLoop.assumeIsolated().scheduleTask(deadline: deadline) {
+            self.idleCheck = nil
+            self.checkIdle(context: context)
+        }
+    }
+
+    /// The connection is closed once nothing was read and no answer ended for `idle`, unless an answer is under
+    /// way: a routed one is watched by the connection guard; a media one must make progress, what waits to be
+    /// written going down from one look to the next (a slow phone downloading a long video keeps its connection, a
+    /// client that stopped reading does not).
+    private func checkIdle(context: ChannelHandlerContext) {
+        guard let idle, context.channel.isActive else { return }
+        let now = NIODeadline.now()
+        let answering = !readingRequest && (routed > 0 || mediaAnswering > 0 || fetching)
+        guard answering else {
+            bufferedAtLastLook = nil
+            if now >= lastActive + idle { return context.close(promise: nil) }
+            return scheduleIdleCheck(context: context, at: lastActive + idle)
+        }
+        if mediaAnswering > 0, routed == 0, !fetching {
+            let buffered = (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
+            if let before = bufferedAtLastLook, buffered >= before, now >= lastActive + idle {
+                return context.close(promise: nil)
+            }
+            bufferedAtLastLook = buffered
+        } else {
+            bufferedAtLastLook = nil
+        }
+        scheduleIdleCheck(context: context, at: now + idle)
+    }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
+        if idle != nil {
+            lastActive = .now()
+            switch part {
+            case .head: readingRequest = true
+            case .end: readingRequest = false
+            case .body: break
+            }
+        }
         if fetching || !waiting.isEmpty {
             waiting.append(part)
             return
@@ -201,11 +302,11 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
                 unwritableUntold = false
                 context.fireChannelWritabilityChanged()
             }
-            context.fireChannelRead(wrapInboundOut(part))
+            passOn(context: context, part)
         case .body:
-            if intercepted == nil { context.fireChannelRead(wrapInboundOut(part)) }
+            if intercepted == nil { passOn(context: context, part) }
         case .end:
-            guard let (head, name) = intercepted else { return context.fireChannelRead(wrapInboundOut(part)) }
+            guard let (head, name) = intercepted else { return passOn(context: context, part) }
             intercepted = nil
             if store.shared != nil, MediaStore.parse(name) != nil, store.file(name) == nil {
                 // Stored by another node: fetched to this node's disk (which may take a while), then answered here
@@ -232,6 +333,20 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// A part of a routed request, to the handlers after this one.
+    private func passOn(context: ChannelHandlerContext, _ part: HTTPServerRequestPart) {
+        passedOn = true
+        context.fireChannelRead(wrapInboundOut(part))
+    }
+
+    /// The end of a read reaches the handlers after this one only when something was passed on to them: a read of
+    /// media requests alone has nothing for them.
+    func channelReadComplete(context: ChannelHandlerContext) {
+        guard passedOn else { return }
+        passedOn = false
+        context.fireChannelReadComplete()
+    }
+
     /// Takes the waiting parts in order until a media request must wait again for a routed answer (or a fetch);
     /// then, with nothing left waiting, passes on a read that was held.
     private func drain(context: ChannelHandlerContext) {
@@ -242,9 +357,9 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
             take(context: context, first)
             took = true
         }
-        // Outside a read, the router's side takes what was passed on only at the end of one: say it ended (once
-        // more than needed when only media was answered, which costs nothing).
-        if took { context.fireChannelReadComplete() }
+        // Outside a read, the router's side takes what was passed on only at the end of one: say it ended (when
+        // anything was passed on).
+        if took { channelReadComplete(context: context) }
         if waiting.isEmpty, !fetching, readHeld {
             readHeld = false
             context.read()
@@ -324,8 +439,10 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         )
         if r.method == .GET { context.write(wrapOutboundOut(.body(.byteBuffer(body))), promise: nil) }
         let keepAlive = r.isKeepAlive
+        mediaAnswering += 1
         context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete {
             [channel = context.channel] _ in
+            self.answerEnded()
             if !keepAlive { channel.close(promise: nil) }
         }
         if keepAlive { read(context: context) }
@@ -398,14 +515,14 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         )
         if let body { context.write(wrapOutboundOut(.body(body)), promise: nil) }
         let done = context.eventLoop.makePromise(of: Void.self)
+        mediaAnswering += 1
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: done)
         // The table and its files belong to this loop, where the write completes.
-        let borrowed = NIOLoopBound((table, file), eventLoop: context.eventLoop)
-        done.futureResult.whenComplete { [channel = context.channel] _ in
+        done.futureResult.assumeIsolated().whenComplete { [channel = context.channel] _ in
             // Uncorking a socket that closed meanwhile has nothing to report.
             if corked { _ = try? channel.syncOptions?.setOption(cork, value: 0) }
-            let (table, file) = borrowed.value
             if let file { table.release(file) }
+            self.answerEnded()
             if !keepAlive { channel.close(promise: nil) }
         }
         // The router's side reads only when it wants a request; it never saw this one, so ask for the next (once
@@ -413,9 +530,17 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         if keepAlive { read(context: context) }
     }
 
+    /// A media answer's last byte has left (or the connection closed).
+    private func answerEnded() {
+        mediaAnswering -= 1
+        lastActive = .now()
+        bufferedAtLastLook = nil
+    }
+
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         guard case .end = unwrapOutboundIn(data) else { return context.write(data, promise: promise) }
         routed = max(0, routed - 1)
+        lastActive = .now()
         context.write(data, promise: promise)
         if routed == 0, !waiting.isEmpty {
             // After the router's write has returned, not inside it.

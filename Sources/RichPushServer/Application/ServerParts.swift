@@ -272,9 +272,15 @@ struct ServerParts {
             configuration: .init(
                 additionalChannelHandlers: [
                     ConnectionGuard(connections),
-                    MediaFastPath(store: mediaStore, status: fastPath, logger: logger.part("media")),
+                    // The connection's idle rule is the fast path's: it sees every request, media ones too.
+                    MediaFastPath(
+                        store: mediaStore,
+                        status: fastPath,
+                        idle: .milliseconds(Int64(config.connections.idleSeconds * 1000)),
+                        logger: logger.part("media")
+                    ),
                 ],
-                idleTimeout: .milliseconds(Int64(config.connections.idleSeconds * 1000))
+                idleTimeout: nil
             )
         )
     }
