@@ -168,7 +168,7 @@ final class HTTP2EmulatorStreamHandler<Logic: EmulatorLogic>: ChannelInboundHand
             let streamID =
                 (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) ?? .rootStream
             // The last stream the server says it processed is the one before this: this request was not.
-            let last = Int(streamID.description).map { HTTP2StreamID(max(0, $0 - 2)) } ?? .rootStream
+            let last = HTTP2StreamID(max(0, Int(streamID) - 2))
             let debug = parent.allocator.buffer(string: #"{"reason":"\#(reason)"}"#)
             parent.writeAndFlush(
                 HTTP2Frame(
