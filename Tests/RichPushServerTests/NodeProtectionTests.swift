@@ -417,7 +417,8 @@ import FoundationNetworking
 
     /// 1 s of idleness: a connection that asks for hosted media alone, an answer every 100 ms for 3 s, is kept (the
     /// HTTP layer's timer, which never sees a media request, closed it after its idle time); one that asks for a 4 MB
-    /// file and reads nothing is closed; one with nothing on it is closed.
+    /// file and reads nothing is reset; one whose media request trickles a body is closed; one with nothing on it is
+    /// closed.
     @Test func aConnectionBusyWithMediaAloneIsKeptAndAStalledOneClosed() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("media-idle-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
@@ -455,12 +456,42 @@ import FoundationNetworking
         }
         #expect(answers >= 20, "a connection asking for media every 100 ms was closed after \(answers) answers")
 
-        // 4 MB asked for with a small receive buffer, nothing read: nothing more leaves, and it is closed.
+        // 4 MB asked for with a small receive buffer, nothing read: nothing more leaves, and it is closed with a
+        // reset, so that the socket does not live on, orphaned, with megabytes still to send.
         let stalled = try RawHTTP.connected(port, receiveBuffer: 4096)
         defer { close(stalled) }
         #expect(RawHTTP.write(stalled, Array("GET /media/\(large.name) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)))
         try await Task.sleep(nanoseconds: 4_000_000_000)
-        #expect(await RawHTTP.closedByServer(stalled, within: 10), "a client that read nothing of its media kept it")
+        let ending = await offThePool { () -> String in
+            var wait = timeval(tv_sec: 0, tv_usec: 100_000)
+            setsockopt(stalled, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let end = Date().addingTimeInterval(10)
+            while Date() < end {
+                let n = chunk.withUnsafeMutableBytes { recv(stalled, $0.baseAddress, $0.count, 0) }
+                if n == 0 { return "closed" }
+                if n < 0, errno != EAGAIN, errno != EWOULDBLOCK {
+                    return errno == ECONNRESET ? "reset" : "errno \(errno)"
+                }
+            }
+            return "open"
+        }
+        #expect(ending == "reset", "a client that read nothing of its media: \(ending)")
+
+        // A media GET that declares a body and sends it a byte at a time is closed like any idle one.
+        let trickling = try RawHTTP.connected(port)
+        defer { close(trickling) }
+        let declared = "GET /media/\(small.name) HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n"
+        #expect(RawHTTP.write(trickling, Array(declared.utf8)))
+        let trickle = Task.detached {
+            var sent = 0
+            while RawHTTP.write(trickling, [UInt8(ascii: "x")]), sent < 50 {
+                sent += 1
+                try? await Task.sleep(nanoseconds: 200_000_000)
+            }
+            return sent
+        }
+        #expect(await trickle.value < 50, "a media request's body sent a byte at a time for 10 s was read on")
 
         let quiet = try RawHTTP.connected(port)
         defer { close(quiet) }

@@ -257,7 +257,7 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         if mediaAnswering > 0, routed == 0, !fetching {
             let buffered = (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
             if let before = bufferedAtLastLook, buffered >= before, now >= lastActive + idle {
-                return context.close(promise: nil)
+                return ConnectionGuard.abort(context.channel)
             }
             bufferedAtLastLook = buffered
         } else {
@@ -269,11 +269,17 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
         if idle != nil {
-            lastActive = .now()
             switch part {
-            case .head: readingRequest = true
-            case .end: readingRequest = false
-            case .body: break
+            case .head:
+                readingRequest = true
+                lastActive = .now()
+            case .end:
+                readingRequest = false
+                lastActive = .now()
+            case .body:
+                // A routed request's body is timed by the connection guard; a media request's body, which nothing
+                // reads, does not keep its connection (a GET declaring a megabyte sent a byte every 2 s was kept).
+                if intercepted == nil { lastActive = .now() }
             }
         }
         if fetching || !waiting.isEmpty {
