@@ -70,6 +70,37 @@ import Testing
         _ = try channel.finish()
     }
 
+    /// Counts the reads that reach the socket.
+    final class Reads: ChannelOutboundHandler {
+        typealias OutboundIn = Any
+        var count = 0
+        func read(context: ChannelHandlerContext) {
+            count += 1
+            context.read()
+        }
+    }
+
+    @Test func nothingMoreIsReadWhileTheChannelCannotTakeMoreWrites() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("read-hold-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let reads = Reads()
+        let channel = EmbeddedChannel()
+        try channel.pipeline.syncOperations.addHandlers([
+            reads, MediaFileAnswerer(store: try MediaStore(directory: dir)),
+        ])
+        channel.read()
+        #expect(reads.count == 1)
+        // Answers back up: the read is held, and passed on once the channel drains.
+        channel.isWritable = false
+        channel.pipeline.fireChannelWritabilityChanged()
+        channel.read()
+        #expect(reads.count == 1)
+        channel.isWritable = true
+        channel.pipeline.fireChannelWritabilityChanged()
+        #expect(reads.count == 2)
+        _ = try channel.finish()
+    }
+
     @Test func aReadOfMediaRequestsAloneEndsUnheardByTheRouter() throws {
         let dir = FileManager.default.temporaryDirectory.appendingPathComponent("read-end-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: dir) }

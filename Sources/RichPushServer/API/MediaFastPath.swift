@@ -373,6 +373,10 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelWritabilityChanged(context: ChannelHandlerContext) {
+        if context.channel.isWritable, readHeld, waiting.isEmpty, !fetching {
+            readHeld = false
+            context.read()
+        }
         if context.channel.isWritable {
             // The flip back of one the handlers after this were not told of: nothing to tell.
             if unwritableUntold {
@@ -387,8 +391,11 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         context.fireChannelWritabilityChanged()
     }
 
+    /// Nothing more is read while parts wait, a file is fetched, or the channel cannot take more writes: a client
+    /// that pipelines media requests and reads none of the answers would otherwise have every request it sends
+    /// read and answered into the channel's queue, a few hundred bytes each, for as long as the connection lives.
     func read(context: ChannelHandlerContext) {
-        if fetching || !waiting.isEmpty {
+        if fetching || !waiting.isEmpty || !context.channel.isWritable {
             readHeld = true
         } else {
             context.read()
