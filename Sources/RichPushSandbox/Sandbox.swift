@@ -401,7 +401,11 @@ public final class Sandbox: Sendable {
                 reason: body?["reason"]?.stringValue ?? "ServiceUnavailable",
                 retryAfter: retryAfter
             )
-        case "goaway": return .goAway(reason: body?["reason"]?.stringValue ?? "Shutdown")
+        case "goaway":
+            return .goAway(
+                reason: body?["reason"]?.stringValue ?? "Shutdown",
+                processed: body?["processed"]?.boolValue ?? false
+            )
         case "reset": return .reset
         case "stall": return .stall
         case "refuse": return .refuseStream

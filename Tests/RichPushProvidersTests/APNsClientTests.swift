@@ -318,6 +318,27 @@ import Testing
         }
     }
 
+    /// A GOAWAY whose last stream id is the request's own says the server processed it: its answer went with the
+    /// connection, and the pool does not send it again at once (the id was read from the id's description, always
+    /// 0, so every such request was taken as unprocessed and sent again). The caller hears why; whether to try again
+    /// later is its decision, as for a timeout.
+    @Test func aRequestTheGoAwayNamesAsProcessedIsNotSentAgain() async throws {
+        try await withSandbox(client: { $0.connections = 1 }) { emulator, client in
+            _ = try await client.send(try request())
+            emulator.inject(.goAway(reason: "Shutdown", processed: true))
+            let req = try request()
+            do throws(APNsFailure) {
+                _ = try await client.send(req)
+                Issue.record("a request whose answer was lost came back as sent")
+            } catch {
+                #expect(error.transport == .goingAway(reason: "Shutdown", processed: true), "\(error)")
+            }
+            #expect(emulator.acceptedCount == 1)
+            // The next request goes on a new connection.
+            _ = try await client.send(try request())
+        }
+    }
+
     @Test func refusedStreamsAreSentAgain() async throws {
         try await withSandbox { emulator, client in
             emulator.inject(.refuseStream, count: 2)

@@ -112,7 +112,7 @@ struct APNsEmulatorLogic: EmulatorLogic {
             var h = idHeaders(apnsID)
             if let r = retryAfter { h.append(("retry-after", String(r))) }
             return .respond(.json(status, ["reason": reason], headers: h))
-        case .goAway(let reason): return .goAway(debugReason: reason)
+        case .goAway(let reason, let processed): return .goAway(debugReason: reason, processed: processed)
         case .reset: return .resetConnection
         case .stall: return .stall
         case .refuseStream: return .refuseStream

@@ -37,8 +37,10 @@ public struct RecordedAPNsNotification: Sendable {
 public enum APNsFault: Sendable, Hashable {
     /// Answer with this status and reason (`429 TooManyRequests`, `500 InternalServerError`, `503 ServiceUnavailable`…).
     case status(Int, reason: String, retryAfter: Int? = nil)
-    /// GOAWAY with `{"reason": …}`, leaving the request unprocessed, then close.
-    case goAway(reason: String)
+    /// GOAWAY with `{"reason": …}`, then close. The GOAWAY's last stream id is the one before the request's (the
+    /// request was not processed, and may be sent again) or, with `processed`, the request's own (it was, and must not
+    /// be: its answer was lost with the connection).
+    case goAway(reason: String, processed: Bool = false)
     /// Reset the connection.
     case reset
     /// Never answer.

@@ -165,7 +165,7 @@ struct FCMEmulatorLogic: EmulatorLogic {
             return .respond(fcmError(500, "INTERNAL", "Internal error encountered.", code: "INTERNAL"))
         case .reset: return .resetConnection
         case .stall: return .stall
-        case .goAway: return .goAway(debugReason: "maintenance")
+        case .goAway: return .goAway(debugReason: "maintenance", processed: false)
         case .hostile(let answer): return .respond(answer.response(extraHeaders: []))
         }
     }

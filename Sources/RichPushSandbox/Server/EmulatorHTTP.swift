@@ -51,8 +51,9 @@ public enum EmulatorAction: Sendable {
     case stall
     /// Reset the whole connection (TCP RST).
     case resetConnection
-    /// Send GOAWAY with this debug JSON; the request is left unprocessed and the connection closes.
-    case goAway(debugReason: String)
+    /// Send GOAWAY with this debug JSON, naming the request as not processed (or, with `processed`, as processed),
+    /// and close the connection without answering it.
+    case goAway(debugReason: String, processed: Bool)
     /// Reset the stream with REFUSED_STREAM: the request was not processed.
     case refuseStream
 }
@@ -164,11 +165,11 @@ final class HTTP2EmulatorStreamHandler<Logic: EmulatorLogic>: ChannelInboundHand
             context.writeAndFlush(wrapOutboundOut(.rstStream(.refusedStream)), promise: nil)
         case .resetConnection:
             EmulatorSockets.reset(parent)
-        case .goAway(let reason):
+        case .goAway(let reason, let processed):
             let streamID =
                 (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) ?? .rootStream
-            // The last stream the server says it processed is the one before this: this request was not.
-            let last = HTTP2StreamID(max(0, Int(streamID) - 2))
+            // The last stream the server says it processed: the one before this (this request was not), or this one.
+            let last = processed ? streamID : HTTP2StreamID(max(0, Int(streamID) - 2))
             let debug = parent.allocator.buffer(string: #"{"reason":"\#(reason)"}"#)
             parent.writeAndFlush(
                 HTTP2Frame(
