@@ -389,15 +389,7 @@ import FoundationNetworking
         // A head that never ends, a byte every 200 ms.
         let slow = try RawHTTP.connected(port)
         #expect(RawHTTP.write(slow, Array("GET /health HTTP/1.1\r\nHo".utf8)))
-        let trickle = Task.detached {
-            var sent = 0
-            while RawHTTP.write(slow, [UInt8(ascii: "x")]), sent < 100 {
-                sent += 1
-                try? await Task.sleep(nanoseconds: 200_000_000)
-            }
-            return sent
-        }
-        let bytes = await trickle.value
+        let bytes = await Self.trickle(slow, UInt8(ascii: "x"), upTo: 100)
         #expect(bytes < 100, "a request head sent a byte at a time for 20 s was kept")
         close(slow)
         // Every place was given back: the address connects and is answered.
@@ -413,6 +405,19 @@ import FoundationNetworking
             #expect(a.hasPrefix("HTTP/1.1 200"), "\(a.prefix(200))")
         }
         try? await server.stop()
+    }
+
+    /// Writes `byte` to `fd` every 200 ms, at most `limit` times, until a write fails (the server closed it); the
+    /// bytes written.
+    static func trickle(_ fd: Int32, _ byte: UInt8, upTo limit: Int) async -> Int {
+        await Task.detached {
+            var sent = 0
+            while RawHTTP.write(fd, [byte]), sent < limit {
+                sent += 1
+                try? await Task.sleep(nanoseconds: 200_000_000)
+            }
+            return sent
+        }.value
     }
 
     /// 1 s of idleness: a connection that asks for hosted media alone, an answer every 100 ms for 3 s, is kept (the
@@ -483,15 +488,10 @@ import FoundationNetworking
         defer { close(trickling) }
         let declared = "GET /media/\(small.name) HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n"
         #expect(RawHTTP.write(trickling, Array(declared.utf8)))
-        let trickle = Task.detached {
-            var sent = 0
-            while RawHTTP.write(trickling, [UInt8(ascii: "x")]), sent < 50 {
-                sent += 1
-                try? await Task.sleep(nanoseconds: 200_000_000)
-            }
-            return sent
-        }
-        #expect(await trickle.value < 50, "a media request's body sent a byte at a time for 10 s was read on")
+        #expect(
+            await Self.trickle(trickling, UInt8(ascii: "x"), upTo: 50) < 50,
+            "a media request's body sent a byte at a time for 10 s was read on"
+        )
 
         let quiet = try RawHTTP.connected(port)
         defer { close(quiet) }
@@ -515,15 +515,10 @@ import FoundationNetworking
         defer { close(slow) }
         let head = "POST /v1/apps/none/devices HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
         #expect(RawHTTP.write(slow, Array(head.utf8)))
-        let trickle = Task.detached {
-            var sent = 0
-            while RawHTTP.write(slow, [UInt8(ascii: " ")]), sent < 100 {
-                sent += 1
-                try? await Task.sleep(nanoseconds: 200_000_000)
-            }
-            return sent
-        }
-        #expect(await trickle.value < 100, "a body sent a byte at a time for 20 s was read on")
+        #expect(
+            await Self.trickle(slow, UInt8(ascii: " "), upTo: 100) < 100,
+            "a body sent a byte at a time for 20 s was read on"
+        )
 
         // A small body in three parts over a second: answered (401, no key; what matters is that it was read).
         let small = try RawHTTP.connected(port)
