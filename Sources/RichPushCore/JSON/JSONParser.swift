@@ -8,7 +8,8 @@ public struct JSONSyntaxError: Error, Sendable, Equatable, CustomStringConvertib
 }
 
 extension JSONValue {
-    /// Parses a JSON document (RFC 8259). Repeated keys keep the last value, as FCM does.
+    /// Parses a JSON document (RFC 8259). Repeated keys keep the last value, as FCM does, unless
+    /// `repeatedKeys` is `.refuse`.
     ///
     /// ```swift
     /// let value = try JSONValue.parse(Data(#"{"aps":{"mutable-content":1}}"#.utf8))
@@ -16,10 +17,25 @@ extension JSONValue {
     public static func parse(
         _ data: some Collection<UInt8>,
         maxDepth: Int = 64,
-        deepValues: DeepValues = .refuse
+        deepValues: DeepValues = .refuse,
+        repeatedKeys: RepeatedKeys = .keepLast
     ) throws(JSONSyntaxError) -> JSONValue {
-        var parser = JSONParser(bytes: Array(data), maxDepth: maxDepth, deepValues: deepValues)
+        var parser = JSONParser(
+            bytes: Array(data),
+            maxDepth: maxDepth,
+            deepValues: deepValues,
+            refusesRepeatedKeys: repeatedKeys == .refuse
+        )
         return try parser.parseDocument()
+    }
+
+    /// What the parser does with a key an object names twice. RFC 8259 (section 4) leaves the outcome to the
+    /// reader; I-JSON (RFC 7493, section 2.3) forbids such objects.
+    public enum RepeatedKeys: Sendable {
+        /// The last value is kept (what most readers, and the push services, do).
+        case keepLast
+        /// The document is refused, naming the key: a request body whose two readers could disagree.
+        case refuse
     }
 
     /// What the parser does with an object or array nested deeper than its `maxDepth`.
@@ -40,13 +56,20 @@ struct JSONParser {
     let bytes: [UInt8]
     let maxDepth: Int
     let deepValues: JSONValue.DeepValues
+    let refusesRepeatedKeys: Bool
     var index = 0
     var depth = 0
 
-    init(bytes: [UInt8], maxDepth: Int, deepValues: JSONValue.DeepValues = .refuse) {
+    init(
+        bytes: [UInt8],
+        maxDepth: Int,
+        deepValues: JSONValue.DeepValues = .refuse,
+        refusesRepeatedKeys: Bool = false
+    ) {
         self.bytes = bytes
         self.maxDepth = maxDepth
         self.deepValues = deepValues
+        self.refusesRepeatedKeys = refusesRepeatedKeys
     }
 
     mutating func parseDocument() throws(JSONSyntaxError) -> JSONValue {
@@ -180,7 +203,15 @@ struct JSONParser {
         while true {
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: "\"") else { throw fail("expected a key string") }
+            let keyOffset = index
             let key = try parseString()
+            // Compared as the stored dictionary compares (Unicode-equivalent spellings are one key there too).
+            if refusesRepeatedKeys, result[key] != nil {
+                throw JSONSyntaxError(
+                    offset: keyOffset,
+                    message: "the key '\(key.prefix(100))' appears twice in one object"
+                )
+            }
             skipWhitespace()
             guard index < bytes.count, bytes[index] == UInt8(ascii: ":") else { throw fail("expected ':'") }
             index += 1

@@ -179,6 +179,16 @@ public struct FieldReader {
         return s
     }
 
+    /// The shape of a label people read (an app's name, a webhook's description): no control characters
+    /// (U+0000–U+001F, U+007F–U+009F), which would break the console's lines and the log lines that quote it.
+    public static var label: (rule: String, message: String, test: (String) -> Bool) {
+        (
+            "control-character",
+            "may not hold control characters (U+0000 to U+001F, U+007F to U+009F): a line break, a tab or an escape",
+            { s in !s.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) } }
+        )
+    }
+
     /// A list of at most `maxCount` strings, each of `lengths` characters; every bad element is named.
     public mutating func texts(
         _ object: [String: JSONValue],

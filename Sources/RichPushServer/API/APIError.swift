@@ -20,6 +20,8 @@ public struct APIError: HTTPResponseError, Sendable {
         case invalid
         case mediaRefused = "media-refused"
         case invalidJSON = "invalid-json"
+        /// The request could not be read as HTTP/1.1 (the codec refused it; the connection is closed).
+        case malformedRequest = "malformed-request"
         case bodyTooLarge = "body-too-large"
         case invalidIdempotencyKey = "invalid-idempotency-key"
         /// An `Idempotency-Key` used before with another body.
@@ -73,7 +75,7 @@ public struct APIError: HTTPResponseError, Sendable {
             case .notFound: .notFound
             case .methodNotAllowed: .methodNotAllowed
             case .invalid, .mediaRefused, .idempotencyKeyReused: .unprocessableContent
-            case .invalidJSON, .invalidIdempotencyKey: .badRequest
+            case .invalidJSON, .malformedRequest, .invalidIdempotencyKey: .badRequest
             case .bodyTooLarge: .contentTooLarge
             case .rateLimited, .quotaExceeded, .updateRateLimited: .tooManyRequests
             case .receiptExpired: .gone

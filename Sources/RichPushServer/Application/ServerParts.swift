@@ -271,6 +271,8 @@ struct ServerParts {
         .http1(
             configuration: .init(
                 additionalChannelHandlers: [
+                    // The codec's own refusals get the API's error body.
+                    ParserRefusalExplainer(),
                     ConnectionGuard(connections),
                     // The connection's idle rule is the fast path's: it sees every request, media ones too.
                     MediaFastPath(

@@ -458,8 +458,8 @@ enum WebhookTime {
 
     /// An RFC 3339 time (`2026-11-27T10:00:00Z`, `…T10:00:00.5+01:00`; a fraction of up to 9 digits), or nil for
     /// anything else, a time that is not a real one included: a month 13, 31 November, 29 February of a common year,
-    /// hour 24, second 60, an offset past 23:59 (Foundation's parser rolls those over into another time). Upper-case
-    /// `T` and `Z` only, nothing before or after.
+    /// hour 24, second 60, an offset past 23:59 (Foundation's parser rolls those over into another time). `T` and `Z`
+    /// may be lower case (RFC 3339, section 5.6); nothing before or after.
     static func parse(_ s: String) -> Date? {
         let b = Array(s.utf8)
         guard b.count >= 20, b.count <= 40 else { return nil }
@@ -479,7 +479,8 @@ enum WebhookTime {
             i += 1
             return true
         }
-        guard let year = number(4), take(45), let month = number(2), take(45), let day = number(2), take(84),
+        guard let year = number(4), take(45), let month = number(2), take(45), let day = number(2),
+            take(84) || take(116),
             let hour = number(2), take(58), let minute = number(2), take(58), let second = number(2)
         else { return nil }
         var fraction = 0.0
@@ -494,7 +495,7 @@ enum WebhookTime {
             guard i > start else { return nil }
         }
         var offset = 0
-        if take(90) {
+        if take(90) || take(122) {
             offset = 0
         } else if i < b.count, b[i] == 43 || b[i] == 45 {
             let sign = b[i] == 45 ? -1 : 1

@@ -65,7 +65,7 @@ struct AppBody {
         }
         r.rejectUnknown(o, known: fields, at: "")
         var a = AppBody()
-        a.name = r.text(o, "name", at: "", required: creating, lengths: nameLengths)
+        a.name = r.text(o, "name", at: "", required: creating, lengths: nameLengths, shape: FieldReader.label)
         a.bundleID = r.text(
             o,
             "bundle_id",

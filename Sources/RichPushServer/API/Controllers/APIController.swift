@@ -11,7 +11,8 @@ protocol APIController: Sendable {
 
 extension APIController {
     /// The body as JSON, up to `limit` bytes (the API's limit unless a route has its own).
-    /// `empty`: what a request without a body reads as (nil: it is refused as invalid JSON).
+    /// `empty`: what a request without a body reads as (nil: it is refused as invalid JSON). An object that names a key
+    /// twice is refused: which value counts would otherwise depend on the reader.
     func bodyJSON(_ request: Request, upTo limit: Int? = nil, empty: JSONValue? = nil) async throws -> JSONValue {
         var request = request
         let bound = limit ?? maxBodyBytes
@@ -21,7 +22,7 @@ extension APIController {
             throw APIError.bodyTooLarge(bound)
         }
         if buffer.readableBytes == 0, let empty { return empty }
-        do { return try JSONValue.parse(Array(buffer.readableBytesView)) } catch {
+        do { return try JSONValue.parse(Array(buffer.readableBytesView), repeatedKeys: .refuse) } catch {
             throw APIError(.invalidJSON, "\(error)")
         }
     }

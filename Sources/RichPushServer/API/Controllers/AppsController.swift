@@ -51,7 +51,8 @@ struct AppsController: AppRoutes {
                 scopes: APIScope.allCases.filter(grant.scopes.contains).map(\.rawValue),
                 app: readsApp ? app.json : ["id": .string(app.id)],
                 sandbox: sandbox,
-                sandboxWebhooks: sandboxWebhooks
+                // Where webhook endpoints are pointed: for the keys that may make them, not a public key shipped in pages.
+                sandboxWebhooks: grant.scopes.contains(.manage) ? sandboxWebhooks : nil
             )
         }
     }

@@ -251,7 +251,7 @@ struct WebhookBody {
             if names.isEmpty { r.report.add("events", "empty", "subscribe to one event type at least") }
             b.types = types
         }
-        b.description = r.text(o, "description", at: "", lengths: 0...200)
+        b.description = r.text(o, "description", at: "", lengths: 0...200, shape: FieldReader.label)
         if let n = r.int(o, "batch_size", at: "") {
             if WebhookLimits.batchSizes.contains(Int(clamping: n)) {
                 b.batchSize = Int(n)

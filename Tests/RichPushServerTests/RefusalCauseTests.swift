@@ -1,0 +1,142 @@
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import NIOCore
+import RichPushCore
+import RichPushTestSupport
+import Testing
+
+@testable import RichPushServer
+
+/// Refusals that used to say too little, or let through what two readers could read apart: each names its cause.
+@Suite struct RefusalCauseTests {
+    /// A request the HTTP codec cannot read (a bad `Content-Length`, a head past 80 KB, a stray character in a header)
+    /// is answered with the API's error body naming the cause, and the node answers the next connection.
+    @Test func theCodecsRefusalsNameTheirCause() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("refusal-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await TestServer.start(ApplicationTests.configuration(in: folder), adminKey: APIKeys.newKey())
+        let cases: [(String, [UInt8], String)] = [
+            (
+                "a Content-Length that is not a number",
+                Array("POST /v1/apps HTTP/1.1\r\nHost: x\r\nContent-Length: 12a\r\n\r\n{}".utf8),
+                "Content-Length"
+            ),
+            (
+                "a 100 KB path",
+                Array("GET /\(String(repeating: "a", count: 100_000)) HTTP/1.1\r\nHost: x\r\n\r\n".utf8),
+                "80 KB"
+            ),
+            (
+                "a header name with a space",
+                Array("GET /health HTTP/1.1\r\nHost: x\r\nBad Name: 1\r\n\r\n".utf8),
+                "character"
+            ),
+        ]
+        for (what, bytes, cause) in cases {
+            let raw = try await RawHTTP.exchanged(port: server.port, bytes)
+            let text = String(decoding: raw, as: UTF8.self)
+            let parts = text.components(separatedBy: "\r\n\r\n")
+            #expect(text.hasPrefix("HTTP/1.1 400"), "\(what): \(text.prefix(200))")
+            let head = parts.first?.lowercased() ?? ""
+            #expect(head.contains("content-type: application/json"), "\(what): \(head)")
+            let body = parts.dropFirst().joined(separator: "\r\n\r\n")
+            #expect(head.contains("content-length: \(body.utf8.count)"), "\(what): \(head) / \(body.utf8.count)")
+            let json = try? JSONValue.parse(Array(body.utf8))
+            #expect(json?["error"]?["code"] == "malformed-request", "\(what): \(body)")
+            #expect(json?["error"]?["message"]?.stringValue?.contains(cause) == true, "\(what): \(body)")
+        }
+        let health = try await RawHTTP.exchanged(
+            port: server.port,
+            Array("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
+        )
+        #expect(String(decoding: health, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+        try await server.stop()
+    }
+
+    /// A body naming one key twice is refused (which value counts would depend on the reader); a label with a
+    /// control character is refused naming the rule; lower-case `t` and `z` in a replay's times are read (RFC 3339
+    /// allows them); and a register-only key, the one pages ship, is not told where the sandbox's receiver is.
+    @Test func bodiesThatReadTwoWaysAreRefusedAndLabelsHoldNoControls() async throws {
+        var api = try APITests.fixture().api
+        api.sandboxWebhooks = "https://127.0.0.1:1/hooks/"
+        try await Application(router: api.router()).test(.router) { client in
+            let (app, key) = try await APITests.createApp(client)
+            let twice = try await client.execute(
+                uri: "/v1/apps/\(app)",
+                method: .patch,
+                headers: [.authorization: "Bearer \(key)"],
+                body: ByteBuffer(string: #"{"name":"Shop","name":"Other"}"#)
+            ) { (Int($0.status.code), (try? JSONValue.parse(Array($0.body.readableBytesView))) ?? .null) }
+            #expect(twice.0 == 400 && twice.1["error"]?["code"] == "invalid-json", "\(twice)")
+            #expect(twice.1["error"]?["message"]?.stringValue?.contains("'name' appears twice") == true, "\(twice)")
+            // Nested objects too.
+            let nested = try await client.execute(
+                uri: "/v1/apps/\(app)/notifications",
+                method: .post,
+                headers: [.authorization: "Bearer \(key)"],
+                body: ByteBuffer(string: #"{"title":"x","audience":{"apns_tokens":["a"],"apns_tokens":["b"]}}"#)
+            ) { Int($0.status.code) }
+            #expect(nested == 400)
+
+            for name in ["Shop\nAdmin", "Shop\u{1B}[31m", "Shop\u{85}"] {
+                let (status, body) = try await APITests.call(
+                    client,
+                    .patch,
+                    "/v1/apps/\(app)",
+                    key: key,
+                    body: ["name": .string(name)]
+                )
+                let rule = body["error"]?["issues"]?.arrayValue?.first?["rule"]
+                #expect(status == 422 && rule == "control-character", "\(name.debugDescription): \(status) \(body)")
+            }
+            #expect(
+                try await APITests.call(client, .patch, "/v1/apps/\(app)", key: key, body: ["name": "Shop 2 ✓"]).0
+                    == 200
+            )
+            let hook = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/webhooks",
+                key: key,
+                body: ["url": "https://hooks.example.com/rp", "description": "orders\tbackend"]
+            )
+            #expect(hook.0 == 422 && hook.1["error"]?["issues"]?.arrayValue?.first?["path"] == "description", "\(hook)")
+
+            let (created, endpoint) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/webhooks",
+                key: key,
+                body: ["url": "https://hooks.example.com/rp", "description": "orders backend"]
+            )
+            #expect(created == 201, "\(endpoint)")
+            if let id = endpoint["id"]?.stringValue {
+                let now = WebhookTime.rfc3339(Date().addingTimeInterval(-60))
+                let lower = now.replacingOccurrences(of: "T", with: "t").replacingOccurrences(of: "Z", with: "z")
+                let replay = try await APITests.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/webhooks/\(id)/replay",
+                    key: key,
+                    body: ["from": .string(lower)]
+                )
+                #expect(replay.0 == 202, "\(lower): \(replay)")
+            }
+
+            let (_, made) = try await APITests.call(
+                client,
+                .post,
+                "/v1/apps/\(app)/keys",
+                key: key,
+                body: ["scopes": ["register"]]
+            )
+            let publicKey = try #require(made["api_key"]?.stringValue, "\(made)")
+            let seen = try await APITests.call(client, .get, "/v1/me", key: publicKey)
+            #expect(seen.0 == 200 && seen.1["sandbox"] != nil && seen.1["sandbox_webhooks"] == nil, "\(seen)")
+            let manager = try await APITests.call(client, .get, "/v1/me", key: key)
+            #expect(manager.1["sandbox_webhooks"] == "https://127.0.0.1:1/hooks/", "\(manager)")
+        }
+    }
+}
