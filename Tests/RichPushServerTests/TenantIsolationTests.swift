@@ -274,7 +274,12 @@ import Testing
             try await Task.sleep(nanoseconds: 20_000_000)
         }
         #expect(admission.circuitState(origin: origin) == "closed")
-        #expect(try await f.queue.counts() == [.delivered: 30])
+        let counts = try await f.queue.counts()
+        let left = try await f.queue.deliveries(notificationID: "n").filter { $0.state != .delivered }
+        #expect(
+            counts == [.delivered: 30],
+            "\(counts); not delivered: \(left.map { "\($0.state) attempts \($0.attempts) \($0.reason ?? "")" })"
+        )
         #expect(f.push.acceptedCount == 30)
         #expect(probes.stop() <= 1)
         worker.stop()

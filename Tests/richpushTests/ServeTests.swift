@@ -376,6 +376,9 @@ import FoundationNetworking
             if arrived > 200 { break }
             try await Task.sleep(nanoseconds: 10_000_000)
         }
+        // The first server's attempts other than delivered, just before the stop: a repeat found later is told
+        // apart as one of these (sent, then tried again before the stop) or one of the drain's.
+        let retriedBefore = await Self.attemptsNotDelivered(server.base)
         let stopping = Date()
         kill(server.process.processIdentifier, SIGTERM)
         await server.process.exited()
@@ -402,6 +405,7 @@ import FoundationNetworking
         // what the first server warned of.
         var why = ""
         if accepted != 5_000 {
+            why += "attempts not delivered before the SIGTERM: \(retriedBefore)\n"
             let probe = Process()
             let out = Pipe()
             probe.executableURL = URL(fileURLWithPath: "/usr/bin/env")
@@ -421,6 +425,18 @@ import FoundationNetworking
         #expect(accepted == 5_000, "\(why)")
         server.process.terminate()
         await server.process.exited()
+    }
+}
+
+extension ServeTests {
+    /// The `richpush_delivery_attempts_total` lines of a server's metrics whose state is not delivered.
+    static func attemptsNotDelivered(_ base: String) async -> [String] {
+        guard let url = URL(string: base + "/metrics"),
+            let (data, _) = try? await URLSession.shared.data(from: url)
+        else { return ["(no metrics)"] }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init).filter {
+            $0.hasPrefix("richpush_delivery_attempts_total{") && !$0.contains("state=\"delivered\"")
+        }
     }
 }
 
