@@ -499,6 +499,81 @@ import FoundationNetworking
         try? await server.stop()
     }
 
+    /// 1 s of idleness: a client asks for an answer small enough to fit in the node's socket buffer, then reads
+    /// nothing. The connection, idle once the answer has left the channel, is closed; the kernel must not keep its
+    /// socket, with the answer still queued, for as long as the client keeps its end open (it did, orphaned in
+    /// FIN-WAIT-1; the kernel now drops it once the queued data has waited twice the idle time).
+    @Test func anAnswerLeftUnreadInTheKernelDoesNotOutliveItsConnection() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("orphan-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var config = ApplicationTests.configuration(in: folder)
+        config.connections = .init(idleSeconds: 1)
+        let server = try await TestServer.start(config, adminKey: APIKeys.newKey())
+        let store = try #require(server.application.api.media?.store)
+        let file = try store.put(MediaSamples.file(MediaSamples.png, size: 40_000), type: .png)
+        let client = try RawHTTP.connected(server.port, receiveBuffer: 4096)
+        defer { close(client) }
+        #expect(RawHTTP.write(client, Array("GET /media/\(file.name) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)))
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(client, $0, &length) }
+        }
+        let clientPort = Int(UInt16(bigEndian: address.sin_port))
+        // The node's end of this connection as /proc/net/tcp shows it: its state and the bytes it still queues.
+        func nodeSide() -> (state: String, queued: Int)? {
+            // A node listening on every address takes IPv4 connections on an IPv6 socket (tcp6 lists those).
+            // Read to its end: a string read of the file took only its first page, which a loaded suite's
+            // hundreds of sockets outgrow.
+            let table = ["/proc/net/tcp", "/proc/net/tcp6"].map(Self.wholeFile).joined(separator: "\n")
+            func hex(_ port: Int) -> String {
+                let digits = String(port, radix: 16, uppercase: true)
+                return ":" + String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+            }
+            let (local, remote) = (hex(server.port), hex(clientPort))
+            for line in table.split(separator: "\n") {
+                let f = line.split(separator: " ")
+                guard f.count > 4, f[1].hasSuffix(local), f[2].hasSuffix(remote) else { continue }
+                let queues = f[4].split(separator: ":")
+                return (String(f[3]), Int(queues.first ?? "0", radix: 16) ?? 0)
+            }
+            return nil
+        }
+        // The answer is sent, mostly into the kernel's buffers, and the connection closed when idle (about 1 s).
+        var seen: [String] = []
+        let start = Date()
+        var gone = false
+        while Date().timeIntervalSince(start) < 15 {
+            guard let side = nodeSide() else {
+                gone = true
+                break
+            }
+            let s = "\(side.state)/\(side.queued)"
+            if seen.last != s { seen.append(s) }
+            try await Task.sleep(nanoseconds: 100_000_000)
+        }
+        // 01 established, 04 FIN-WAIT-1 (closed by the node, its answer still queued).
+        #expect(seen.contains { $0.hasPrefix("01/") && !$0.hasSuffix("/0") }, "the answer never waited: \(seen)")
+        #expect(gone, "the node's socket still queues the unread answer after 15 s: \(seen)")
+        try? await server.stop()
+    }
+
+    /// A file read with `read` until it ends (a /proc file says it is empty and grows as it is read).
+    static func wholeFile(_ path: String) -> String {
+        let fd = open(path, O_RDONLY)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var out: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n <= 0 { break }
+            out += chunk[0..<n]
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
     /// 3 s of idleness: a body sent a byte at a time is cut off; a small body that takes a second is read and
     /// answered; a client that pipelines 2,000 requests for a 116 KB answer and reads nothing is answered one at a
     /// time (the node does not read ahead) and closed once nothing of the answers leaves.

@@ -8,6 +8,10 @@ import Testing
 
 @testable import RichPushServer
 
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
 /// Refusals that used to say too little, or let through what two readers could read apart: each names its cause.
 @Suite struct RefusalCauseTests {
     /// A request the HTTP codec cannot read (a bad `Content-Length`, a head past 80 KB, a stray character in a header)
@@ -16,7 +20,7 @@ import Testing
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("refusal-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: folder) }
-        let server = try await TestServer.start(ApplicationTests.configuration(in: folder), adminKey: APIKeys.newKey())
+        let server = try await TestServer.start(ApplicationTests.configuration(in: folder), adminKey: Self.admin)
         let cases: [(String, [UInt8], String)] = [
             (
                 "a Content-Length that is not a number",
@@ -47,12 +51,43 @@ import Testing
             #expect(json?["error"]?["code"] == "malformed-request", "\(what): \(body)")
             #expect(json?["error"]?["message"]?.stringValue?.contains(cause) == true, "\(what): \(body)")
         }
+        // A body whose chunked framing breaks, on a route that reads it: the same refusal, not a 500.
+        let app = try await Self.adminCall(
+            server.port,
+            "POST",
+            "/v1/apps",
+            body: ["name": "Shop", "bundle_id": "com.example.app"]
+        )
+        if let id = app["app"]?["id"]?.stringValue {
+            let broken =
+                "POST /v1/apps/\(id)/devices HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(Self.admin)\r\n"
+                + "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\nzz\r\n"
+            let text = String(
+                decoding: try await RawHTTP.exchanged(port: server.port, Array(broken.utf8)),
+                as: UTF8.self
+            )
+            #expect(text.hasPrefix("HTTP/1.1 400") && text.contains("malformed-request"), "\(text.prefix(400))")
+        } else {
+            Issue.record("no app: \(app)")
+        }
         let health = try await RawHTTP.exchanged(
             port: server.port,
             Array("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
         )
         #expect(String(decoding: health, as: UTF8.self).hasPrefix("HTTP/1.1 200"))
         try await server.stop()
+    }
+
+    static let admin = "refusal-admin-key-0001"
+
+    static func adminCall(_ port: Int, _ method: String, _ path: String, body: JSONValue) async throws -> JSONValue {
+        var request = URLRequest(url: URL(string: "http://127.0.0.1:\(port)\(path)")!)
+        request.httpMethod = method
+        request.setValue("Bearer \(admin)", forHTTPHeaderField: "Authorization")
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.httpBody = Data(body.serialized())
+        let (data, _) = try await URLSession.shared.data(for: request)
+        return (try? JSONValue.parse(Array(data))) ?? .null
     }
 
     /// A body naming one key twice is refused (which value counts would depend on the reader); a label with a
@@ -95,6 +130,33 @@ import Testing
                 try await APITests.call(client, .patch, "/v1/apps/\(app)", key: key, body: ["name": "Shop 2 ✓"]).0
                     == 200
             )
+            // A device's labels too: its user id, tags, topics, locale, time zone and version.
+            let token = String(repeating: "ab", count: 32)
+            let labels: [(String, JSONValue)] = [
+                ("user_id", "u\u{1B}[31m"), ("tags", ["t\u{07}ag"]), ("topics", ["to\u{85}p"]),
+                ("locale", "en\u{07}US"), ("time_zone", "Europe/\nParis"), ("app_version", "1\u{07}"),
+            ]
+            for (field, value) in labels {
+                var device: [String: JSONValue] = ["token": .string(token), "platform": "ios"]
+                device[field] = value
+                let (status, body) = try await APITests.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(app)/devices",
+                    key: key,
+                    body: .object(device)
+                )
+                let issue = body["error"]?["issues"]?.arrayValue?.first
+                #expect(
+                    status == 422 && issue?["rule"] == "control-character"
+                        && issue?["path"]?.stringValue?.hasPrefix(field) == true,
+                    "\(field): \(status) \(body)"
+                )
+            }
+            // A made-up key is named at most 100 characters long, in the path as in the message.
+            let long = String(repeating: "k", count: 200_000)
+            let unknown = try await APITests.call(client, .patch, "/v1/apps/\(app)", key: key, body: .object([long: 1]))
+            #expect(unknown.0 == 422 && unknown.1.serialized().count < 2_000, "\(unknown.1.serialized().count) bytes")
             let hook = try await APITests.call(
                 client,
                 .post,

@@ -397,7 +397,8 @@ import Testing
         }
         worker.stop()
         await running.value
-        #expect(try await queue.counts() == [.delivered: 260])
+        let counts = try await queue.counts()
+        #expect(counts == [.delivered: 260], "\(counts) after \(Date().timeIntervalSince(started)) s")
         let peaks = sender.peaks.withLockedValue { $0 }
         #expect((peaks["app:a"] ?? 0) <= 20 && (peaks["app:b"] ?? 0) <= 20, "\(peaks)")
         #expect((peaks["origin:o1"] ?? 0) <= 12 && (peaks["origin:o2"] ?? 0) <= 12, "\(peaks)")

@@ -157,6 +157,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
         switch limits.admit(peer: peer) {
         case .success(let k):
             key = k
+            Self.boundUnreadData(context.channel, seconds: limits.limits.idleSeconds)
         case .failure:
             // Closed once the pipeline is set up (it may be being set up now).
             let channel = context.channel
@@ -284,6 +285,21 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
     static func abort(_ channel: Channel) {
         if let socket = channel as? SocketOptionProvider { _ = socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)) }
         channel.close(promise: nil)
+    }
+
+    /// Asks the kernel to drop the connection once data it holds for the client has waited `2 × seconds` without
+    /// the client taking any (`TCP_USER_TIMEOUT`, which covers data unacknowledged and data held back by a zero
+    /// window). The rules above watch what waits in the channel; an answer that fit wholly in the socket's send buffer
+    /// has left the channel, so a client that then stopped reading had its connection closed gracefully when idle,
+    /// and the socket lived on, orphaned in FIN-WAIT-1 with the answer still queued, for as long as the client kept
+    /// it open. A client that reads, however slowly, moves its window and keeps the connection.
+    static func boundUnreadData(_ channel: Channel, seconds: Double) {
+        let milliseconds = Int(min(max(seconds * 2, 1), 86_400) * 1000)
+        let option = ChannelOptions.Types.SocketOption(
+            level: .tcp,
+            name: NIOBSDSocket.Option(rawValue: CInt(TCP_USER_TIMEOUT))
+        )
+        try? channel.syncOptions?.setOption(option, value: milliseconds)
     }
 
     /// Bytes waiting in the channel to be written.

@@ -61,7 +61,7 @@ final class ParserRefusalExplainer: ChannelDuplexHandler, RemovableChannelHandle
         case .invalidConstant: "it does not begin with a request line"
         case .trailingGarbage, .closedConnection: "bytes came after a request that closed the connection"
         case .invalidEOFState: "the connection ended inside a request"
-        default: "it could not be parsed (\(error.debugDescription))"
+        default: "its framing could not be read (Content-Length and Transfer-Encoding together, or a broken line)"
         }
     }
 }

@@ -54,7 +54,9 @@ struct DeviceBody {
 
     /// A user id: 1 to 128 bytes of UTF-8 (the schema counts characters; the bytes are what is stored).
     static func userID(_ o: [String: JSONValue], _ r: inout FieldReader) -> String? {
-        guard let u = r.text(o, "user_id", at: "", lengths: 1...maxUserIDBytes) else { return nil }
+        guard let u = r.text(o, "user_id", at: "", lengths: 1...maxUserIDBytes, shape: FieldReader.label) else {
+            return nil
+        }
         guard u.utf8.count <= maxUserIDBytes else {
             r.report.add("user_id", "utf8-length", "user_id is at most \(maxUserIDBytes) bytes of UTF-8")
             return nil
@@ -68,6 +70,8 @@ struct DeviceBody {
         for (i, t) in list.enumerated() where t.utf8.count > maxTagBytes {
             r.report.add("\(key)[\(i)]", "utf8-length", "each is at most \(maxTagBytes) bytes of UTF-8")
         }
+        let label = FieldReader.label
+        for (i, t) in list.enumerated() where !label.test(t) { r.report.add("\(key)[\(i)]", label.rule, label.message) }
         return list
     }
 
@@ -115,9 +119,9 @@ struct DeviceBody {
         let userID = userID(o, &r)
         let tags = labels(o, "tags", &r)
         let topics = labels(o, "topics", &r)
-        let locale = r.text(o, "locale", at: "", lengths: 1...35)
-        let timeZone = r.text(o, "time_zone", at: "", lengths: 1...64)
-        let appVersion = r.text(o, "app_version", at: "", lengths: 1...64)
+        let locale = r.text(o, "locale", at: "", lengths: 1...35, shape: FieldReader.label)
+        let timeZone = r.text(o, "time_zone", at: "", lengths: 1...64, shape: FieldReader.label)
+        let appVersion = r.text(o, "app_version", at: "", lengths: 1...64, shape: FieldReader.label)
         let permission = r.choice(o, "permission", at: "", Device.Permission.self)
         guard r.report.isValid, let token, let platform else { throw .invalid("the device", r.report) }
         return DeviceBody(

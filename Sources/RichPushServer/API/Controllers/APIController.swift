@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOCore
+import NIOHTTP1
 import RichPushCore
 
 /// What every controller of `/v1` routes shares: reading a JSON body within the API's limit.
@@ -20,6 +21,12 @@ extension APIController {
         // The route's own limit in the refusal (the API's is the middleware's default).
         do { buffer = try await request.collectBody(upTo: bound) } catch is NIOTooManyBytesError {
             throw APIError.bodyTooLarge(bound)
+        } catch let error as HTTPParserError {
+            // The body's framing broke (a chunk size that is not hexadecimal): the client's fault, named.
+            throw APIError(
+                .malformedRequest,
+                "the request is not valid HTTP/1.1: \(ParserRefusalExplainer.cause(error))"
+            )
         }
         if buffer.readableBytes == 0, let empty { return empty }
         do { return try JSONValue.parse(Array(buffer.readableBytesView), repeatedKeys: .refuse) } catch {
