@@ -136,6 +136,18 @@ public final class HTTP2ClientConnection: Sendable {
         }
     }
 
+    /// The HTTP/2 handler's settings. A request that times out resets its stream, and its answer may still come:
+    /// RFC 9113 (section 5.1, "closed") has the client ignore frames on a stream it reset. The handler ignores them on
+    /// its most recent resets only (32 by default) and takes a frame on an older one as an error of the whole
+    /// connection, which it closes, failing every other request in flight (each then sent again). A burst of
+    /// timeouts, a service answering at the deadline, reset more streams than that. The list now covers every stream
+    /// a connection can have in flight at once (APNs allows 1,000).
+    static var clientConfiguration: NIOHTTP2Handler.ConnectionConfiguration {
+        var c = NIOHTTP2Handler.ConnectionConfiguration()
+        c.maximumRecentlyResetStreams = 1_024
+        return c
+    }
+
     /// The HTTP/2 client handlers, after TLS: called on the channel's event loop. Returns the multiplexer and the
     /// future of the server's first SETTINGS.
     static func installHTTP2(
@@ -146,7 +158,7 @@ public final class HTTP2ClientConnection: Sendable {
         let readyPromise = channel.eventLoop.makePromise(of: Void.self)
         let mux = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
             mode: .client,
-            connectionConfiguration: .init(),
+            connectionConfiguration: clientConfiguration,
             streamConfiguration: .init(),
             inboundStreamInitializer: { $0.eventLoop.makeSucceededVoidFuture() }
         )

@@ -113,6 +113,49 @@ import Testing
         await emulator.stop()
     }
 
+    /// Requests that time out as their answers come (a server answering at the client's deadline): the client resets
+    /// each stream and its answer arrives after. RFC 9113 (section 5.1, "closed") has the client ignore frames on a
+    /// stream it reset; the HTTP/2 library ignored them on its last 32 resets only and took a frame on an older one as
+    /// an error of the whole connection, closing it with every other request in flight. (A loaded suite's drain test
+    /// saw 73 requests fail as "connection closed" beside 93 timeouts, each then sent again.) The connection now
+    /// stays up, and the next request on it is answered.
+    @Test func lateAnswersToTimedOutRequestsDoNotEndTheConnection() async throws {
+        let emulator = try APNsEmulator(credentials: creds)
+        let port = try await emulator.start()
+        let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
+        let conn = try await HTTP2ClientConnection.connect(
+            to: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)),
+            group: NIOSingletons.posixEventLoopGroup
+        )
+        let request = try apnsRequest(conn, key: key)
+        var outcomes: [String: Int] = [:]
+        // 180 resets in all: more than the library's 32, fewer than the 200 in 30 s after which a server of the same
+        // library takes the client for an attacker (rapid reset) and sends GOAWAY.
+        for _ in 0..<2 {
+            let round = await withTaskGroup(of: String.self) { group in
+                for _ in 0..<90 {
+                    group.addTask {
+                        do {
+                            _ = try await conn.send(request, timeout: .milliseconds(2))
+                            return "answered"
+                        } catch { return "\(error)" }
+                    }
+                }
+                var all: [String: Int] = [:]
+                for await o in group { all[o, default: 0] += 1 }
+                return all
+            }
+            outcomes.merge(round, uniquingKeysWith: +)
+        }
+        // Answered or timed out; none failed with the connection.
+        #expect(Set(outcomes.keys).isSubset(of: ["answered", "\(TransportError.timedOut)"]), "\(outcomes)")
+        try await Task.sleep(nanoseconds: 300_000_000)
+        let after = try await conn.send(request, timeout: .seconds(10))
+        #expect(after.status == 200, "\(outcomes)")
+        conn.close()
+        await emulator.stop()
+    }
+
     /// A server that takes the TCP connection and never finishes the handshakes: the connect fails at its timeout
     /// and says so (it read "connection closed with the request in flight" when the timeout closed it), as a
     /// failure to connect, which cannot have sent anything.

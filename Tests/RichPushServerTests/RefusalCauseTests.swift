@@ -51,6 +51,16 @@ import FoundationNetworking
             #expect(json?["error"]?["code"] == "malformed-request", "\(what): \(body)")
             #expect(json?["error"]?["message"]?.stringValue?.contains(cause) == true, "\(what): \(body)")
         }
+        // Valid requests pipelined ahead of a malformed one, in one write: each is answered, then the refusal (the
+        // refusal overtook the requests waiting their turn, which were dropped unanswered).
+        let pipelined =
+            String(repeating: "GET /health HTTP/1.1\r\nHost: x\r\n\r\n", count: 3) + "BAD\u{01} / HTTP/1.1\r\n\r\n"
+        let answers = String(
+            decoding: try await RawHTTP.exchanged(port: server.port, Array(pipelined.utf8)),
+            as: UTF8.self
+        )
+        let statuses = answers.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) }
+        #expect(statuses == ["200", "200", "200", "400"], "\(answers.prefix(1000))")
         // A body whose chunked framing breaks, on a route that reads it: the same refusal, not a 500.
         let app = try await Self.adminCall(
             server.port,

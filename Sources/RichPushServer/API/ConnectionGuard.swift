@@ -222,6 +222,19 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
         }
     }
 
+    /// An error that came while requests read before it waited here (the codec's refusal of what followed them):
+    /// told once they have gone on, so that they are answered before the refusal. It overtook them, and a client
+    /// that pipelined valid requests ahead of a malformed one had all but the first dropped unanswered.
+    private var heldError: (any Error)?
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if !queued.isEmpty {
+            if heldError == nil { heldError = error }
+            return
+        }
+        context.fireErrorCaught(error)
+    }
+
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
         let part = unwrapOutboundIn(data)
         context.write(wrapOutboundOut(part), promise: promise)
@@ -239,6 +252,10 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
             }
             // What reads the parts takes them at the end of a read.
             context.fireChannelReadComplete()
+            if queued.isEmpty, let error = heldError {
+                heldError = nil
+                context.fireErrorCaught(error)
+            }
         }
         releaseRead(context)
     }

@@ -189,6 +189,9 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     /// (or a file was being fetched from the shared store) to the last part read. Bounded: while it holds
     /// anything, reads are held too.
     var waiting: [HTTPServerRequestPart] = []
+    /// The codec's error that came while requests read before it still waited: told once they have gone on, so
+    /// that they are answered before the refusal (it overtook them, and they were dropped unanswered).
+    var heldError: (any Error)?
     /// A media file being fetched from the shared store to this node's disk.
     var fetching = false
     /// A read asked for while parts waited, to pass on once they are gone.
@@ -289,6 +292,14 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         take(context: context, part)
     }
 
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        if fetching || !waiting.isEmpty {
+            if heldError == nil { heldError = error }
+            return
+        }
+        context.fireErrorCaught(error)
+    }
+
     /// One part, in order, with nothing waiting before it.
     private func take(context: ChannelHandlerContext, _ part: HTTPServerRequestPart) {
         switch part {
@@ -366,6 +377,10 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         // Outside a read, the router's side takes what was passed on only at the end of one: say it ended (when
         // anything was passed on).
         if took { channelReadComplete(context: context) }
+        if waiting.isEmpty, !fetching, let error = heldError {
+            heldError = nil
+            context.fireErrorCaught(error)
+        }
         if waiting.isEmpty, !fetching, readHeld {
             readHeld = false
             context.read()
