@@ -61,6 +61,31 @@ import FoundationNetworking
         )
         let statuses = answers.components(separatedBy: "HTTP/1.1 ").dropFirst().map { $0.prefix(3) }
         #expect(statuses == ["200", "200", "200", "400"], "\(answers.prefix(1000))")
+        // HEAD wherever GET is: the same status and length, no body.
+        let get = String(
+            decoding: try await RawHTTP.exchanged(
+                port: server.port,
+                Array("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
+            ),
+            as: UTF8.self
+        )
+        let head = String(
+            decoding: try await RawHTTP.exchanged(
+                port: server.port,
+                Array("HEAD /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".utf8)
+            ),
+            as: UTF8.self
+        )
+        let getParts = get.components(separatedBy: "\r\n\r\n")
+        let headParts = head.components(separatedBy: "\r\n\r\n")
+        #expect(head.hasPrefix("HTTP/1.1 200"), "\(head)")
+        #expect(headParts.count == 2 && headParts[1].isEmpty, "\(head)")
+        #expect(
+            headParts[0].lowercased().contains(
+                "content-length: \(getParts.dropFirst().joined(separator: "\r\n\r\n").utf8.count)"
+            ),
+            "\(head) / \(get)"
+        )
         // A body whose chunked framing breaks, on a route that reads it: the same refusal, not a 500.
         let app = try await Self.adminCall(
             server.port,

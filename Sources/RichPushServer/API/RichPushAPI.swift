@@ -134,7 +134,8 @@ public struct RichPushAPI: Sendable {
     /// routes use. `/v1` routes answer failures through ``APIErrorMiddleware``; all but a device's receipt post
     /// need a key, checked once by ``Authenticator``.
     public func router() -> Router<APIRequestContext> {
-        let router = Router(context: APIRequestContext.self)
+        // HEAD wherever GET is (RFC 9110, section 9.1: a general-purpose server supports both).
+        let router = Router(context: APIRequestContext.self, options: .autoGenerateHeadEndpoints)
         // A known path with another method is 405 with the methods it takes, not 404.
         let methodGuard = MethodGuard()
         router.add(middleware: ClientAddressMiddleware(proxies: trustedProxies))
