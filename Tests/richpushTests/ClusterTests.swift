@@ -250,13 +250,16 @@ import FoundationNetworking
             try await Task.sleep(nanoseconds: 100_000_000)
         }
         let back = Date().timeIntervalSince(restoredAt)
+        // Told apart when it fails: not ready within 15 s, or ready and then refusing (seen twice in a loaded cluster
+        // phase; which of the two it was is not known).
+        let readyAgain = try await cut.call("GET", "/health/ready", key: "")
         let (again, accepted) = try await cut.call(
             "POST",
             "/v1/apps/\(app)/notifications",
             key: key,
             body: ["title": "back", "audience": ["tag": "load"]]
         )
-        #expect(again == 202, "\(accepted)")
+        #expect(again == 202, "\(accepted); /health/ready \(readyAgain.0) \(readyAgain.1) after \(back) s")
         let after = try await other.settledTotals(
             app: app,
             key: key,
