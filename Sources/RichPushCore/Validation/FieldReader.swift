@@ -200,7 +200,8 @@ public struct FieldReader {
         _ key: String,
         at path: String,
         maxCount: Int,
-        lengths: ClosedRange<Int> = 1...200
+        lengths: ClosedRange<Int> = 1...200,
+        shape: (rule: String, message: String, test: (String) -> Bool)? = nil
     ) -> [String]? {
         let field = Self.join(path, key)
         guard let value = present(object[key], at: Self.join(path, key)) else { return nil }
@@ -227,6 +228,10 @@ public struct FieldReader {
                 continue
             }
             guard admits(s, at: "\(field)[\(i)]") else { continue }
+            if let shape, !shape.test(s) {
+                report.add("\(field)[\(i)]", shape.rule, shape.message)
+                continue
+            }
             out.append(s)
         }
         return out

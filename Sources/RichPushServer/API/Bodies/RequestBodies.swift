@@ -66,12 +66,12 @@ struct DeviceBody {
 
     /// Tags or topics: at most 32, each 1 to 64 bytes of UTF-8.
     static func labels(_ o: [String: JSONValue], _ key: String, _ r: inout FieldReader) -> [String]? {
-        guard let list = r.texts(o, key, at: "", maxCount: maxTags, lengths: 1...maxTagBytes) else { return nil }
+        guard
+            let list = r.texts(o, key, at: "", maxCount: maxTags, lengths: 1...maxTagBytes, shape: FieldReader.label)
+        else { return nil }
         for (i, t) in list.enumerated() where t.utf8.count > maxTagBytes {
             r.report.add("\(key)[\(i)]", "utf8-length", "each is at most \(maxTagBytes) bytes of UTF-8")
         }
-        let label = FieldReader.label
-        for (i, t) in list.enumerated() where !label.test(t) { r.report.add("\(key)[\(i)]", label.rule, label.message) }
         return list
     }
 
