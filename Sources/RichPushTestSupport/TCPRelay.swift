@@ -10,7 +10,10 @@ public final class TCPRelay: Sendable {
     public let port: Int
     let target: Int
     let server: Channel
-    private let state = NIOLockedValueBox((cut: false, open: [Channel]()))
+    private let state = NIOLockedValueBox((cut: false, open: [Channel](), attempts: [ContinuousClock.Instant]()))
+
+    /// When each connection to the relay came, refused ones included (how often a client tries while it is cut).
+    public var attempts: [ContinuousClock.Instant] { state.withLockedValue { $0.attempts } }
 
     public static func start(to targetPort: Int) async throws -> TCPRelay {
         let box = NIOLockedValueBox<TCPRelay?>(nil)
@@ -33,7 +36,11 @@ public final class TCPRelay: Sendable {
     }
 
     func accept(_ inbound: Channel) -> EventLoopFuture<Void> {
-        if state.withLockedValue({ $0.cut }) { return inbound.close() }
+        let cut = state.withLockedValue { s -> Bool in
+            s.attempts.append(.now)
+            return s.cut
+        }
+        if cut { return inbound.close() }
         _ = inbound.setOption(.autoRead, value: false)
         return ClientBootstrap(group: inbound.eventLoop)
             .connect(host: "127.0.0.1", port: target)

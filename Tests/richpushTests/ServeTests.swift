@@ -45,6 +45,10 @@ import FoundationNetworking
             if wait { try await waitUntilListening() }
         }
 
+        /// A test that failed before it stopped its server leaves no process behind (one kept trying its database
+        /// for an hour and a half after such a failure).
+        deinit { process.terminate() }
+
         /// Reads the line the server prints once it listens.
         func waitUntilListening() async throws {
             let handle = UncheckedBox(out.fileHandleForReading)

@@ -10,7 +10,9 @@ import ServiceLifecycle
 /// database that stops answering must not hold a request for ever), and what this node knows of its health.
 ///
 /// It is a `Service`: its `run` runs the client's pool and the health probe until the group shuts it down (the
-/// server lists it first in its group, so it closes last). Tools and tests that have no group use `open`, which
+/// server lists it first in its group, so it closes last). A pool that waits out its reconnection backoff while the
+/// database answers again is replaced by a fresh one (``probe()``), so that a node is back within seconds of its
+/// database, not a minute later. Tools and tests that have no group use `open`, which
 /// runs it in a task of its own until `close`, or `withRunning` for a bounded piece of work.
 ///
 /// ```swift
@@ -20,7 +22,16 @@ import ServiceLifecycle
 /// ```
 public final class PostgresDatabase: Service, Sendable {
     public let settings: PostgresSettings
-    public let client: PostgresClient
+    /// The pool in use: an operation takes it when it begins (a replaced pool serves the operations begun on it for
+    /// `timeout` more).
+    public var client: PostgresClient { pool.withLockedValue { $0.client } }
+    private let pool: NIOLockedValueBox<Pool>
+    /// Pools that replace the first one, for `run` to run.
+    private let replacements = AsyncStream.makeStream(of: Pool.self)
+    /// The pool replaced last, which serves the operations begun on it until its grace ends.
+    private let retiring = NIOLockedValueBox<Pool?>(nil)
+    /// When the pool was last replaced (the probe waits between replacements, giving a fresh pool time to connect).
+    private let replacedAt = NIOLockedValueBox(ContinuousClock.now)
     public let health = DatabaseHealth()
     /// The longest one operation may take before it fails as unavailable.
     public let timeout: Duration
@@ -38,20 +49,91 @@ public final class PostgresDatabase: Service, Sendable {
         logger: Logger = Logger(label: "richpush.postgres")
     ) throws {
         self.settings = settings
-        self.client = PostgresClient(configuration: try settings.clientConfiguration(), backgroundLogger: logger)
+        self.pool = NIOLockedValueBox(try Pool(settings, logger: logger))
         self.timeout = timeout
         self.logger = logger
     }
 
-    /// Runs the pool and, every second, the health probe, until cancelled or the group's graceful shutdown.
+    /// Runs the pool (and each pool that replaces it) and, every second, the health probe, until cancelled or the
+    /// group's graceful shutdown.
     public func run() async throws {
+        let first = pool.withLockedValue { $0 }
         await withDiscardingTaskGroup { group in
             group.addTask {
                 self.started.withLockedValue { $0 = true }
-                await self.client.run()
+                await first.run(grace: self.timeout)
             }
             group.addTask { await cancelWhenGracefulShutdown { await self.probe() } }
+            // Ends with cancellation, or when the graceful shutdown finishes the stream.
+            await withGracefulShutdownHandler {
+                for await next in self.replacements.stream { group.addTask { await next.run(grace: self.timeout) } }
+            } onGracefulShutdown: {
+                self.replacements.continuation.finish()
+            }
         }
+    }
+
+    /// A client's pool, and what ends it when it is replaced.
+    struct Pool: Sendable {
+        let client: PostgresClient
+        /// Finished when the pool is retired: its grace begins.
+        private let retirement = AsyncStream.makeStream(of: Never.self)
+        /// Finished when the pool must end now (its grace cut short).
+        private let ending = AsyncStream.makeStream(of: Never.self)
+
+        init(_ settings: PostgresSettings, logger: Logger) throws {
+            client = PostgresClient(configuration: try settings.clientConfiguration(), backgroundLogger: logger)
+        }
+
+        /// Runs the pool until `grace` after it is retired (or until it is ended), until cancelled, or until the
+        /// group shuts down gracefully (the client heeds that itself).
+        func run(grace: Duration) async {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                group.addTask {
+                    for await _ in retirement.stream {}
+                    await withTaskGroup(of: Void.self) { wait in
+                        wait.addTask { try? await Task.sleep(for: grace) }
+                        wait.addTask { for await _ in ending.stream {} }
+                        await wait.next()
+                        wait.cancelAll()
+                    }
+                }
+                await group.next()
+                group.cancelAll()
+            }
+        }
+
+        /// Ends `run` after its grace: operations begun on this pool go on meanwhile (a hung database that resumes
+        /// answers them), new ones take the pool that replaced it. Then the pool closes its connections, and what
+        /// still waits on it fails as unavailable.
+        func retire() { retirement.continuation.finish() }
+
+        /// Ends `run` now.
+        func end() {
+            retirement.continuation.finish()
+            ending.continuation.finish()
+        }
+    }
+
+    /// Puts a fresh pool in place of the current one, which is retired. A pool retired before and still in its
+    /// grace is ended, so that a node holds two pools' connections at most.
+    private func replacePool() throws {
+        let fresh = try Pool(settings, logger: logger)
+        let (old, earlier) = pool.withLockedValue { current in
+            defer { current = fresh }
+            return (
+                current,
+                retiring.withLockedValue { r in
+                    defer { r = current }
+                    return r
+                }
+            )
+        }
+        replacedAt.withLockedValue { $0 = .now }
+        replacements.continuation.yield(fresh)
+        earlier?.end()
+        old.retire()
     }
 
     /// Starts the database in a task of its own and checks that it answers (within `timeout`); `close` stops it.
@@ -185,6 +267,38 @@ public final class PostgresDatabase: Service, Sendable {
             } catch {
                 if !Task.isCancelled { health.markDown(Self.describe(error), begunAt: begun) }
             }
+            if !health.isUp, !Task.isCancelled { await replacePoolIfItLags() }
+        }
+    }
+
+    /// While the database is down: when a connection of its own is answered but the pool's query was not, the pool
+    /// is waiting out its backoff between attempts to connect, which grows to a minute over an outage of a few
+    /// minutes (a node whose database came back would refuse every request for up to a minute more). It is replaced
+    /// by a fresh pool, which connects at once; at most once in 5 s, so that a fresh pool has time to connect.
+    func replacePoolIfItLags() async {
+        guard replacedAt.withLockedValue({ $0.duration(to: .now) }) >= .seconds(5) else { return }
+        do {
+            try await deadline(timeout / 5) {
+                let connection = try await self.connect()
+                do {
+                    _ = try await connection.query("SELECT 1", logger: self.logger).collect()
+                } catch {
+                    try? await connection.close()
+                    throw error
+                }
+                try? await connection.close()
+            }
+        } catch {
+            return
+        }
+        guard !health.isUp, !Task.isCancelled else { return }
+        do {
+            try replacePool()
+            logger.notice(
+                "the database answers a connection again while the pool waits to retry: the pool is started afresh"
+            )
+        } catch {
+            logger.warning("could not start a fresh pool", metadata: ["error": .string(Self.describe(error))])
         }
     }
 
@@ -320,6 +434,10 @@ public final class PostgresDatabase: Service, Sendable {
         if let e = error as? PostgresTransactionError {
             return [e.beginError, e.closureError, e.commitError].contains { $0.map(isUnavailable) ?? false }
         }
+        // The pool's own refusals: its circuit breaker (no connection could be made for a while) and a pool that was
+        // shut down (one replaced, for the operations still waiting on it). The type lives in a module the client
+        // does not export by name, so it is told by its name.
+        if String(reflecting: type(of: error)).hasSuffix(".ConnectionPoolError") { return true }
         guard let p = error as? PSQLError else { return error is ChannelError || error is IOError }
         if p.code == .server {
             // Connection exceptions (08), shutdown and startup (57P01-57P03), too many connections (53300).
