@@ -80,6 +80,28 @@ public enum RawHTTP {
         }
     }
 
+    /// Reads from `fd` until `enough` says so, the server closes, or `timeout` seconds pass; what was read. Off the
+    /// cooperative pool.
+    public static func receive(
+        _ fd: Int32,
+        within timeout: TimeInterval,
+        until enough: @escaping @Sendable ([UInt8]) -> Bool
+    ) async -> [UInt8] {
+        await offThePool {
+            var wait = timeval(tv_sec: 0, tv_usec: 100_000)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            var received: [UInt8] = []
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let end = Date().addingTimeInterval(timeout)
+            while Date() < end && !enough(received) {
+                let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n == 0 { break }
+                if n > 0 { received += chunk[0..<n] }
+            }
+            return received
+        }
+    }
+
     /// Writes `bytes` on `fd`; false when the connection is gone.
     public static func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         (try? sendAll(fd, bytes)) != nil

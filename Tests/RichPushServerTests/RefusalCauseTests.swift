@@ -113,6 +113,46 @@ import FoundationNetworking
         try await server.stop()
     }
 
+    /// `Expect: 100-continue` (RFC 9110, 10.1.1) gets `100 Continue` before the body is sent, then the final answer;
+    /// a request without a body gets its answer alone. (Without it, curl waited a second before each upload.)
+    @Test func aClientThatExpects100ContinueGetsIt() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("expect-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let server = try await TestServer.start(ApplicationTests.configuration(in: folder), adminKey: Self.admin)
+        let body = #"{"name":"Expect","bundle_id":"com.example.expect"}"#
+        let fd = try RawHTTP.connected(server.port)
+        defer { close(fd) }
+        let head =
+            "POST /v1/apps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(Self.admin)\r\n"
+            + "Content-Type: application/json\r\nContent-Length: \(body.utf8.count)\r\nExpect: 100-Continue\r\n\r\n"
+        #expect(RawHTTP.write(fd, Array(head.utf8)))
+        let interim = String(
+            decoding: await RawHTTP.receive(fd, within: 5) {
+                $0.count >= 4 && Array($0.suffix(4)) == Array("\r\n\r\n".utf8)
+            },
+            as: UTF8.self
+        )
+        #expect(interim == "HTTP/1.1 100 Continue\r\n\r\n", "\(interim)")
+        #expect(RawHTTP.write(fd, Array(body.utf8)))
+        let final = String(
+            decoding: await RawHTTP.receive(fd, within: 10) {
+                String(decoding: $0, as: UTF8.self).contains("\"api_key\"")
+            },
+            as: UTF8.self
+        )
+        #expect(final.hasPrefix("HTTP/1.1 201"), "\(final.prefix(300))")
+        // No body, no interim answer.
+        let get = String(
+            decoding: try await RawHTTP.exchanged(
+                port: server.port,
+                Array("GET /health HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n".utf8)
+            ),
+            as: UTF8.self
+        )
+        #expect(get.hasPrefix("HTTP/1.1 200"), "\(get.prefix(200))")
+    }
+
     static let admin = "refusal-admin-key-0001"
 
     static func adminCall(_ port: Int, _ method: String, _ path: String, body: JSONValue) async throws -> JSONValue {

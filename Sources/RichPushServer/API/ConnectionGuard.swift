@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTPTypes
@@ -194,6 +195,12 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
             }
             bodyLeft = declared
             scheduleBodyCheck(context)
+            if Self.expectsContinue(head, declared: declared) {
+                // RFC 9110, 10.1.1: a client that asked waits for this before it sends the body (curl waits a
+                // second for it, then sends anyway; another client may wait for good). Sent when the request is
+                // passed on, so never ahead of an earlier request's answer.
+                context.writeAndFlush(wrapOutboundOut(.head(HTTPResponse(status: .continue))), promise: nil)
+            }
         case .body(let b):
             bodyBytes += b.readableBytes
             bodyLeft = bodyLeft.map { max(0, $0 - b.readableBytes) }
@@ -203,6 +210,14 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
             bodyCheck = nil
         }
         context.fireChannelRead(wrapInboundOut(part))
+    }
+
+    /// Whether the request asks for `100 Continue` before its body (`Expect: 100-continue`, in any case) and has one
+    /// to send (a length above zero, or chunked).
+    static func expectsContinue(_ head: HTTPRequest, declared: Int?) -> Bool {
+        guard let expect = head.headerFields[.expect], expect.lowercased() == "100-continue" else { return false }
+        if let declared { return declared > 0 }
+        return head.headerFields[.transferEncoding]?.lowercased().contains("chunked") ?? false
     }
 
     /// Each idle interval of a body: closed unless it brought the minimum since the last look, or all that was left
