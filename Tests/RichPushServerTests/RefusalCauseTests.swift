@@ -190,7 +190,11 @@ import FoundationNetworking
             ) { Int($0.status.code) }
             #expect(nested == 400)
 
-            for name in ["Shop\nAdmin", "Shop\u{1B}[31m", "Shop\u{85}"] {
+            // Control characters; a line separator; a right-to-left override that shows "Shop" + "txt.exe" as
+            // "Shopexe.txt"; an isolate.
+            for name in [
+                "Shop\nAdmin", "Shop\u{1B}[31m", "Shop\u{85}", "Shop\u{2028}Admin", "Shop\u{202E}txt.exe", "a\u{2066}b",
+            ] {
                 let (status, body) = try await APITests.call(
                     client,
                     .patch,
@@ -203,6 +207,11 @@ import FoundationNetworking
             }
             #expect(
                 try await APITests.call(client, .patch, "/v1/apps/\(app)", key: key, body: ["name": "Shop 2 ✓"]).0
+                    == 200
+            )
+            // A right-to-left mark, as a Hebrew or Arabic name may hold, stays.
+            #expect(
+                try await APITests.call(client, .patch, "/v1/apps/\(app)", key: key, body: ["name": "חנות\u{200F} 2"]).0
                     == 200
             )
             // A device's labels too: its user id, tags, topics, locale, time zone and version.

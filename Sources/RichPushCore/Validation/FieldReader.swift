@@ -185,13 +185,24 @@ public struct FieldReader {
     }
 
     /// The shape of a label people read (an app's name, a webhook's description): no control characters
-    /// (U+0000–U+001F, U+007F–U+009F), which would break the console's lines and the log lines that quote it.
+    /// (U+0000–U+001F, U+007F–U+009F), which would break the console's lines and the log lines that quote it; no line
+    /// or paragraph separator (U+2028, U+2029), which break lines too; and no directional embedding, override or
+    /// isolate (U+202A–U+202E, U+2066–U+2069), which make a label read as other text than it holds (Unicode
+    /// Standard Annex #9, 2.1–2.5). The right-to-left and left-to-right marks stay: names in Arabic and Hebrew use
+    /// them.
     public static var label: (rule: String, message: String, test: (String) -> Bool) {
         (
             "control-character",
-            "may not hold control characters (U+0000 to U+001F, U+007F to U+009F): a line break, a tab or an escape",
-            { s in !s.unicodeScalars.contains { $0.value < 0x20 || (0x7F...0x9F).contains($0.value) } }
+            "may not hold control characters (U+0000 to U+001F, U+007F to U+009F: a line break, a tab or an escape), "
+                + "line or paragraph separators (U+2028, U+2029) or direction overrides (U+202A to U+202E, "
+                + "U+2066 to U+2069)",
+            { s in !s.unicodeScalars.contains { isRefusedInLabels($0.value) } }
         )
+    }
+
+    static func isRefusedInLabels(_ v: UInt32) -> Bool {
+        v < 0x20 || (0x7F...0x9F).contains(v) || v == 0x2028 || v == 0x2029 || (0x202A...0x202E).contains(v)
+            || (0x2066...0x2069).contains(v)
     }
 
     /// A list of at most `maxCount` strings, each of `lengths` characters; every bad element is named.
