@@ -129,6 +129,37 @@ import Testing
         for c in stuck.withLockedValue({ $0 }) { c.resume() }
     }
 
+    /// A delivery whose app or message could not be read (the database away) was never sent: it goes back to the
+    /// queue untried, its attempt not counted, due a few seconds later. Counted, an outage spent a delivery's
+    /// attempts without a send (eight make it fail for good) and pushed each next try further out by the backoff.
+    @Test func aDeliveryNotSentForTheDatabaseKeepsItsAttempts() async throws {
+        struct Sender: DeliverySender {
+            func send(_ d: DeliveryRecord) async -> SendResult {
+                d.target == "away" ? .failed(.retry, reason: "database_unavailable") : .delivered(providerID: "p")
+            }
+        }
+        let queue = MemoryDeliveryQueue()
+        _ = await queue.enqueue(
+            ["away", "ok"].map { NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: .token($0)) }
+        )
+        let worker = DeliveryWorker(
+            configuration: .init(batchSize: 10, concurrency: 10, lease: 60, retry: RetryPolicy(maxAttempts: 1)),
+            queue: queue,
+            sender: Sender()
+        )
+        let before = Date()
+        #expect(try await worker.runOnce() == 2)
+        let records = Dictionary(
+            uniqueKeysWithValues: await queue.deliveries(notificationID: "n").map { ($0.target, $0) }
+        )
+        let away = try #require(records["away"])
+        // With one attempt allowed, a counted attempt would have failed it for good.
+        #expect(away.state == .queued && away.attempts == 0 && away.reason == "database_unavailable", "\(away)")
+        let wait = away.notBefore.timeIntervalSince(before)
+        #expect(wait >= 2.4 && wait <= 8, "due \(wait) s later")
+        #expect(records["ok"]?.state == .delivered)
+    }
+
     /// A worker's leases as it knows them: a renewal that finds another holder marks the lease lost (counted once),
     /// and a send starts only on a lease held with more than the margin left; the metric names how each was lost.
     @Test func leasesLostOrEndingAreNotSentAndAreCounted() {

@@ -30,7 +30,8 @@ public enum DeliveryReasons {
         "apns_needs_a_device_token": "a Live Activity start or update needs a device token, not a topic",
         "circuit_open":
             "the push service failed ten times in a row: its deliveries wait while one probe at a time tests it; tried again when it answers",
-        "database_unavailable": "the database did not answer when the outcome was recorded: tried again",
+        "database_unavailable":
+            "the database did not answer when the delivery's app or message was read: given back unsent, its attempt not counted, and tried again",
         "disk": "the server's disk is below its free-space floor: tried again once there is room",
         "notification_missing": "the notification was removed (retention or its app deleted) before it was sent",
         "send_deadline": "the push service did not answer within the send's deadline: tried again",

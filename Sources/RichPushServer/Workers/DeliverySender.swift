@@ -115,7 +115,7 @@ public final class ProviderDeliverySender: DeliverySender {
             app = try await self.app(d.appID)
             m = try await cachedMessage(d.notificationID)
         } catch {
-            return .failed(.retry, reason: "database_unavailable")
+            return .failed(.retry, reason: DeliveryWorker.databaseUnavailable)
         }
         guard let app else { return .failed(.fixCredentials, reason: "unknown_app") }
         guard let m else { return .failed(.never, reason: "notification_missing") }

@@ -81,6 +81,11 @@ extension DeliveryWorker {
 
     /// Sends one delivery and turns its result into the settlement the retry policy calls for (with the metrics
     /// and the minute counts); the result is returned too, for the origin's circuit.
+    /// The reason a sender gives for a delivery it could not read the app or message of (nothing was sent).
+    static let databaseUnavailable = "database_unavailable"
+    /// When such a delivery is due again: the `Retry-After` the API gives while its database is away.
+    static let databaseRetrySeconds: TimeInterval = 5
+
     func process(_ d: DeliveryRecord) async -> (Settlement, SendResult) {
         let result = await sendWithinDeadline(d)
         switch result {
@@ -89,6 +94,13 @@ extension DeliveryWorker {
             minutes?.add(d.notificationID, .delivered)
             metrics?.delivered(provider: d.provider, secondsSinceDue: now().timeIntervalSince(d.notBefore))
             return (Settlement(id: d.id, .finish(.delivered(providerID: id))), result)
+        case .failed(_, let reason) where reason == Self.databaseUnavailable:
+            // Never sent: its app or message could not be read. Back to the queue untried, its attempt not counted,
+            // due when the database is told to be worth trying again: counted, a long outage spent a delivery's
+            // attempts without a send, and each pushed its next try further out by the backoff.
+            metrics?.deferred(reason: reason)
+            let due = now().addingTimeInterval(jittered(Self.databaseRetrySeconds))
+            return (Settlement(id: d.id, .release(notBefore: due, reason: reason)), result)
         case let .failed(decision, reason):
             switch configuration.retry.action(
                 after: decision,
