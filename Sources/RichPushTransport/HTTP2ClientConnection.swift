@@ -136,6 +136,9 @@ public final class HTTP2ClientConnection: Sendable {
         }
     }
 
+    /// How long a stream whose request timed out stays open for its answer before it is reset.
+    static let lateAnswerGrace: TimeAmount = .seconds(5)
+
     /// The HTTP/2 handler's settings. A request that times out resets its stream, and its answer may still come:
     /// RFC 9113 (section 5.1, "closed") has the client ignore frames on a stream it reset. The handler ignores them on
     /// its most recent resets only (32 by default) and takes a frame on an older one as an error of the whole
@@ -265,7 +268,6 @@ public final class HTTP2ClientConnection: Sendable {
             return promise.futureResult
         }
         let state = self.state
-        promise.futureResult.whenComplete { _ in _ = state.withLockedValue { $0.streamEnded() }.orAssert() }
 
         var headers = HPACKHeaders()
         headers.reserveCapacity(request.headers.count + 4)
@@ -283,8 +285,12 @@ public final class HTTP2ClientConnection: Sendable {
             // connection closed between the check above and this turn of the loop) still ends the request.
             let timer = loop.scheduleTask(in: timeout) { promise.fail(TransportError.timedOut) }
             promise.futureResult.whenComplete { _ in timer.cancel() }
+            // The stream's place among those in flight is given back when the stream closes (or never opens), not
+            // when the request ends: a timed-out stream stays open a while for its answer (below).
+            let slot = StreamSlot(state: state)
             let opened = loop.makePromise(of: Channel.self)
             opened.futureResult.whenFailure { _ in
+                slot.release()
                 // The multiplexer could not open the stream (the connection closed or is closing): nothing was sent.
                 promise.fail(
                     state.withLockedValue { $0.goAway }.map { .goingAway(reason: $0.reason, processed: false) }
@@ -292,6 +298,7 @@ public final class HTTP2ClientConnection: Sendable {
                 )
             }
             multiplexer.createStreamChannel(promise: opened) { stream in
+                stream.closeFuture.whenComplete { _ in slot.release() }
                 let handler = ResponseCollector(promise: promise, connectionState: state)
                 do {
                     try stream.pipeline.syncOperations.addHandler(handler)
@@ -300,7 +307,18 @@ public final class HTTP2ClientConnection: Sendable {
                     return stream.eventLoop.makeFailedFuture(error)
                 }
                 promise.futureResult.whenFailure { error in
-                    if case TransportError.timedOut = error { stream.close(promise: nil) }
+                    guard case TransportError.timedOut = error else { return }
+                    // A request that timed out before its stream opened is not sent. One that was sent keeps its
+                    // stream for `lateAnswerGrace`: an answer that comes meanwhile ends it as usual, and only a stream
+                    // still open then is reset. Reset at once, a burst of timeouts (a service slow for a moment)
+                    // sent a burst of RST_STREAM, which a server may take for the rapid-reset attack (CVE-2023-44487)
+                    // and answer with GOAWAY: one of the same HTTP/2 library does after 200 in 30 s.
+                    guard slot.sent else {
+                        stream.close(promise: nil)
+                        return
+                    }
+                    let reset = stream.eventLoop.scheduleTask(in: Self.lateAnswerGrace) { stream.close(promise: nil) }
+                    stream.closeFuture.whenComplete { _ in reset.cancel() }
                 }
                 let hasBody = body.map { $0.readableBytes > 0 } ?? false
                 stream.write(
@@ -314,6 +332,7 @@ public final class HTTP2ClientConnection: Sendable {
                     )
                 }
                 stream.flush()
+                slot.sent = true
                 return stream.eventLoop.makeSucceededVoidFuture()
             }
         }
@@ -411,6 +430,24 @@ final class ConnectionObserver: ChannelInboundHandler, @unchecked Sendable {
         }
         for p in pendingPings { p.fail(TransportError.connectionClosed) }
         pendingPings.removeAll()
+    }
+}
+
+/// A request's place among its connection's streams in flight, given back once (by the stream that closed, or by the
+/// stream that never opened), and whether the request was written.
+final class StreamSlot: @unchecked Sendable {
+    // @unchecked: used on its connection's event loop only.
+    private let state: NIOLockedValueBox<HTTP2ConnectionState>
+    private var released = false
+    /// Whether the request was written on its stream.
+    var sent = false
+
+    init(state: NIOLockedValueBox<HTTP2ConnectionState>) { self.state = state }
+
+    func release() {
+        guard !released else { return }
+        released = true
+        _ = state.withLockedValue { $0.streamEnded() }.orAssert()
     }
 }
 
