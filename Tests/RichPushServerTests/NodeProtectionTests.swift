@@ -439,27 +439,37 @@ import FoundationNetworking
         let busy = try RawHTTP.connected(port)
         defer { close(busy) }
         let ask = Array("GET /media/\(small.name) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
-        let answers = await offThePool {
-            var wait = timeval(tv_sec: 2, tv_usec: 0)
+        // Asked for 3 s, three times the idle time. How many answers come measures the machine (a loaded suite got
+        // 6); what counts is that the node never closed the connection.
+        let (answers, ended) = await offThePool { () -> (Int, String?) in
+            var wait = timeval(tv_sec: 1, tv_usec: 0)
             setsockopt(busy, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
             var chunk = [UInt8](repeating: 0, count: 65536)
             var answered = 0
             let end = Date().addingTimeInterval(3)
             while Date() < end {
-                guard RawHTTP.write(busy, ask) else { break }
-                // An answer is its head and 50,000 bytes: read to the end of this one.
+                guard RawHTTP.write(busy, ask) else { return (answered, "a write failed") }
+                // An answer is its head and 50,000 bytes: read to the end of this one (a slow moment is waited out).
                 var received: [UInt8] = []
+                let patience = Date().addingTimeInterval(30)
                 while received.count < 50_000 {
                     let n = chunk.withUnsafeMutableBytes { recv(busy, $0.baseAddress, $0.count, 0) }
-                    if n <= 0 { return answered }
+                    if n == 0 { return (answered, "closed") }
+                    if n < 0 {
+                        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && Date() < patience { continue }
+                        return (answered, "errno \(errno)")
+                    }
                     received += chunk[0..<n]
                 }
                 answered += 1
                 usleep(100_000)
             }
-            return answered
+            return (answered, nil)
         }
-        #expect(answers >= 20, "a connection asking for media every 100 ms was closed after \(answers) answers")
+        #expect(
+            ended == nil && answers >= 3,
+            "a connection asking for media every 100 ms: \(answers) answers, then \(ended ?? "kept")"
+        )
 
         // 4 MB asked for with a small receive buffer, nothing read: nothing more leaves, and it is closed with a
         // reset, so that the socket does not live on, orphaned, with megabytes still to send.
@@ -495,7 +505,8 @@ import FoundationNetworking
 
         let quiet = try RawHTTP.connected(port)
         defer { close(quiet) }
-        #expect(await RawHTTP.closedByServer(quiet, within: 5), "an idle connection was kept")
+        // Closed after 1 s; 15 s only bounds the wait (a loaded suite's node took more than 5).
+        #expect(await RawHTTP.closedByServer(quiet, within: 15), "an idle connection was kept")
         try? await server.stop()
     }
 
@@ -515,30 +526,9 @@ import FoundationNetworking
         let client = try RawHTTP.connected(server.port, receiveBuffer: 4096)
         defer { close(client) }
         #expect(RawHTTP.write(client, Array("GET /media/\(file.name) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)))
-        var address = sockaddr_in()
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(client, $0, &length) }
-        }
-        let clientPort = Int(UInt16(bigEndian: address.sin_port))
-        // The node's end of this connection as /proc/net/tcp shows it: its state and the bytes it still queues.
+        let clientPort = Self.localPort(client)
         func nodeSide() -> (state: String, queued: Int)? {
-            // A node listening on every address takes IPv4 connections on an IPv6 socket (tcp6 lists those).
-            // Read to its end: a string read of the file took only its first page, which a loaded suite's
-            // hundreds of sockets outgrow.
-            let table = ["/proc/net/tcp", "/proc/net/tcp6"].map(Self.wholeFile).joined(separator: "\n")
-            func hex(_ port: Int) -> String {
-                let digits = String(port, radix: 16, uppercase: true)
-                return ":" + String(repeating: "0", count: max(0, 4 - digits.count)) + digits
-            }
-            let (local, remote) = (hex(server.port), hex(clientPort))
-            for line in table.split(separator: "\n") {
-                let f = line.split(separator: " ")
-                guard f.count > 4, f[1].hasSuffix(local), f[2].hasSuffix(remote) else { continue }
-                let queues = f[4].split(separator: ":")
-                return (String(f[3]), Int(queues.first ?? "0", radix: 16) ?? 0)
-            }
-            return nil
+            Self.nodeSide(serverPort: server.port, clientPort: clientPort)
         }
         // The answer is sent, mostly into the kernel's buffers, and the connection closed when idle (about 1 s).
         var seen: [String] = []
@@ -557,6 +547,36 @@ import FoundationNetworking
         #expect(seen.contains { $0.hasPrefix("01/") && !$0.hasSuffix("/0") }, "the answer never waited: \(seen)")
         #expect(gone, "the node's socket still queues the unread answer after 15 s: \(seen)")
         try? await server.stop()
+    }
+
+    /// The local port of a connected socket.
+    static func localPort(_ fd: Int32) -> Int {
+        var address = sockaddr_in()
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// The node's end of a connection as /proc/net/tcp shows it: its state (hex, 01 established) and the bytes it
+    /// still queues; nil once the node holds no such socket. A node listening on every address takes IPv4
+    /// connections on an IPv6 socket (tcp6 lists those). Read to its end: a string read of the file took only its
+    /// first page, which a loaded suite's hundreds of sockets outgrow.
+    static func nodeSide(serverPort: Int, clientPort: Int) -> (state: String, queued: Int)? {
+        let table = ["/proc/net/tcp", "/proc/net/tcp6"].map(Self.wholeFile).joined(separator: "\n")
+        func hex(_ port: Int) -> String {
+            let digits = String(port, radix: 16, uppercase: true)
+            return ":" + String(repeating: "0", count: max(0, 4 - digits.count)) + digits
+        }
+        let (local, remote) = (hex(serverPort), hex(clientPort))
+        for line in table.split(separator: "\n") {
+            let f = line.split(separator: " ")
+            guard f.count > 4, f[1].hasSuffix(local), f[2].hasSuffix(remote) else { continue }
+            let queues = f[4].split(separator: ":")
+            return (String(f[3]), Int(queues.first ?? "0", radix: 16) ?? 0)
+        }
+        return nil
     }
 
     /// A file read with `read` until it ends (a /proc file says it is empty and grows as it is read).
@@ -635,17 +655,19 @@ import FoundationNetworking
             if n <= 0 { break }
             written += n
         }
-        // Closed (the state leaves ESTABLISHED) within a few idle intervals, unread.
+        // Ended by the node within a few idle intervals, unread: its socket gone or no longer established. (The
+        // client's state alone does not say: when the kernel's TCP_USER_TIMEOUT ends the connection before the
+        // node's own check, as on a loaded machine, no reset is sent and the client's socket stays ESTABLISHED.)
+        let readerPort = Self.localPort(reader)
         let started = Date()
         var open = true
+        var node = "01"
         while open && Date().timeIntervalSince(started) < 30 {
             try await Task.sleep(nanoseconds: 250_000_000)
-            var info = tcp_info()
-            var length = socklen_t(MemoryLayout<tcp_info>.size)
-            getsockopt(reader, Int32(IPPROTO_TCP), TCP_INFO, &info, &length)
-            open = info.tcpi_state == 1  // TCP_ESTABLISHED
+            node = Self.nodeSide(serverPort: port, clientPort: readerPort)?.state ?? "gone"
+            open = node == "01"
         }
-        #expect(!open, "a connection whose answers nobody read was kept 30 s")
+        #expect(!open, "a connection whose answers nobody read was kept 30 s by the node")
         try? await server.stop()
     }
 
