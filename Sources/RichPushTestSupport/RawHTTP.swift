@@ -49,9 +49,15 @@ public enum RawHTTP {
     ) throws -> [UInt8] {
         let fd = try connected(port)
         defer { close(fd) }
-        var wait = timeval(tv_sec: 0, tv_usec: 200_000)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
         try sendAll(fd, bytes)
+        return collect(fd, timeout: timeout, until: enough)
+    }
+
+    /// What `fd` gives until `enough` says so, the server closes, or `timeout` seconds pass (read in waits of
+    /// 100 ms at most).
+    static func collect(_ fd: Int32, timeout: TimeInterval, until enough: ([UInt8]) -> Bool) -> [UInt8] {
+        var wait = timeval(tv_sec: 0, tv_usec: 100_000)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
         var received: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 65536)
         let end = Date().addingTimeInterval(timeout)
@@ -87,19 +93,7 @@ public enum RawHTTP {
         within timeout: TimeInterval,
         until enough: @escaping @Sendable ([UInt8]) -> Bool
     ) async -> [UInt8] {
-        await offThePool {
-            var wait = timeval(tv_sec: 0, tv_usec: 100_000)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-            var received: [UInt8] = []
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            let end = Date().addingTimeInterval(timeout)
-            while Date() < end && !enough(received) {
-                let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if n == 0 { break }
-                if n > 0 { received += chunk[0..<n] }
-            }
-            return received
-        }
+        await offThePool { collect(fd, timeout: timeout, until: enough) }
     }
 
     /// Writes `bytes` on `fd`; false when the connection is gone.

@@ -319,14 +319,19 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
         channel.close(promise: nil)
     }
 
-    /// Asks the kernel to drop the connection once data it holds for the client has waited `2 × seconds` without
-    /// the client taking any (`TCP_USER_TIMEOUT`, which covers data unacknowledged and data held back by a zero
+    /// Asks the kernel to drop the connection once data it holds for the client has waited `2 × seconds` (10 s at
+    /// least) without the client taking any (`TCP_USER_TIMEOUT`, which covers data unacknowledged and data held back by a zero
     /// window). The rules above watch what waits in the channel; an answer that fit wholly in the socket's send buffer
     /// has left the channel, so a client that then stopped reading had its connection closed gracefully when idle,
     /// and the socket lived on, orphaned in FIN-WAIT-1 with the answer still queued, for as long as the client kept
     /// it open. A client that reads, however slowly, moves its window and keeps the connection.
+    /// The least time given (whatever `idle_seconds` is): on a loaded host the kernel acknowledges what it received
+    /// late (its network work waits behind the processes), and at 2 s a client that read every byte of its answers
+    /// had its connection ended under a loaded test run (idle 1 s).
+    static let minimumUnreadSeconds: Double = 10
+
     static func boundUnreadData(_ channel: Channel, seconds: Double) {
-        let milliseconds = Int(min(max(seconds * 2, 1), 86_400) * 1000)
+        let milliseconds = Int(min(max(seconds * 2, minimumUnreadSeconds), 86_400) * 1000)
         let option = ChannelOptions.Types.SocketOption(
             level: .tcp,
             name: NIOBSDSocket.Option(rawValue: CInt(TCP_USER_TIMEOUT))
