@@ -24,14 +24,12 @@ public final class PostgresDatabase: Service, Sendable {
     public let settings: PostgresSettings
     /// The pool in use: an operation takes it when it begins (a replaced pool serves the operations begun on it for
     /// `timeout` more).
-    public var client: PostgresClient { pool.withLockedValue { $0.client } }
-    private let pool: NIOLockedValueBox<Pool>
+    public var client: PostgresClient { pools.withLockedValue { $0.current.client } }
+    /// The pool in use; the one replaced last, which serves the operations begun on it until its grace ends; and when
+    /// the pool was last replaced (the probe waits between replacements, giving a fresh pool time to connect).
+    private let pools: NIOLockedValueBox<(current: Pool, retiring: Pool?, replacedAt: ContinuousClock.Instant)>
     /// Pools that replace the first one, for `run` to run.
     private let replacements = AsyncStream.makeStream(of: Pool.self)
-    /// The pool replaced last, which serves the operations begun on it until its grace ends.
-    private let retiring = NIOLockedValueBox<Pool?>(nil)
-    /// When the pool was last replaced (the probe waits between replacements, giving a fresh pool time to connect).
-    private let replacedAt = NIOLockedValueBox(ContinuousClock.now)
     public let health = DatabaseHealth()
     /// The longest one operation may take before it fails as unavailable.
     public let timeout: Duration
@@ -49,7 +47,7 @@ public final class PostgresDatabase: Service, Sendable {
         logger: Logger = Logger(label: "richpush.postgres")
     ) throws {
         self.settings = settings
-        self.pool = NIOLockedValueBox(try Pool(settings, logger: logger))
+        self.pools = NIOLockedValueBox((try Pool(settings, logger: logger), nil, .now))
         self.timeout = timeout
         self.logger = logger
     }
@@ -57,7 +55,7 @@ public final class PostgresDatabase: Service, Sendable {
     /// Runs the pool (and each pool that replaces it) and, every second, the health probe, until cancelled or the
     /// group's graceful shutdown.
     public func run() async throws {
-        let first = pool.withLockedValue { $0 }
+        let first = pools.withLockedValue { $0.current }
         await withDiscardingTaskGroup { group in
             group.addTask {
                 self.started.withLockedValue { $0 = true }
@@ -120,17 +118,10 @@ public final class PostgresDatabase: Service, Sendable {
     /// grace is ended, so that a node holds two pools' connections at most.
     private func replacePool() throws {
         let fresh = try Pool(settings, logger: logger)
-        let (old, earlier) = pool.withLockedValue { current in
-            defer { current = fresh }
-            return (
-                current,
-                retiring.withLockedValue { r in
-                    defer { r = current }
-                    return r
-                }
-            )
+        let (old, earlier) = pools.withLockedValue { p in
+            defer { p = (fresh, p.current, .now) }
+            return (p.current, p.retiring)
         }
-        replacedAt.withLockedValue { $0 = .now }
         replacements.continuation.yield(fresh)
         earlier?.end()
         old.retire()
@@ -276,7 +267,7 @@ public final class PostgresDatabase: Service, Sendable {
     /// minutes (a node whose database came back would refuse every request for up to a minute more). It is replaced
     /// by a fresh pool, which connects at once; at most once in 5 s, so that a fresh pool has time to connect.
     func replacePoolIfItLags() async {
-        guard replacedAt.withLockedValue({ $0.duration(to: .now) }) >= .seconds(5) else { return }
+        guard pools.withLockedValue({ $0.replacedAt.duration(to: .now) }) >= .seconds(5) else { return }
         do {
             try await deadline(timeout / 5) {
                 let connection = try await self.connect()
