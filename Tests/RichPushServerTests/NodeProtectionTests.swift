@@ -6,6 +6,7 @@ import HummingbirdTesting
 import Logging
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOPosix
 import RichPushCore
 import RichPushTestSupport
 import ServiceLifecycle
@@ -438,33 +439,9 @@ import FoundationNetworking
 
         let busy = try RawHTTP.connected(port)
         defer { close(busy) }
-        let ask = Array("GET /media/\(small.name) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
         // Asked 20 times, 100 ms apart: at least 2 s, twice the idle time, however slow the machine (a loaded suite
         // answered once in 3 s, so a loop bounded in time proved nothing); the node must never close it.
-        let (answers, ended) = await offThePool { () -> (Int, String?) in
-            var wait = timeval(tv_sec: 1, tv_usec: 0)
-            setsockopt(busy, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            var answered = 0
-            for _ in 0..<20 {
-                guard RawHTTP.write(busy, ask) else { return (answered, "a write failed") }
-                // An answer is its head and 50,000 bytes: read to the end of this one (a slow moment is waited out).
-                var received: [UInt8] = []
-                let patience = Date().addingTimeInterval(30)
-                while received.count < 50_000 {
-                    let n = chunk.withUnsafeMutableBytes { recv(busy, $0.baseAddress, $0.count, 0) }
-                    if n == 0 { return (answered, "closed") }
-                    if n < 0 {
-                        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && Date() < patience { continue }
-                        return (answered, "errno \(errno)")
-                    }
-                    received += chunk[0..<n]
-                }
-                answered += 1
-                usleep(100_000)
-            }
-            return (answered, nil)
-        }
+        let (answers, ended) = await Self.askForMedia(busy, small.name, size: 50_000, times: 20)
         #expect(
             ended == nil && answers == 20,
             "a connection asking for media every 100 ms: \(answers) answers, then \(ended ?? "kept")"
@@ -472,24 +449,10 @@ import FoundationNetworking
 
         // 4 MB asked for with a small receive buffer, nothing read: nothing more leaves, and it is closed with a
         // reset, so that the socket does not live on, orphaned, with megabytes still to send.
-        let stalled = try RawHTTP.connected(port, receiveBuffer: 4096)
+        let stalled = try Self.askAndReadNothing(port, large.name)
         defer { close(stalled) }
-        #expect(RawHTTP.write(stalled, Array("GET /media/\(large.name) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)))
         try await Task.sleep(nanoseconds: 4_000_000_000)
-        let ending = await offThePool { () -> String in
-            var wait = timeval(tv_sec: 0, tv_usec: 100_000)
-            setsockopt(stalled, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            let end = Date().addingTimeInterval(10)
-            while Date() < end {
-                let n = chunk.withUnsafeMutableBytes { recv(stalled, $0.baseAddress, $0.count, 0) }
-                if n == 0 { return "closed" }
-                if n < 0, errno != EAGAIN, errno != EWOULDBLOCK {
-                    return errno == ECONNRESET ? "reset" : "errno \(errno)"
-                }
-            }
-            return "open"
-        }
+        let ending = await Self.howItEnds(stalled, within: 10)
         #expect(ending == "reset", "a client that read nothing of its media: \(ending)")
 
         // A media GET that declares a body and sends it a byte at a time is closed like any idle one.
@@ -507,6 +470,180 @@ import FoundationNetworking
         // Closed after 1 s; 15 s only bounds the wait (a loaded suite's node took more than 5).
         #expect(await RawHTTP.closedByServer(quiet, within: 15), "an idle connection was kept")
         try? await server.stop()
+    }
+
+    /// 1 s of idleness, the node's connections on a loop of their own that is busy 1.5 s in every 2 (a loop runs
+    /// every due task of a turn before it looks at its sockets again, so its rules ran on what the channel had seen
+    /// before the turn): a connection asking for media every 100 ms is still kept (it was reset after 5 answers,
+    /// closed as idle with its next request unread, or reset as stalled after its client had read), and so is one
+    /// whose body comes at 1.5 KB/s; one that reads nothing of 4 MB is still reset, and an idle one still closed.
+    @Test func theRulesAskTheKernelWhenTheLoopWasBusy() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("busy-loop-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var config = ApplicationTests.configuration(in: folder)
+        config.connections = .init(idleSeconds: 1)
+        // The loop made busy is this test's alone: the other tests' servers run on the process's shared loops.
+        let loop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let admin = APIKeys.newKey()
+        let server = try await TestServer.start(config, adminKey: admin, connectionLoops: loop)
+        let store = try #require(server.application.api.media?.store)
+        let small = try store.put(MediaSamples.file(MediaSamples.png, size: 50_000), type: .png)
+        let large = try store.put(MediaSamples.file(MediaSamples.png, size: 4_000_000), type: .png)
+        let quiet = try RawHTTP.connected(server.port)
+        defer { close(quiet) }
+        let stalled = try Self.askAndReadNothing(server.port, large.name)
+        defer { close(stalled) }
+        let busy = try RawHTTP.connected(server.port)
+        defer { close(busy) }
+        let done = ManagedAtomicFlag()
+        let hog = Task.detached {
+            while !done.isSet {
+                loop.next().execute {
+                    let end = Date().addingTimeInterval(1.5)
+                    while Date() < end {}
+                }
+                try? await Task.sleep(nanoseconds: 2_000_000_000)
+            }
+        }
+        // A body sent at 1.5 KB/s (the rule asks for 1 KB in each idle time) across the loop's busy turns: the loop
+        // reads it only between them.
+        let uploading = try RawHTTP.connected(server.port)
+        defer { close(uploading) }
+        let body = Array(#"{"name":"Shop","bundle_id":"com.example.app"}"#.utf8) + [UInt8](repeating: 32, count: 10_000)
+        let head =
+            "POST /v1/apps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(admin)\r\n"
+            + "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n"
+        let upload = Task.detached { () -> String in
+            guard RawHTTP.write(uploading, Array(head.utf8)) else { return "the head was not taken" }
+            for start in stride(from: 0, to: body.count, by: 150) {
+                guard RawHTTP.write(uploading, Array(body[start..<min(start + 150, body.count)])) else {
+                    return "closed after \(start) bytes of the body"
+                }
+                usleep(100_000)
+            }
+            let answer = await RawHTTP.receive(uploading, within: 15) { $0.count >= 12 }
+            return String(decoding: answer.prefix(12), as: UTF8.self)
+        }
+        let (answers, ended) = await Self.askForMedia(busy, small.name, size: 50_000, times: 20)
+        #expect(
+            ended == nil && answers == 20,
+            "media every 100 ms on a busy loop: \(answers) answers, then \(ended ?? "kept")"
+        )
+        let uploaded = await upload.value
+        #expect(uploaded == "HTTP/1.1 201", "a body sent at 1.5 KB/s on a busy loop: \(uploaded)")
+        let ending = await Self.howItEnds(stalled, within: 10)
+        #expect(ending == "reset", "a client that read nothing of its media, on a busy loop: \(ending)")
+        #expect(await RawHTTP.closedByServer(quiet, within: 15), "an idle connection on a busy loop was kept")
+        done.set()
+        _ = await hog.value
+        try? await server.stop()
+        try await loop.shutdownGracefully()
+    }
+
+    /// The kernel's counters are read where its structure puts them: glibc's shorter `tcp_info` agrees on the
+    /// shared part, and over a real connection the bytes one side wrote are what the other received and what the
+    /// writer sees acknowledged.
+    @Test func theKernelsCountersAreReadFromTheirPlaces() async throws {
+        #if os(Linux)
+        #expect(
+            MemoryLayout<tcp_info>.offset(of: \tcp_info.tcpi_last_data_recv) == SocketProgress.lastDataReceivedOffset
+        )
+        // The 64-bit counters follow glibc's last field, the first of them 8-byte aligned.
+        #expect(MemoryLayout<tcp_info>.size == 104)
+        #expect(MemoryLayout<SocketProgress.Raw>.size > SocketProgress.bytesReceivedOffset + 8)
+        let received = NIOLockedValueBox<Channel?>(nil)
+        let listener = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .childChannelInitializer { channel in
+                received.withLockedValue { $0 = channel }
+                return channel.eventLoop.makeSucceededVoidFuture()
+            }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(listener.localAddress?.port)
+        let client = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .connect(host: "127.0.0.1", port: port).get()
+        try await client.writeAndFlush(ByteBuffer(repeating: 7, count: 100_000))
+        var sent: SocketProgress?
+        var got: SocketProgress?
+        for _ in 0..<50 {
+            sent = try await client.eventLoop.submit { SocketProgress.read(client) }.get()
+            if let server = received.withLockedValue({ $0 }) {
+                got = try await server.eventLoop.submit { SocketProgress.read(server) }.get()
+            }
+            if sent?.bytesAcknowledged ?? 0 >= 100_001, got?.bytesReceived ?? 0 >= 100_000 { break }
+            try await Task.sleep(nanoseconds: 20_000_000)
+        }
+        // The kernel counts the SYN's place in the sequence as one byte acknowledged.
+        #expect(sent?.bytesAcknowledged == 100_001, "\(String(describing: sent))")
+        #expect(got?.bytesReceived == 100_000, "\(String(describing: got))")
+        #expect((got?.lastReceivedMilliseconds ?? .max) < 5_000)
+        // Off its loop, the view is not read.
+        #expect(SocketProgress.read(client) == nil)
+        try await client.close()
+        try await listener.close()
+        #endif
+    }
+
+    /// Asks `fd` for `/media/<name>` (`size` bytes) `times` times, each answer read whole, 100 ms between them: the
+    /// answers read, and how the connection ended if it did ("closed", "errno N").
+    static func askForMedia(_ fd: Int32, _ name: String, size: Int, times: Int) async -> (Int, String?) {
+        let ask = Array("GET /media/\(name) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
+        return await offThePool { () -> (Int, String?) in
+            var wait = timeval(tv_sec: 1, tv_usec: 0)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            var answered = 0
+            var pending: [UInt8] = []
+            for _ in 0..<times {
+                guard RawHTTP.write(fd, ask) else { return (answered, "a write failed") }
+                // An answer is its head and the file: read to the end of this one (a slow moment is waited out).
+                let patience = Date().addingTimeInterval(30)
+                while true {
+                    if let head = pending.firstRange(of: Array("\r\n\r\n".utf8)),
+                        pending.count >= head.upperBound + size
+                    {
+                        pending.removeFirst(head.upperBound + size)
+                        break
+                    }
+                    let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                    if n == 0 { return (answered, "closed") }
+                    if n < 0 {
+                        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && Date() < patience { continue }
+                        return (answered, "errno \(errno)")
+                    }
+                    pending += chunk[0..<n]
+                }
+                answered += 1
+                usleep(100_000)
+            }
+            return (answered, nil)
+        }
+    }
+
+    /// A connection with a 4 KB receive buffer that asks for `/media/<name>` and reads nothing.
+    static func askAndReadNothing(_ port: Int, _ name: String) throws -> Int32 {
+        let fd = try RawHTTP.connected(port, receiveBuffer: 4096)
+        #expect(RawHTTP.write(fd, Array("GET /media/\(name) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)))
+        return fd
+    }
+
+    /// How the node ends `fd` within `seconds`, read without taking the answer's bytes into account: "reset",
+    /// "closed", "errno N" or "open".
+    static func howItEnds(_ fd: Int32, within seconds: TimeInterval) async -> String {
+        await offThePool { () -> String in
+            var wait = timeval(tv_sec: 0, tv_usec: 100_000)
+            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let end = Date().addingTimeInterval(seconds)
+            while Date() < end {
+                let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n == 0 { return "closed" }
+                if n < 0, errno != EAGAIN, errno != EWOULDBLOCK {
+                    return errno == ECONNRESET ? "reset" : "errno \(errno)"
+                }
+            }
+            return "open"
+        }
     }
 
     /// 1 s of idleness: a client asks for an answer small enough to fit in the node's socket buffer, then reads
@@ -785,11 +922,20 @@ struct TestServer {
     /// What `buildApplication` built (its backend; its sandbox, when the configuration runs one).
     let application: RichPushApplication
 
-    static func start(_ config: ServerConfiguration, adminKey: String) async throws -> TestServer {
+    static func start(
+        _ config: ServerConfiguration,
+        adminKey: String,
+        connectionLoops: (any EventLoopGroup)? = nil
+    ) async throws -> TestServer {
         var logger = Logger(label: "richpush-test")
         logger.logLevel = .critical
         let (ports, sink) = AsyncStream<Int>.makeStream()
-        let server = try await buildApplication(config, adminKey: adminKey, logger: logger) { port, _, _ in
+        let server = try await buildApplication(
+            config,
+            adminKey: adminKey,
+            logger: logger,
+            connectionLoops: connectionLoops
+        ) { port, _, _ in
             sink.yield(port)
         }
         let group = ServiceGroup(services: [server], logger: logger)

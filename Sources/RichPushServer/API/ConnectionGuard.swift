@@ -226,9 +226,16 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
         bodyCheck?.cancel()
         let seconds = max(1, Int(limits.limits.idleSeconds))
         let needed = min(Self.minBodyBytesPerSecond * seconds, bodyLeft ?? Int.max)
+        // The kernel's count too: what arrived and the loop has not read yet (it was busy) came in time.
+        let receivedBefore = SocketProgress.read(context.channel)?.bytesReceived
         bodyCheck = context.eventLoop.scheduleTask(in: idle) { [self] in
             guard readingBody else { return }
-            if bodyBytes < needed {
+            let received = SocketProgress.read(context.channel)?.bytesReceived
+            var arrived = 0
+            if let received, let receivedBefore, received > receivedBefore {
+                arrived = Int(clamping: received - receivedBefore)
+            }
+            if max(bodyBytes, arrived) < needed {
                 context.close(promise: nil)
             } else {
                 bodyBytes = 0
@@ -298,12 +305,15 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
     /// else the client reads nothing and the connection is closed. A slow reader that makes progress (a long video
     /// on a slow link) keeps it. (The answer's last bytes can wait with the channel still writable: the socket's
     /// buffer holds the rest and the writer waits for them, so writability alone never said.)
+    /// The kernel's count of what the client acknowledged counts as progress too: it moves even when the loop, busy,
+    /// has not yet heard that the socket can take more, and what waits in the channel stays as it was.
     private func scheduleStallCheck(_ context: ChannelHandlerContext, buffered: Int) {
+        let acknowledged = SocketProgress.read(context.channel)?.bytesAcknowledged
         stallCheck = context.eventLoop.scheduleTask(in: idle) { [self] in
             let now = Self.buffered(context)
             if now == 0 {
                 stallCheck = nil
-            } else if now >= buffered {
+            } else if now >= buffered, SocketProgress.read(context.channel)?.bytesAcknowledged == acknowledged {
                 Self.abort(context.channel)
             } else {
                 scheduleStallCheck(context, buffered: now)

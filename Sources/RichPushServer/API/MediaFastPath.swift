@@ -212,8 +212,13 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     var readingRequest = false
     /// Media answers written whose last byte has not left yet.
     var mediaAnswering = 0
-    /// What waited to be written at the last look while a media answer was under way (nil: not looked yet).
+    /// What waited to be written at the last look while a media answer was under way, and what the client had
+    /// acknowledged then by the kernel's count (nil: not looked yet).
     var bufferedAtLastLook: Int?
+    var acknowledgedAtLastLook: UInt64?
+    /// The last read from the socket, whatever it brought (a part or a piece of one): the kernel holds data the
+    /// loop has not read when data arrived after it.
+    var lastRead = NIODeadline.now()
     var idleCheck: Scheduled<Void>?
 
     init(store: MediaStore, idle: TimeAmount? = nil) {
@@ -254,20 +259,39 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         let answering = !readingRequest && (routed > 0 || mediaAnswering > 0 || fetching)
         guard answering else {
             bufferedAtLastLook = nil
-            if now >= lastActive + idle { return context.close(promise: nil) }
-            return scheduleIdleCheck(context: context, at: lastActive + idle)
+            acknowledgedAtLastLook = nil
+            guard now >= lastActive + idle else { return scheduleIdleCheck(context: context, at: lastActive + idle) }
+            // Data that arrived after the loop's last read waits unread (the loop was busy): a request, most
+            // likely. Looked at again once the loop has had time to read it, for one more idle time at most.
+            if now < lastActive + idle + idle, let kernel = SocketProgress.read(context.channel),
+                kernel.lastReceived(now: now) > lastRead + SocketProgress.clockSlack
+            {
+                return scheduleIdleCheck(context: context, at: now + Self.lookAgain(idle))
+            }
+            return context.close(promise: nil)
         }
         if mediaAnswering > 0, routed == 0, !fetching {
             let buffered = (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
-            if let before = bufferedAtLastLook, buffered >= before, now >= lastActive + idle {
+            // The kernel's count of what the client took: it moves even when the loop has not yet heard that the
+            // socket can take more.
+            let acknowledged = SocketProgress.read(context.channel)?.bytesAcknowledged
+            if let before = bufferedAtLastLook, buffered >= before, now >= lastActive + idle,
+                acknowledged == nil || acknowledged == acknowledgedAtLastLook
+            {
                 return ConnectionGuard.abort(context.channel)
             }
             bufferedAtLastLook = buffered
+            acknowledgedAtLastLook = acknowledged
         } else {
             bufferedAtLastLook = nil
+            acknowledgedAtLastLook = nil
         }
         scheduleIdleCheck(context: context, at: now + idle)
     }
+
+    /// How soon a rule looks again when the kernel holds what the loop has not read: a tenth of the idle time,
+    /// 100 ms at most.
+    static func lookAgain(_ idle: TimeAmount) -> TimeAmount { .nanoseconds(min(100_000_000, idle.nanoseconds / 10)) }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let part = unwrapInboundIn(data)
@@ -359,6 +383,11 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     /// The end of a read reaches the handlers after this one only when something was passed on to them: a read of
     /// media requests alone has nothing for them.
     func channelReadComplete(context: ChannelHandlerContext) {
+        if idle != nil { lastRead = .now() }
+        endOfRead(context: context)
+    }
+
+    private func endOfRead(context: ChannelHandlerContext) {
         guard passedOn else { return }
         passedOn = false
         context.fireChannelReadComplete()
@@ -376,7 +405,7 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         }
         // Outside a read, the router's side takes what was passed on only at the end of one: say it ended (when
         // anything was passed on).
-        if took { channelReadComplete(context: context) }
+        if took { endOfRead(context: context) }
         if waiting.isEmpty, !fetching, let error = heldError {
             heldError = nil
             context.fireErrorCaught(error)
@@ -563,6 +592,7 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         mediaAnswering -= 1
         lastActive = .now()
         bufferedAtLastLook = nil
+        acknowledgedAtLastLook = nil
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {

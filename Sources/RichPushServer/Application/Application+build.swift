@@ -22,12 +22,15 @@ import ServiceLifecycle
 /// ```
 ///
 /// - Parameters:
+///   - connectionLoops: the event loops the API's connections run on (the process's shared loops by default; a
+///     test that makes them busy gives loops of its own).
 ///   - onRunning: called once the listener is up, with its port, the sandbox admin port (0 without a sandbox in
 ///     this process) and the base address hosted media is served at.
 public func buildApplication(
     _ config: ServerConfiguration,
     adminKey: String,
     logger: Logger,
+    connectionLoops: (any EventLoopGroup)? = nil,
     onRunning: @escaping @Sendable (_ port: Int, _ sandboxAdminPort: Int, _ mediaBase: String) -> Void = { _, _, _ in }
 ) async throws -> RichPushApplication {
     let parts = try await ServerParts.make(config, adminKey: adminKey, logger: logger)
@@ -40,6 +43,7 @@ public func buildApplication(
         configuration: .init(address: .hostname(config.host, port: config.port), serverName: "richpush", backlog: 4096),
         services: parts.services(),
         onServerRunning: parts.whenRunning(onRunning),
+        eventLoopGroupProvider: connectionLoops.map { .shared($0) } ?? .singleton,
         logger: parts.httpLogger
     )
     return RichPushApplication(
