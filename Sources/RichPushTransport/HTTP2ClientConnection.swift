@@ -77,7 +77,8 @@ public final class HTTP2ClientConnection: Sendable {
     }
 
     let channel: Channel
-    let multiplexer: NIOHTTP2Handler.StreamMultiplexer
+    /// Used on the channel's event loop only.
+    let streams: HTTP2StreamTable
     let state: NIOLockedValueBox<HTTP2ConnectionState>
     let authority: String
     /// Set once the server's first SETTINGS frame has arrived.
@@ -85,13 +86,13 @@ public final class HTTP2ClientConnection: Sendable {
 
     init(
         channel: Channel,
-        multiplexer: NIOHTTP2Handler.StreamMultiplexer,
+        streams: HTTP2StreamTable,
         state: NIOLockedValueBox<HTTP2ConnectionState>,
         authority: String,
         ready: EventLoopFuture<Void>
     ) {
         self.channel = channel
-        self.multiplexer = multiplexer
+        self.streams = streams
         self.state = state
         self.authority = authority
         self.ready = ready
@@ -108,22 +109,22 @@ public final class HTTP2ClientConnection: Sendable {
         do {
             let initialize:
                 @Sendable (Channel) -> EventLoopFuture<
-                    (Channel, NIOHTTP2Handler.StreamMultiplexer, EventLoopFuture<Void>)
+                    (Channel, HTTP2StreamTable, EventLoopFuture<Void>)
                 > = { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(target.tlsHandler(context))
-                        let (mux, ready) = try installHTTP2(on: channel, state: state)
-                        return (channel, mux, ready)
+                        let (streams, ready) = try installHTTP2(on: channel, state: state)
+                        return (channel, streams, ready)
                     }
                 }
-            let (channel, multiplexer, ready) = try await target.connect(
+            let (channel, streams, ready) = try await target.connect(
                 group: group,
                 timeout: timeout,
                 channelInitializer: initialize
             )
             return try await started(
                 channel: channel,
-                multiplexer: multiplexer,
+                streams: streams,
                 state: state,
                 ready: ready,
                 target: target,
@@ -135,9 +136,6 @@ public final class HTTP2ClientConnection: Sendable {
             throw TransportError.connectFailed("\(target.host):\(target.port): \(error)")
         }
     }
-
-    /// How long a stream whose request timed out stays open for its answer before it is reset.
-    static let lateAnswerGrace: TimeAmount = .seconds(5)
 
     /// The HTTP/2 handler's settings. A request that times out resets its stream, and its answer may still come:
     /// RFC 9113 (section 5.1, "closed") has the client ignore frames on a stream it reset. The handler ignores them on
@@ -151,28 +149,27 @@ public final class HTTP2ClientConnection: Sendable {
         return c
     }
 
-    /// The HTTP/2 client handlers, after TLS: called on the channel's event loop. Returns the multiplexer and the
-    /// future of the server's first SETTINGS.
+    /// The HTTP/2 client handlers, after TLS: called on the channel's event loop. Returns the table of streams and
+    /// the future of the server's first SETTINGS.
     static func installHTTP2(
         on channel: Channel,
         state: NIOLockedValueBox<HTTP2ConnectionState>
-    ) throws -> (NIOHTTP2Handler.StreamMultiplexer, EventLoopFuture<Void>) {
-        try channel.pipeline.syncOperations.addHandler(FlushCoalescer())
+    ) throws -> (HTTP2StreamTable, EventLoopFuture<Void>) {
         let readyPromise = channel.eventLoop.makePromise(of: Void.self)
-        let mux = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
-            mode: .client,
-            connectionConfiguration: clientConfiguration,
-            streamConfiguration: .init(),
-            inboundStreamInitializer: { $0.eventLoop.makeSucceededVoidFuture() }
-        )
-        try channel.pipeline.syncOperations.addHandler(ConnectionObserver(state: state, ready: readyPromise))
-        return (mux, readyPromise.futureResult)
+        let streams = HTTP2StreamTable(connectionState: state)
+        try channel.pipeline.syncOperations.addHandlers([
+            FlushCoalescer(),
+            NIOHTTP2Handler(mode: .client, connectionConfiguration: clientConfiguration, streamConfiguration: .init()),
+            streams,
+            ConnectionObserver(state: state, ready: readyPromise),
+        ])
+        return (streams, readyPromise.futureResult)
     }
 
     /// The connection once its server's SETTINGS came (the channel closed if they do not come within `timeout`).
     static func started(
         channel: Channel,
-        multiplexer: NIOHTTP2Handler.StreamMultiplexer,
+        streams: HTTP2StreamTable,
         state: NIOLockedValueBox<HTTP2ConnectionState>,
         ready: EventLoopFuture<Void>,
         target: Target,
@@ -180,7 +177,7 @@ public final class HTTP2ClientConnection: Sendable {
     ) async throws -> HTTP2ClientConnection {
         let connection = HTTP2ClientConnection(
             channel: channel,
-            multiplexer: multiplexer,
+            streams: streams,
             state: state,
             authority: target.authority,
             ready: ready
@@ -278,64 +275,10 @@ public final class HTTP2ClientConnection: Sendable {
         for (n, v) in request.headers { headers.add(name: n, value: v) }
         let requestHeaders = headers
         let body = request.body
-        let multiplexer = self.multiplexer
-
-        loop.execute {
-            // The timeout runs from here, not from the stream's opening: a stream that never opens (the
-            // connection closed between the check above and this turn of the loop) still ends the request.
-            let timer = loop.scheduleTask(in: timeout) { promise.fail(TransportError.timedOut) }
-            promise.futureResult.whenComplete { _ in timer.cancel() }
-            // The stream's place among those in flight is given back when the stream closes (or never opens), not
-            // when the request ends: a timed-out stream stays open a while for its answer (below).
-            let slot = StreamSlot(state: state)
-            let opened = loop.makePromise(of: Channel.self)
-            opened.futureResult.whenFailure { _ in
-                slot.release()
-                // The multiplexer could not open the stream (the connection closed or is closing): nothing was sent.
-                promise.fail(
-                    state.withLockedValue { $0.goAway }.map { .goingAway(reason: $0.reason, processed: false) }
-                        ?? TransportError.notSent
-                )
-            }
-            multiplexer.createStreamChannel(promise: opened) { stream in
-                stream.closeFuture.whenComplete { _ in slot.release() }
-                let handler = ResponseCollector(promise: promise, connectionState: state)
-                do {
-                    try stream.pipeline.syncOperations.addHandler(handler)
-                } catch {
-                    promise.fail(error)
-                    return stream.eventLoop.makeFailedFuture(error)
-                }
-                promise.futureResult.whenFailure { error in
-                    guard case TransportError.timedOut = error else { return }
-                    // A request that timed out before its stream opened is not sent. One that was sent keeps its
-                    // stream for `lateAnswerGrace`: an answer that comes meanwhile ends it as usual, and only a stream
-                    // still open then is reset. Reset at once, a burst of timeouts (a service slow for a moment)
-                    // sent a burst of RST_STREAM, which a server may take for the rapid-reset attack (CVE-2023-44487)
-                    // and answer with GOAWAY: one of the same HTTP/2 library does after 200 in 30 s.
-                    guard slot.sent else {
-                        stream.close(promise: nil)
-                        return
-                    }
-                    let reset = stream.eventLoop.scheduleTask(in: Self.lateAnswerGrace) { stream.close(promise: nil) }
-                    stream.closeFuture.whenComplete { _ in reset.cancel() }
-                }
-                let hasBody = body.map { $0.readableBytes > 0 } ?? false
-                stream.write(
-                    HTTP2Frame.FramePayload.headers(.init(headers: requestHeaders, endStream: !hasBody)),
-                    promise: nil
-                )
-                if let body, hasBody {
-                    stream.write(
-                        HTTP2Frame.FramePayload.data(.init(data: .byteBuffer(body), endStream: true)),
-                        promise: nil
-                    )
-                }
-                stream.flush()
-                slot.sent = true
-                return stream.eventLoop.makeSucceededVoidFuture()
-            }
-        }
+        let streams = self.streams
+        // The timeout runs from that turn of the loop: a request the connection cannot take (it closed meanwhile)
+        // ends at once. The stream's place among those in flight is given back when it leaves the table.
+        loop.execute { streams.open(headers: requestHeaders, body: body, timeout: timeout, promise: promise) }
         return promise.futureResult
     }
 
@@ -430,125 +373,6 @@ final class ConnectionObserver: ChannelInboundHandler, @unchecked Sendable {
         }
         for p in pendingPings { p.fail(TransportError.connectionClosed) }
         pendingPings.removeAll()
-    }
-}
-
-/// A request's place among its connection's streams in flight, given back once (by the stream that closed, or by the
-/// stream that never opened), and whether the request was written.
-final class StreamSlot: @unchecked Sendable {
-    // @unchecked: used on its connection's event loop only.
-    private let state: NIOLockedValueBox<HTTP2ConnectionState>
-    private var released = false
-    /// Whether the request was written on its stream.
-    var sent = false
-
-    init(state: NIOLockedValueBox<HTTP2ConnectionState>) { self.state = state }
-
-    func release() {
-        guard !released else { return }
-        released = true
-        _ = state.withLockedValue { $0.streamEnded() }.orAssert()
-    }
-}
-
-/// Collects one stream's response.
-final class ResponseCollector: ChannelInboundHandler, @unchecked Sendable {
-    // @unchecked: lives on its stream channel's event loop.
-    typealias InboundIn = HTTP2Frame.FramePayload
-
-    let promise: EventLoopPromise<H2Response>
-    let connectionState: NIOLockedValueBox<HTTP2ConnectionState>
-    var status = 0
-    var headers = HPACKHeaders()
-    var body: ByteBuffer?
-    var done = false
-
-    init(promise: EventLoopPromise<H2Response>, connectionState: NIOLockedValueBox<HTTP2ConnectionState>) {
-        self.promise = promise
-        self.connectionState = connectionState
-    }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !done else { return }
-        switch unwrapInboundIn(data) {
-        case .headers(let h):
-            if let s = h.headers.first(name: ":status") {
-                // A provider's answer is input: a status that is not a three-digit HTTP status ends the request.
-                guard s.utf8.count == 3, let code = Int(s), (100...599).contains(code) else {
-                    return abandon(.malformedResponse(":status \(s.prefix(16))"), context: context)
-                }
-                if code >= 200 || status == 0 { status = code }
-                headers = h.headers
-            } else if status == 0 {
-                return abandon(.malformedResponse("headers without :status"), context: context)
-            } else {
-                headers.add(contentsOf: h.headers)  // trailers
-            }
-            if h.endStream { complete() }
-        case .data(let d):
-            if case .byteBuffer(var b) = d.data {
-                // Bounded: APNs and FCM answer in a few hundred bytes; a body past the limit is not read further.
-                guard (body?.readableBytes ?? 0) + b.readableBytes <= HTTP2ClientConnection.maxResponseBytes else {
-                    return abandon(.responseTooLarge(limit: HTTP2ClientConnection.maxResponseBytes), context: context)
-                }
-                if body == nil { body = b } else { body!.writeBuffer(&b) }
-            }
-            if d.endStream { complete() }
-        case .rstStream(let code):
-            fail(closureError(code, context: context))
-        default:
-            break
-        }
-    }
-
-    private func complete() {
-        guard !done else { return }
-        done = true
-        guard (200...599).contains(status) else {
-            // Ended after an informational answer, or without one.
-            promise.fail(TransportError.malformedResponse("no final status"))
-            return
-        }
-        promise.succeed(H2Response(status: status, headers: headers, body: body))
-    }
-
-    /// Fails the request and resets its stream, dropping what arrived.
-    private func abandon(_ error: TransportError, context: ChannelHandlerContext) {
-        body = nil
-        fail(error)
-        context.close(promise: nil)
-    }
-
-    private func fail(_ error: TransportError) {
-        guard !done else { return }
-        done = true
-        promise.fail(error)
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: Error) {
-        if let closed = error as? NIOHTTP2Errors.StreamClosed {
-            fail(closureError(closed.errorCode, context: context))
-        } else {
-            fail(goAwayError(context) ?? .connectionClosed)
-        }
-        context.close(promise: nil)
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        if !done { fail(goAwayError(context) ?? .connectionClosed) }
-        context.fireChannelInactive()
-    }
-
-    /// After GOAWAY, a stream above the server's last processed id was not processed, whatever closed it.
-    private func goAwayError(_ context: ChannelHandlerContext) -> TransportError? {
-        guard let g = connectionState.withLockedValue({ $0.goAway }) else { return nil }
-        let streamID = (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)).map { Int($0) }
-        return .goingAway(reason: g.reason, processed: streamID.map { $0 <= g.lastStreamID } ?? false)
-    }
-
-    private func closureError(_ code: HTTP2ErrorCode, context: ChannelHandlerContext) -> TransportError {
-        if code == .refusedStream { return .streamRefused }
-        return goAwayError(context) ?? .streamReset(code: Int(code.networkCode))
     }
 }
 

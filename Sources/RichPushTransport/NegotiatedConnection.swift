@@ -44,11 +44,11 @@ public enum NegotiatedConnection: Sendable {
             let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
             defer { deadline.cancel() }
             switch try await chosen.get() {
-            case let .http2(mux, ready, state):
+            case let .http2(streams, ready, state):
                 return .http2(
                     try await HTTP2ClientConnection.started(
                         channel: channel,
-                        multiplexer: mux,
+                        streams: streams,
                         state: state,
                         ready: ready,
                         target: target,
@@ -74,7 +74,7 @@ final class ProtocolChoice: ChannelInboundHandler, RemovableChannelHandler, @unc
     typealias InboundIn = NIOAny
 
     enum Chosen: Sendable {
-        case http2(NIOHTTP2Handler.StreamMultiplexer, EventLoopFuture<Void>, NIOLockedValueBox<HTTP2ConnectionState>)
+        case http2(HTTP2StreamTable, EventLoopFuture<Void>, NIOLockedValueBox<HTTP2ConnectionState>)
         case http1(HTTP1ClientConnection)
     }
 
@@ -93,8 +93,8 @@ final class ProtocolChoice: ChannelInboundHandler, RemovableChannelHandler, @unc
             do {
                 if negotiatedProtocol == "h2" {
                     let state = NIOLockedValueBox(HTTP2ConnectionState())
-                    let (mux, ready) = try HTTP2ClientConnection.installHTTP2(on: context.channel, state: state)
-                    chosen.succeed(.http2(mux, ready, state))
+                    let (streams, ready) = try HTTP2ClientConnection.installHTTP2(on: context.channel, state: state)
+                    chosen.succeed(.http2(streams, ready, state))
                 } else {
                     chosen.succeed(.http1(try HTTP1ClientConnection.install(on: context.channel, authority: authority)))
                 }

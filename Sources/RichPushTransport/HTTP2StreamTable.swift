@@ -1,0 +1,333 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+
+/// The requests in flight on one HTTP/2 connection, by stream id, on the connection's own pipeline (after the
+/// HTTP/2 handler): a request is a HEADERS frame (and a DATA frame with its body) written with the next odd stream
+/// id, and its answer's frames are routed here to its ``ResponseCollector``. A request costs a table entry, not a
+/// channel of its own: a stream channel per request, with its pipeline and handler, was about 30 % of a sending
+/// client's CPU.
+///
+/// What the stream channels did is done here:
+/// - the connection's receive window is given back as DATA is read (half the window at a time), and so is each
+///   stream's while its answer stays under the response bound;
+/// - a stream the HTTP/2 handler closes (RST_STREAM, a stream error, GOAWAY above the last processed id) fails its
+///   request with the reason;
+/// - a request abandoned (its answer too large or malformed) resets its stream (RST_STREAM CANCEL);
+/// - a request that times out fails at once, and its stream stays open ``lateAnswerGrace`` for its answer, then is
+///   reset (one the HTTP/2 handler still holds for a free stream is dropped unsent then): reset at once,
+///   a burst of timeouts (a service slow for a moment) is a burst of RST_STREAM, which a server may take for the
+///   rapid-reset attack (CVE-2023-44487) and answer with GOAWAY, as one of the same HTTP/2 library does after 200 in
+///   30 s;
+/// - a stream's place among the connection's streams in flight is given back when it leaves the table (answered,
+///   reset, or closed with the connection), not when its request ends;
+/// - frames on the connection itself (SETTINGS, GOAWAY, PING) go on to the handler after this one.
+final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @unchecked Sendable {
+    // @unchecked: lives on its channel's event loop; requests reach it through `open`, called on that loop.
+    typealias InboundIn = HTTP2Frame
+    typealias InboundOut = HTTP2Frame
+    typealias OutboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
+
+    /// HTTP/2's initial window (RFC 9113, 6.9.2), which neither side changes here: the connection's and each
+    /// stream's receive window.
+    static let window = 65_535
+
+    /// How long a stream whose request timed out stays open for its answer before it is reset.
+    static let lateAnswerGrace: TimeAmount = .seconds(5)
+
+    let connectionState: NIOLockedValueBox<HTTP2ConnectionState>
+    private var context: ChannelHandlerContext?
+    private var streams: [HTTP2StreamID: Entry] = [:]
+    /// The id the next request takes (odd: the client's).
+    private var nextStreamID = 1
+    /// DATA read on the connection since its window was last given back.
+    private var connectionUnacknowledged = 0
+    private var closed = false
+
+    final class Entry {
+        let collector: ResponseCollector
+        var timer: Scheduled<Void>?
+        /// DATA read on this stream since its window was last given back.
+        var unacknowledged = 0
+        init(_ collector: ResponseCollector) { self.collector = collector }
+    }
+
+    init(connectionState: NIOLockedValueBox<HTTP2ConnectionState>) {
+        self.connectionState = connectionState
+    }
+
+    /// Streams in the table now (answers awaited, and timed-out ones waiting out their grace).
+    var count: Int { streams.count }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        failAll()
+        self.context = nil
+    }
+
+    /// Sends one request that ``HTTP2ConnectionState/admit()`` let through; `promise` gets its answer. On the
+    /// channel's event loop.
+    func open(
+        headers: HPACKHeaders,
+        body: ByteBuffer?,
+        timeout: TimeAmount,
+        promise: EventLoopPromise<H2Response>
+    ) {
+        guard let context, !closed else {
+            streamGone()
+            promise.fail(notSentError())
+            return
+        }
+        guard nextStreamID <= Int(Int32.max) else {
+            // Every stream id of the connection is spent: no request goes on it, and the pool opens another.
+            connectionState.withLockedValue { $0.goAwayReceived(lastStreamID: Int(Int32.max), reason: nil) }
+            streamGone()
+            promise.fail(notSentError())
+            return
+        }
+        let id = HTTP2StreamID(nextStreamID)
+        nextStreamID += 2
+        let entry = Entry(ResponseCollector(promise: promise))
+        streams[id] = entry
+        entry.timer = context.eventLoop.assumeIsolated().scheduleTask(in: timeout) { self.timedOut(id) }
+        let hasBody = body.map { $0.readableBytes > 0 } ?? false
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.write(
+            wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: headers, endStream: !hasBody)))),
+            promise: written
+        )
+        if let body, hasBody {
+            context.write(
+                wrapOutboundOut(
+                    HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))
+                ),
+                promise: nil
+            )
+        }
+        context.flush()
+        written.futureResult.assumeIsolated().whenFailure { _ in
+            // The HTTP/2 handler would not open the stream (the connection closed or is going away): nothing was
+            // sent.
+            self.end(id, failing: self.notSentError(), reset: false)
+        }
+    }
+
+    /// The request timed out: it fails now, and its stream waits out its grace for the answer.
+    private func timedOut(_ id: HTTP2StreamID) {
+        guard let entry = streams[id], let context else { return }
+        entry.collector.fail(.timedOut)
+        entry.timer = context.eventLoop.assumeIsolated().scheduleTask(in: Self.lateAnswerGrace) {
+            self.end(id, failing: .timedOut, reset: true)
+        }
+    }
+
+    /// Why a request was not sent: the server's GOAWAY if one came.
+    private func notSentError() -> TransportError {
+        connectionState.withLockedValue { $0.goAway }.map { .goingAway(reason: $0.reason, processed: false) }
+            ?? TransportError.notSent
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        let frame = unwrapInboundIn(data)
+        guard frame.streamID != .rootStream else { return context.fireChannelRead(data) }
+        if case .data(let d) = frame.payload {
+            giveBackConnectionWindow(d.windowBytes, context: context)
+        }
+        guard let entry = streams[frame.streamID] else { return }
+        switch entry.collector.read(frame.payload) {
+        case .reading:
+            if case .data(let d) = frame.payload {
+                entry.unacknowledged += d.windowBytes
+                if entry.unacknowledged >= Self.window / 2 {
+                    context.write(
+                        wrapOutboundOut(
+                            HTTP2Frame(
+                                streamID: frame.streamID,
+                                payload: .windowUpdate(windowSizeIncrement: entry.unacknowledged)
+                            )
+                        ),
+                        promise: nil
+                    )
+                    entry.unacknowledged = 0
+                    context.flush()
+                }
+            }
+        case .ended:
+            remove(frame.streamID)
+        case .abandoned(let error):
+            end(frame.streamID, failing: error, reset: true)
+        case .reset(let code):
+            end(frame.streamID, failing: closureError(code, frame.streamID), reset: false)
+        }
+    }
+
+    /// The connection's window, given back once half of it was read (on every stream, ours or not).
+    private func giveBackConnectionWindow(_ bytes: Int, context: ChannelHandlerContext) {
+        connectionUnacknowledged += bytes
+        guard connectionUnacknowledged >= Self.window / 2 else { return }
+        context.write(
+            wrapOutboundOut(
+                HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionUnacknowledged))
+            ),
+            promise: nil
+        )
+        connectionUnacknowledged = 0
+        context.flush()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let closed = event as? StreamClosedEvent, streams[closed.streamID] != nil {
+            // Closed by the HTTP/2 handler before its answer ended: reset by the server, a stream error, or GOAWAY.
+            end(
+                closed.streamID,
+                failing: closed.reason.map { closureError($0, closed.streamID) }
+                    ?? .malformedResponse("no final status"),
+                reset: false
+            )
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        failAll()
+        context.fireChannelInactive()
+    }
+
+    private func failAll() {
+        closed = true
+        let open = streams
+        streams.removeAll()
+        for (id, entry) in open {
+            entry.timer?.cancel()
+            entry.collector.fail(goAwayError(id) ?? .connectionClosed)
+            streamGone()
+        }
+    }
+
+    /// Ends a stream still in the table: fails its request (if it has not ended), and resets the stream if asked.
+    private func end(_ id: HTTP2StreamID, failing error: TransportError, reset: Bool) {
+        guard let entry = remove(id) else { return }
+        entry.collector.fail(error)
+        if reset, let context {
+            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+        }
+    }
+
+    @discardableResult
+    private func remove(_ id: HTTP2StreamID) -> Entry? {
+        guard let entry = streams.removeValue(forKey: id) else { return nil }
+        entry.timer?.cancel()
+        streamGone()
+        return entry
+    }
+
+    /// A stream's place among those in flight is free again.
+    private func streamGone() {
+        _ = connectionState.withLockedValue { $0.streamEnded() }.orAssert()
+    }
+
+    /// After GOAWAY, a stream above the server's last processed id was not processed, whatever closed it.
+    private func goAwayError(_ id: HTTP2StreamID) -> TransportError? {
+        guard let g = connectionState.withLockedValue({ $0.goAway }) else { return nil }
+        return .goingAway(reason: g.reason, processed: Int(id) <= g.lastStreamID)
+    }
+
+    private func closureError(_ code: HTTP2ErrorCode, _ id: HTTP2StreamID) -> TransportError {
+        if code == .refusedStream { return .streamRefused }
+        return goAwayError(id) ?? .streamReset(code: Int(code.networkCode))
+    }
+}
+
+/// Collects one stream's response, frame by frame; says when the stream has ended, or why the request is abandoned.
+/// A request that already failed (it timed out) still reads its late answer to its end, so that its stream leaves
+/// the table when the server ends it.
+final class ResponseCollector {
+    let promise: EventLoopPromise<H2Response>
+    var status = 0
+    var headers = HPACKHeaders()
+    var body: ByteBuffer?
+    /// The promise has its result.
+    var done = false
+
+    init(promise: EventLoopPromise<H2Response>) { self.promise = promise }
+
+    enum Step {
+        case reading
+        /// The stream has ended (the promise has its answer, or had its failure).
+        case ended
+        /// The answer cannot be taken: the request fails with this and its stream is reset.
+        case abandoned(TransportError)
+        /// The server reset the stream with this code.
+        case reset(HTTP2ErrorCode)
+    }
+
+    func read(_ payload: HTTP2Frame.FramePayload) -> Step {
+        if done {
+            // A late answer to a request that failed: only its end matters.
+            switch payload {
+            case .headers(let h) where h.endStream: return .ended
+            case .data(let d) where d.endStream: return .ended
+            case .rstStream(let code): return .reset(code)
+            default: return .reading
+            }
+        }
+        switch payload {
+        case .headers(let h):
+            if let s = h.headers.first(name: ":status") {
+                // A provider's answer is input: a status that is not a three-digit HTTP status ends the request.
+                guard s.utf8.count == 3, let code = Int(s), (100...599).contains(code) else {
+                    return .abandoned(.malformedResponse(":status \(s.prefix(16))"))
+                }
+                if code >= 200 || status == 0 { status = code }
+                headers = h.headers
+            } else if status == 0 {
+                return .abandoned(.malformedResponse("headers without :status"))
+            } else {
+                headers.add(contentsOf: h.headers)  // trailers
+            }
+            if h.endStream { return complete() }
+        case .data(let d):
+            if case .byteBuffer(var b) = d.data {
+                // Bounded: APNs and FCM answer in a few hundred bytes; a body past the limit is not read further.
+                guard (body?.readableBytes ?? 0) + b.readableBytes <= HTTP2ClientConnection.maxResponseBytes else {
+                    body = nil
+                    return .abandoned(.responseTooLarge(limit: HTTP2ClientConnection.maxResponseBytes))
+                }
+                if body == nil { body = b } else { body!.writeBuffer(&b) }
+            }
+            if d.endStream { return complete() }
+        case .rstStream(let code):
+            return .reset(code)
+        default:
+            break
+        }
+        return .reading
+    }
+
+    private func complete() -> Step {
+        done = true
+        guard (200...599).contains(status) else {
+            // Ended after an informational answer, or without one.
+            promise.fail(TransportError.malformedResponse("no final status"))
+            return .ended
+        }
+        promise.succeed(H2Response(status: status, headers: headers, body: body))
+        return .ended
+    }
+
+    func fail(_ error: TransportError) {
+        guard !done else { return }
+        done = true
+        body = nil
+        promise.fail(error)
+    }
+}
+
+extension HTTP2Frame.FramePayload.Data {
+    /// What the frame takes of the receive windows: its data, its padding and the padding's length byte
+    /// (RFC 9113, 6.1).
+    var windowBytes: Int { data.readableBytes + (paddingBytes.map { $0 + 1 } ?? 0) }
+}

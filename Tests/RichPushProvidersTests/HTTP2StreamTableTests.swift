@@ -1,0 +1,181 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
+import NIOHPACK
+import NIOHTTP2
+import Testing
+
+@testable import RichPushTransport
+
+/// The table of a connection's streams, on its own: ids, answers, windows given back, resets, and what a request
+/// that ends with the connection learns of GOAWAY.
+@Suite struct HTTP2StreamTableTests {
+    struct Setup {
+        let channel = EmbeddedChannel()
+        let state = NIOLockedValueBox(HTTP2ConnectionState())
+        let table: HTTP2StreamTable
+
+        init() throws {
+            table = HTTP2StreamTable(connectionState: state)
+            try channel.pipeline.syncOperations.addHandler(table)
+            _ = state.withLockedValue { $0.settingsReceived(maxConcurrentStreams: 100) }
+        }
+
+        /// A request as the connection sends one: admitted (counted in flight), then opened in the table.
+        func send(timeout: TimeAmount = .seconds(30)) -> EventLoopFuture<H2Response> {
+            let promise = channel.eventLoop.makePromise(of: H2Response.self)
+            switch state.withLockedValue({ $0.admit() }) {
+            case .success(.send): break
+            case .success(.goingAway(let reason)):
+                promise.fail(TransportError.goingAway(reason: reason, processed: false))
+                return promise.futureResult
+            default:
+                promise.fail(TransportError.connectionClosed)
+                return promise.futureResult
+            }
+            var headers = HPACKHeaders()
+            headers.add(name: ":method", value: "POST")
+            table.open(
+                headers: headers,
+                body: ByteBuffer(string: "{}"),
+                timeout: timeout,
+                promise: promise
+            )
+            return promise.futureResult
+        }
+
+        /// The frames written since the last look.
+        func written() throws -> [HTTP2Frame] {
+            var frames: [HTTP2Frame] = []
+            while let f = try channel.readOutbound(as: HTTP2Frame.self) { frames.append(f) }
+            return frames
+        }
+
+        func answer(_ id: Int, status: String = "200", data: ByteBuffer? = nil, end: Bool = true) throws {
+            var h = HPACKHeaders()
+            h.add(name: ":status", value: status)
+            try channel.writeInbound(
+                HTTP2Frame(
+                    streamID: HTTP2StreamID(id),
+                    payload: .headers(.init(headers: h, endStream: data == nil && end))
+                )
+            )
+            if let data {
+                try channel.writeInbound(
+                    HTTP2Frame(
+                        streamID: HTTP2StreamID(id),
+                        payload: .data(.init(data: .byteBuffer(data), endStream: end))
+                    )
+                )
+            }
+        }
+    }
+
+    @Test func requestsTakeOddIdsInOrderAndEachGetsItsOwnAnswer() throws {
+        let s = try Setup()
+        let a = s.send()
+        let b = s.send()
+        let frames = try s.written()
+        #expect(frames.map { Int($0.streamID) } == [1, 1, 3, 3])  // HEADERS and DATA of each
+        try s.answer(3, status: "410", data: ByteBuffer(string: #"{"reason":"Unregistered"}"#))
+        try s.answer(1)
+        #expect(try a.wait().status == 200)
+        let second = try b.wait()
+        #expect(second.status == 410 && second.body.map { String(buffer: $0) } == #"{"reason":"Unregistered"}"#)
+    }
+
+    @Test func readWindowsAreGivenBackAndAnAnswerPastTheBoundResetsItsStream() throws {
+        let s = try Setup()
+        let big = s.send()
+        _ = try s.written()
+        // 40,000 bytes: past half of both windows, so both are given back.
+        try s.answer(1, data: ByteBuffer(repeating: 0x61, count: 40_000), end: false)
+        let updates = try s.written().compactMap { f -> (Int, Int)? in
+            if case .windowUpdate(let n) = f.payload { return (Int(f.streamID), n) }
+            return nil
+        }
+        #expect(updates.map(\.0).sorted() == [0, 1] && updates.allSatisfy { $0.1 == 40_000 })
+        // 30,000 more passes the 64 KB bound: abandoned, its stream reset.
+        try s.channel.writeInbound(
+            HTTP2Frame(
+                streamID: 1,
+                payload: .data(.init(data: .byteBuffer(ByteBuffer(repeating: 0x61, count: 30_000))))
+            )
+        )
+        #expect(throws: TransportError.responseTooLarge(limit: HTTP2ClientConnection.maxResponseBytes)) {
+            try big.wait()
+        }
+        #expect(
+            try s.written().contains { f in if case .rstStream(.cancel) = f.payload { f.streamID == 1 } else { false } }
+        )
+        // DATA on a stream no longer in the table still counts against the connection's window.
+        try s.channel.writeInbound(
+            HTTP2Frame(
+                streamID: 1,
+                payload: .data(.init(data: .byteBuffer(ByteBuffer(repeating: 0x61, count: 10_000))))
+            )
+        )
+        #expect(
+            try s.written().contains { f in
+                if case .windowUpdate = f.payload { f.streamID == .rootStream } else { false }
+            }
+        )
+    }
+
+    /// A request that times out fails at once; its stream stays in the table, counted in flight, for its answer:
+    /// one that comes within the grace ends it with no reset, and one that does not come has the stream reset then.
+    @Test func aTimedOutRequestsStreamWaitsForItsAnswerThenIsReset() throws {
+        let s = try Setup()
+        let answeredLate = s.send(timeout: .milliseconds(100))
+        let neverAnswered = s.send(timeout: .milliseconds(100))
+        _ = try s.written()
+        s.channel.embeddedEventLoop.advanceTime(by: .milliseconds(150))
+        #expect(throws: TransportError.timedOut) { try answeredLate.wait() }
+        #expect(throws: TransportError.timedOut) { try neverAnswered.wait() }
+        // No reset yet: both streams wait, still in flight.
+        #expect(try s.written().isEmpty)
+        #expect(s.table.count == 2 && s.state.withLockedValue { $0.inFlight } == 2)
+        // The late answer, HEADERS then DATA: the stream leaves at its end.
+        try s.answer(1, data: ByteBuffer(string: "{}"), end: true)
+        #expect(s.table.count == 1 && s.state.withLockedValue { $0.inFlight } == 1)
+        s.channel.embeddedEventLoop.advanceTime(by: HTTP2StreamTable.lateAnswerGrace)
+        let resets = try s.written().filter { f in if case .rstStream(.cancel) = f.payload { true } else { false } }
+        #expect(resets.map { Int($0.streamID) } == [3])
+        #expect(s.table.count == 0 && s.state.withLockedValue { $0.inFlight } == 0)
+        try s.answer(3)  // after the reset: dropped
+    }
+
+    /// Every request admitted gives its place back once, however it ends: answered, refused by a closed table.
+    @Test func eachRequestGivesItsPlaceBackOnce() throws {
+        let s = try Setup()
+        let answered = s.send()
+        _ = try s.written()
+        #expect(s.state.withLockedValue { $0.inFlight } == 1)
+        try s.answer(1)
+        #expect(try answered.wait().status == 200)
+        #expect(s.state.withLockedValue { $0.inFlight } == 0)
+        s.channel.pipeline.fireChannelInactive()
+        #expect(throws: TransportError.notSent) { try s.send().wait() }
+        #expect(s.state.withLockedValue { $0.inFlight } == 0)
+    }
+
+    @Test func closedStreamsAndTheConnectionsEndSayWhetherTheServerProcessedTheRequest() throws {
+        let s = try Setup()
+        let refused = s.send()
+        let reset = s.send()
+        let processed = s.send()
+        let notProcessed = s.send()
+        _ = try s.written()
+        s.channel.pipeline.fireUserInboundEventTriggered(StreamClosedEvent(streamID: 1, reason: .refusedStream))
+        try s.channel.writeInbound(HTTP2Frame(streamID: 3, payload: .rstStream(.internalError)))
+        #expect(throws: TransportError.streamRefused) { try refused.wait() }
+        #expect(throws: TransportError.streamReset(code: 2)) { try reset.wait() }
+        // GOAWAY with stream 5 the last processed, then the connection ends.
+        s.state.withLockedValue { $0.goAwayReceived(lastStreamID: 5, reason: "Shutdown") }
+        s.channel.pipeline.fireChannelInactive()
+        #expect(throws: TransportError.goingAway(reason: "Shutdown", processed: true)) { try processed.wait() }
+        #expect(throws: TransportError.goingAway(reason: "Shutdown", processed: false)) { try notProcessed.wait() }
+        // Nothing is sent on a table whose connection ended.
+        #expect(throws: TransportError.goingAway(reason: "Shutdown", processed: false)) { try s.send().wait() }
+    }
+}
