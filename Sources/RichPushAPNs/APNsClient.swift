@@ -115,7 +115,8 @@ public final class APNsClient: Sendable {
         headers: [(String, String)],
         body: ByteBuffer
     ) async throws(APNsFailure) -> APNsDelivery {
-        let response = try await perform(method: "POST", path: path, headers: headers, body: body)
+        // The path names one device: not kept in the connection's HPACK table.
+        let response = try await perform(method: "POST", path: path, headers: headers, body: body, indexesPath: false)
         return APNsDelivery(
             apnsID: response.headers.first(name: "apns-id"),
             uniqueID: response.headers.first(name: "apns-unique-id")
@@ -128,7 +129,8 @@ public final class APNsClient: Sendable {
         method: String,
         path: String,
         headers: [(String, String)],
-        body: ByteBuffer?
+        body: ByteBuffer?,
+        indexesPath: Bool = true
     ) async throws(APNsFailure) -> H2Response {
         var tokenRetried = false
         while true {
@@ -145,7 +147,7 @@ public final class APNsClient: Sendable {
                             )
                         )
                     }
-                    return H2Request(method: method, path: path, headers: h, body: body)
+                    return H2Request(method: method, path: path, headers: h, body: body, indexesPath: indexesPath)
                 }
             } catch let error as TransportError {
                 throw APNsFailure(transport: error, retry: error == .shutDown ? .never : .retry)

@@ -264,22 +264,25 @@ public final class HTTP2ClientConnection: Sendable {
             promise.fail(TransportError.connectionClosed)
             return promise.futureResult
         }
-        let state = self.state
-
-        var headers = HPACKHeaders()
-        headers.reserveCapacity(request.headers.count + 4)
-        headers.add(name: ":method", value: request.method)
-        headers.add(name: ":scheme", value: "https")
-        headers.add(name: ":path", value: request.path)
-        headers.add(name: ":authority", value: authority)
-        for (n, v) in request.headers { headers.add(name: n, value: v) }
-        let requestHeaders = headers
+        let requestHeaders = Self.headers(of: request, authority: authority)
         let body = request.body
         let streams = self.streams
         // The timeout runs from that turn of the loop: a request the connection cannot take (it closed meanwhile)
         // ends at once. The stream's place among those in flight is given back when it leaves the table.
         loop.execute { streams.open(headers: requestHeaders, body: body, timeout: timeout, promise: promise) }
         return promise.futureResult
+    }
+
+    /// The request's HEADERS: the pseudo-headers, then its own.
+    static func headers(of request: H2Request, authority: String) -> HPACKHeaders {
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(request.headers.count + 4)
+        headers.add(name: ":method", value: request.method)
+        headers.add(name: ":scheme", value: "https")
+        headers.add(name: ":path", value: request.path, indexing: request.indexesPath ? .indexable : .nonIndexable)
+        headers.add(name: ":authority", value: authority)
+        for (n, v) in request.headers { headers.add(name: n, value: v) }
+        return headers
     }
 
     public func send(_ request: H2Request, timeout: TimeAmount) async throws -> H2Response {

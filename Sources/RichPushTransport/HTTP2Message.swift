@@ -7,12 +7,24 @@ public struct H2Request: Sendable {
     public var path: String
     public var headers: [(String, String)]
     public var body: ByteBuffer?
+    /// Whether `:path` may enter the connection's HPACK table (RFC 7541, 7.1: a value that will not come again is
+    /// better not indexed). A path naming one device (APNs' `/3/device/<token>`, a Web Push subscription's) is
+    /// never sent twice on a connection: indexed, each one pushed a useful entry (the provider token, the topic) out
+    /// of the table, and the encoder compared every later header with a table full of such paths.
+    public var indexesPath: Bool
 
-    public init(method: String = "POST", path: String, headers: [(String, String)], body: ByteBuffer?) {
+    public init(
+        method: String = "POST",
+        path: String,
+        headers: [(String, String)],
+        body: ByteBuffer?,
+        indexesPath: Bool = true
+    ) {
         self.method = method
         self.path = path
         self.headers = headers
         self.body = body
+        self.indexesPath = indexesPath
     }
 }
 

@@ -178,4 +178,25 @@ import Testing
         // Nothing is sent on a table whose connection ended.
         #expect(throws: TransportError.goingAway(reason: "Shutdown", processed: false)) { try s.send().wait() }
     }
+
+    /// A path that names one device is sent without entering the connection's HPACK table; the rest of the
+    /// request's headers (the provider token, the topic: the same on every request) may enter it.
+    @Test func aDevicesPathIsNotIndexed() {
+        let request = H2Request(
+            path: "/3/device/abc",
+            headers: [("apns-topic", "com.example.app")],
+            body: nil,
+            indexesPath: false
+        )
+        let headers = HTTP2ClientConnection.headers(of: request, authority: "api.push.apple.com")
+        let indexing = Dictionary(uniqueKeysWithValues: headers.map { ($0.name, $0.indexable) })
+        #expect(indexing[":path"] == .nonIndexable)
+        #expect(indexing["apns-topic"] == .indexable && indexing[":authority"] == .indexable)
+        #expect(headers.map(\.name) == [":method", ":scheme", ":path", ":authority", "apns-topic"])
+        let shared = HTTP2ClientConnection.headers(
+            of: H2Request(path: "/v1/projects/p/messages:send", headers: [], body: nil),
+            authority: "x"
+        )
+        #expect(shared.first { $0.name == ":path" }?.indexable == .indexable)
+    }
 }

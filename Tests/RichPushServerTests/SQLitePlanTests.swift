@@ -94,4 +94,18 @@ import Testing
         let everyone = try await registry.search(appID: "app", matching: "", after: 0, limit: 7)
         #expect(everyone.devices.count == 7 && everyone.next != nil)
     }
+
+    /// A list named in `IN (…)` is padded with its last value to a power of two, so that its statements take a few
+    /// shapes; the values and their order stay, and a list of 1,024 or more is left as it is.
+    @Test func listsInINArePaddedToAFewShapes() {
+        #expect([Int64]().paddedForIN().isEmpty)
+        #expect([7].paddedForIN() == [7])
+        #expect([1, 2, 3].paddedForIN() == [1, 2, 3, 3])
+        let claim = Array(Int64(1)...500)
+        #expect(claim.paddedForIN().count == 512 && Array(claim.paddedForIN().prefix(500)) == claim)
+        #expect(Set(claim.paddedForIN().suffix(12)) == [500])
+        #expect(Array(1...1_024).paddedForIN().count == 1_024 && Array(1...1_500).paddedForIN().count == 1_500)
+        let shapes = Set((1...1_023).map { Array(repeating: 0, count: $0).paddedForIN().count })
+        #expect(shapes.count == 11)
+    }
 }

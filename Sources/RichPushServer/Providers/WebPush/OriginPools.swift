@@ -81,7 +81,8 @@ final class OriginPools: Sendable {
         let path = (encodedPath.isEmpty ? "/" : encodedPath) + (url.query(percentEncoded: true).map { "?" + $0 } ?? "")
         let body = ByteBuffer(bytes: request.body)
         let headers = request.headers.map { ($0.name, $0.value) }
-        let h2Request = H2Request(method: "POST", path: path, headers: headers, body: body)
+        // The path names one subscription: not kept in the connection's HPACK table.
+        let h2Request = H2Request(method: "POST", path: path, headers: headers, body: body, indexesPath: false)
         do {
             let response: H2Response
             switch pool {

@@ -109,6 +109,19 @@ public struct SQL: Sendable, ExpressibleByStringInterpolation, CustomStringConve
     }
 }
 
+extension Array {
+    /// These values with the last repeated up to the next power of two (1,024 at most; a longer list is as it is):
+    /// a statement that names them in `IN (…)` then takes one of a few shapes whatever the count, and a connection
+    /// can keep its compiled statement (a repeated value changes nothing in `IN`). Compiling the claim's two
+    /// statements over 500 ids each, on every claim, was about 3 % of a delivering node's CPU.
+    func paddedForIN() -> [Element] {
+        guard let last, count < 1_024 else { return self }
+        var size = 1
+        while size < count { size *= 2 }
+        return self + repeatElement(last, count: size - count)
+    }
+}
+
 extension Row {
     /// The rows of a statement written as ``SQL``.
     static func fetchAll(_ db: Database, query sql: SQL) throws -> [Row] {

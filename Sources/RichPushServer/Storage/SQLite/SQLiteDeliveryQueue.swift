@@ -176,17 +176,22 @@ public final class SQLiteDeliveryQueue: DeliveryQueue {
             for _ in 0..<100 {
                 let ids = try Self.choose(db, limit: limit, now: t, rooms: rooms)
                 if ids.isEmpty { return [] }
-                let marks = Array(repeating: "?", count: ids.count).joined(separator: ",")
+                // The ids padded to one of a few counts: the two statements are compiled once per count and kept.
+                let padded = ids.paddedForIN()
+                let marks = Array(repeating: "?", count: padded.count).joined(separator: ",")
                 var expiring: [any DatabaseValueConvertible] = [t, t]
-                expiring += ids
+                expiring += padded
                 // Deliveries past their time to live end as expired rather than being sent late.
-                try db.execute(sql: Self.expireTaken(marks), arguments: StatementArguments(expiring))
+                try db.cachedStatement(sql: Self.expireTaken(marks)).execute(arguments: StatementArguments(expiring))
                 if db.changesCount > 0, try Bool.fetchOne(db.cachedStatement(sql: WebhookSQL.anyEndpoint)) == true {
                     try db.execute(query: WebhookSQL.expired(ids: ids, now: now))
                 }
                 var leasing: [any DatabaseValueConvertible] = [owner, t + lease, t]
-                leasing += ids
-                let rows = try Row.fetchAll(db, sql: Self.leaseTaken(marks), arguments: StatementArguments(leasing))
+                leasing += padded
+                let rows = try Row.fetchAll(
+                    db.cachedStatement(sql: Self.leaseTaken(marks)),
+                    arguments: StatementArguments(leasing)
+                )
                 if !rows.isEmpty {
                     return rows.map(Self.record).sorted { ($0.notBefore, $0.id) < ($1.notBefore, $1.id) }
                 }

@@ -98,9 +98,10 @@ public final class SQLiteNotificationUpdates: NotificationUpdates {
         let ids = Array(Set(batch.map(\.notificationID)))
         guard !ids.isEmpty else { return [:] }
         return try await pool.read { db in
-            let families = try Row.fetchAll(db, query: NotificationVersions.families(ids)).map(
-                NotificationVersions.family
-            )
+            // Asked of every claimed batch (most hold one notification): the statement is compiled once per shape.
+            let families = try Row.fetchAll(db, kept: NotificationVersions.families(ids.paddedForIN())) {
+                NotificationVersions.family($0)
+            }
             guard !families.isEmpty else { return [:] }
             return try NotificationVersions.verdicts(
                 batch,
