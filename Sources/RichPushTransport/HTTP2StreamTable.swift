@@ -133,10 +133,19 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         guard frame.streamID != .rootStream else { return context.fireChannelRead(data) }
+        // The frame is taken before anything is written: a write reaches the HTTP/2 handler, which then tells the
+        // events it holds, the close of this frame's stream among them (the stream closed when its END_STREAM was
+        // parsed). Written first, the connection's window update had that close overtake the answer it ended: 187
+        // of 100,000 FCM answers failed as "no final status".
+        if let entry = streams[frame.streamID] {
+            take(frame, entry, context: context)
+        }
         if case .data(let d) = frame.payload {
             giveBackConnectionWindow(d.windowBytes, context: context)
         }
-        guard let entry = streams[frame.streamID] else { return }
+    }
+
+    private func take(_ frame: HTTP2Frame, _ entry: Entry, context: ChannelHandlerContext) {
         switch entry.collector.read(frame.payload) {
         case .reading:
             if case .data(let d) = frame.payload {
@@ -180,13 +189,19 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let closed = event as? StreamClosedEvent, streams[closed.streamID] != nil {
-            // Closed by the HTTP/2 handler before its answer ended: reset by the server, a stream error, or GOAWAY.
-            end(
-                closed.streamID,
-                failing: closed.reason.map { closureError($0, closed.streamID) }
-                    ?? .malformedResponse("no final status"),
-                reset: false
-            )
+            if let reason = closed.reason {
+                // Closed by the HTTP/2 handler before its answer ended: reset by the server, a stream error, or
+                // GOAWAY.
+                end(closed.streamID, failing: closureError(reason, closed.streamID), reset: false)
+            } else {
+                // Closed cleanly, its last frame still on its way here (a write made while a frame was read lets
+                // the handler tell its events early): the frame ends it. A stream still here once this turn of the
+                // loop is over ended without a final answer.
+                let id = closed.streamID
+                context.eventLoop.assumeIsolated().execute {
+                    self.end(id, failing: .malformedResponse("no final status"), reset: false)
+                }
+            }
         }
         context.fireUserInboundEventTriggered(event)
     }

@@ -141,12 +141,12 @@ struct APNsBench: AsyncParsableCommand {
                 print(
                     String(
                         format:
-                            "apns: RichPushAPNs alone to the running sandbox: %.0f notifications/s (%d sent, %d in flight, %.2f s, %d failed, %d connections)",
+                            "apns: RichPushAPNs alone to the running sandbox: %.0f notifications/s (%d sent, %d in flight, %.2f s, %@ failed, %d connections)",
                         r.rate,
                         count,
                         inFlight,
                         r.seconds,
-                        r.failures,
+                        r.failures.description,
                         r.connections
                     )
                 )
@@ -198,10 +198,10 @@ struct APNsBench: AsyncParsableCommand {
         print(
             String(
                 format:
-                    "  RichPushAPNs: %.0f notifications/s (%.2f s), %d failed, %d connections open (at most %d streams each before the next)",
+                    "  RichPushAPNs: %.0f notifications/s (%.2f s), %@ failed, %d connections open (at most %d streams each before the next)",
                 ours,
                 seconds,
-                failures,
+                failures.description,
                 opened,
                 streamsPerConnection
             )
@@ -278,7 +278,7 @@ struct APNsBench: AsyncParsableCommand {
         connections: Int,
         streamsPerConnection: Int = HTTP2PoolDefaults.streamsPerConnection,
         clientThreads: Int
-    ) async throws -> (rate: Double, seconds: Double, failures: Int, connections: Int) {
+    ) async throws -> (rate: Double, seconds: Double, failures: Failures, connections: Int) {
         let creds = try SandboxCredentials.read(from: sandbox.directory)
         let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
         let group = MultiThreadedEventLoopGroup(numberOfThreads: clientThreads)
@@ -302,8 +302,8 @@ struct APNsBench: AsyncParsableCommand {
         let failures = try await drive(count: count, concurrency: concurrency) { i in
             do {
                 _ = try await client.send(prepared, to: tokens[i % tokens.count])
-                return true
-            } catch { return false }
+                return nil
+            } catch { return "\(error)" }
         }
         let seconds = Double(Measure.now() - start) / 1e9
         let opened = client.connectionStates.count
@@ -320,18 +320,23 @@ struct APNsBench: AsyncParsableCommand {
         return Double(parts[1].trimmingCharacters(in: .whitespaces).split(separator: " ").first ?? "")
     }
 
-    /// Runs `count` operations with at most `concurrency` at once; returns how many failed.
-    static func drive(count: Int, concurrency: Int, _ op: @escaping @Sendable (Int) async -> Bool) async throws -> Int {
-        await withTaskGroup(of: Bool.self) { group in
+    /// Runs `count` operations with at most `concurrency` at once, each answering nil or why it failed; the
+    /// failures by reason.
+    static func drive(
+        count: Int,
+        concurrency: Int,
+        _ op: @escaping @Sendable (Int) async -> String?
+    ) async throws -> Failures {
+        await withTaskGroup(of: String?.self) { group in
             var next = 0
-            var failed = 0
+            var failed = Failures()
             while next < min(concurrency, count) {
                 let i = next
                 group.addTask { await op(i) }
                 next += 1
             }
-            while let ok = await group.next() {
-                if !ok { failed += 1 }
+            while let outcome = await group.next() {
+                if let reason = outcome { failed.byReason[reason, default: 0] += 1 }
                 if next < count {
                     let i = next
                     group.addTask { await op(i) }
@@ -339,6 +344,18 @@ struct APNsBench: AsyncParsableCommand {
                 }
             }
             return failed
+        }
+    }
+
+    /// Failed operations, by reason.
+    struct Failures: CustomStringConvertible {
+        var byReason: [String: Int] = [:]
+        var count: Int { byReason.values.reduce(0, +) }
+        /// "0", or the count with each reason: "187 (90 × no response before the request timeout, …)".
+        var description: String {
+            guard count > 0 else { return "0" }
+            let reasons = byReason.sorted { $0.value > $1.value }.prefix(3).map { "\($0.value) × \($0.key)" }
+            return "\(count) (\(reasons.joined(separator: ", ")))"
         }
     }
 }
@@ -401,8 +418,8 @@ struct FCMBench: AsyncParsableCommand {
         let failures = try await APNsBench.drive(count: count, concurrency: concurrency) { i in
             do {
                 _ = try await client.send(path: path, body: bodies[i % bodies.count])
-                return true
-            } catch { return false }
+                return nil
+            } catch { return "\(error)" }
         }
         let seconds = Double(Measure.now() - start) / 1e9
         let ours = Double(count) / seconds
@@ -413,10 +430,10 @@ struct FCMBench: AsyncParsableCommand {
         )
         print(
             String(
-                format: "  RichPushFCM: %.0f messages/s (%.2f s), %d failed; peak memory %@",
+                format: "  RichPushFCM: %.0f messages/s (%.2f s), %@ failed; peak memory %@",
                 ours,
                 seconds,
-                failures,
+                failures.description,
                 Measure.mb(Measure.peakResidentBytes())
             )
         )

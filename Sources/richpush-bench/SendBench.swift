@@ -62,10 +62,10 @@ struct SendBench: AsyncParsableCommand {
             print(
                 String(
                     format:
-                        "  round %d: RichPushAPNs alone %.0f/s (%d failed); richpush send %.0f/s from launch to exit (%.2f s, %d delivered, exit %d; its own figure %.0f/s)",
+                        "  round %d: RichPushAPNs alone %.0f/s (%@ failed); richpush send %.0f/s from launch to exit (%.2f s, %d delivered, exit %d; its own figure %.0f/s)",
                     round,
                     client,
-                    clientFailures,
+                    clientFailures.description,
                     cli,
                     seconds,
                     delivered,
