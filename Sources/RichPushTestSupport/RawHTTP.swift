@@ -72,17 +72,25 @@ public enum RawHTTP {
     /// Waits up to `timeout` seconds for the server to close `fd` (a read that ends or fails), reading and
     /// dropping whatever comes; whether it closed. Off the cooperative pool.
     public static func closedByServer(_ fd: Int32, within timeout: TimeInterval) async -> Bool {
-        await offThePool {
+        await ending(fd, within: timeout) != "open"
+    }
+
+    /// How the server ends `fd` within `seconds`, whatever it sends before (read and dropped): "reset", "closed",
+    /// "errno N", or "open" if it has not ended it by then. Off the cooperative pool.
+    public static func ending(_ fd: Int32, within seconds: TimeInterval) async -> String {
+        await offThePool { () -> String in
             var wait = timeval(tv_sec: 0, tv_usec: 100_000)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            let end = Date().addingTimeInterval(timeout)
+            var chunk = [UInt8](repeating: 0, count: 65536)
+            let end = Date().addingTimeInterval(seconds)
             while Date() < end {
                 let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if n == 0 { return true }
-                if n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR { return true }
+                if n == 0 { return "closed" }
+                if n < 0, errno != EAGAIN, errno != EWOULDBLOCK, errno != EINTR {
+                    return errno == ECONNRESET ? "reset" : "errno \(errno)"
+                }
             }
-            return false
+            return "open"
         }
     }
 

@@ -426,15 +426,9 @@ import FoundationNetworking
     /// file and reads nothing is reset; one whose media request trickles a body is closed; one with nothing on it is
     /// closed.
     @Test func aConnectionBusyWithMediaAloneIsKeptAndAStalledOneClosed() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("media-idle-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        var config = ApplicationTests.configuration(in: folder)
-        config.connections = .init(idleSeconds: 1)
-        let server = try await TestServer.start(config, adminKey: APIKeys.newKey())
-        let store = try #require(server.application.api.media?.store)
-        let small = try store.put(MediaSamples.file(MediaSamples.png, size: 50_000), type: .png)
-        let large = try store.put(MediaSamples.file(MediaSamples.png, size: 4_000_000), type: .png)
+        let node = try await MediaNode.start("media-idle")
+        defer { node.removeFolder() }
+        let (server, small, large) = (node.server, node.small, node.large)
         let port = server.port
 
         let busy = try RawHTTP.connected(port)
@@ -452,7 +446,7 @@ import FoundationNetworking
         let stalled = try Self.askAndReadNothing(port, large.name)
         defer { close(stalled) }
         try await Task.sleep(nanoseconds: 4_000_000_000)
-        let ending = await Self.howItEnds(stalled, within: 10)
+        let ending = await RawHTTP.ending(stalled, within: 10)
         #expect(ending == "reset", "a client that read nothing of its media: \(ending)")
 
         // A media GET that declares a body and sends it a byte at a time is closed like any idle one.
@@ -478,18 +472,11 @@ import FoundationNetworking
     /// closed as idle with its next request unread, or reset as stalled after its client had read), and so is one
     /// whose body comes at 1.5 KB/s; one that reads nothing of 4 MB is still reset, and an idle one still closed.
     @Test func theRulesAskTheKernelWhenTheLoopWasBusy() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("busy-loop-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        var config = ApplicationTests.configuration(in: folder)
-        config.connections = .init(idleSeconds: 1)
         // The loop made busy is this test's alone: the other tests' servers run on the process's shared loops.
         let loop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let admin = APIKeys.newKey()
-        let server = try await TestServer.start(config, adminKey: admin, connectionLoops: loop)
-        let store = try #require(server.application.api.media?.store)
-        let small = try store.put(MediaSamples.file(MediaSamples.png, size: 50_000), type: .png)
-        let large = try store.put(MediaSamples.file(MediaSamples.png, size: 4_000_000), type: .png)
+        let node = try await MediaNode.start("busy-loop", connectionLoops: loop)
+        defer { node.removeFolder() }
+        let (server, small, large, admin) = (node.server, node.small, node.large, node.admin)
         let quiet = try RawHTTP.connected(server.port)
         defer { close(quiet) }
         let stalled = try Self.askAndReadNothing(server.port, large.name)
@@ -532,7 +519,7 @@ import FoundationNetworking
         )
         let uploaded = await upload.value
         #expect(uploaded == "HTTP/1.1 201", "a body sent at 1.5 KB/s on a busy loop: \(uploaded)")
-        let ending = await Self.howItEnds(stalled, within: 10)
+        let ending = await RawHTTP.ending(stalled, within: 10)
         #expect(ending == "reset", "a client that read nothing of its media, on a busy loop: \(ending)")
         #expect(await RawHTTP.closedByServer(quiet, within: 15), "an idle connection on a busy loop was kept")
         done.set()
@@ -627,23 +614,32 @@ import FoundationNetworking
         return fd
     }
 
-    /// How the node ends `fd` within `seconds`, read without taking the answer's bytes into account: "reset",
-    /// "closed", "errno N" or "open".
-    static func howItEnds(_ fd: Int32, within seconds: TimeInterval) async -> String {
-        await offThePool { () -> String in
-            var wait = timeval(tv_sec: 0, tv_usec: 100_000)
-            setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
-            var chunk = [UInt8](repeating: 0, count: 65536)
-            let end = Date().addingTimeInterval(seconds)
-            while Date() < end {
-                let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if n == 0 { return "closed" }
-                if n < 0, errno != EAGAIN, errno != EWOULDBLOCK {
-                    return errno == ECONNRESET ? "reset" : "errno \(errno)"
-                }
-            }
-            return "open"
+    /// A node with 1 s of idleness and two hosted PNGs, of 50 KB and 4 MB, in a folder of its own.
+    struct MediaNode {
+        let server: TestServer
+        let small: MediaStore.Item
+        let large: MediaStore.Item
+        let admin: String
+        let folder: URL
+
+        static func start(_ name: String, connectionLoops: (any EventLoopGroup)? = nil) async throws -> MediaNode {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            var config = ApplicationTests.configuration(in: folder)
+            config.connections = .init(idleSeconds: 1)
+            let admin = APIKeys.newKey()
+            let server = try await TestServer.start(config, adminKey: admin, connectionLoops: connectionLoops)
+            let store = try #require(server.application.api.media?.store)
+            return MediaNode(
+                server: server,
+                small: try store.put(MediaSamples.file(MediaSamples.png, size: 50_000), type: .png),
+                large: try store.put(MediaSamples.file(MediaSamples.png, size: 4_000_000), type: .png),
+                admin: admin,
+                folder: folder
+            )
         }
+
+        func removeFolder() { try? FileManager.default.removeItem(at: folder) }
     }
 
     /// 1 s of idleness: a client asks for an answer small enough to fit in the node's socket buffer, then reads
