@@ -245,6 +245,9 @@ public final class HTTP2ClientConnection: Sendable {
         }
     }
 
+    /// Whether any request on it was answered (with a final status, whatever it was).
+    public var hasAnswered: Bool { state.withLockedValue { $0.answered > 0 } }
+
     /// The server's current MAX_CONCURRENT_STREAMS.
     public var remoteMaxStreams: Int { state.withLockedValue { $0.remoteMaxStreams } }
 

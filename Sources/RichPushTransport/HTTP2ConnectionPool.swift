@@ -71,6 +71,28 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
         public let connection: HTTP2ClientConnection
         public let extra: Extra
         public let id: Int
+        /// The failed connects of its slot before it (0 for one adopted).
+        var failuresBefore = 0
+    }
+
+    /// What a slot whose connection ended becomes: free at once after a connection that answered; after one that
+    /// ended before answering anything (a server that sends GOAWAY right after its SETTINGS), a failed connect, with
+    /// its backoff. Freed at once, such a server had the pool reconnect without pause: 146 connections in 0.63 s for
+    /// one request, found by a hostile server.
+    func freed(after p: Pooled) -> Slot {
+        guard !p.connection.hasAnswered else { return .empty(failures: 0, notBefore: .now()) }
+        return .empty(
+            failures: p.failuresBefore + 1,
+            notBefore: .now() + Self.backoff(failures: p.failuresBefore, configuration)
+        )
+    }
+
+    /// How long a slot waits after `failures` failed connects in a row: exponential, capped, with jitter.
+    static func backoff(failures: Int, _ configuration: Configuration) -> TimeAmount {
+        let exponent = min(failures, 16)
+        let base = configuration.backoffBase.nanoseconds * Int64(1 << exponent)
+        let delay = min(base, configuration.backoffCap.nanoseconds)
+        return .nanoseconds(delay / 2 + Int64.random(in: 0...max(1, delay / 2)))
     }
 
     enum Slot {
@@ -199,7 +221,7 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
         state.withLockedValue { s in
             for (i, slot) in s.slots.enumerated() {
                 if case .ready(let p) = slot, p.id == pooled.id {
-                    _ = s.set(i, to: .empty(failures: 0, notBefore: .now()))
+                    _ = s.set(i, to: freed(after: p))
                 }
             }
         }
@@ -224,7 +246,7 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                     // Forget connections that closed or are going away.
                     for i in s.slots.indices {
                         if case .ready(let p) = s.slots[i], !p.connection.isUsable {
-                            s.slots[i] = .empty(failures: 0, notBefore: .now())
+                            s.slots[i] = freed(after: p)
                             let reason = p.connection.goAwayReason.map { "GOAWAY (\($0))" } ?? "closed"
                             configuration.logger.info(
                                 "connection replaced",
@@ -297,7 +319,7 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                     group: group,
                     timeout: config.connectTimeout
                 )
-                let pooled = Pooled(connection: connection, extra: makeExtra(), id: id)
+                let pooled = Pooled(connection: connection, extra: makeExtra(), id: id, failuresBefore: failures)
                 let keep = state.withLockedValue { $0.set(slot, to: .ready(pooled)) }
                 if !keep {
                     connection.close()
@@ -307,10 +329,7 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                 return pooled
             } catch {
                 // Exponential backoff with jitter before this slot tries again.
-                let exponent = min(failures, 16)
-                let base = config.backoffBase.nanoseconds * Int64(1 << exponent)
-                let delay = min(base, config.backoffCap.nanoseconds)
-                let jittered = delay / 2 + Int64.random(in: 0...max(1, delay / 2))
+                let jittered = Self.backoff(failures: failures, config).nanoseconds
                 config.logger.warning(
                     "could not connect",
                     metadata: [

@@ -38,6 +38,8 @@ struct HTTP2ConnectionState: Sendable {
     private(set) var reserved = 0
     /// Streams ended so far.
     private(set) var completed = 0
+    /// Streams ended with an answer (a final status) so far.
+    private(set) var answered = 0
     var lastActivity = NIODeadline.now()
 
     /// True while new requests may be sent.
@@ -131,6 +133,9 @@ struct HTTP2ConnectionState: Sendable {
         lastActivity = .now()
         return .success(())
     }
+
+    /// A stream's answer came whole (before its stream leaves: ``streamEnded()``).
+    mutating func answerReceived() { answered &+= 1 }
 
     /// Takes one stream for a request about to be sent, if fewer than `cap` (and the server's limit) are in flight;
     /// with `cap` nil, always.

@@ -10,8 +10,10 @@ import NIOHTTP2
 /// client's CPU.
 ///
 /// What the stream channels did is done here:
-/// - the connection's receive window is given back as DATA is read (half the window at a time), and so is each
-///   stream's while its answer stays under the response bound;
+/// - the connection's receive window is given back once half of it is spent, by the HTTP/2 handler's own count
+///   (its window events), and so is each stream's while its answer is read: counted here from the DATA that
+///   reached the table, the window lost what the handler charged and dropped (DATA on a stream already reset), and
+///   a service that sent a body after a reset wedged the connection for good (found by a hostile server);
 /// - a stream the HTTP/2 handler closes (RST_STREAM, a stream error, GOAWAY above the last processed id) fails its
 ///   request with the reason;
 /// - a request abandoned (its answer too large or malformed) resets its stream (RST_STREAM CANCEL);
@@ -42,15 +44,11 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
     private var streams: [HTTP2StreamID: Entry] = [:]
     /// The id the next request takes (odd: the client's).
     private var nextStreamID = 1
-    /// DATA read on the connection since its window was last given back.
-    private var connectionUnacknowledged = 0
     private var closed = false
 
     final class Entry {
         let collector: ResponseCollector
         var timer: Scheduled<Void>?
-        /// DATA read on this stream since its window was last given back.
-        var unacknowledged = 0
         init(_ collector: ResponseCollector) { self.collector = collector }
     }
 
@@ -133,38 +131,16 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
         guard frame.streamID != .rootStream else { return context.fireChannelRead(data) }
-        // The frame is taken before anything is written: a write reaches the HTTP/2 handler, which then tells the
-        // events it holds, the close of this frame's stream among them (the stream closed when its END_STREAM was
-        // parsed). Written first, the connection's window update had that close overtake the answer it ended: 187
-        // of 100,000 FCM answers failed as "no final status".
-        if let entry = streams[frame.streamID] {
-            take(frame, entry, context: context)
-        }
-        if case .data(let d) = frame.payload {
-            giveBackConnectionWindow(d.windowBytes, context: context)
-        }
-    }
-
-    private func take(_ frame: HTTP2Frame, _ entry: Entry, context: ChannelHandlerContext) {
+        // Nothing is written while a frame is read but its stream's reset, once the frame is taken: a write reaches
+        // the HTTP/2 handler, which then tells the events it holds, the close of this frame's stream among them
+        // (the stream closed when its END_STREAM was parsed). A window update written here first had that close
+        // overtake the answer it ended: 187 of 100,000 FCM answers failed as "no final status".
+        guard let entry = streams[frame.streamID] else { return }
         switch entry.collector.read(frame.payload) {
         case .reading:
-            if case .data(let d) = frame.payload {
-                entry.unacknowledged += d.windowBytes
-                if entry.unacknowledged >= Self.window / 2 {
-                    context.write(
-                        wrapOutboundOut(
-                            HTTP2Frame(
-                                streamID: frame.streamID,
-                                payload: .windowUpdate(windowSizeIncrement: entry.unacknowledged)
-                            )
-                        ),
-                        promise: nil
-                    )
-                    entry.unacknowledged = 0
-                    context.flush()
-                }
-            }
+            break
         case .ended:
+            if entry.collector.answered { connectionState.withLockedValue { $0.answerReceived() } }
             remove(frame.streamID)
         case .abandoned(let error):
             end(frame.streamID, failing: error, reset: true)
@@ -173,21 +149,26 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
         }
     }
 
-    /// The connection's window, given back once half of it was read (on every stream, ours or not).
-    private func giveBackConnectionWindow(_ bytes: Int, context: ChannelHandlerContext) {
-        connectionUnacknowledged += bytes
-        guard connectionUnacknowledged >= Self.window / 2 else { return }
+    /// A receive window the HTTP/2 handler says is down to `size`: given back to its full size once half is spent,
+    /// the connection's always, a stream's while its answer is being read.
+    private func windowChanged(_ stream: HTTP2StreamID, size: Int, context: ChannelHandlerContext) {
+        guard size <= Self.window / 2 else { return }
+        if stream != .rootStream {
+            guard let entry = streams[stream], !entry.collector.done else { return }
+        }
         context.write(
             wrapOutboundOut(
-                HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: connectionUnacknowledged))
+                HTTP2Frame(streamID: stream, payload: .windowUpdate(windowSizeIncrement: Self.window - size))
             ),
             promise: nil
         )
-        connectionUnacknowledged = 0
         context.flush()
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let window = event as? NIOHTTP2WindowUpdatedEvent, let size = window.inboundWindowSize {
+            windowChanged(window.streamID, size: size, context: context)
+        }
         if let closed = event as? StreamClosedEvent, streams[closed.streamID] != nil {
             if let reason = closed.reason {
                 // Closed by the HTTP/2 handler before its answer ended: reset by the server, a stream error, or
@@ -266,6 +247,11 @@ final class ResponseCollector {
     var body: ByteBuffer?
     /// The promise has its result.
     var done = false
+    /// The result is an answer (a final status).
+    var answered = false
+    /// Informational (1xx) answers read so far, and the most taken before the final one.
+    var informational = 0
+    static let maxInformational = 8
 
     init(promise: EventLoopPromise<H2Response>) { self.promise = promise }
 
@@ -295,6 +281,16 @@ final class ResponseCollector {
                 // A provider's answer is input: a status that is not a three-digit HTTP status ends the request.
                 guard s.utf8.count == 3, let code = Int(s), (100...599).contains(code) else {
                     return .abandoned(.malformedResponse(":status \(s.prefix(16))"))
+                }
+                if code < 200 {
+                    // Informational answers carry nothing for us: a service sending them without end held the
+                    // stream, and a core, until the timeout (found by a hostile server).
+                    informational += 1
+                    if informational > Self.maxInformational {
+                        return .abandoned(
+                            .malformedResponse("more than \(Self.maxInformational) informational answers")
+                        )
+                    }
                 }
                 if code >= 200 || status == 0 { status = code }
                 headers = h.headers
@@ -329,6 +325,7 @@ final class ResponseCollector {
             promise.fail(TransportError.malformedResponse("no final status"))
             return .ended
         }
+        answered = true
         promise.succeed(H2Response(status: status, headers: headers, body: body))
         return .ended
     }
@@ -339,10 +336,4 @@ final class ResponseCollector {
         body = nil
         promise.fail(error)
     }
-}
-
-extension HTTP2Frame.FramePayload.Data {
-    /// What the frame takes of the receive windows: its data, its padding and the padding's length byte
-    /// (RFC 9113, 6.1).
-    var windowBytes: Int { data.readableBytes + (paddingBytes.map { $0 + 1 } ?? 0) }
 }

@@ -90,6 +90,36 @@ import Testing
         await emulator.stop()
     }
 
+    /// A service whose connections go away before answering anything is connected to again only after a backoff
+    /// that grows, as after a failed connect: freed at once, a server sending GOAWAY right after its SETTINGS had the
+    /// pool open 146 connections in 0.63 s for one request (found by a hostile server).
+    @Test func connectionsThatGoAwayBeforeAnsweringAreReplacedWithBackoff() async throws {
+        let emulator = try APNsEmulator(credentials: creds)
+        let port = try await emulator.start()
+        let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
+        let pool = HTTP2ConnectionPool<Void>(
+            configuration: .init(
+                target: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)),
+                connections: 1,
+                requestTimeout: .seconds(30),
+                maxAttempts: 3,
+                backoffBase: .milliseconds(400)
+            ),
+            group: NIOSingletons.posixEventLoopGroup,
+            makeExtra: {}
+        )
+        emulator.inject(.goAway(reason: "Shutdown", processed: false), count: 10)
+        let started = Date()
+        await #expect(throws: TransportError.goingAway(reason: "Shutdown", processed: false)) {
+            _ = try await pool.execute { try apnsRequest($0.connection, key: key) }
+        }
+        // Three attempts, the second after 200 to 400 ms, the third after 400 to 800 ms more.
+        let took = Date().timeIntervalSince(started)
+        #expect(took >= 0.6, "three attempts on connections that went away took \(took) s")
+        await pool.shutdown()
+        await emulator.stop()
+    }
+
     /// The request timeout counts from the call, so it holds whatever happens before the stream opens.
     @Test func theTimeoutHoldsForARequestTheServerNeverAnswers() async throws {
         let emulator = try APNsEmulator(credentials: creds)

@@ -84,18 +84,26 @@ import Testing
         #expect(second.status == 410 && second.body.map { String(buffer: $0) } == #"{"reason":"Unregistered"}"#)
     }
 
-    @Test func readWindowsAreGivenBackAndAnAnswerPastTheBoundResetsItsStream() throws {
+    /// Windows are given back on the HTTP/2 handler's window events: the connection's once half is spent, on any
+    /// stream; a stream's while its answer is read. An answer past the 64 KB bound is abandoned, its stream reset.
+    @Test func windowsAreGivenBackOnTheHandlersCountAndAnAnswerPastTheBoundResetsItsStream() throws {
         let s = try Setup()
         let big = s.send()
         _ = try s.written()
-        // 40,000 bytes: past half of both windows, so both are given back.
         try s.answer(1, data: ByteBuffer(repeating: 0x61, count: 40_000), end: false)
-        let updates = try s.written().compactMap { f -> (Int, Int)? in
-            if case .windowUpdate(let n) = f.payload { return (Int(f.streamID), n) }
-            return nil
+        // The handler's count after those 40,000 bytes: both windows at 25,535.
+        for id in [HTTP2StreamID.rootStream, 1] {
+            s.channel.pipeline.fireUserInboundEventTriggered(
+                NIOHTTP2WindowUpdatedEvent(streamID: id, inboundWindowSize: 25_535, outboundWindowSize: 65_535)
+            )
         }
-        #expect(updates.map(\.0).sorted() == [0, 1] && updates.allSatisfy { $0.1 == 40_000 })
-        // 30,000 more passes the 64 KB bound: abandoned, its stream reset.
+        // Above half: nothing to give back.
+        s.channel.pipeline.fireUserInboundEventTriggered(
+            NIOHTTP2WindowUpdatedEvent(streamID: .rootStream, inboundWindowSize: 40_000, outboundWindowSize: 65_535)
+        )
+        #expect(try Self.updates(s) == [0: 40_000, 1: 40_000])
+        // 30,000 more passes the 64 KB bound: abandoned, its stream reset; its window is no longer given back, the
+        // connection's still is.
         try s.channel.writeInbound(
             HTTP2Frame(
                 streamID: 1,
@@ -108,18 +116,87 @@ import Testing
         #expect(
             try s.written().contains { f in if case .rstStream(.cancel) = f.payload { f.streamID == 1 } else { false } }
         )
-        // DATA on a stream no longer in the table still counts against the connection's window.
-        try s.channel.writeInbound(
-            HTTP2Frame(
-                streamID: 1,
-                payload: .data(.init(data: .byteBuffer(ByteBuffer(repeating: 0x61, count: 10_000))))
+        for id in [HTTP2StreamID.rootStream, 1] {
+            s.channel.pipeline.fireUserInboundEventTriggered(
+                NIOHTTP2WindowUpdatedEvent(streamID: id, inboundWindowSize: 1_000, outboundWindowSize: 65_535)
             )
-        )
-        #expect(
-            try s.written().contains { f in
-                if case .windowUpdate = f.payload { f.streamID == .rootStream } else { false }
+        }
+        #expect(try Self.updates(s) == [0: 64_535])
+    }
+
+    /// The WINDOW_UPDATE frames written since the last look: their increments by stream.
+    static func updates(_ s: Setup) throws -> [Int: Int] {
+        var byStream: [Int: Int] = [:]
+        for f in try s.written() {
+            if case .windowUpdate(let n) = f.payload { byStream[Int(f.streamID), default: 0] += n }
+        }
+        return byStream
+    }
+
+    /// A real HTTP/2 handler under the table, a real one at the server: a body the server sent before it heard of a
+    /// reset arrives after it, and the handler charges the connection's window for it and drops it. The window is
+    /// given back all the same (counted from the DATA that reached the table, it was not: a service that answered a
+    /// reset stream with a body wedged the connection for good).
+    @Test func aBodyAfterAResetStillGivesTheConnectionsWindowBack() throws {
+        let state = NIOLockedValueBox(HTTP2ConnectionState())
+        let client = EmbeddedChannel()
+        let table = HTTP2StreamTable(connectionState: state)
+        try client.pipeline.syncOperations.addHandlers([
+            NIOHTTP2Handler(mode: .client, connectionConfiguration: HTTP2ClientConnection.clientConfiguration),
+            table,
+        ])
+        let server = EmbeddedChannel()
+        try server.pipeline.syncOperations.addHandler(NIOHTTP2Handler(mode: .server))
+        try client.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        try server.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 1)).wait()
+        /// Moves what each side wrote to the other until neither writes more; the frames the server read.
+        func shuttle() throws -> [HTTP2Frame] {
+            var read: [HTTP2Frame] = []
+            var moved = true
+            while moved {
+                moved = false
+                while let b = try client.readOutbound(as: ByteBuffer.self) {
+                    try server.writeInbound(b)
+                    moved = true
+                }
+                while let f = try server.readInbound(as: HTTP2Frame.self) { read.append(f) }
+                while let b = try server.readOutbound(as: ByteBuffer.self) {
+                    try client.writeInbound(b)
+                    moved = true
+                }
             }
-        )
+            return read
+        }
+        _ = try shuttle()
+        _ = state.withLockedValue { $0.settingsReceived(maxConcurrentStreams: 100) }
+        _ = state.withLockedValue { $0.admit() }
+        let promise = client.eventLoop.makePromise(of: H2Response.self)
+        var headers = HPACKHeaders()
+        for (n, v) in [(":method", "POST"), (":scheme", "https"), (":path", "/"), (":authority", "x")] {
+            headers.add(name: n, value: v)
+        }
+        client.eventLoop.execute { table.open(headers: headers, body: nil, timeout: .seconds(30), promise: promise) }
+        client.embeddedEventLoop.run()
+        #expect(try shuttle().contains { if case .headers = $0.payload { $0.streamID == 1 } else { false } })
+        // The answer's head is malformed (the client resets the stream), and 60,000 bytes of body follow it, sent
+        // before the server hears of the reset.
+        var status = HPACKHeaders()
+        status.add(name: ":status", value: "abc")
+        server.write(HTTP2Frame(streamID: 1, payload: .headers(.init(headers: status))), promise: nil)
+        for _ in 0..<4 {
+            let data = ByteBuffer(repeating: 0x61, count: 15_000)
+            server.write(HTTP2Frame(streamID: 1, payload: .data(.init(data: .byteBuffer(data)))), promise: nil)
+        }
+        server.flush()
+        let heard = try shuttle()
+        #expect(throws: TransportError.malformedResponse(":status abc")) { try promise.futureResult.wait() }
+        #expect(heard.contains { if case .rstStream = $0.payload { $0.streamID == 1 } else { false } })
+        let given = heard.reduce(0) { sum, f in
+            if case .windowUpdate(let n) = f.payload, f.streamID == .rootStream { sum + n } else { sum }
+        }
+        // What the server may still send: more than half the window (it is given back once half is spent).
+        #expect(65_535 - 60_000 + given > 65_535 / 2, "the connection's window given back: \(given) of 60,000 charged")
+        #expect(state.withLockedValue { $0.inFlight } == 0)
     }
 
     /// A request that times out fails at once; its stream stays in the table, counted in flight, for its answer:
@@ -198,5 +275,21 @@ import Testing
             authority: "x"
         )
         #expect(shared.first { $0.name == ":path" }?.indexable == .indexable)
+    }
+
+    /// A few informational answers before the final one are read past; a stream of them without end is abandoned
+    /// and reset.
+    @Test func informationalAnswersAreBounded() throws {
+        let s = try Setup()
+        let some = s.send()
+        let endless = s.send()
+        _ = try s.written()
+        for id in [1, 3] {
+            for _ in 0..<(id == 1 ? 3 : 9) { try s.answer(id, status: "103", end: false) }
+        }
+        try s.answer(1)
+        #expect(try some.wait().status == 200)
+        #expect(throws: TransportError.malformedResponse("more than 8 informational answers")) { try endless.wait() }
+        #expect(try s.written().contains { f in if case .rstStream = f.payload { f.streamID == 3 } else { false } })
     }
 }

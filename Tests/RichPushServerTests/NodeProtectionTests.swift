@@ -571,6 +571,85 @@ import FoundationNetworking
         #endif
     }
 
+    /// A request that stops the HTTP/1 parser (an upgrade, CONNECT) is answered with `Connection: close` and its
+    /// connection ends; nothing after it is read. Read on, the bytes that followed piled up unparsed in the decoder's
+    /// buffer: one connection streaming after `Connection: Upgrade` took a node from 73 MB to 2.6 GB in 10 s.
+    @Test func aRequestThatStopsTheParserEndsItsConnection() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("upgrade-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var config = ApplicationTests.configuration(in: folder)
+        config.connections = .init(idleSeconds: 10)
+        let server = try await TestServer.start(config, adminKey: APIKeys.newKey())
+        for head in [
+            "GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+            "CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n",
+        ] {
+            let fd = try RawHTTP.connected(server.port)
+            defer { close(fd) }
+            #expect(RawHTTP.write(fd, Array(head.utf8)))
+            let sent = await Self.flood(fd, for: 3)
+            let answer = String(decoding: await RawHTTP.receive(fd, within: 5) { _ in false }, as: UTF8.self)
+            #expect(answer.hasPrefix("HTTP/1.1 "), "\(head.prefix(20)): \(answer.prefix(200))")
+            #expect(answer.lowercased().contains("connection: close"), "\(answer.prefix(300))")
+            // The kernel's buffers take a few MB before the node, reading nothing more, stops the client.
+            #expect(sent < 32_000_000, "\(head.prefix(20)): the node took \(sent) bytes after it")
+            #expect(await RawHTTP.ending(fd, within: 5) != "open")
+        }
+        try? await server.stop()
+    }
+
+    /// Writes junk on `fd` as fast as the kernel takes it for `seconds` (or until the connection ends); the bytes
+    /// taken.
+    static func flood(_ fd: Int32, for seconds: TimeInterval) async -> Int {
+        await offThePool {
+            let flags = fcntl(fd, F_GETFL)
+            _ = fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+            defer { _ = fcntl(fd, F_SETFL, flags) }
+            let junk = [UInt8](repeating: 0x41, count: 65_536)
+            var sent = 0
+            let end = Date().addingTimeInterval(seconds)
+            while Date() < end {
+                let n = junk.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                if n > 0 {
+                    sent += n
+                } else if errno == EAGAIN || errno == EWOULDBLOCK {
+                    usleep(10_000)
+                } else {
+                    break
+                }
+            }
+            return sent
+        }
+    }
+
+    /// A chunked body of one real byte per chunk wrapped in 2.2 KB of chunk extension, a chunk every 300 ms: far
+    /// past 1 KB/s on the wire, 3 bytes a second of body. Closed like any slow body (the kernel's count of what
+    /// arrived, credited to the body, kept such a connection for good).
+    @Test func aBodyPaddedWithChunkExtensionsIsSlow() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("chunk-ext-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        var config = ApplicationTests.configuration(in: folder)
+        config.connections = .init(idleSeconds: 1)
+        let admin = APIKeys.newKey()
+        let server = try await TestServer.start(config, adminKey: admin)
+        let fd = try RawHTTP.connected(server.port)
+        defer { close(fd) }
+        let head =
+            "POST /v1/apps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(admin)\r\n"
+            + "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+        #expect(RawHTTP.write(fd, Array(head.utf8)))
+        let chunk = Array("1;x=\(String(repeating: "y", count: 2_200))\r\n \r\n".utf8)
+        let kept = await offThePool { () -> Double in
+            let start = Date()
+            while Date().timeIntervalSince(start) < 15, RawHTTP.write(fd, chunk) { usleep(300_000) }
+            return Date().timeIntervalSince(start)
+        }
+        #expect(kept < 8, "a body of 3 bytes a second in 7 KB/s of chunk extensions was read on for \(kept) s")
+        try? await server.stop()
+    }
+
     /// Asks `fd` for `/media/<name>` (`size` bytes) `times` times, each answer read whole, 100 ms between them: the
     /// answers read, and how the connection ended if it did ("closed", "errno N").
     static func askForMedia(_ fd: Int32, _ name: String, size: Int, times: Int) async -> (Int, String?) {

@@ -226,22 +226,38 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
         bodyCheck?.cancel()
         let seconds = max(1, Int(limits.limits.idleSeconds))
         let needed = min(Self.minBodyBytesPerSecond * seconds, bodyLeft ?? Int.max)
-        // The kernel's count too: what arrived and the loop has not read yet (it was busy) came in time.
-        let receivedBefore = SocketProgress.read(context.channel)?.bytesReceived
-        bodyCheck = context.eventLoop.scheduleTask(in: idle) { [self] in
-            guard readingBody else { return }
-            let received = SocketProgress.read(context.channel)?.bytesReceived
-            var arrived = 0
-            if let received, let receivedBefore, received > receivedBefore {
-                arrived = Int(clamping: received - receivedBefore)
-            }
-            if max(bodyBytes, arrived) < needed {
-                context.close(promise: nil)
-            } else {
-                bodyBytes = 0
-                scheduleBodyCheck(context)
-            }
+        bodyCheck = context.eventLoop.scheduleTask(in: idle) { [self] in checkBody(context, needed: needed) }
+    }
+
+    /// A body short of `needed` closes its connection, unless data came after the loop's last read of it (the loop
+    /// was busy, and its count is stale): then it is looked at again once the loop has had the time to read it, for
+    /// one more idle time at most (`until`). Only the body's own bytes count: crediting the kernel's count of
+    /// what arrived let a body padded with chunk extensions (one body byte in 2.2 KB) keep its connection for good.
+    private func checkBody(_ context: ChannelHandlerContext, needed: Int, until: NIODeadline? = nil) {
+        guard readingBody else { return }
+        guard bodyBytes < needed else {
+            bodyBytes = 0
+            return scheduleBodyCheck(context)
         }
+        let now = NIODeadline.now()
+        let until = until ?? now + idle
+        if now < until, let kernel = SocketProgress.read(context.channel),
+            kernel.lastReceived(now: now) > lastRead + SocketProgress.clockSlack
+        {
+            bodyCheck = context.eventLoop.scheduleTask(in: SocketProgress.lookAgain(idle)) { [self] in
+                checkBody(context, needed: needed, until: until)
+            }
+            return
+        }
+        context.close(promise: nil)
+    }
+
+    /// The last read that reached this handler.
+    private var lastRead = NIODeadline.now()
+
+    func channelReadComplete(context: ChannelHandlerContext) {
+        lastRead = .now()
+        context.fireChannelReadComplete()
     }
 
     /// An error that came while requests read before it waited here (the codec's refusal of what followed them):

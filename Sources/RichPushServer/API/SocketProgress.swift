@@ -78,4 +78,8 @@ struct SocketProgress: Equatable {
 
     /// The kernel's clock counts in ticks of 1 to 10 ms: two times closer than this are not told apart.
     static let clockSlack = TimeAmount.milliseconds(20)
+
+    /// How soon a rule looks again when the kernel holds what the loop has not read: a tenth of the idle time,
+    /// 100 ms at most.
+    static func lookAgain(_ idle: TimeAmount) -> TimeAmount { .nanoseconds(min(100_000_000, idle.nanoseconds / 10)) }
 }
