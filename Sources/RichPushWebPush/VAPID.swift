@@ -20,7 +20,7 @@ public enum VAPID {
         guard let scheme = endpoint.scheme?.lowercased(), let host = endpoint.host?.lowercased() else { return nil }
         let defaultPort = scheme == "https" ? 443 : scheme == "http" ? 80 : nil
         let port = endpoint.port.flatMap { $0 == defaultPort ? nil : $0 }
-        let shownHost = host.contains(":") && !host.hasPrefix("[") ? "[\(host)]" : host
+        let shownHost = host.utf8.contains(UInt8(ascii: ":")) && !host.hasPrefix("[") ? "[\(host)]" : host
         return "\(scheme)://\(shownHost)" + (port.map { ":\($0)" } ?? "")
     }
 

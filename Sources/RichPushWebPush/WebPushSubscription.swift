@@ -8,25 +8,50 @@ import RichPushTransport
 public struct WebPushSubscription: Sendable, Equatable {
     public var endpoint: URL
     /// The receiver's P-256 public key, uncompressed (65 bytes).
-    public var p256dh: [UInt8]
+    public var p256dh: [UInt8] {
+        didSet { key = nil }
+    }
     /// The 16-byte authentication secret.
     public var auth: [UInt8]
+    /// `p256dh` as a key, when it was read as one already (checking it is a point on the curve is the key's own
+    /// parse, so a subscription read from its token is not parsed again to encrypt).
+    private var key: P256.KeyAgreement.PublicKey?
+
+    public static func == (a: Self, b: Self) -> Bool {
+        a.endpoint == b.endpoint && a.p256dh == b.p256dh && a.auth == b.auth
+    }
 
     /// The longest endpoint taken (browsers' are a few hundred bytes).
     public static let maxEndpointLength = 2048
 
     public init(endpoint: URL, p256dh: [UInt8], auth: [UInt8]) {
+        self.init(endpoint: endpoint, p256dh: p256dh, auth: auth, key: nil)
+    }
+
+    private init(endpoint: URL, p256dh: [UInt8], auth: [UInt8], key: P256.KeyAgreement.PublicKey?) {
         self.endpoint = endpoint
         self.p256dh = p256dh
         self.auth = auth
+        self.key = key
     }
 
     /// Reads the subscription JSON, naming the field and the rule when it is not one. `allowHTTP` admits `http:`
     /// endpoints (loopback emulators in tests); otherwise only `https:`.
     public init(json: JSONValue, allowHTTP: Bool = false) throws {
-        guard let text = json["endpoint"]?.stringValue, text.utf8.count <= Self.maxEndpointLength,
-            !text.contains("#"), let url = URL(string: text), let host = url.host, !host.isEmpty,
-            url.user == nil, url.password == nil
+        self = try Self.read(
+            endpoint: json["endpoint"]?.stringValue,
+            p256dh: json["keys"]?["p256dh"]?.stringValue.map { Substring($0) },
+            auth: json["keys"]?["auth"]?.stringValue.map { Substring($0) },
+            allowHTTP: allowHTTP
+        )
+    }
+
+    /// The rules of both forms, on the fields' texts (nil: absent or not a string).
+    private static func read(endpoint text: String?, p256dh: Substring?, auth: Substring?, allowHTTP: Bool) throws
+        -> WebPushSubscription
+    {
+        guard let text, text.utf8.count <= Self.maxEndpointLength, !text.utf8.contains(UInt8(ascii: "#")),
+            let url = URL(string: text), let host = url.host, !host.isEmpty, url.user == nil, url.password == nil
         else {
             throw WebPushEncryption.Failure(
                 "endpoint",
@@ -37,18 +62,18 @@ public struct WebPushSubscription: Sendable, Equatable {
         guard scheme == "https" || (allowHTTP && scheme == "http") else {
             throw WebPushEncryption.Failure("endpoint-scheme", "endpoint must be an https: URL")
         }
-        guard let key = json["keys"]?["p256dh"]?.stringValue.flatMap({ JWT.decodeBase64URL(Substring($0)) }),
-            (try? P256.KeyAgreement.PublicKey(x963Representation: key)) != nil
+        guard let bytes = p256dh.flatMap({ JWT.decodeBase64URL($0) }),
+            let key = try? P256.KeyAgreement.PublicKey(x963Representation: bytes)
         else {
             throw WebPushEncryption.Failure(
                 "p256dh",
                 "keys.p256dh must be the browser's uncompressed P-256 public key in base64url (65 bytes)"
             )
         }
-        guard let secret = json["keys"]?["auth"]?.stringValue.flatMap({ JWT.decodeBase64URL(Substring($0)) }),
-            secret.count == 16
-        else { throw WebPushEncryption.Failure("auth", "keys.auth must be 16 bytes in base64url") }
-        self.init(endpoint: url, p256dh: Array(key), auth: Array(secret))
+        guard let secret = auth.flatMap({ JWT.decodeBase64URL($0) }), secret.count == 16 else {
+            throw WebPushEncryption.Failure("auth", "keys.auth must be 16 bytes in base64url")
+        }
+        return WebPushSubscription(endpoint: url, p256dh: Array(bytes), auth: Array(secret), key: key)
     }
 
     /// The subscription as one string, the form a `web` device's token takes in the registry and the queue:
@@ -81,22 +106,22 @@ public struct WebPushSubscription: Sendable, Equatable {
         guard keys.count == 2 else {
             throw WebPushEncryption.Failure("webpush-token", "the token's keys are <p256dh>.<auth> after the #")
         }
-        try self.init(
-            json: [
-                "endpoint": .string(String(token[..<hash])),
-                "keys": ["p256dh": .string(String(keys[0])), "auth": .string(String(keys[1]))],
-            ],
-            allowHTTP: allowHTTP
-        )
+        self = try Self.read(endpoint: String(token[..<hash]), p256dh: keys[0], auth: keys[1], allowHTTP: allowHTTP)
     }
 
     /// The receiver's key for encryption.
     public var publicKey: P256.KeyAgreement.PublicKey {
-        get throws { try P256.KeyAgreement.PublicKey(x963Representation: p256dh) }
+        get throws { try key ?? P256.KeyAgreement.PublicKey(x963Representation: p256dh) }
     }
 
     /// Encrypts a message for this subscription.
     public func encrypt(_ plaintext: [UInt8], padding: Int = 0) throws -> [UInt8] {
-        try WebPushEncryption.encrypt(plaintext, p256dh: try publicKey, auth: auth, padding: padding)
+        try WebPushEncryption.encrypt(
+            plaintext,
+            p256dh: try publicKey,
+            receiverKey: p256dh,
+            auth: auth,
+            padding: padding
+        )
     }
 }

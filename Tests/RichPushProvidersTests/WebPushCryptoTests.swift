@@ -57,6 +57,59 @@ import Testing
         }
     }
 
+    /// A subscription read from its token encrypts with the key it parsed and the bytes it read, not the key
+    /// written out again: the body is the same byte for byte as with the key alone, for a given sender key and
+    /// salt; bytes that are not an uncompressed point are not used; and the sender's scalar and the salt are drawn
+    /// fresh for every message.
+    @Test func theSubscriptionsOwnBytesMakeTheSameBody() throws {
+        let receiver = P256.KeyAgreement.PrivateKey()
+        let auth = Self.randomAuth()
+        let token =
+            "https://push.example.net/wpush/abc#" + JWT.base64URL(Data(receiver.publicKey.x963Representation)) + "."
+            + JWT.base64URL(Data(auth))
+        let subscription = try WebPushSubscription(token: token)
+        let sender = P256.KeyAgreement.PrivateKey()
+        let salt = Self.randomAuth()
+        let message = Array("a message".utf8)
+        let plain = try WebPushEncryption.encrypt(
+            message,
+            p256dh: receiver.publicKey,
+            auth: auth,
+            sender: sender,
+            salt: salt
+        )
+        for bytes in [subscription.p256dh, [], Array(subscription.p256dh.dropFirst()), Array(repeating: 4, count: 65)] {
+            let body = try WebPushEncryption.encrypt(
+                message,
+                p256dh: try subscription.publicKey,
+                receiverKey: bytes,
+                auth: auth,
+                sender: sender,
+                salt: salt
+            )
+            if bytes == subscription.p256dh || bytes.count != 65 {
+                #expect(body == plain, "\(bytes.count) bytes")
+            } else {
+                // Bytes of the right shape that are not the key make a body the receiver cannot open.
+                #expect(throws: WebPushEncryption.Failure.self) {
+                    try WebPushEncryption.decrypt(body, privateKey: receiver, auth: auth)
+                }
+            }
+        }
+        let a = try subscription.encrypt(message)
+        let b = try subscription.encrypt(message)
+        #expect(try WebPushEncryption.decrypt(a, privateKey: receiver, auth: auth) == message)
+        #expect(Array(a[0..<16]) != Array(b[0..<16]) && Array(a[21..<86]) != Array(b[21..<86]))
+        let draws = (0..<64).map { _ in WebPushEncryption.randomBytes(48) }
+        #expect(draws.allSatisfy { $0.count == 48 } && Set(draws.map { Self.hex($0) }).count == 64)
+        #expect(WebPushEncryption.randomBytes(5).count == 5 && WebPushEncryption.randomBytes(0).isEmpty)
+        // A subscription whose key is changed encrypts to the new key.
+        var moved = subscription
+        let other = P256.KeyAgreement.PrivateKey()
+        moved.p256dh = Array(other.publicKey.x963Representation)
+        #expect(try WebPushEncryption.decrypt(moved.encrypt(message), privateKey: other, auth: auth) == message)
+    }
+
     /// Bodies from outside (the emulator reads what senders post) are cut, grown and flipped at random: each is
     /// refused with a named rule or opened, never a trap, and only the untouched body (or one whose record size
     /// alone grew) opens.
