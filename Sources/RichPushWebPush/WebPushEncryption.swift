@@ -71,7 +71,7 @@ public enum WebPushEncryption {
             )
         }
         let salt = givenSalt ?? Array(drawn[0..<16])
-        drawn.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) }
+        drawn.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) }
         guard salt.count == 16 else { throw Failure("salt-length", "the salt must be 16 bytes") }
         let senderKey = Array(sender.publicKey.x963Representation)
         let receiverKey =
@@ -154,7 +154,7 @@ public enum WebPushEncryption {
     /// (`richpush-bench webpush-encrypt`). A scalar outside the curve's order (about one draw in 2^32) is drawn again.
     static func ephemeralKey(scalar first: [UInt8]? = nil) throws -> P256.KeyAgreement.PrivateKey {
         var scalar = first ?? randomBytes(32)
-        defer { scalar.withUnsafeMutableBytes { $0.initializeMemory(as: UInt8.self, repeating: 0) } }
+        defer { scalar.withUnsafeMutableBytes { _ = $0.initializeMemory(as: UInt8.self, repeating: 0) } }
         for _ in 0..<8 {
             if let key = try? P256.KeyAgreement.PrivateKey(rawRepresentation: scalar) { return key }
             scalar = randomBytes(32)

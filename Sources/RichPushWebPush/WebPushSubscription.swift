@@ -47,7 +47,12 @@ public struct WebPushSubscription: Sendable, Equatable {
     }
 
     /// The rules of both forms, on the fields' texts (nil: absent or not a string).
-    private static func read(endpoint text: String?, p256dh: Substring?, auth: Substring?, allowHTTP: Bool) throws
+    private static func read(
+        endpoint text: String?,
+        p256dh: Substring?,
+        auth: Substring?,
+        allowHTTP: Bool
+    ) throws
         -> WebPushSubscription
     {
         guard let text, text.utf8.count <= Self.maxEndpointLength, !text.utf8.contains(UInt8(ascii: "#")),
