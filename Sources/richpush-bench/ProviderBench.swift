@@ -211,7 +211,7 @@ struct APNsBench: AsyncParsableCommand {
         )
         var row = String(format: "%@ %5d in flight: RichPushAPNs %6.0f/s", Self.ms(latencyMs), concurrency, ours)
 
-        if let r = Peers.python(
+        if peerCount > 0, let r = Peers.python(
             "aioapns_peer.py",
             [
                 "bench", sandbox.directory.path, String(sandbox.apnsPort), tokens[0], String(peerCount),
@@ -228,7 +228,7 @@ struct APNsBench: AsyncParsableCommand {
             )
             print(String(format: "  ratio RichPushAPNs / aioapns: %.1fx", ours / rate))
             row += String(format: ", aioapns %6.0f/s (%.1fx)", rate, ours / rate)
-        } else {
+        } else if peerCount > 0 {
             print("  aioapns: not run (python3 -m pip install aioapns)")
         }
         let jwt = try JWT.es256(
@@ -437,7 +437,7 @@ struct FCMBench: AsyncParsableCommand {
                 Measure.mb(Measure.peakResidentBytes())
             )
         )
-        if let r = Peers.python(
+        if peerCount > 0, let r = Peers.python(
             "firebase_admin_peer.py",
             ["bench", sandbox.directory.path, String(sandbox.fcmPort), "bench-device-token-0", String(peerCount)]
         ), let rate = r["rate"]?.doubleValue {
@@ -450,7 +450,7 @@ struct FCMBench: AsyncParsableCommand {
                 )
             )
             print(String(format: "  ratio RichPushFCM / firebase-admin: %.1fx", ours / rate))
-        } else {
+        } else if peerCount > 0 {
             print("  firebase-admin: not run (python3 -m pip install firebase-admin)")
         }
     }
