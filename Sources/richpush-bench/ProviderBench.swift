@@ -211,13 +211,15 @@ struct APNsBench: AsyncParsableCommand {
         )
         var row = String(format: "%@ %5d in flight: RichPushAPNs %6.0f/s", Self.ms(latencyMs), concurrency, ours)
 
-        if peerCount > 0, let r = Peers.python(
-            "aioapns_peer.py",
-            [
-                "bench", sandbox.directory.path, String(sandbox.apnsPort), tokens[0], String(peerCount),
-                String(concurrency),
-            ]
-        ), let rate = r["rate"]?.doubleValue {
+        if peerCount > 0,
+            let r = Peers.python(
+                "aioapns_peer.py",
+                [
+                    "bench", sandbox.directory.path, String(sandbox.apnsPort), tokens[0], String(peerCount),
+                    String(concurrency),
+                ]
+            ), let rate = r["rate"]?.doubleValue
+        {
             print(
                 String(
                     format: "  aioapns: %.0f notifications/s (%d sent, %d ok)",
@@ -437,10 +439,12 @@ struct FCMBench: AsyncParsableCommand {
                 Measure.mb(Measure.peakResidentBytes())
             )
         )
-        if peerCount > 0, let r = Peers.python(
-            "firebase_admin_peer.py",
-            ["bench", sandbox.directory.path, String(sandbox.fcmPort), "bench-device-token-0", String(peerCount)]
-        ), let rate = r["rate"]?.doubleValue {
+        if peerCount > 0,
+            let r = Peers.python(
+                "firebase_admin_peer.py",
+                ["bench", sandbox.directory.path, String(sandbox.fcmPort), "bench-device-token-0", String(peerCount)]
+            ), let rate = r["rate"]?.doubleValue
+        {
             print(
                 String(
                     format: "  firebase-admin send_each_async: %.0f messages/s (%d sent, %d ok)",
