@@ -23,7 +23,7 @@ public struct APNsFailure: Error, Sendable, CustomStringConvertible {
     public var retry: RetryDecision
 
     /// A stable label for metrics and stored outcomes.
-    public var label: String { reason?.metricLabel ?? transport.map { "transport_\($0.labelName)" } ?? "unknown" }
+    public var label: String { reason?.metricLabel ?? transport.map { "transport_\($0.label)" } ?? "unknown" }
 
     public var description: String {
         if let reason { return "APNs \(status ?? 0) \(reason)" + (timestamp.map { " since \($0)" } ?? "") }
@@ -31,22 +31,6 @@ public struct APNsFailure: Error, Sendable, CustomStringConvertible {
     }
 }
 
-extension TransportError {
-    var labelName: String {
-        switch self {
-        case .streamRefused: return "stream_refused"
-        case .goingAway: return "going_away"
-        case .connectionClosed: return "connection_closed"
-        case .notSent: return "not_sent"
-        case .timedOut: return "timed_out"
-        case .streamReset: return "stream_reset"
-        case .connectFailed: return "connect_failed"
-        case .responseTooLarge: return "response_too_large"
-        case .malformedResponse: return "malformed_response"
-        case .shutDown: return "shut_down"
-        }
-    }
-}
 
 /// One rendered notification in the form the client sends, for many device tokens: rendered once (with no
 /// token), its body in a buffer every send shares.

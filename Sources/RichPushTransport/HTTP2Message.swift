@@ -70,6 +70,39 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The failure's name in a delivery's reason and a metric's label: `timed_out`, `connect_failed`, …
+    public var label: String {
+        switch self {
+        case .streamRefused: return "stream_refused"
+        case .goingAway: return "going_away"
+        case .connectionClosed: return "connection_closed"
+        case .notSent: return "not_sent"
+        case .timedOut: return "timed_out"
+        case .streamReset: return "stream_reset"
+        case .connectFailed: return "connect_failed"
+        case .responseTooLarge: return "response_too_large"
+        case .malformedResponse: return "malformed_response"
+        case .shutDown: return "shut_down"
+        }
+    }
+
+    /// What a ``label`` means, in words (nil: not a label).
+    public static func meaning(ofLabel label: String) -> String? {
+        switch label {
+        case "stream_refused": return "the server refused the request's stream"
+        case "going_away": return "the connection was going away (GOAWAY)"
+        case "connection_closed": return "the connection closed with the request in flight"
+        case "not_sent": return "the connection closed before the request was sent"
+        case "timed_out": return "no answer within the request timeout"
+        case "stream_reset": return "the server reset the request's stream"
+        case "connect_failed": return "no connection could be made"
+        case "response_too_large": return "the answer was larger than the client takes"
+        case "malformed_response": return "the answer broke HTTP"
+        case "shut_down": return "the client was shutting down"
+        default: return nil
+        }
+    }
+
     public var description: String {
         switch self {
         case .streamRefused: return "stream refused by the server"

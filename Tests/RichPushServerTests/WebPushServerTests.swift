@@ -305,7 +305,14 @@ struct WebPushFixture {
         sandbox.webPush.inject(.internalError)
         #expect(await send() == .failed(.retry, reason: "webpush_500"))
         sandbox.webPush.inject(.stall)
-        #expect(await send() == .failed(.retry, reason: "webpush_transport"))
+        // A failure without an answer names its cause, in the reason and in words.
+        #expect(await send() == .failed(.retry, reason: "webpush_transport_timed_out"))
+        #expect(
+            DeliveryReasons.meaning("webpush_transport_timed_out")
+                == "the push service did not answer: no answer within the request timeout; tried again"
+        )
+        #expect(DeliveryReasons.meaning("webpush_transport_connect_failed")?.contains("no connection") == true)
+        #expect(DeliveryReasons.meaning("webpush_transport") != nil)
         sandbox.webPush.clearFaults()
 
         // Another site's key: the service refuses the token (403), the app's credentials are what to fix.

@@ -1,5 +1,6 @@
 import RichPushAPNs
 import RichPushFCM
+import RichPushTransport
 
 /// What a delivery's stored reason means for the sender, in a sentence: APNs' reasons and FCM's codes as their
 /// clients explain them, the Web Push service's answers, and the server's own reasons. The API gives it beside each
@@ -11,6 +12,14 @@ public enum DeliveryReasons {
             return "the subscription's push service resolves to an internal address ("
                 + reason.dropFirst("webpush_address_refused_".count)
                 + "), which the server never connects to: the subscription was dropped"
+        }
+        if reason.hasPrefix("webpush_transport_") {
+            let label = String(reason.dropFirst("webpush_transport_".count))
+            let cause =
+                label == "opening_full"
+                ? "too many push services were being connected to at once"
+                : TransportError.meaning(ofLabel: label)
+            if let cause { return "the push service did not answer: " + cause + "; tried again" }
         }
         if reason.hasPrefix("webpush_"), let status = Int(reason.dropFirst("webpush_".count)) {
             return webPushStatus(status)

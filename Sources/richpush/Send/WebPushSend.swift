@@ -34,7 +34,7 @@ struct WebPushTargetSender: TargetSender {
         case "webpush_429": return "the push service asks to slow down"
         case _ where reason.hasPrefix("webpush_address_refused"):
             return "the endpoint's address is internal: not connected to"
-        default: return nil
+        default: return DeliveryReasons.meaning(reason)
         }
     }
 }

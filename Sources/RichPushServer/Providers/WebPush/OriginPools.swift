@@ -100,7 +100,7 @@ final class OriginPools: Sendable {
             return .failed(decision, reason: "webpush_\(response.status)")
         } catch let error as TransportError {
             if case .connectFailed = error { forget(origin) }
-            return .failed(.retry, reason: "webpush_transport")
+            return .failed(.retry, reason: "webpush_transport_" + error.label)
         } catch {
             return .failed(.retry, reason: "webpush_transport")
         }
@@ -120,7 +120,7 @@ final class OriginPools: Sendable {
         // Sends to an origin that has no pool yet wait for one opening, in the first one's task.
         switch await opening.run(origin, { await self.open(origin: origin, host: host, port: port) }) {
         case .led(let opened), .joined(let opened): return opened
-        case .full: return .failure(SendFailure(decision: .retry, reason: "webpush_transport"))
+        case .full: return .failure(SendFailure(decision: .retry, reason: "webpush_transport_opening_full"))
         }
     }
 
@@ -146,7 +146,7 @@ final class OriginPools: Sendable {
                 "could not connect to a push service",
                 metadata: ["origin": .string(origin), "error": .string("\(error)")]
             )
-            return .failure(SendFailure(decision: .retry, reason: "webpush_transport"))
+            return .failure(SendFailure(decision: .retry, reason: "webpush_transport_connect_failed"))
         }
         let made: Pool
         switch first {
