@@ -31,7 +31,6 @@ public struct APNsFailure: Error, Sendable, CustomStringConvertible {
     }
 }
 
-
 /// One rendered notification in the form the client sends, for many device tokens: rendered once (with no
 /// token), its body in a buffer every send shares.
 public struct APNsPreparedRequest: Sendable {
