@@ -36,7 +36,10 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         }
         _ = try? WebPushEncryption.decrypt(body, privateKey: receiver, auth: auth)
     case 2:
-        _ = try? WebPushSubscription(token: String(decoding: rest, as: UTF8.self), allowHTTP: true)
+        // A subscription that reads encrypts with the key and bytes it read (the sender's own path).
+        if let s = try? WebPushSubscription(token: String(decoding: rest, as: UTF8.self), allowHTTP: true) {
+            guard (try? s.encrypt([1, 2, 3])) != nil else { fatalError("a subscription that read does not encrypt") }
+        }
     case 3:
         if let json = try? JSONValue.parse(rest) { _ = try? WebPushSubscription(json: json) }
     case 4:
