@@ -45,7 +45,16 @@ public final class TCPRelay: Sendable {
         return ClientBootstrap(group: inbound.eventLoop)
             .connect(host: "127.0.0.1", port: target)
             .flatMap { outbound in
-                self.state.withLockedValue { $0.open += [inbound, outbound] }
+                // A cut while this connection was being made closes it too: checked with the list under one lock,
+                // or a connection accepted just before a cut outlived it (a pool filling up as the test cut).
+                let cutMeanwhile = self.state.withLockedValue { s -> Bool in
+                    if !s.cut { s.open += [inbound, outbound] }
+                    return s.cut
+                }
+                if cutMeanwhile {
+                    outbound.close(promise: nil)
+                    return inbound.close()
+                }
                 return inbound.pipeline.addHandler(Forward(peer: outbound)).flatMap {
                     outbound.pipeline.addHandler(Forward(peer: inbound))
                 }.map { _ = inbound.setOption(.autoRead, value: true) }

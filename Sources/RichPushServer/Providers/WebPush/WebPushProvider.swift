@@ -176,12 +176,16 @@ public final class WebPushProvider: PushProvider {
             defaultURL: app.webPush?.defaultURL,
             receiptURL: receiptURL
         )
-        if rendered.sizeProblem != nil { return .failed(.fixRequest, reason: "webpush_payload_too_large") }
+        // Serialized once: the size rule reads the same bytes.
+        let payload = rendered.bytes
+        if payload.count > WebPushEncryption.maxPlaintext {
+            return .failed(.fixRequest, reason: "webpush_payload_too_large")
+        }
         let request: WebPushRequest
         do {
             request = try WebPushRequest(
                 subscription: subscription,
-                payload: rendered.bytes,
+                payload: payload,
                 signer: signer,
                 ttl: rendered.ttl,
                 urgency: rendered.urgency,
