@@ -95,7 +95,9 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
         case "not_sent": return "the connection closed before the request was sent"
         case "timed_out": return "no answer within the request timeout"
         case "stream_reset": return "the server reset the request's stream"
-        case "connect_failed": return "no connection could be made"
+        case "connect_failed":
+            return
+                "no connection could be made (TCP, TLS, or the service's first HTTP/2 SETTINGS did not complete; the node's log names the error)"
         case "response_too_large": return "the answer was larger than the client takes"
         case "malformed_response": return "the answer broke HTTP"
         case "shut_down": return "the client was shutting down"

@@ -55,17 +55,24 @@ public struct WebPushSubscription: Sendable, Equatable {
     ) throws
         -> WebPushSubscription
     {
+        // The length is the stored one: what the URL writes (characters outside ASCII grow when percent-encoded).
+        // No control characters (a browser's endpoint has none; the URL would percent-encode them).
         guard let text, text.utf8.count <= Self.maxEndpointLength, !text.utf8.contains(UInt8(ascii: "#")),
-            let url = URL(string: text), let host = url.host, !host.isEmpty, url.user == nil, url.password == nil
+            !text.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }), let url = URL(string: text),
+            url.absoluteString.utf8.count <= Self.maxEndpointLength, let host = url.host, !host.isEmpty,
+            url.user == nil, url.password == nil
         else {
             throw WebPushEncryption.Failure(
                 "endpoint",
-                "endpoint must be the subscription's URL: at most \(Self.maxEndpointLength) bytes, no user, no fragment"
+                "endpoint must be the subscription's URL: at most \(Self.maxEndpointLength) bytes once percent-encoded, no user, no fragment, no control characters"
             )
         }
         let scheme = url.scheme?.lowercased()
         guard scheme == "https" || (allowHTTP && scheme == "http") else {
             throw WebPushEncryption.Failure("endpoint-scheme", "endpoint must be an https: URL")
+        }
+        if let port = url.port, !(1...65_535).contains(port) {
+            throw WebPushEncryption.Failure("endpoint-port", "the endpoint's port must be 1 to 65535")
         }
         guard let bytes = p256dh.flatMap({ JWT.decodeBase64URL($0) }),
             let key = try? P256.KeyAgreement.PublicKey(x963Representation: bytes)

@@ -336,6 +336,23 @@ import Testing
             rule(["endpoint": "https://e.example/x", "keys": ["p256dh": .string(p256dh), "auth": "AAAA"]]) == "auth"
         )
         #expect(rule(["endpoint": "https://e.example/x"]) == "p256dh")
+        // The length is the stored one: characters outside ASCII are three bytes each once percent-encoded, so 2,047
+        // bytes of text can be a 6,000-byte endpoint, which every send would refuse (and prune the device).
+        let wide = "https://push.example.com/" + String(repeating: "é", count: 1011)
+        #expect(wide.utf8.count == 2047)
+        #expect(rule(["endpoint": .string(wide), "keys": keys]) == "endpoint")
+        let fits = "https://push.example.com/" + String(repeating: "é", count: 300)
+        let read = try WebPushSubscription(json: ["endpoint": .string(fits), "keys": keys])
+        #expect(read.token.utf8.count <= WebPushSubscription.maxEndpointLength + 1 + 87 + 1 + 22)
+        #expect((try? WebPushSubscription(token: read.token)) == read)
+        // Control characters are not a browser's, and ports are 1 to 65535.
+        for text in ["https://e.example/a\u{0}b", "https://e.example/a\r\nb", "https://e.example/\u{7F}"] {
+            #expect(rule(["endpoint": .string(text), "keys": keys]) == "endpoint", "\(text.debugDescription)")
+        }
+        for port in [0, 65_536, 99_999] {
+            #expect(rule(["endpoint": .string("https://e.example:\(port)/x"), "keys": keys]) == "endpoint-port")
+        }
+        #expect(rule(["endpoint": "https://e.example:65535/x", "keys": keys]) == nil)
     }
 
     /// One token per push service origin for most of its lifetime, a new one before its last quarter; each one

@@ -139,6 +139,19 @@ struct WebPushFixture {
                     "webpush-subscription"
                 ),
                 (["platform": "web", "provider": "webpush", "token": "https://push.example.net/w/1"], "webpush-token"),
+                // The token form is a browser's as much as the subscription form.
+                (["platform": "ios", "provider": "webpush", "token": .string(third.token)], "platform"),
+                (["platform": "android", "provider": "webpush", "token": .string(third.token)], "platform"),
+                // Stored percent-encoded: 2,047 bytes of text would be a 6,000-byte endpoint, pruned at its first send.
+                (
+                    [
+                        "platform": "web",
+                        "subscription": [
+                            "endpoint": .string("https://push.example.net/" + String(repeating: "é", count: 1011)),
+                            "keys": subs[0]["keys"]!,
+                        ],
+                    ], "webpush-endpoint"
+                ),
             ]
             for (body, rule) in refusals {
                 let (st, answer) = try await APITests.call(

@@ -104,6 +104,10 @@ struct DeviceBody {
         if subscribed && provider != .webPush {
             r.report.add("provider", "subscription", "a push subscription is sent through webpush")
         }
+        // The token form of a subscription is a browser's too (the subscription form says so above).
+        if !subscribed, provider == .webPush, let p = platform, p != .web {
+            r.report.add("platform", "platform", "a Web Push subscription is a browser's: platform must be web")
+        }
         if let t = token, let problem = providers[provider]?.tokenProblem(t) {
             r.report.add(subscribed ? "subscription" : "token", problem.rule, problem.message)
         } else if let t = token, provider == .apns, !apnsTokenLengths.contains(t.utf8.count) {
