@@ -64,20 +64,28 @@ import Testing
         await emulator.stop()
     }
 
+    /// A pool of one connection to the emulator on `port`, with the configuration's defaults unless given.
+    func onePool(port: Int, maxAttempts: Int? = nil, backoffBase: TimeAmount? = nil) -> HTTP2ConnectionPool<Void> {
+        var configuration = HTTP2ConnectionPool<Void>.Configuration(
+            target: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)),
+            connections: 1,
+            requestTimeout: .seconds(30)
+        )
+        if let maxAttempts { configuration.maxAttempts = maxAttempts }
+        if let backoffBase { configuration.backoffBase = backoffBase }
+        return HTTP2ConnectionPool<Void>(
+            configuration: configuration,
+            group: NIOSingletons.posixEventLoopGroup,
+            makeExtra: {}
+        )
+    }
+
     /// The pool sends such a request again on a new connection: it was never sent, so nothing is duplicated.
     @Test func thePoolSendsANotSentRequestAgainOnANewConnection() async throws {
         let emulator = try APNsEmulator(credentials: creds)
         let port = try await emulator.start()
         let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
-        let pool = HTTP2ConnectionPool<Void>(
-            configuration: .init(
-                target: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)),
-                connections: 1,
-                requestTimeout: .seconds(30)
-            ),
-            group: NIOSingletons.posixEventLoopGroup,
-            makeExtra: {}
-        )
+        let pool = onePool(port: port)
         let (first, used) = try await pool.execute { try apnsRequest($0.connection, key: key) }
         #expect(first.status == 200)
         try await closeUnnoticed(used.connection)
@@ -97,17 +105,7 @@ import Testing
         let emulator = try APNsEmulator(credentials: creds)
         let port = try await emulator.start()
         let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
-        let pool = HTTP2ConnectionPool<Void>(
-            configuration: .init(
-                target: .init(host: "127.0.0.1", port: port, trust: .certificateAuthority(pem: creds.caCertificatePEM)),
-                connections: 1,
-                requestTimeout: .seconds(30),
-                maxAttempts: 3,
-                backoffBase: .milliseconds(400)
-            ),
-            group: NIOSingletons.posixEventLoopGroup,
-            makeExtra: {}
-        )
+        let pool = onePool(port: port, maxAttempts: 3, backoffBase: .milliseconds(400))
         emulator.inject(.goAway(reason: "Shutdown", processed: false), count: 10)
         let started = Date()
         await #expect(throws: TransportError.goingAway(reason: "Shutdown", processed: false)) {

@@ -575,12 +575,9 @@ import FoundationNetworking
     /// connection ends; nothing after it is read. Read on, the bytes that followed piled up unparsed in the decoder's
     /// buffer: one connection streaming after `Connection: Upgrade` took a node from 73 MB to 2.6 GB in 10 s.
     @Test func aRequestThatStopsTheParserEndsItsConnection() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("upgrade-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        var config = ApplicationTests.configuration(in: folder)
-        config.connections = .init(idleSeconds: 10)
-        let server = try await TestServer.start(config, adminKey: APIKeys.newKey())
+        let node = try await Node.start("upgrade", idleSeconds: 10)
+        defer { node.removeFolder() }
+        let server = node.server
         for head in [
             "GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
             "CONNECT x:443 HTTP/1.1\r\nHost: x:443\r\n\r\n",
@@ -627,13 +624,9 @@ import FoundationNetworking
     /// past 1 KB/s on the wire, 3 bytes a second of body. Closed like any slow body (the kernel's count of what
     /// arrived, credited to the body, kept such a connection for good).
     @Test func aBodyPaddedWithChunkExtensionsIsSlow() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("chunk-ext-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        var config = ApplicationTests.configuration(in: folder)
-        config.connections = .init(idleSeconds: 1)
-        let admin = APIKeys.newKey()
-        let server = try await TestServer.start(config, adminKey: admin)
+        let node = try await Node.start("chunk-ext", idleSeconds: 1)
+        defer { node.removeFolder() }
+        let (server, admin) = (node.server, node.admin)
         let fd = try RawHTTP.connected(server.port)
         defer { close(fd) }
         let head =
@@ -693,6 +686,29 @@ import FoundationNetworking
         return fd
     }
 
+    /// A node of its own (a scratch folder, its admin key) whose connections go idle after `idleSeconds`.
+    struct Node {
+        let server: TestServer
+        let admin: String
+        let folder: URL
+
+        static func start(
+            _ name: String,
+            idleSeconds: Double,
+            connectionLoops: (any EventLoopGroup)? = nil
+        ) async throws -> Node {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            var config = ApplicationTests.configuration(in: folder)
+            config.connections = .init(idleSeconds: idleSeconds)
+            let admin = APIKeys.newKey()
+            let server = try await TestServer.start(config, adminKey: admin, connectionLoops: connectionLoops)
+            return Node(server: server, admin: admin, folder: folder)
+        }
+
+        func removeFolder() { try? FileManager.default.removeItem(at: folder) }
+    }
+
     /// A node with 1 s of idleness and two hosted PNGs, of 50 KB and 4 MB, in a folder of its own.
     struct MediaNode {
         let server: TestServer
@@ -702,19 +718,14 @@ import FoundationNetworking
         let folder: URL
 
         static func start(_ name: String, connectionLoops: (any EventLoopGroup)? = nil) async throws -> MediaNode {
-            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            var config = ApplicationTests.configuration(in: folder)
-            config.connections = .init(idleSeconds: 1)
-            let admin = APIKeys.newKey()
-            let server = try await TestServer.start(config, adminKey: admin, connectionLoops: connectionLoops)
-            let store = try #require(server.application.api.media?.store)
+            let node = try await Node.start(name, idleSeconds: 1, connectionLoops: connectionLoops)
+            let store = try #require(node.server.application.api.media?.store)
             return MediaNode(
-                server: server,
+                server: node.server,
                 small: try store.put(MediaSamples.file(MediaSamples.png, size: 50_000), type: .png),
                 large: try store.put(MediaSamples.file(MediaSamples.png, size: 4_000_000), type: .png),
-                admin: admin,
-                folder: folder
+                admin: node.admin,
+                folder: node.folder
             )
         }
 
@@ -726,12 +737,9 @@ import FoundationNetworking
     /// socket, with the answer still queued, for as long as the client keeps its end open (it did, orphaned in
     /// FIN-WAIT-1; the kernel now drops it once the queued data has waited twice the idle time, 10 s at least).
     @Test func anAnswerLeftUnreadInTheKernelDoesNotOutliveItsConnection() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("orphan-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        var config = ApplicationTests.configuration(in: folder)
-        config.connections = .init(idleSeconds: 1)
-        let server = try await TestServer.start(config, adminKey: APIKeys.newKey())
+        let node = try await Node.start("orphan", idleSeconds: 1)
+        defer { node.removeFolder() }
+        let server = node.server
         let store = try #require(server.application.api.media?.store)
         let file = try store.put(MediaSamples.file(MediaSamples.png, size: 40_000), type: .png)
         let client = try RawHTTP.connected(server.port, receiveBuffer: 4096)
