@@ -35,6 +35,8 @@ public struct FCMConfiguration: Sendable {
     /// Requests in flight on one connection before the next connection is opened.
     public var streamsPerConnection: Int
     public var requestTimeout: TimeInterval
+    /// A connection to FCM made (TCP, TLS and its first SETTINGS) within this, or it fails.
+    public var connectTimeout: TimeInterval
     /// A cached access token is replaced this long before it expires.
     public var tokenRefreshMargin: TimeInterval
     public var scope: String
@@ -49,6 +51,7 @@ public struct FCMConfiguration: Sendable {
         connections: Int = HTTP2PoolDefaults.connections,
         streamsPerConnection: Int = HTTP2PoolDefaults.streamsPerConnection,
         requestTimeout: TimeInterval = 10,
+        connectTimeout: TimeInterval = 10,
         tokenRefreshMargin: TimeInterval = 300,
         scope: String = "https://www.googleapis.com/auth/firebase.messaging",
         now: @escaping @Sendable () -> Date = { Date() },
@@ -60,6 +63,7 @@ public struct FCMConfiguration: Sendable {
         self.connections = connections
         self.streamsPerConnection = streamsPerConnection
         self.requestTimeout = requestTimeout
+        self.connectTimeout = connectTimeout
         self.tokenRefreshMargin = tokenRefreshMargin
         self.scope = scope
         self.now = now
@@ -91,11 +95,15 @@ public final class FCMClient: Sendable {
         group = eventLoopGroup ?? MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let (host, port) = configuration.endpoint.hostPort
         let timeout = TimeAmount.nanoseconds(Int64(configuration.requestTimeout * 1e9))
+        // Held to 1 ms...1 h before the conversion (a value that is not finite would trap).
+        let c = configuration.connectTimeout
+        let connect = c.isFinite ? min(max(c, 0.001), 3600) : 10
         pool = HTTP2ConnectionPool(
             configuration: .init(
                 target: .init(host: host, port: port, trust: configuration.trust),
                 connections: configuration.connections,
                 streamsPerConnection: configuration.streamsPerConnection,
+                connectTimeout: .nanoseconds(Int64(connect * 1e9)),
                 requestTimeout: timeout,
                 logger: configuration.logger
             ),

@@ -157,7 +157,7 @@ public final class HTTP1ConnectionPool: Sendable {
                 case .http2(let c):
                     // Only HTTP/1.1 was offered: a server that answers otherwise is not followed.
                     c.close()
-                    throw TransportError.connectFailed("the server chose h2, which was not offered")
+                    throw TransportError.connectFailed("the server chose h2, which was not offered", stage: .tls)
                 }
             } catch {
                 configuration.logger.warning("could not connect", metadata: ["error": "\(error)"])

@@ -130,10 +130,8 @@ public final class HTTP2ClientConnection: Sendable {
                 target: target,
                 timeout: timeout
             )
-        } catch let error as TransportError {
-            throw error
         } catch {
-            throw TransportError.connectFailed("\(target.host):\(target.port): \(error)")
+            throw TransportError.connectFailure(error, context: "\(target.host):\(target.port)")
         }
     }
 
@@ -199,7 +197,14 @@ public final class HTTP2ClientConnection: Sendable {
             // TLS and HTTP/2 handshakes in time read as "connection closed with the request in flight").
             throw TransportError.connectFailed(
                 "\(target.host):\(target.port): the TCP connection was made but its TLS and HTTP/2 handshakes had not "
-                    + "ended within \(Double(timeout.nanoseconds) / 1e9) s"
+                    + "ended within \(Double(timeout.nanoseconds) / 1e9) s",
+                stage: .handshakeTimedOut
+            )
+        } catch TransportError.connectionClosed {
+            // The server closed it before its first SETTINGS: not a request's connection closing in flight.
+            throw TransportError.connectFailed(
+                "\(target.host):\(target.port): the server closed the connection before its HTTP/2 SETTINGS",
+                stage: .closedInHandshake
             )
         }
         return connection
@@ -366,7 +371,9 @@ final class ConnectionObserver: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        if state.withLockedValue({ $0.lifecycle == .starting }) { ready.fail(TransportError.connectFailed("\(error)")) }
+        if state.withLockedValue({ $0.lifecycle == .starting }) {
+            ready.fail(TransportError.connectFailure(error, connected: true))
+        }
         context.close(promise: nil)
     }
 

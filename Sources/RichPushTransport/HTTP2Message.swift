@@ -1,5 +1,6 @@
 import NIOCore
 import NIOHPACK
+import NIOSSL
 
 /// One HTTP/2 request.
 public struct H2Request: Sendable {
@@ -51,8 +52,8 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
     case timedOut
     /// The stream was reset by the server with this HTTP/2 error code.
     case streamReset(code: Int)
-    /// A connection could not be made.
-    case connectFailed(String)
+    /// A connection could not be made; `stage` says how far it got.
+    case connectFailed(String, stage: ConnectStage = .tcp)
     /// The client was shut down.
     case shutDown
     /// The response's body went past the client's limit (``HTTP2ClientConnection/maxResponseBytes``): the stream
@@ -79,7 +80,7 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
         case .notSent: return "not_sent"
         case .timedOut: return "timed_out"
         case .streamReset: return "stream_reset"
-        case .connectFailed: return "connect_failed"
+        case .connectFailed(_, let stage): return stage.label
         case .responseTooLarge: return "response_too_large"
         case .malformedResponse: return "malformed_response"
         case .shutDown: return "shut_down"
@@ -96,8 +97,15 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
         case "timed_out": return "no answer within the request timeout"
         case "stream_reset": return "the server reset the request's stream"
         case "connect_failed":
+            return "no TCP connection could be made (refused, unreachable, or not within the connect timeout)"
+        case "tls_failed":
             return
-                "no connection could be made (TCP, TLS, or the service's first HTTP/2 SETTINGS did not complete; the node's log names the error)"
+                "the TLS handshake failed: the server's certificate was not trusted or not for its name, or it refused the handshake (the node's log names the error)"
+        case "handshake_timed_out":
+            return
+                "the TCP connection was made, but its TLS and HTTP/2 handshakes had not ended within the connect timeout"
+        case "closed_in_handshake":
+            return "the server closed or reset the connection before its TLS and HTTP/2 handshakes had ended"
         case "response_too_large": return "the answer was larger than the client takes"
         case "malformed_response": return "the answer broke HTTP"
         case "shut_down": return "the client was shutting down"
@@ -114,10 +122,70 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
         case .notSent: return "connection closed before the request was sent"
         case .timedOut: return "no response before the request timeout"
         case .streamReset(let code): return "stream reset by the server (HTTP/2 error \(code))"
-        case .connectFailed(let m): return "could not connect: \(m)"
+        case .connectFailed(let m, let stage):
+            switch stage {
+            case .tcp: return "could not connect: \(m)"
+            case .tls: return "TLS handshake failed: \(m)"
+            case .handshakeTimedOut, .closedInHandshake: return "connection not ready: \(m)"
+            }
         case .shutDown: return "the client was shut down"
         case .responseTooLarge(let limit): return "the response body went past \(limit) bytes"
         case .malformedResponse(let m): return "malformed response: \(m)"
         }
+    }
+}
+
+/// How far a connection that failed got: its failure's label names the step that did not complete.
+public enum ConnectStage: Sendable, Hashable {
+    /// No TCP connection: refused, unreachable, or not within the connect timeout (`connect_failed`).
+    case tcp
+    /// The TLS handshake failed: the certificate was not trusted or not for the host, an alert, no protocol in
+    /// common (`tls_failed`).
+    case tls
+    /// Connected, but the TLS and HTTP/2 handshakes had not ended within the connect timeout
+    /// (`handshake_timed_out`).
+    case handshakeTimedOut
+    /// The server closed or reset the connection during the TLS or HTTP/2 handshake (`closed_in_handshake`).
+    case closedInHandshake
+
+    public var label: String {
+        switch self {
+        case .tcp: return "connect_failed"
+        case .tls: return "tls_failed"
+        case .handshakeTimedOut: return "handshake_timed_out"
+        case .closedInHandshake: return "closed_in_handshake"
+        }
+    }
+}
+
+extension TransportError {
+    /// The failure of a connection that `error` ended, prefixed with `context` (the host and port): a TransportError
+    /// is kept as it is; the TLS layer seeing the connection end is `closed_in_handshake`, any other TLS error
+    /// `tls_failed`; anything else failed the TCP connect, or, once `connected` (an error the channel met after its
+    /// TCP connection was made: a reset), broke the handshake.
+    public static func connectFailure(
+        _ error: any Error,
+        context: String? = nil,
+        connected: Bool = false
+    )
+        -> TransportError
+    {
+        if let e = error as? TransportError { return e }
+        let message = context.map { "\($0): \(error)" } ?? "\(error)"
+        if closedInTLSHandshake(error) { return .connectFailed(message, stage: .closedInHandshake) }
+        if isTLSError(error) { return .connectFailed(message, stage: .tls) }
+        return .connectFailed(message, stage: connected ? .closedInHandshake : .tcp)
+    }
+
+    /// Whether `error` is the TLS layer seeing the connection end before its handshake did (the server closed it:
+    /// not a certificate or a protocol refused).
+    static func closedInTLSHandshake(_ error: any Error) -> Bool {
+        guard let e = error as? NIOSSLError else { return false }
+        return e == .uncleanShutdown || e == .handshakeFailed(.sslError([.eofDuringHandshake]))
+    }
+
+    /// Whether `error` came from the TLS layer (a handshake that failed, a certificate refused).
+    static func isTLSError(_ error: any Error) -> Bool {
+        error is NIOSSLError || error is BoringSSLError || error is NIOSSLExtraError
     }
 }

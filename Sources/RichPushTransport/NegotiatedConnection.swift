@@ -41,9 +41,24 @@ public enum NegotiatedConnection: Sendable {
                 }
             }
             // The handshake (and, for HTTP/2, the first SETTINGS) within the timeout, or the connection closes.
-            let deadline = channel.eventLoop.scheduleTask(in: timeout) { channel.close(promise: nil) }
+            let expired = NIOLockedValueBox(false)
+            let deadline = channel.eventLoop.scheduleTask(in: timeout) {
+                expired.withLockedValue { $0 = true }
+                channel.close(promise: nil)
+            }
             defer { deadline.cancel() }
-            switch try await chosen.get() {
+            let choice: ProtocolChoice.Chosen
+            do {
+                choice = try await chosen.get()
+            } catch TransportError.connectFailed(_, .closedInHandshake) where expired.withLockedValue({ $0 }) {
+                // Closed by the deadline above, not by the server.
+                throw TransportError.connectFailed(
+                    "\(target.host):\(target.port): the TCP connection was made but its TLS handshake had not ended "
+                        + "within \(Double(timeout.nanoseconds) / 1e9) s",
+                    stage: .handshakeTimedOut
+                )
+            }
+            switch choice {
             case let .http2(streams, ready, state):
                 return .http2(
                     try await HTTP2ClientConnection.started(
@@ -58,10 +73,8 @@ public enum NegotiatedConnection: Sendable {
             case .http1(let connection):
                 return .http1(connection)
             }
-        } catch let error as TransportError {
-            throw error
         } catch {
-            throw TransportError.connectFailed("\(target.host):\(target.port): \(error)")
+            throw TransportError.connectFailure(error, context: "\(target.host):\(target.port)")
         }
     }
 }
@@ -99,7 +112,7 @@ final class ProtocolChoice: ChannelInboundHandler, RemovableChannelHandler, @unc
                     chosen.succeed(.http1(try HTTP1ClientConnection.install(on: context.channel, authority: authority)))
                 }
             } catch {
-                chosen.fail(TransportError.connectFailed("\(error)"))
+                chosen.fail(TransportError.connectFailure(error))
                 context.close(promise: nil)
             }
             context.pipeline.syncOperations.removeHandler(self, promise: nil)
@@ -110,7 +123,7 @@ final class ProtocolChoice: ChannelInboundHandler, RemovableChannelHandler, @unc
     func errorCaught(context: ChannelHandlerContext, error: Error) {
         if !done {
             done = true
-            chosen.fail(TransportError.connectFailed("\(error)"))
+            chosen.fail(TransportError.connectFailure(error, connected: true))
         }
         context.close(promise: nil)
     }
@@ -118,7 +131,7 @@ final class ProtocolChoice: ChannelInboundHandler, RemovableChannelHandler, @unc
     func channelInactive(context: ChannelHandlerContext) {
         if !done {
             done = true
-            chosen.fail(TransportError.connectFailed("closed during the TLS handshake"))
+            chosen.fail(TransportError.connectFailed("closed during the TLS handshake", stage: .closedInHandshake))
         }
         context.fireChannelInactive()
     }

@@ -224,11 +224,12 @@ import Testing
             )
             Issue.record("connected to a server that never answers")
         } catch let error as TransportError {
-            guard case .connectFailed(let message) = error else {
+            guard case .connectFailed(let message, let stage) = error else {
                 Issue.record("\(error)")
                 return
             }
-            #expect(message.contains("127.0.0.1:\(port)") && message.contains("handshakes had not ended within 0.3 s"))
+            #expect(message.contains("127.0.0.1:\(port)") && message.contains("had not ended within 0.3 s"))
+            #expect(stage == .handshakeTimedOut && error.label == "handshake_timed_out")
             #expect(error.safeToRetry)
         }
         // Not before the deadline. No bound after it: the message above says the connect's own deadline ended it
@@ -238,6 +239,70 @@ import Testing
         let took = Date().timeIntervalSince(started)
         #expect(took >= 0.29, "\(took)")
         try await silent.close()
+    }
+
+    /// A connect that fails names the step that did not complete, for both ways of connecting: no TCP connection
+    /// (`connect_failed`), a certificate not trusted (`tls_failed`), a server that closes during the handshake
+    /// (`closed_in_handshake`) or never ends it (`handshake_timed_out`). Each of them read `connect_failed` before,
+    /// whose meaning could only list the three steps.
+    @Test func aConnectThatFailsNamesTheStepThatDidNotComplete() async throws {
+        let group = NIOSingletons.posixEventLoopGroup
+        // Only the silent server waits out the timeout: the others fail before it, however loaded the machine (at
+        // 0.5 s a TLS handshake with the emulator in a loaded run read as handshake_timed_out).
+        func stage(
+            port: Int,
+            trust: TLSTrust? = nil,
+            negotiated: Bool,
+            timeout: TimeAmount = .seconds(20)
+        ) async -> (ConnectStage?, String) {
+            let target = HTTP2ClientConnection.Target(
+                host: "127.0.0.1",
+                port: port,
+                trust: trust ?? .certificateAuthority(pem: creds.caCertificatePEM)
+            )
+            do {
+                if negotiated {
+                    _ = try await NegotiatedConnection.connect(to: target, group: group, timeout: timeout)
+                } else {
+                    _ = try await HTTP2ClientConnection.connect(to: target, group: group, timeout: timeout)
+                }
+                return (nil, "connected")
+            } catch let error as TransportError {
+                guard case .connectFailed(_, let stage) = error else { return (nil, "\(error)") }
+                #expect(error.safeToRetry && TransportError.meaning(ofLabel: error.label) != nil, "\(error)")
+                return (stage, "\(error)")
+            } catch {
+                return (nil, "\(error)")
+            }
+        }
+        // A port nothing listens on.
+        let gone = try await ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
+        let gonePort = try #require(gone.localAddress?.port)
+        try await gone.close()
+        // The emulator, its certificate checked against the system's authorities (which never signed it).
+        let emulator = try APNsEmulator(credentials: creds)
+        let emulatorPort = try await emulator.start()
+        // A server that closes each connection as it comes, and one that never answers.
+        let closing = try await ServerBootstrap(group: group)
+            .childChannelInitializer { $0.close() }
+            .bind(host: "127.0.0.1", port: 0).get()
+        let closingPort = try #require(closing.localAddress?.port)
+        let silent = try await ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
+        let silentPort = try #require(silent.localAddress?.port)
+        for negotiated in [false, true] {
+            let tcp = await stage(port: gonePort, negotiated: negotiated)
+            #expect(tcp.0 == .tcp, "\(tcp.1)")
+            let tls = await stage(port: emulatorPort, trust: .system, negotiated: negotiated)
+            #expect(tls.0 == .tls && tls.1.contains("TLS handshake failed"), "\(tls.1)")
+            let closed = await stage(port: closingPort, negotiated: negotiated)
+            #expect(closed.0 == .closedInHandshake, "\(closed.1)")
+            let timedOut = await stage(port: silentPort, negotiated: negotiated, timeout: .milliseconds(300))
+            #expect(timedOut.0 == .handshakeTimedOut, "\(timedOut.1)")
+        }
+        #expect(ConnectStage.tls.label == "tls_failed" && ConnectStage.tcp.label == "connect_failed")
+        try await closing.close()
+        try await silent.close()
+        await emulator.stop()
     }
 
     /// A pool shut down while one of its connects is still under way (an app's clients are replaced when its

@@ -327,6 +327,21 @@ struct WebPushFixture {
         #expect(DeliveryReasons.meaning("webpush_transport_connect_failed")?.contains("no connection") == true)
         #expect(DeliveryReasons.meaning("webpush_transport") != nil)
         sandbox.webPush.clearFaults()
+        // A service whose certificate the node does not trust names TLS (it read connect_failed, as a refused port).
+        let untrusting = WebPushProvider(
+            .init(policy: AddressPolicy(allowAll: true), trust: .system, requestTimeout: .seconds(2)),
+            eventLoopGroup: group
+        )
+        #expect(
+            await untrusting.send(token: mine.token, message: message, app: app, receiptURL: nil)
+                == .failed(.retry, reason: "webpush_transport_tls_failed")
+        )
+        await untrusting.shutdown()
+        #expect(
+            DeliveryReasons.meaning("webpush_transport_tls_failed")?.hasPrefix(
+                "no connection to the push service: the TLS handshake failed"
+            ) == true
+        )
 
         // Another site's key: the service refuses the token (403), the app's credentials are what to fix.
         let other = ServerApp(

@@ -1,5 +1,7 @@
 import Crypto
 import Foundation
+import NIOCore
+import NIOPosix
 import RichPushCore
 import RichPushSandbox
 import RichPushTestSupport
@@ -771,6 +773,34 @@ import Glibc
                 "sandbox.json \(seed): status \(run.status) \(String(run.stderr.suffix(300)))"
             )
         }
+    }
+}
+
+extension SendTests {
+    /// `--timeout` bounds the wait for a connection as well as each answer: a provider that takes the TCP
+    /// connection and never finishes TLS ends the send after 1 s, named as such (it waited the client's own 10 s
+    /// for each connect, whatever `--timeout` said).
+    @Test func theTimeoutBoundsTheConnectToo() async throws {
+        let silent = try await ServerBootstrap(group: NIOSingletons.posixEventLoopGroup)
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(silent.localAddress?.port)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("send-timeout-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try SandboxCredentials.generate().write(to: dir, tokenURI: "https://127.0.0.1:1/token")
+        try Data(#"{"apns":{"port":\#(port)},"fcm":{"url":"https://127.0.0.1:1"}}"#.utf8)
+            .write(to: dir.appendingPathComponent("sandbox.json"))
+        let message = dir.appendingPathComponent("m.json")
+        try Data(#"{"title":"Hi"}"#.utf8).write(to: message)
+        let run = try await Self.run([
+            "send", message.path, "--sandbox", dir.path, "--token", Self.apnsToken(1), "--max-attempts", "1",
+            "--timeout", "1", "--progress", "none", "--no-preflight",
+        ])
+        try await silent.close()
+        let said = run.stdout + run.stderr
+        #expect(run.status == 1, "\(said)")
+        #expect(said.contains("transport_handshake_timed_out"), "\(said)")
+        // The connect's own deadline says what it was: the option's, not the client's default of 10 s.
+        #expect(said.contains("had not ended within 1.0 s"), "\(said)")
     }
 }
 

@@ -19,7 +19,10 @@ public enum DeliveryReasons {
                 label == "opening_full"
                 ? "too many push services were being connected to at once"
                 : TransportError.meaning(ofLabel: label)
-            if let cause { return "the push service did not answer: " + cause + "; tried again" }
+            let connecting = ["connect_failed", "tls_failed", "handshake_timed_out", "closed_in_handshake"]
+            let lead =
+                connecting.contains(label) ? "no connection to the push service: " : "the push service did not answer: "
+            if let cause { return lead + cause + "; tried again" }
         }
         if reason.hasPrefix("webpush_"), let status = Int(reason.dropFirst("webpush_".count)) {
             return webPushStatus(status)

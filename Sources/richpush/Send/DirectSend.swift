@@ -193,7 +193,7 @@ struct DirectSend {
         clients = [{ await client.shutdown() }, { try? await group.shutdownGracefully() }]
     }
 
-    /// An APNs client with the command's connections and request timeout.
+    /// An APNs client with the command's connections and timeout (for each connection and each answer).
     func makeAPNsClient(
         _ endpoint: APNsConfiguration.Endpoint,
         _ authentication: APNsConfiguration.Authentication,
@@ -207,13 +207,14 @@ struct DirectSend {
                 authentication: authentication,
                 trust: trust,
                 connections: o.connections,
-                requestTimeout: o.timeout
+                requestTimeout: o.timeout,
+                connectTimeout: o.timeout
             ),
             eventLoopGroup: group
         )
     }
 
-    /// An FCM client with the command's connections and request timeout.
+    /// An FCM client with the command's connections and timeout (for each connection and each answer).
     func makeFCMClient(
         _ account: ServiceAccount,
         _ endpoint: FCMConfiguration.Endpoint,
@@ -227,7 +228,8 @@ struct DirectSend {
                 endpoint: endpoint,
                 trust: trust,
                 connections: o.connections,
-                requestTimeout: o.timeout
+                requestTimeout: o.timeout,
+                connectTimeout: o.timeout
             ),
             eventLoopGroup: group
         )

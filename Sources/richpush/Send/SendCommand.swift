@@ -236,7 +236,7 @@ struct OutputOptions: ParsableArguments {
         help: "Attempts per target before a retryable failure is final (1 to 100)."
     )
     var maxAttempts = RetryPolicy().maxAttempts
-    @Option(help: "Seconds to wait for one answer (1 to 300).")
+    @Option(help: "Seconds to wait for a connection to the provider, and for each answer (1 to 300).")
     var timeout: Double = 10
     @Flag(help: "Send even if the message has errors or its media fails the preflight.")
     var force = false

@@ -83,7 +83,9 @@ extension DirectSend {
                 policy: AddressPolicy(allowAll: sandbox),
                 trust: sandboxTrust,
                 connectionsPerOrigin: min(command.output.connections, 8),
-                requestTimeout: .seconds(Int64(command.output.timeout))
+                // --timeout bounds each connection as it does each answer (it is checked to be 1 to 300 s).
+                connectTimeout: .nanoseconds(Int64(command.output.timeout * 1e9)),
+                requestTimeout: .nanoseconds(Int64(command.output.timeout * 1e9))
             ),
             eventLoopGroup: group
         )

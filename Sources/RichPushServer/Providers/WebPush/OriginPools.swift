@@ -146,7 +146,8 @@ final class OriginPools: Sendable {
                 "could not connect to a push service",
                 metadata: ["origin": .string(origin), "error": .string("\(error)")]
             )
-            return .failure(SendFailure(decision: .retry, reason: "webpush_transport_connect_failed"))
+            let label = (error as? TransportError)?.label ?? ConnectStage.tcp.label
+            return .failure(SendFailure(decision: .retry, reason: "webpush_transport_" + label))
         }
         let made: Pool
         switch first {
