@@ -183,7 +183,15 @@ public final class HTTP2ClientConnection: Sendable {
         // A channel already closed (its event loops shut down while it connected: a provider closed under a send
         // still connecting) gets no timer: one scheduled on a loop that is shut down never runs, and its promise
         // was left unfulfilled (a debug build traps on that; the test run caught it).
-        guard channel.isActive else { throw TransportError.connectionClosed }
+        guard channel.isActive else {
+            // Its failure came first (a certificate refused, the server closing at once, a loop shut down under it):
+            // said as the error that ended it when there was one.
+            throw state.withLockedValue { $0.startError }
+                ?? TransportError.connectFailed(
+                    "\(target.host):\(target.port): closed before its TLS and HTTP/2 handshakes had ended",
+                    stage: .closedInHandshake
+                )
+        }
         let expired = NIOLockedValueBox(false)
         let deadline = channel.eventLoop.scheduleTask(in: timeout) {
             expired.withLockedValue { $0 = true }
@@ -371,8 +379,13 @@ final class ConnectionObserver: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        if state.withLockedValue({ $0.lifecycle == .starting }) {
-            ready.fail(TransportError.connectFailure(error, connected: true))
+        let failure = TransportError.connectFailure(error, connected: true)
+        if state.withLockedValue({ s in
+            guard s.lifecycle == .starting else { return false }
+            s.startError = s.startError ?? failure
+            return true
+        }) {
+            ready.fail(failure)
         }
         context.close(promise: nil)
     }

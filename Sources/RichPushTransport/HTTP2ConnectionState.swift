@@ -30,6 +30,9 @@ struct HTTP2ConnectionState: Sendable {
     }
 
     private(set) var lifecycle = Lifecycle.starting
+    /// Why the connection failed before its first SETTINGS, when an error said so (a TLS error, a reset): kept for
+    /// a connect that finds the channel closed already and cannot wait on it.
+    var startError: TransportError?
     /// The server's MAX_CONCURRENT_STREAMS (100 until it says otherwise).
     private(set) var remoteMaxStreams = 100
     /// Streams sent or reserved and not yet ended.
