@@ -82,6 +82,12 @@ import Testing
             bytes.withUnsafeBufferPointer {
                 #expect(Adler32.checksum($0) == Adler32.checksum($0, sixteenAtATime: false), "n \(n)")
             }
+            // CRC-32 eight bytes at a time, from any starting CRC (a chunk's continues its type's).
+            for initial: UInt32 in [0, 0xAE42_6082, .max] {
+                let fast = CRC32.checksum(bytes, initial: initial)
+                #expect(fast == CRC32.checksum(bytes, initial: initial, eightAtATime: false), "n \(n)")
+                #expect(fast == CRC32.checksum(bytes.lazy.map { $0 }, initial: initial), "n \(n)")
+            }
         }
         for d in 1...32768 {
             var code = 29

@@ -1,14 +1,54 @@
 /// CRC-32 as PNG chunks use it (ISO 3309, reflected polynomial 0xEDB88320).
 enum CRC32 {
-    static let table: [UInt32] = (0..<256).map { n -> UInt32 in
-        var c = UInt32(n)
-        for _ in 0..<8 { c = (c & 1) != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
-        return c
-    }
+    /// Eight tables: `tables[k][n]` is the CRC of byte n followed by k zero bytes (`tables[0]` is the classic one).
+    static let tables: [[UInt32]] = {
+        var t: [[UInt32]] = [
+            (0..<256).map { n -> UInt32 in
+                var c = UInt32(n)
+                for _ in 0..<8 { c = (c & 1) != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+                return c
+            }
+        ]
+        for k in 1..<8 { t.append((0..<256).map { n in t[0][Int(t[k - 1][n] & 0xFF)] ^ (t[k - 1][n] >> 8) }) }
+        return t
+    }()
+    static let table = tables[0]
+    /// The eight tables end to end, for the loop that reads eight bytes at a time.
+    static let flat: [UInt32] = tables.flatMap { $0 }
 
-    static func checksum<C: Collection<UInt8>>(_ bytes: C, initial: UInt32 = 0) -> UInt32 {
+    /// `eightAtATime: false` goes byte by byte (for tests: both give the same checksum).
+    static func checksum<C: Collection<UInt8>>(_ bytes: C, initial: UInt32 = 0, eightAtATime: Bool = true) -> UInt32 {
+        if eightAtATime, let c = bytes.withContiguousStorageIfAvailable({ sliced($0, initial: initial) }) { return c }
         var c = ~initial
         for b in bytes { c = table[Int((c ^ UInt32(b)) & 0xFF)] ^ (c >> 8) }
+        return ~c
+    }
+
+    /// Eight bytes a step (slicing by eight): the CRC of the next eight bytes is one lookup per byte in the table
+    /// of its distance from the end, the lookups combined; the same checksum as byte by byte. The PNG's chunks went
+    /// through a generic loop at about 2 ns a byte, 2.6 % of a chart's render and encode.
+    static func sliced(_ bytes: UnsafeBufferPointer<UInt8>, initial: UInt32) -> UInt32 {
+        var c = ~initial
+        guard let base = bytes.baseAddress else { return initial }
+        let n = bytes.count
+        var i = 0
+        flat.withUnsafeBufferPointer { t in
+            while i + 8 <= n {
+                let word = UInt64(littleEndian: UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self))
+                let lo = UInt32(truncatingIfNeeded: word) ^ c
+                let hi = UInt32(truncatingIfNeeded: word >> 32)
+                c =
+                    t[7 * 256 + Int(lo & 0xFF)] ^ t[6 * 256 + Int((lo >> 8) & 0xFF)]
+                    ^ t[5 * 256 + Int((lo >> 16) & 0xFF)] ^ t[4 * 256 + Int(lo >> 24)]
+                    ^ t[3 * 256 + Int(hi & 0xFF)] ^ t[2 * 256 + Int((hi >> 8) & 0xFF)]
+                    ^ t[1 * 256 + Int((hi >> 16) & 0xFF)] ^ t[Int(hi >> 24)]
+                i += 8
+            }
+            while i < n {
+                c = t[Int((c ^ UInt32(base[i])) & 0xFF)] ^ (c >> 8)
+                i += 1
+            }
+        }
         return ~c
     }
 }

@@ -266,19 +266,23 @@
             default: break
             }
         }
+        // The tables in locals: a static is checked for its lazy initialisation at each use (1 % of a chart's
+        // render and encode went to those checks in this loop).
+        let (lengthCodes, lengthExtras, lengthBases) = (lengthCode, lengthExtra, lengthBase)
+        let (distanceCodes, distExtras, distBases) = (distanceCodes, distExtra, distBase)
         for k in 0..<s.count {
             let length = Int(s.lengths[k])
             if length == 0 {
                 let b = Int(s.values[k])
                 w.write(UInt32(lit.codes[b]), bits: Int(lit.lengths[b]))
             } else {
-                let code = Int(lengthCode[length])
+                let code = Int(lengthCodes[length])
                 w.write(UInt32(lit.codes[257 + code]), bits: Int(lit.lengths[257 + code]))
-                if lengthExtra[code] > 0 { w.write(UInt32(length - lengthBase[code]), bits: lengthExtra[code]) }
+                if lengthExtras[code] > 0 { w.write(UInt32(length - lengthBases[code]), bits: lengthExtras[code]) }
                 let d = Int(s.values[k])
-                let dc = distanceCode(d)
+                let dc = distanceCode(d, in: distanceCodes)
                 w.write(UInt32(dist.codes[dc]), bits: Int(dist.lengths[dc]))
-                if distExtra[dc] > 0 { w.write(UInt32(d - distBase[dc]), bits: distExtra[dc]) }
+                if distExtras[dc] > 0 { w.write(UInt32(d - distBases[dc]), bits: distExtras[dc]) }
             }
         }
         w.write(UInt32(lit.codes[256]), bits: Int(lit.lengths[256]))
