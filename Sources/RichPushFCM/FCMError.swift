@@ -62,7 +62,8 @@ public struct FCMFailure: Error, Sendable, CustomStringConvertible {
         public var description: String
     }
 
-    public var label: String { code?.metricLabel ?? transport.map { _ in "transport" } ?? "unknown" }
+    /// FCM's error code, or `transport_<cause>` (the HTTP/2 client's names, as APNs' failures have them).
+    public var label: String { code?.metricLabel ?? transport.map { "transport_\($0.label)" } ?? "unknown" }
 
     public var description: String {
         if let code {

@@ -217,9 +217,12 @@ import Testing
         }) { emulator, client in
             _ = try await client.send(try request())
             emulator.inject(.stall)
-            #expect(await failure(client, try request())?.transport == .timedOut)
+            let stalled = await failure(client, try request())
+            // Named by cause, as APNs' are (it read "transport" alone).
+            #expect(stalled?.transport == .timedOut && stalled?.label == "transport_timed_out")
             emulator.inject(.reset)
-            #expect(await failure(client, try request())?.transport == .connectionClosed)
+            let reset = await failure(client, try request())
+            #expect(reset?.transport == .connectionClosed && reset?.label == "transport_connection_closed")
             emulator.inject(.goAway)
             _ = try await client.send(try request())  // retried on a fresh connection
             #expect(emulator.acceptedCount == 2)

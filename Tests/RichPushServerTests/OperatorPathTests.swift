@@ -270,6 +270,16 @@ import Testing
             #expect(DeliveryReasons.meaning("BadDeviceToken")?.contains("environment") == true)
             #expect(DeliveryReasons.meaning("UNREGISTERED") != nil)
             #expect(DeliveryReasons.meaning("nonsense") == nil)
+            // APNs' and FCM's transport failures say what did not happen, connecting or answering.
+            #expect(
+                DeliveryReasons.meaning("transport_tls_failed")?.hasPrefix(
+                    "no connection to APNs or FCM: the TLS handshake failed"
+                ) == true
+            )
+            #expect(
+                DeliveryReasons.meaning("transport_timed_out")
+                    == "APNs or FCM did not answer: no answer within the request timeout"
+            )
         }
     }
 
