@@ -89,6 +89,7 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
 
     /// What a ``label`` means, in words (nil: not a label).
     public static func meaning(ofLabel label: String) -> String? {
+        if let stage = ConnectStage(label: label) { return stage.meaning }
         switch label {
         case "stream_refused": return "the server refused the request's stream"
         case "going_away": return "the connection was going away (GOAWAY)"
@@ -96,16 +97,6 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
         case "not_sent": return "the connection closed before the request was sent"
         case "timed_out": return "no answer within the request timeout"
         case "stream_reset": return "the server reset the request's stream"
-        case "connect_failed":
-            return "no TCP connection could be made (refused, unreachable, or not within the connect timeout)"
-        case "tls_failed":
-            return
-                "the TLS handshake failed: the server's certificate was not trusted or not for its name, or it refused the handshake (the node's log names the error)"
-        case "handshake_timed_out":
-            return
-                "the TCP connection was made, but its TLS and HTTP/2 handshakes had not ended within the connect timeout"
-        case "closed_in_handshake":
-            return "the server closed or reset the connection before its TLS and HTTP/2 handshakes had ended"
         case "response_too_large": return "the answer was larger than the client takes"
         case "malformed_response": return "the answer broke HTTP"
         case "shut_down": return "the client was shutting down"
@@ -136,7 +127,7 @@ public enum TransportError: Error, Sendable, Hashable, CustomStringConvertible {
 }
 
 /// How far a connection that failed got: its failure's label names the step that did not complete.
-public enum ConnectStage: Sendable, Hashable {
+public enum ConnectStage: Sendable, Hashable, CaseIterable {
     /// No TCP connection: refused, unreachable, or not within the connect timeout (`connect_failed`).
     case tcp
     /// The TLS handshake failed: the certificate was not trusted or not for the host, an alert, no protocol in
@@ -154,6 +145,27 @@ public enum ConnectStage: Sendable, Hashable {
         case .tls: return "tls_failed"
         case .handshakeTimedOut: return "handshake_timed_out"
         case .closedInHandshake: return "closed_in_handshake"
+        }
+    }
+
+    /// The stage a ``label`` names (nil: not a connect's label).
+    public init?(label: String) {
+        guard let stage = Self.allCases.first(where: { $0.label == label }) else { return nil }
+        self = stage
+    }
+
+    /// What did not happen, in words.
+    public var meaning: String {
+        switch self {
+        case .tcp: return "no TCP connection could be made (refused, unreachable, or not within the connect timeout)"
+        case .tls:
+            return
+                "the TLS handshake failed: the server's certificate was not trusted or not for its name, or it refused the handshake (the node's log names the error)"
+        case .handshakeTimedOut:
+            return
+                "the TCP connection was made, but its TLS and HTTP/2 handshakes had not ended within the connect timeout"
+        case .closedInHandshake:
+            return "the server closed or reset the connection before its TLS and HTTP/2 handshakes had ended"
         }
     }
 }

@@ -1,20 +1,22 @@
 /// CRC-32 as PNG chunks use it (ISO 3309, reflected polynomial 0xEDB88320).
 enum CRC32 {
-    /// Eight tables: `tables[k][n]` is the CRC of byte n followed by k zero bytes (`tables[0]` is the classic one).
-    static let tables: [[UInt32]] = {
-        var t: [[UInt32]] = [
-            (0..<256).map { n -> UInt32 in
-                var c = UInt32(n)
-                for _ in 0..<8 { c = (c & 1) != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
-                return c
+    /// Eight tables end to end: entry `k * 256 + n` is the CRC of byte n followed by k zero bytes (the first 256
+    /// are the classic table), for the loop that reads eight bytes at a time.
+    static let flat: [UInt32] = {
+        var t = (0..<256).map { n -> UInt32 in
+            var c = UInt32(n)
+            for _ in 0..<8 { c = (c & 1) != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+            return c
+        }
+        for k in 1..<8 {
+            for n in 0..<256 {
+                let previous = t[(k - 1) * 256 + n]
+                t.append(t[Int(previous & 0xFF)] ^ (previous >> 8))
             }
-        ]
-        for k in 1..<8 { t.append((0..<256).map { n in t[0][Int(t[k - 1][n] & 0xFF)] ^ (t[k - 1][n] >> 8) }) }
+        }
         return t
     }()
-    static let table = tables[0]
-    /// The eight tables end to end, for the loop that reads eight bytes at a time.
-    static let flat: [UInt32] = tables.flatMap { $0 }
+    static let table = Array(flat[0..<256])
 
     /// `eightAtATime: false` goes byte by byte (for tests: both give the same checksum).
     static func checksum<C: Collection<UInt8>>(_ bytes: C, initial: UInt32 = 0, eightAtATime: Bool = true) -> UInt32 {

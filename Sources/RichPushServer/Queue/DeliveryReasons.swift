@@ -20,14 +20,17 @@ public enum DeliveryReasons {
                 ? "too many push services were being connected to at once"
                 : TransportError.meaning(ofLabel: label)
             let lead =
-                connecting.contains(label) ? "no connection to the push service: " : "the push service did not answer: "
+                ConnectStage(label: label) != nil
+                ? "no connection to the push service: " : "the push service did not answer: "
             if let cause { return lead + cause + "; tried again" }
         }
         // APNs' and FCM's transport failures, by the same names.
         if reason.hasPrefix("transport_") {
             let label = String(reason.dropFirst("transport_".count))
             if let cause = TransportError.meaning(ofLabel: label) {
-                return (connecting.contains(label) ? "no connection to APNs or FCM: " : "APNs or FCM did not answer: ")
+                return
+                    (ConnectStage(label: label) != nil
+                    ? "no connection to APNs or FCM: " : "APNs or FCM did not answer: ")
                     + cause
             }
         }
@@ -38,9 +41,6 @@ public enum DeliveryReasons {
         if case .unknown = FCMErrorCode(errorCode: reason) {} else { return FCMErrorCode(errorCode: reason).advice() }
         return nil
     }
-
-    /// The transport labels of a connection that was never made (``ConnectStage``).
-    static let connecting: Set<String> = ["connect_failed", "tls_failed", "handshake_timed_out", "closed_in_handshake"]
 
     static let server: [String: String] = [
         "apns_not_configured":
