@@ -71,10 +71,11 @@ public final class APNsClient: Sendable {
             target: .init(host: host, port: port, trust: configuration.trust, identity: identity),
             connections: configuration.connections,
             streamsPerConnection: configuration.streamsPerConnection,
-            connectTimeout: .nanoseconds(Int64(configuration.connectTimeout * 1e9)),
-            requestTimeout: .nanoseconds(Int64(configuration.requestTimeout * 1e9)),
+            // Held to 1 ms...1 h (a ping at most daily) before the conversion, which traps past 64 bits.
+            connectTimeout: .seconds(held: configuration.connectTimeout, to: 0.001...3600, otherwise: 10),
+            requestTimeout: .seconds(held: configuration.requestTimeout, to: 0.001...3600, otherwise: 10),
             maxAttempts: configuration.maxAttempts,
-            pingInterval: .nanoseconds(Int64(configuration.pingInterval * 1e9)),
+            pingInterval: .seconds(held: configuration.pingInterval, to: 0.001...86_400, otherwise: 60),
             logger: configuration.logger
         )
         pool = HTTP2ConnectionPool(configuration: poolConfig, group: group) { ProviderTokenSlot() }

@@ -94,16 +94,15 @@ public final class FCMClient: Sendable {
         ownsGroup = eventLoopGroup == nil
         group = eventLoopGroup ?? MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let (host, port) = configuration.endpoint.hostPort
-        let timeout = TimeAmount.nanoseconds(Int64(configuration.requestTimeout * 1e9))
-        // Held to 1 ms...1 h before the conversion (a value that is not finite would trap).
-        let c = configuration.connectTimeout
-        let connect = c.isFinite ? min(max(c, 0.001), 3600) : 10
+        // Held to 1 ms...1 h before the conversion, which traps past 64 bits.
+        let timeout = TimeAmount.seconds(held: configuration.requestTimeout, to: 0.001...3600, otherwise: 10)
+        let connect = TimeAmount.seconds(held: configuration.connectTimeout, to: 0.001...3600, otherwise: 10)
         pool = HTTP2ConnectionPool(
             configuration: .init(
                 target: .init(host: host, port: port, trust: configuration.trust),
                 connections: configuration.connections,
                 streamsPerConnection: configuration.streamsPerConnection,
-                connectTimeout: .nanoseconds(Int64(connect * 1e9)),
+                connectTimeout: connect,
                 requestTimeout: timeout,
                 logger: configuration.logger
             ),

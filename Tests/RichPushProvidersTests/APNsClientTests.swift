@@ -58,6 +58,30 @@ import Testing
         }
     }
 
+    /// A configured time that is not a number, infinite, or whose nanoseconds overflow 64 bits, is held to its
+    /// range rather than trapping in the conversion; the client still delivers.
+    @Test(arguments: [Double.nan, .infinity, 1e300])
+    func timesOutOfRangeAreHeldNotTrapped(_ seconds: Double) async throws {
+        try await withSandbox(client: {
+            $0.connectTimeout = seconds
+            $0.requestTimeout = seconds
+            $0.pingInterval = seconds
+        }) { _, client in
+            let delivery = try await client.send(try request())
+            #expect(delivery.apnsID != nil)
+        }
+    }
+
+    @Test func secondsAreHeldToTheirRangeBeforeTheConversion() {
+        let cases: [(Double, Int64)] = [
+            (.nan, 10_000_000_000), (.infinity, 3_600_000_000_000), (-.infinity, 1_000_000),
+            (1e300, 3_600_000_000_000), (-1e300, 1_000_000), (0, 1_000_000), (2.5, 2_500_000_000),
+        ]
+        for (seconds, nanoseconds) in cases {
+            #expect(TimeAmount.seconds(held: seconds, to: 0.001...3600, otherwise: 10).nanoseconds == nanoseconds)
+        }
+    }
+
     @Test func theStreamLimitStartsAtOneAndRisesAfterTheFirstVerifiedToken() async throws {
         // A request's timeout runs from the moment it is queued, so the queue behind the limit must drain within it
         // even on a loaded machine (a debug build with the whole suite beside it): a limit of 120 and 300 requests

@@ -49,6 +49,18 @@ import Testing
         } catch { return error }
     }
 
+    /// A configured time that is not a number, infinite, or whose nanoseconds overflow 64 bits, is held to its
+    /// range rather than trapping in the conversion; the client still delivers.
+    @Test(arguments: [Double.nan, .infinity, 1e300])
+    func timesOutOfRangeAreHeldNotTrapped(_ seconds: Double) async throws {
+        try await withSandbox(client: {
+            $0.connectTimeout = seconds
+            $0.requestTimeout = seconds
+        }) { _, client in
+            _ = try await client.send(try request())
+        }
+    }
+
     @Test func deliversWithATokenFromTheServiceAccountAndRecordsTheMessage() async throws {
         try await withSandbox { emulator, client in
             let r = try request()
