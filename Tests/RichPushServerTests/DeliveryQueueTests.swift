@@ -463,6 +463,39 @@ import Testing
         await backend.close()
     }
 
+    /// New deliveries forget only the marks they may sort before: a send due after a mark (every send of a steady
+    /// stream) keeps it, so the next claim still reads from where the last one ended; one due before it, or one
+    /// whose time is not known, takes the marks away. Told through the backend's event, as the intake tells it.
+    @Test func newDeliveriesForgetOnlyTheMarksTheyMaySortBefore() async throws {
+        let backend = try await PostgresFixture.backend()
+        let q = try #require(backend.queue as? PostgresDeliveryQueue)
+        let otherNode = PostgresDeliveryQueue(database: backend.database)
+        try await q.enqueue(
+            (0..<6).map {
+                NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: "t\($0)", notBefore: t0)
+            }
+        )
+        let now = t0.addingTimeInterval(1)
+        #expect(try await q.claim(owner: "w", limit: 2, now: now, lease: 600).map(\.target) == ["t0", "t1"])
+        // Behind the mark, written where this node's queue does not see it: only a forgotten mark lets it be read.
+        try await otherNode.enqueue([
+            NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: "late", notBefore: t0 - 10)
+        ])
+        // A send due after the mark: the mark stays.
+        backend.workQueued.tell(earliest: t0.addingTimeInterval(0.5))
+        #expect(try await q.claim(owner: "w", limit: 1, now: now, lease: 600).map(\.target) == ["t2"])
+        // Due at the mark's own time (microseconds apart): the mark goes.
+        backend.workQueued.tell(earliest: t0.addingTimeInterval(0.0005))
+        #expect(try await q.claim(owner: "w", limit: 1, now: now, lease: 600).map(\.target) == ["late"])
+        // A time not known (an update's deliveries): every mark goes.
+        try await otherNode.enqueue([
+            NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: "late2", notBefore: t0 - 20)
+        ])
+        backend.workQueued.tell()
+        #expect(try await q.claim(owner: "w", limit: 1, now: now, lease: 600).map(\.target) == ["late2"])
+        await backend.close()
+    }
+
     /// The claim's updates find the taken deliveries by id: a plan through a state index reads every queued
     /// delivery on each claim (the cost of a claim then grows with the queue).
     @Test func theSQLiteClaimTouchesOnlyTheDeliveriesItTakes() async throws {

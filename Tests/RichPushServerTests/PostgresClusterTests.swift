@@ -297,11 +297,15 @@ import Testing
         }
     }
 
-    /// Deliveries queued through one node wake the other's idle worker.
+    /// Deliveries queued through one node wake the other's idle worker, and the notice names when the earliest of
+    /// them is due (so that the other node's claim marks before that time stay).
     @Test func queuedWorkWakesTheOtherNodes() async throws {
         let nodes = try await Self.nodes()
         let woken = NIOLockedValueBox(0)
+        let times = NIOLockedValueBox<[Date?]>([])
         nodes[1].workQueued.listen { woken.withLockedValue { $0 += 1 } }
+        nodes[1].workQueued.listenForTimes { t in times.withLockedValue { $0.append(t) } }
+        let due = Date(timeIntervalSince1970: 1_900_000_000.25)
         try await Self.running(nodes) {
             try await Task.sleep(for: .milliseconds(300))
             let before = woken.withLockedValue { $0 }
@@ -309,7 +313,7 @@ import Testing
                 notification: .init(id: "n", appID: "app", message: [:], response: .null, createdAt: Date()),
                 idempotencyKey: nil,
                 audience: .providerTokens(apns: ["aa"], fcm: []),
-                notBefore: Date(),
+                notBefore: due,
                 expiresAt: nil
             )
             _ = try await nodes[0].intake.accept(plan) { _ in .null }
@@ -318,6 +322,8 @@ import Testing
                 try await Task.sleep(for: .milliseconds(10))
             }
             #expect(woken.withLockedValue { $0 } > before)
+            let heard = times.withLockedValue { $0 }
+            #expect(heard.contains { $0 == due }, "the other node heard \(heard)")
         }
     }
 

@@ -15,7 +15,7 @@ import Testing
         let depths = NIOLockedValueBox<[Int]>([])
         let woken = NIOLockedValueBox(0)
         q.listen { woken.withLockedValue { $0 += 1 } }
-        q.tellPeers { depths.withLockedValue { $0.append(Thread.callStackReturnAddresses.count) } }
+        q.tellPeers { _ in depths.withLockedValue { $0.append(Thread.callStackReturnAddresses.count) } }
         for _ in 0..<1000 { q.tell() }
         let seen = depths.withLockedValue { $0 }
         #expect(seen.count == 1000 && woken.withLockedValue { $0 } == 1000)
@@ -23,5 +23,19 @@ import Testing
             seen.last == seen.first,
             "stack depth \(seen.first ?? -1) at the first telling, \(seen.last ?? -1) at the last"
         )
+    }
+
+    /// A notice between nodes carries the earliest time as seconds with microseconds; whatever else arrives on the
+    /// channel (any client of the database may send there) reads as "not known", which forgets every mark.
+    @Test func aNoticesTimeIsReadOnlyWhenItIsOne() {
+        let t = Date(timeIntervalSince1970: 1_900_000_000.123456)
+        let text = WorkQueued.payload(earliest: t)
+        #expect(text == "1900000000.123456")
+        #expect(WorkQueued.earliest(fromPayload: text) == t)
+        #expect(WorkQueued.payload(earliest: nil) == "")
+        #expect(WorkQueued.payload(earliest: Date(timeIntervalSince1970: .infinity)) == "")
+        for junk in ["", "nan", "inf", "-inf", "1e300", "-5", "0x10", "1e3", "12 34", "1.2.3", String(repeating: "1", count: 40), "é"] {
+            #expect(WorkQueued.earliest(fromPayload: junk) == nil, "\(junk)")
+        }
     }
 }

@@ -1,9 +1,14 @@
+import Foundation
 import NIOConcurrencyHelpers
 
 /// "Deliveries were queued": one event for the whole cluster. The store that queued them tells it (an accepted
 /// notification's deliveries, each chunk of a fan-out, an update's); every worker of this node hears it at once,
 /// and on a shared database the other nodes hear it through the database (PostgreSQL's `NOTIFY`, coalesced by the
 /// announcer), whose listener tells their workers.
+///
+/// An event may say the earliest time among the deliveries queued (their `not_before`): a claim mark that sorts
+/// before it stays (``ClaimMarks``). Without one (an update's deliveries, a notice whose payload did not read), every
+/// mark goes.
 public final class WorkQueued: Sendable {
     private let listeners = NIOLockedValueBox<[Call]>([])
     private let peers = NIOLockedValueBox<Call?>(nil)
@@ -12,26 +17,49 @@ public final class WorkQueued: Sendable {
     /// through the lock's inout access, is written back wrapped in one more reabstraction each time (after N tellings
     /// each telling walked N nested wrappers).
     private final class Call: Sendable {
-        let run: @Sendable () -> Void
-        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+        let run: @Sendable (Date?) -> Void
+        init(_ run: @escaping @Sendable (Date?) -> Void) { self.run = run }
     }
 
     public init() {}
 
     /// `wake` is called at each event, this node's and the other nodes'.
-    public func listen(_ wake: @escaping @Sendable () -> Void) { listeners.withLockedValue { $0.append(Call(wake)) } }
+    public func listen(_ wake: @escaping @Sendable () -> Void) { listenForTimes { _ in wake() } }
+
+    /// `heard` is called at each event with the earliest time it names (nil: not known).
+    public func listenForTimes(_ heard: @escaping @Sendable (_ earliest: Date?) -> Void) {
+        listeners.withLockedValue { $0.append(Call(heard)) }
+    }
 
     /// How the other nodes are told (set by a backend the nodes share).
-    func tellPeers(through announce: @escaping @Sendable () -> Void) { peers.withLockedValue { $0 = Call(announce) } }
+    func tellPeers(through announce: @escaping @Sendable (_ earliest: Date?) -> Void) {
+        peers.withLockedValue { $0 = Call(announce) }
+    }
 
-    /// Deliveries were queued on this node: its workers and the other nodes hear of it.
-    public func tell() {
-        heardFromPeer()
-        peers.withLockedValue { $0 }?.run()
+    /// Deliveries were queued on this node, none due before `earliest` (nil: not known): its workers and the other
+    /// nodes hear of it.
+    public func tell(earliest: Date? = nil) {
+        heardFromPeer(earliest: earliest)
+        peers.withLockedValue { $0 }?.run(earliest)
     }
 
     /// Another node queued deliveries: this node's workers hear of it.
-    func heardFromPeer() {
-        for wake in listeners.withLockedValue({ $0 }) { wake.run() }
+    func heardFromPeer(earliest: Date? = nil) {
+        for call in listeners.withLockedValue({ $0 }) { call.run(earliest) }
+    }
+
+    /// The payload of a notice between nodes: the earliest time in seconds since 1970 with microseconds, or empty.
+    static func payload(earliest: Date?) -> String {
+        guard let t = earliest?.timeIntervalSince1970, t.isFinite, (0...1e11).contains(t) else { return "" }
+        return String(format: "%.6f", t)
+    }
+
+    /// The earliest time a notice's payload names: nil unless it is a number of seconds from 1970 to the year 5138
+    /// (a payload is whatever any client of the database sent on the channel).
+    static func earliest(fromPayload payload: String) -> Date? {
+        guard payload.utf8.count <= 32, payload.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2E }),
+            let t = Double(payload), t.isFinite, (0...1e11).contains(t)
+        else { return nil }
+        return Date(timeIntervalSince1970: t)
     }
 }

@@ -130,10 +130,12 @@ public final class PostgresBackend: StorageBackend {
         let queue = PostgresDeliveryQueue(database: database)
         pgQueue = queue
         // New deliveries, this node's or another's, may sort before a claim mark (a fan-out of an older send, a
-        // clock behind this one's): the marks go.
-        workQueued.listen { queue.forgetClaimMarks() }
+        // clock behind this one's): the marks they may sort before go, every mark when their times are not known.
+        // (Forgetting every mark at each accepted send made each claim of a steady stream of sends read from the
+        // head of the due index: 5.6 ms a claim against 2.2 ms, measured with Benchmarks/cluster.sh's load.)
+        workQueued.listenForTimes { queue.forgetClaimMarks(ifPast: $0) }
         pgIntake = PostgresIntake(database: database, nodeID: nodeID, chunk: chunk, fanOutLease: fanOutLease) {
-            workQueued.tell()
+            workQueued.tell(earliest: $0)
         }
         media = PostgresMediaFiles(database: database)
         receipts = PostgresReceiptStore(db: database)
@@ -175,7 +177,7 @@ public final class PostgresBackend: StorageBackend {
         return [
             PostgresListener(
                 db: database,
-                onWork: { workQueued.heardFromPeer() },
+                onWork: { workQueued.heardFromPeer(earliest: $0) },
                 onCache: { store.forget($0) }
             ),
             PostgresHeartbeat(db: database, nodeID: nodeID, address: address, interval: 2, onNodes: onNodes),

@@ -24,7 +24,8 @@ public struct PeriodicJob: Sendable {
 /// everything cached is forgotten and the worker woken, since notifications sent meanwhile were missed.
 struct PostgresListener: Service {
     let db: PostgresDatabase
-    let onWork: @Sendable () -> Void
+    /// A node queued deliveries: the earliest time its notice names (nil: not known, or the connection is new).
+    let onWork: @Sendable (_ earliest: Date?) -> Void
     let onCache: @Sendable (String) -> Void
 
     func run() async {
@@ -35,7 +36,7 @@ struct PostgresListener: Service {
                 let connection = try await db.connect()
                 backoff.withLockedValue { $0 = 0.2 }
                 onCache("*")
-                onWork()
+                onWork(nil)
                 var failure: (any Error)?
                 do { try await listen(on: connection) } catch { failure = error }
                 // Given up however the listening ended (a connection dropped unclosed is a bug postgres-nio
@@ -57,7 +58,9 @@ struct PostgresListener: Service {
     func listen(on connection: PostgresConnection) async throws {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                for try await _ in try await connection.listen("richpush_work") { onWork() }
+                for try await n in try await connection.listen("richpush_work") {
+                    onWork(WorkQueued.earliest(fromPayload: n.payload))
+                }
             }
             group.addTask {
                 for try await n in try await connection.listen(PostgresServerStore.cacheChannel) {
@@ -207,24 +210,28 @@ final class PostgresLeader: Service, Sendable {
 /// from its `run`); one asked while it does not run is sent when it starts.
 final class WorkAnnouncer: Service, Sendable {
     let db: PostgresDatabase
-    private let wanted = NIOLockedValueBox(false)
+    /// A notice is wanted, with the earliest time of what it announces (nil: not known).
+    private let wanted = NIOLockedValueBox<(due: Bool, earliest: Date?, known: Bool)>((false, nil, true))
     private let signal = WakeSignal()
 
     init(db: PostgresDatabase) { self.db = db }
 
-    func announce() {
-        wanted.withLockedValue { $0 = true }
+    func announce(earliest: Date?) {
+        wanted.withLockedValue { w in
+            if !w.due { w = (true, nil, true) }
+            if let earliest, w.known { w.earliest = min(w.earliest ?? earliest, earliest) } else { w.known = false }
+        }
         signal.signal()
     }
 
     func run() async {
         await Periodic.repeatUntilShutdown("work announcer", logger: db.logger) { [db, wanted, signal] in
             await signal.waitUnlessCancelled(upTo: 60)
-            let due = wanted.withLockedValue { w in
-                defer { w = false }
+            let w = wanted.withLockedValue { w in
+                defer { w = (false, nil, true) }
                 return w
             }
-            if due { await db.notify("richpush_work") }
+            if w.due { await db.notify("richpush_work", WorkQueued.payload(earliest: w.known ? w.earliest : nil)) }
             return 0
         }
     }

@@ -70,6 +70,13 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
     /// Forgets where this node's claims ended: deliveries were queued that may sort before a mark.
     public func forgetClaimMarks() { marks.withLockedValue { $0.forgetAll() } }
 
+    /// Deliveries were queued, none due before `earliest` (nil: not known): the marks they may sort before go. A
+    /// millisecond is allowed for the database's rounding of a time to microseconds.
+    public func forgetClaimMarks(ifPast earliest: Date?) {
+        guard let earliest else { return forgetClaimMarks() }
+        marks.withLockedValue { $0.forget(ifPast: earliest.addingTimeInterval(-0.001)) }
+    }
+
     /// Refreshes the planner's statistics of the deliveries (a plan read before autovacuum got to a new table would
     /// be a guess).
     public func analyze() async throws { _ = try await db.rows("ANALYZE deliveries") }

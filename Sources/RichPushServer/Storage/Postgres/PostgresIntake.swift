@@ -14,15 +14,16 @@ public final class PostgresIntake: NotificationIntake {
     let chunk: Int
     /// How long a fan-out stays with a node that stopped renewing it.
     let fanOutLease: TimeInterval
-    /// Called after a commit that queued deliveries (other nodes' workers are told).
-    let queued: @Sendable () -> Void
+    /// Called after a commit that queued deliveries, with the earliest time any of them is due (other nodes'
+    /// workers are told).
+    let queued: @Sendable (_ earliest: Date) -> Void
 
     public init(
         database: PostgresDatabase,
         nodeID: String,
         chunk: Int = 50_000,
         fanOutLease: TimeInterval = 60,
-        queued: @escaping @Sendable () -> Void = {}
+        queued: @escaping @Sendable (_ earliest: Date) -> Void = { _ in }
     ) {
         db = database
         self.nodeID = nodeID
@@ -74,7 +75,8 @@ public final class PostgresIntake: NotificationIntake {
                 all.append(try await replayed(plans[i]))
             }
         }
-        if all.contains(where: { $0.created && $0.queued > 0 }) { self.queued() }
+        let times = all.indices.lazy.filter { all[$0].created && all[$0].queued > 0 }.map { plans[$0].notBefore }
+        if let earliest = times.min() { self.queued(earliest) }
         return all
     }
 
@@ -136,7 +138,7 @@ public final class PostgresIntake: NotificationIntake {
         }
         // Not created: the app used this idempotency key before.
         guard created == 1 else { return try await replayed(plan) }
-        if queued > 0 { self.queued() }
+        if queued > 0 { self.queued(plan.notBefore) }
         return Accepted(notification: n, created: true, queued: Int(queued), fanOutPending: targets == nil)
     }
 
@@ -242,7 +244,7 @@ public final class PostgresIntake: NotificationIntake {
             let (after, added, finished) = try await db.transaction { c in
                 try await self.insertChunk(job, on: c, known: known)
             }
-            if added > 0 { queued() }
+            if added > 0 { queued(notBefore) }
             addedHere += added
             progress = after
             if finished { return (progress, addedHere) }
