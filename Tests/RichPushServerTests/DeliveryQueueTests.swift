@@ -463,9 +463,10 @@ import Testing
         await backend.close()
     }
 
-    /// New deliveries forget only the marks they may sort before: a send due after a mark (every send of a steady
-    /// stream) keeps it, so the next claim still reads from where the last one ended; one due before it, or one
-    /// whose time is not known, takes the marks away. Told through the backend's event, as the intake tells it.
+    /// New deliveries move back only the marks they may sort before: a send due after a mark (every send of a steady
+    /// stream) keeps it, so the next claim still reads from where the last one ended; one due before it moves the
+    /// mark back to its time (rows due before that still wait for the marks' turn); one whose time is not known
+    /// takes the marks away. Told through the backend's event, as the intake tells it.
     @Test func newDeliveriesForgetOnlyTheMarksTheyMaySortBefore() async throws {
         let backend = try await PostgresFixture.backend()
         let q = try #require(backend.queue as? PostgresDeliveryQueue)
@@ -484,8 +485,15 @@ import Testing
         // A send due after the mark: the mark stays.
         backend.workQueued.tell(earliest: t0.addingTimeInterval(0.5))
         #expect(try await q.claim(owner: "w", limit: 1, now: now, lease: 600).map(\.target) == ["t2"])
-        // Due at the mark's own time (microseconds apart): the mark goes.
+        // Due at the mark's own time (microseconds apart): the mark moves back to it, and the next claim reads from
+        // there. The row behind that time still waits.
+        try await otherNode.enqueue([
+            NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: "new", notBefore: t0)
+        ])
         backend.workQueued.tell(earliest: t0.addingTimeInterval(0.0005))
+        #expect(try await q.claim(owner: "w", limit: 4, now: now, lease: 600).map(\.target) == ["t3", "t4", "t5", "new"])
+        // Due before the row behind: the mark moves back past it.
+        backend.workQueued.tell(earliest: t0 - 10)
         #expect(try await q.claim(owner: "w", limit: 1, now: now, lease: 600).map(\.target) == ["late"])
         // A time not known (an update's deliveries): every mark goes.
         try await otherNode.enqueue([

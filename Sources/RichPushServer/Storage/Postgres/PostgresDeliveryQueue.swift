@@ -70,11 +70,12 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
     /// Forgets where this node's claims ended: deliveries were queued that may sort before a mark.
     public func forgetClaimMarks() { marks.withLockedValue { $0.forgetAll() } }
 
-    /// Deliveries were queued, none due before `earliest` (nil: not known): the marks they may sort before go. A
-    /// millisecond is allowed for the database's rounding of a time to microseconds.
+    /// Deliveries were queued, none due before `earliest` (nil: not known, every mark goes): a mark past that time
+    /// moves back to it, so that the next claim reads from there, over the few rows claimed since, not from the head.
+    /// A millisecond is allowed for the database's rounding of a time to microseconds.
     public func forgetClaimMarks(ifPast earliest: Date?) {
         guard let earliest else { return forgetClaimMarks() }
-        marks.withLockedValue { $0.forget(ifPast: earliest.addingTimeInterval(-0.001)) }
+        marks.withLockedValue { $0.pullBack(to: earliest.addingTimeInterval(-0.001)) }
     }
 
     /// Refreshes the planner's statistics of the deliveries (a plan read before autovacuum got to a new table would
@@ -281,6 +282,13 @@ struct ClaimMarks: Sendable {
             if let m = byApp[r.appID], (m.notBefore, m.id) >= (r.notBefore, r.id) { continue }
             byApp[r.appID] = (r.notBefore, r.id)
         }
+    }
+
+    /// Moves every mark at or past `time` back to just before it: the rows due from `time` on are read again. (The
+    /// notice of a send often arrives after the claims have taken it: forgetting every mark then sent the next claim
+    /// through the whole dead head.)
+    mutating func pullBack(to time: Date) {
+        for (app, mark) in byApp where mark.notBefore >= time { byApp[app] = (time, 0) }
     }
 
     /// Forgets every mark when one has passed `time`.
