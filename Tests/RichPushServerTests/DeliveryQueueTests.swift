@@ -491,7 +491,9 @@ import Testing
             NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: "new", notBefore: t0)
         ])
         backend.workQueued.tell(earliest: t0.addingTimeInterval(0.0005))
-        #expect(try await q.claim(owner: "w", limit: 4, now: now, lease: 600).map(\.target) == ["t3", "t4", "t5", "new"])
+        #expect(
+            try await q.claim(owner: "w", limit: 4, now: now, lease: 600).map(\.target) == ["t3", "t4", "t5", "new"]
+        )
         // Due before the row behind: the mark moves back past it.
         backend.workQueued.tell(earliest: t0 - 10)
         #expect(try await q.claim(owner: "w", limit: 1, now: now, lease: 600).map(\.target) == ["late"])

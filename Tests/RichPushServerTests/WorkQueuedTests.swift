@@ -34,7 +34,10 @@ import Testing
         #expect(WorkQueued.earliest(fromPayload: text) == t)
         #expect(WorkQueued.payload(earliest: nil) == "")
         #expect(WorkQueued.payload(earliest: Date(timeIntervalSince1970: .infinity)) == "")
-        for junk in ["", "nan", "inf", "-inf", "1e300", "-5", "0x10", "1e3", "12 34", "1.2.3", String(repeating: "1", count: 40), "é"] {
+        for junk in [
+            "", "nan", "inf", "-inf", "1e300", "-5", "0x10", "1e3", "12 34", "1.2.3", String(repeating: "1", count: 40),
+            "é",
+        ] {
             #expect(WorkQueued.earliest(fromPayload: junk) == nil, "\(junk)")
         }
     }
