@@ -420,20 +420,27 @@ import Testing
         #expect(heavy.count <= 1 && heavy.allSatisfy { !$0.backward }, "\(lapsed.all)")
     }
 
+    /// A PostgreSQL backend's queue with `queued` deliveries t0, t1, … of one app, all due at `t0`, and another
+    /// node's queue on the same database: what that one queues is not this node's to see.
+    func queueWithAnotherNode(
+        queued: Int
+    ) async throws -> (PostgresBackend, PostgresDeliveryQueue, PostgresDeliveryQueue) {
+        let backend = try await PostgresFixture.backend()
+        let q = try #require(backend.queue as? PostgresDeliveryQueue)
+        try await q.enqueue(
+            (0..<queued).map {
+                NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: "t\($0)", notBefore: t0)
+            }
+        )
+        return (backend, q, PostgresDeliveryQueue(database: backend.database))
+    }
+
     /// The marks never lose a row, they only put it off: a delivery queued behind this node's mark for its app
     /// (another node's clock behind this one's, a dead node's lease given back at its old time) is claimed once the
     /// marks are a second old; one this node queues again at a time its mark has passed (a release) is claimed by
     /// the next claim.
     @Test func aRowBehindAClaimMarkIsClaimedOnceTheMarksLapse() async throws {
-        let backend = try await PostgresFixture.backend()
-        let q = try #require(backend.queue as? PostgresDeliveryQueue)
-        // Another node's queue on the same database: what it queues is not this node's to see.
-        let otherNode = PostgresDeliveryQueue(database: backend.database)
-        try await q.enqueue(
-            (0..<10).map {
-                NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: "t\($0)", notBefore: t0)
-            }
-        )
+        let (backend, q, otherNode) = try await queueWithAnotherNode(queued: 10)
         let now = t0.addingTimeInterval(1)
         let first = try await q.claim(owner: "w", limit: 4, now: now, lease: 600)
         #expect(first.map(\.target) == ["t0", "t1", "t2", "t3"])
@@ -468,14 +475,7 @@ import Testing
     /// mark back to its time (rows due before that still wait for the marks' turn); one whose time is not known
     /// takes the marks away. Told through the backend's event, as the intake tells it.
     @Test func newDeliveriesForgetOnlyTheMarksTheyMaySortBefore() async throws {
-        let backend = try await PostgresFixture.backend()
-        let q = try #require(backend.queue as? PostgresDeliveryQueue)
-        let otherNode = PostgresDeliveryQueue(database: backend.database)
-        try await q.enqueue(
-            (0..<6).map {
-                NewDelivery(notificationID: "n", appID: "app", provider: .apns, target: "t\($0)", notBefore: t0)
-            }
-        )
+        let (backend, q, otherNode) = try await queueWithAnotherNode(queued: 6)
         let now = t0.addingTimeInterval(1)
         #expect(try await q.claim(owner: "w", limit: 2, now: now, lease: 600).map(\.target) == ["t0", "t1"])
         // Behind the mark, written where this node's queue does not see it: only a forgotten mark lets it be read.

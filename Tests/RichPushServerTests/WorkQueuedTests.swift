@@ -29,16 +29,16 @@ import Testing
     /// channel (any client of the database may send there) reads as "not known", which forgets every mark.
     @Test func aNoticesTimeIsReadOnlyWhenItIsOne() {
         let t = Date(timeIntervalSince1970: 1_900_000_000.123456)
-        let text = WorkQueued.payload(earliest: t)
+        let text = WorkNotice.payload(earliest: t)
         #expect(text == "1900000000.123456")
-        #expect(WorkQueued.earliest(fromPayload: text) == t)
-        #expect(WorkQueued.payload(earliest: nil) == "")
-        #expect(WorkQueued.payload(earliest: Date(timeIntervalSince1970: .infinity)) == "")
+        #expect(WorkNotice.earliest(fromPayload: text) == t)
+        #expect(WorkNotice.payload(earliest: nil) == "")
+        #expect(WorkNotice.payload(earliest: Date(timeIntervalSince1970: .infinity)) == "")
         for junk in [
             "", "nan", "inf", "-inf", "1e300", "-5", "0x10", "1e3", "12 34", "1.2.3", String(repeating: "1", count: 40),
             "é",
         ] {
-            #expect(WorkQueued.earliest(fromPayload: junk) == nil, "\(junk)")
+            #expect(WorkNotice.earliest(fromPayload: junk) == nil, "\(junk)")
         }
     }
 }

@@ -47,19 +47,4 @@ public final class WorkQueued: Sendable {
     func heardFromPeer(earliest: Date? = nil) {
         for call in listeners.withLockedValue({ $0 }) { call.run(earliest) }
     }
-
-    /// The payload of a notice between nodes: the earliest time in seconds since 1970 with microseconds, or empty.
-    static func payload(earliest: Date?) -> String {
-        guard let t = earliest?.timeIntervalSince1970, t.isFinite, (0...1e11).contains(t) else { return "" }
-        return String(format: "%.6f", t)
-    }
-
-    /// The earliest time a notice's payload names: nil unless it is a number of seconds from 1970 to the year 5138
-    /// (a payload is whatever any client of the database sent on the channel).
-    static func earliest(fromPayload payload: String) -> Date? {
-        guard payload.utf8.count <= 32, payload.utf8.allSatisfy({ ($0 >= 0x30 && $0 <= 0x39) || $0 == 0x2E }),
-            let t = Double(payload), t.isFinite, (0...1e11).contains(t)
-        else { return nil }
-        return Date(timeIntervalSince1970: t)
-    }
 }

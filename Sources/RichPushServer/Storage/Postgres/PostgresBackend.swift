@@ -133,7 +133,7 @@ public final class PostgresBackend: StorageBackend {
         // clock behind this one's): the marks they may sort before go, every mark when their times are not known.
         // (Forgetting every mark at each accepted send made each claim of a steady stream of sends read from the
         // head of the due index: 5.6 ms a claim against 2.2 ms, measured with Benchmarks/cluster.sh's load.)
-        workQueued.listenForTimes { queue.forgetClaimMarks(ifPast: $0) }
+        workQueued.listenForTimes { queue.pullBackClaimMarks(to: $0) }
         pgIntake = PostgresIntake(database: database, nodeID: nodeID, chunk: chunk, fanOutLease: fanOutLease) {
             workQueued.tell(earliest: $0)
         }

@@ -59,7 +59,7 @@ struct PostgresListener: Service {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for try await n in try await connection.listen("richpush_work") {
-                    onWork(WorkQueued.earliest(fromPayload: n.payload))
+                    onWork(WorkNotice.earliest(fromPayload: n.payload))
                 }
             }
             group.addTask {
@@ -231,7 +231,7 @@ final class WorkAnnouncer: Service, Sendable {
                 defer { w = (false, nil, true) }
                 return w
             }
-            if w.due { await db.notify("richpush_work", WorkQueued.payload(earliest: w.known ? w.earliest : nil)) }
+            if w.due { await db.notify("richpush_work", WorkNotice.payload(earliest: w.known ? w.earliest : nil)) }
             return 0
         }
     }

@@ -73,7 +73,7 @@ public final class PostgresDeliveryQueue: DeliveryQueue {
     /// Deliveries were queued, none due before `earliest` (nil: not known, every mark goes): a mark past that time
     /// moves back to it, so that the next claim reads from there, over the few rows claimed since, not from the head.
     /// A millisecond is allowed for the database's rounding of a time to microseconds.
-    public func forgetClaimMarks(ifPast earliest: Date?) {
+    public func pullBackClaimMarks(to earliest: Date?) {
         guard let earliest else { return forgetClaimMarks() }
         marks.withLockedValue { $0.pullBack(to: earliest.addingTimeInterval(-0.001)) }
     }
