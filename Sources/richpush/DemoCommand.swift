@@ -154,13 +154,12 @@ struct DemoCommand: AsyncParsableCommand {
         return id
     }
 
-    /// Waits (up to 5 s) until no delivery is queued or leased, and prints each.
+    /// Waits (up to 5 s) until the notification is over (``ServerSend/isOver(_:)``), and prints each delivery.
     func printOutcome(_ http: HTTPClient, app: String, key: String, id: String) async throws {
         var outcome: JSONValue = .null
         for _ in 0..<100 {
             outcome = try await http.call("GET", "/v1/apps/\(app)/notifications/\(id)", key: key).1
-            let counts = outcome["counts"]?.objectValue ?? [:]
-            if counts["queued"] == nil && counts["leased"] == nil && !counts.isEmpty { break }
+            if ServerSend.isOver(outcome) && !(outcome["counts"]?.objectValue ?? [:]).isEmpty { break }
             try await Task.sleep(nanoseconds: 50_000_000)
         }
         print("4. outcome: \(outcome["counts"]?.jsonString ?? "?")")

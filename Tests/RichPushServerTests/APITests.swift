@@ -134,6 +134,71 @@ import Testing
         }
     }
 
+    /// A registry send is answered before its fan-out has made a delivery: until the fan-out is done, its outcome
+    /// says `fanning_out`, so that a follower (`richpush send --server`, the console) does not read "none queued or
+    /// leased" of a notification with no deliveries yet as its end.
+    @Test func aNotificationStillFanningOutSaysSo() async throws {
+        let f = try Self.fixture()
+        let app = Application(router: f.api.router())
+        try await app.test(.router) { client in
+            let (appID, key) = try await Self.createApp(client)
+            for i in 1...3 {
+                let (s, _) = try await Self.call(
+                    client,
+                    .post,
+                    "/v1/apps/\(appID)/devices",
+                    key: key,
+                    body: ["token": .string(String(format: "%064x", i)), "platform": "ios", "tags": ["beta"]]
+                )
+                #expect(s == 200)
+            }
+            // Accepted as the route accepts it, its fan-out not yet run (the route runs it after its answer).
+            let accepted = try await f.api.intake.accept(
+                AcceptPlan(
+                    notification: .init(
+                        id: "n-pending",
+                        appID: appID,
+                        message: PushMessage(alert: .init(title: "Hi")).json,
+                        response: .null,
+                        createdAt: Date()
+                    ),
+                    idempotencyKey: nil,
+                    audience: .tag("beta"),
+                    notBefore: Date(),
+                    expiresAt: nil
+                )
+            ) { _ in .null }
+            #expect(accepted.fanOutPending)
+            let path = "/v1/apps/\(appID)/notifications/n-pending"
+            let (s1, before) = try await Self.call(client, .get, path, key: key)
+            #expect(s1 == 200 && before["fanning_out"] == true && before["total"] == 0, "\(before)")
+            #expect(try await f.api.intake.completeFanOut(notificationID: "n-pending") == 3)
+            // The answer read while it was pending stays fresh a while (the counts' cache, a second or more: the
+            // longer its read took) and says pending with its counts; every answer is one or the other, never "done"
+            // with deliveries missing.
+            var after: JSONValue = .null
+            for _ in 0..<400 {
+                let (s2, a) = try await Self.call(client, .get, path, key: key)
+                after = a
+                #expect(s2 == 200 && (a["fanning_out"] == true || a["total"] == 3), "\(a)")
+                if a["fanning_out"] == false { break }
+                try await Task.sleep(nanoseconds: 50_000_000)
+            }
+            #expect(after["fanning_out"] == false && after["counts"]?["queued"] == 3, "\(after)")
+            // A send to named tokens has all its deliveries at its answer.
+            let (s3, direct) = try await Self.call(
+                client,
+                .post,
+                "/v1/apps/\(appID)/notifications",
+                key: key,
+                body: ["title": "t", "audience": ["apns_tokens": [.string(String(format: "%064x", 9))]]]
+            )
+            let id = try #require(direct["id"]?.stringValue, "\(s3) \(direct)")
+            let (_, outcome) = try await Self.call(client, .get, "/v1/apps/\(appID)/notifications/\(id)", key: key)
+            #expect(outcome["fanning_out"] == false && outcome["total"] == 1, "\(outcome)")
+        }
+    }
+
     @Test func aSendIsAcceptedAtOnceFannedOutAndReplayedByIdempotencyKey() async throws {
         let f = try Self.fixture()
         let app = Application(router: f.api.router())

@@ -97,6 +97,38 @@ import Testing
         #expect(c.readsMade.deliveries == 10 && c.readsMade.reports == 14, "\(c.readsMade)")
     }
 
+    /// Between two chunks of a fan-out, every delivery made so far may be delivered: such a read is not kept for
+    /// good (the next chunk's deliveries would never be counted), and says it was fanning out. Its fan-out's state
+    /// is read before its deliveries, so "done" never stands beside deliveries a last chunk had not yet added.
+    @Test func aNotificationStillFanningOutIsNeverSettled() async throws {
+        let pending = NIOLockedValueBox(true)
+        let order = NIOLockedValueBox<[String]>([])
+        let c = InsightCache(
+            minimumInterval: 0.01,
+            costFactor: 0,
+            deliveries: { _ in
+                order.withLockedValue { $0.append("deliveries") }
+                return [DeliveryBreakdown(state: .delivered, reason: "", tried: true, count: 2)]
+            },
+            fanningOut: { _ in
+                order.withLockedValue { $0.append("fan-out") }
+                return pending.withLockedValue { $0 }
+            },
+            reports: { _ in (ReceiptSummary(), OpenSummary(), []) }
+        )
+        let first = try await c.tally("n")
+        #expect(first.fanningOut && first.byState == [.delivered: 2] && c.settledCount == 0)
+        #expect(order.withLockedValue { $0 } == ["fan-out", "deliveries"])
+        pending.withLockedValue { $0 = false }
+        try await Task.sleep(nanoseconds: 50_000_000)
+        let done = try await c.tally("n")
+        #expect(!done.fanningOut && c.settledCount == 1)
+        // Settled: neither part is read again.
+        try await Task.sleep(nanoseconds: 50_000_000)
+        _ = try await c.counts("n")
+        #expect(c.readsMade.deliveries == 2 && order.withLockedValue { $0.count } == 4)
+    }
+
     /// Through the routes, on the server's own cache: a burst of funnel requests and the live view's turns read the
     /// notification's numbers once.
     @Test func theFunnelRouteReadsTheCachedValue() async throws {

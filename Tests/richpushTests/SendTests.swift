@@ -605,6 +605,55 @@ import Glibc
         #expect(plain.status == 2 && plain.stderr.contains("sent without collapse_id"), "\(plain.stderr)")
     }
 
+    /// A registry send is answered before its fan-out has made any delivery: while the server says `fanning_out`,
+    /// an answer with none queued or leased (none at all, here) is not the end, and the command follows on until
+    /// Ctrl-C. (It once took such an answer as the end: "0 target(s)", exit 1, for a send about to reach 30.)
+    @Test func aSendStillFanningOutIsFollowedNotEnded() async throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("send-fanout-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let message = dir.appendingPathComponent("message.json").path
+        try Data(#"{"title":"t"}"#.utf8).write(to: URL(fileURLWithPath: message))
+        let pending: JSONValue = ["id": "n1", "total": 0, "counts": [:], "deliveries": [], "fanning_out": true]
+        let server = MediaTestServer(
+            routes: [
+                "/v1/apps/app_x/notifications": .bytes(
+                    JSONValue.object(["id": "n1"]).serialized(),
+                    contentType: "application/json",
+                    status: 202
+                ),
+                "/v1/apps/app_x/notifications/n1": .bytes(pending.serialized(), contentType: "application/json"),
+            ],
+            recordRequests: true
+        )
+        let port = try await server.start()
+        defer { Task { try? await server.shutdown() } }
+        let p = Spawn()
+        p.executableURL = CLITests.binary
+        p.arguments = [
+            "send", message, "--server", "http://127.0.0.1:\(port)", "--app", "app_x", "--tag", "beta", "--progress",
+            "none",
+        ]
+        p.environment = ProcessInfo.processInfo.environment.merging(["RICHPUSH_API_KEY": "rp_x"]) { _, new in new }
+        let out = Pipe()
+        p.standardOutput = .pipe(out)
+        p.standardError = .null
+        try p.run()
+        // Three polls while the process still runs, or its end, whichever comes first (the bound is for a command
+        // that hangs; the polls come every 250 ms).
+        func polls() -> Int { server.targets.filter { $0.hasSuffix("/n1?limit=1") }.count }
+        let deadline = Date().addingTimeInterval(120)
+        while p.isRunning && polls() < 3 && Date() < deadline { try await Task.sleep(nanoseconds: 50_000_000) }
+        let followed = p.isRunning
+        p.interrupt()
+        let stdout = try await offThePool {
+            String(decoding: try PipeRead.toEnd(out.fileHandleForReading).get(), as: UTF8.self)
+        }
+        p.waitUntilExit()
+        #expect(followed && polls() >= 3, "\(polls()) polls, status \(p.terminationStatus): \(stdout)")
+        #expect(stdout.contains("stopped following n1"), "\(stdout)")
+    }
+
     /// The key never travels where it should not: not in the arguments (refused, with the two ways to give it),
     /// not in the clear off this machine, not to the address of a redirect (the 3xx is reported, not followed).
     @Test func theServerKeyStaysOutOfArgumentsPlainHTTPAndRedirects() async throws {

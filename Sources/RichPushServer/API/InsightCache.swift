@@ -15,6 +15,15 @@ public struct NotificationNumbers: Sendable {
     public var byState: [DeliveryState: Int] { InsightCache.byState(breakdown) }
 }
 
+/// A notification's deliveries as one read found them.
+public struct DeliveryTally: Sendable {
+    public var breakdown: [DeliveryBreakdown]
+    /// Its registry fan-out was still adding deliveries when they were read: more may come.
+    public var fanningOut: Bool
+
+    public var byState: [DeliveryState: Int] { InsightCache.byState(breakdown) }
+}
+
 /// The read routes' numbers of each notification, shared by every reader on this node: the funnel route, the live
 /// view's turns (``InsightStreams``), a notification's outcome and the list's counts all read through it. Whatever
 /// the readers, each notification's numbers are read from the database at most once a second, and no sooner than
@@ -23,14 +32,17 @@ public struct NotificationNumbers: Sendable {
 /// that come while a read runs wait for it rather than each reading (single flight).
 ///
 /// Two parts, each on its own schedule: the deliveries (what the counts need) and the reports (the receipts and
-/// opens the funnel adds). A notification none of whose deliveries can change again (none queued or leased) keeps
-/// its deliveries' part for good, in a bounded table of its own: only the devices' reports are read again.
+/// opens the funnel adds). A notification none of whose deliveries can change again (its fan-out done, none queued
+/// or leased) keeps its deliveries' part for good, in a bounded table of its own: only the devices' reports are
+/// read again.
 /// Bounded: at most `capacity` notifications of each part, the least recently read out first.
 public final class InsightCache: Sendable {
     /// A read waits this many times its own cost before the next: at most 1 / (1 + costFactor) of one core, 2 %.
     public static let defaultCostFactor = 49.0
 
     public typealias ReadDeliveries = @Sendable (_ notificationID: String) async throws -> [DeliveryBreakdown]
+    /// Whether the notification's fan-out is still adding deliveries.
+    public typealias ReadFanningOut = @Sendable (_ notificationID: String) async throws -> Bool
     public typealias ReadReports =
         @Sendable (_ notificationID: String) async throws -> (
             ReceiptSummary, OpenSummary, [(start: Int64, opens: Int)]
@@ -40,10 +52,11 @@ public final class InsightCache: Sendable {
     let minimumInterval: TimeInterval
     let maxInterval: TimeInterval
     let costFactor: Double
-    private let deliveries: ReadCache<[DeliveryBreakdown]>
+    private let deliveries: ReadCache<DeliveryTally>
     private let reports: ReadCache<Reports>
-    private let settled: NIOLockedValueBox<LRU<[DeliveryBreakdown]>>
+    private let settled: NIOLockedValueBox<LRU<DeliveryTally>>
     private let readDeliveries: ReadDeliveries
+    private let readFanningOut: ReadFanningOut
     private let readReports: ReadReports
     /// Reads made of each part (for tests and the benchmark).
     private let reads = NIOLockedValueBox((deliveries: 0, reports: 0))
@@ -54,6 +67,7 @@ public final class InsightCache: Sendable {
         costFactor: Double = InsightCache.defaultCostFactor,
         capacity: Int = 10_000,
         deliveries: @escaping ReadDeliveries,
+        fanningOut: @escaping ReadFanningOut = { _ in false },
         reports: @escaping ReadReports
     ) {
         self.minimumInterval = minimumInterval
@@ -63,14 +77,21 @@ public final class InsightCache: Sendable {
         self.reports = ReadCache(capacity: capacity)
         settled = NIOLockedValueBox(LRU(capacity: capacity))
         readDeliveries = deliveries
+        readFanningOut = fanningOut
         readReports = reports
     }
 
-    /// The cache over a backend's receipt store.
-    public convenience init(receipts: any ReceiptStore, minimumInterval: TimeInterval = 1) {
+    /// The cache over a backend's receipt store, and its notifications' families (whose root's fan-out may still
+    /// be adding deliveries).
+    public convenience init(
+        receipts: any ReceiptStore,
+        updates: any NotificationUpdates,
+        minimumInterval: TimeInterval = 1
+    ) {
         self.init(
             minimumInterval: minimumInterval,
             deliveries: { try await receipts.breakdown(notificationID: $0) },
+            fanningOut: { try await updates.family(of: $0)?.fanOutPending ?? false },
             reports: { id in
                 (
                     try await receipts.summary(notificationID: id), try await receipts.openSummary(notificationID: id),
@@ -85,24 +106,34 @@ public final class InsightCache: Sendable {
         min(maxInterval, max(minimumInterval, seconds * costFactor))
     }
 
-    /// The notification's deliveries by state, reason and whether tried.
-    public func breakdown(_ id: String) async throws -> [DeliveryBreakdown] {
+    /// The notification's deliveries by state, reason and whether tried, and whether its fan-out was still adding
+    /// deliveries when they were read.
+    public func tally(_ id: String) async throws -> DeliveryTally {
         if let kept = settled.withLockedValue({ $0.get(id) }) { return kept }
-        return try await deliveries.value(id, lifetime: lifetime(cost:)) { [readDeliveries, settled, reads] in
+        return try await deliveries.value(id, lifetime: lifetime(cost:)) {
+            [readDeliveries, readFanningOut, settled, reads] in
             reads.withLockedValue { $0.deliveries += 1 }
-            let fresh = try await readDeliveries(id)
-            // None queued or leased and at least one: no delivery of it will change state again (a fan-out still
-            // adding deliveries has queued ones; one not yet fanned out has none, and is not kept).
-            let byState = Self.byState(fresh)
-            if !fresh.isEmpty, byState[.queued, default: 0] == 0, byState[.leased, default: 0] == 0 {
+            // The fan-out's state first: found done, every delivery it made is committed before the read below, so
+            // the pair never says "done" beside deliveries a chunk had not yet added.
+            let fanningOut = try await readFanningOut(id)
+            let fresh = DeliveryTally(breakdown: try await readDeliveries(id), fanningOut: fanningOut)
+            // Its fan-out done, none queued or leased and at least one: no delivery of it will change state again.
+            // (One not yet fanned out has none; one between two chunks of its fan-out may have none waiting.)
+            let byState = fresh.byState
+            if !fanningOut, !fresh.breakdown.isEmpty, byState[.queued, default: 0] == 0,
+                byState[.leased, default: 0] == 0
+            {
                 settled.withLockedValue { $0.set(id, fresh) }
             }
             return fresh
         }
     }
 
+    /// The notification's deliveries by state, reason and whether tried.
+    public func breakdown(_ id: String) async throws -> [DeliveryBreakdown] { try await tally(id).breakdown }
+
     /// The notification's deliveries by state.
-    public func counts(_ id: String) async throws -> [DeliveryState: Int] { Self.byState(try await breakdown(id)) }
+    public func counts(_ id: String) async throws -> [DeliveryState: Int] { try await tally(id).byState }
 
     /// All of the notification's numbers (the funnel, the live view).
     public func numbers(_ id: String) async throws -> NotificationNumbers {

@@ -315,6 +315,9 @@ struct OutcomesReply: ResponseEncodable {
     let createdAt: Double
     let total: Int
     let counts: [String: Int]
+    /// Its registry fan-out is still adding deliveries (as the counts were read): the total will grow, and a
+    /// notification with none queued or leased is not over yet.
+    let fanningOut: Bool
     let deliveries: [Delivery]
     let receipts: JSONValue
     var nextAfter: Int64?
@@ -324,6 +327,7 @@ struct OutcomesReply: ResponseEncodable {
 
     enum CodingKeys: String, CodingKey {
         case id, title, total, counts, deliveries, receipts
+        case fanningOut = "fanning_out"
         case createdAt = "created_at"
         case nextAfter = "next_after"
         case rootID = "root_id"

@@ -113,7 +113,7 @@ public struct RichPushAPI: Sendable {
         self.admission = admission
         self.simulate = simulate
         quotas = Quotas(ledger: backend.uploads)
-        let numbers = InsightCache(receipts: backend.receipts)
+        let numbers = InsightCache(receipts: backend.receipts, updates: backend.updates)
         self.numbers = numbers
         insight = InsightStreams(metrics: metrics) { id in
             try await NotificationsController.insightEvent(id, numbers: numbers)

@@ -152,8 +152,8 @@ struct ServerSend {
 
     }
 
-    /// Follows the notification until no delivery is queued or leased (Ctrl-C stops following; the server goes on),
-    /// drawing the progress; the last answer.
+    /// Follows the notification until it is over (``isOver(_:)``), drawing the progress (Ctrl-C stops following;
+    /// the server goes on); the last answer.
     func follow(_ http: HTTPClient, _ path: String, key: String, base: String, session: SendSession) async -> JSONValue
     {
         var last: JSONValue = .null
@@ -173,13 +173,20 @@ struct ServerSend {
             }
             session.followed = last
             total = last["total"]?.intValue.map { Self.clamped($0) }
-            let counts = last["counts"]?.objectValue ?? [:]
-            if total != nil && counts["queued"] == nil && counts["leased"] == nil { break }
+            if total != nil && Self.isOver(last) { break }
             try? await Task.sleep(nanoseconds: 250_000_000)
         }
         progress.cancel()
         _ = await progress.value
         return last
+    }
+
+    /// Whether a notification's answer says it is over: none of its deliveries queued or leased, and its fan-out
+    /// (a registry audience's) not still adding deliveries. Until that fan-out's first chunk commits, the answer
+    /// has no deliveries at all.
+    static func isOver(_ answer: JSONValue) -> Bool {
+        let counts = answer["counts"]?.objectValue ?? [:]
+        return counts["queued"] == nil && counts["leased"] == nil && answer["fanning_out"] != true
     }
 
     /// Every delivery, a page at a time, into the report and the lines. A page must start past the one before, and

@@ -216,7 +216,8 @@ struct NotificationsController: AppRoutes {
         let (id, stored) = try await requireNotification(context)
         let page = try OutcomesPage(query: request.uri.queryParameters)
         // Counted in the database and read a page at a time: a poll of a million-device send reads no million rows.
-        let byState = try await numbers.counts(id)
+        let tally = try await numbers.tally(id)
+        let byState = tally.byState
         // Deliveries are listed in id order: a page starts after the last id of the one before. One more than the
         // page is read to know whether another follows.
         let read = try await queue.deliveries(notificationID: id, after: page.after, limit: page.limit + 1)
@@ -227,6 +228,7 @@ struct NotificationsController: AppRoutes {
             createdAt: stored.createdAt.timeIntervalSince1970,
             total: byState.values.reduce(0, +),
             counts: Dictionary(uniqueKeysWithValues: byState.map { ($0.key.rawValue, $0.value) }),
+            fanningOut: tally.fanningOut,
             deliveries: shown.map {
                 .init(
                     target: $0.target.stored,

@@ -14,7 +14,8 @@ export async function followUntilDone(id, onUpdate, seconds = 20) {
     if (r.status === 200) {
       onUpdate(r.json);
       const c = r.json.counts || {};
-      if (!c.queued && !c.leased && r.json.total > 0) return r.json;
+      // Over: nothing waiting, and no fan-out still adding deliveries.
+      if (!c.queued && !c.leased && !r.json.fanning_out && r.json.total > 0) return r.json;
     }
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
