@@ -210,6 +210,52 @@ import Testing
         #expect(try await b.intake.pendingFanOuts().isEmpty)
     }
 
+    /// A send to registered tokens: a delivery for each of the app's devices among them (unknown tokens, repeats and
+    /// another app's devices left out), in the devices' order and spread as ``Spread`` spreads; the answer made
+    /// with the count found, stored so (a replay answers the same), and however the answer shows the count.
+    @Test(arguments: Kind.allCases)
+    func aSendToRegisteredTokensFindsItsDevicesAndCountsThemInItsAnswer(_ kind: Kind) async throws {
+        let b = try await Self.make(kind)
+        try await Self.register(b)
+        try await b.registry.upsert(Device(appID: "other", token: "fcm-elsewhere", platform: .android))
+        let ios = (1...3).map { String(format: "%064x", $0) }
+        let wanted = [ios[2], "unknown", ios[0], "fcm-elsewhere", ios[2], "android-2"]
+        let plan = Self.plan("r1", .tokens(wanted), key: "rk", spread: 60)
+        let answer: @Sendable (Int?) -> JSONValue = { n in
+            ["id": "r1", "deliveries": .int(Int64(n ?? -1)), "warnings": [["message": "a warning"]]]
+        }
+        let first = try await b.intake.accept(plan, respond: answer)
+        #expect(first.created && first.queued == 3 && first.notification.response == answer(3))
+        let made = try await b.queue.deliveries(notificationID: "r1")
+        #expect(made.map(\.target.stored) == [ios[0], ios[2], "android-2"], "\(made.map(\.target.stored))")
+        let start = plan.notBefore.timeIntervalSince1970
+        #expect(
+            zip(made, [0.0, 30, 60]).allSatisfy { abs($0.notBefore.timeIntervalSince1970 - (start + $1)) < 0.001 },
+            "\(made.map { $0.notBefore.timeIntervalSince1970 - start })"
+        )
+        var again = plan
+        again.notification.id = "r2"
+        let replay = try await b.intake.accept(again) { _ in .null }
+        #expect(!replay.created && replay.notification.id == "r1" && replay.notification.response == answer(3))
+        // Answers that show the count otherwise, or not at all; none of the tokens registered.
+        let answers: [@Sendable (Int?) -> JSONValue] = [
+            { n in ["twice": .int(Int64(n ?? -1)), "again": .int(Int64(n ?? -1))] },
+            { n in ["plural": .bool(n != 1)] }, { _ in ["fixed": true] },
+            // (The PostgreSQL intake's stand-in for the count, in a text of the answer.)
+            { n in ["deliveries": .int(Int64(n ?? -1)), "note": "7340918265530417"] },
+        ]
+        for (i, respond) in answers.enumerated() {
+            let id = "r-other-\(i)"
+            let p = Self.plan(id, .tokens(i == 2 ? ["nobody"] : [ios[1]]))
+            let accepted = try await b.intake.accept(p, respond: respond)
+            let count = i == 2 ? 0 : 1
+            #expect(accepted.created && accepted.queued == count && accepted.notification.response == respond(count))
+            let stored = try await b.store.notification(id: id)
+            #expect(stored?.response == respond(count), "\(i): \(String(describing: stored?.response))")
+        }
+        await b.close()
+    }
+
     /// "Deliveries were queued" is told by the store that queued them, once for an accepted token send and for a
     /// fan-out that queued some, never for a replay or a fan-out that queued none.
     @Test(arguments: Kind.allCases)

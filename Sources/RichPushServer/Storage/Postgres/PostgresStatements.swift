@@ -60,6 +60,70 @@ enum PostgresStatements {
         func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 
+    /// A send to registered tokens in one statement: the app's devices among the tokens, the notification and a
+    /// delivery for each device found (in the devices' order, spread as ``Spread`` spreads), unless the app used the
+    /// idempotency key before (`created` 0). The stored answer is made before the devices are counted: where it
+    /// shows the count, it holds `countMark` (its digits, once), which the statement replaces by the count.
+    struct AcceptRegistered: PostgresPreparedStatement {
+        static let sql = """
+            WITH dv AS (
+                SELECT provider AS p, token AS t, (row_number() OVER (ORDER BY id) - 1)::float8 AS i,
+                    count(*) OVER () AS k
+                FROM devices WHERE app_id = $2 AND token = ANY($8::text[])),
+            n AS (
+                INSERT INTO notifications \(Columns.notificationInsert)
+                VALUES ($1, $2, $3, $4,
+                    CASE WHEN $7::text IS NULL THEN $5 ELSE replace($5, $7, (SELECT count(*) FROM dv)::text) END,
+                    $6, NULL, NULL, $9, 0, 'done')
+                ON CONFLICT (app_id, idempotency_key) DO NOTHING RETURNING id),
+            d AS (
+                INSERT INTO deliveries \(Columns.deliveryInsert)
+                SELECT $1, $2, p, t, 'queued',
+                    to_timestamp($10 + (CASE WHEN $11 > 0 AND k > 1 THEN $11 / (k - 1) ELSE 0 END) * i), $9, now()
+                FROM dv WHERE EXISTS (SELECT 1 FROM n) ORDER BY i
+                RETURNING 1),
+            o AS (
+                INSERT INTO webhook_open_notifications (notification_id, app_id, next_check)
+                SELECT $1, $2, now() + interval '1 second'
+                WHERE EXISTS (SELECT 1 FROM n) AND NOT EXISTS (SELECT 1 FROM dv)
+                    AND EXISTS (SELECT 1 FROM webhook_endpoints w
+                        WHERE w.app_id = $2 AND w.types LIKE '%,notification.completed,%')
+                ON CONFLICT (notification_id) DO NOTHING)
+            SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM d)
+            """
+        typealias Row = (Int64, Int64)
+
+        /// The notification (its answer is `answer`).
+        var notification: StoredNotification
+        var idempotencyKey: String?
+        /// The answer to store, as made with the count's stand-in.
+        var answer: String
+        /// The count's stand-in in `answer`, as its digits; nil when the answer does not show it.
+        var countMark: String?
+        var tokens: [String]
+        var expiresAt: Date?
+        var start: Double
+        var spread: Double
+
+        func makeBindings() throws -> PostgresBindings {
+            var b = PostgresBindings()
+            b.append(notification.id)
+            b.append(notification.appID)
+            b.append(idempotencyKey)
+            b.append(notification.message.jsonString)
+            b.append(answer)
+            b.append(notification.createdAt)
+            b.append(countMark)
+            b.append(tokens)
+            b.append(expiresAt)
+            b.append(start)
+            b.append(spread)
+            return b
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+
     /// The registered devices among some tokens of an app.
     struct DevicesByToken: PostgresPreparedStatement {
         static let sql = "SELECT provider, token FROM devices WHERE app_id = $1 AND token = ANY($2::text[]) ORDER BY id"
