@@ -241,8 +241,9 @@ import Testing
         let answers: [@Sendable (Int?) -> JSONValue] = [
             { n in ["twice": .int(Int64(n ?? -1)), "again": .int(Int64(n ?? -1))] },
             { n in ["plural": .bool(n != 1)] }, { _ in ["fixed": true] },
-            // (The PostgreSQL intake's stand-in for the count, in a text of the answer.)
+            // The PostgreSQL intake's stand-in for the count in a text of the answer, beside the count and without it.
             { n in ["deliveries": .int(Int64(n ?? -1)), "note": "7340918265530417"] },
+            { _ in ["deliveries": .null, "note": "7340918265530417"] },
         ]
         for (i, respond) in answers.enumerated() {
             let id = "r-other-\(i)"

@@ -118,9 +118,48 @@ public final class PostgresIntake: NotificationIntake {
         )
     }
 
-    /// The stand-in for a count in an answer made before the count is known (``acceptRegistered(_:tokens:respond:)``):
-    /// no send reaches so many deliveries, and its digits are unlikely anywhere else in an answer.
-    static let countMark: Int64 = 7_340_918_265_530_417
+    /// Two stand-ins for a count in an answer made before the count is known (``countTemplate(_:)``): no send
+    /// reaches so many deliveries, and their digits are unlikely anywhere else in an answer.
+    static let countMarks: (Int64, Int64) = (7_340_918_265_530_417, 8_451_029_376_641_528)
+
+    /// The answer to store before the count is known, and the digits the database is to replace by the count (nil:
+    /// the answer does not show it). Made with two stand-ins: the answer shows the count only where the two answers
+    /// differ, and it is taken only when they differ at one place alone, where the first's digits stand (once in
+    /// its bytes: the database replaces bytes too). Anything else (the digits in the caller's own text, the count
+    /// shown twice or otherwise) is nil: the caller looks the devices up first.
+    static func countTemplate(_ respond: (Int?) -> JSONValue) -> (answer: String, mark: String?)? {
+        let (a, b) = (String(countMarks.0), String(countMarks.1))
+        let first = respond(Int(countMarks.0)).jsonString
+        let second = respond(Int(countMarks.1)).jsonString
+        if first == second { return (first, nil) }
+        guard let swapped = placing(b, in: first, for: a), Array(swapped.utf8) == Array(second.utf8) else { return nil }
+        return (first, a)
+    }
+
+    /// `template` with `text` where the bytes of `mark` stand, when they stand there once (as the database's
+    /// `replace` finds them); else nil.
+    static func placing(_ text: String, in template: String, for mark: String) -> String? {
+        let bytes = Array(template.utf8)
+        let found = occurrences(of: Array(mark.utf8), in: bytes)
+        guard found.count == 1, let at = found.first else { return nil }
+        return String(decoding: bytes[..<at] + Array(text.utf8) + bytes[(at + mark.utf8.count)...], as: UTF8.self)
+    }
+
+    /// Where `needle` starts in `bytes` (not overlapping).
+    static func occurrences(of needle: [UInt8], in bytes: [UInt8]) -> [Int] {
+        guard !needle.isEmpty, bytes.count >= needle.count else { return [] }
+        var out: [Int] = []
+        var i = 0
+        while i <= bytes.count - needle.count {
+            if bytes[i..<(i + needle.count)].elementsEqual(needle) {
+                out.append(i)
+                i += needle.count
+            } else {
+                i += 1
+            }
+        }
+        return out
+    }
 
     public func accept(_ plan: AcceptPlan, respond: @escaping @Sendable (Int?) -> JSONValue) async throws -> Accepted {
         var n = plan.notification
@@ -149,22 +188,19 @@ public final class PostgresIntake: NotificationIntake {
 
     /// A send to registered tokens in one round trip (``PostgresStatements/AcceptRegistered``): the devices are
     /// found, and their count put in the stored answer, by the database. Nil when the answer cannot be made that
-    /// way (its stand-in count's digits appear in it other than once): the caller looks the devices up first.
+    /// way (``countTemplate(_:)``): the caller looks the devices up first.
     func acceptRegistered(
         _ plan: AcceptPlan,
         tokens: [String],
         respond: @escaping @Sendable (Int?) -> JSONValue
     ) async throws -> Accepted? {
         var n = plan.notification
-        let mark = String(Self.countMark)
-        let template = respond(Int(Self.countMark)).jsonString
-        let marks = template.components(separatedBy: mark).count - 1
-        guard marks <= 1 else { return nil }
+        guard let (template, mark) = Self.countTemplate(respond) else { return nil }
         let statement = PostgresStatements.AcceptRegistered(
             notification: n,
             idempotencyKey: plan.idempotencyKey,
             answer: template,
-            countMark: marks == 1 ? mark : nil,
+            countMark: mark,
             tokens: tokens,
             expiresAt: plan.expiresAt,
             start: plan.notBefore.timeIntervalSince1970,
@@ -174,12 +210,14 @@ public final class PostgresIntake: NotificationIntake {
             throw DatabaseUnavailable("the accept statement answered nothing")
         }
         guard created == 1 else { return try await replayed(plan) }
+        if queued > 0 { self.queued(plan.notBefore) }
         n.response = respond(Int(queued))
-        if n.response.jsonString != template.replacingOccurrences(of: mark, with: String(queued)) {
-            // An answer that is more than its count in place (none the API makes): stored as made from the count.
+        let stored = mark.flatMap { Self.placing(String(queued), in: template, for: $0) } ?? template
+        if n.response.jsonString != stored {
+            // An answer that put its count in place for both stand-ins and not for this count: none the API makes
+            // (its answer is JSON with the count as a number). Stored again as made from the count.
             _ = try await db.rows("UPDATE notifications SET response = \(n.response.jsonString) WHERE id = \(n.id)")
         }
-        if queued > 0 { self.queued(plan.notBefore) }
         return Accepted(notification: n, created: true, queued: Int(queued), fanOutPending: false)
     }
 
