@@ -5,6 +5,22 @@ import PostgresNIO
 /// planning them on every call cost the database more than running them (a profile of the accept path showed the
 /// parser and planner ahead of everything else).
 enum PostgresStatements {
+    /// The end of an accept statement (`n`: the notification inserted, `d`: its deliveries): a notification stored
+    /// when `reachedNobody` holds is watched for its app's `notification.completed` webhook (no delivery will
+    /// settle to tell it), and the statement answers created (0 or 1) and queued.
+    static func watchedWhenNobody(_ reachedNobody: String) -> String {
+        """
+        o AS (
+            INSERT INTO webhook_open_notifications (notification_id, app_id, next_check)
+            SELECT $1, $2, now() + interval '1 second'
+            WHERE EXISTS (SELECT 1 FROM n) AND \(reachedNobody)
+                AND EXISTS (SELECT 1 FROM webhook_endpoints w
+                    WHERE w.app_id = $2 AND w.types LIKE '%,notification.completed,%')
+            ON CONFLICT (notification_id) DO NOTHING)
+        SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM d)
+        """
+    }
+
     /// A notification and its deliveries in one statement (so one transaction, one round trip), unless the app used
     /// the idempotency key before: then nothing is written and `created` is 0.
     struct Accept: PostgresPreparedStatement {
@@ -19,14 +35,7 @@ enum PostgresStatements {
                 FROM unnest($12::text[], $13::text[], $14::float8[]) AS u(p, t, nb)
                 WHERE EXISTS (SELECT 1 FROM n)
                 RETURNING 1),
-            o AS (
-                INSERT INTO webhook_open_notifications (notification_id, app_id, next_check)
-                SELECT $1, $2, now() + interval '1 second'
-                WHERE EXISTS (SELECT 1 FROM n) AND $11::text = 'done' AND cardinality($13::text[]) = 0
-                    AND EXISTS (SELECT 1 FROM webhook_endpoints w
-                        WHERE w.app_id = $2 AND w.types LIKE '%,notification.completed,%')
-                ON CONFLICT (notification_id) DO NOTHING)
-            SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM d)
+            \(watchedWhenNobody("$11::text = 'done' AND cardinality($13::text[]) = 0"))
             """
         typealias Row = (Int64, Int64)
 
@@ -82,14 +91,7 @@ enum PostgresStatements {
                     to_timestamp($10 + (CASE WHEN $11 > 0 AND k > 1 THEN $11 / (k - 1) ELSE 0 END) * i), $9, now()
                 FROM dv WHERE EXISTS (SELECT 1 FROM n) ORDER BY i
                 RETURNING 1),
-            o AS (
-                INSERT INTO webhook_open_notifications (notification_id, app_id, next_check)
-                SELECT $1, $2, now() + interval '1 second'
-                WHERE EXISTS (SELECT 1 FROM n) AND NOT EXISTS (SELECT 1 FROM dv)
-                    AND EXISTS (SELECT 1 FROM webhook_endpoints w
-                        WHERE w.app_id = $2 AND w.types LIKE '%,notification.completed,%')
-                ON CONFLICT (notification_id) DO NOTHING)
-            SELECT (SELECT count(*) FROM n), (SELECT count(*) FROM d)
+            \(watchedWhenNobody("NOT EXISTS (SELECT 1 FROM dv)"))
             """
         typealias Row = (Int64, Int64)
 
