@@ -49,10 +49,4 @@ import Testing
         #expect(PostgresIntake.countTemplate { n in ["half": .int(Int64((n ?? 0) / 2))] } == nil)
         #expect(PostgresIntake.countTemplate { n in ["text": .string("\(n ?? 0) devices")] }?.mark == Self.a)
     }
-
-    @Test func occurrencesAreFoundLeftToRightWithoutOverlap() {
-        #expect(PostgresIntake.occurrences(of: Array("aa".utf8), in: Array("aaaaa".utf8)) == [0, 2])
-        #expect(PostgresIntake.occurrences(of: Array("x".utf8), in: []) == [])
-        #expect(PostgresIntake.occurrences(of: [], in: Array("abc".utf8)) == [])
-    }
 }

@@ -139,26 +139,11 @@ public final class PostgresIntake: NotificationIntake {
     /// `template` with `text` where the bytes of `mark` stand, when they stand there once (as the database's
     /// `replace` finds them); else nil.
     static func placing(_ text: String, in template: String, for mark: String) -> String? {
-        let bytes = Array(template.utf8)
-        let found = occurrences(of: Array(mark.utf8), in: bytes)
+        var bytes = Array(template.utf8)
+        let found = bytes.ranges(of: Array(mark.utf8))
         guard found.count == 1, let at = found.first else { return nil }
-        return String(decoding: bytes[..<at] + Array(text.utf8) + bytes[(at + mark.utf8.count)...], as: UTF8.self)
-    }
-
-    /// Where `needle` starts in `bytes` (not overlapping).
-    static func occurrences(of needle: [UInt8], in bytes: [UInt8]) -> [Int] {
-        guard !needle.isEmpty, bytes.count >= needle.count else { return [] }
-        var out: [Int] = []
-        var i = 0
-        while i <= bytes.count - needle.count {
-            if bytes[i..<(i + needle.count)].elementsEqual(needle) {
-                out.append(i)
-                i += needle.count
-            } else {
-                i += 1
-            }
-        }
-        return out
+        bytes.replaceSubrange(at, with: text.utf8)
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     public func accept(_ plan: AcceptPlan, respond: @escaping @Sendable (Int?) -> JSONValue) async throws -> Accepted {
