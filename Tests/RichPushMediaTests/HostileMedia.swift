@@ -33,6 +33,8 @@ enum HostileMedia {
             "/c4": .redirect(to: "/c5"),
             "/c5": .redirect(to: "/c6"), "/c6": .redirect(to: "/c7"), "/c7": .redirect(to: "/final.gif"),
             "/drip.jpg": .drip(total: 200_000, chunk: 64, interval: 0.2, contentType: "image/jpeg"),
+            // Slower still: the sniffer's 1,024 bytes take 12.8 s, so a deadline test's cut comes while it drips.
+            "/stall.jpg": .drip(total: 200_000, chunk: 16, interval: 0.2, contentType: "image/jpeg"),
             "/reset.jpg": .reset(
                 declared: 60_000,
                 sent: S.file(S.jpeg(marker: 0xE0), size: 20_000),

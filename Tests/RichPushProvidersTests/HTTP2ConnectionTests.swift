@@ -58,7 +58,9 @@ import Testing
         } catch let error as TransportError {
             #expect(error == .notSent && error.safeToRetry)
         }
-        #expect(Date().timeIntervalSince(started) < 10)  // far below the 30 s timeout
+        // Below the 30 s timeout: the request was sent again, not waited out. (A loaded full run took 10.1 s here,
+        // so the bound is the timeout's, not the machine's.)
+        #expect(Date().timeIntervalSince(started) < 25)
         #expect(conn.inFlight == 0)
         #expect(emulator.acceptedCount == 1)
         await emulator.stop()
@@ -92,7 +94,9 @@ import Testing
         let started = Date()
         let (second, next) = try await pool.execute { try apnsRequest($0.connection, key: key) }
         #expect(second.status == 200 && next.id != used.id)
-        #expect(Date().timeIntervalSince(started) < 10)  // far below the 30 s timeout
+        // Below the 30 s timeout: the request was sent again, not waited out. (A loaded full run took 10.1 s here,
+        // so the bound is the timeout's, not the machine's.)
+        #expect(Date().timeIntervalSince(started) < 25)
         #expect(emulator.acceptedCount == 2)
         await pool.shutdown()
         await emulator.stop()

@@ -382,7 +382,8 @@ import FoundationNetworking
         }
         // A fifth from the same address while they are held: closed as soon as it is accepted.
         let fifth = try RawHTTP.connected(port)
-        #expect(await RawHTTP.closedByServer(fifth, within: 5), "a fifth connection from one address was kept")
+        // 15 s only bounds the wait, as below (a loaded full run saw no close within 5).
+        #expect(await RawHTTP.closedByServer(fifth, within: 15), "a fifth connection from one address was kept")
         close(fifth)
         // Then nothing more on them: each is closed.
         for fd in held { #expect(await RawHTTP.closedByServer(fd, within: 15), "an idle connection was kept") }
@@ -435,11 +436,11 @@ import FoundationNetworking
         defer { close(busy) }
         // Asked 20 times, 100 ms apart: at least 2 s, twice the idle time, however slow the machine (a loaded suite
         // answered once in 3 s, so a loop bounded in time proved nothing); the node must never close it.
-        let (answers, ended) = await Self.askForMedia(busy, small.name, size: 50_000, times: 20)
-        #expect(
-            ended == nil && answers == 20,
-            "a connection asking for media every 100 ms: \(answers) answers, then \(ended ?? "kept")"
-        )
+        let (answers, ended, idle) = await Self.askForMedia(busy, small.name, size: 50_000, times: 20)
+        // Kept, unless this client itself went quiet for most of the 1 s idle time between two requests (a loaded
+        // full run once reset it after 19 answers): then the node closing it is the rule, not a fault.
+        let seen = "\(answers) answers, then \(ended ?? "kept"); the client idle \(Int(idle * 1000)) ms at most"
+        #expect((ended == nil && answers == 20) || idle >= 0.8, "a connection asking for media every 100 ms: \(seen)")
 
         // 4 MB asked for with a small receive buffer, nothing read: nothing more leaves, and it is closed with a
         // reset, so that the socket does not live on, orphaned, with megabytes still to send.
@@ -470,7 +471,7 @@ import FoundationNetworking
     /// every due task of a turn before it looks at its sockets again, so its rules ran on what the channel had seen
     /// before the turn): a connection asking for media every 100 ms is still kept (it was reset after 5 answers,
     /// closed as idle with its next request unread, or reset as stalled after its client had read), and so is one
-    /// whose body comes at 1.5 KB/s; one that reads nothing of 4 MB is still reset, and an idle one still closed.
+    /// whose body comes at 2.5 KB/s; one that reads nothing of 4 MB is still reset, and an idle one still closed.
     @Test func theRulesAskTheKernelWhenTheLoopWasBusy() async throws {
         // The loop made busy is this test's alone: the other tests' servers run on the process's shared loops.
         let loop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -493,32 +494,46 @@ import FoundationNetworking
                 try? await Task.sleep(nanoseconds: 2_000_000_000)
             }
         }
-        // A body sent at 1.5 KB/s (the rule asks for 1 KB in each idle time) across the loop's busy turns: the loop
-        // reads it only between them.
+        // A body sent at 2.5 KB/s (the rule asks for 1 KB in each idle time) across the loop's busy turns: the loop
+        // reads it only between them. Its pace is kept by the clock, on a thread of its own: paced by sleeps alone
+        // (150 bytes, then 100 ms) on the task pool, a loaded run's late wake-ups brought it under 1 KB in a second,
+        // and the node closed it as the rule says. What it sent by then, and its longest wait between two writes,
+        // are told if it is closed.
         let uploading = try RawHTTP.connected(server.port)
         defer { close(uploading) }
         let body = Array(#"{"name":"Shop","bundle_id":"com.example.app"}"#.utf8) + [UInt8](repeating: 32, count: 10_000)
         let head =
             "POST /v1/apps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(admin)\r\n"
             + "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n"
-        let upload = Task.detached { () -> String in
-            guard RawHTTP.write(uploading, Array(head.utf8)) else { return "the head was not taken" }
-            for start in stride(from: 0, to: body.count, by: 150) {
-                guard RawHTTP.write(uploading, Array(body[start..<min(start + 150, body.count)])) else {
-                    return "closed after \(start) bytes of the body"
+        let upload = Task { () -> String in
+            let sent = await offThePool { () -> String? in
+                guard RawHTTP.write(uploading, Array(head.utf8)) else { return "the head was not taken" }
+                let start = Date()
+                var (sent, last, longest) = (0, start, 0.0)
+                while sent < body.count {
+                    let due = min(body.count, Int(Date().timeIntervalSince(start) * 2_500))
+                    if due > sent {
+                        guard RawHTTP.write(uploading, Array(body[sent..<due])) else {
+                            return "closed after \(sent) bytes of the body (longest wait between writes: "
+                                + "\(Int(longest * 1000)) ms)"
+                        }
+                        sent = due
+                        longest = max(longest, Date().timeIntervalSince(last))
+                        last = Date()
+                    }
+                    usleep(50_000)
                 }
-                usleep(100_000)
+                return nil
             }
+            if let sent { return sent }
             let answer = await RawHTTP.receive(uploading, within: 15) { $0.count >= 12 }
             return String(decoding: answer.prefix(12), as: UTF8.self)
         }
-        let (answers, ended) = await Self.askForMedia(busy, small.name, size: 50_000, times: 20)
-        #expect(
-            ended == nil && answers == 20,
-            "media every 100 ms on a busy loop: \(answers) answers, then \(ended ?? "kept")"
-        )
+        let (answers, ended, idle) = await Self.askForMedia(busy, small.name, size: 50_000, times: 20)
+        let seen = "\(answers) answers, then \(ended ?? "kept"); the client idle \(Int(idle * 1000)) ms at most"
+        #expect((ended == nil && answers == 20) || idle >= 0.8, "media every 100 ms on a busy loop: \(seen)")
         let uploaded = await upload.value
-        #expect(uploaded == "HTTP/1.1 201", "a body sent at 1.5 KB/s on a busy loop: \(uploaded)")
+        #expect(uploaded == "HTTP/1.1 201", "a body sent at 2.5 KB/s on a busy loop: \(uploaded)")
         let ending = await RawHTTP.ending(stalled, within: 10)
         #expect(ending == "reset", "a client that read nothing of its media, on a busy loop: \(ending)")
         #expect(await RawHTTP.closedByServer(quiet, within: 15), "an idle connection on a busy loop was kept")
@@ -644,17 +659,20 @@ import FoundationNetworking
     }
 
     /// Asks `fd` for `/media/<name>` (`size` bytes) `times` times, each answer read whole, 100 ms between them: the
-    /// answers read, and how the connection ended if it did ("closed", "errno N").
-    static func askForMedia(_ fd: Int32, _ name: String, size: Int, times: Int) async -> (Int, String?) {
+    /// answers read, how the connection ended if it did ("closed", "errno N"), and the longest this client itself
+    /// was idle (from an answer's last byte read to the next request's write; a loaded machine stretches the 100 ms).
+    static func askForMedia(_ fd: Int32, _ name: String, size: Int, times: Int) async -> (Int, String?, Double) {
         let ask = Array("GET /media/\(name) HTTP/1.1\r\nHost: x\r\n\r\n".utf8)
-        return await offThePool { () -> (Int, String?) in
+        return await offThePool { () -> (Int, String?, Double) in
             var wait = timeval(tv_sec: 1, tv_usec: 0)
             setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, socklen_t(MemoryLayout<timeval>.size))
             var chunk = [UInt8](repeating: 0, count: 65536)
             var answered = 0
             var pending: [UInt8] = []
+            var (lastRead, longest): (Date?, Double) = (nil, 0)
             for _ in 0..<times {
-                guard RawHTTP.write(fd, ask) else { return (answered, "a write failed") }
+                if let lastRead { longest = max(longest, Date().timeIntervalSince(lastRead)) }
+                guard RawHTTP.write(fd, ask) else { return (answered, "a write failed", longest) }
                 // An answer is its head and the file: read to the end of this one (a slow moment is waited out).
                 let patience = Date().addingTimeInterval(30)
                 while true {
@@ -665,17 +683,18 @@ import FoundationNetworking
                         break
                     }
                     let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                    if n == 0 { return (answered, "closed") }
+                    if n == 0 { return (answered, "closed", longest) }
                     if n < 0 {
                         if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && Date() < patience { continue }
-                        return (answered, "errno \(errno)")
+                        return (answered, "errno \(errno)", longest)
                     }
                     pending += chunk[0..<n]
                 }
                 answered += 1
+                lastRead = Date()
                 usleep(100_000)
             }
-            return (answered, nil)
+            return (answered, nil, longest)
         }
     }
 
@@ -762,8 +781,13 @@ import FoundationNetworking
             if seen.last != s { seen.append(s) }
             try await Task.sleep(nanoseconds: 100_000_000)
         }
-        // 01 established, 04 FIN-WAIT-1 (closed by the node, its answer still queued).
-        #expect(seen.contains { $0.hasPrefix("01/") && !$0.hasSuffix("/0") }, "the answer never waited: \(seen)")
+        // 01 established, 04 FIN-WAIT-1 (closed by the node, its answer still queued). Either with bytes queued shows
+        // the answer waited unread: a poll delayed on a loaded machine can miss the established second entirely
+        // (a CI run saw only ["01/0", "04/36207"]), and FIN-WAIT-1 with the answer queued is the very orphan.
+        #expect(
+            seen.contains { ($0.hasPrefix("01/") || $0.hasPrefix("04/")) && !$0.hasSuffix("/0") },
+            "the answer never waited: \(seen)"
+        )
         #expect(gone, "the node's socket still queues the unread answer after 40 s: \(seen)")
         try? await server.stop()
     }

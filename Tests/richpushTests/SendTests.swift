@@ -387,15 +387,19 @@ import Glibc
         try p.run()
         try terminal.close()
         let fd = primary
-        let reader = Task.detached { @Sendable () -> String in
-            var text = ""
-            var buffer = [UInt8](repeating: 0, count: 4096)
-            while true {
-                let n = read(fd, &buffer, buffer.count)
-                if n <= 0 { break }
-                text += String(decoding: buffer[0..<n], as: UTF8.self)
+        // Read on a thread of its own: a blocking read on the task pool held one of its two threads for the whole
+        // send, and every other test waited on the one left.
+        let reader = Task {
+            await offThePool { () -> String in
+                var text = ""
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                while true {
+                    let n = read(fd, &buffer, buffer.count)
+                    if n <= 0 { break }
+                    text += String(decoding: buffer[0..<n], as: UTF8.self)
+                }
+                return text
             }
-            return text
         }
         let output = UncheckedBox(out)
         let stdout = try await offThePool {
