@@ -80,14 +80,20 @@ public struct WebPushMessage: Sendable {
         if let badge = m.badge, badge >= 0 { top["app_badge"] = .int(Int64(badge)) }
         payload = .object(top)
 
-        let seconds = FCMRenderer(projectID: "", now: { now }).ttlSeconds(for: m) ?? Int64(Self.maxTTL)
-        ttl = Int(clamping: min(max(seconds, 0), Int64(Self.maxTTL)))
+        ttl = Self.ttl(for: m, now: now)
         switch m.priority {
         case .high?: urgency = .high
         case .low?: urgency = .low
         default: urgency = m.contentAvailable && !m.alert.isVisible ? .low : .normal
         }
         topic = Self.replacementTag(m).map(Self.topic(for:))
+    }
+
+    /// The `TTL` header's seconds at `now`: what is left of the message's `expiration`, or its `ttl`, or the
+    /// most (``maxTTL``), never below 0.
+    public static func ttl(for m: PushMessage, now: Date) -> Int {
+        let seconds = FCMRenderer(projectID: "", now: { now }).ttlSeconds(for: m) ?? Int64(maxTTL)
+        return Int(clamping: min(max(seconds, 0), Int64(maxTTL)))
     }
 
     /// What a later message replaces this one by: its collapse id, or for a live activity's state the same tag

@@ -12,6 +12,14 @@ enum Measure {
         return Double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + Double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6
     }
 
+    /// CPU nanoseconds the calling thread has used: what a single-threaded loop costs, whatever else the machine
+    /// runs (wall time doubles when another process takes half the cores).
+    static func threadCPU() -> UInt64 {
+        var t = timespec()
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t)
+        return UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_nsec)
+    }
+
     static func milliseconds(_ start: UInt64, _ end: UInt64) -> Double { Double(end - start) / 1_000_000 }
 
     static func median(_ values: [Double]) -> Double {

@@ -345,6 +345,20 @@ import Testing
         let read = try WebPushSubscription(json: ["endpoint": .string(fits), "keys": keys])
         #expect(read.token.utf8.count <= WebPushSubscription.maxEndpointLength + 1 + 87 + 1 + 22)
         #expect((try? WebPushSubscription(token: read.token)) == read)
+        // The token form is split on its bytes: one "#", then exactly one "." between the keys.
+        func tokenRule(_ token: String) -> String? {
+            do {
+                _ = try WebPushSubscription(token: token)
+                return nil
+            } catch let f as WebPushEncryption.Failure { return f.rule } catch { return "\(error)" }
+        }
+        let keysPart = "\(p256dh).\(auth)"
+        #expect(tokenRule("https://e.example/x#" + keysPart) == nil)
+        #expect(tokenRule("https://e.example/x" + keysPart) == "webpush-token")
+        #expect(tokenRule("https://e.example/x#\(p256dh)\(auth)") == "webpush-token")
+        #expect(tokenRule("https://e.example/x#\(p256dh).\(auth).") == "webpush-token")
+        #expect(tokenRule("https://e.example/x#.\(keysPart)") == "webpush-token")
+        #expect(tokenRule("https://e.example/x#y#" + keysPart) == "endpoint")
         // Control characters are not a browser's, and ports are 1 to 65535.
         for text in ["https://e.example/a\u{0}b", "https://e.example/a\r\nb", "https://e.example/\u{7F}"] {
             #expect(rule(["endpoint": .string(text), "keys": keys]) == "endpoint", "\(text.debugDescription)")

@@ -281,6 +281,70 @@ struct WebPushFixture {
 
 /// Every answer class of a push service, through the provider: what the delivery does next.
 @Suite struct WebPushProviderAnswerTests {
+    /// The app these tests send for, its VAPID key `key`.
+    static func app(signingWith key: P256.Signing.PrivateKey) -> ServerApp {
+        ServerApp(
+            id: "app_1",
+            name: "Shop",
+            bundleID: "com.example.app",
+            webPush: WebPushCredentials(privateKey: Array(key.rawRepresentation), subject: "mailto:a@example.com")
+        )
+    }
+
+    /// A fan-out's deliveries share one rendering of their notification: each subscription still gets its own
+    /// receipt address and its own `TTL` (what is left of the expiration when it is sent), and the rest of the
+    /// payload, its timestamp too, is the notification's.
+    @Test func aNotificationIsRenderedOnceAndEachDeliveryGetsItsOwnReceiptAndTTL() async throws {
+        let f = try await WebPushFixture.start()
+        defer { f.removeFolder() }
+        let provider = WebPushProvider(
+            .init(policy: AddressPolicy(allowAll: true), trust: f.trust),
+            eventLoopGroup: f.group
+        )
+        let key = P256.Signing.PrivateKey()
+        let app = Self.app(signingWith: key)
+        let tokens = try (0..<2).map { _ in
+            try WebPushSubscription(
+                json: f.sandbox.webPush.subscribe(applicationServerKey: VAPID.publicKey(key.publicKey))
+            ).token
+        }
+        let receipts = DeviceReceipts(secret: [UInt8](repeating: 7, count: 32), base: "https://push.example.com")
+        let template = try #require(receipts.template(for: "n_1", until: Date().addingTimeInterval(3600)))
+        var message = PushMessage(alert: .init(title: "Sale"), media: [PushMedia(url: "https://cdn.example.com/a.jpg")])
+        message.receiptURL = template
+        message.expiration = Int64(Date().timeIntervalSince1970) + 600
+        var addresses: [String] = []
+        for (n, token) in tokens.enumerated() {
+            if n > 0 { try await Task.sleep(nanoseconds: 2_100_000_000) }
+            let stamp = try #require(receipts.stamp(address: template, notificationID: "n_1", delivery: Int64(n + 1)))
+            addresses.append(stamp.address(template))
+            let d = DeliveryRecord(
+                id: Int64(n + 1),
+                queued: NewDelivery(notificationID: "n_1", appID: app.id, provider: .webPush, target: .token(token))
+            )
+            guard case .delivered = await provider.send(d, message: message, app: app, receipt: stamp) else {
+                Issue.record("delivery \(n + 1) was refused")
+                return
+            }
+        }
+        let got = f.sandbox.webPush.recorded()
+        try #require(got.count == 2)
+        let payloads = try got.map { try #require($0.json) }
+        #expect(payloads.map { $0["notification"]?["data"]?["rp"]?["receipt"]?.stringValue } == addresses)
+        #expect(Set(addresses).count == 2 && addresses.allSatisfy { !$0.contains(DeviceReceipts.placeholder) })
+        func withoutReceipt(_ v: JSONValue) -> String {
+            v.jsonString.replacingOccurrences(
+                of: v["notification"]?["data"]?["rp"]?["receipt"]?.stringValue ?? "",
+                with: ""
+            )
+        }
+        #expect(withoutReceipt(payloads[0]) == withoutReceipt(payloads[1]))
+        // 2.1 s apart, against an expiration in whole seconds: the second is asked to be kept 2 s less at least.
+        #expect(got[0].ttl <= 600 && got[0].ttl >= 590 && got[1].ttl <= got[0].ttl - 2, "\(got.map(\.ttl))")
+        await provider.shutdown()
+        try await f.stop()
+    }
+
     @Test func eachAnswerOfThePushServiceMapsToItsNextStep() async throws {
         let f = try await WebPushFixture.start()
         defer { f.removeFolder() }
@@ -291,12 +355,7 @@ struct WebPushFixture {
             eventLoopGroup: group
         )
         let key = P256.Signing.PrivateKey()
-        let app = ServerApp(
-            id: "app_1",
-            name: "Shop",
-            bundleID: "com.example.app",
-            webPush: WebPushCredentials(privateKey: Array(key.rawRepresentation), subject: "mailto:a@example.com")
-        )
+        let app = Self.app(signingWith: key)
         let mine = try WebPushSubscription(
             json: sandbox.webPush.subscribe(applicationServerKey: VAPID.publicKey(key.publicKey))
         )

@@ -114,6 +114,29 @@ public struct DeliveryRecord: Sendable, Hashable {
     public var updatedAt: Date
 }
 
+extension DeliveryRecord {
+    /// A new delivery as a queue holds it before its first claim: the memory queue's record, and what a tool or a
+    /// benchmark hands a provider without a queue.
+    public init(id: Int64, queued d: NewDelivery, at now: Date = Date()) {
+        self.init(
+            id: id,
+            notificationID: d.notificationID,
+            appID: d.appID,
+            provider: d.provider,
+            target: d.target,
+            state: .queued,
+            attempts: 0,
+            notBefore: d.notBefore,
+            expiresAt: d.expiresAt,
+            leaseOwner: nil,
+            leaseUntil: nil,
+            reason: nil,
+            providerID: nil,
+            updatedAt: now
+        )
+    }
+}
+
 /// How a claimed delivery ended.
 ///
 /// What a push service said is bounded here, where it becomes what is stored: its id for the delivery (`apns-id`,

@@ -71,6 +71,18 @@ public final class WebPushProvider: PushProvider {
     let eventLoopGroup: EventLoopGroup
     let signers = AppClients<VAPIDSigner> { _ in }
     let origins: OriginPools
+    /// Each notification's payload, rendered and serialized once for all its subscriptions, with where the receipt
+    /// address's placeholder stands in it. Each subscription's encryption, receipt address and `TTL` stay its own;
+    /// the payload's `timestamp` is when this node first rendered the notification.
+    let rendered = RenderCache<Prepared>()
+
+    /// A notification's payload as every subscription gets it before encryption.
+    struct Prepared: Sendable {
+        let payload: [UInt8]
+        let receiptOffset: Int?
+        let urgency: WebPushRequest.Urgency
+        let topic: String?
+    }
 
     public init(_ configuration: Configuration = .init(), eventLoopGroup: EventLoopGroup) {
         self.configuration = configuration
@@ -156,13 +168,64 @@ public final class WebPushProvider: PushProvider {
         receipt: ReceiptStamp?
     ) async -> SendResult {
         guard case .token(let token) = d.target else { return .failed(.dropToken, reason: "webpush_bad_subscription") }
-        let receiptURL = receipt.flatMap { stamp in message.receiptURL.map { stamp.address($0) } }
-        return await send(token: token, message: message, app: app, receiptURL: receiptURL)
+        // Keyed by the app's default URL too: an operator who mends it mid-send has the rest rendered with it.
+        let prepared = rendered.value(d.notificationID + "\n" + (app.webPush?.defaultURL ?? "")) {
+            let r = WebPushMessage(message, defaultURL: app.webPush?.defaultURL)
+            let payload = r.bytes
+            return Prepared(
+                payload: payload,
+                receiptOffset: message.receiptURL.flatMap { ReceiptStamp.placeholderOffset(of: $0, in: payload) },
+                urgency: r.urgency,
+                topic: r.topic
+            )
+        }
+        var payload = prepared.payload
+        if let receipt, let offset = prepared.receiptOffset {
+            // This delivery's copy gets its own receipt address, as long as the placeholder (sizes stay exact); a
+            // value of another length, which no stamp makes, leaves the placeholder rather than overrunning it.
+            let value = Array(receipt.value.utf8)
+            let end = offset + DeviceReceipts.placeholder.utf8.count
+            if value.count == DeviceReceipts.placeholder.utf8.count, offset >= 0, end <= payload.count {
+                payload.replaceSubrange(offset..<end, with: value)
+            }
+        }
+        return await send(
+            token: token,
+            payload: payload,
+            ttl: WebPushMessage.ttl(for: message, now: Date()),
+            urgency: prepared.urgency,
+            topic: prepared.topic,
+            app: app
+        )
     }
 
     /// Sends a message to one subscription (its token form) with the app's VAPID key: what a delivery does, and
     /// what `richpush send --webpush-subscription` does without a server.
     public func send(token: String, message: PushMessage, app: ServerApp, receiptURL: String?) async -> SendResult {
+        let rendered = WebPushMessage(
+            message,
+            defaultURL: app.webPush?.defaultURL,
+            receiptURL: receiptURL
+        )
+        return await send(
+            token: token,
+            payload: rendered.bytes,
+            ttl: rendered.ttl,
+            urgency: rendered.urgency,
+            topic: rendered.topic,
+            app: app
+        )
+    }
+
+    /// Encrypts a rendered payload for one subscription, signs and posts it.
+    func send(
+        token: String,
+        payload: [UInt8],
+        ttl: Int,
+        urgency: WebPushRequest.Urgency,
+        topic: String?,
+        app: ServerApp
+    ) async -> SendResult {
         let (signer, problem) = signer(for: app)
         guard let signer else {
             if let problem { configuration.logger.error("the app's VAPID key cannot be used: \(problem)") }
@@ -171,13 +234,6 @@ public final class WebPushProvider: PushProvider {
         guard let subscription = try? WebPushSubscription(token: token, allowHTTP: configuration.allowHTTP) else {
             return .failed(.dropToken, reason: "webpush_bad_subscription")
         }
-        let rendered = WebPushMessage(
-            message,
-            defaultURL: app.webPush?.defaultURL,
-            receiptURL: receiptURL
-        )
-        // Serialized once: the size rule reads the same bytes.
-        let payload = rendered.bytes
         if payload.count > WebPushEncryption.maxPlaintext {
             return .failed(.fixRequest, reason: "webpush_payload_too_large")
         }
@@ -187,9 +243,9 @@ public final class WebPushProvider: PushProvider {
                 subscription: subscription,
                 payload: payload,
                 signer: signer,
-                ttl: rendered.ttl,
-                urgency: rendered.urgency,
-                topic: rendered.topic
+                ttl: ttl,
+                urgency: urgency,
+                topic: topic
             )
         } catch {
             return .failed(.fixRequest, reason: "webpush_request")
@@ -200,8 +256,8 @@ public final class WebPushProvider: PushProvider {
     /// The subscription's push service: its endpoint's scheme, host and port (a user's choice: bounded and
     /// circuited per origin so that one that never answers holds only its own sends).
     public func origin(of delivery: DeliveryRecord, app: ServerApp) -> String? {
-        guard case .token(let token) = delivery.target, let end = token.firstIndex(of: "#"),
-            let url = URL(string: String(token[..<end])), let host = url.host, let scheme = url.scheme?.lowercased()
+        guard case .token(let token) = delivery.target, let endpoint = WebPushSubscription.endpoint(ofToken: token),
+            let url = URL(string: String(endpoint)), let host = url.host, let scheme = url.scheme?.lowercased()
         else { return nil }
         return OriginPools.origin(scheme: scheme, host: host, port: url.port)
     }

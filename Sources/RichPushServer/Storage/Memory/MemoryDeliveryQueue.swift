@@ -14,22 +14,7 @@ public actor MemoryDeliveryQueue: DeliveryQueue {
     @discardableResult
     public func enqueue(_ deliveries: [NewDelivery]) -> Int {
         for d in deliveries {
-            records[nextID] = DeliveryRecord(
-                id: nextID,
-                notificationID: d.notificationID,
-                appID: d.appID,
-                provider: d.provider,
-                target: d.target,
-                state: .queued,
-                attempts: 0,
-                notBefore: d.notBefore,
-                expiresAt: d.expiresAt,
-                leaseOwner: nil,
-                leaseUntil: nil,
-                reason: nil,
-                providerID: nil,
-                updatedAt: Date()
-            )
+            records[nextID] = DeliveryRecord(id: nextID, queued: d)
             nextID += 1
         }
         return deliveries.count
