@@ -104,6 +104,29 @@ public enum RawHTTP {
         await offThePool { collect(fd, timeout: timeout, until: enough) }
     }
 
+    /// Writes `bytes` on `fd` at `bytesPerSecond`, paced by the clock (what is due since the start, every 50 ms), on a
+    /// thread of its own: nil once all is written, else what was written before the connection went and the longest
+    /// wait between two writes (a loaded machine's late wake-ups show there, not as a slower rate).
+    public static func writePaced(_ fd: Int32, _ bytes: [UInt8], bytesPerSecond: Int) async -> String? {
+        await offThePool { () -> String? in
+            let start = Date()
+            var (sent, last, longest) = (0, start, 0.0)
+            while sent < bytes.count {
+                let due = min(bytes.count, Int(Date().timeIntervalSince(start) * Double(bytesPerSecond)))
+                if due > sent {
+                    guard write(fd, Array(bytes[sent..<due])) else {
+                        return "closed after \(sent) bytes (longest wait between writes: \(Int(longest * 1000)) ms)"
+                    }
+                    sent = due
+                    longest = max(longest, Date().timeIntervalSince(last))
+                    last = Date()
+                }
+                usleep(50_000)
+            }
+            return nil
+        }
+    }
+
     /// Writes `bytes` on `fd`; false when the connection is gone.
     public static func write(_ fd: Int32, _ bytes: [UInt8]) -> Bool {
         (try? sendAll(fd, bytes)) != nil

@@ -440,7 +440,10 @@ import FoundationNetworking
         // Kept, unless this client itself went quiet for most of the 1 s idle time between two requests (a loaded
         // full run once reset it after 19 answers): then the node closing it is the rule, not a fault.
         let seen = "\(answers) answers, then \(ended ?? "kept"); the client idle \(Int(idle * 1000)) ms at most"
-        #expect((ended == nil && answers == 20) || idle >= 0.8, "a connection asking for media every 100 ms: \(seen)")
+        #expect(
+            (ended == nil && answers == 20) || idle >= 0.8,
+            "a connection asking for media every 100 ms: \(seen); the node's closes: \(server.closes)"
+        )
 
         // 4 MB asked for with a small receive buffer, nothing read: nothing more leaves, and it is closed with a
         // reset, so that the socket does not live on, orphaned, with megabytes still to send.
@@ -506,39 +509,56 @@ import FoundationNetworking
             "POST /v1/apps HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(admin)\r\n"
             + "Content-Type: application/json\r\nContent-Length: \(body.count)\r\n\r\n"
         let upload = Task { () -> String in
-            let sent = await offThePool { () -> String? in
-                guard RawHTTP.write(uploading, Array(head.utf8)) else { return "the head was not taken" }
-                let start = Date()
-                var (sent, last, longest) = (0, start, 0.0)
-                while sent < body.count {
-                    let due = min(body.count, Int(Date().timeIntervalSince(start) * 2_500))
-                    if due > sent {
-                        guard RawHTTP.write(uploading, Array(body[sent..<due])) else {
-                            return "closed after \(sent) bytes of the body (longest wait between writes: "
-                                + "\(Int(longest * 1000)) ms)"
-                        }
-                        sent = due
-                        longest = max(longest, Date().timeIntervalSince(last))
-                        last = Date()
-                    }
-                    usleep(50_000)
-                }
-                return nil
+            guard RawHTTP.write(uploading, Array(head.utf8)) else { return "the head was not taken" }
+            if let closed = await RawHTTP.writePaced(uploading, body, bytesPerSecond: 2_500) {
+                return "the body: \(closed)"
             }
-            if let sent { return sent }
             let answer = await RawHTTP.receive(uploading, within: 15) { $0.count >= 12 }
             return String(decoding: answer.prefix(12), as: UTF8.self)
         }
         let (answers, ended, idle) = await Self.askForMedia(busy, small.name, size: 50_000, times: 20)
         let seen = "\(answers) answers, then \(ended ?? "kept"); the client idle \(Int(idle * 1000)) ms at most"
-        #expect((ended == nil && answers == 20) || idle >= 0.8, "media every 100 ms on a busy loop: \(seen)")
+        #expect(
+            (ended == nil && answers == 20) || idle >= 0.8,
+            "media every 100 ms on a busy loop: \(seen); the node's closes: \(server.closes)"
+        )
         let uploaded = await upload.value
-        #expect(uploaded == "HTTP/1.1 201", "a body sent at 2.5 KB/s on a busy loop: \(uploaded)")
+        #expect(
+            uploaded == "HTTP/1.1 201",
+            "a body sent at 2.5 KB/s on a busy loop: \(uploaded); the node's closes: \(server.closes)"
+        )
         let ending = await RawHTTP.ending(stalled, within: 10)
         #expect(ending == "reset", "a client that read nothing of its media, on a busy loop: \(ending)")
         #expect(await RawHTTP.closedByServer(quiet, within: 15), "an idle connection on a busy loop was kept")
         done.set()
         _ = await hog.value
+        try? await server.stop()
+        try await loop.shutdownGracefully()
+    }
+
+    /// 1 s of idleness, the node's connections on a loop of their own: the loop is busy for 2.5 s just after an
+    /// answer, and the client's next request comes 100 ms into it. The idle rule's look, due 1 s after the answer,
+    /// runs when the busy turn ends, 2.5 s after it, with the request unread in the socket: the request is answered
+    /// (its grace was counted from the last activity, already past, and the connection was reset).
+    @Test func aLookThatRunsLateStillGivesAnUnreadRequestItsGrace() async throws {
+        let loop = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let node = try await MediaNode.start("late-look", connectionLoops: loop)
+        defer { node.removeFolder() }
+        let (server, small) = (node.server, node.small)
+        let fd = try RawHTTP.connected(server.port)
+        defer { close(fd) }
+        let (first, firstEnded, _) = await Self.askForMedia(fd, small.name, size: 50_000, times: 1)
+        #expect(first == 1 && firstEnded == nil, "the first answer: \(first), \(firstEnded ?? "kept")")
+        loop.next().execute {
+            let end = Date().addingTimeInterval(2.5)
+            while Date() < end {}
+        }
+        usleep(100_000)
+        let (answers, ended, _) = await Self.askForMedia(fd, small.name, size: 50_000, times: 1)
+        #expect(
+            answers == 1 && ended == nil,
+            "a request sent while the loop was busy: \(answers) answers, then \(ended ?? "kept"); closes: \(server.closes)"
+        )
         try? await server.stop()
         try await loop.shutdownGracefully()
     }
@@ -1053,6 +1073,15 @@ struct TestServer {
             break
         }
         return TestServer(port: port, group: group, running: running, application: server)
+    }
+
+    /// The node's closes by rule (`richpush_connections_closed_total`), as /metrics shows them: what a failure of a
+    /// connection test prints, so that it names the rule that closed a client.
+    var closes: String {
+        application.api.metrics.render().split(separator: "\n")
+            .filter { $0.hasPrefix("richpush_connections_closed_total{") }
+            .map { $0.dropFirst("richpush_connections_closed_total".count) }
+            .joined(separator: " ")
     }
 
     /// Shuts the server down gracefully and waits for it.

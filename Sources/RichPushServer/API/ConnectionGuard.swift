@@ -97,10 +97,61 @@ public final class ConnectionLimits: Sendable {
         }
     }
 
+    /// Counts a connection this node admitted and then closed by one of its rules.
+    func closed(by rule: ClosingRule) { metrics?.connectionClosed(rule: rule.rawValue) }
+
     /// Connections held now, and client addresses holding any.
     public var open: (total: Int, clients: Int) { state.withLockedValue { ($0.total, $0.perClient.count) } }
 
     public struct RefusalError: Error, Sendable { public var refusal: Refusal }
+}
+
+/// The rule that closed a connection the node had admitted, as `/metrics` counts it
+/// (`richpush_connections_closed_total{rule}`): what an operator reads to tell clients that went quiet from a node
+/// that misjudged them.
+public enum ClosingRule: String, Sendable, CaseIterable {
+    /// Nothing read and no answer ended for `idle_seconds`: a keep-alive connection with no new request, a request
+    /// head that never ends.
+    case idle
+    /// An answer of which nothing left for `idle_seconds`: the client stopped reading (closed with a reset).
+    case stalled
+    /// A request body that came at under 1 KB a second over an idle interval.
+    case slowBody = "slow_body"
+}
+
+/// How long the handlers after one held back their reads: time in which the server itself took nothing from a
+/// connection (the task that reads a request's body was late and its buffer was full), which a rule must not count
+/// against the client. Under a loaded run, a body sent at 2.5 KB/s was closed as slow while its reader waited for a
+/// thread: nothing was read because nothing was asked for.
+///
+/// A read burst ends with `channelReadComplete`; the channel then asks for the next through the handlers after this
+/// one, at once unless one of them holds it back. So reads are held from a burst's end until the next ask.
+struct ReadDemand {
+    private var heldSince: NIODeadline?
+    private var held = TimeAmount.zero
+
+    /// A read burst ended: reads are held until the next ask.
+    mutating func readEnded(at now: NIODeadline = .now()) {
+        if heldSince == nil { heldSince = now }
+    }
+
+    /// The handlers after this one asked for a read.
+    mutating func asked(at now: NIODeadline = .now()) {
+        guard let since = heldSince else { return }
+        held = held + (now - since)
+        heldSince = nil
+    }
+
+    /// Whether reads are held now or were held for `least` or more since the last look; counting starts again.
+    mutating func heldBack(atLeast least: TimeAmount, now: NIODeadline = .now()) -> Bool {
+        var total = held
+        if let since = heldSince {
+            total = total + (now - since)
+            heldSince = now
+        }
+        held = .zero
+        return heldSince != nil || total >= least
+    }
 }
 
 /// One connection's guard, after the HTTP codec: admits the connection through ``ConnectionLimits`` when it becomes
@@ -112,7 +163,8 @@ public final class ConnectionLimits: Sendable {
 /// - nothing is read while the connection cannot take more writes (its answers back up);
 /// - an answer of which nothing leaves for `idle_seconds` (the client stopped reading) closes the connection;
 /// - a request body must come at `minBodyBytesPerSecond` or more over each `idle_seconds` (a body sent a byte at a
-///   time kept its connection and its buffered bytes for good: each of its parts counts as activity).
+///   time kept its connection and its buffered bytes for good: each of its parts counts as activity), counted over
+///   the time the server asked for it (``ReadDemand``).
 final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unchecked Sendable {
     // @unchecked: lives on its channel's event loop.
     typealias InboundIn = HTTPRequestPart
@@ -138,6 +190,8 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
     private var bodyLeft: Int?
     private var bodyCheck: Scheduled<Void>?
     private var stallCheck: Scheduled<Void>?
+    /// When the handlers after this one held back their reads.
+    private var demand = ReadDemand()
 
     init(_ limits: ConnectionLimits) { self.limits = limits }
 
@@ -233,22 +287,29 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
     /// was busy, and its count is stale): then it is looked at again once the loop has had the time to read it, for
     /// one more idle time at most (`until`). Only the body's own bytes count: crediting the kernel's count of
     /// what arrived let a body padded with chunk extensions (one body byte in 2.2 KB) keep its connection for good.
+    /// When the client's data waits unread because the server did not ask for it (``ReadDemand``: the body's reader
+    /// was late), the interval is the server's and the body is timed again from here.
     private func checkBody(_ context: ChannelHandlerContext, needed: Int, until: NIODeadline? = nil) {
         guard readingBody else { return }
+        let held = demand.heldBack(atLeast: .nanoseconds(idle.nanoseconds / 10))
         guard bodyBytes < needed else {
             bodyBytes = 0
             return scheduleBodyCheck(context)
         }
         let now = NIODeadline.now()
+        let unread = SocketProgress.unreadData(context.channel, lastRead: lastRead, now: now)
+        if held, unread {
+            bodyBytes = 0
+            return scheduleBodyCheck(context)
+        }
         let until = until ?? now + idle
-        if now < until, let kernel = SocketProgress.read(context.channel),
-            kernel.lastReceived(now: now) > lastRead + SocketProgress.clockSlack
-        {
+        if now < until, unread {
             bodyCheck = context.eventLoop.scheduleTask(in: SocketProgress.lookAgain(idle)) { [self] in
                 checkBody(context, needed: needed, until: until)
             }
             return
         }
+        limits.closed(by: .slowBody)
         context.close(promise: nil)
     }
 
@@ -257,6 +318,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
 
     func channelReadComplete(context: ChannelHandlerContext) {
         lastRead = .now()
+        demand.readEnded(at: lastRead)
         context.fireChannelReadComplete()
     }
 
@@ -299,6 +361,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
     }
 
     func read(context: ChannelHandlerContext) {
+        demand.asked()
         if !queued.isEmpty || !context.channel.isWritable {
             readHeld = true
             return
@@ -330,6 +393,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
             if now == 0 {
                 stallCheck = nil
             } else if now >= buffered, SocketProgress.read(context.channel)?.bytesAcknowledged == acknowledged {
+                limits.closed(by: .stalled)
                 Self.abort(context.channel)
             } else {
                 scheduleStallCheck(context, buffered: now)

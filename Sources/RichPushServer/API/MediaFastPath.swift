@@ -32,16 +32,20 @@ public final class MediaFastPath: ChannelInboundHandler, RemovableChannelHandler
     let status: Status
     let logger: Logger
     let idle: TimeAmount?
+    /// Where a close by the idle or stall rule is counted (nil: not counted).
+    let connections: ConnectionLimits?
 
     public init(
         store: MediaStore,
         status: Status = Status(),
         idle: TimeAmount? = nil,
+        connections: ConnectionLimits? = nil,
         logger: Logger = Logger(label: "richpush.media")
     ) {
         self.store = store
         self.status = status
         self.idle = idle
+        self.connections = connections
         self.logger = logger
     }
 
@@ -49,7 +53,10 @@ public final class MediaFastPath: ChannelInboundHandler, RemovableChannelHandler
         let pipeline = context.pipeline.syncOperations
         do {
             let codec = try pipeline.handler(type: HTTP1ToHTTPServerCodec.self)
-            try pipeline.addHandler(MediaFileAnswerer(store: store, idle: idle), position: .before(codec))
+            try pipeline.addHandler(
+                MediaFileAnswerer(store: store, idle: idle, connections: connections),
+                position: .before(codec)
+            )
             status.count(installed: true)
         } catch {
             // The connection is still closed when idle, by the plainer rule: nothing read or written for that long.
@@ -225,10 +232,18 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     /// loop has not read when data arrived after it.
     var lastRead = NIODeadline.now()
     var idleCheck: Scheduled<Void>?
+    /// Until when an idle connection with data waiting unread is looked at again before it is closed (nil: not
+    /// being looked at again).
+    var idleGraceUntil: NIODeadline?
+    /// When the handlers after this one held back their reads (a routed body's reader was late).
+    var demand = ReadDemand()
+    /// Where a close by a rule is counted.
+    let connections: ConnectionLimits?
 
-    init(store: MediaStore, idle: TimeAmount? = nil) {
+    init(store: MediaStore, idle: TimeAmount? = nil, connections: ConnectionLimits? = nil) {
         self.store = store
         self.idle = idle
+        self.connections = connections
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
@@ -262,17 +277,31 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         guard let idle, context.channel.isActive else { return }
         let now = NIODeadline.now()
         let answering = !readingRequest && (routed > 0 || mediaAnswering > 0 || fetching)
+        let held = demand.heldBack(atLeast: .nanoseconds(idle.nanoseconds / 10), now: now)
         guard answering else {
             bufferedAtLastLook = nil
             acknowledgedAtLastLook = nil
-            guard now >= lastActive + idle else { return scheduleIdleCheck(context: context, at: lastActive + idle) }
+            guard now >= lastActive + idle else {
+                idleGraceUntil = nil
+                return scheduleIdleCheck(context: context, at: lastActive + idle)
+            }
+            let unread = SocketProgress.unreadData(context.channel, lastRead: lastRead, now: now)
+            // A routed body that waits unread because the handlers after this one did not ask for it (its reader
+            // was late) is the server's wait, not the client's.
+            if readingRequest, held, unread {
+                idleGraceUntil = nil
+                return scheduleIdleCheck(context: context, at: now + idle)
+            }
             // Data that arrived after the loop's last read waits unread (the loop was busy): a request, most
-            // likely. Looked at again once the loop has had time to read it, for one more idle time at most.
-            if now < lastActive + idle + idle, let kernel = SocketProgress.read(context.channel),
-                kernel.lastReceived(now: now) > lastRead + SocketProgress.clockSlack
-            {
+            // likely. Looked at again once the loop has had time to read it, for one more idle time at most from
+            // this look (a look that itself ran late, on a loop busy past the idle time, had no grace at all when
+            // it was counted from the last activity, and a client asking every 100 ms was reset).
+            let until = idleGraceUntil ?? now + idle
+            if now < until, unread {
+                idleGraceUntil = until
                 return scheduleIdleCheck(context: context, at: now + SocketProgress.lookAgain(idle))
             }
+            connections?.closed(by: .idle)
             return context.close(promise: nil)
         }
         if mediaAnswering > 0, routed == 0, !fetching {
@@ -283,6 +312,7 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
             if let before = bufferedAtLastLook, buffered >= before, now >= lastActive + idle,
                 acknowledged == nil || acknowledged == acknowledgedAtLastLook
             {
+                connections?.closed(by: .stalled)
                 return ConnectionGuard.abort(context.channel)
             }
             bufferedAtLastLook = buffered
@@ -385,7 +415,10 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     /// The end of a read reaches the handlers after this one only when something was passed on to them: a read of
     /// media requests alone has nothing for them.
     func channelReadComplete(context: ChannelHandlerContext) {
-        if idle != nil { lastRead = .now() }
+        if idle != nil {
+            lastRead = .now()
+            demand.readEnded(at: lastRead)
+        }
         endOfRead(context: context)
     }
 
@@ -441,6 +474,7 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
     /// that pipelines media requests and reads none of the answers would otherwise have every request it sends
     /// read and answered into the channel's queue, a few hundred bytes each, for as long as the connection lives.
     func read(context: ChannelHandlerContext) {
+        if idle != nil { demand.asked() }
         if fetching || !waiting.isEmpty || !context.channel.isWritable || parserStopped {
             readHeld = true
         } else {

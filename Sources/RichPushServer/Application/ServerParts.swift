@@ -279,6 +279,7 @@ struct ServerParts {
                         store: mediaStore,
                         status: fastPath,
                         idle: .milliseconds(Int64(config.connections.idleSeconds * 1000)),
+                        connections: connections,
                         logger: logger.part("media")
                     ),
                 ],

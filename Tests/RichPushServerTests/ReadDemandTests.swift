@@ -1,0 +1,140 @@
+import Foundation
+import HTTPTypes
+import NIOCore
+import NIOHTTP1
+import NIOHTTPTypes
+import NIOHTTPTypesHTTP1
+import NIOPosix
+import RichPushTestSupport
+import Testing
+
+@testable import RichPushServer
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The connection's rules count against a client only the time the server asked for its data: a body whose reader
+/// is late (on a loaded node, the task that reads it waits for a thread and its buffer fills) is the server's wait.
+/// The node's own handlers (the guard, the media fast path and its idle rule) in front of a reader that holds its
+/// reads back for 3 s after each request's head, with 1 s of idleness.
+@Suite struct ReadDemandTests {
+    /// A body sent at 2.5 KB/s is read whole and answered, through a reader that takes nothing of it for 3 s (it
+    /// was closed as slow, then as idle, 2 s in); one that stops after 100 bytes is still closed once the reader
+    /// reads again and nothing more comes.
+    @Test func aBodyIsTimedOnlyWhileTheServerAsksForIt() async throws {
+        let node = try await HeldNode.start(hold: .seconds(3))
+        defer { node.stop() }
+
+        let paced = try RawHTTP.connected(node.port)
+        defer { close(paced) }
+        let body = [UInt8](repeating: UInt8(ascii: "x"), count: 10_000)
+        #expect(RawHTTP.write(paced, Array(Self.head(length: body.count).utf8)))
+        let closed = await RawHTTP.writePaced(paced, body, bytesPerSecond: 2_500)
+        #expect(closed == nil, "a body at 2.5 KB/s behind a late reader: \(closed ?? ""); closes: \(node.closes)")
+        let answer = String(decoding: await RawHTTP.receive(paced, within: 15) { $0.count >= 17 + 6 }, as: UTF8.self)
+        #expect(answer.hasPrefix("HTTP/1.1 200"), "\(answer.prefix(120)); closes: \(node.closes)")
+        #expect(answer.hasSuffix("\r\n\r\n10000"), "\(answer.suffix(60))")
+
+        // 100 bytes of 10,000, after the head has been read, then nothing: kept while they wait for the late
+        // reader, closed once it has read them (by 2 idle times after the hold, at most; 20 s bounds the wait).
+        let stopped = try RawHTTP.connected(node.port)
+        defer { close(stopped) }
+        #expect(RawHTTP.write(stopped, Array(Self.head(length: 10_000).utf8)))
+        usleep(200_000)
+        #expect(RawHTTP.write(stopped, [UInt8](repeating: UInt8(ascii: "x"), count: 100)))
+        #expect(await RawHTTP.closedByServer(stopped, within: 20), "a body that stopped was kept; \(node.closes)")
+        #expect(node.closes.contains(#"rule="slow_body"} 1"#) || node.closes.contains(#"rule="idle"} 1"#))
+    }
+
+    static func head(length: Int) -> String {
+        "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: \(length)\r\n\r\n"
+    }
+
+    /// A listener on 127.0.0.1 with the node's connection handlers and a ``LateReader`` behind them.
+    struct HeldNode {
+        let channel: Channel
+        let metrics: ServerMetrics
+        let folder: URL
+
+        var port: Int { channel.localAddress?.port ?? 0 }
+
+        /// The closes by rule, as /metrics shows them.
+        var closes: String {
+            metrics.render().split(separator: "\n").filter { $0.hasPrefix("richpush_connections_closed_total{") }
+                .joined(separator: " ")
+        }
+
+        static func start(hold: TimeAmount) async throws -> HeldNode {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("held-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let store = try MediaStore(directory: folder)
+            let metrics = ServerMetrics()
+            let limits = ConnectionLimits(.init(idleSeconds: 1), metrics: metrics)
+            let channel = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let pipeline = channel.pipeline.syncOperations
+                        try pipeline.configureHTTPServerPipeline(withPipeliningAssistance: false)
+                        try pipeline.addHandlers([
+                            HTTP1ToHTTPServerCodec(secure: false),
+                            ConnectionGuard(limits),
+                            MediaFastPath(store: store, idle: .seconds(1), connections: limits),
+                            LateReader(hold: hold),
+                        ])
+                    }
+                }
+                .bind(host: "127.0.0.1", port: 0).get()
+            return HeldNode(channel: channel, metrics: metrics, folder: folder)
+        }
+
+        func stop() {
+            channel.close(promise: nil)
+            try? FileManager.default.removeItem(at: folder)
+        }
+    }
+
+    /// Holds back its reads for `hold` after each request's head (as a reader that is late does), then reads the
+    /// body and answers 200 with the number of its bytes.
+    final class LateReader: ChannelDuplexHandler, @unchecked Sendable {
+        // @unchecked: lives on its channel's event loop.
+        typealias InboundIn = HTTPRequestPart
+        typealias OutboundIn = HTTPResponsePart
+        typealias OutboundOut = HTTPResponsePart
+
+        let hold: TimeAmount
+        var until: NIODeadline?
+        var releasing = false
+        var bytes = 0
+
+        init(hold: TimeAmount) { self.hold = hold }
+
+        func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+            switch unwrapInboundIn(data) {
+            case .head:
+                until = .now() + hold
+                bytes = 0
+            case .body(let b):
+                bytes += b.readableBytes
+            case .end:
+                let text = ByteBuffer(string: "\(bytes)")
+                var fields = HTTPFields()
+                fields[.contentLength] = "\(text.readableBytes)"
+                context.write(wrapOutboundOut(.head(HTTPResponse(status: .ok, headerFields: fields))), promise: nil)
+                context.write(wrapOutboundOut(.body(text)), promise: nil)
+                context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
+            }
+        }
+
+        func read(context: ChannelHandlerContext) {
+            guard let until, NIODeadline.now() < until else { return context.read() }
+            guard !releasing else { return }
+            releasing = true
+            context.eventLoop.assumeIsolated().scheduleTask(deadline: until) {
+                self.releasing = false
+                self.until = nil
+                context.read()
+            }
+        }
+    }
+}
