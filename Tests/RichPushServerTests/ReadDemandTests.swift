@@ -47,6 +47,13 @@ import Glibc
         #expect(node.closes.contains(#"rule="slow_body"} 1"#) || node.closes.contains(#"rule="idle"} 1"#))
     }
 
+    /// A node's closes by rule (`richpush_connections_closed_total`), as /metrics shows them: what a failure of a
+    /// connection test prints, so that it names the rule that closed a client.
+    static func closes(_ metrics: ServerMetrics) -> String {
+        metrics.render().split(separator: "\n").filter { $0.hasPrefix("richpush_connections_closed_total{") }
+            .map { $0.dropFirst("richpush_connections_closed_total".count) }.joined(separator: " ")
+    }
+
     static func head(length: Int) -> String {
         "POST /upload HTTP/1.1\r\nHost: x\r\nContent-Length: \(length)\r\n\r\n"
     }
@@ -59,11 +66,7 @@ import Glibc
 
         var port: Int { channel.localAddress?.port ?? 0 }
 
-        /// The closes by rule, as /metrics shows them.
-        var closes: String {
-            metrics.render().split(separator: "\n").filter { $0.hasPrefix("richpush_connections_closed_total{") }
-                .joined(separator: " ")
-        }
+        var closes: String { ReadDemandTests.closes(metrics) }
 
         static func start(hold: TimeAmount) async throws -> HeldNode {
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("held-\(UUID().uuidString)")

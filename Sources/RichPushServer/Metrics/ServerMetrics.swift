@@ -58,13 +58,7 @@ public final class ServerMetrics: Sendable {
                 help: "Connections closed as soon as accepted: past the bound per client address or per node"
             ).increment(by: Int64(0))
         }
-        for rule in ClosingRule.allCases {
-            registry.makeCounter(
-                name: "richpush_connections_closed_total",
-                labels: [("rule", rule.rawValue)],
-                help: "Connections closed by the node's rules: idle, stalled (the client read nothing), slow_body"
-            ).increment(by: Int64(0))
-        }
+        for rule in ClosingRule.allCases { closedCounter(rule.rawValue).increment(by: Int64(0)) }
         registry.makeCounter(
             name: "richpush_fanout_failures_total",
             help: "Registry fan-out runs that failed and will be tried again"
@@ -222,12 +216,14 @@ public final class ServerMetrics: Sendable {
     }
 
     /// A connection the node admitted was closed by one of its rules (``ClosingRule``).
-    func connectionClosed(rule: String) {
+    func connectionClosed(rule: String) { closedCounter(rule).increment() }
+
+    private func closedCounter(_ rule: String) -> Counter {
         registry.makeCounter(
             name: "richpush_connections_closed_total",
             labels: [("rule", rule)],
             help: "Connections closed by the node's rules: idle, stalled (the client read nothing), slow_body"
-        ).increment()
+        )
     }
 
     /// Connections the node holds and client addresses holding any, read when /metrics is.
@@ -239,13 +235,6 @@ public final class ServerMetrics: Sendable {
 
     /// A registry fan-out run failed (it is tried again with growing pauses): an alert rule watches this.
     func fanOutFailed() {
-        for rule in ClosingRule.allCases {
-            registry.makeCounter(
-                name: "richpush_connections_closed_total",
-                labels: [("rule", rule.rawValue)],
-                help: "Connections closed by the node's rules: idle, stalled (the client read nothing), slow_body"
-            ).increment(by: Int64(0))
-        }
         registry.makeCounter(
             name: "richpush_fanout_failures_total",
             help: "Registry fan-out runs that failed and will be tried again"
