@@ -47,6 +47,24 @@ import Glibc
         #expect(node.closes.contains(#"rule="slow_body"} 1"#) || node.closes.contains(#"rule="idle"} 1"#))
     }
 
+    /// The server's wait is taken for a request's body for 30 s at most (three idle times, 30 s at least): behind a
+    /// reader that takes nothing for 45 s, a body sent at 2.5 KB/s is closed as slow before the reader would have
+    /// read it, not kept for as long as the server does not ask.
+    @Test func theServersWaitIsTakenForABodyForAWhileOnly() async throws {
+        let node = try await HeldNode.start(hold: .seconds(45))
+        defer { node.stop() }
+        let fd = try RawHTTP.connected(node.port)
+        defer { close(fd) }
+        let started = Date()
+        let body = [UInt8](repeating: UInt8(ascii: "x"), count: 200_000)
+        #expect(RawHTTP.write(fd, Array(Self.head(length: body.count).utf8)))
+        let closed = await RawHTTP.writePaced(fd, body, bytesPerSecond: 2_500)
+        let seconds = Date().timeIntervalSince(started)
+        #expect(closed != nil, "a body behind a reader that waits 45 s was kept \(Int(seconds)) s")
+        #expect(seconds < 45, "closed after \(Int(seconds)) s, once the reader read again")
+        #expect(node.closes.contains(#"rule="slow_body"} 1"#), "\(node.closes)")
+    }
+
     /// A node's closes by rule (`richpush_connections_closed_total`), as /metrics shows them: what a failure of a
     /// connection test prints, so that it names the rule that closed a client.
     static func closes(_ metrics: ServerMetrics) -> String {

@@ -119,16 +119,25 @@ public enum ClosingRule: String, Sendable, CaseIterable {
     case slowBody = "slow_body"
 }
 
-/// How long the handlers after one held back their reads: time in which the server itself took nothing from a
-/// connection (the task that reads a request's body was late and its buffer was full), which a rule must not count
-/// against the client. Under a loaded run, a body sent at 2.5 KB/s was closed as slow while its reader waited for a
-/// thread: nothing was read because nothing was asked for.
+/// Whether a request's slow body is the server's wait, not the client's: the handlers after one held back their
+/// reads (the task that reads the body was late, its buffer full) while the client's data arrived and waits unread.
+/// Under a loaded run a body sent at 2.5 KB/s was closed as slow while its reader waited for a thread: nothing was
+/// read because nothing was asked for.
 ///
 /// A read burst ends with `channelReadComplete`; the channel then asks for the next through the handlers after this
 /// one, at once unless one of them holds it back. So reads are held from a burst's end until the next ask.
+///
+/// Only while the request's answer is pending: once it has ended the server either drains the body at once or,
+/// after `Connection: close`, reads no more of the connection for good (an outsider held a connection that way with
+/// no key, its last byte waiting unread: held and unread at every look). Only when more of the client's data
+/// arrived since the last look, and for ``cap(_:)`` at most per request.
 struct ReadDemand {
     private var heldSince: NIODeadline?
     private var held = TimeAmount.zero
+    /// The kernel's count of bytes received at the last look (nil: not read yet).
+    private var received: UInt64?
+    /// The time already taken as the server's for this request.
+    private var credited = TimeAmount.zero
 
     /// A read burst ended: reads are held until the next ask.
     mutating func readEnded(at now: NIODeadline = .now()) {
@@ -142,15 +151,42 @@ struct ReadDemand {
         heldSince = nil
     }
 
-    /// Whether reads are held now or were held for `least` or more since the last look; counting starts again.
-    mutating func heldBack(atLeast least: TimeAmount, now: NIODeadline = .now()) -> Bool {
+    /// A request's head was read: its credit starts at nothing, and its data is counted from its first look (read
+    /// then, not here: the kernel is asked only when a rule looks, never on a request's way).
+    mutating func requestBegan() {
+        credited = .zero
+        received = nil
+    }
+
+    /// The most time taken as the server's for one request: three idle times, 30 s at least.
+    static func cap(_ interval: TimeAmount) -> TimeAmount { max(.seconds(30), .nanoseconds(interval.nanoseconds * 3)) }
+
+    /// Whether the `interval` now ending was the server's wait: reads held back for a tenth of it or more (or now),
+    /// the request's answer pending, more of the client's data arrived since the last look and waits unread, and the
+    /// request's credit under ``cap(_:)``. Each look starts the counts again.
+    mutating func serversWait(
+        _ channel: Channel,
+        lastRead: NIODeadline,
+        answerPending: Bool,
+        interval: TimeAmount,
+        now: NIODeadline = .now()
+    ) -> Bool {
         var total = held
         if let since = heldSince {
             total = total + (now - since)
             heldSince = now
         }
         held = .zero
-        return heldSince != nil || total >= least
+        let holding = heldSince != nil || total.nanoseconds * 10 >= interval.nanoseconds
+        let kernel = SocketProgress.read(channel)
+        let before = received
+        received = kernel?.bytesReceived
+        guard holding, answerPending, let kernel, let before, kernel.bytesReceived > before,
+            kernel.lastReceived(now: now) > lastRead + SocketProgress.clockSlack,
+            credited + interval <= Self.cap(interval)
+        else { return false }
+        credited = credited + interval
+        return true
     }
 }
 
@@ -242,6 +278,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
             answering += 1
             readingBody = true
             bodyBytes = 0
+            demand.requestBegan()
             // Digits only, and at most 18 of them, before the conversion.
             let declared = head.headerFields[.contentLength].flatMap { v -> Int? in
                 guard (1...18).contains(v.utf8.count), v.utf8.allSatisfy({ (48...57).contains($0) }) else { return nil }
@@ -287,23 +324,24 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
     /// was busy, and its count is stale): then it is looked at again once the loop has had the time to read it, for
     /// one more idle time at most (`until`). Only the body's own bytes count: crediting the kernel's count of
     /// what arrived let a body padded with chunk extensions (one body byte in 2.2 KB) keep its connection for good.
-    /// When the client's data waits unread because the server did not ask for it (``ReadDemand``: the body's reader
-    /// was late), the interval is the server's and the body is timed again from here.
+    /// When the interval was the server's wait (``ReadDemand``: the body's reader was late), the body is timed
+    /// again from here.
     private func checkBody(_ context: ChannelHandlerContext, needed: Int, until: NIODeadline? = nil) {
         guard readingBody else { return }
-        let held = demand.heldBack(atLeast: .nanoseconds(idle.nanoseconds / 10))
-        guard bodyBytes < needed else {
-            bodyBytes = 0
-            return scheduleBodyCheck(context)
-        }
         let now = NIODeadline.now()
-        let unread = SocketProgress.unreadData(context.channel, lastRead: lastRead, now: now)
-        if held, unread {
+        let servers = demand.serversWait(
+            context.channel,
+            lastRead: lastRead,
+            answerPending: answering > 0,
+            interval: idle,
+            now: now
+        )
+        guard bodyBytes < needed, !servers else {
             bodyBytes = 0
             return scheduleBodyCheck(context)
         }
         let until = until ?? now + idle
-        if now < until, unread {
+        if now < until, SocketProgress.unreadData(context.channel, lastRead: lastRead, now: now) {
             bodyCheck = context.eventLoop.scheduleTask(in: SocketProgress.lookAgain(idle)) { [self] in
                 checkBody(context, needed: needed, until: until)
             }

@@ -277,7 +277,14 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         guard let idle, context.channel.isActive else { return }
         let now = NIODeadline.now()
         let answering = !readingRequest && (routed > 0 || mediaAnswering > 0 || fetching)
-        let held = demand.heldBack(atLeast: .nanoseconds(idle.nanoseconds / 10), now: now)
+        // Asked at every look, so that each counts from the last (``ReadDemand``).
+        let servers = demand.serversWait(
+            context.channel,
+            lastRead: lastRead,
+            answerPending: readingRequest && routed > 0,
+            interval: idle,
+            now: now
+        )
         guard answering else {
             bufferedAtLastLook = nil
             acknowledgedAtLastLook = nil
@@ -285,13 +292,13 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
                 idleGraceUntil = nil
                 return scheduleIdleCheck(context: context, at: lastActive + idle)
             }
-            let unread = SocketProgress.unreadData(context.channel, lastRead: lastRead, now: now)
             // A routed body that waits unread because the handlers after this one did not ask for it (its reader
             // was late) is the server's wait, not the client's.
-            if readingRequest, held, unread {
+            if servers {
                 idleGraceUntil = nil
                 return scheduleIdleCheck(context: context, at: now + idle)
             }
+            let unread = SocketProgress.unreadData(context.channel, lastRead: lastRead, now: now)
             // Data that arrived after the loop's last read waits unread (the loop was busy): a request, most
             // likely. Looked at again once the loop has had time to read it, for one more idle time at most from
             // this look (a look that itself ran late, on a loop busy past the idle time, had no grace at all when
@@ -331,6 +338,7 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
             case .head:
                 readingRequest = true
                 lastActive = .now()
+                demand.requestBegan()
             case .end:
                 readingRequest = false
                 lastActive = .now()
