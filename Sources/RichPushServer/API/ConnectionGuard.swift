@@ -163,9 +163,10 @@ struct ReadDemand {
 
     /// Whether the `interval` now ending was the server's wait: reads held back for a tenth of it or more (or now),
     /// the request's answer pending, more of the client's data arrived since the last look and waits unread, and the
-    /// request's credit under ``cap(_:)``. Each look starts the counts again.
+    /// request's credit under ``cap(_:)``. Each look starts the counts again. `kernel` is the look's one reading of
+    /// the socket (``SocketProgress/read(_:)``), which the rule reads too.
     mutating func serversWait(
-        _ channel: Channel,
+        _ kernel: SocketProgress?,
         lastRead: NIODeadline,
         answerPending: Bool,
         interval: TimeAmount,
@@ -178,11 +179,10 @@ struct ReadDemand {
         }
         held = .zero
         let holding = heldSince != nil || total.nanoseconds * 10 >= interval.nanoseconds
-        let kernel = SocketProgress.read(channel)
         let before = received
         received = kernel?.bytesReceived
         guard holding, answerPending, let kernel, let before, kernel.bytesReceived > before,
-            kernel.lastReceived(now: now) > lastRead + SocketProgress.clockSlack,
+            kernel.unread(since: lastRead, now: now),
             credited + interval <= Self.cap(interval)
         else { return false }
         credited = credited + interval
@@ -327,10 +327,13 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
     /// When the interval was the server's wait (``ReadDemand``: the body's reader was late), the body is timed
     /// again from here.
     private func checkBody(_ context: ChannelHandlerContext, needed: Int, until: NIODeadline? = nil) {
-        guard readingBody else { return }
+        // A connection another rule closed meanwhile (the fast path's idle rule looks at the same times) is not
+        // closed, nor counted, again.
+        guard readingBody, context.channel.isActive else { return }
         let now = NIODeadline.now()
+        let kernel = SocketProgress.read(context.channel)
         let servers = demand.serversWait(
-            context.channel,
+            kernel,
             lastRead: lastRead,
             answerPending: answering > 0,
             interval: idle,
@@ -341,7 +344,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
             return scheduleBodyCheck(context)
         }
         let until = until ?? now + idle
-        if now < until, SocketProgress.unreadData(context.channel, lastRead: lastRead, now: now) {
+        if now < until, kernel?.unread(since: lastRead, now: now) == true {
             bodyCheck = context.eventLoop.scheduleTask(in: SocketProgress.lookAgain(idle)) { [self] in
                 checkBody(context, needed: needed, until: until)
             }
@@ -428,7 +431,7 @@ final class ConnectionGuard: ChannelDuplexHandler, RemovableChannelHandler, @unc
         let acknowledged = SocketProgress.read(context.channel)?.bytesAcknowledged
         stallCheck = context.eventLoop.scheduleTask(in: idle) { [self] in
             let now = Self.buffered(context)
-            if now == 0 {
+            if now == 0 || !context.channel.isActive {
                 stallCheck = nil
             } else if now >= buffered, SocketProgress.read(context.channel)?.bytesAcknowledged == acknowledged {
                 limits.closed(by: .stalled)

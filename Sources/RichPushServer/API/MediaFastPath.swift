@@ -277,9 +277,11 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
         guard let idle, context.channel.isActive else { return }
         let now = NIODeadline.now()
         let answering = !readingRequest && (routed > 0 || mediaAnswering > 0 || fetching)
-        // Asked at every look, so that each counts from the last (``ReadDemand``).
+        // The kernel read once for the look; the server's wait asked at every look, so that each counts from the
+        // last (``ReadDemand``).
+        let kernel = SocketProgress.read(context.channel)
         let servers = demand.serversWait(
-            context.channel,
+            kernel,
             lastRead: lastRead,
             answerPending: readingRequest && routed > 0,
             interval: idle,
@@ -298,7 +300,7 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
                 idleGraceUntil = nil
                 return scheduleIdleCheck(context: context, at: now + idle)
             }
-            let unread = SocketProgress.unreadData(context.channel, lastRead: lastRead, now: now)
+            let unread = kernel?.unread(since: lastRead, now: now) == true
             // Data that arrived after the loop's last read waits unread (the loop was busy): a request, most
             // likely. Looked at again once the loop has had time to read it, for one more idle time at most from
             // this look (a look that itself ran late, on a loop busy past the idle time, had no grace at all when
@@ -315,7 +317,7 @@ final class MediaFileAnswerer: ChannelDuplexHandler, RemovableChannelHandler {
             let buffered = (try? context.channel.syncOptions?.getOption(.bufferedWritableBytes)) ?? 0
             // The kernel's count of what the client took: it moves even when the loop has not yet heard that the
             // socket can take more.
-            let acknowledged = SocketProgress.read(context.channel)?.bytesAcknowledged
+            let acknowledged = kernel?.bytesAcknowledged
             if let before = bufferedAtLastLook, buffered >= before, now >= lastActive + idle,
                 acknowledged == nil || acknowledged == acknowledgedAtLastLook
             {

@@ -71,11 +71,9 @@ struct SocketProgress: Equatable {
         #endif
     }
 
-    /// Whether data the client sent after `lastRead` (the loop's last read of the connection) waits unread in the
-    /// kernel; false where the kernel does not say.
-    static func unreadData(_ channel: Channel, lastRead: NIODeadline, now: NIODeadline = .now()) -> Bool {
-        guard let kernel = read(channel) else { return false }
-        return kernel.lastReceived(now: now) > lastRead + clockSlack
+    /// Whether data the client sent after `lastRead` (the loop's last read of the connection) waits unread.
+    func unread(since lastRead: NIODeadline, now: NIODeadline) -> Bool {
+        lastReceived(now: now) > lastRead + Self.clockSlack
     }
 
     /// When the client's last data arrived, as a deadline of the loop's clock.
