@@ -229,6 +229,9 @@ public final class HTTP2ClientConnection: Sendable {
     /// The server's reason in its GOAWAY, once one came ("" when it gave none).
     public var goAwayReason: String? { state.withLockedValue { $0.goAway.map { $0.reason ?? "" } } }
 
+    /// Why the client stopped sending on the connection, if it did (its budget of stream resets spent).
+    public var retiredBecause: String? { state.withLockedValue { $0.retiredBecause } }
+
     /// Requests in flight and the server's stream limit, read together.
     public struct Load: Sendable {
         public var inFlight: Int

@@ -187,7 +187,9 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                 let response = try await pooled.connection.send(request, timeout: configuration.requestTimeout).get()
                 return (response, pooled)
             } catch let error as TransportError {
-                if case .goingAway = error { retire(pooled) }
+                // A connection going away (the server's GOAWAY, or retired by the client) is not closed here: the
+                // requests still in flight on it may end, and it closes itself once none awaits an answer. The next
+                // acquire forgets it.
                 if case .connectionClosed = error { retire(pooled) }
                 if case .notSent = error { retire(pooled) }
                 if error.safeToRetry && attempt < configuration.maxAttempts { continue }
@@ -247,7 +249,9 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                     for i in s.slots.indices {
                         if case .ready(let p) = s.slots[i], !p.connection.isUsable {
                             s.slots[i] = freed(after: p)
-                            let reason = p.connection.goAwayReason.map { "GOAWAY (\($0))" } ?? "closed"
+                            let reason =
+                                p.connection.goAwayReason.map { "GOAWAY (\($0))" } ?? p.connection.retiredBecause
+                                ?? "closed"
                             configuration.logger.info(
                                 "connection replaced",
                                 metadata: ["connection": "\(p.id)", "because": .string(reason)]

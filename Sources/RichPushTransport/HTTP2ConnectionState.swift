@@ -5,8 +5,10 @@ import NIOCore
 /// (SETTINGS, GOAWAY, the channel closing) and its senders drive it.
 ///
 ///     starting ──SETTINGS──▶ active ──GOAWAY──▶ goingAway
-///         │                    │                    │
-///         └──────── closed ◀───┴────────────────────┘
+///                              │                    ▲
+///                              └──retire──▶ retiring ┘ GOAWAY
+///
+/// and from any of them ──▶ closed.
 ///
 /// An event that cannot happen in the state it finds (a stream ending that never started, a request sent before
 /// the connection was ready) is a bug in the connection code: it comes back as ``IllegalTransition``, which stops a debug
@@ -19,6 +21,9 @@ struct HTTP2ConnectionState: Sendable {
         case active
         /// The server sent GOAWAY: streams up to `lastStreamID` may finish; no new ones open.
         case goingAway(lastStreamID: Int, reason: String?)
+        /// The client stopped sending on it (``retire(reason:)``): the streams in flight may finish; no new ones
+        /// open, and the connection closes once none of them awaits an answer.
+        case retiring(reason: String)
         /// The channel closed (either side): nothing more is sent.
         case closed
     }
@@ -54,6 +59,9 @@ struct HTTP2ConnectionState: Sendable {
         return nil
     }
 
+    /// Why the client retired the connection, if it did (kept once it has closed).
+    private(set) var retiredBecause: String?
+
     // MARK: Frames and the channel
 
     enum SettingsAction: Equatable { case succeedReady, none }
@@ -67,7 +75,7 @@ struct HTTP2ConnectionState: Sendable {
             if let m = maxConcurrentStreams { remoteMaxStreams = m }
             lifecycle = .active
             return .success(.succeedReady)
-        case .active, .goingAway:
+        case .active, .goingAway, .retiring:
             if let m = maxConcurrentStreams { remoteMaxStreams = m }
             return .success(.none)
         }
@@ -78,11 +86,19 @@ struct HTTP2ConnectionState: Sendable {
     mutating func goAwayReceived(lastStreamID: Int, reason: String?) {
         switch lifecycle {
         case .closed: break
-        case .starting, .active:
+        case .starting, .active, .retiring:
             lifecycle = .goingAway(lastStreamID: lastStreamID, reason: reason)
         case .goingAway(let last, let earlier):
             lifecycle = .goingAway(lastStreamID: min(last, lastStreamID), reason: reason ?? earlier)
         }
+    }
+
+    /// The client stops sending on the connection: requests go to another; those in flight may finish. Only an
+    /// active connection retires (one going away or closed already takes no requests).
+    mutating func retire(reason: String) {
+        guard lifecycle == .active else { return }
+        lifecycle = .retiring(reason: reason)
+        retiredBecause = reason
     }
 
     enum CloseAction: Equatable { case failReady, none }
@@ -121,6 +137,7 @@ struct HTTP2ConnectionState: Sendable {
             return .failure(.init(event: "a request before SETTINGS", state: lifecycle))
         case .closed: refusal = .closed
         case .goingAway(_, let reason): refusal = .goingAway(reason: reason)
+        case .retiring(let reason): refusal = .goingAway(reason: reason)
         }
         if hadReservation { inFlight -= 1 }
         return .success(refusal)

@@ -22,6 +22,13 @@ import NIOHTTP2
 ///   a burst of timeouts (a service slow for a moment) is a burst of RST_STREAM, which a server may take for the
 ///   rapid-reset attack (CVE-2023-44487) and answer with GOAWAY, as one of the same HTTP/2 library does after 200 in
 ///   30 s;
+/// - the resets it sends are held to a budget (``ResetBudget``, 100 in any 30 s): a stream past it is not reset but
+///   dropped from the table, and the connection retires (``HTTP2ConnectionState/retire(reason:)``): it takes no more
+///   requests (the pool opens another) and lets those in flight end. A service that stops answering for longer than
+///   the grace (every stream in flight then times out) would otherwise be sent a reset for each, and a server that
+///   closes the connection for them ends with it every request still awaiting its answer;
+/// - a connection that takes no more requests (retired, or after the server's GOAWAY) closes once no stream in the
+///   table awaits an answer: the streams left timed out, and end with it without a frame;
 /// - a stream's place among the connection's streams in flight is given back when it leaves the table (answered,
 ///   reset, or closed with the connection), not when its request ends;
 /// - frames on the connection itself (SETTINGS, GOAWAY, PING) go on to the handler after this one.
@@ -39,12 +46,19 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
     /// How long a stream whose request timed out stays open for its answer before it is reset.
     static let lateAnswerGrace: TimeAmount = .seconds(5)
 
+    /// Why a connection whose reset budget is spent retires (its pool logs it as the reason it was replaced).
+    static let resetBudgetSpent = "the client's budget of stream resets is spent"
+
     let connectionState: NIOLockedValueBox<HTTP2ConnectionState>
     private var context: ChannelHandlerContext?
     private var streams: [HTTP2StreamID: Entry] = [:]
     /// The id the next request takes (odd: the client's).
     private var nextStreamID = 1
     private var closed = false
+    private var resets: ResetBudget
+    /// The connection takes no more requests (retired, or the server sent GOAWAY): it closes once no stream awaits
+    /// an answer.
+    private var draining = false
 
     final class Entry {
         let collector: ResponseCollector
@@ -52,8 +66,9 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
         init(_ collector: ResponseCollector) { self.collector = collector }
     }
 
-    init(connectionState: NIOLockedValueBox<HTTP2ConnectionState>) {
+    init(connectionState: NIOLockedValueBox<HTTP2ConnectionState>, resets: ResetBudget = ResetBudget()) {
         self.connectionState = connectionState
+        self.resets = resets
     }
 
     /// Streams in the table now (answers awaited, and timed-out ones waiting out their grace).
@@ -120,6 +135,7 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
         entry.timer = context.eventLoop.assumeIsolated().scheduleTask(in: Self.lateAnswerGrace) {
             self.end(id, failing: .timedOut, reset: true)
         }
+        closeIfDrainedAndSpent()
     }
 
     /// Why a request was not sent: the server's GOAWAY if one came.
@@ -130,7 +146,14 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
         let frame = unwrapInboundIn(data)
-        guard frame.streamID != .rootStream else { return context.fireChannelRead(data) }
+        guard frame.streamID != .rootStream else {
+            context.fireChannelRead(data)
+            if case .goAway = frame.payload {
+                draining = true
+                closeIfDrainedAndSpent()
+            }
+            return
+        }
         // Nothing is written while a frame is read but its stream's reset, once the frame is taken: a write reaches
         // the HTTP/2 handler, which then tells the events it holds, the close of this frame's stream among them
         // (the stream closed when its END_STREAM was parsed). A window update written here first had that close
@@ -203,13 +226,23 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
         }
     }
 
-    /// Ends a stream still in the table: fails its request (if it has not ended), and resets the stream if asked.
+    /// Ends a stream still in the table: fails its request (if it has not ended), and resets the stream if asked and
+    /// the budget allows; past the budget the stream is dropped unreset, and the connection retires.
     private func end(_ id: HTTP2StreamID, failing error: TransportError, reset: Bool) {
-        guard let entry = remove(id) else { return }
+        guard let entry = streams[id] else { return }
         entry.collector.fail(error)
         if reset, let context {
-            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+            if resets.take(now: context.eventLoop.now) {
+                context.writeAndFlush(
+                    wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))),
+                    promise: nil
+                )
+            } else if !draining {
+                draining = true
+                connectionState.withLockedValue { $0.retire(reason: Self.resetBudgetSpent) }
+            }
         }
+        remove(id)
     }
 
     @discardableResult
@@ -217,7 +250,15 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
         guard let entry = streams.removeValue(forKey: id) else { return nil }
         entry.timer?.cancel()
         streamGone()
+        closeIfDrainedAndSpent()
         return entry
+    }
+
+    /// A draining connection closes once no stream in the table awaits an answer (those left timed out: they end
+    /// with it, without a reset).
+    private func closeIfDrainedAndSpent() {
+        guard draining, !closed, let context, streams.values.allSatisfy({ $0.collector.done }) else { return }
+        context.close(promise: nil)
     }
 
     /// A stream's place among those in flight is free again.
@@ -234,6 +275,35 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
     private func closureError(_ code: HTTP2ErrorCode, _ id: HTTP2StreamID) -> TransportError {
         if code == .refusedStream { return .streamRefused }
         return goAwayError(id) ?? .streamReset(code: Int(code.networkCode))
+    }
+}
+
+/// The resets a connection may send: at most `limit` in any `window`. Servers take a stream of resets for the
+/// rapid-reset attack (CVE-2023-44487); one built on the same HTTP/2 library as this client sends GOAWAY after 200
+/// in 30 s. The budget is half that.
+struct ResetBudget {
+    let limit: Int
+    let window: TimeAmount
+    /// The times of the last `limit` resets, oldest at `oldest` once full.
+    private var times: [NIODeadline] = []
+    private var oldest = 0
+
+    init(limit: Int = 100, window: TimeAmount = .seconds(30)) {
+        precondition(limit > 0)
+        self.limit = limit
+        self.window = window
+    }
+
+    /// Takes one reset at `now` if fewer than `limit` were taken in the window before it.
+    mutating func take(now: NIODeadline) -> Bool {
+        guard times.count == limit else {
+            times.append(now)
+            return true
+        }
+        guard now - times[oldest] >= window else { return false }
+        times[oldest] = now
+        oldest = (oldest + 1) % limit
+        return true
     }
 }
 

@@ -15,8 +15,8 @@ import Testing
         let state = NIOLockedValueBox(HTTP2ConnectionState())
         let table: HTTP2StreamTable
 
-        init() throws {
-            table = HTTP2StreamTable(connectionState: state)
+        init(resets: ResetBudget = ResetBudget()) throws {
+            table = HTTP2StreamTable(connectionState: state, resets: resets)
             try channel.pipeline.syncOperations.addHandler(table)
             _ = state.withLockedValue { $0.settingsReceived(maxConcurrentStreams: 100) }
         }
@@ -291,5 +291,60 @@ import Testing
         #expect(try some.wait().status == 200)
         #expect(throws: TransportError.malformedResponse("more than 8 informational answers")) { try endless.wait() }
         #expect(try s.written().contains { f in if case .rstStream = f.payload { f.streamID == 3 } else { false } })
+    }
+
+    /// At most `limit` resets in any window: the next is refused until the oldest of them is a window old.
+    @Test func theResetBudgetTakesLimitResetsInAnyWindow() {
+        var budget = ResetBudget(limit: 3, window: .seconds(30))
+        let t0 = NIODeadline.uptimeNanoseconds(1_000_000_000)
+        // Seconds after t0, and whether a reset was taken then.
+        let taken = [0, 10, 20, 29, 30, 39, 40, 50, 59, 60].map { (at: $0, taken: budget.take(now: t0 + .seconds($0))) }
+        // 29 s: three in the window already; 30 s: the one at 0 s has left it; 39 s: the one at 10 s has not yet;
+        // 59 s: 30, 40 and 50 are in it.
+        #expect(taken.filter(\.taken).map(\.at) == [0, 10, 20, 30, 40, 50, 60])
+    }
+
+    /// Streams that time out and are never answered are reset up to the budget; past it they are dropped unreset and
+    /// the connection retires: new requests are refused as not sent (another connection takes them), the request
+    /// still awaiting its answer gets it, and then the connection closes.
+    @Test func pastTheResetBudgetTheConnectionRetiresAndClosesOnceItsAnswersAreIn() throws {
+        let s = try Setup(resets: ResetBudget(limit: 2, window: .seconds(30)))
+        try s.channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        let stalled = (0..<4).map { _ in s.send(timeout: .milliseconds(100)) }
+        let live = s.send(timeout: .seconds(60))  // stream 9
+        _ = try s.written()
+        s.channel.embeddedEventLoop.advanceTime(by: .milliseconds(150))
+        for f in stalled { #expect(throws: TransportError.timedOut) { try f.wait() } }
+        s.channel.embeddedEventLoop.advanceTime(by: HTTP2StreamTable.lateAnswerGrace)
+        let resets = try s.written().filter { f in if case .rstStream(.cancel) = f.payload { true } else { false } }
+        #expect(resets.map { Int($0.streamID) } == [1, 3])
+        #expect(s.state.withLockedValue { $0.retiredBecause } == HTTP2StreamTable.resetBudgetSpent)
+        #expect(s.table.count == 1 && s.state.withLockedValue { $0.inFlight } == 1)
+        #expect(s.channel.isActive)
+        #expect(throws: TransportError.goingAway(reason: HTTP2StreamTable.resetBudgetSpent, processed: false)) {
+            try s.send().wait()
+        }
+        try s.answer(7)  // a dropped stream's late answer: nothing
+        try s.answer(9)
+        #expect(try live.wait().status == 200)
+        #expect(!s.channel.isActive)
+        #expect(try s.written().isEmpty)
+    }
+
+    /// After the server's GOAWAY, the connection closes once the requests it may still answer are in, without
+    /// waiting for the server to close it.
+    @Test func afterGoAwayTheConnectionClosesOnceItsAnswersAreIn() throws {
+        let s = try Setup()
+        try s.channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        let live = s.send()
+        _ = try s.written()
+        s.state.withLockedValue { $0.goAwayReceived(lastStreamID: 1, reason: "Shutdown") }
+        try s.channel.writeInbound(
+            HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: 1, errorCode: .noError, opaqueData: nil))
+        )
+        #expect(s.channel.isActive)
+        try s.answer(1)
+        #expect(try live.wait().status == 200)
+        #expect(!s.channel.isActive)
     }
 }
