@@ -307,7 +307,7 @@ public final class Sandbox: Sendable {
         case ("POST", "/apns/faults"):
             if let problem = faultNumbersProblem(body) { return (400, ["error": .string(problem)]) }
             guard let fault = apnsFault(body) else {
-                return (400, ["error": "kind must be status, goaway, reset, stall, refuse or lower_streams"])
+                return (400, ["error": "kind must be status, goaway, drain, reset, stall, refuse or lower_streams"])
             }
             if let rate = body?["rate"]?.doubleValue {
                 apns.inject(fault, rate: rate)
@@ -406,6 +406,7 @@ public final class Sandbox: Sendable {
                 reason: body?["reason"]?.stringValue ?? "Shutdown",
                 processed: body?["processed"]?.boolValue ?? false
             )
+        case "drain": return .drain(reason: body?["reason"]?.stringValue ?? "Shutdown")
         case "reset": return .reset
         case "stall": return .stall
         case "refuse": return .refuseStream

@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import RichPushAPNs
+import RichPushCore
 import RichPushSandbox
 import Testing
 
@@ -226,6 +227,49 @@ import Testing
         let next = try await HTTP2ClientConnection.connect(to: target, group: NIOSingletons.posixEventLoopGroup)
         #expect(try await next.send(try apnsRequest(next, key: key), timeout: .seconds(10)).status == 200)
         next.close()
+        await emulator.stop()
+    }
+
+    /// A server shutting down gracefully: GOAWAY (NO_ERROR) naming the last request it processes, whose answer
+    /// comes 300 ms later. The requests after it go again on a new connection, and the one it still answers gets its
+    /// answer: the pool closed the connection at the first request refused on it, and that request failed as
+    /// processed, never sent again. Every request is delivered once.
+    @Test func aGracefulGoAwayLetsTheLastRequestItProcessesBeAnswered() async throws {
+        let emulator = try APNsEmulator(credentials: creds)
+        let port = try await emulator.start()
+        let client = APNsClient(
+            configuration: APNsConfiguration(
+                endpoint: .custom(host: "127.0.0.1", port: port),
+                authentication: .token(
+                    try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
+                ),
+                trust: .certificateAuthority(pem: creds.caCertificatePEM),
+                connections: 1,
+                requestTimeout: 30
+            )
+        )
+        let request = APNsRenderer(bundleID: "com.example.app").render(
+            try PushMessage.decode(JSONValue.parse(#"{"title":"Hi"}"#)),
+            deviceToken: APNsClientTests.token
+        )
+        _ = try await client.send(request)  // the provider token taken, the stream limit raised
+        emulator.inject(.drain(reason: "Shutdown"))
+        let failures = await withTaskGroup(of: String?.self) { group in
+            for _ in 0..<40 {
+                group.addTask {
+                    do throws(APNsFailure) {
+                        _ = try await client.send(request)
+                        return nil
+                    } catch { return "\(error)" }
+                }
+            }
+            var all: [String] = []
+            for await case let f? in group { all.append(f) }
+            return all
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        #expect(emulator.acceptedCount == 41)
+        await client.shutdown()
         await emulator.stop()
     }
 

@@ -118,6 +118,9 @@ struct APNsEmulatorLogic: EmulatorLogic {
         case .refuseStream: return .refuseStream
         case .hostile(let answer):
             return .respond(answer.response(extraHeaders: idHeaders(apnsID)))
+        case .drain(let reason):
+            control.drain(reason: reason)
+            return nil
         case .lowerStreamLimit(let n):
             control.announceMaxConcurrentStreams(n)
             connection.limitRaised = false

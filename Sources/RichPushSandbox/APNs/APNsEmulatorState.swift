@@ -41,6 +41,9 @@ public enum APNsFault: Sendable, Hashable {
     /// request was not processed, and may be sent again) or, with `processed`, the request's own (it was, and must not
     /// be: its answer was lost with the connection).
     case goAway(reason: String, processed: Bool = false)
+    /// A graceful GOAWAY (NO_ERROR) naming the request the last processed: it is answered 300 ms later, the requests
+    /// after it are not processed, and the connection closes once its answer is written (a server shutting down).
+    case drain(reason: String)
     /// Reset the connection.
     case reset
     /// Never answer.

@@ -61,9 +61,23 @@ public enum EmulatorAction: Sendable {
 /// Lets a handler act on the connection a request came on (HTTP/2 only; no-ops on HTTP/1.1).
 public struct ConnectionControl: Sendable {
     let setMaxStreams: @Sendable (Int) -> Void
+    var startDrain: @Sendable (String) -> Void = { _ in }
 
     /// Announces a new MAX_CONCURRENT_STREAMS to the client.
     public func announceMaxConcurrentStreams(_ n: Int) { setMaxStreams(n) }
+
+    /// Shuts the connection down gracefully, as a server going away does: GOAWAY (NO_ERROR, `{"reason": …}`)
+    /// naming this request the last processed; this request is answered after ``EmulatorDrain/answerDelay`` (still
+    /// in flight when the GOAWAY arrives), requests after it are not processed, and the connection closes once the
+    /// answer is written.
+    public func drain(reason: String) { startDrain(reason) }
+}
+
+/// A connection's graceful shutdown, once a request started it: the stream it named the last processed.
+final class EmulatorDrain {
+    var lastStreamID: HTTP2StreamID?
+    var reason = ""
+    static let answerDelay: TimeAmount = .milliseconds(300)
 }
 
 /// An emulator's request logic; `Connection` is its per-connection state, used on one event loop only.
@@ -85,15 +99,17 @@ final class HTTP2EmulatorStreamHandler<Logic: EmulatorLogic>: ChannelInboundHand
 
     let logic: Logic
     let connection: Logic.Connection
+    let drain: EmulatorDrain
     let parent: Channel
     var headers: [(name: String, value: String)] = []
     var method = ""
     var path = ""
     var body: [UInt8] = []
 
-    init(logic: Logic, connection: Logic.Connection, parent: Channel) {
+    init(logic: Logic, connection: Logic.Connection, drain: EmulatorDrain, parent: Channel) {
         self.logic = logic
         self.connection = connection
+        self.drain = drain
         self.parent = parent
     }
 
@@ -118,7 +134,12 @@ final class HTTP2EmulatorStreamHandler<Logic: EmulatorLogic>: ChannelInboundHand
 
     private func respond(_ context: ChannelHandlerContext) {
         let parent = self.parent
-        let control = ConnectionControl { n in
+        let streamID = (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) ?? .rootStream
+        // After a GOAWAY that named an earlier stream the last processed, this one is not processed (and the
+        // client has closed it).
+        if let last = drain.lastStreamID, streamID > last { return }
+        let drainBound = NIOLoopBound(drain, eventLoop: context.eventLoop)
+        var control = ConnectionControl { n in
             parent.eventLoop.execute {
                 parent.writeAndFlush(
                     HTTP2Frame(
@@ -129,8 +150,28 @@ final class HTTP2EmulatorStreamHandler<Logic: EmulatorLogic>: ChannelInboundHand
                 )
             }
         }
+        control.startDrain = { reason in
+            drainBound.value.lastStreamID = streamID
+            drainBound.value.reason = reason
+        }
         let request = EmulatorRequest(method: method, path: path, headers: headers, body: body, isHTTP2: true)
         let action = logic.handle(request, connection: connection, control: control)
+        if drain.lastStreamID == streamID {
+            let debug = parent.allocator.buffer(string: #"{"reason":"\#(drain.reason)"}"#)
+            parent.writeAndFlush(
+                HTTP2Frame(
+                    streamID: .rootStream,
+                    payload: .goAway(lastStreamID: streamID, errorCode: .noError, opaqueData: debug)
+                ),
+                promise: nil
+            )
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            context.eventLoop.scheduleTask(in: EmulatorDrain.answerDelay) {
+                bound.value.0.act(action, bound.value.1)
+                parent.eventLoop.scheduleTask(in: .milliseconds(50)) { parent.close(promise: nil) }
+            }
+            return
+        }
         guard let delay = logic.responseDelay.sample() else { return act(action, context) }
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         context.eventLoop.scheduleTask(in: delay) { bound.value.0.act(action, bound.value.1) }

@@ -164,6 +164,7 @@ final class ProtocolSwitch<Logic: EmulatorLogic>: ChannelInboundHandler, Removab
                 connectionConfiguration.maximumBufferedControlFrames = 100_000
                 // Streams run on the connection's event loop, the only place the connection state is touched.
                 let bound = NIOLoopBound(connection, eventLoop: channel.eventLoop)
+                let drain = NIOLoopBound(EmulatorDrain(), eventLoop: channel.eventLoop)
                 _ = try channel.pipeline.syncOperations.configureHTTP2Pipeline(
                     mode: .server,
                     connectionConfiguration: connectionConfiguration,
@@ -172,7 +173,12 @@ final class ProtocolSwitch<Logic: EmulatorLogic>: ChannelInboundHandler, Removab
                 ) { stream in
                     stream.eventLoop.makeCompletedFuture {
                         try stream.pipeline.syncOperations.addHandler(
-                            HTTP2EmulatorStreamHandler(logic: logic, connection: bound.value, parent: channel)
+                            HTTP2EmulatorStreamHandler(
+                                logic: logic,
+                                connection: bound.value,
+                                drain: drain.value,
+                                parent: channel
+                            )
                         )
                     }
                 }
