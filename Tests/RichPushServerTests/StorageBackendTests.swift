@@ -299,6 +299,37 @@ import Testing
         #expect(deliveries.filter { $0.provider == .apns }.count == 3)
     }
 
+    /// A fan-out whose stored audience cannot be read (damaged, or written by a later version) reaches nobody and is
+    /// over. SQLite left it pending: every start tried it again and its notification read as fanning out for good
+    /// (`richpush send` followed it until Ctrl-C); an audience that was not JSON threw on both databases, and the
+    /// fan-out was tried again without end.
+    @Test(arguments: [Kind.sqlite, .postgres])
+    func aFanOutWhoseStoredAudienceCannotBeReadReachesNobodyAndIsOver(_ kind: Kind) async throws {
+        let b = try await Self.make(kind)
+        try await Self.register(b)
+        for (id, stored) in [("not-json", "{\"tag\": "), ("not-an-audience", #"{"segment": 5}"#)] {
+            _ = try await b.intake.accept(Self.plan(id, .tag("x"))) { _ in .null }
+            switch b {
+            case let sqlite as SQLiteBackend:
+                try await sqlite.pool.write { db in
+                    try db.execute(
+                        sql: "UPDATE notifications SET audience = ? WHERE id = ?",
+                        arguments: [stored, id]
+                    )
+                }
+            case let postgres as PostgresBackend:
+                try await postgres.database.rows("UPDATE notifications SET audience = \(stored) WHERE id = \(id)")
+            default:
+                Issue.record("no way to damage \(kind)'s rows")
+            }
+            #expect(try await b.intake.completeFanOut(notificationID: id) == 0, "\(id)")
+            #expect(try await b.updates.family(of: id)?.fanOutPending == false, "\(id)")
+            #expect(try await b.queue.deliveries(notificationID: id).isEmpty)
+        }
+        #expect(try await b.intake.pendingFanOuts().isEmpty)
+        await b.close()
+    }
+
     /// Registered tokens: only those in the registry are queued, at once, and the answer counts them.
     @Test(arguments: Kind.allCases)
     func registeredTokensAreQueuedAtOnce(_ kind: Kind) async throws {

@@ -220,7 +220,9 @@ public final class PostgresIntake: NotificationIntake {
         guard let row = rows.first else { return 0 }
         let (appID, audienceText, notBefore, expiresAt, spread, storedID, storedToken, inserted, storedTotal) =
             try row.decode((String, String?, Date?, Date?, Double, Int64, String, Int, Int).self)
-        guard let audienceText, let audience = Audience.read(try JSONValue.parse(audienceText)).0,
+        // A stored audience this version cannot read (damaged, or written by a later one) reaches nobody, and its
+        // fan-out is over (one that was not JSON threw, and was tried again without end).
+        guard let audience = Audience.stored(audienceText),
             let filter = AudienceFilter.postgres(audience, appID: appID)
         else {
             let logger = db.logger

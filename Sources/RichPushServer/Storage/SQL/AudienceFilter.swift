@@ -1,4 +1,5 @@
 import PostgresNIO
+import RichPushCore
 
 /// The devices of a registry audience as SQL over `d` (devices), one text for SQLite and PostgreSQL but for a join
 /// hint and the token's collation: the tables to read and the condition on them. Token lists and the audiences that are not the registry's (tokens
@@ -118,6 +119,15 @@ public enum FanOutCursor: Sendable, Hashable {
         case .id(let id): (id, "")
         case .token(let t): (0, t)
         }
+    }
+}
+
+extension Audience {
+    /// A fan-out's audience as stored in `notifications.audience`, or nil when it cannot be read (damaged, or
+    /// written by a later version).
+    static func stored(_ text: String?) -> Audience? {
+        guard let text, let json = try? JSONValue.parse(text) else { return nil }
+        return Audience.read(json).0
     }
 }
 

@@ -120,16 +120,27 @@ public final class SQLiteIntake: NotificationIntake {
             let row = try await store.pool.read({ db in
                 try SQLiteServerStore.notificationRow(id: notificationID, in: db)
             }),
-            FanOutState(rawValue: row["fanout_state"]) == .pending,
-            let audienceText = row["audience"] as String?,
-            let (audience, _) = Optional(Audience.read(try JSONValue.parse(audienceText))), let audience
+            FanOutState(rawValue: row["fanout_state"]) == .pending
         else { return 0 }
         let appID: String = row["app_id"]
+        guard let audience = Audience.stored(row["audience"]),
+            let filter = AudienceFilter(audience, appID: appID)
+        else {
+            // A stored audience this version cannot read (damaged, or written by a later one) reaches nobody, and
+            // its fan-out is over: left pending, every start tried it again and its notification read as fanning
+            // out for good, and one that threw was tried again without end.
+            try await store.pool.write { db in
+                try db.execute(
+                    query: "UPDATE notifications SET fanout_state = \(FanOutState.done) WHERE id = \(notificationID)"
+                )
+                try db.execute(query: WebhookSQL.openWithoutDeliveries(notificationID, appID: appID, now: Date()))
+            }
+            return 0
+        }
         let notBefore = Date(timeIntervalSince1970: row["not_before"] ?? Date().timeIntervalSince1970)
         let expiresAt = (row["expires_at"] as Double?).map(Date.init(timeIntervalSince1970:))
         let spread: Double = row["spread"]
         var total: Int = row["fanout_total"]
-        guard let filter = AudienceFilter(audience, appID: appID) else { return 0 }
         let start = SQLiteDeviceRegistry.FanOutProgress(
             cursor: filter.cursor(storedID: row["fanout_cursor"], storedToken: row["fanout_token"]),
             inserted: row["fanout_inserted"]
