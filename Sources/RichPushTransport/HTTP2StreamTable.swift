@@ -53,7 +53,7 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
     private var context: ChannelHandlerContext?
     private var streams: [HTTP2StreamID: Entry] = [:]
     /// The id the next request takes (odd: the client's).
-    private var nextStreamID = 1
+    var nextStreamID = 1
     private var closed = false
     private var resets: ResetBudget
     /// The connection takes no more requests (retired, or the server sent GOAWAY): it closes once no stream awaits
@@ -89,16 +89,20 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
         timeout: TimeAmount,
         promise: EventLoopPromise<H2Response>
     ) {
-        guard let context, !closed else {
+        // A request admitted before the connection began to drain is not sent on it (another connection takes it).
+        guard let context, !closed, !draining else {
             streamGone()
             promise.fail(notSentError())
             return
         }
         guard nextStreamID <= Int(Int32.max) else {
-            // Every stream id of the connection is spent: no request goes on it, and the pool opens another.
+            // Every stream id of the connection is spent: no request goes on it, and the pool opens another. It
+            // drains like one the server sent GOAWAY (the pool no longer closes it).
             connectionState.withLockedValue { $0.goAwayReceived(lastStreamID: Int(Int32.max), reason: nil) }
             streamGone()
             promise.fail(notSentError())
+            draining = true
+            closeIfDrainedAndSpent()
             return
         }
         let id = HTTP2StreamID(nextStreamID)
@@ -138,10 +142,12 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
         closeIfDrainedAndSpent()
     }
 
-    /// Why a request was not sent: the server's GOAWAY if one came.
+    /// Why a request was not sent: the server's GOAWAY if one came, or the client's retirement.
     private func notSentError() -> TransportError {
-        connectionState.withLockedValue { $0.goAway }.map { .goingAway(reason: $0.reason, processed: false) }
-            ?? TransportError.notSent
+        let (goAway, retired) = connectionState.withLockedValue { ($0.goAway, $0.retiredBecause) }
+        if let goAway { return .goingAway(reason: goAway.reason, processed: false) }
+        if let retired { return .goingAway(reason: retired, processed: false) }
+        return .notSent
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -166,7 +172,9 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
             if entry.collector.answered { connectionState.withLockedValue { $0.answerReceived() } }
             remove(frame.streamID)
         case .abandoned(let error):
-            end(frame.streamID, failing: error, reset: true)
+            // A frame that ended the stream leaves nothing to reset (the HTTP/2 handler closed it): no reset is
+            // sent, and none is counted against the budget.
+            end(frame.streamID, failing: error, reset: !frame.payload.endsStream)
         case .reset(let code):
             end(frame.streamID, failing: closureError(code, frame.streamID), reset: false)
         }
@@ -275,6 +283,17 @@ final class HTTP2StreamTable: ChannelDuplexHandler, RemovableChannelHandler, @un
     private func closureError(_ code: HTTP2ErrorCode, _ id: HTTP2StreamID) -> TransportError {
         if code == .refusedStream { return .streamRefused }
         return goAwayError(id) ?? .streamReset(code: Int(code.networkCode))
+    }
+}
+
+extension HTTP2Frame.FramePayload {
+    /// The frame carries END_STREAM.
+    var endsStream: Bool {
+        switch self {
+        case .headers(let h): h.endStream
+        case .data(let d): d.endStream
+        default: false
+        }
     }
 }
 

@@ -347,4 +347,38 @@ import Testing
         #expect(try live.wait().status == 200)
         #expect(!s.channel.isActive)
     }
+
+    /// An answer abandoned on the frame that ends its stream (a status no service gives, with END_STREAM) leaves
+    /// nothing to reset: no reset is sent and none is counted, so a server cannot make the client retire its
+    /// connection with answers alone.
+    @Test func anAnswerAbandonedAsItsStreamEndsSpendsNoReset() throws {
+        let s = try Setup(resets: ResetBudget(limit: 1, window: .seconds(30)))
+        let abandoned = (0..<3).map { _ in s.send() }
+        _ = try s.written()
+        for id in [1, 3, 5] { try s.answer(id, status: "600") }
+        for f in abandoned { #expect(throws: TransportError.malformedResponse(":status 600")) { try f.wait() } }
+        #expect(try s.written().isEmpty)
+        #expect(s.state.withLockedValue { $0.retiredBecause } == nil)
+        let next = s.send()
+        _ = try s.written()
+        try s.answer(7)
+        #expect(try next.wait().status == 200)
+    }
+
+    /// A connection whose stream ids are spent takes no more requests and closes once its answers are in, as after
+    /// a GOAWAY (the pool no longer closes it).
+    @Test func aConnectionWhoseStreamIDsAreSpentClosesOnceItsAnswersAreIn() throws {
+        let s = try Setup()
+        try s.channel.connect(to: SocketAddress(ipAddress: "127.0.0.1", port: 443)).wait()
+        s.table.nextStreamID = Int(Int32.max)
+        let last = s.send()  // stream 2,147,483,647, the last a client may open
+        _ = try s.written()
+        let refused = s.send()
+        #expect(throws: TransportError.goingAway(reason: nil, processed: false)) { try refused.wait() }
+        #expect(s.channel.isActive)
+        try s.answer(Int(Int32.max))
+        #expect(try last.wait().status == 200)
+        #expect(!s.channel.isActive)
+        #expect(s.state.withLockedValue { $0.inFlight } == 0)
+    }
 }

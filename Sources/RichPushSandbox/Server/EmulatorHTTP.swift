@@ -73,11 +73,24 @@ public struct ConnectionControl: Sendable {
     public func drain(reason: String) { startDrain(reason) }
 }
 
-/// A connection's graceful shutdown, once a request started it: the stream it named the last processed.
+/// A connection's graceful shutdown, once a request started it (the first only: a later drain on the same
+/// connection changes nothing).
 final class EmulatorDrain {
+    /// The last stream named processed: the one that started the drain, or a higher one already handled (its
+    /// request's last frame came first).
     var lastStreamID: HTTP2StreamID?
+    /// The stream whose request started the drain.
+    var startedBy: HTTP2StreamID?
     var reason = ""
+    /// The highest stream whose request was handled so far.
+    var highestHandled: HTTP2StreamID = .rootStream
     static let answerDelay: TimeAmount = .milliseconds(300)
+
+    /// GOAWAY debug data: `{"reason": …}`, the reason encoded as a JSON string.
+    static func debugData(reason: String, allocator: ByteBufferAllocator) -> ByteBuffer {
+        let json = (try? JSONSerialization.data(withJSONObject: ["reason": reason])) ?? Data("{}".utf8)
+        return allocator.buffer(bytes: json)
+    }
 }
 
 /// An emulator's request logic; `Connection` is its per-connection state, used on one event loop only.
@@ -138,6 +151,7 @@ final class HTTP2EmulatorStreamHandler<Logic: EmulatorLogic>: ChannelInboundHand
         // After a GOAWAY that named an earlier stream the last processed, this one is not processed (and the
         // client has closed it).
         if let last = drain.lastStreamID, streamID > last { return }
+        drain.highestHandled = max(drain.highestHandled, streamID)
         let drainBound = NIOLoopBound(drain, eventLoop: context.eventLoop)
         var control = ConnectionControl { n in
             parent.eventLoop.execute {
@@ -151,17 +165,20 @@ final class HTTP2EmulatorStreamHandler<Logic: EmulatorLogic>: ChannelInboundHand
             }
         }
         control.startDrain = { reason in
-            drainBound.value.lastStreamID = streamID
-            drainBound.value.reason = reason
+            let drain = drainBound.value
+            guard drain.startedBy == nil else { return }
+            drain.startedBy = streamID
+            drain.lastStreamID = max(streamID, drain.highestHandled)
+            drain.reason = reason
         }
         let request = EmulatorRequest(method: method, path: path, headers: headers, body: body, isHTTP2: true)
         let action = logic.handle(request, connection: connection, control: control)
-        if drain.lastStreamID == streamID {
-            let debug = parent.allocator.buffer(string: #"{"reason":"\#(drain.reason)"}"#)
+        if drain.startedBy == streamID, let last = drain.lastStreamID {
+            let debug = EmulatorDrain.debugData(reason: drain.reason, allocator: parent.allocator)
             parent.writeAndFlush(
                 HTTP2Frame(
                     streamID: .rootStream,
-                    payload: .goAway(lastStreamID: streamID, errorCode: .noError, opaqueData: debug)
+                    payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: debug)
                 ),
                 promise: nil
             )
@@ -211,7 +228,7 @@ final class HTTP2EmulatorStreamHandler<Logic: EmulatorLogic>: ChannelInboundHand
                 (try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)) ?? .rootStream
             // The last stream the server says it processed: the one before this (this request was not), or this one.
             let last = processed ? streamID : HTTP2StreamID(max(0, Int(streamID) - 2))
-            let debug = parent.allocator.buffer(string: #"{"reason":"\#(reason)"}"#)
+            let debug = EmulatorDrain.debugData(reason: reason, allocator: parent.allocator)
             parent.writeAndFlush(
                 HTTP2Frame(
                     streamID: .rootStream,
