@@ -23,7 +23,7 @@ struct HTTP2ConnectionState: Sendable {
         case goingAway(lastStreamID: Int, reason: String?)
         /// The client stopped sending on it (``retire(reason:)``): the streams in flight may finish; no new ones
         /// open, and the connection closes once none of them awaits an answer.
-        case retiring(reason: String)
+        case retiring
         /// The channel closed (either side): nothing more is sent.
         case closed
     }
@@ -97,7 +97,7 @@ struct HTTP2ConnectionState: Sendable {
     /// active connection retires (one going away or closed already takes no requests).
     mutating func retire(reason: String) {
         guard lifecycle == .active else { return }
-        lifecycle = .retiring(reason: reason)
+        lifecycle = .retiring
         retiredBecause = reason
     }
 
@@ -137,7 +137,7 @@ struct HTTP2ConnectionState: Sendable {
             return .failure(.init(event: "a request before SETTINGS", state: lifecycle))
         case .closed: refusal = .closed
         case .goingAway(_, let reason): refusal = .goingAway(reason: reason)
-        case .retiring(let reason): refusal = .goingAway(reason: reason)
+        case .retiring: refusal = .goingAway(reason: retiredBecause)
         }
         if hadReservation { inFlight -= 1 }
         return .success(refusal)

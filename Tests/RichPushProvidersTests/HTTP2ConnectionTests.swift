@@ -237,21 +237,7 @@ import Testing
     @Test func aGracefulGoAwayLetsTheLastRequestItProcessesBeAnswered() async throws {
         let emulator = try APNsEmulator(credentials: creds)
         let port = try await emulator.start()
-        let client = APNsClient(
-            configuration: APNsConfiguration(
-                endpoint: .custom(host: "127.0.0.1", port: port),
-                authentication: .token(
-                    try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
-                ),
-                trust: .certificateAuthority(pem: creds.caCertificatePEM),
-                connections: 1,
-                requestTimeout: 30
-            )
-        )
-        let request = APNsRenderer(bundleID: "com.example.app").render(
-            try PushMessage.decode(JSONValue.parse(#"{"title":"Hi"}"#)),
-            deviceToken: APNsClientTests.token
-        )
+        let (client, request) = try HostileProviderTests.emulatorClient(port: port, requestTimeout: 30)
         _ = try await client.send(request)  // the provider token taken, the stream limit raised
         emulator.inject(.drain(reason: "Shutdown"))
         let failures = await withTaskGroup(of: String?.self) { group in

@@ -43,10 +43,9 @@ import Testing
         ("unknown 2xx", .body(status: 299, bytes: [])),
     ]
 
-    @Test func theAPNsClientClassifiesEveryHostileAnswer() async throws {
+    /// A client of one connection to the APNs emulator on `port`, and a request for the sandbox's test device.
+    static func emulatorClient(port: Int, requestTimeout: Double) throws -> (APNsClient, APNsRequest) {
         let creds = SandboxFixture.credentials
-        let emulator = try APNsEmulator(credentials: creds)
-        let port = try await emulator.start()
         let client = APNsClient(
             configuration: APNsConfiguration(
                 endpoint: .custom(host: "127.0.0.1", port: port),
@@ -55,13 +54,21 @@ import Testing
                 ),
                 trust: .certificateAuthority(pem: creds.caCertificatePEM),
                 connections: 1,
-                requestTimeout: 3
+                requestTimeout: requestTimeout
             )
         )
         let request = APNsRenderer(bundleID: "com.example.app").render(
             try PushMessage.decode(JSONValue.parse(#"{"title":"Hi"}"#)),
             deviceToken: APNsClientTests.token
         )
+        return (client, request)
+    }
+
+    @Test func theAPNsClientClassifiesEveryHostileAnswer() async throws {
+        let creds = SandboxFixture.credentials
+        let emulator = try APNsEmulator(credentials: creds)
+        let port = try await emulator.start()
+        let (client, request) = try Self.emulatorClient(port: port, requestTimeout: 3)
         for (name, answer) in Self.answers {
             emulator.inject(.hostile(answer))
             do throws(APNsFailure) {
