@@ -382,6 +382,11 @@ final class ConnectionObserver: ChannelInboundHandler, @unchecked Sendable {
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
+        // A request's HEADERS that the HTTP/2 handler held back (the server's stream limit) and let go after the
+        // server's GOAWAY fail their own write only: that request was not sent, and goes on another connection. The
+        // connection still carries the answers the server said it would give, so it is not closed for it (it was,
+        // and the request the server was still answering failed as processed).
+        if error is NIOHTTP2Errors.CreatedStreamAfterGoaway { return }
         let failure = TransportError.connectFailure(error, connected: true)
         if state.withLockedValue({ s in
             guard s.lifecycle == .starting else { return false }
