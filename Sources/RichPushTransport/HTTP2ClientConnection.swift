@@ -221,6 +221,9 @@ public final class HTTP2ClientConnection: Sendable {
     /// True while new requests may be sent.
     public var isUsable: Bool { state.withLockedValue { $0.isUsable } }
 
+    /// True once the channel has closed (either side).
+    public var isClosed: Bool { state.withLockedValue { $0.lifecycle == .closed } }
+
     /// Streams that may still be opened before the server's limit.
     public var availableStreams: Int { state.withLockedValue { max(0, $0.remoteMaxStreams - $0.inFlight) } }
 

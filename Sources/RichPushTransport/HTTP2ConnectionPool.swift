@@ -110,6 +110,10 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
         struct Running {
             var slots: [Slot]
             var nextID = 0
+            /// Connections going away that still carry requests, oldest first: their slots are free again (a
+            /// new connection takes the next requests), and each leaves this list when it closes. At most as
+            /// many as there are slots.
+            var draining: [Pooled] = []
         }
 
         /// `body` on the running pool; ``TransportError/shutDown`` once shut down.
@@ -131,11 +135,11 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
             return set ?? false
         }
 
-        /// The slots to close; the pool is shut down from here on.
-        mutating func shutDown() -> [Slot] {
-            guard case .running(let running) = self else { return [] }
+        /// The slots and the draining connections to close; the pool is shut down from here on.
+        mutating func shutDown() -> (slots: [Slot], draining: [Pooled]) {
+            guard case .running(let running) = self else { return ([], []) }
             self = .shutDown
-            return running.slots
+            return (running.slots, running.draining)
         }
 
         var slots: [Slot] {
@@ -243,12 +247,22 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                 throw (lastError as? TransportError)
                     ?? TransportError.connectFailed(lastError.map { "\($0)" } ?? "no connection")
             }
+            var kept: [Pooled] = []
+            var cut: [Pooled] = []
             let next: AcquireStep = try state.withLockedValue { state in
                 try state.whileRunning { s in
-                    // Forget connections that closed or are going away.
+                    // Forget connections that closed or are going away. One still open may carry requests the
+                    // server still answers: it is kept aside until it closes, and the oldest of those past one per
+                    // slot is closed (a server that sends GOAWAY on every connection and never answers would
+                    // otherwise have the client hold a connection per request, as long as its timeout).
                     for i in s.slots.indices {
                         if case .ready(let p) = s.slots[i], !p.connection.isUsable {
                             s.slots[i] = freed(after: p)
+                            if !p.connection.isClosed {
+                                s.draining.append(p)
+                                kept.append(p)
+                                if s.draining.count > s.slots.count { cut.append(s.draining.removeFirst()) }
+                            }
                             let reason =
                                 p.connection.goAwayReason.map { "GOAWAY (\($0))" } ?? p.connection.retiredBecause
                                 ?? "closed"
@@ -297,6 +311,9 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                     return .sleep(earliest - now)
                 }
             }
+            // Outside the lock: a close and its future's callbacks may run here.
+            for p in kept { watchDraining(p) }
+            for p in cut { p.connection.close() }
             switch next {
             case .use(let p): return p
             case .again: continue
@@ -310,6 +327,20 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                 try await Task.sleep(nanoseconds: UInt64(max(1_000_000, t.nanoseconds)))
             }
         }
+    }
+
+    /// Takes a draining connection off the list once it closes.
+    private func watchDraining(_ p: Pooled) {
+        p.connection.closeFuture.whenComplete { [state] _ in
+            state.withLockedValue { s in
+                _ = try? s.whileRunning { r in r.draining.removeAll { $0.id == p.id } }
+            }
+        }
+    }
+
+    /// The connections going away that are still open (their requests may still be answered).
+    var drainingConnections: [Pooled] {
+        state.withLockedValue { s in (try? s.whileRunning { $0.draining }) ?? [] }
     }
 
     private func startConnect(slot: Int, failures: Int, id: Int) -> Task<Pooled, Error> {
@@ -388,8 +419,12 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
             $0?.cancel()
             $0 = nil
         }
-        let slots = state.withLockedValue { $0.shutDown() }
+        let (slots, draining) = state.withLockedValue { $0.shutDown() }
         var closing: [EventLoopFuture<Void>] = []
+        for p in draining {
+            p.connection.close()
+            closing.append(p.connection.closeFuture)
+        }
         for slot in slots {
             switch slot {
             case .ready(let p):

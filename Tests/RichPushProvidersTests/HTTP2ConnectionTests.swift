@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import RichPushAPNs
@@ -285,6 +286,70 @@ import Testing
         #expect(failures.isEmpty, "\(failures)")
         #expect(emulator.acceptedCount == 10)
         await client.shutdown()
+        await emulator.stop()
+    }
+
+    /// A connection going away with a request still to be answered leaves its slot (a new connection takes the next
+    /// requests) but not the pool's care: a shutdown closes it too. The pool forgot it, and its shutdown returned
+    /// with it still open.
+    @Test func aPoolShutDownClosesTheConnectionsStillDraining() async throws {
+        let emulator = try APNsEmulator(credentials: creds)
+        let port = try await emulator.start()
+        let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
+        let pool = onePool(port: port)
+        _ = try await pool.execute { try self.apnsRequest($0.connection, key: key) }
+        let first = try #require(pool.openConnections.first?.connection)
+        emulator.inject(.drain(reason: "Shutdown"))
+        // One request starts the drain (its answer comes 300 ms later); the other goes again on a new connection,
+        // and its acquire sets the first connection aside.
+        let sends = (0..<2).map { _ in
+            Task { try await pool.execute { try self.apnsRequest($0.connection, key: key) } }
+        }
+        for _ in 0..<200 where pool.openConnections.first?.connection === first {
+            try await Task.sleep(nanoseconds: 2_000_000)
+        }
+        await pool.shutdown()
+        #expect(first.isClosed)
+        #expect(pool.drainingConnections.isEmpty)
+        for s in sends { _ = try? await s.value }
+        await emulator.stop()
+    }
+
+    /// A server that sends GOAWAY on every connection while a request on it still waits for its answer: the pool
+    /// keeps at most one such connection per slot open (the oldest past that is closed, its request failing as the
+    /// server may have processed it), so the open connections stay within twice its slots. It held one per request,
+    /// each for as long as its answer took (a Web Push endpoint is any origin a subscriber names).
+    @Test func connectionsGoingAwayStayWithinTheSlots() async throws {
+        let emulator = try APNsEmulator(credentials: creds)
+        let port = try await emulator.start()
+        let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
+        let pool = onePool(port: port)
+        _ = try await pool.execute { try self.apnsRequest($0.connection, key: key) }
+        emulator.inject(.drain(reason: "Shutdown"), count: 3)
+        let finished = NIOLockedValueBox(0)
+        let sends = (0..<3).map { _ in
+            Task {
+                defer { finished.withLockedValue { $0 += 1 } }
+                return try await pool.execute { try self.apnsRequest($0.connection, key: key) }
+            }
+        }
+        // Every connection the pool has shown, and the most of them open at once.
+        var seen: [ObjectIdentifier: HTTP2ClientConnection] = [:]
+        var mostOpen = 0
+        while finished.withLockedValue({ $0 }) < sends.count {
+            for p in pool.openConnections + pool.drainingConnections {
+                seen[ObjectIdentifier(p.connection)] = p.connection
+            }
+            mostOpen = max(mostOpen, seen.values.filter { !$0.isClosed }.count)
+            try await Task.sleep(nanoseconds: 1_000_000)
+        }
+        #expect(mostOpen <= 2, "\(mostOpen) connections open at once, \(seen.count) seen")
+        var outcomes: [String] = []
+        for s in sends {
+            do { outcomes.append("\(try await s.value.0.status)") } catch { outcomes.append("\(error)") }
+        }
+        #expect(outcomes.contains("200"), "\(outcomes)")
+        await pool.shutdown()
         await emulator.stop()
     }
 
