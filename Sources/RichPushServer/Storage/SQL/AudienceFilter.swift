@@ -124,10 +124,14 @@ public enum FanOutCursor: Sendable, Hashable {
 
 extension Audience {
     /// A fan-out's audience as stored in `notifications.audience`, or nil when it cannot be read (damaged, or
-    /// written by a later version).
+    /// written by a later version). A key this version does not write makes it unreadable: a later version's
+    /// narrowing (`{"all": true, "segment": …}`) read as the broader audience would reach devices it was not for.
     static func stored(_ text: String?) -> Audience? {
-        guard let text, let json = try? JSONValue.parse(text) else { return nil }
-        return Audience.read(json).0
+        guard let text, let json = try? JSONValue.parse(text), case .object(let keys) = json,
+            let audience = Audience.read(json).0, case .object(let written) = audience.json,
+            Set(keys.keys).isSubset(of: Set(written.keys))
+        else { return nil }
+        return audience
     }
 }
 
