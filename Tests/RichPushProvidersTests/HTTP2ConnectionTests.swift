@@ -289,6 +289,32 @@ import Testing
         await emulator.stop()
     }
 
+    /// The emulator's drain owes the answers of the requests it named processed, delayed ones too: it closes the
+    /// connection once they are written. It closed 350 ms after the drain began, and a request handled before it
+    /// whose answer waited out a longer response delay failed as processed.
+    @Test func theEmulatorsDrainClosesOnceTheAnswersItOwesAreWritten() async throws {
+        let emulator = try APNsEmulator(
+            credentials: creds,
+            configuration: .init(responseDelay: .init(milliseconds: 600))
+        )
+        let port = try await emulator.start()
+        let (client, request) = try HostileProviderTests.emulatorClient(port: port, requestTimeout: 30)
+        _ = try await client.send(request)
+        // One request handled (its answer 600 ms away), then another that starts the drain (answered 300 ms later).
+        let delayed = Task { _ = try await client.send(request) }
+        for _ in 0..<500 where emulator.acceptedCount < 2 { try await Task.sleep(nanoseconds: 1_000_000) }
+        emulator.inject(.drain(reason: "Shutdown"))
+        let starter = Task { _ = try await client.send(request) }
+        var failures: [String] = []
+        for t in [delayed, starter] {
+            do { try await t.value } catch { failures.append("\(error)") }
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        #expect(emulator.acceptedCount == 3)
+        await client.shutdown()
+        await emulator.stop()
+    }
+
     /// A connection going away with a request still to be answered leaves its slot (a new connection takes the next
     /// requests) but not the pool's care: a shutdown closes it too. The pool forgot it, and its shutdown returned
     /// with it still open.

@@ -84,7 +84,21 @@ final class EmulatorDrain {
     var reason = ""
     /// The highest stream whose request was handled so far.
     var highestHandled: HTTP2StreamID = .rootStream
+    /// Answers handled and waiting out the response delay, not yet written.
+    var delayedAnswers = 0
+    /// The answer of the stream that started the drain is written: the connection closes once no delayed answer
+    /// is left.
+    var starterAnswered = false
+    private var closing = false
     static let answerDelay: TimeAmount = .milliseconds(300)
+
+    /// Closes the connection 50 ms after the last answer it still owes (the drain's own, and any delayed ones of
+    /// the requests it named processed), once.
+    func closeIfAnswered(_ parent: Channel) {
+        guard starterAnswered, delayedAnswers == 0, !closing else { return }
+        closing = true
+        parent.eventLoop.scheduleTask(in: .milliseconds(50)) { parent.close(promise: nil) }
+    }
 
     /// GOAWAY debug data: `{"reason": …}`, the reason encoded as a JSON string.
     static func debugData(reason: String, allocator: ByteBufferAllocator) -> ByteBuffer {
@@ -184,14 +198,22 @@ final class HTTP2EmulatorStreamHandler<Logic: EmulatorLogic>: ChannelInboundHand
             )
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
             context.eventLoop.scheduleTask(in: EmulatorDrain.answerDelay) {
-                bound.value.0.act(action, bound.value.1)
-                parent.eventLoop.scheduleTask(in: .milliseconds(50)) { parent.close(promise: nil) }
+                let (handler, context) = bound.value
+                handler.act(action, context)
+                handler.drain.starterAnswered = true
+                handler.drain.closeIfAnswered(parent)
             }
             return
         }
         guard let delay = logic.responseDelay.sample() else { return act(action, context) }
+        drain.delayedAnswers += 1
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        context.eventLoop.scheduleTask(in: delay) { bound.value.0.act(action, bound.value.1) }
+        context.eventLoop.scheduleTask(in: delay) {
+            let (handler, context) = bound.value
+            handler.act(action, context)
+            handler.drain.delayedAnswers -= 1
+            handler.drain.closeIfAnswered(parent)
+        }
     }
 
     private func act(_ action: EmulatorAction, _ context: ChannelHandlerContext) {
