@@ -38,7 +38,7 @@ struct APNsEmulatorLogic: EmulatorLogic {
     ) -> EmulatorAction {
         let apnsID =
             request.header("apns-id").flatMap { UUID(uuidString: $0) != nil ? $0.lowercased() : nil }
-            ?? UUID().uuidString.lowercased()
+            ?? RequestID.uuid()
         if let fault = state.nextFault(),
             let action = act(fault, apnsID: apnsID, connection: connection, control: control)
         {
@@ -83,7 +83,7 @@ struct APNsEmulatorLogic: EmulatorLogic {
             return .respond(.json(error.status, body, headers: idHeaders(apnsID)))
         }
         var headers = idHeaders(apnsID)
-        if configuration.environment == .sandbox { headers.append(("apns-unique-id", UUID().uuidString.lowercased())) }
+        if configuration.environment == .sandbox { headers.append(("apns-unique-id", RequestID.uuid())) }
         return .respond(EmulatorResponse(status: 200, headers: headers))
     }
 

@@ -197,7 +197,7 @@ extension APNsEmulatorLogic {
     /// The request's own `apns-request-id` when it is a UUID, else a new one (as APNs answers).
     static func requestID(_ request: EmulatorRequest) -> String {
         request.header("apns-request-id").flatMap { UUID(uuidString: $0) != nil ? $0.lowercased() : nil }
-            ?? UUID().uuidString.lowercased()
+            ?? RequestID.uuid()
     }
 
     /// A refusal of a channel or broadcast request, counted by reason.
@@ -336,7 +336,7 @@ extension APNsEmulatorLogic {
             )
         )
         var headers = [("apns-request-id", requestID)]
-        if configuration.environment == .sandbox { headers.append(("apns-unique-id", UUID().uuidString.lowercased())) }
+        if configuration.environment == .sandbox { headers.append(("apns-unique-id", RequestID.uuid())) }
         return .respond(EmulatorResponse(status: 200, headers: headers))
     }
 }

@@ -268,7 +268,7 @@ struct WebPushEmulatorLogic: EmulatorLogic {
             )
         }
         let port = state.data.withLockedValue { $0.port }
-        let location = "https://127.0.0.1:\(port)/message/\(UUID().uuidString.lowercased())"
+        let location = "https://127.0.0.1:\(port)/message/\(RequestID.uuid())"
         return .respond(EmulatorResponse(status: 201, headers: [("location", location), ("ttl", String(ttl))]))
     }
 
