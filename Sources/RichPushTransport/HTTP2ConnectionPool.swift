@@ -112,8 +112,17 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
             var nextID = 0
             /// Connections going away that still carry requests, oldest first: their slots are free again (a
             /// new connection takes the next requests), and each leaves this list when it closes. At most as
-            /// many as there are slots.
+            /// many open as there are slots.
             var draining: [Pooled] = []
+
+            /// Keeps a connection going away that is still open; returns the oldest one still open past one per
+            /// slot, for the caller to close after the lock. That one stays on the list until it has closed, so
+            /// that a shutdown meanwhile still closes it and waits for it.
+            mutating func setAside(_ p: Pooled) -> Pooled? {
+                draining.append(p)
+                let open = draining.filter { !$0.connection.isClosed }
+                return open.count > slots.count ? open.first : nil
+            }
         }
 
         /// `body` on the running pool; ``TransportError/shutDown`` once shut down.
@@ -259,9 +268,8 @@ public final class HTTP2ConnectionPool<Extra: Sendable>: Sendable {
                         if case .ready(let p) = s.slots[i], !p.connection.isUsable {
                             s.slots[i] = freed(after: p)
                             if !p.connection.isClosed {
-                                s.draining.append(p)
                                 kept.append(p)
-                                if s.draining.count > s.slots.count { cut.append(s.draining.removeFirst()) }
+                                if let oldest = s.setAside(p) { cut.append(oldest) }
                             }
                             let reason =
                                 p.connection.goAwayReason.map { "GOAWAY (\($0))" } ?? p.connection.retiredBecause

@@ -1,3 +1,6 @@
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOEmbedded
 import Testing
 
 @testable import RichPushTransport
@@ -131,5 +134,41 @@ import Testing
         do { _ = try s.whileRunning { $0.nextID } } catch { refused = error }
         let again = s.shutDown()
         #expect(!setAfter && refused is TransportError && again.slots.isEmpty)
+    }
+
+    /// Connections going away are kept aside, at most one still open per slot: past that the oldest open one is
+    /// handed back to be closed, and it stays on the list (a shutdown before its close still closes it; it was
+    /// taken off the list first, and a shutdown in between returned with it open). One already closed does not
+    /// count.
+    @Test func connectionsSetAsideStayOnTheListUntilTheyHaveClosed() throws {
+        typealias Pool = HTTP2ConnectionPool<Int>
+        func connection(_ id: Int) -> Pool.Pooled {
+            let channel = EmbeddedChannel()
+            let state = NIOLockedValueBox(HTTP2ConnectionState())
+            let c = HTTP2ClientConnection(
+                channel: channel,
+                streams: HTTP2StreamTable(connectionState: state),
+                state: state,
+                authority: "127.0.0.1",
+                ready: channel.eventLoop.makeSucceededVoidFuture()
+            )
+            return Pool.Pooled(connection: c, extra: id, id: id)
+        }
+        var running = Pool.State.Running(slots: [.empty(failures: 0, notBefore: .now())])
+        let (a, b, c) = (connection(1), connection(2), connection(3))
+        let none = running.setAside(a)
+        #expect(none == nil)
+        let cutOne = running.setAside(b)
+        let cut = try #require(cutOne)
+        #expect(cut.id == 1 && running.draining.map(\.id) == [1, 2])
+        var s = Pool.State.running(running)
+        let (_, draining) = s.shutDown()
+        #expect(draining.map(\.id) == [1, 2])
+        // Once the cut one has closed, it no longer counts against the bound.
+        a.connection.close()
+        let next = running.setAside(c)
+        #expect(next?.id == 2)
+        b.connection.close()
+        c.connection.close()
     }
 }
