@@ -237,12 +237,21 @@ import Testing
     /// processed, never sent again. Every request is delivered once.
     @Test func aGracefulGoAwayLetsTheLastRequestItProcessesBeAnswered() async throws {
         let emulator = try APNsEmulator(credentials: creds)
-        let port = try await emulator.start()
-        let (client, request) = try HostileProviderTests.emulatorClient(port: port, requestTimeout: 30)
-        _ = try await client.send(request)  // the provider token taken, the stream limit raised
+        try await emulator.start()
+        let failures = try await Self.sendAcrossADrain(40, to: emulator, warm: true)
+        #expect(failures.isEmpty, "\(failures)")
+        #expect(emulator.acceptedCount == 41)
+        await emulator.stop()
+    }
+
+    /// `count` requests at once through an APNs client of one connection across the emulator's drain (after one
+    /// request first when `warm`: the provider token taken, the stream limit raised); the failures.
+    static func sendAcrossADrain(_ count: Int, to emulator: APNsEmulator, warm: Bool) async throws -> [String] {
+        let (client, request) = try HostileProviderTests.emulatorClient(port: emulator.port, requestTimeout: 30)
+        if warm { _ = try await client.send(request) }
         emulator.inject(.drain(reason: "Shutdown"))
         let failures = await withTaskGroup(of: String?.self) { group in
-            for _ in 0..<40 {
+            for _ in 0..<count {
                 group.addTask {
                     do throws(APNsFailure) {
                         _ = try await client.send(request)
@@ -254,10 +263,8 @@ import Testing
             for await case let f? in group { all.append(f) }
             return all
         }
-        #expect(failures.isEmpty, "\(failures)")
-        #expect(emulator.acceptedCount == 41)
         await client.shutdown()
-        await emulator.stop()
+        return failures
     }
 
     /// The same shutdown on a fresh connection, whose stream limit is still 1 (as APNs starts a connection with a
@@ -267,25 +274,10 @@ import Testing
     /// test above met the same when its limit had not yet been raised.
     @Test func requestsHeldByTheStreamLimitAcrossAGoAwayDoNotCloseTheConnection() async throws {
         let emulator = try APNsEmulator(credentials: creds)
-        let port = try await emulator.start()
-        let (client, request) = try HostileProviderTests.emulatorClient(port: port, requestTimeout: 30)
-        emulator.inject(.drain(reason: "Shutdown"))
-        let failures = await withTaskGroup(of: String?.self) { group in
-            for _ in 0..<10 {
-                group.addTask {
-                    do throws(APNsFailure) {
-                        _ = try await client.send(request)
-                        return nil
-                    } catch { return "\(error)" }
-                }
-            }
-            var all: [String] = []
-            for await case let f? in group { all.append(f) }
-            return all
-        }
+        try await emulator.start()
+        let failures = try await Self.sendAcrossADrain(10, to: emulator, warm: false)
         #expect(failures.isEmpty, "\(failures)")
         #expect(emulator.acceptedCount == 10)
-        await client.shutdown()
         await emulator.stop()
     }
 
