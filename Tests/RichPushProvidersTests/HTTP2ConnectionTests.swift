@@ -482,10 +482,22 @@ import Testing
                 return (nil, "\(error)")
             }
         }
-        // A port nothing listens on.
-        let gone = try await ServerBootstrap(group: group).bind(host: "127.0.0.1", port: 0).get()
-        let gonePort = try #require(gone.localAddress?.port)
-        try await gone.close()
+        // A port nothing listens on, held by a socket bound to it and not listening, so that no other test's
+        // server takes it meanwhile (a port closed before the connect was taken by one: a fresh clone's run read
+        // "tls" there, twice).
+        let held = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(held) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { a in
+            a.withMemoryRebound(to: sockaddr.self, capacity: 1) { p in
+                bind(held, p, length) == 0 && getsockname(held, p, &length) == 0
+            }
+        }
+        try #require(bound)
+        let gonePort = Int(UInt16(bigEndian: address.sin_port))
         // The emulator, its certificate checked against the system's authorities (which never signed it).
         let emulator = try APNsEmulator(credentials: creds)
         let emulatorPort = try await emulator.start()
