@@ -138,8 +138,6 @@ struct ReadDemand {
     private var received: UInt64?
     /// The time already taken as the server's for this request.
     private var credited = TimeAmount.zero
-    /// When the last look was (nil: none yet).
-    private var lastLook: NIODeadline?
 
     /// A read burst ended: reads are held until the next ask.
     mutating func readEnded(at now: NIODeadline = .now()) {
@@ -166,9 +164,7 @@ struct ReadDemand {
     /// Whether the `interval` now ending was the server's wait: reads held back for a tenth of it or more (or now),
     /// the request's answer pending, more of the client's data arrived since the last look and waits unread, and the
     /// request's credit under ``cap(_:)``. Each look starts the counts again. `kernel` is the look's one reading of
-    /// the socket (``SocketProgress/read(_:)``), which the rule reads too. The credit grows by the time since the
-    /// last look, not by `interval`: looks that a loaded loop runs late would otherwise stretch the cap (30 looks of
-    /// 1 s spanned more than 45 s in a fresh clone's loaded run).
+    /// the socket (``SocketProgress/read(_:)``), which the rule reads too.
     mutating func serversWait(
         _ kernel: SocketProgress?,
         lastRead: NIODeadline,
@@ -182,16 +178,14 @@ struct ReadDemand {
             heldSince = now
         }
         held = .zero
-        let elapsed = lastLook.map { max(interval, now - $0) } ?? interval
-        lastLook = now
         let holding = heldSince != nil || total.nanoseconds * 10 >= interval.nanoseconds
         let before = received
         received = kernel?.bytesReceived
         guard holding, answerPending, let kernel, let before, kernel.bytesReceived > before,
             kernel.unread(since: lastRead, now: now),
-            credited + elapsed <= Self.cap(interval)
+            credited + interval <= Self.cap(interval)
         else { return false }
-        credited = credited + elapsed
+        credited = credited + interval
         return true
     }
 }
