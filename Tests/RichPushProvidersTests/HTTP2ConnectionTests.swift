@@ -307,15 +307,22 @@ import Testing
         await emulator.stop()
     }
 
-    /// A connection going away with a request still to be answered leaves its slot (a new connection takes the next
-    /// requests) but not the pool's care: a shutdown closes it too. The pool forgot it, and its shutdown returned
-    /// with it still open.
-    @Test func aPoolShutDownClosesTheConnectionsStillDraining() async throws {
+    /// The APNs emulator, its key, and a pool of one connection to it that has sent one request (the provider token
+    /// taken, the stream limit raised).
+    func warmPool() async throws -> (APNsEmulator, APNsSigningKey, HTTP2ConnectionPool<Void>) {
         let emulator = try APNsEmulator(credentials: creds)
         let port = try await emulator.start()
         let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
         let pool = onePool(port: port)
         _ = try await pool.execute { try self.apnsRequest($0.connection, key: key) }
+        return (emulator, key, pool)
+    }
+
+    /// A connection going away with a request still to be answered leaves its slot (a new connection takes the next
+    /// requests) but not the pool's care: a shutdown closes it too. The pool forgot it, and its shutdown returned
+    /// with it still open.
+    @Test func aPoolShutDownClosesTheConnectionsStillDraining() async throws {
+        let (emulator, key, pool) = try await warmPool()
         let first = try #require(pool.openConnections.first?.connection)
         emulator.inject(.drain(reason: "Shutdown"))
         // One request starts the drain (its answer comes 300 ms later); the other goes again on a new connection,
@@ -338,11 +345,7 @@ import Testing
     /// server may have processed it), so the open connections stay within twice its slots. It held one per request,
     /// each for as long as its answer took (a Web Push endpoint is any origin a subscriber names).
     @Test func connectionsGoingAwayStayWithinTheSlots() async throws {
-        let emulator = try APNsEmulator(credentials: creds)
-        let port = try await emulator.start()
-        let key = try APNsSigningKey(p8: creds.apnsKeyPEM, keyID: creds.apnsKeyID, teamID: creds.apnsTeamID)
-        let pool = onePool(port: port)
-        _ = try await pool.execute { try self.apnsRequest($0.connection, key: key) }
+        let (emulator, key, pool) = try await warmPool()
         emulator.inject(.drain(reason: "Shutdown"), count: 3)
         let finished = NIOLockedValueBox(0)
         let sends = (0..<3).map { _ in
