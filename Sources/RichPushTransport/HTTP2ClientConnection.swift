@@ -283,7 +283,10 @@ public final class HTTP2ClientConnection: Sendable {
             promise.fail(TransportError.goingAway(reason: reason, processed: false))
             return promise.futureResult
         case .closed, nil:
-            promise.fail(TransportError.connectionClosed)
+            // Nothing was written: the request is not sent, and may go on another connection (it failed as closed
+            // "with the request in flight", which is not sent again, when the connection closed between the pool's
+            // choice and the send).
+            promise.fail(TransportError.notSent)
             return promise.futureResult
         }
         let requestHeaders = Self.headers(of: request, authority: authority)

@@ -68,6 +68,50 @@ import Glibc
         #expect(Self.closedAsSlowOrIdle(node.metrics) == 1, "\(node.closes)")
     }
 
+    /// The server's wait is credited by the clock, not by the count of looks: with 1 s of idleness the cap is 30 s,
+    /// whether the looks come on time (30 credited) or a loaded loop runs each half a second late (20 credited, 30 s
+    /// as well). It credited one idle time a look, and 30 late looks kept a body 45 s (a fresh clone's loaded run).
+    /// A new request's first look credits nothing of the quiet time since the last request's.
+    @Test func theCreditIsTheTimeThatPassedNotTheNumberOfLooks() {
+        func credited(every spacing: TimeAmount, requests: Int = 1) -> [Int] {
+            var demand = ReadDemand()
+            let start = NIODeadline.uptimeNanoseconds(1_000_000_000_000)
+            var now = start
+            var counts: [Int] = []
+            for request in 0..<requests {
+                // A quiet minute between two requests.
+                if request > 0 { now = now + .seconds(60) }
+                demand.requestBegan()
+                let lastRead = now
+                demand.readEnded(at: now)
+                var count = 0
+                for look in 1...60 {
+                    now = now + spacing
+                    // More of the client's data each look, arrived just now and unread since the last read.
+                    let kernel = SocketProgress(
+                        bytesAcknowledged: 0,
+                        bytesReceived: UInt64(look * 1_000),
+                        lastReceivedMilliseconds: 0
+                    )
+                    if demand.serversWait(
+                        kernel,
+                        lastRead: lastRead,
+                        answerPending: true,
+                        interval: .seconds(1),
+                        now: now
+                    ) {
+                        count += 1
+                    }
+                }
+                counts.append(count)
+            }
+            return counts
+        }
+        #expect(credited(every: .seconds(1)) == [30])
+        #expect(credited(every: .milliseconds(1_500)) == [20])
+        #expect(credited(every: .seconds(1), requests: 2) == [30, 30])
+    }
+
     /// A node's closes by rule (`richpush_connections_closed_total`), as /metrics shows them: what a failure of a
     /// connection test prints, so that it names the rule that closed a client.
     static func closes(_ metrics: ServerMetrics) -> String {

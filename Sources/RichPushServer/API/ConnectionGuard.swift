@@ -138,6 +138,8 @@ struct ReadDemand {
     private var received: UInt64?
     /// The time already taken as the server's for this request.
     private var credited = TimeAmount.zero
+    /// When this request's last look was (nil: none yet).
+    private var lastLook: NIODeadline?
 
     /// A read burst ended: reads are held until the next ask.
     mutating func readEnded(at now: NIODeadline = .now()) {
@@ -156,6 +158,7 @@ struct ReadDemand {
     mutating func requestBegan() {
         credited = .zero
         received = nil
+        lastLook = nil
     }
 
     /// The most time taken as the server's for one request: three idle times, 30 s at least.
@@ -165,6 +168,11 @@ struct ReadDemand {
     /// the request's answer pending, more of the client's data arrived since the last look and waits unread, and the
     /// request's credit under ``cap(_:)``. Each look starts the counts again. `kernel` is the look's one reading of
     /// the socket (``SocketProgress/read(_:)``), which the rule reads too.
+    ///
+    /// The credit is the time that passed since the request's last look (one `interval` for its first), not one
+    /// `interval` a look: looks that a loaded loop ran late stretched the cap, and a body behind a reader that waited
+    /// 45 s was closed only at 45 s, not at about 31 (a fresh clone's loaded run). The last look is the request's
+    /// own: one kept from the request before credited the quiet time between the two.
     mutating func serversWait(
         _ kernel: SocketProgress?,
         lastRead: NIODeadline,
@@ -178,14 +186,16 @@ struct ReadDemand {
             heldSince = now
         }
         held = .zero
+        let elapsed = lastLook.map { now - $0 } ?? interval
+        lastLook = now
         let holding = heldSince != nil || total.nanoseconds * 10 >= interval.nanoseconds
         let before = received
         received = kernel?.bytesReceived
         guard holding, answerPending, let kernel, let before, kernel.bytesReceived > before,
             kernel.unread(since: lastRead, now: now),
-            credited + interval <= Self.cap(interval)
+            credited + elapsed <= Self.cap(interval)
         else { return false }
-        credited = credited + interval
+        credited = credited + elapsed
         return true
     }
 }
